@@ -1,0 +1,52 @@
+# dtrain: `make` builds build/dtrain; `make run` trains the reference CNN on
+# Fashion-MNIST; `make test` runs every test (release, ASan+UBSan, TSan).
+# `make run` and `make test` first install missing Debian packages.
+BUILD      ?= build
+JOBS       ?= 2
+CMAKE_ARGS ?=
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+export OMPI_MCA_rmaps_base_oversubscribe := 1
+# Sanitizer runs: Open MPI's own start-up allocations are not ours.
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+          LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+          TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp:halt_on_error=1 \
+          OPENBLAS_NUM_THREADS=1
+
+.PHONY: all build deps run test test-release test-asan test-tsan bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: deps build
+	./$(BUILD)/dtrain train examples/cnn.cfg --epochs 2 --log $(BUILD)/run.jsonl
+
+test: deps test-release test-asan test-tsan
+
+test-release: build
+	cd $(BUILD) && ctest --output-on-failure -j 1
+
+# Fast tests (not the real-data training ones) under ASan+UBSan.
+test-asan:
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDT_SANITIZE=address >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && $(SAN_ENV) ctest --output-on-failure -LE slow
+
+# Threaded parts (the loader's prefetch thread, the trainer) under TSan.
+test-tsan:
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDT_SANITIZE=thread >/dev/null
+	@cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && $(SAN_ENV) ctest --output-on-failure -L threads
+
+bench: build
+	/usr/bin/python3 bench/bench_engine.py
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

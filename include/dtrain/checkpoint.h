@@ -1,0 +1,49 @@
+/* Checkpoint files: everything needed to continue a run exactly.
+ *
+ * Layout (little-endian):
+ *   "DTCKPT01" magic (8) | u32 version | u32 reserved
+ *   u64 shape_hash | u64 seed | u64 step | u64 net_step | i32 epoch | i32 step_in_epoch
+ *   u64 nparams | u64 nstate | u64 nmomentum
+ *   f32 params[nparams] | f32 state[nstate] | f32 momentum[nmomentum]
+ *   u32 crc32 of every byte before it
+ * Written to "PATH.tmp", fsync'd, renamed over PATH and the directory
+ * fsync'd, so a crash at any moment leaves either the old or the new file. */
+#ifndef DTRAIN_CHECKPOINT_H
+#define DTRAIN_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtrain/status.h"
+
+#define DT_CKPT_VERSION 1
+
+typedef struct {
+    uint64_t shape_hash;   /* must match the net that loads it */
+    uint64_t seed;         /* data order and augmentation */
+    uint64_t step;         /* optimiser steps done */
+    uint64_t net_step;     /* the net's training forward counter (dropout) */
+    int32_t epoch;         /* epoch of the next step */
+    int32_t step_in_epoch; /* step within that epoch of the next step */
+} dt_ckpt_meta;
+
+/* The float arrays a checkpoint carries (views, not owned). On load, n* must
+ * equal the file's counts and the arrays are filled. */
+typedef struct {
+    float *params;
+    size_t nparams;
+    float *state;
+    size_t nstate;
+    float *momentum;  /* may be NULL with nmomentum 0 (eval-only readers) */
+    size_t nmomentum;
+} dt_ckpt_arrays;
+
+dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a);
+
+/* Reads and verifies (magic, version, CRC, shape hash == expect_hash, sizes)
+ * before touching the arrays: a bad file leaves them unchanged. With
+ * a->momentum == NULL the momentum section is verified but not returned. */
+dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
+                             const dt_ckpt_arrays *a);
+
+#endif

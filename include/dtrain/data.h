@@ -1,0 +1,114 @@
+/* Datasets and the training/evaluation loader.
+ *
+ * A dataset is held in memory as bytes: images (N, C, H, W) uint8 and labels
+ * (N) uint8, plus the per-channel normalisation applied when a batch is made:
+ * x = (byte / 255 - mean[c]) / std[c].
+ *
+ * Sharding (what makes distributed runs equal to serial ones): in epoch e the
+ * loader draws one permutation of 0..N-1 from (seed, e), the same on every
+ * rank. Global step t of the epoch covers perm[t*B*W, (t+1)*B*W); rank r takes
+ * the slice [t*B*W + r*B, t*B*W + (r+1)*B). So the W shards of a step are
+ * disjoint, together they are exactly the batch a serial run with batch B*W
+ * takes, and across the epoch every sample is seen at most once (the last
+ * N mod (B*W) samples are dropped when drop_last is set, as in PyTorch).
+ * Without shuffle (evaluation) rank r takes the contiguous range
+ * [r*N/W, (r+1)*N/W) in batches of B, the last one short; no sample is
+ * dropped, so a reduced evaluation covers the test set exactly once.
+ *
+ * Augmentation (random crop with zero padding, horizontal flip) is drawn per
+ * sample from (seed, epoch, sample index), so it does not depend on thread
+ * timing, rank count or resume point. */
+#ifndef DTRAIN_DATA_H
+#define DTRAIN_DATA_H
+
+#include <stdint.h>
+
+#include "dtrain/layer.h"
+#include "dtrain/status.h"
+
+/* Bounds applied to file headers before any allocation. */
+#define DT_DATA_MAX_SAMPLES 100000000 /* 1e8 */
+#define DT_DATA_MAX_DIM 4096          /* per image side */
+#define DT_DATA_MAX_CHANNELS 64
+
+typedef struct {
+    int n;            /* samples */
+    dt_shape shape;   /* per-sample C, H, W */
+    int classes;      /* labels are in [0, classes) */
+    uint8_t *images;  /* (n, C, H, W) */
+    uint8_t *labels;  /* (n) */
+    float mean[DT_DATA_MAX_CHANNELS], std[DT_DATA_MAX_CHANNELS]; /* default 0 and 1 */
+} dt_dataset;
+
+typedef enum {
+    DT_DATASET_FASHION_MNIST = 0,
+    DT_DATASET_MNIST,
+    DT_DATASET_CIFAR10,
+    DT_DATASET_SYNTHETIC
+} dt_dataset_kind;
+
+/* "fashion-mnist" | "mnist" | "cifar10" | "synthetic" -> kind, -1 if unknown. */
+int dt_dataset_kind_from_name(const char *name);
+const char *dt_dataset_kind_name(dt_dataset_kind kind);
+/* Default directory of a kind (Fashion-MNIST: /usr/share/datasets/fashion-mnist). */
+const char *dt_dataset_default_dir(dt_dataset_kind kind);
+
+/* One IDX image file (magic 0x00000803, uint8, N x H x W) and its label file
+ * (magic 0x00000801, N), each plain or gzip-compressed (detected from the
+ * content, not the name). Errors name the file: missing, truncated, wrong
+ * magic, counts that disagree, labels >= 10. */
+dt_status dt_dataset_load_idx(dt_dataset **out, const char *images_path, const char *labels_path);
+
+/* CIFAR-10 binary batches in dir: train = data_batch_1..5.bin (those present,
+ * at least one), test = test_batch.bin. Each record: 1 label byte + 3072
+ * bytes (3x32x32, channel-major). A file size not a multiple of 3073, or a
+ * label >= 10, is an error naming the file. */
+dt_status dt_dataset_load_cifar10(dt_dataset **out, const char *dir, int train);
+
+/* Seeded synthetic data of any shape: n samples, labels uniform in
+ * [0, classes), images random bytes biased by label so it is learnable. */
+dt_status dt_dataset_synthetic(dt_dataset **out, dt_shape shape, int classes, int n, uint64_t seed);
+
+/* Dispatch on kind: IDX files train-images-idx3-ubyte[.gz] etc. in dir for
+ * the MNIST kinds, CIFAR-10 batches for cifar10. Synthetic uses `shape`,
+ * 10 classes, 60000/10000 samples for train/test. */
+dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *dir, int train,
+                          dt_shape shape, uint64_t seed);
+
+void dt_dataset_free(dt_dataset *ds);
+
+typedef struct {
+    int batch;          /* samples per batch on this rank */
+    int rank, world;    /* this rank's shard among world */
+    uint64_t seed;      /* shuffle and augmentation */
+    int shuffle;        /* 1: training order (permutation per epoch, drop_last) */
+    int flip;           /* 1: random horizontal flip (training) */
+    int crop_pad;       /* >0: random crop of the original size from the image zero-padded by this */
+    int prefetch;       /* 1: build the next batch in a background thread */
+} dt_loader_cfg;
+
+typedef struct dt_loader dt_loader;
+
+/* The dataset must outlive the loader. */
+dt_status dt_loader_create(dt_loader **out, const dt_dataset *ds, const dt_loader_cfg *cfg);
+
+/* Batches this rank gets in one epoch (training: N / (B*W); eval: ceil of
+ * this rank's range / B). */
+int dt_loader_steps_per_epoch(const dt_loader *l);
+
+/* Position the loader at (epoch, step within epoch): the next batch is that
+ * one. Used at start (0, 0) and on resume. */
+dt_status dt_loader_seek(dt_loader *l, int epoch, int step);
+
+/* The next batch: *x (n, C, H, W) normalised floats, *y (n) labels, *n the
+ * count (== batch except the eval tail). Pointers stay valid until the next
+ * call. At the end of an epoch returns *n = 0 once; the call after that
+ * starts the next epoch. */
+dt_status dt_loader_next(dt_loader *l, const float **x, const uint8_t **y, int *n);
+
+/* Current position (epoch, step of the batch the next call returns). */
+void dt_loader_position(const dt_loader *l, int *epoch, int *step);
+
+void dt_loader_free(dt_loader *l);
+
+#endif

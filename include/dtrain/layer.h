@@ -1,0 +1,128 @@
+/* Layers: one file per kind in src/layers/, all behind one small vtable.
+ *
+ * Conventions
+ * - Activations are NCHW floats; a layer's per-sample shapes are `in`/`out`.
+ * - Forward/backward signatures: outputs first, then saved inputs, then
+ *   batch size and scratch. All buffers are preallocated by the net; layers
+ *   never allocate, never fail at run time, and know nothing about MPI.
+ * - Trainable parameters `w`, `b` and their gradients `dw`, `db` are views
+ *   into the net's flat parameter/gradient blocks. backward() OVERWRITES
+ *   dw/db with the gradient of the batch loss (the loss gradient it receives
+ *   is already divided by the batch size, so no layer divides by B).
+ * - `din` may be NULL: the first layer skips its input gradient.
+ * - Non-trainable state (batch-norm running statistics) lives in `state`, a
+ *   view into the net's flat buffer block, checkpointed with the parameters.
+ * - Per-batch values backward needs (max-pool argmax, dropout mask, BN
+ *   normalised input, LRN scale) live in `saved`, sized by saved_floats().
+ * - `ws` is a scratch area shared by all layers, sized by the net to the
+ *   largest workspace_floats() of any layer (im2col columns etc.).
+ */
+#ifndef DTRAIN_LAYER_H
+#define DTRAIN_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtrain/rng.h"
+#include "dtrain/status.h"
+
+typedef struct {
+    int c, h, w;
+} dt_shape;
+
+static inline size_t dt_shape_size(dt_shape s) { return (size_t)s.c * (size_t)s.h * (size_t)s.w; }
+
+typedef enum {
+    DT_ACT_LINEAR = 0,
+    DT_ACT_RELU,
+    DT_ACT_LEAKY,  /* max(x, slope*x), slope from spec.leaky_slope (default 0.1) */
+    DT_ACT_TANH,
+    DT_ACT_SIGMOID
+} dt_activation;
+
+typedef enum {
+    DT_LAYER_CONV = 0,  /* [convolutional] */
+    DT_LAYER_MAXPOOL,   /* [maxpool] */
+    DT_LAYER_AVGPOOL,   /* [avgpool] */
+    DT_LAYER_DENSE,     /* [connected] */
+    DT_LAYER_ACT,       /* [activation] (also split off conv/connected activation=) */
+    DT_LAYER_DROPOUT,   /* [dropout] */
+    DT_LAYER_LRN,       /* [lrn] local response normalisation across channels */
+    DT_LAYER_BATCHNORM, /* [batchnorm] (also split off batch_normalize=1) */
+    DT_LAYER_SOFTMAX,   /* [softmax], must be last; trained with cross-entropy */
+    DT_LAYER_KIND_COUNT
+} dt_layer_kind;
+
+/* Hyperparameters of one layer as the model file gives them. Fields that do
+ * not apply to a kind are ignored by it. */
+typedef struct {
+    dt_layer_kind kind;
+    int filters;          /* conv: output channels */
+    int size;             /* conv kernel / pool window (square) */
+    int stride;           /* conv / pool */
+    int pad;              /* conv / pool, zero padding (pool: padded cells never win / are excluded) */
+    int outputs;          /* dense */
+    dt_activation act;    /* act */
+    float leaky_slope;    /* act with DT_ACT_LEAKY */
+    float dropout_p;      /* dropout: probability of dropping, in [0, 1) */
+    int lrn_size;         /* lrn: channels in the window (odd) */
+    float lrn_alpha, lrn_beta, lrn_k; /* lrn: b = a / (k + alpha/size * sum a^2)^beta (PyTorch) */
+    float bn_momentum;    /* batchnorm: running = (1-m)*running + m*batch (PyTorch, 0.1) */
+    float bn_eps;         /* batchnorm: 1e-5 */
+    int line;             /* line of the section in the model file, for errors */
+} dt_layer_spec;
+
+typedef struct dt_layer {
+    dt_layer_spec spec;
+    const struct dt_layer_ops *ops;
+    dt_shape in, out;      /* per-sample shapes, set by setup() */
+    float *w, *dw;         /* conv (F, C, K, K); dense (out, in); bn gamma (C) */
+    size_t nw;
+    float *b, *db;         /* conv (F); dense (out); bn beta (C) */
+    size_t nb;
+    float *state;          /* bn: running mean (C) then running var (C) */
+    size_t nstate;
+    float *saved;          /* saved_floats(batch) floats, see above */
+    uint64_t seed;         /* dropout: per-layer seed (from run seed and layer index) */
+    uint64_t step;         /* dropout: set by the net before each forward; mask = f(seed, step, i) */
+} dt_layer;
+
+typedef struct dt_layer_ops {
+    const char *name;  /* section name in model files, e.g. "convolutional" */
+    /* Validates spec against l->in, sets l->out, nw, nb, nstate. Errors are
+     * DT_ERR_CONFIG with a message starting "line N: [section] ..." (the net
+     * builder prefixes the file name). Sizes are overflow-checked. */
+    dt_status (*setup)(dt_layer *l);
+    size_t (*saved_floats)(const dt_layer *l, int batch);
+    size_t (*workspace_floats)(const dt_layer *l, int batch);
+    /* Initial parameters and state (PyTorch's defaults for the layer). */
+    void (*init)(dt_layer *l, dt_rng *rng);
+    /* out (B, out) <- in (B, in). train != 0: dropout active, BN batch stats. */
+    void (*forward)(dt_layer *l, float *out, const float *in, int batch, int train, float *ws);
+    /* din (B, in) and dw/db <- dout (B, out), given the forward's in and out. */
+    void (*backward)(dt_layer *l, float *din, const float *dout, const float *in,
+                     const float *out, int batch, float *ws);
+    /* Plain loops computing the same as forward/backward, kept for tests.
+     * NULL when forward/backward already are plain loops. */
+    void (*forward_ref)(dt_layer *l, float *out, const float *in, int batch, int train, float *ws);
+    void (*backward_ref)(dt_layer *l, float *din, const float *dout, const float *in,
+                         const float *out, int batch, float *ws);
+    /* Multiply-adds x2 of one sample's forward pass (for info and GFLOP/s). */
+    uint64_t (*flops)(const dt_layer *l);
+} dt_layer_ops;
+
+/* The ops of a kind (never NULL for a valid kind). */
+const dt_layer_ops *dt_layer_ops_of(dt_layer_kind kind);
+
+/* Section name <-> kind ("convolutional" -> DT_LAYER_CONV); -1 if unknown. */
+int dt_layer_kind_from_name(const char *name);
+const char *dt_activation_name(dt_activation a);
+int dt_activation_from_name(const char *name); /* -1 if unknown */
+
+/* Softmax cross-entropy head: given probabilities (B, C) from the softmax
+ * layer and labels (B), writes dlogits (B, C) = (p - onehot) / B and returns
+ * the summed (not averaged) loss. Labels are < C (checked by the loader). */
+double dt_softmax_xent_loss(float *dlogits, const float *probs, const uint8_t *labels, int batch,
+                            int classes);
+
+#endif

@@ -1,0 +1,51 @@
+/* Model files: Darknet-style INI, parsed strictly, separate from building.
+ *
+ *   [net]                       input shape, batch, optimiser, schedule
+ *   batch=64  channels=1 height=28 width=28
+ *   learning_rate=0.01 momentum=0.9 decay=0.0005 nesterov=0
+ *   epochs=2 policy=constant|step|multistep|cosine
+ *   step_epochs=..  gamma=0.1  milestones=30,60  min_lr=0
+ *   warmup_epochs=0  warmup_start_factor=0.1
+ *   dataset=fashion-mnist  flip=0  crop_pad=0
+ *   [convolutional] filters size stride pad activation batch_normalize
+ *   [connected] output activation batch_normalize
+ *   [maxpool] / [avgpool] size stride pad
+ *   [activation] activation (relu|leaky|tanh|sigmoid|linear) slope (leaky)
+ *   [dropout] probability
+ *   [lrn] size alpha beta k
+ *   [batchnorm] momentum eps
+ *   [softmax]   (last)
+ * Comments start with '#' or ';'. Every section and key must be known and
+ * every value valid; errors read "FILE:LINE: message". A conv/connected
+ * section with batch_normalize=1 or activation= expands to separate layers
+ * (conv, batchnorm, activation), all carrying the section's line. */
+#ifndef DTRAIN_MODEL_H
+#define DTRAIN_MODEL_H
+
+#include "dtrain/layer.h"
+#include "dtrain/optim.h"
+#include "dtrain/status.h"
+
+#define DT_MAX_LAYERS 256
+
+typedef struct {
+    char path[512];         /* file the spec came from (for messages) */
+    dt_shape input;         /* channels, height, width */
+    int batch;              /* per-worker batch; also base batch for LR scaling */
+    int epochs;
+    dt_sgd_cfg sgd;
+    dt_lr_schedule sched;   /* total_epochs = epochs unless set */
+    char dataset[32];       /* default dataset name ("" = fashion-mnist) */
+    int flip, crop_pad;     /* training augmentation */
+    int nlayers;
+    dt_layer_spec layers[DT_MAX_LAYERS];
+} dt_model_spec;
+
+/* Parse a model file. On error returns DT_ERR_CONFIG ("FILE:LINE: ...") or
+ * DT_ERR_IO (unreadable file). */
+dt_status dt_model_parse_file(dt_model_spec *out, const char *path);
+
+/* Parse text; `name` stands in for the file name in messages. */
+dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char *name);
+
+#endif

@@ -1,0 +1,75 @@
+/* A network: a chain of layers over flat parameter, gradient and state blocks.
+ *
+ * Memory (all owned by the net, allocated once at create for max_batch):
+ *   params (nparams)   every layer's w then b, in layer order
+ *   grads  (nparams)   same layout; backward overwrites it
+ *   state  (nstate)    non-trainable buffers (BN running stats)
+ *   act[i] (max_batch, layer i out)  forward outputs; act[nlayers-1] = probs
+ *   two ping-pong buffers (max_batch, largest activation) for input gradients
+ *   saved / workspace  per-layer saved values and one shared scratch area
+ * Layers hold views into these blocks. Allreduce, parameter-server sharding,
+ * optimisers and checkpoints all work on the flat blocks. */
+#ifndef DTRAIN_NET_H
+#define DTRAIN_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtrain/layer.h"
+#include "dtrain/model.h"
+#include "dtrain/status.h"
+
+/* Called by dt_net_backward as soon as layer i's gradients are final (its
+ * dw/db written), from the last layer to the first: the wait-free backprop
+ * hook where a sync strategy starts communicating layer i. */
+typedef void (*dt_grad_ready_fn)(void *ctx, int layer);
+
+typedef struct dt_net {
+    int nlayers;
+    dt_layer *layers;       /* (nlayers) */
+    size_t *param_offset;   /* (nlayers + 1): layer i's w starts at params[param_offset[i]] */
+    dt_shape input;
+    int classes;
+    int max_batch;
+    float *params, *grads;  /* (nparams) */
+    size_t nparams;
+    float *state;           /* (nstate) */
+    size_t nstate;
+    float **act;            /* (nlayers) views, each (max_batch, out_i) */
+    float *dbuf[2];         /* (max_batch, max activation) ping-pong input gradients */
+    float *ws;              /* shared scratch (nws floats) */
+    size_t nws;
+    uint64_t shape_hash;    /* identifies the architecture (checkpoints, ranks) */
+    uint64_t step;          /* forward calls in training mode; drives dropout masks */
+    void *blocks[4];        /* allocations behind act, dbuf, saved (freed at dt_net_free) */
+} dt_net;
+
+/* Builds the layers of spec for batches up to max_batch, initialises the
+ * parameters from seed (PyTorch's default init). Shape errors are
+ * DT_ERR_CONFIG "FILE:LINE: ..."; a net that would not fit in memory is
+ * refused with the estimate (DT_ERR_NOMEM). */
+dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, uint64_t seed);
+void dt_net_free(dt_net *net);
+
+/* Forward pass of x (batch, input) -> returns probabilities (batch, classes). */
+const float *dt_net_forward(dt_net *net, const float *x, int batch, int train);
+
+/* Cross-entropy of the last forward's probabilities against labels: returns
+ * the summed loss and prepares the loss gradient for dt_net_backward. */
+double dt_net_loss(dt_net *net, const uint8_t *labels, int batch);
+
+/* Backward pass after dt_net_loss: fills grads; calls ready(ctx, i) after
+ * each layer i with parameters, last to first (ready may be NULL). */
+void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx);
+
+/* Samples among the last forward's batch whose argmax equals the label. */
+int dt_net_count_correct(const dt_net *net, const uint8_t *labels, int batch);
+
+/* Forward FLOPs of one sample (sum of the layers'). */
+uint64_t dt_net_flops(const dt_net *net);
+
+/* Estimated bytes the net allocates for max_batch (params, grads, optimiser
+ * state, activations, gradients, scratch): what --batch costs in memory. */
+size_t dt_net_bytes(const dt_net *net);
+
+#endif

@@ -1,0 +1,81 @@
+/* The trainer loop and the sync-strategy hook points every mode plugs into.
+ *
+ * One loop serves every mode:
+ *   begin_step -> forward -> loss -> backward (grad_ready(layer) as each
+ *   layer's gradients become final, last layer first) -> end_step(lr)
+ * end_step owns the update: on return the net's parameters are the ones the
+ * next step must use (serial: local SGD; allreduce: averaged gradients then
+ * SGD; parameter servers: push/pull). The trainer knows nothing about MPI. */
+#ifndef DTRAIN_TRAIN_H
+#define DTRAIN_TRAIN_H
+
+#include <signal.h>
+#include <stdio.h>
+
+#include "dtrain/data.h"
+#include "dtrain/model.h"
+#include "dtrain/net.h"
+#include "dtrain/status.h"
+
+typedef struct dt_trainer dt_trainer;
+
+typedef struct dt_sync {
+    const char *name;
+    void *ctx;
+    /* Once, after the net is built (and resumed): e.g. broadcast parameters. */
+    dt_status (*start)(struct dt_sync *s, dt_trainer *t);
+    dt_status (*begin_step)(struct dt_sync *s, dt_trainer *t);
+    /* Wait-free backprop hook (dt_grad_ready_fn, ctx = s->ctx); NULL if
+     * unused. Cannot fail: errors are kept in ctx and returned by end_step. */
+    dt_grad_ready_fn grad_ready;
+    dt_status (*end_step)(struct dt_sync *s, dt_trainer *t, float lr);
+    /* Sums vals[0..n) over all workers in place (metrics, evaluation). */
+    dt_status (*reduce_sum)(struct dt_sync *s, double *vals, int n);
+    void (*free)(struct dt_sync *s);
+} dt_sync;
+
+typedef struct {
+    dt_dataset_kind dataset;
+    const char *data_dir;        /* NULL: the dataset's default directory */
+    int epochs;                  /* total epochs (from the model file unless overridden) */
+    long max_steps;              /* 0: no limit; otherwise stop after this many steps */
+    uint64_t seed;
+    const char *log_path;        /* JSONL log, or NULL */
+    const char *checkpoint_path; /* written at checkpoint_every steps and at the end */
+    long checkpoint_every;       /* 0: only at the end */
+    const char *resume_path;     /* continue from this checkpoint, or NULL */
+    int quiet;                   /* no progress output, only the summary line */
+    int progress_tty;            /* 1: redraw a progress bar; 0: periodic plain lines */
+    int rank, world;             /* this worker's data shard */
+    int prefetch;                /* loader thread */
+    volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
+    FILE *out;                   /* progress and summary (rank 0), NULL for none */
+} dt_train_opts;
+
+typedef struct {
+    double test_accuracy, test_loss, train_loss, images_per_sec, wall_s;
+    long steps;
+    double epochs;               /* fractional epochs done */
+} dt_train_summary;
+
+/* Trains spec (already resolved: command-line overrides applied) with the
+ * given sync strategy. Writes progress, the JSONL log and the summary line.
+ * On a NaN/inf loss stops with DT_ERR_NUMERIC naming the step and leaves the
+ * last checkpoint as it was. */
+dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_sync *sync,
+                       dt_train_summary *summary);
+
+/* Accuracy and mean loss of net over the whole dataset (this worker's part,
+ * reduced through sync). */
+dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank, int world,
+                      int batch, double *accuracy, double *loss);
+
+/* The serial strategy: local SGD on the whole net. */
+dt_status dt_sync_serial_create(dt_sync **out);
+
+/* What strategies may use of the trainer. */
+dt_net *dt_trainer_net(dt_trainer *t);
+float *dt_trainer_momentum(dt_trainer *t);
+const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t);
+
+#endif

@@ -1,0 +1,232 @@
+#!/usr/bin/python3
+"""Golden data for tests/test_golden.c: dtrain's numerics against PyTorch.
+
+Run with Debian's PyTorch 1.13 from the repository root:
+    /usr/bin/python3 scripts/gen_golden.py
+It rewrites tests/golden/*.bin (committed, ~50 KB in all); the output is
+the same on every run (fixed seeds, one thread).
+
+File format (one file per case, little-endian):
+    8 bytes   magic b"DTGOLD01"
+    uint32    number of arrays
+    per array:
+      uint32  name length L (1..31), then L bytes of ASCII name
+      uint32  ndim (0..4), then ndim uint32 dims
+      float32 values, prod(dims) of them, row-major
+Integers (labels) are stored as exact float32 values.
+
+Per-layer cases (<case>.bin): input x (B, C, H, W), parameters w/b (PyTorch
+layout, equal to dtrain's), upstream gradient g (shape of out); torch runs
+forward, then backward of sum(out * g), and the file holds
+    x, [w, b], [state], g, out, dx, [dw, db], [state_out, out_eval]
+state = batch norm running mean (C) then running var (C) before the forward,
+state_out the same after the training forward, out_eval the eval-mode output
+of x with state_out. The softmax + cross-entropy case holds labels (B) and
+loss (mean over the batch) instead of g; its dx is d loss / d logits.
+
+Whole-model case (cnn_sgd.bin): the reference `cnn` (examples/cnn.cfg) from
+init_tensor() below, trained STEPS SGD steps on the first STEPS*BATCH
+Fashion-MNIST training images in file order; holds hyper (lr, momentum,
+weight decay, batch: the test checks them against examples/cnn.cfg), loss
+(STEPS) and sum, sumsq (one per parameter tensor, float64 sums stored as
+float32) of the final parameters.
+"""
+import gzip
+import os
+import struct
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT_DIR = os.path.join(ROOT, 'tests', 'golden')
+MAGIC = b'DTGOLD01'
+FMNIST = '/usr/share/datasets/fashion-mnist/'
+STEPS, BATCH = 10, 16
+LR, MOMENTUM, DECAY = 0.01, 0.9, 5e-4  # examples/cnn.cfg
+
+
+def write_golden(name, arrays):
+    """arrays: list of (name, array-like); everything stored as float32."""
+    path = os.path.join(OUT_DIR, name + '.bin')
+    with open(path, 'wb') as f:
+        f.write(MAGIC)
+        f.write(struct.pack('<I', len(arrays)))
+        for key, value in arrays:
+            a = np.ascontiguousarray(np.asarray(value, dtype='<f4'))
+            assert 0 < len(key) < 32 and a.ndim <= 4
+            f.write(struct.pack('<I', len(key)) + key.encode('ascii'))
+            f.write(struct.pack('<I', a.ndim) + struct.pack('<%dI' % a.ndim, *a.shape))
+            f.write(a.tobytes())
+    print('%-16s %6d bytes' % (name, os.path.getsize(path)))
+
+
+def t2n(t):
+    return t.detach().cpu().numpy()
+
+
+def layer_case(name, seed, fn, x_shape, params=(), x_scale=1.0):
+    """Forward fn(x) and backward of sum(out * g); params are leaf tensors
+    (w, b) fn closes over. Writes x, w, b, g, out, dx, dw, db."""
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(x_shape, generator=gen) * x_scale).requires_grad_()
+    out = fn(x)
+    g = torch.randn(out.shape, generator=gen)
+    (out * g).sum().backward()
+    arrays = [('x', x)] + list(zip(('w', 'b'), params)) + [('g', g), ('out', out), ('dx', x.grad)]
+    arrays += list(zip(('dw', 'db'), (p.grad for p in params)))
+    write_golden(name, [(k, t2n(v)) for k, v in arrays])
+
+
+def uniform_params(gen, *shapes):
+    """PyTorch's default conv/linear init U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+    fan_in = weight size / output channels; weight shape first."""
+    bound = 1.0 / np.sqrt(np.prod(shapes[0][1:]))
+    return [((torch.rand(s, generator=gen) * 2 - 1) * bound).requires_grad_() for s in shapes]
+
+
+def conv_case(name, seed, B, C, H, W, Fo, K, S, P):
+    gen = torch.Generator().manual_seed(seed + 1000)
+    w, b = uniform_params(gen, (Fo, C, K, K), (Fo,))
+    layer_case(name, seed, lambda x: F.conv2d(x, w, b, stride=S, padding=P), (B, C, H, W), (w, b))
+
+
+def bn_case(name, seed, B, C, H, W):
+    """Train-mode forward + backward, then eval-mode forward with the updated
+    running statistics. gamma, beta and the initial running statistics are
+    random so that none of them can be ignored."""
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn((B, C, H, W), generator=gen) * 2 + 0.5).requires_grad_()
+    bn = nn.BatchNorm1d(C) if H == W == 1 else nn.BatchNorm2d(C)
+    bn.momentum, bn.eps = 0.1, 1e-5
+    with torch.no_grad():
+        bn.weight.copy_(torch.rand(C, generator=gen) + 0.5)
+        bn.bias.copy_(torch.randn(C, generator=gen) * 0.3)
+        bn.running_mean.copy_(torch.randn(C, generator=gen) * 0.2)
+        bn.running_var.copy_(torch.rand(C, generator=gen) + 0.5)
+    state = torch.cat([bn.running_mean, bn.running_var]).clone()
+    view = (lambda t: t.view(B, C)) if H == W == 1 else (lambda t: t)
+    bn.train()
+    out = bn(view(x)).view(B, C, H, W)
+    g = torch.randn(out.shape, generator=gen)
+    (out * g).sum().backward()
+    state_out = torch.cat([bn.running_mean, bn.running_var])
+    bn.eval()
+    with torch.no_grad():
+        out_eval = bn(view(x)).view(B, C, H, W)
+    write_golden(name, [(k, t2n(v)) for k, v in [
+        ('x', x), ('w', bn.weight), ('b', bn.bias), ('state', state), ('g', g), ('out', out),
+        ('dx', x.grad), ('dw', bn.weight.grad), ('db', bn.bias.grad), ('state_out', state_out),
+        ('out_eval', out_eval)]])
+
+
+def softmax_xent_case(name, seed, B, classes):
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn((B, classes, 1, 1), generator=gen) * 3).requires_grad_()
+    labels = torch.randint(0, classes, (B,), generator=gen)
+    logits = x.view(B, classes)
+    loss = F.cross_entropy(logits, labels)
+    loss.backward()
+    probs = torch.softmax(logits, dim=1).view(B, classes, 1, 1)
+    write_golden(name, [('x', t2n(x)), ('labels', t2n(labels)), ('out', t2n(probs)),
+                        ('loss', t2n(loss).reshape(1)), ('dx', t2n(x.grad))])
+
+
+def layer_goldens():
+    """Case names and layer hyperparameters must match the table in
+    tests/test_golden.c, which takes the shapes from the files."""
+    conv_case('conv_k3s2p1', 1, B=2, C=3, H=7, W=9, Fo=5, K=3, S=2, P=1)
+    conv_case('conv_k5s1p2', 2, B=3, C=2, H=6, W=6, Fo=4, K=5, S=1, P=2)
+    conv_case('conv_k1', 3, B=2, C=4, H=5, W=3, Fo=3, K=1, S=1, P=0)
+    layer_case('maxpool_k3s2p1', 4, lambda x: F.max_pool2d(x, 3, 2, 1), (2, 3, 7, 9))
+    layer_case('maxpool_k2s2', 5, lambda x: F.max_pool2d(x, 2, 2), (3, 2, 7, 6))
+    layer_case('avgpool_k3s2p1', 6,
+               lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=True), (2, 3, 7, 9))
+    gen = torch.Generator().manual_seed(1007)
+    w, b = uniform_params(gen, (7, 13), (7,))
+    layer_case('dense', 7, lambda x: F.linear(x.flatten(1), w, b)[:, :, None, None],
+               (3, 13, 1, 1), (w, b))
+    layer_case('relu', 8, F.relu, (2, 3, 4, 5))
+    layer_case('leaky', 9, lambda x: F.leaky_relu(x, 0.1), (2, 3, 4, 5))
+    layer_case('tanh', 10, torch.tanh, (2, 3, 4, 5), x_scale=2.0)
+    layer_case('sigmoid', 11, torch.sigmoid, (2, 3, 4, 5), x_scale=3.0)
+    # alpha 0.01 with |x| ~ 3: alpha/n * sum x^2 ~ 0.1, so the normalisation
+    # changes the output by several percent and a wrong window or exponent shows.
+    layer_case('lrn', 12, lambda x: F.local_response_norm(x, 5, alpha=0.01, beta=0.75, k=1.0),
+               (2, 7, 4, 4), x_scale=3.0)
+    bn_case('batchnorm2d', 13, B=2, C=6, H=5, W=5)
+    bn_case('batchnorm1d', 14, B=3, C=6, H=1, W=1)
+    softmax_xent_case('softmax_xent', 15, B=3, classes=10)
+
+
+def hash64(x):
+    """dt_hash64 (splitmix64 finaliser) on a uint64 array; numpy uint64
+    arithmetic wraps like C's."""
+    with np.errstate(over='ignore'):
+        x = x + np.uint64(0x9e3779b97f4a7c15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xbf58476d1ce4e5b9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94d049bb133111eb)
+        return x ^ (x >> np.uint64(31))
+
+
+def init_tensor(t, n, fan_in):
+    """Tensor t of the flat order (conv1.w, conv1.b, conv2.w, ...), element i:
+    u = (dt_hash64(t * 1000003 + i) >> 40) / 2^24, value = (2u - 1) / sqrt(fan_in)
+    in float32, as init_tensor() in tests/test_golden.c: u and 2u - 1 are exact,
+    1/sqrt and the product are single correctly rounded float32 operations."""
+    idx = np.uint64(t * 1000003) + np.arange(n, dtype=np.uint64)
+    u = (hash64(idx) >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+    bound = np.float32(1.0) / np.sqrt(np.float32(fan_in))
+    return (np.float32(2.0) * u - np.float32(1.0)) * bound
+
+
+def load_fmnist(n):
+    with gzip.open(FMNIST + 'train-images-idx3-ubyte.gz') as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16)[:n * 784].reshape(n, 1, 28, 28)
+    with gzip.open(FMNIST + 'train-labels-idx1-ubyte.gz') as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)[:n]
+    return torch.tensor(x, dtype=torch.float32) / 255.0, torch.tensor(y, dtype=torch.long)
+
+
+def cnn_model():
+    """torch_ref_models.model('cnn') of the shared PyTorch reference benchmarks."""
+    return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(3136, 1024), nn.ReLU(), nn.Linear(1024, 10))
+
+
+def cnn_golden():
+    model = cnn_model()
+    params = list(model.parameters())  # conv1.w, conv1.b, conv2.w, ... = dtrain's flat order
+    with torch.no_grad():
+        for t, p in enumerate(params):
+            if p.dim() > 1:
+                fan_in = p[0].numel()  # weight (out, ...); its bias follows with the same fan_in
+            p.copy_(torch.from_numpy(init_tensor(t, p.numel(), fan_in)).view(p.shape))
+    x, y = load_fmnist(STEPS * BATCH)
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=DECAY)
+    losses = []
+    for s in range(STEPS):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x[s * BATCH:(s + 1) * BATCH]), y[s * BATCH:(s + 1) * BATCH])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        print('step %d loss %.7f' % (s, losses[-1]))
+    final = [t2n(p).astype(np.float64) for p in params]
+    write_golden('cnn_sgd', [('hyper', [LR, MOMENTUM, DECAY, BATCH]), ('loss', losses),
+                             ('sum', [f.sum() for f in final]),
+                             ('sumsq', [(f * f).sum() for f in final])])
+
+
+def main():
+    torch.set_num_threads(1)
+    os.makedirs(OUT_DIR, exist_ok=True)
+    layer_goldens()
+    cnn_golden()
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,80 @@
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static dt_status parse_number(const cli_flag *f, const char *v, double *out) {
+    char *end;
+    errno = 0;
+    double d = (f->type == ARG_DOUBLE) ? strtod(v, &end) : (double)strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || errno == ERANGE || !isfinite(d))
+        return dt_fail(DT_ERR_USAGE, "%s: '%s' is not %s", f->name, v,
+                       f->type == ARG_DOUBLE ? "a number" : "an integer");
+    if (d < f->min || d > f->max)
+        return dt_fail(DT_ERR_USAGE, "%s: %s is out of range [%g, %g]", f->name, v, f->min, f->max);
+    *out = d;
+    return DT_OK;
+}
+
+static dt_status set_value(cli_flag *f, const char *v) {
+    double d = 0;
+    if (f->type != ARG_STR) DT_TRY(parse_number(f, v, &d));
+    switch (f->type) {
+    case ARG_INT: *(int *)f->dest = (int)d; break;
+    case ARG_LONG: *(long *)f->dest = (long)d; break;
+    case ARG_DOUBLE: *(double *)f->dest = d; break;
+    case ARG_STR: *(const char **)f->dest = v; break;
+    case ARG_FLAG: break;
+    }
+    return DT_OK;
+}
+
+const cli_flag *cli_flag_get(const cli_flag *flags, int nflags, const char *name) {
+    for (int i = 0; i < nflags; i++)
+        if (strcmp(flags[i].name, name) == 0) return &flags[i];
+    return NULL;
+}
+
+dt_status cli_parse(int argc, char **argv, cli_flag *flags, int nflags, const char **positional,
+                    int max_pos, int *npos) {
+    *npos = 0;
+    int only_positional = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (only_positional || a[0] != '-' || a[1] == '\0') {
+            if (*npos >= max_pos) return dt_fail(DT_ERR_USAGE, "unexpected argument '%s'", a);
+            positional[(*npos)++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_positional = 1;
+            continue;
+        }
+        /* --flag=value or --flag value */
+        char name[64];
+        const char *eq = strchr(a, '='), *value = NULL;
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        if (len >= sizeof name) return dt_fail(DT_ERR_USAGE, "unknown flag '%s'", a);
+        memcpy(name, a, len);
+        name[len] = '\0';
+        cli_flag *f = (cli_flag *)cli_flag_get(flags, nflags, name);
+        if (!f) return dt_fail(DT_ERR_USAGE, "unknown flag '%s' (see --help)", name);
+        if (f->type == ARG_FLAG) {
+            if (eq) return dt_fail(DT_ERR_USAGE, "%s takes no value", name);
+            *(int *)f->dest = 1;
+            f->seen = 1;
+            continue;
+        }
+        if (eq) {
+            value = eq + 1;
+        } else {
+            if (i + 1 >= argc) return dt_fail(DT_ERR_USAGE, "%s needs a value", name);
+            value = argv[++i];
+        }
+        DT_TRY(set_value(f, value));
+        f->seen = 1;
+    }
+    return DT_OK;
+}

@@ -1,0 +1,37 @@
+/* Subcommands of the dtrain command and what they share. Only src/cli/
+ * prints errors and decides exit codes. */
+#ifndef DTRAIN_CLI_H
+#define DTRAIN_CLI_H
+
+#include <signal.h>
+
+#include "dtrain/data.h"
+#include "dtrain/model.h"
+#include "dtrain/status.h"
+
+/* MPI process layout (world size 1 for a plain run). */
+typedef struct {
+    int rank, world;
+    int local_ranks; /* ranks on this node (for the default thread count) */
+} cli_env;
+
+int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *stop);
+int cmd_eval(int argc, char **argv, const cli_env *env);
+int cmd_info(int argc, char **argv, const cli_env *env);
+int cmd_bench(int argc, char **argv, const cli_env *env);
+
+/* Prints "dtrain: <message>" (with the rank when world > 1) for a failed
+ * status and returns its exit code. */
+int cli_report(dt_status s, const cli_env *env);
+
+/* Parses the model file and applies --batch/--lr/--epochs overrides
+ * (0 = keep the file's value). */
+dt_status cli_load_model(dt_model_spec *spec, const char *path, int batch, double lr, int epochs);
+
+/* Sets OpenBLAS threads: `threads` if > 0, else cores / ranks on this node. */
+int cli_set_threads(int threads, const cli_env *env);
+
+/* --dataset name (NULL: the model file's, else fashion-mnist) -> kind. */
+dt_status cli_dataset_kind(dt_dataset_kind *kind, const char *name, const dt_model_spec *spec);
+
+#endif

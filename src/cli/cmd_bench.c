@@ -1,0 +1,78 @@
+/* dtrain bench MODEL.cfg: times training steps (forward, loss, backward,
+ * SGD update) on synthetic data of the model's input shape. */
+#include <stdio.h>
+#include <sys/resource.h>
+
+#include "args.h"
+#include "cli.h"
+#include "dtrain/data.h"
+#include "dtrain/json.h"
+#include "dtrain/net.h"
+#include "dtrain/mem.h"
+#include "dtrain/optim.h"
+#include "dtrain/timer.h"
+
+static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
+    dt_net *net;
+    DT_TRY(dt_net_create(&net, spec, spec->batch, 1));
+    dt_dataset *ds = NULL;
+    dt_loader *ld = NULL;
+    float *mom = NULL;
+    dt_loader_cfg lc = {.batch = spec->batch, .world = 1, .seed = 1, .shuffle = 1};
+    dt_status s = dt_alloc_floats(&mom, net->nparams, "optimiser state");
+    if (s == DT_OK) s = dt_dataset_synthetic(&ds, spec->input, net->classes, 4 * spec->batch, 1);
+    if (s == DT_OK) s = dt_loader_create(&ld, ds, &lc);
+    double t0 = 0, loss = 0;
+    const int warmup = 3;
+    for (int i = 0; s == DT_OK && i < warmup + steps; i++) {
+        if (i == warmup) t0 = dt_now();
+        const float *x;
+        const uint8_t *y;
+        int n;
+        s = dt_loader_next(ld, &x, &y, &n);
+        if (s == DT_OK && n == 0) s = dt_loader_next(ld, &x, &y, &n);
+        if (s != DT_OK) break;
+        dt_net_forward(net, x, n, 1);
+        loss = dt_net_loss(net, y, n) / n;
+        dt_net_backward(net, x, n, NULL, NULL);
+        dt_sgd_update(&spec->sgd, (float)spec->sched.base_lr, net->params, mom, net->grads,
+                      net->nparams);
+    }
+    if (s == DT_OK) {
+        double dt = dt_now() - t0;
+        /* Training FLOPs ~ 3x forward (forward, input and weight gradients). */
+        double gflops = 3.0 * (double)dt_net_flops(net) * spec->batch * steps / dt / 1e9;
+        char model[1024];
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("{\"event\":\"bench\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"steps\":%d,"
+               "\"images_per_sec\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.1f,\"loss\":%.4f,"
+               "\"peak_rss_mb\":%.1f}\n",
+               dt_json_escape(model, sizeof model, spec->path), spec->batch, threads, steps, spec->batch * steps / dt, dt / steps * 1e3,
+               gflops, loss, ru.ru_maxrss / 1024.0);
+    }
+    dt_loader_free(ld);
+    dt_dataset_free(ds);
+    dt_free(mom);
+    dt_net_free(net);
+    return s;
+}
+
+int cmd_bench(int argc, char **argv, const cli_env *env) {
+    int batch = 0, steps = 50, threads = 0;
+    cli_flag flags[] = {
+        {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
+        {"--steps", ARG_INT, &steps, 1, 1000000, 0},
+        {"--threads", ARG_INT, &threads, 1, 1024, 0},
+    };
+    const char *pos[1];
+    int npos;
+    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
+    if (s == DT_OK && npos != 1)
+        s = dt_fail(DT_ERR_USAGE, "usage: dtrain bench MODEL.cfg [--batch N] [--steps N] [--threads N]");
+    dt_model_spec spec;
+    if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
+    if (s != DT_OK) return cli_report(s, env);
+    int nthreads = cli_set_threads(threads, env);
+    return cli_report(bench_run(&spec, steps, nthreads), env);
+}

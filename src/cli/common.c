@@ -1,0 +1,48 @@
+#include <cblas.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+int cli_report(dt_status s, const cli_env *env) {
+    if (s == DT_OK) return 0;
+    if (env->world > 1)
+        fprintf(stderr, "dtrain: rank %d: %s\n", env->rank, dt_last_error());
+    else
+        fprintf(stderr, "dtrain: %s\n", dt_last_error());
+    return dt_status_exit_code(s);
+}
+
+dt_status cli_load_model(dt_model_spec *spec, const char *path, int batch, double lr, int epochs) {
+    DT_TRY(dt_model_parse_file(spec, path));
+    if (batch > 0) spec->batch = batch;
+    if (lr > 0) spec->sched.base_lr = lr;
+    if (epochs > 0) {
+        /* A cosine schedule spans the run's epochs unless the file set it. */
+        if (spec->sched.total_epochs == spec->epochs) spec->sched.total_epochs = epochs;
+        spec->epochs = epochs;
+    }
+    return DT_OK;
+}
+
+int cli_set_threads(int threads, const cli_env *env) {
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int ranks = env->local_ranks > 0 ? env->local_ranks : 1;
+        threads = cores > ranks ? (int)(cores / ranks) : 1;
+    }
+    openblas_set_num_threads(threads);
+    return threads;
+}
+
+dt_status cli_dataset_kind(dt_dataset_kind *kind, const char *name, const dt_model_spec *spec) {
+    if (!name) name = spec->dataset[0] ? spec->dataset : "fashion-mnist";
+    int k = dt_dataset_kind_from_name(name);
+    if (k < 0)
+        return dt_fail(DT_ERR_USAGE,
+                       "--dataset: unknown dataset '%s' (fashion-mnist, mnist, cifar10, synthetic)",
+                       name);
+    *kind = (dt_dataset_kind)k;
+    return DT_OK;
+}

@@ -1,0 +1,78 @@
+/* dtrain: distributed deep-learning training on CPUs over MPI. */
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: dtrain COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  train MODEL.cfg [flags]   train a model (see dtrain train --help)\n"
+    "  eval MODEL.cfg --weights CHECKPOINT [--dataset D] [--data-dir DIR]\n"
+    "  info MODEL.cfg [--json]   layer shapes, parameters and FLOPs\n"
+    "  bench MODEL.cfg [--batch N] [--steps N] [--threads N]\n"
+    "\n"
+    "exit status: 0 success, 1 runtime error, 2 usage or model-file error\n";
+
+/* Set by SIGINT/SIGTERM; the trainer checks it between steps. */
+static volatile sig_atomic_t stop_requested = 0;
+
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void install_signal_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Ranks sharing this node, from Open MPI's environment (1 if not launched by mpirun). */
+static int local_ranks(void) {
+    const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int n = v ? atoi(v) : 1;
+    return n > 0 ? n : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    cli_env env = {0, 1, local_ranks()};
+    int provided;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "dtrain: MPI_Init failed\n");
+        return 1;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &env.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &env.world);
+    install_signal_handlers();
+
+    int code;
+    if (strcmp(cmd, "train") == 0)
+        code = cmd_train(argc - 2, argv + 2, &env, &stop_requested);
+    else if (strcmp(cmd, "eval") == 0)
+        code = cmd_eval(argc - 2, argv + 2, &env);
+    else if (strcmp(cmd, "info") == 0)
+        code = cmd_info(argc - 2, argv + 2, &env);
+    else if (strcmp(cmd, "bench") == 0)
+        code = cmd_bench(argc - 2, argv + 2, &env);
+    else {
+        fprintf(stderr, "dtrain: unknown command '%s'\n%s", cmd, usage);
+        code = 2;
+    }
+    if (code != 0 && env.world > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    MPI_Finalize();
+    return code;
+}

@@ -1,0 +1,9 @@
+#include "dtrain/timer.h"
+
+#include <time.h>
+
+double dt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

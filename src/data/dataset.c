@@ -1,0 +1,163 @@
+/* Dataset kinds, dispatch, allocation and the shared gz reading helpers. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/internal.h"
+#include "dtrain/mem.h"
+
+static const char *const kind_names[] = {"fashion-mnist", "mnist", "cifar10", "synthetic"};
+
+int dt_dataset_kind_from_name(const char *name) {
+    for (int k = 0; k < (int)(sizeof kind_names / sizeof kind_names[0]); k++)
+        if (strcmp(name, kind_names[k]) == 0) return k;
+    return -1;
+}
+
+const char *dt_dataset_kind_name(dt_dataset_kind kind) {
+    if ((int)kind < 0 || (int)kind >= (int)(sizeof kind_names / sizeof kind_names[0]))
+        return "unknown";
+    return kind_names[kind];
+}
+
+const char *dt_dataset_default_dir(dt_dataset_kind kind) {
+    switch (kind) {
+    case DT_DATASET_FASHION_MNIST: return "/usr/share/datasets/fashion-mnist";
+    case DT_DATASET_MNIST: return "/usr/share/datasets/mnist";
+    case DT_DATASET_CIFAR10: return "/usr/share/datasets/cifar-10-batches-bin";
+    case DT_DATASET_SYNTHETIC: return "";
+    }
+    return "";
+}
+
+dt_status dt_data_open(gzFile *f, const char *path) {
+    errno = 0;
+    *f = gzopen(path, "rb");
+    if (!*f)
+        return dt_fail(DT_ERR_IO, "cannot open %s: %s", path,
+                       errno ? strerror(errno) : "out of memory");
+    return DT_OK;
+}
+
+/* Grows b so that it can hold at least need bytes (doubling, capped at max). */
+static dt_status buf_reserve(dt_data_buf *b, size_t need, size_t max, const char *path) {
+    if (need <= b->cap) return DT_OK;
+    size_t cap = b->cap ? b->cap : (size_t)1 << 20;
+    while (cap < need) cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
+    if (cap > max) cap = max;
+    void *p;
+    DT_TRY(dt_alloc_bytes(&p, cap, path));
+    if (b->len) memcpy(p, b->p, b->len);
+    dt_free(b->p);
+    b->p = p;
+    b->cap = cap;
+    return DT_OK;
+}
+
+dt_status dt_data_read(dt_data_buf *b, gzFile f, size_t max, const char *path) {
+    while (b->len < max) {
+        DT_TRY(buf_reserve(b, b->len + 1, max, path));
+        size_t want = (b->cap < max ? b->cap : max) - b->len;
+        if (want > INT_MAX / 2) want = INT_MAX / 2; /* gzread takes an unsigned, returns int */
+        int got = gzread(f, b->p + b->len, (unsigned)want);
+        if (got == 0) return DT_OK;
+        if (got < 0) {
+            int err;
+            const char *msg = gzerror(f, &err);
+            if (err == Z_BUF_ERROR) return DT_OK; /* gzip stream cut short: truncation */
+            return dt_fail(DT_ERR_IO, "%s: read error: %s", path,
+                           err == Z_ERRNO ? strerror(errno) : msg);
+        }
+        b->len += (size_t)got;
+    }
+    return DT_OK;
+}
+
+int dt_data_more(gzFile f) {
+    uint8_t byte;
+    return gzread(f, &byte, 1) > 0;
+}
+
+void dt_data_buf_free(dt_data_buf *b) {
+    dt_free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+dt_status dt_data_new(dt_dataset **out, int n, dt_shape shape, int classes) {
+    *out = NULL;
+    void *p;
+    DT_TRY(dt_alloc_bytes(&p, sizeof(dt_dataset), "dataset"));
+    dt_dataset *ds = p;
+    ds->n = n;
+    ds->shape = shape;
+    ds->classes = classes;
+    for (int c = 0; c < DT_DATA_MAX_CHANNELS; c++) ds->mean[c] = 0.0f, ds->std[c] = 1.0f;
+    size_t bytes;
+    dt_status s = dt_mul_size(&bytes, (size_t)n, dt_shape_size(shape), "dataset images");
+    if (s == DT_OK) s = dt_alloc_bytes(&p, bytes, "dataset images");
+    if (s == DT_OK) ds->images = p, s = dt_alloc_bytes(&p, (size_t)n, "dataset labels");
+    if (s != DT_OK) {
+        dt_dataset_free(ds);
+        return s;
+    }
+    ds->labels = p;
+    *out = ds;
+    return DT_OK;
+}
+
+int dt_data_shape_ok(dt_shape s) {
+    return s.c >= 1 && s.c <= DT_DATA_MAX_CHANNELS && s.h >= 1 && s.h <= DT_DATA_MAX_DIM &&
+           s.w >= 1 && s.w <= DT_DATA_MAX_DIM;
+}
+
+dt_status dt_data_check_labels(const uint8_t *labels, size_t n, size_t stride, int classes,
+                               const char *path) {
+    for (size_t i = 0; i < n; i++)
+        if (labels[i * stride] >= classes)
+            return dt_fail(DT_ERR_FORMAT, "%s: label %d at index %zu is out of range (must be < %d)",
+                           path, labels[i * stride], i, classes);
+    return DT_OK;
+}
+
+void dt_dataset_free(dt_dataset *ds) {
+    if (!ds) return;
+    dt_free(ds->images);
+    dt_free(ds->labels);
+    dt_free(ds);
+}
+
+/* path = dir/name.gz if that exists, else dir/name; DT_ERR_IO if neither. */
+static dt_status find_idx(char *path, size_t cap, const char *dir, const char *name) {
+    if ((size_t)snprintf(path, cap, "%s/%s.gz", dir, name) >= cap)
+        return dt_fail(DT_ERR_IO, "cannot open %s/%s: path too long", dir, name);
+    if (access(path, F_OK) == 0) return DT_OK;
+    snprintf(path, cap, "%s/%s", dir, name);
+    if (access(path, F_OK) == 0) return DT_OK;
+    return dt_fail(DT_ERR_IO, "cannot open %s/%s(.gz): no such file", dir, name);
+}
+
+dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *dir, int train,
+                          dt_shape shape, uint64_t seed) {
+    *out = NULL;
+    if (!dir || !*dir) dir = dt_dataset_default_dir(kind);
+    switch (kind) {
+    case DT_DATASET_FASHION_MNIST:
+    case DT_DATASET_MNIST: {
+        char images[4096], labels[4096];
+        const char *prefix = train ? "train" : "t10k";
+        char name[64];
+        snprintf(name, sizeof name, "%s-images-idx3-ubyte", prefix);
+        DT_TRY(find_idx(images, sizeof images, dir, name));
+        snprintf(name, sizeof name, "%s-labels-idx1-ubyte", prefix);
+        DT_TRY(find_idx(labels, sizeof labels, dir, name));
+        return dt_dataset_load_idx(out, images, labels);
+    }
+    case DT_DATASET_CIFAR10: return dt_dataset_load_cifar10(out, dir, train);
+    case DT_DATASET_SYNTHETIC:
+        return dt_data_synthetic(out, shape, 10, train ? 60000 : 10000, seed, train ? 0 : 1);
+    }
+    return dt_fail(DT_ERR_USAGE, "unknown dataset kind %d", (int)kind);
+}

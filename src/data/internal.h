@@ -1,0 +1,55 @@
+/* Helpers shared by the dataset readers in src/data/ (not public API).
+ *
+ * Files are read through zlib's gz* functions, which read plain and
+ * gzip-compressed files alike (detected from the content). Payloads are read
+ * into a buffer that grows only as data actually arrives, so a header that
+ * claims far more data than the file holds is reported as truncation after
+ * at most twice the file's real size has been allocated. */
+#ifndef DTRAIN_DATA_INTERNAL_H
+#define DTRAIN_DATA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zlib.h>
+
+#include "dtrain/data.h"
+
+/* Growing byte buffer: p holds len valid bytes of cap allocated. */
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+} dt_data_buf;
+
+/* Opens path for reading (plain or gzip); DT_ERR_IO "cannot open" on failure. */
+dt_status dt_data_open(gzFile *f, const char *path);
+
+/* Appends bytes from f to b until end of file or until b->len == max.
+ * A gzip stream that ends early counts as end of file (the caller reports
+ * the truncation in its own units); other read errors are DT_ERR_IO. */
+dt_status dt_data_read(dt_data_buf *b, gzFile f, size_t max, const char *path);
+
+/* 1 if f has at least one more byte, 0 at end of file. */
+int dt_data_more(gzFile f);
+
+void dt_data_buf_free(dt_data_buf *b);
+
+/* A dataset with zeroed images (n, C, H, W) and labels (n), normalisation
+ * mean 0 / std 1 (x = byte / 255, as the PyTorch reference scripts). */
+dt_status dt_data_new(dt_dataset **out, int n, dt_shape shape, int classes);
+
+/* 1 if C is 1..DT_DATA_MAX_CHANNELS and H, W are 1..DT_DATA_MAX_DIM. */
+int dt_data_shape_ok(dt_shape s);
+
+/* DT_ERR_FORMAT naming path and the index of the first label >= classes.
+ * Label i is labels[i * stride] (stride 1, or the record size of files that
+ * interleave labels and images). */
+dt_status dt_data_check_labels(const uint8_t *labels, size_t n, size_t stride, int classes,
+                               const char *path);
+
+/* dt_dataset_synthetic with a sample stream: the class templates depend on
+ * seed only, the samples on (seed, stream), so a train set (stream 0) and a
+ * test set (stream 1) share their classes but not their samples. */
+dt_status dt_data_synthetic(dt_dataset **out, dt_shape shape, int classes, int n, uint64_t seed,
+                            uint64_t stream);
+
+#endif

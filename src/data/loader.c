@@ -1,0 +1,319 @@
+/* The training/evaluation loader: sharding, shuffling, augmentation and
+ * normalisation as data.h specifies, with an optional prefetch thread.
+ *
+ * A batch is a pure function of (epoch, step) (see build()), so whether the
+ * caller or the prefetch thread builds it cannot change a bit of the output,
+ * and seeking is just setting the position. Building cannot fail: every
+ * buffer is allocated and every dataset property validated at create, so the
+ * thread has no error to report. */
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "data/internal.h"
+#include "dtrain/mem.h"
+#include "dtrain/rng.h"
+
+/* One batch and the position it was built for. */
+typedef struct {
+    float *x;   /* (batch, C, H, W) normalised */
+    uint8_t *y; /* (batch) */
+    int n;      /* samples in it; 0 is the end-of-epoch marker */
+    int epoch, step;
+} batch_buf;
+
+struct dt_loader {
+    const dt_dataset *ds;
+    dt_loader_cfg cfg;
+    size_t sample;   /* floats per sample, C*H*W */
+    int lo, hi;      /* eval: this rank's sample range [lo, hi) */
+    int steps;       /* batches per epoch on this rank */
+    float *lut;      /* (C, 256): normalised value of each byte per channel, from the dataset's
+                      * mean/std at create */
+    uint32_t *perm;  /* (N) permutation of perm_epoch (training only); used by the builder only */
+    int perm_epoch;  /* -1 before the first one */
+    int epoch, step; /* the caller's position: the batch next() returns */
+    batch_buf buf[2]; /* the caller holds buf[cur]; the prefetch thread fills buf[1 - cur] */
+    int cur;
+    /* Prefetch (double buffering). `running` is only touched by the caller;
+     * cur, ready and stop are guarded by mu. fill_epoch/fill_step are set by
+     * the caller before the thread starts and owned by the thread after. */
+    pthread_t thread;
+    int running;
+    pthread_mutex_t mu;
+    pthread_cond_t filled;  /* ready became 1 */
+    pthread_cond_t drained; /* ready became 0, or stop was set */
+    int ready;              /* buf[1 - cur] holds the batch at the caller's position */
+    int stop;
+    int fill_epoch, fill_step;
+};
+
+/* The position after (epoch, step): the marker step == steps ends an epoch. */
+static void advance(int steps, int *epoch, int *step) {
+    if (*step < steps) {
+        ++*step;
+    } else {
+        ++*epoch;
+        *step = 0;
+    }
+}
+
+/* Fisher-Yates from a stream that depends on (seed, epoch) only, so every
+ * rank draws the same permutation. */
+static void ensure_perm(dt_loader *l, int epoch) {
+    if (l->perm_epoch == epoch) return;
+    uint32_t n = (uint32_t)l->ds->n;
+    for (uint32_t i = 0; i < n; i++) l->perm[i] = i;
+    dt_rng r = dt_rng_seed(dt_hash3(l->cfg.seed, (uint64_t)epoch, 0x5eed));
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint32_t j = dt_rng_below(&r, i + 1);
+        uint32_t t = l->perm[i];
+        l->perm[i] = l->perm[j];
+        l->perm[j] = t;
+    }
+    l->perm_epoch = epoch;
+}
+
+/* out (C, H, W) <- dataset image idx, cropped and flipped as drawn for
+ * (seed, epoch, idx), normalised through the lookup table. The crop window
+ * starts at (dy, dx) in [-pad, pad] relative to the image; pixels outside
+ * the image are the zero byte, as padding before normalisation. */
+static void make_sample(const dt_loader *l, int epoch, size_t idx, float *out) {
+    const int C = l->ds->shape.c, H = l->ds->shape.h, W = l->ds->shape.w, pad = l->cfg.crop_pad;
+    const uint8_t *img = l->ds->images + idx * l->sample;
+    dt_rng r = dt_rng_seed(dt_hash3(l->cfg.seed, (uint64_t)epoch, idx));
+    const int dy = (int)dt_rng_below(&r, (uint32_t)(2 * pad + 1)) - pad;
+    const int dx = (int)dt_rng_below(&r, (uint32_t)(2 * pad + 1)) - pad;
+    const int flip = l->cfg.flip && (dt_rng_next(&r) >> 63);
+    for (int c = 0; c < C; c++) {
+        const float *lut = l->lut + (size_t)c * 256;
+        for (int y = 0; y < H; y++) {
+            float *o = out + ((size_t)c * H + y) * W;
+            const int sy = y + dy;
+            if (sy < 0 || sy >= H) {
+                for (int x = 0; x < W; x++) o[x] = lut[0];
+                continue;
+            }
+            const uint8_t *row = img + ((size_t)c * H + sy) * W;
+            for (int x = 0; x < W; x++) {
+                const int sx = (flip ? W - 1 - x : x) + dx;
+                o[x] = sx >= 0 && sx < W ? lut[row[sx]] : lut[0];
+            }
+        }
+    }
+}
+
+/* b <- the batch at (epoch, step) of this rank, per the sharding in data.h. */
+static void build(dt_loader *l, batch_buf *b, int epoch, int step) {
+    b->epoch = epoch;
+    b->step = step;
+    b->n = 0;
+    if (step >= l->steps) return;
+    const size_t B = (size_t)l->cfg.batch;
+    size_t first, n = B;
+    if (l->cfg.shuffle) {
+        ensure_perm(l, epoch);
+        first = ((size_t)step * (size_t)l->cfg.world + (size_t)l->cfg.rank) * B;
+    } else {
+        first = (size_t)l->lo + (size_t)step * B;
+        if ((size_t)l->hi - first < n) n = (size_t)l->hi - first;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t idx = l->cfg.shuffle ? l->perm[first + i] : first + i;
+        make_sample(l, epoch, idx, b->x + i * l->sample);
+        b->y[i] = l->ds->labels[idx];
+    }
+    b->n = (int)n;
+}
+
+static void *producer(void *arg) {
+    dt_loader *l = arg;
+    int epoch = l->fill_epoch, step = l->fill_step;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (l->ready && !l->stop) pthread_cond_wait(&l->drained, &l->mu);
+        if (l->stop) break;
+        batch_buf *b = &l->buf[1 - l->cur];
+        pthread_mutex_unlock(&l->mu);
+        build(l, b, epoch, step);
+        advance(l->steps, &epoch, &step);
+        pthread_mutex_lock(&l->mu);
+        l->ready = 1;
+        pthread_cond_signal(&l->filled);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+/* Makes buf[cur] the batch at the caller's position, starting the thread
+ * (at that position) if it is not running. */
+static dt_status take_prefetched(dt_loader *l) {
+    if (!l->running) {
+        l->ready = 0;
+        l->stop = 0;
+        l->fill_epoch = l->epoch;
+        l->fill_step = l->step;
+        int e = pthread_create(&l->thread, NULL, producer, l);
+        if (e) return dt_fail(DT_ERR_NOMEM, "loader: cannot start the prefetch thread: %s", strerror(e));
+        l->running = 1;
+    }
+    pthread_mutex_lock(&l->mu);
+    while (!l->ready) pthread_cond_wait(&l->filled, &l->mu);
+    l->cur = 1 - l->cur;
+    l->ready = 0;
+    pthread_cond_signal(&l->drained);
+    pthread_mutex_unlock(&l->mu);
+    return DT_OK;
+}
+
+/* Stops and joins the thread; a batch it built ahead is discarded. */
+static void stop_prefetch(dt_loader *l) {
+    if (!l->running) return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = 1;
+    pthread_cond_signal(&l->drained);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    l->running = 0;
+}
+
+static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
+    if (cfg->batch < 1) return dt_fail(DT_ERR_USAGE, "loader: batch size %d must be >= 1", cfg->batch);
+    if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
+        return dt_fail(DT_ERR_USAGE, "loader: rank %d of world %d is invalid", cfg->rank, cfg->world);
+    if (cfg->crop_pad < 0 || cfg->crop_pad > DT_DATA_MAX_DIM)
+        return dt_fail(DT_ERR_USAGE, "loader: crop padding %d must be in 0..%d", cfg->crop_pad,
+                       DT_DATA_MAX_DIM);
+    const dt_shape s = ds->shape;
+    if (ds->n < 1 || ds->n > DT_DATA_MAX_SAMPLES || !dt_data_shape_ok(s) || ds->classes < 1)
+        return dt_fail(DT_ERR_USAGE, "loader: dataset of %d samples of %dx%dx%d, %d classes is invalid",
+                       ds->n, s.c, s.h, s.w, ds->classes);
+    for (int c = 0; c < s.c; c++)
+        if (!(ds->std[c] > 0.0f) || !isfinite(ds->std[c]) || !isfinite(ds->mean[c]))
+            return dt_fail(DT_ERR_USAGE, "loader: normalisation of channel %d (mean %g, std %g) is invalid",
+                           c, (double)ds->mean[c], (double)ds->std[c]);
+    /* The loss relies on labels < classes (layer.h). */
+    DT_TRY(dt_data_check_labels(ds->labels, (size_t)ds->n, 1, ds->classes, "loader: dataset"));
+    if (cfg->shuffle && (int64_t)ds->n < (int64_t)cfg->batch * cfg->world)
+        return dt_fail(DT_ERR_USAGE, "loader: %d samples are fewer than one global batch of %d x %d ranks",
+                       ds->n, cfg->batch, cfg->world);
+    return DT_OK;
+}
+
+static void free_buffers(dt_loader *l) {
+    dt_free(l->lut);
+    dt_free(l->perm);
+    for (int i = 0; i < 2; i++) {
+        dt_free(l->buf[i].x);
+        dt_free(l->buf[i].y);
+    }
+}
+
+static dt_status alloc_buffers(dt_loader *l) {
+    const dt_dataset *ds = l->ds;
+    DT_TRY(dt_alloc_floats(&l->lut, (size_t)ds->shape.c * 256, "loader lookup table"));
+    for (int c = 0; c < ds->shape.c; c++)
+        for (int v = 0; v < 256; v++)
+            l->lut[c * 256 + v] = ((float)v / 255.0f - ds->mean[c]) / ds->std[c];
+    if (l->cfg.shuffle) {
+        void *p;
+        DT_TRY(dt_alloc_bytes(&p, (size_t)ds->n * sizeof(uint32_t), "loader permutation"));
+        l->perm = p;
+    }
+    size_t floats;
+    DT_TRY(dt_mul_size(&floats, (size_t)l->cfg.batch, l->sample, "loader batch"));
+    for (int i = 0; i < (l->cfg.prefetch ? 2 : 1); i++) {
+        void *p;
+        DT_TRY(dt_alloc_floats(&l->buf[i].x, floats, "loader batch"));
+        DT_TRY(dt_alloc_bytes(&p, (size_t)l->cfg.batch, "loader labels"));
+        l->buf[i].y = p;
+    }
+    return DT_OK;
+}
+
+/* The mutex and both condition variables, or none of them. */
+static dt_status init_sync(dt_loader *l) {
+    if (pthread_mutex_init(&l->mu, NULL) != 0)
+        return dt_fail(DT_ERR_NOMEM, "loader: cannot create a mutex");
+    if (pthread_cond_init(&l->filled, NULL) != 0) {
+        pthread_mutex_destroy(&l->mu);
+        return dt_fail(DT_ERR_NOMEM, "loader: cannot create a condition variable");
+    }
+    if (pthread_cond_init(&l->drained, NULL) != 0) {
+        pthread_cond_destroy(&l->filled);
+        pthread_mutex_destroy(&l->mu);
+        return dt_fail(DT_ERR_NOMEM, "loader: cannot create a condition variable");
+    }
+    return DT_OK;
+}
+
+dt_status dt_loader_create(dt_loader **out, const dt_dataset *ds, const dt_loader_cfg *cfg) {
+    *out = NULL;
+    DT_TRY(check_cfg(ds, cfg));
+    void *p;
+    DT_TRY(dt_alloc_bytes(&p, sizeof(dt_loader), "loader"));
+    dt_loader *l = p;
+    l->ds = ds;
+    l->cfg = *cfg;
+    l->sample = dt_shape_size(ds->shape);
+    l->perm_epoch = -1;
+    if (cfg->shuffle) {
+        l->steps = (int)(ds->n / ((int64_t)cfg->batch * cfg->world));
+    } else {
+        /* 64-bit products: r * N overflows int for large N and many ranks. */
+        l->lo = (int)((int64_t)cfg->rank * ds->n / cfg->world);
+        l->hi = (int)((int64_t)(cfg->rank + 1) * ds->n / cfg->world);
+        l->steps = (int)(((int64_t)l->hi - l->lo + cfg->batch - 1) / cfg->batch);
+    }
+    dt_status s = alloc_buffers(l);
+    if (s == DT_OK) s = init_sync(l);
+    if (s != DT_OK) {
+        free_buffers(l);
+        dt_free(l);
+        return s;
+    }
+    *out = l;
+    return DT_OK;
+}
+
+int dt_loader_steps_per_epoch(const dt_loader *l) { return l->steps; }
+
+dt_status dt_loader_seek(dt_loader *l, int epoch, int step) {
+    if (epoch < 0 || step < 0 || step > l->steps)
+        return dt_fail(DT_ERR_USAGE, "loader: cannot seek to epoch %d step %d (an epoch has %d steps)",
+                       epoch, step, l->steps);
+    stop_prefetch(l);
+    l->epoch = epoch;
+    l->step = step;
+    return DT_OK;
+}
+
+dt_status dt_loader_next(dt_loader *l, const float **x, const uint8_t **y, int *n) {
+    if (l->cfg.prefetch) {
+        DT_TRY(take_prefetched(l));
+    } else {
+        build(l, &l->buf[l->cur], l->epoch, l->step);
+    }
+    const batch_buf *b = &l->buf[l->cur];
+    DT_ASSERT(b->epoch == l->epoch && b->step == l->step);
+    advance(l->steps, &l->epoch, &l->step);
+    *x = b->x;
+    *y = b->y;
+    *n = b->n;
+    return DT_OK;
+}
+
+void dt_loader_position(const dt_loader *l, int *epoch, int *step) {
+    *epoch = l->epoch;
+    *step = l->step;
+}
+
+void dt_loader_free(dt_loader *l) {
+    if (!l) return;
+    stop_prefetch(l);
+    pthread_cond_destroy(&l->drained);
+    pthread_cond_destroy(&l->filled);
+    pthread_mutex_destroy(&l->mu);
+    free_buffers(l);
+    dt_free(l);
+}

@@ -1,0 +1,79 @@
+/* [activation]: elementwise linear, relu, leaky (max(x, slope*x) for slope
+ * in [0, 1], i.e. x > 0 ? x : slope*x), tanh, sigmoid. Shapes unchanged.
+ * Each kind has its own loop, so no function pointer or branch on the kind
+ * per element. Backward uses the input for relu/leaky (like PyTorch) and
+ * the output for tanh (1 - y^2) and sigmoid (y (1 - y)). */
+#include <math.h>
+#include <string.h>
+
+#include "layers/layer_impl.h"
+
+static dt_status act_setup(dt_layer *l) {
+    if ((int)l->spec.act < DT_ACT_LINEAR || l->spec.act > DT_ACT_SIGMOID)
+        return dt_layer_config_error(l, "unknown activation %d", (int)l->spec.act);
+    if (l->spec.act == DT_ACT_LEAKY && !(isfinite(l->spec.leaky_slope)))
+        return dt_layer_config_error(l, "leaky slope must be finite");
+    return dt_layer_setup_same(l);
+}
+
+/* out (B, in) <- act(in (B, in)). */
+static void act_forward(dt_layer *l, float *out, const float *in, int batch, int train,
+                        float *ws) {
+    (void)train, (void)ws;
+    size_t n = dt_shape_size(l->in) * (size_t)batch;
+    float slope = l->spec.leaky_slope;
+    switch (l->spec.act) {
+    case DT_ACT_LINEAR:
+        if (out != in) memcpy(out, in, sizeof(float) * n);
+        break;
+    case DT_ACT_RELU:
+        for (size_t i = 0; i < n; i++) out[i] = in[i] > 0 ? in[i] : 0.0f;
+        break;
+    case DT_ACT_LEAKY:
+        for (size_t i = 0; i < n; i++) out[i] = in[i] > 0 ? in[i] : slope * in[i];
+        break;
+    case DT_ACT_TANH:
+        for (size_t i = 0; i < n; i++) out[i] = tanhf(in[i]);
+        break;
+    case DT_ACT_SIGMOID:
+        for (size_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-in[i]));
+        break;
+    }
+}
+
+/* din (B, in) <- dout (B, in) * act'(in). */
+static void act_backward(dt_layer *l, float *din, const float *dout, const float *in,
+                         const float *out, int batch, float *ws) {
+    (void)ws;
+    if (!din) return;
+    size_t n = dt_shape_size(l->in) * (size_t)batch;
+    float slope = l->spec.leaky_slope;
+    switch (l->spec.act) {
+    case DT_ACT_LINEAR:
+        if (din != dout) memcpy(din, dout, sizeof(float) * n);
+        break;
+    case DT_ACT_RELU:
+        for (size_t i = 0; i < n; i++) din[i] = in[i] > 0 ? dout[i] : 0.0f;
+        break;
+    case DT_ACT_LEAKY:
+        for (size_t i = 0; i < n; i++) din[i] = in[i] > 0 ? dout[i] : slope * dout[i];
+        break;
+    case DT_ACT_TANH:
+        for (size_t i = 0; i < n; i++) din[i] = dout[i] * (1.0f - out[i] * out[i]);
+        break;
+    case DT_ACT_SIGMOID:
+        for (size_t i = 0; i < n; i++) din[i] = dout[i] * out[i] * (1.0f - out[i]);
+        break;
+    }
+}
+
+const dt_layer_ops dt_act_ops = {
+    .name = "activation",
+    .setup = act_setup,
+    .saved_floats = dt_layer_no_floats,
+    .workspace_floats = dt_layer_no_floats,
+    .init = dt_layer_init_none,
+    .forward = act_forward,
+    .backward = act_backward,
+    .flops = dt_layer_flops_elems,
+};

@@ -1,0 +1,286 @@
+/* [convolutional]: torch.nn.Conv2d with a square kernel.
+ *   weight (F, C, K, K), bias (F), in (C, H, W) -> out (F, OH, OW),
+ *   OH = floor((H + 2P - K) / S) + 1, zero padding P, stride S.
+ * Fast path: each image is lowered to columns (im2col, (C*K*K, OH*OW)) and
+ * multiplied by the weight matrix (F, C*K*K) with OpenBLAS sgemm; a 1x1,
+ * stride-1, unpadded conv uses the image itself as the column matrix.
+ * Backward: dW accumulates dout_b (F, OH*OW) . cols_bᵀ over images, dX is
+ * Wᵀ . dout_b into columns scattered back with col2im. The workspace holds
+ * one image's columns. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "layers/layer_impl.h"
+
+typedef struct {
+    int C, H, W, F, K, S, P, OH, OW;
+    int kk;  /* C*K*K: rows of the column matrix */
+    int n;   /* OH*OW: columns */
+} conv_dims;
+
+static conv_dims dims_of(const dt_layer *l) {
+    conv_dims d = {l->in.c,       l->in.h,      l->in.w, l->out.c, l->spec.size, l->spec.stride,
+                   l->spec.pad,   l->out.h,     l->out.w, 0,       0};
+    d.kk = d.C * d.K * d.K;
+    d.n = d.OH * d.OW;
+    return d;
+}
+
+/* The image itself is the column matrix. */
+static int is_pointwise(const conv_dims *d) { return d->K == 1 && d->S == 1 && d->P == 0; }
+
+static dt_status conv_setup(dt_layer *l) {
+    int oh, ow;
+    DT_TRY(dt_layer_window_setup(l, &oh, &ow));
+    if (l->spec.filters < 1)
+        return dt_layer_config_error(l, "filters must be >= 1, got %d", l->spec.filters);
+    l->out = (dt_shape){l->spec.filters, oh, ow};
+    DT_TRY(dt_layer_check_shape(l, l->out, "output"));
+    size_t k2, kk, cols;
+    DT_TRY(dt_layer_mul(l, &k2, (size_t)l->spec.size, (size_t)l->spec.size, "kernel"));
+    DT_TRY(dt_layer_mul(l, &kk, k2, (size_t)l->in.c, "kernel"));
+    if (kk > INT32_MAX)
+        return dt_layer_config_error(l, "kernel of %zu values per filter is too large", kk);
+    DT_TRY(dt_layer_mul(l, &l->nw, kk, (size_t)l->spec.filters, "weight"));
+    DT_TRY(dt_layer_mul(l, &cols, kk, (size_t)oh * (size_t)ow, "im2col"));
+    l->nb = (size_t)l->spec.filters;
+    l->nstate = 0;
+    return DT_OK;
+}
+
+static size_t conv_workspace_floats(const dt_layer *l, int batch) {
+    (void)batch;
+    conv_dims d = dims_of(l);
+    return is_pointwise(&d) ? 0 : (size_t)d.kk * (size_t)d.n;
+}
+
+static void conv_init(dt_layer *l, dt_rng *rng) {
+    conv_dims d = dims_of(l);
+    float bound = 1.0f / sqrtf((float)d.kk);
+    dt_layer_fill_uniform(l->w, l->nw, bound, rng);
+    dt_layer_fill_uniform(l->b, l->nb, bound, rng);
+}
+
+/* Outputs [*lo, *hi) of a dimension whose input index o*S - P + k lies in
+ * [0, n); the other nout - (hi - lo) outputs read padding. */
+static void valid_range(int k, int S, int P, int n, int nout, int *lo, int *hi) {
+    int first = P - k > 0 ? (P - k + S - 1) / S : 0;
+    int end = n + P - k > 0 ? (n + P - k + S - 1) / S : 0;
+    *hi = end < nout ? end : nout;
+    *lo = first < *hi ? first : *hi;
+}
+
+/* Row (c, kh, kw) of the column matrix (C*K*K, OH*OW) holds, at column
+ * (oh, ow), x[c][oh*S-P+kh][ow*S-P+kw] or 0 in the padding. Real cells are
+ * rows [oh0, oh1) x columns [lo, hi) of the (OH, OW) grid, the first of them
+ * at input offset `first` within the channel. When S == 1 and OW == W (a
+ * "same" conv, the common case) output o reads input o + const, so the whole
+ * block is one contiguous run from grid index `run0` to `run1`: one long copy
+ * or add, the wrapped columns outside [lo, hi) being fixed up separately. */
+typedef struct {
+    int oh0, oh1, lo, hi;
+    size_t first;      /* input offset of grid cell (oh0, lo) */
+    size_t run0, run1; /* contiguous run: grid cells [run0, run1) */
+    int contiguous;
+} row_span;
+
+static int span_of(const conv_dims *d, int kh, int kw, row_span *s) {
+    valid_range(kh, d->S, d->P, d->H, d->OH, &s->oh0, &s->oh1);
+    valid_range(kw, d->S, d->P, d->W, d->OW, &s->lo, &s->hi);
+    if (s->oh0 >= s->oh1 || s->lo >= s->hi) return 0;
+    s->first = (size_t)(s->oh0 * d->S - d->P + kh) * (size_t)d->W + (size_t)(s->lo * d->S - d->P + kw);
+    s->contiguous = d->S == 1 && d->OW == d->W;
+    s->run0 = (size_t)s->oh0 * d->OW + (size_t)s->lo;
+    s->run1 = (size_t)(s->oh1 - 1) * d->OW + (size_t)s->hi;
+    return 1;
+}
+
+static void zero(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = 0.0f;
+}
+
+/* Zeroes columns outside [lo, hi) of grid rows [oh0, oh1) of one matrix row. */
+static void zero_margins(const conv_dims *d, const row_span *s, float *row) {
+    for (int oh = s->oh0; oh < s->oh1; oh++) {
+        zero(row + (size_t)oh * d->OW, (size_t)s->lo);
+        zero(row + (size_t)oh * d->OW + s->hi, (size_t)(d->OW - s->hi));
+    }
+}
+
+/* cols (C*K*K, OH*OW) <- x (C, H, W). */
+static void im2col(const conv_dims *d, const float *x, float *cols) {
+    size_t plane = (size_t)d->H * d->W;
+    for (int c = 0; c < d->C; c++)
+        for (int kh = 0; kh < d->K; kh++)
+            for (int kw = 0; kw < d->K; kw++) {
+                float *row = cols + (size_t)((c * d->K + kh) * d->K + kw) * (size_t)d->n;
+                row_span s;
+                if (!span_of(d, kh, kw, &s)) {
+                    zero(row, (size_t)d->n);
+                    continue;
+                }
+                const float *src = x + (size_t)c * plane + s.first;
+                zero(row, (size_t)s.oh0 * d->OW);
+                zero(row + (size_t)s.oh1 * d->OW, (size_t)(d->OH - s.oh1) * d->OW);
+                if (s.contiguous) {
+                    memcpy(row + s.run0, src, sizeof(float) * (s.run1 - s.run0));
+                    zero_margins(d, &s, row);
+                    continue;
+                }
+                for (int oh = s.oh0; oh < s.oh1; oh++) {
+                    float *r = row + (size_t)oh * d->OW;
+                    const float *xr = src + (size_t)(oh - s.oh0) * d->S * d->W;
+                    zero(r, (size_t)s.lo);
+                    for (int ow = s.lo; ow < s.hi; ow++) r[ow] = xr[(ow - s.lo) * d->S];
+                    zero(r + s.hi, (size_t)(d->OW - s.hi));
+                }
+            }
+}
+
+/* dst[i] += src[i]: restrict lets the compiler vectorise without overlap checks. */
+static void add_to(float *restrict dst, const float *restrict src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+/* x (C, H, W) += cols (C*K*K, OH*OW) scattered back (the adjoint of
+ * im2col). cols is scratch: its padding columns are zeroed on the way. */
+static void col2im(const conv_dims *d, float *cols, float *x) {
+    size_t plane = (size_t)d->H * d->W;
+    for (int c = 0; c < d->C; c++)
+        for (int kh = 0; kh < d->K; kh++)
+            for (int kw = 0; kw < d->K; kw++) {
+                float *row = cols + (size_t)((c * d->K + kh) * d->K + kw) * (size_t)d->n;
+                row_span s;
+                if (!span_of(d, kh, kw, &s)) continue;
+                float *dst = x + (size_t)c * plane + s.first;
+                if (s.contiguous) {
+                    zero_margins(d, &s, row); /* their cells would wrap onto other rows */
+                    add_to(dst, row + s.run0, s.run1 - s.run0);
+                    continue;
+                }
+                for (int oh = s.oh0; oh < s.oh1; oh++) {
+                    const float *r = row + (size_t)oh * d->OW;
+                    float *xr = dst + (size_t)(oh - s.oh0) * d->S * d->W;
+                    for (int ow = s.lo; ow < s.hi; ow++) xr[(ow - s.lo) * d->S] += r[ow];
+                }
+            }
+}
+
+/* out (B, F, OH, OW) <- in (B, C, H, W). */
+static void conv_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
+    (void)train;
+    conv_dims d = dims_of(l);
+    size_t in_sz = dt_shape_size(l->in), out_sz = dt_shape_size(l->out);
+    for (int b = 0; b < batch; b++) {
+        const float *x = in + (size_t)b * in_sz;
+        float *y = out + (size_t)b * out_sz;
+        const float *cols = x;
+        if (!is_pointwise(&d)) {
+            im2col(&d, x, ws);
+            cols = ws;
+        }
+        for (int f = 0; f < d.F; f++)
+            for (int i = 0; i < d.n; i++) y[(size_t)f * d.n + i] = l->b[f];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.F, d.n, d.kk, 1.0f, l->w, d.kk,
+                    cols, d.n, 1.0f, y, d.n);
+    }
+}
+
+/* din (B, C, H, W) (may be NULL), dw (F, C*K*K), db (F) <- dout (B, F, OH, OW). */
+static void conv_backward(dt_layer *l, float *din, const float *dout, const float *in,
+                          const float *out, int batch, float *ws) {
+    (void)out;
+    conv_dims d = dims_of(l);
+    size_t in_sz = dt_shape_size(l->in), out_sz = dt_shape_size(l->out);
+    int pointwise = is_pointwise(&d);
+    memset(l->db, 0, sizeof(float) * l->nb);
+    for (int b = 0; b < batch; b++) {
+        const float *x = in + (size_t)b * in_sz;
+        const float *dy = dout + (size_t)b * out_sz;
+        for (int f = 0; f < d.F; f++) l->db[f] += (float)dt_layer_sum(dy + (size_t)f * d.n, (size_t)d.n);
+        const float *cols = x;
+        if (!pointwise) {
+            im2col(&d, x, ws);
+            cols = ws;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.F, d.kk, d.n, 1.0f, dy, d.n, cols,
+                    d.n, b == 0 ? 0.0f : 1.0f, l->dw, d.kk);
+        if (!din) continue;
+        float *dx = din + (size_t)b * in_sz;
+        /* dcols (C*K*K, OH*OW) = Wᵀ . dy; for the pointwise conv dcols is dx. */
+        float *dcols = pointwise ? dx : ws;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.kk, d.n, d.F, 1.0f, l->w, d.kk, dy,
+                    d.n, 0.0f, dcols, d.n);
+        if (!pointwise) {
+            memset(dx, 0, sizeof(float) * in_sz);
+            col2im(&d, ws, dx);
+        }
+    }
+    if (batch == 0) memset(l->dw, 0, sizeof(float) * l->nw);
+}
+
+/* Reference: direct loops over (b, f, oh, ow, c, kh, kw). */
+static void conv_forward_ref(dt_layer *l, float *out, const float *in, int batch, int train,
+                             float *ws) {
+    (void)train, (void)ws;
+    conv_dims d = dims_of(l);
+    for (int b = 0; b < batch; b++)
+        for (int f = 0; f < d.F; f++)
+            for (int oh = 0; oh < d.OH; oh++)
+                for (int ow = 0; ow < d.OW; ow++) {
+                    double acc = l->b[f];
+                    for (int c = 0; c < d.C; c++)
+                        for (int kh = 0; kh < d.K; kh++)
+                            for (int kw = 0; kw < d.K; kw++) {
+                                int ih = oh * d.S - d.P + kh, iw = ow * d.S - d.P + kw;
+                                if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
+                                acc += (double)l->w[((f * d.C + c) * d.K + kh) * d.K + kw] *
+                                       in[(((size_t)b * d.C + c) * d.H + ih) * d.W + iw];
+                            }
+                    out[(((size_t)b * d.F + f) * d.OH + oh) * d.OW + ow] = (float)acc;
+                }
+}
+
+static void conv_backward_ref(dt_layer *l, float *din, const float *dout, const float *in,
+                              const float *out, int batch, float *ws) {
+    (void)out, (void)ws;
+    conv_dims d = dims_of(l);
+    memset(l->dw, 0, sizeof(float) * l->nw);
+    memset(l->db, 0, sizeof(float) * l->nb);
+    if (din) memset(din, 0, sizeof(float) * dt_shape_size(l->in) * (size_t)batch);
+    for (int b = 0; b < batch; b++)
+        for (int f = 0; f < d.F; f++)
+            for (int oh = 0; oh < d.OH; oh++)
+                for (int ow = 0; ow < d.OW; ow++) {
+                    float g = dout[(((size_t)b * d.F + f) * d.OH + oh) * d.OW + ow];
+                    l->db[f] += g;
+                    for (int c = 0; c < d.C; c++)
+                        for (int kh = 0; kh < d.K; kh++)
+                            for (int kw = 0; kw < d.K; kw++) {
+                                int ih = oh * d.S - d.P + kh, iw = ow * d.S - d.P + kw;
+                                if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
+                                size_t wi = (size_t)((f * d.C + c) * d.K + kh) * d.K + kw;
+                                size_t xi = (((size_t)b * d.C + c) * d.H + ih) * d.W + iw;
+                                l->dw[wi] += g * in[xi];
+                                if (din) din[xi] += g * l->w[wi];
+                            }
+                }
+}
+
+static uint64_t conv_flops(const dt_layer *l) {
+    return 2ULL * l->nw * (uint64_t)l->out.h * (uint64_t)l->out.w;
+}
+
+const dt_layer_ops dt_conv_ops = {
+    .name = "convolutional",
+    .setup = conv_setup,
+    .saved_floats = dt_layer_no_floats,
+    .workspace_floats = conv_workspace_floats,
+    .init = conv_init,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .forward_ref = conv_forward_ref,
+    .backward_ref = conv_backward_ref,
+    .flops = conv_flops,
+};

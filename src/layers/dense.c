@@ -1,0 +1,107 @@
+/* [connected]: torch.nn.Linear. in (any shape, flattened to I values) ->
+ * out (O, 1, 1) = W . in + b with W (O, I), b (O). The whole batch is one
+ * sgemm each way (I = ni, O = no in the code, as <complex.h> from cblas.h
+ * defines I): out (B, O) = in (B, I) . Wᵀ, dW (O, I) = doutᵀ . in,
+ * din (B, I) = dout . W. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "layers/layer_impl.h"
+
+static dt_status dense_setup(dt_layer *l) {
+    DT_TRY(dt_layer_check_shape(l, l->in, "input"));
+    if (l->spec.outputs < 1)
+        return dt_layer_config_error(l, "output must be >= 1, got %d", l->spec.outputs);
+    l->out = (dt_shape){l->spec.outputs, 1, 1};
+    DT_TRY(dt_layer_mul(l, &l->nw, dt_shape_size(l->in), (size_t)l->spec.outputs, "weight"));
+    l->nb = (size_t)l->spec.outputs;
+    l->nstate = 0;
+    return DT_OK;
+}
+
+static void dense_init(dt_layer *l, dt_rng *rng) {
+    float bound = 1.0f / sqrtf((float)dt_shape_size(l->in));
+    dt_layer_fill_uniform(l->w, l->nw, bound, rng);
+    dt_layer_fill_uniform(l->b, l->nb, bound, rng);
+}
+
+/* out (B, O) <- in (B, I). */
+static void dense_forward(dt_layer *l, float *out, const float *in, int batch, int train,
+                          float *ws) {
+    (void)train, (void)ws;
+    int ni = (int)dt_shape_size(l->in), no = l->out.c;
+    if (batch == 0) return;
+    for (int b = 0; b < batch; b++) memcpy(out + (size_t)b * no, l->b, sizeof(float) * (size_t)no);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, no, ni, 1.0f, in, ni, l->w, ni, 1.0f,
+                out, no);
+}
+
+/* din (B, I) (may be NULL), dw (O, I), db (O) <- dout (B, O). */
+static void dense_backward(dt_layer *l, float *din, const float *dout, const float *in,
+                           const float *out, int batch, float *ws) {
+    (void)out, (void)ws;
+    int ni = (int)dt_shape_size(l->in), no = l->out.c;
+    memset(l->db, 0, sizeof(float) * (size_t)no);
+    for (int b = 0; b < batch; b++)
+        for (int o = 0; o < no; o++) l->db[o] += dout[(size_t)b * no + o];
+    if (batch == 0) {
+        memset(l->dw, 0, sizeof(float) * l->nw);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, no, ni, batch, 1.0f, dout, no, in, ni, 0.0f,
+                l->dw, ni);
+    if (din)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, ni, no, 1.0f, dout, no, l->w, ni,
+                    0.0f, din, ni);
+}
+
+static void dense_forward_ref(dt_layer *l, float *out, const float *in, int batch, int train,
+                              float *ws) {
+    (void)train, (void)ws;
+    size_t ni = dt_shape_size(l->in), no = (size_t)l->out.c;
+    for (size_t b = 0; b < (size_t)batch; b++)
+        for (size_t o = 0; o < no; o++) {
+            double acc = l->b[o];
+            for (size_t i = 0; i < ni; i++) acc += (double)l->w[o * ni + i] * in[b * ni + i];
+            out[b * no + o] = (float)acc;
+        }
+}
+
+static void dense_backward_ref(dt_layer *l, float *din, const float *dout, const float *in,
+                               const float *out, int batch, float *ws) {
+    (void)out, (void)ws;
+    size_t ni = dt_shape_size(l->in), no = (size_t)l->out.c;
+    for (size_t o = 0; o < no; o++) {
+        double gb = 0;
+        for (size_t b = 0; b < (size_t)batch; b++) gb += dout[b * no + o];
+        l->db[o] = (float)gb;
+        for (size_t i = 0; i < ni; i++) {
+            double gw = 0;
+            for (size_t b = 0; b < (size_t)batch; b++) gw += (double)dout[b * no + o] * in[b * ni + i];
+            l->dw[o * ni + i] = (float)gw;
+        }
+    }
+    if (!din) return;
+    for (size_t b = 0; b < (size_t)batch; b++)
+        for (size_t i = 0; i < ni; i++) {
+            double gx = 0;
+            for (size_t o = 0; o < no; o++) gx += (double)dout[b * no + o] * l->w[o * ni + i];
+            din[b * ni + i] = (float)gx;
+        }
+}
+
+static uint64_t dense_flops(const dt_layer *l) { return 2ULL * l->nw; }
+
+const dt_layer_ops dt_dense_ops = {
+    .name = "connected",
+    .setup = dense_setup,
+    .saved_floats = dt_layer_no_floats,
+    .workspace_floats = dt_layer_no_floats,
+    .init = dense_init,
+    .forward = dense_forward,
+    .backward = dense_backward,
+    .forward_ref = dense_forward_ref,
+    .backward_ref = dense_backward_ref,
+    .flops = dense_flops,
+};

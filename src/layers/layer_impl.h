@@ -1,0 +1,59 @@
+/* Internal to src/layers: the ops table of each layer kind and the helpers
+ * the layer files share (setup validation, init, vectorisable reductions). */
+#ifndef DT_LAYERS_LAYER_IMPL_H
+#define DT_LAYERS_LAYER_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtrain/layer.h"
+#include "dtrain/rng.h"
+#include "dtrain/status.h"
+
+extern const dt_layer_ops dt_conv_ops;
+extern const dt_layer_ops dt_maxpool_ops;
+extern const dt_layer_ops dt_avgpool_ops;
+extern const dt_layer_ops dt_dense_ops;
+extern const dt_layer_ops dt_act_ops;
+extern const dt_layer_ops dt_dropout_ops;
+extern const dt_layer_ops dt_lrn_ops;
+extern const dt_layer_ops dt_batchnorm_ops;
+extern const dt_layer_ops dt_softmax_ops;
+
+/* Records DT_ERR_CONFIG "line N: [section] <message>" and returns it. */
+dt_status dt_layer_config_error(const dt_layer *l, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Every dimension of s is >= 1 and the per-sample size fits in an int (so
+ * offsets inside one sample and BLAS dimensions never overflow). `what`
+ * names the shape ("input", "output") in the message. */
+dt_status dt_layer_check_shape(const dt_layer *l, dt_shape s, const char *what);
+
+/* *out = a * b with the overflow reported as a config error. */
+dt_status dt_layer_mul(const dt_layer *l, size_t *out, size_t a, size_t b, const char *what);
+
+/* Validates spec size/stride/pad of a square sliding window over l->in and
+ * gives the output height and width floor((n + 2p - k) / s) + 1. */
+dt_status dt_layer_window_setup(const dt_layer *l, int *oh, int *ow);
+
+/* Setup of a layer whose output shape is its input shape, without
+ * parameters or state. */
+dt_status dt_layer_setup_same(dt_layer *l);
+
+/* For ops tables: no saved values / workspace / parameters; flops = size. */
+size_t dt_layer_no_floats(const dt_layer *l, int batch);
+void dt_layer_init_none(dt_layer *l, dt_rng *rng);
+uint64_t dt_layer_flops_elems(const dt_layer *l);
+
+/* x[i] ~ U(-bound, bound), PyTorch's default init for conv and linear. */
+void dt_layer_fill_uniform(float *x, size_t n, float bound, dt_rng *rng);
+
+/* Sum and dot product of n floats: float partial sums in independent lanes
+ * (so the compiler vectorises them) folded into a double. */
+double dt_layer_sum(const float *x, size_t n);
+double dt_layer_dot(const float *x, const float *y, size_t n);
+
+#endif

@@ -1,0 +1,176 @@
+/* [maxpool] and [avgpool]: torch.nn.MaxPool2d / AvgPool2d (floor mode) with
+ * a square window of size K, stride S and padding P < K, per channel:
+ * in (C, H, W) -> out (C, OH, OW), OH = floor((H + 2P - K) / S) + 1.
+ * Max: padded cells never win (as if -inf); the first maximum of a window
+ * wins ties, NaN propagates; saved holds the winner's index in its plane.
+ * Avg: count_include_pad=True, i.e. the window sum over K*K always (in floor
+ * mode a window never leaves the padded area). */
+#include <string.h>
+
+#include "layers/layer_impl.h"
+
+_Static_assert(sizeof(int32_t) == sizeof(float), "maxpool stores int32 argmaxes in saved floats");
+
+typedef struct {
+    int planes; /* B*C */
+    int H, W, K, S, P, OH, OW;
+} pool_dims;
+
+static pool_dims dims_of(const dt_layer *l, int batch) {
+    pool_dims d = {batch * l->in.c, l->in.h,     l->in.w, l->spec.size, l->spec.stride,
+                   l->spec.pad,     l->out.h,    l->out.w};
+    return d;
+}
+
+/* Clipped window of output (oh, ow): rows [*h0, *h1), columns [*w0, *w1). */
+static inline void window(const pool_dims *d, int oh, int ow, int *h0, int *h1, int *w0, int *w1) {
+    int hs = oh * d->S - d->P, ws = ow * d->S - d->P;
+    *h0 = hs < 0 ? 0 : hs;
+    *h1 = hs + d->K < d->H ? hs + d->K : d->H;
+    *w0 = ws < 0 ? 0 : ws;
+    *w1 = ws + d->K < d->W ? ws + d->K : d->W;
+}
+
+static dt_status pool_setup(dt_layer *l) {
+    int oh, ow;
+    DT_TRY(dt_layer_window_setup(l, &oh, &ow));
+    /* pad < size keeps every window on at least one real cell. */
+    if (l->spec.pad >= l->spec.size)
+        return dt_layer_config_error(l, "pad %d must be smaller than size %d", l->spec.pad,
+                                     l->spec.size);
+    l->out = (dt_shape){l->in.c, oh, ow};
+    DT_TRY(dt_layer_check_shape(l, l->out, "output"));
+    l->nw = l->nb = l->nstate = 0;
+    return DT_OK;
+}
+
+static size_t maxpool_saved_floats(const dt_layer *l, int batch) {
+    return dt_shape_size(l->out) * (size_t)batch;
+}
+
+static uint64_t pool_flops(const dt_layer *l) {
+    return dt_shape_size(l->out) * (uint64_t)l->spec.size * (uint64_t)l->spec.size;
+}
+
+/* out (B, C, OH, OW) <- in (B, C, H, W); saved (B, C, OH, OW) holds the
+ * argmax as int32 (h*W + w within its plane; a plane index fits in an int,
+ * see dt_layer_check_shape). */
+static void maxpool_forward(dt_layer *l, float *out, const float *in, int batch, int train,
+                            float *ws) {
+    (void)train, (void)ws;
+    pool_dims d = dims_of(l, batch);
+    int32_t *arg = (int32_t *)l->saved;
+    size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
+    for (int p = 0; p < d.planes; p++) {
+        const float *x = in + (size_t)p * in_plane;
+        float *y = out + (size_t)p * out_plane;
+        int32_t *a = arg + (size_t)p * out_plane;
+        for (int oh = 0; oh < d.OH; oh++)
+            for (int ow = 0; ow < d.OW; ow++) {
+                int h0, h1, w0, w1;
+                window(&d, oh, ow, &h0, &h1, &w0, &w1);
+                int best = h0 * d.W + w0, nan = 0;
+                float m = x[best];
+                /* Selects instead of branches (random data would mispredict). */
+                for (int h = h0; h < h1; h++)
+                    for (int w = w0; w < w1; w++) {
+                        int i = h * d.W + w;
+                        float v = x[i];
+                        best += (i - best) & -(v > m);
+                        m = v > m ? v : m;
+                        nan |= v != v;
+                    }
+                /* Rare: PyTorch's max is NaN and its index the last NaN's. */
+                if (nan)
+                    for (int h = h0; h < h1; h++)
+                        for (int w = w0; w < w1; w++)
+                            if (x[h * d.W + w] != x[h * d.W + w]) m = x[h * d.W + w], best = h * d.W + w;
+                y[oh * d.OW + ow] = m;
+                a[oh * d.OW + ow] = best;
+            }
+    }
+}
+
+/* din (B, C, H, W) <- dout (B, C, OH, OW) routed to each window's argmax. */
+static void maxpool_backward(dt_layer *l, float *din, const float *dout, const float *in,
+                             const float *out, int batch, float *ws) {
+    (void)in, (void)out, (void)ws;
+    if (!din) return;
+    pool_dims d = dims_of(l, batch);
+    const int32_t *arg = (const int32_t *)l->saved;
+    size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
+    memset(din, 0, sizeof(float) * in_plane * (size_t)d.planes);
+    for (int p = 0; p < d.planes; p++) {
+        float *dx = din + (size_t)p * in_plane;
+        const float *dy = dout + (size_t)p * out_plane;
+        const int32_t *a = arg + (size_t)p * out_plane;
+        for (size_t i = 0; i < out_plane; i++) dx[a[i]] += dy[i];
+    }
+}
+
+/* out (B, C, OH, OW) <- window sums of in (B, C, H, W) / (K*K). */
+static void avgpool_forward(dt_layer *l, float *out, const float *in, int batch, int train,
+                            float *ws) {
+    (void)train, (void)ws;
+    pool_dims d = dims_of(l, batch);
+    float inv = 1.0f / (float)(d.K * d.K);
+    size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
+    for (int p = 0; p < d.planes; p++) {
+        const float *x = in + (size_t)p * in_plane;
+        float *y = out + (size_t)p * out_plane;
+        for (int oh = 0; oh < d.OH; oh++)
+            for (int ow = 0; ow < d.OW; ow++) {
+                int h0, h1, w0, w1;
+                window(&d, oh, ow, &h0, &h1, &w0, &w1);
+                float s = 0;
+                for (int h = h0; h < h1; h++)
+                    for (int w = w0; w < w1; w++) s += x[h * d.W + w];
+                y[oh * d.OW + ow] = s * inv;
+            }
+    }
+}
+
+/* din (B, C, H, W) <- dout (B, C, OH, OW) / (K*K) spread over each window. */
+static void avgpool_backward(dt_layer *l, float *din, const float *dout, const float *in,
+                             const float *out, int batch, float *ws) {
+    (void)in, (void)out, (void)ws;
+    if (!din) return;
+    pool_dims d = dims_of(l, batch);
+    float inv = 1.0f / (float)(d.K * d.K);
+    size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
+    memset(din, 0, sizeof(float) * in_plane * (size_t)d.planes);
+    for (int p = 0; p < d.planes; p++) {
+        float *dx = din + (size_t)p * in_plane;
+        const float *dy = dout + (size_t)p * out_plane;
+        for (int oh = 0; oh < d.OH; oh++)
+            for (int ow = 0; ow < d.OW; ow++) {
+                int h0, h1, w0, w1;
+                window(&d, oh, ow, &h0, &h1, &w0, &w1);
+                float g = dy[oh * d.OW + ow] * inv;
+                for (int h = h0; h < h1; h++)
+                    for (int w = w0; w < w1; w++) dx[h * d.W + w] += g;
+            }
+    }
+}
+
+const dt_layer_ops dt_maxpool_ops = {
+    .name = "maxpool",
+    .setup = pool_setup,
+    .saved_floats = maxpool_saved_floats,
+    .workspace_floats = dt_layer_no_floats,
+    .init = dt_layer_init_none,
+    .forward = maxpool_forward,
+    .backward = maxpool_backward,
+    .flops = pool_flops,
+};
+
+const dt_layer_ops dt_avgpool_ops = {
+    .name = "avgpool",
+    .setup = pool_setup,
+    .saved_floats = dt_layer_no_floats,
+    .workspace_floats = dt_layer_no_floats,
+    .init = dt_layer_init_none,
+    .forward = avgpool_forward,
+    .backward = avgpool_backward,
+    .flops = pool_flops,
+};

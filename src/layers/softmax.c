@@ -1,0 +1,68 @@
+/* [softmax]: probabilities over the C = c*h*w values of each sample (the
+ * input flattened), out (B, C) = exp(x - max) / sum exp(x - max). It is the
+ * last layer and is trained with cross-entropy: dt_softmax_xent_loss gives
+ * the gradient with respect to the logits directly, so backward passes its
+ * incoming gradient through unchanged (it treats dout as d loss / d logits). */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "layers/layer_impl.h"
+
+static dt_status softmax_setup(dt_layer *l) { return dt_layer_setup_same(l); }
+
+static uint64_t softmax_flops(const dt_layer *l) { return 3 * (uint64_t)dt_shape_size(l->in); }
+
+/* out (B, C) <- softmax of in (B, C) per row. */
+static void softmax_forward(dt_layer *l, float *out, const float *in, int batch, int train,
+                            float *ws) {
+    (void)train, (void)ws;
+    size_t C = dt_shape_size(l->in);
+    for (int b = 0; b < batch; b++) {
+        const float *x = in + (size_t)b * C;
+        float *p = out + (size_t)b * C;
+        float m = x[0];
+        for (size_t i = 1; i < C; i++) m = x[i] > m ? x[i] : m;
+        float sum = 0;
+        for (size_t i = 0; i < C; i++) {
+            p[i] = expf(x[i] - m);
+            sum += p[i];
+        }
+        float inv = 1.0f / sum;
+        for (size_t i = 0; i < C; i++) p[i] *= inv;
+    }
+}
+
+/* din (B, C) <- dout (B, C), already the gradient wrt the logits. */
+static void softmax_backward(dt_layer *l, float *din, const float *dout, const float *in,
+                             const float *out, int batch, float *ws) {
+    (void)in, (void)out, (void)ws;
+    if (din && din != dout) memcpy(din, dout, sizeof(float) * dt_shape_size(l->in) * (size_t)batch);
+}
+
+double dt_softmax_xent_loss(float *dlogits, const float *probs, const uint8_t *labels, int batch,
+                            int classes) {
+    double loss = 0;
+    float inv_b = 1.0f / (float)batch;
+    for (int b = 0; b < batch; b++) {
+        const float *p = probs + (size_t)b * classes;
+        float *d = dlogits + (size_t)b * classes;
+        int y = labels[b];
+        /* A probability that underflowed to 0 costs -log(FLT_MIN) ~ 87.3, not inf. */
+        loss -= log(p[y] > FLT_MIN ? p[y] : FLT_MIN);
+        for (int c = 0; c < classes; c++) d[c] = p[c] * inv_b;
+        d[y] -= inv_b;
+    }
+    return loss;
+}
+
+const dt_layer_ops dt_softmax_ops = {
+    .name = "softmax",
+    .setup = softmax_setup,
+    .saved_floats = dt_layer_no_floats,
+    .workspace_floats = dt_layer_no_floats,
+    .init = dt_layer_init_none,
+    .forward = softmax_forward,
+    .backward = softmax_backward,
+    .flops = softmax_flops,
+};

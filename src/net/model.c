@@ -1,0 +1,589 @@
+/* Strict Darknet-style INI parser for model files (see dtrain/model.h).
+ *
+ * Every section is described by a table of keys (type, destination, default,
+ * allowed range), so one generic handler parses, range-checks and stores all
+ * values, and the tables double as the documentation of the format. Values go
+ * straight into the dt_model_spec ([net]) or into a per-section scratch
+ * record (layers) that is turned into one or more layer specs when the
+ * section ends. Section names come from the layer registry, enum names from
+ * the modules that own the enums, so the parser repeats none of them. */
+#include "dtrain/model.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtrain/data.h"
+
+#define MAX_LINE 4096          /* characters per line, without the newline */
+#define MAX_FILE (16 << 20)    /* a model file is a few hundred bytes; refuse anything huge */
+#define MAX_KEYS 32            /* keys of the largest section, with room to grow */
+#define DIM_MAX (1 << 24)      /* sizes, filters, outputs, batch */
+#define EPOCHS_MAX 100000
+
+/* ---- key tables ---------------------------------------------------------- */
+
+typedef enum {
+    V_INT,        /* int */
+    V_FLOAT,      /* float */
+    V_DOUBLE,     /* double */
+    V_ENUM,       /* int-sized enum, named through `choices` */
+    V_DATASET,    /* canonical dataset name into dt_model_spec.dataset */
+    V_MILESTONES  /* comma list into a dt_lr_schedule (off points at it) */
+} value_type;
+
+enum { F_REQUIRED = 1, F_LO_OPEN = 2, F_HI_OPEN = 4 };
+
+typedef struct {
+    int (*from_name)(const char *name); /* -1 if unknown */
+    const char *(*name)(int value);
+    int count;                          /* values are 0..count-1 */
+} enum_desc;
+
+typedef struct {
+    const char *name;
+    value_type type;
+    size_t off;              /* into the section's target record */
+    double def;              /* used when the key is absent and not F_REQUIRED */
+    double lo, hi;           /* allowed range (hi = INFINITY: unbounded) */
+    unsigned flags;
+    const enum_desc *choices;
+} key_def;
+
+/* Scratch record of a layer section: its spec plus the one key that is not a
+ * spec field (batch_normalize, which adds a layer instead). */
+typedef struct {
+    dt_layer_spec spec;
+    int batch_normalize;
+} section_vals;
+
+/* Enum fields are written through int pointers by the generic handler. */
+_Static_assert(sizeof(dt_activation) == sizeof(int), "dt_activation must be int-sized");
+_Static_assert(sizeof(dt_schedule_kind) == sizeof(int), "dt_schedule_kind must be int-sized");
+
+/* The owners' name functions take their enum type; adapt them to int. */
+static const char *activation_name(int v) { return dt_activation_name((dt_activation)v); }
+static const char *schedule_name(int v) { return dt_schedule_kind_name((dt_schedule_kind)v); }
+static const char *dataset_name(int v) { return dt_dataset_kind_name((dt_dataset_kind)v); }
+
+static const enum_desc activations = {dt_activation_from_name, activation_name, DT_ACT_SIGMOID + 1};
+static const enum_desc schedules = {dt_schedule_kind_from_name, schedule_name, DT_SCHED_COSINE + 1};
+static const enum_desc datasets = {dt_dataset_kind_from_name, dataset_name,
+                                   DT_DATASET_SYNTHETIC + 1};
+
+#define NET(field) offsetof(dt_model_spec, field)
+#define LAY(field) offsetof(section_vals, field)
+
+/* Columns: name, type, offset, default, lo, hi, flags, choices. */
+static const key_def net_keys[] = {
+    {"batch", V_INT, NET(batch), 64, 1, DIM_MAX, 0, NULL},
+    {"channels", V_INT, NET(input.c), 0, 1, DIM_MAX, F_REQUIRED, NULL},
+    {"height", V_INT, NET(input.h), 0, 1, DIM_MAX, F_REQUIRED, NULL},
+    {"width", V_INT, NET(input.w), 0, 1, DIM_MAX, F_REQUIRED, NULL},
+    {"learning_rate", V_DOUBLE, NET(sched.base_lr), 0.01, 0, INFINITY, F_LO_OPEN, NULL},
+    {"momentum", V_DOUBLE, NET(sgd.momentum), 0.9, 0, 1, F_HI_OPEN, NULL},
+    {"decay", V_DOUBLE, NET(sgd.decay), 5e-4, 0, INFINITY, 0, NULL},
+    {"nesterov", V_INT, NET(sgd.nesterov), 0, 0, 1, 0, NULL},
+    {"epochs", V_INT, NET(epochs), 1, 1, EPOCHS_MAX, 0, NULL},
+    {"policy", V_ENUM, NET(sched.kind), DT_SCHED_CONSTANT, 0, 0, 0, &schedules},
+    {"step_epochs", V_DOUBLE, NET(sched.step_epochs), 0, 0, EPOCHS_MAX, F_LO_OPEN, NULL},
+    {"gamma", V_DOUBLE, NET(sched.gamma), 0.1, 0, 1, F_LO_OPEN, NULL},
+    {"milestones", V_MILESTONES, NET(sched), 0, 0, EPOCHS_MAX, F_LO_OPEN, NULL},
+    {"min_lr", V_DOUBLE, NET(sched.min_lr), 0, 0, INFINITY, 0, NULL},
+    {"warmup_epochs", V_DOUBLE, NET(sched.warmup_epochs), 0, 0, EPOCHS_MAX, 0, NULL},
+    {"warmup_start_factor", V_DOUBLE, NET(sched.warmup_start_factor), 0.1, 0, 1, 0, NULL},
+    {"dataset", V_DATASET, NET(dataset), DT_DATASET_FASHION_MNIST, 0, 0, 0, &datasets},
+    {"flip", V_INT, NET(flip), 0, 0, 1, 0, NULL},
+    {"crop_pad", V_INT, NET(crop_pad), 0, 0, 1024, 0, NULL},
+    {0}};
+
+#define SLOPE_KEY {"slope", V_FLOAT, LAY(spec.leaky_slope), 0.1, 0, 1, 0, NULL}
+/* conv/connected: an activation and batch norm fused into the section. */
+#define FUSED_KEYS                                                                  \
+    {"activation", V_ENUM, LAY(spec.act), DT_ACT_LINEAR, 0, 0, 0, &activations},    \
+    {"batch_normalize", V_INT, LAY(batch_normalize), 0, 0, 1, 0, NULL}, SLOPE_KEY
+
+static const key_def conv_keys[] = {
+    {"filters", V_INT, LAY(spec.filters), 0, 1, DIM_MAX, F_REQUIRED, NULL},
+    {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, F_REQUIRED, NULL},
+    {"stride", V_INT, LAY(spec.stride), 1, 1, DIM_MAX, 0, NULL},
+    {"pad", V_INT, LAY(spec.pad), 0, 0, DIM_MAX, 0, NULL},
+    FUSED_KEYS,
+    {0}};
+
+static const key_def dense_keys[] = {
+    {"output", V_INT, LAY(spec.outputs), 0, 1, DIM_MAX, F_REQUIRED, NULL},
+    FUSED_KEYS,
+    {0}};
+
+static const key_def pool_keys[] = {
+    {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, F_REQUIRED, NULL},
+    /* Default 0 stands for "same as size" (Darknet's rule), resolved when the
+     * section ends; a written stride must still be >= 1. */
+    {"stride", V_INT, LAY(spec.stride), 0, 1, DIM_MAX, 0, NULL},
+    {"pad", V_INT, LAY(spec.pad), 0, 0, DIM_MAX, 0, NULL},
+    {0}};
+
+static const key_def act_keys[] = {
+    {"activation", V_ENUM, LAY(spec.act), 0, 0, 0, F_REQUIRED, &activations},
+    SLOPE_KEY,
+    {0}};
+
+static const key_def dropout_keys[] = {
+    {"probability", V_FLOAT, LAY(spec.dropout_p), 0.5, 0, 1, F_HI_OPEN, NULL},
+    {0}};
+
+static const key_def lrn_keys[] = {
+    {"size", V_INT, LAY(spec.lrn_size), 5, 1, DIM_MAX, 0, NULL},
+    {"alpha", V_FLOAT, LAY(spec.lrn_alpha), 1e-4, 0, INFINITY, 0, NULL},
+    {"beta", V_FLOAT, LAY(spec.lrn_beta), 0.75, 0, INFINITY, 0, NULL},
+    {"k", V_FLOAT, LAY(spec.lrn_k), 1.0, 0, INFINITY, F_LO_OPEN, NULL},
+    {0}};
+
+/* Also the settings of the batch norm that batch_normalize=1 adds. */
+static const key_def batchnorm_keys[] = {
+    {"momentum", V_FLOAT, LAY(spec.bn_momentum), 0.1, 0, 1, 0, NULL},
+    {"eps", V_FLOAT, LAY(spec.bn_eps), 1e-5, 0, INFINITY, F_LO_OPEN, NULL},
+    {0}};
+
+static const key_def no_keys[] = {{0}};
+
+static const key_def *const layer_keys[DT_LAYER_KIND_COUNT] = {
+    [DT_LAYER_CONV] = conv_keys,       [DT_LAYER_MAXPOOL] = pool_keys,
+    [DT_LAYER_AVGPOOL] = pool_keys,    [DT_LAYER_DENSE] = dense_keys,
+    [DT_LAYER_ACT] = act_keys,         [DT_LAYER_DROPOUT] = dropout_keys,
+    [DT_LAYER_LRN] = lrn_keys,         [DT_LAYER_BATCHNORM] = batchnorm_keys,
+    [DT_LAYER_SOFTMAX] = no_keys,
+};
+
+/* Policy-specific keys: required by their policy, an error with any other
+ * (a step_epochs= without policy=step would otherwise be silently ignored). */
+static const struct {
+    const char *key;
+    dt_schedule_kind policy;
+} policy_keys[] = {{"step_epochs", DT_SCHED_STEP}, {"milestones", DT_SCHED_MULTISTEP}};
+
+/* ---- parser state -------------------------------------------------------- */
+
+enum { SEC_NONE = -2, SEC_NET = -1 }; /* otherwise a dt_layer_kind */
+
+typedef struct {
+    dt_model_spec *m;
+    const char *name;         /* file name for messages */
+    int line;                 /* current line, 1-based */
+    int kind;                 /* current section */
+    char sec_name[32];        /* its name, for messages */
+    int sec_line;
+    const key_def *keys;      /* its key table */
+    void *target;             /* where its values go: m or &vals */
+    int seen[MAX_KEYS];       /* line of each key given in this section, 0 if absent */
+    section_vals vals;
+    int net_line, softmax_line, last_layer_line;
+} parser;
+
+static dt_status fail_at(const parser *p, int line, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static dt_status fail_at(const parser *p, int line, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return dt_fail(DT_ERR_CONFIG, "%s:%d: %s", p->name, line, msg);
+}
+
+/* Appends s to buf (size n) with ", " between items; truncates safely. */
+static void append_item(char *buf, size_t n, const char *s) {
+    size_t len = strlen(buf);
+    if (len < n) snprintf(buf + len, n - len, "%s%s", len ? ", " : "", s);
+}
+
+static void list_keys(char *buf, size_t n, const key_def *keys) {
+    buf[0] = '\0';
+    for (const key_def *k = keys; k->name; k++) append_item(buf, n, k->name);
+}
+
+static void list_choices(char *buf, size_t n, const enum_desc *e) {
+    buf[0] = '\0';
+    for (int i = 0; i < e->count; i++) append_item(buf, n, e->name(i));
+}
+
+/* What a valid value of k looks like, for error messages. */
+static void describe(char *buf, size_t n, const key_def *k) {
+    if (k->choices) {
+        char names[256];
+        list_choices(names, sizeof names, k->choices);
+        snprintf(buf, n, "one of %s", names);
+        return;
+    }
+    const char *what = k->type == V_INT ? "an integer"
+                       : k->type == V_MILESTONES ? "a comma list of ascending epochs, each"
+                                                 : "a number";
+    if (k->type == V_INT && k->lo == 0 && k->hi == 1)
+        snprintf(buf, n, "0 or 1");
+    else if (isinf(k->hi))
+        snprintf(buf, n, "%s %s %.10g", what, k->flags & F_LO_OPEN ? ">" : ">=", k->lo);
+    else
+        snprintf(buf, n, "%s in %c%.10g, %.10g%c", what, k->flags & F_LO_OPEN ? '(' : '[', k->lo,
+                 k->hi, k->flags & F_HI_OPEN ? ')' : ']');
+}
+
+static int in_range(const key_def *k, double v) {
+    if (!isfinite(v)) return 0;
+    if (k->flags & F_LO_OPEN ? v <= k->lo : v < k->lo) return 0;
+    return k->flags & F_HI_OPEN ? v < k->hi : v <= k->hi;
+}
+
+static dt_status bad_value(const parser *p, const key_def *k, const char *val) {
+    char want[300];
+    describe(want, sizeof want, k);
+    return fail_at(p, p->line, "bad value '%.64s' for %s: expected %s", val, k->name, want);
+}
+
+static dt_status out_of_range(const parser *p, const key_def *k, const char *val) {
+    char want[300];
+    describe(want, sizeof want, k);
+    return fail_at(p, p->line, "%s=%.64s is out of range: expected %s", k->name, val, want);
+}
+
+/* ---- values -------------------------------------------------------------- */
+
+static void store(void *target, const key_def *k, double v) {
+    char *dst = (char *)target + k->off;
+    switch (k->type) {
+    case V_INT:
+    case V_ENUM: *(int *)dst = (int)v; break;
+    case V_FLOAT: *(float *)dst = (float)v; break;
+    case V_DOUBLE: *(double *)dst = v; break;
+    case V_DATASET:
+        snprintf(dst, sizeof((dt_model_spec *)0)->dataset, "%s", k->choices->name((int)v));
+        break;
+    case V_MILESTONES: /* only the default: no milestones */
+        memset(dst + offsetof(dt_lr_schedule, nmilestones), 0, sizeof(int));
+        break;
+    }
+}
+
+static void set_defaults(void *target, const key_def *keys) {
+    for (const key_def *k = keys; k->name; k++)
+        if (!(k->flags & F_REQUIRED)) store(target, k, k->def);
+}
+
+/* Parses one number of k's type from s; *end is set past it. 0 on bad syntax. */
+static int parse_number(const key_def *k, const char *s, char **end, double *v) {
+    errno = 0;
+    if (k->type == V_INT) {
+        long x = strtol(s, end, 10);
+        /* An overflowing long is out of range, not malformed: clamp it so the
+         * range check reports it. */
+        *v = errno == ERANGE ? (x < 0 ? -INFINITY : INFINITY) : (double)x;
+    } else {
+        *v = strtod(s, end);
+        if (!isfinite(*v) && errno != ERANGE) return 0; /* "nan", "inf" written out */
+        if (k->type == V_FLOAT) *v = (double)(float)*v; /* check what will be stored */
+    }
+    return *end != s;
+}
+
+static dt_status set_milestones(parser *p, const key_def *k, const char *val) {
+    dt_lr_schedule *s = (dt_lr_schedule *)((char *)p->target + k->off);
+    const char *c = val;
+    s->nmilestones = 0;
+    for (;;) {
+        char *end;
+        double v;
+        while (isspace((unsigned char)*c)) c++;
+        if (!parse_number(k, c, &end, &v)) return bad_value(p, k, val);
+        if (!in_range(k, v)) return out_of_range(p, k, val);
+        if (s->nmilestones == DT_MAX_MILESTONES)
+            return fail_at(p, p->line, "more than %d milestones", DT_MAX_MILESTONES);
+        if (s->nmilestones && v <= s->milestones[s->nmilestones - 1])
+            return fail_at(p, p->line, "milestones must be strictly ascending (%.10g after %.10g)",
+                           v, s->milestones[s->nmilestones - 1]);
+        s->milestones[s->nmilestones++] = v;
+        c = end;
+        while (isspace((unsigned char)*c)) c++;
+        if (*c == '\0') return DT_OK;
+        if (*c++ != ',') return bad_value(p, k, val);
+    }
+}
+
+static dt_status set_value(parser *p, const key_def *k, const char *val) {
+    if (k->type == V_MILESTONES) return set_milestones(p, k, val);
+    double v;
+    if (k->choices) {
+        int i = k->choices->from_name(val);
+        if (i < 0) return bad_value(p, k, val);
+        v = i;
+    } else {
+        char *end;
+        if (!parse_number(k, val, &end, &v) || *end != '\0') return bad_value(p, k, val);
+        if (!in_range(k, v)) return out_of_range(p, k, val);
+    }
+    store(p->target, k, v);
+    return DT_OK;
+}
+
+/* ---- sections ------------------------------------------------------------ */
+
+static int find_key(const key_def *keys, const char *name) {
+    for (int i = 0; keys[i].name; i++)
+        if (strcmp(keys[i].name, name) == 0) return i;
+    return -1;
+}
+
+static int seen_line(const parser *p, const char *key) {
+    int i = find_key(p->keys, key);
+    DT_ASSERT(i >= 0);
+    return p->seen[i];
+}
+
+static dt_status push_layer(parser *p, const dt_layer_spec *s) {
+    dt_model_spec *m = p->m;
+    if (m->nlayers == DT_MAX_LAYERS)
+        return fail_at(p, p->sec_line,
+                       "more than %d layers (batch_normalize= and activation= add one each)",
+                       DT_MAX_LAYERS);
+    m->layers[m->nlayers++] = *s;
+    return DT_OK;
+}
+
+/* A layer section becomes its layer, and for conv/connected also a batch
+ * norm and an activation layer, so each layer kind does one operation. */
+static dt_status emit_layers(parser *p) {
+    const section_vals *v = &p->vals;
+    dt_layer_spec layer = v->spec;
+    if (layer.stride == 0) layer.stride = layer.size; /* pools only: see pool_keys */
+    if (layer.kind != DT_LAYER_CONV && layer.kind != DT_LAYER_DENSE) return push_layer(p, &layer);
+
+    layer.act = DT_ACT_LINEAR; /* applied by the activation layer below */
+    DT_TRY(push_layer(p, &layer));
+    if (v->batch_normalize) {
+        section_vals bn = {.spec = {.kind = DT_LAYER_BATCHNORM, .line = p->sec_line}};
+        set_defaults(&bn, batchnorm_keys);
+        DT_TRY(push_layer(p, &bn.spec));
+    }
+    if (v->spec.act != DT_ACT_LINEAR) {
+        dt_layer_spec act = {.kind = DT_LAYER_ACT, .act = v->spec.act,
+                             .leaky_slope = v->spec.leaky_slope, .line = p->sec_line};
+        DT_TRY(push_layer(p, &act));
+    }
+    return DT_OK;
+}
+
+static dt_status finish_net(parser *p) {
+    dt_lr_schedule *s = &p->m->sched;
+    const char *policy = dt_schedule_kind_name(s->kind);
+    for (size_t i = 0; i < sizeof policy_keys / sizeof policy_keys[0]; i++) {
+        int line = seen_line(p, policy_keys[i].key);
+        if (s->kind == policy_keys[i].policy && !line)
+            return fail_at(p, seen_line(p, "policy"), "policy=%s needs %s=", policy,
+                           policy_keys[i].key);
+        if (s->kind != policy_keys[i].policy && line)
+            return fail_at(p, line, "%s= applies only to policy=%s (policy is %s)",
+                           policy_keys[i].key, dt_schedule_kind_name(policy_keys[i].policy),
+                           policy);
+    }
+    s->total_epochs = p->m->epochs;
+    return DT_OK;
+}
+
+static dt_status end_section(parser *p) {
+    if (p->kind == SEC_NONE) return DT_OK;
+    for (int i = 0; p->keys[i].name; i++)
+        if ((p->keys[i].flags & F_REQUIRED) && !p->seen[i])
+            return fail_at(p, p->sec_line, "[%s] needs %s=", p->sec_name, p->keys[i].name);
+    return p->kind == SEC_NET ? finish_net(p) : emit_layers(p);
+}
+
+static dt_status unknown_section(const parser *p, const char *name) {
+    char valid[300] = "net";
+    for (int k = 0; k < DT_LAYER_KIND_COUNT; k++)
+        append_item(valid, sizeof valid, dt_layer_ops_of((dt_layer_kind)k)->name);
+    return fail_at(p, p->line, "unknown section [%.64s] (valid: %s)", name, valid);
+}
+
+static dt_status begin_section(parser *p, const char *name) {
+    int is_net = strcmp(name, "net") == 0;
+    int kind = is_net ? SEC_NET : dt_layer_kind_from_name(name);
+    if (is_net) {
+        if (p->net_line)
+            return fail_at(p, p->line, "second [net] section (the first is at line %d)",
+                           p->net_line);
+        p->net_line = p->line;
+        p->keys = net_keys;
+        p->target = p->m;
+    } else {
+        if (kind < 0) return unknown_section(p, name);
+        if (!p->net_line)
+            return fail_at(p, p->line, "[%s] before [net]; the file must start with [net]", name);
+        if (p->softmax_line)
+            return fail_at(p, p->line, "[%s] after [softmax] (line %d); [softmax] must be last",
+                           name, p->softmax_line);
+        if (kind == DT_LAYER_SOFTMAX) p->softmax_line = p->line;
+        p->last_layer_line = p->line;
+        p->keys = layer_keys[kind];
+        DT_ASSERT(p->keys); /* every kind of the registry needs a key table */
+        memset(&p->vals, 0, sizeof p->vals);
+        p->vals.spec.kind = (dt_layer_kind)kind;
+        p->vals.spec.line = p->line;
+        p->target = &p->vals;
+    }
+    int nkeys = 0;
+    while (p->keys[nkeys].name) nkeys++;
+    DT_ASSERT(nkeys <= MAX_KEYS); /* p->seen has a slot per key */
+    p->kind = kind;
+    p->sec_line = p->line;
+    snprintf(p->sec_name, sizeof p->sec_name, "%s", name);
+    memset(p->seen, 0, sizeof p->seen);
+    set_defaults(p->target, p->keys);
+    return DT_OK;
+}
+
+/* ---- lines --------------------------------------------------------------- */
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+    return s;
+}
+
+static dt_status parse_header(parser *p, char *s) {
+    size_t n = strlen(s);
+    if (n < 3 || s[n - 1] != ']' || strcspn(s + 1, " \t[]") != n - 2)
+        return fail_at(p, p->line, "malformed section header '%.64s' (expected [name])", s);
+    s[n - 1] = '\0';
+    DT_TRY(end_section(p));
+    return begin_section(p, s + 1);
+}
+
+static dt_status parse_assignment(parser *p, char *s) {
+    char *eq = strchr(s, '=');
+    if (!eq) return fail_at(p, p->line, "expected key=value or [section], got '%.64s'", s);
+    *eq = '\0';
+    char *key = trim(s), *val = trim(eq + 1);
+    if (!*key) return fail_at(p, p->line, "missing key before '='");
+    if (!*val) return fail_at(p, p->line, "empty value for %s", key);
+    if (p->kind == SEC_NONE)
+        return fail_at(p, p->line, "%.64s= before any section; the file must start with [net]",
+                       key);
+    int i = find_key(p->keys, key);
+    if (i < 0) {
+        char valid[300];
+        list_keys(valid, sizeof valid, p->keys);
+        if (!valid[0]) return fail_at(p, p->line, "[%s] takes no keys (got %.64s=)", p->sec_name, key);
+        return fail_at(p, p->line, "unknown key '%.64s' in [%s] (valid: %s)", key, p->sec_name,
+                       valid);
+    }
+    if (p->seen[i])
+        return fail_at(p, p->line, "duplicate key %s in [%s] (first at line %d)", key,
+                       p->sec_name, p->seen[i]);
+    p->seen[i] = p->line;
+    return set_value(p, &p->keys[i], val);
+}
+
+static dt_status parse_line(parser *p, char *line) {
+    line[strcspn(line, "#;")] = '\0'; /* values never contain '#' or ';' */
+    char *s = trim(line);
+    if (!*s) return DT_OK;
+    return *s == '[' ? parse_header(p, s) : parse_assignment(p, s);
+}
+
+static dt_status parse_text(parser *p, const char *text) {
+    char buf[MAX_LINE + 1];
+    const char *s = text;
+    while (*s) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        const char *next = nl ? nl + 1 : s + len;
+        if (len && s[len - 1] == '\r') len--; /* CRLF files */
+        p->line++;
+        if (len > MAX_LINE)
+            return fail_at(p, p->line, "line longer than %d characters", MAX_LINE);
+        memcpy(buf, s, len);
+        buf[len] = '\0';
+        DT_TRY(parse_line(p, buf));
+        s = next;
+    }
+    DT_TRY(end_section(p));
+    if (!p->net_line)
+        return fail_at(p, p->line ? p->line : 1, "no [net] section (the file must start with it)");
+    if (!p->m->nlayers) return fail_at(p, p->net_line, "no layer sections after [net]");
+    if (!p->softmax_line)
+        return fail_at(p, p->last_layer_line,
+                       "the last section must be [softmax] (the net is trained with softmax "
+                       "cross-entropy)");
+    return DT_OK;
+}
+
+dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char *name) {
+    if (!name) name = "<string>";
+    memset(out, 0, sizeof *out);
+    snprintf(out->path, sizeof out->path, "%s", name);
+    parser p = {.m = out, .name = name, .kind = SEC_NONE};
+    return parse_text(&p, text);
+}
+
+/* Reads the whole file as a NUL-terminated string; *out is malloc'd. */
+static dt_status read_file(char **out, const char *path) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    dt_status st = buf ? DT_OK : dt_fail(DT_ERR_NOMEM, "%s: out of memory", path);
+    while (st == DT_OK) {
+        if (n + 1 == cap) {
+            char *grown = cap >= MAX_FILE ? NULL : realloc(buf, cap * 2);
+            if (!grown) {
+                st = cap >= MAX_FILE
+                         ? dt_fail(DT_ERR_CONFIG, "%s: larger than %d MiB, not a model file", path,
+                                   MAX_FILE >> 20)
+                         : dt_fail(DT_ERR_NOMEM, "%s: out of memory", path);
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) st = dt_fail(DT_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    /* A NUL would silently end the text early; find its line to report it. */
+    const char *nul = st == DT_OK ? memchr(buf, '\0', n) : NULL;
+    if (nul) {
+        int line = 1;
+        for (const char *c = buf; c < nul; c++) line += *c == '\n';
+        st = dt_fail(DT_ERR_CONFIG, "%s:%d: NUL byte (not a text file?)", path, line);
+    }
+    if (st != DT_OK) {
+        free(buf);
+        return st;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return DT_OK;
+}
+
+dt_status dt_model_parse_file(dt_model_spec *out, const char *path) {
+    char *text;
+    dt_status st = read_file(&text, path);
+    if (st == DT_OK) st = dt_model_parse_string(out, text, path);
+    free(text);
+    return st;
+}

@@ -1,0 +1,238 @@
+#include "dtrain/net.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dtrain/mem.h"
+
+/* FNV-1a over the words that define the architecture. */
+static uint64_t fnv_mix(uint64_t h, uint64_t v) {
+    for (int i = 0; i < 8; i++) {
+        h ^= (v >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t shape_hash(const dt_net *net) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    h = fnv_mix(h, (uint64_t)net->input.c << 40 | (uint64_t)net->input.h << 20 | (uint64_t)net->input.w);
+    for (int i = 0; i < net->nlayers; i++) {
+        const dt_layer *l = &net->layers[i];
+        h = fnv_mix(h, (uint64_t)l->spec.kind);
+        h = fnv_mix(h, (uint64_t)l->out.c << 40 | (uint64_t)l->out.h << 20 | (uint64_t)l->out.w);
+        h = fnv_mix(h, l->nw);
+        h = fnv_mix(h, l->nb);
+        h = fnv_mix(h, l->nstate);
+    }
+    return h;
+}
+
+/* Sizes of everything the net allocates, computed before allocating. */
+typedef struct {
+    size_t acts, max_act, saved, ws;
+} net_sizes;
+
+static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes *sz) {
+    dt_shape in = spec->input;
+    memset(sz, 0, sizeof *sz);
+    sz->max_act = dt_shape_size(in);
+    net->param_offset[0] = 0;
+    net->nstate = 0;
+    for (int i = 0; i < net->nlayers; i++) {
+        dt_layer *l = &net->layers[i];
+        l->spec = spec->layers[i];
+        l->ops = dt_layer_ops_of(l->spec.kind);
+        l->in = in;
+        dt_status s = l->ops->setup(l);
+        if (s != DT_OK) {
+            /* Layers say "line N: ..."; make it "FILE:N: ..." like the parser. */
+            char msg[512];
+            const char *m = dt_last_error();
+            if (strncmp(m, "line ", 5) == 0) m += 5;
+            snprintf(msg, sizeof msg, "%s", m);
+            return dt_fail(s, "%s:%s", spec->path, msg);
+        }
+        size_t act, nparams;
+        DT_TRY(dt_mul_size(&act, dt_shape_size(l->out), (size_t)net->max_batch, "activations"));
+        nparams = l->nw + l->nb;
+        if (nparams < l->nw || SIZE_MAX - sz->acts < act)
+            return dt_fail(DT_ERR_CONFIG, "%s:%d: layer sizes overflow", spec->path, l->spec.line);
+        net->param_offset[i + 1] = net->param_offset[i] + nparams;
+        net->nstate += l->nstate;
+        sz->acts += act;
+        if (dt_shape_size(l->out) > sz->max_act) sz->max_act = dt_shape_size(l->out);
+        sz->saved += l->ops->saved_floats(l, net->max_batch);
+        size_t ws = l->ops->workspace_floats(l, net->max_batch);
+        if (ws > sz->ws) sz->ws = ws;
+        in = l->out;
+    }
+    if (net->nlayers == 0 || net->layers[net->nlayers - 1].spec.kind != DT_LAYER_SOFTMAX)
+        return dt_fail(DT_ERR_CONFIG, "%s: the last layer must be [softmax]", spec->path);
+    net->nparams = net->param_offset[net->nlayers];
+    net->classes = (int)dt_shape_size(in);
+    return DT_OK;
+}
+
+size_t dt_net_bytes(const dt_net *net) {
+    size_t floats = 3 * net->nparams + net->nstate + net->nws;
+    for (int i = 0; i < net->nlayers; i++) {
+        const dt_layer *l = &net->layers[i];
+        floats += dt_shape_size(l->out) * (size_t)net->max_batch +
+                  l->ops->saved_floats(l, net->max_batch);
+    }
+    size_t max_act = dt_shape_size(net->input);
+    for (int i = 0; i < net->nlayers; i++)
+        if (dt_shape_size(net->layers[i].out) > max_act) max_act = dt_shape_size(net->layers[i].out);
+    floats += 2 * max_act * (size_t)net->max_batch;
+    return floats * sizeof(float);
+}
+
+/* Refuse a net that cannot fit in this machine's memory, with the estimate. */
+static dt_status check_fits(const dt_net *net, const char *path) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return DT_OK;
+    double need = (double)dt_net_bytes(net), have = (double)pages * (double)page;
+    if (need > 0.9 * have)
+        return dt_fail(DT_ERR_NOMEM,
+                       "%s: the model needs about %.1f GiB at batch %d (parameters, optimiser "
+                       "state, activations), this machine has %.1f GiB",
+                       path, need / (1 << 30), net->max_batch, have / (1 << 30));
+    return DT_OK;
+}
+
+static dt_status allocate(dt_net *net, const net_sizes *sz) {
+    float *acts, *dbuf, *saved;
+    size_t dsize;
+    DT_TRY(dt_alloc_floats(&net->params, net->nparams, "parameters"));
+    DT_TRY(dt_alloc_floats(&net->grads, net->nparams, "gradients"));
+    DT_TRY(dt_alloc_floats(&net->state, net->nstate, "layer state"));
+    DT_TRY(dt_alloc_floats(&net->ws, sz->ws, "workspace"));
+    DT_TRY(dt_alloc_floats(&acts, sz->acts, "activations"));
+    net->blocks[0] = acts;
+    DT_TRY(dt_mul_size(&dsize, sz->max_act, (size_t)net->max_batch, "gradient buffers"));
+    DT_TRY(dt_alloc_floats(&dbuf, 2 * dsize, "gradient buffers"));
+    net->blocks[1] = dbuf;
+    DT_TRY(dt_alloc_floats(&saved, sz->saved, "saved values"));
+    net->blocks[2] = saved;
+    DT_TRY(dt_alloc_bytes((void **)&net->act, sizeof(float *) * (size_t)net->nlayers, "layers"));
+    net->blocks[3] = net->act;
+    net->nws = sz->ws;
+    net->dbuf[0] = dbuf;
+    net->dbuf[1] = dbuf + dsize;
+
+    size_t state_off = 0;
+    for (int i = 0; i < net->nlayers; i++) {
+        dt_layer *l = &net->layers[i];
+        size_t off = net->param_offset[i];
+        l->w = net->params + off;
+        l->dw = net->grads + off;
+        l->b = l->w + l->nw;
+        l->db = l->dw + l->nw;
+        l->state = net->state + state_off;
+        state_off += l->nstate;
+        l->saved = saved;
+        saved += l->ops->saved_floats(l, net->max_batch);
+        net->act[i] = acts;
+        acts += dt_shape_size(l->out) * (size_t)net->max_batch;
+    }
+    return DT_OK;
+}
+
+dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, uint64_t seed) {
+    *out = NULL;
+    if (max_batch < 1) return dt_fail(DT_ERR_USAGE, "batch size must be at least 1");
+    dt_net *net;
+    DT_TRY(dt_alloc_bytes((void **)&net, sizeof *net, "net"));
+    net->nlayers = spec->nlayers;
+    net->input = spec->input;
+    net->max_batch = max_batch;
+    dt_status s = dt_alloc_bytes((void **)&net->layers, sizeof(dt_layer) * (size_t)spec->nlayers + 1, "layers");
+    if (s == DT_OK)
+        s = dt_alloc_bytes((void **)&net->param_offset, sizeof(size_t) * ((size_t)spec->nlayers + 1),
+                           "layers");
+    net_sizes sz;
+    if (s == DT_OK) s = setup_layers(net, spec, &sz);
+    if (s == DT_OK) {
+        net->nws = sz.ws;
+        s = check_fits(net, spec->path);
+    }
+    if (s == DT_OK) s = allocate(net, &sz);
+    if (s != DT_OK) {
+        dt_net_free(net);
+        return s;
+    }
+    for (int i = 0; i < net->nlayers; i++) {
+        dt_layer *l = &net->layers[i];
+        dt_rng rng = dt_rng_seed(dt_hash3(seed, (uint64_t)i, 0x1417));
+        l->seed = dt_hash3(seed, (uint64_t)i, 0xd209);
+        l->ops->init(l, &rng);
+    }
+    net->shape_hash = shape_hash(net);
+    *out = net;
+    return DT_OK;
+}
+
+void dt_net_free(dt_net *net) {
+    if (!net) return;
+    dt_free(net->params);
+    dt_free(net->grads);
+    dt_free(net->state);
+    dt_free(net->ws);
+    for (int i = 0; i < 4; i++) dt_free(net->blocks[i]);
+    dt_free(net->layers);
+    dt_free(net->param_offset);
+    dt_free(net);
+}
+
+const float *dt_net_forward(dt_net *net, const float *x, int batch, int train) {
+    DT_ASSERT(batch >= 1 && batch <= net->max_batch);
+    const float *in = x;
+    for (int i = 0; i < net->nlayers; i++) {
+        dt_layer *l = &net->layers[i];
+        l->step = net->step;
+        l->ops->forward(l, net->act[i], in, batch, train, net->ws);
+        in = net->act[i];
+    }
+    if (train) net->step++;
+    return in;
+}
+
+double dt_net_loss(dt_net *net, const uint8_t *labels, int batch) {
+    return dt_softmax_xent_loss(net->dbuf[0], net->act[net->nlayers - 1], labels, batch,
+                                net->classes);
+}
+
+void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx) {
+    /* The softmax layer's gradient is folded into dt_net_loss (dlogits in
+     * dbuf[0]), so backward starts at the layer below it. */
+    int cur = 0;
+    for (int i = net->nlayers - 2; i >= 0; i--) {
+        dt_layer *l = &net->layers[i];
+        const float *in = i > 0 ? net->act[i - 1] : x;
+        float *din = i > 0 ? net->dbuf[1 - cur] : NULL;
+        l->ops->backward(l, din, net->dbuf[cur], in, net->act[i], batch, net->ws);
+        if (ready && l->nw + l->nb > 0) ready(ctx, i);
+        cur = 1 - cur;
+    }
+}
+
+int dt_net_count_correct(const dt_net *net, const uint8_t *labels, int batch) {
+    const float *p = net->act[net->nlayers - 1];
+    int correct = 0;
+    for (int b = 0; b < batch; b++) {
+        const float *row = p + (size_t)b * (size_t)net->classes;
+        int best = 0;
+        for (int c = 1; c < net->classes; c++)
+            if (row[c] > row[best]) best = c;
+        correct += best == labels[b];
+    }
+    return correct;
+}
+
+uint64_t dt_net_flops(const dt_net *net) {
+    uint64_t f = 0;
+    for (int i = 0; i < net->nlayers; i++) f += net->layers[i].ops->flops(&net->layers[i]);
+    return f;
+}

@@ -1,0 +1,63 @@
+#include <math.h>
+#include <string.h>
+
+#include "dtrain/optim.h"
+
+#define PI 3.14159265358979323846
+
+static const char *const schedule_names[] = {"constant", "step", "multistep", "cosine"};
+
+int dt_schedule_kind_from_name(const char *name) {
+    for (int i = 0; i < (int)(sizeof schedule_names / sizeof *schedule_names); i++)
+        if (strcmp(name, schedule_names[i]) == 0) return i;
+    return -1;
+}
+
+const char *dt_schedule_kind_name(dt_schedule_kind kind) { return schedule_names[kind]; }
+
+/* The configured schedule alone, at fractional epoch `epoch`. */
+static double schedule_at(const dt_lr_schedule *s, double epoch) {
+    switch (s->kind) {
+    case DT_SCHED_CONSTANT: return s->base_lr;
+    case DT_SCHED_STEP: return s->base_lr * pow(s->gamma, floor(epoch / s->step_epochs));
+    case DT_SCHED_MULTISTEP: {
+        int passed = 0;
+        while (passed < s->nmilestones && epoch >= s->milestones[passed]) passed++;
+        return s->base_lr * pow(s->gamma, passed);
+    }
+    case DT_SCHED_COSINE: {
+        double t = s->total_epochs > 0 ? fmin(epoch / s->total_epochs, 1.0) : 1.0;
+        return s->min_lr + (s->base_lr - s->min_lr) * 0.5 * (1.0 + cos(PI * t));
+    }
+    }
+    return s->base_lr;
+}
+
+double dt_lr_at(const dt_lr_schedule *s, long step, long steps_per_epoch) {
+    double spe = steps_per_epoch > 0 ? (double)steps_per_epoch : 1.0;
+    double epoch = (double)step / spe;
+    long warmup_steps = (long)llround(s->warmup_epochs * spe);
+    if (step >= warmup_steps) return schedule_at(s, epoch);
+    /* Linear ramp from start to the schedule's value where warmup ends; the
+     * ramp reaches that value exactly at step == warmup_steps. */
+    double start = s->warmup_start_factor * s->base_lr;
+    double end = schedule_at(s, (double)warmup_steps / spe);
+    return start + (end - start) * (double)step / (double)warmup_steps;
+}
+
+void dt_sgd_update(const dt_sgd_cfg *cfg, float lr, float *restrict w, float *restrict v,
+                   const float *restrict g, size_t n) {
+    const float mu = (float)cfg->momentum, wd = (float)cfg->decay;
+    if (cfg->nesterov) {
+        for (size_t i = 0; i < n; i++) {
+            float gi = g[i] + wd * w[i];
+            v[i] = mu * v[i] + gi;
+            w[i] -= lr * (gi + mu * v[i]);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            v[i] = mu * v[i] + g[i] + wd * w[i];
+            w[i] -= lr * v[i];
+        }
+    }
+}

@@ -1,0 +1,193 @@
+#include "dtrain/checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "dtrain/mem.h"
+
+static const char magic[8] = {'D', 'T', 'C', 'K', 'P', 'T', '0', '1'};
+
+/* Fixed-size header as it is on disk (all fields naturally aligned, no padding). */
+typedef struct {
+    char magic[8];
+    uint32_t version, reserved;
+    uint64_t shape_hash, seed, step, net_step;
+    int32_t epoch, step_in_epoch;
+    uint64_t nparams, nstate, nmomentum;
+} disk_header;
+
+_Static_assert(sizeof(disk_header) == 80, "checkpoint header must have no padding");
+
+typedef struct {
+    int fd;
+    uLong crc;
+    const char *path;
+} writer;
+
+static dt_status write_all(writer *w, const void *buf, size_t n) {
+    const char *p = buf;
+    w->crc = crc32(w->crc, buf, 0);
+    for (size_t left = n; left > 0;) {
+        size_t chunk = left > (1u << 30) ? (1u << 30) : left;
+        ssize_t k = write(w->fd, p, chunk);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return dt_fail(DT_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+        }
+        w->crc = crc32(w->crc, (const Bytef *)p, (uInt)k);
+        p += k;
+        left -= (size_t)k;
+    }
+    return DT_OK;
+}
+
+static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
+    disk_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, magic, sizeof magic);
+    h.version = DT_CKPT_VERSION;
+    h.shape_hash = meta->shape_hash;
+    h.seed = meta->seed;
+    h.step = meta->step;
+    h.net_step = meta->net_step;
+    h.epoch = meta->epoch;
+    h.step_in_epoch = meta->step_in_epoch;
+    h.nparams = a->nparams;
+    h.nstate = a->nstate;
+    h.nmomentum = a->nmomentum;
+    DT_TRY(write_all(w, &h, sizeof h));
+    DT_TRY(write_all(w, a->params, a->nparams * sizeof(float)));
+    DT_TRY(write_all(w, a->state, a->nstate * sizeof(float)));
+    DT_TRY(write_all(w, a->momentum, a->nmomentum * sizeof(float)));
+    uint32_t crc = (uint32_t)w->crc;
+    return write_all(w, &crc, sizeof crc);
+}
+
+/* fsync the directory holding path so the rename itself is durable. */
+static dt_status sync_dir(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    int fd = open(dirname(buf), O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot open its directory: %s", path, strerror(errno));
+    int rc = fsync(fd);
+    close(fd);
+    if (rc != 0) return dt_fail(DT_ERR_IO, "%s: fsync of directory failed: %s", path, strerror(errno));
+    return DT_OK;
+}
+
+dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return dt_fail(DT_ERR_USAGE, "checkpoint path too long: %s", path);
+    writer w = {open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), crc32(0L, Z_NULL, 0), tmp};
+    if (w.fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    dt_status s = write_body(&w, meta, a);
+    if (s == DT_OK && fsync(w.fd) != 0)
+        s = dt_fail(DT_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (close(w.fd) != 0 && s == DT_OK)
+        s = dt_fail(DT_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+    if (s == DT_OK && rename(tmp, path) != 0)
+        s = dt_fail(DT_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+    if (s != DT_OK) {
+        unlink(tmp); /* the previous checkpoint at path is untouched */
+        return s;
+    }
+    return sync_dir(path);
+}
+
+static dt_status read_exact(FILE *f, void *buf, size_t n, uLong *crc, const char *path) {
+    if (n && fread(buf, 1, n, f) != n)
+        return dt_fail(DT_ERR_FORMAT, "%s: truncated checkpoint", path);
+    *crc = crc32(*crc, buf, 0);
+    for (size_t off = 0; off < n;) {
+        uInt chunk = (uInt)((n - off) > (1u << 30) ? (1u << 30) : (n - off));
+        *crc = crc32(*crc, (const Bytef *)buf + off, chunk);
+        off += chunk;
+    }
+    return DT_OK;
+}
+
+static dt_status check_header(const disk_header *h, uint64_t expect_hash, const dt_ckpt_arrays *a,
+                              const char *path) {
+    if (memcmp(h->magic, magic, sizeof magic) != 0)
+        return dt_fail(DT_ERR_FORMAT, "%s: not a dtrain checkpoint (bad magic)", path);
+    if (h->version != DT_CKPT_VERSION)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint version %u, this dtrain reads version %d",
+                       path, h->version, DT_CKPT_VERSION);
+    if (h->shape_hash != expect_hash)
+        return dt_fail(DT_ERR_FORMAT,
+                       "%s: checkpoint is for a different model (shape hash %016llx, model has "
+                       "%016llx)",
+                       path, (unsigned long long)h->shape_hash, (unsigned long long)expect_hash);
+    if (h->nparams != a->nparams || h->nstate != a->nstate)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint holds %llu parameters and %llu state values, "
+                       "the model has %zu and %zu", path, (unsigned long long)h->nparams,
+                       (unsigned long long)h->nstate, a->nparams, a->nstate);
+    if (a->momentum && h->nmomentum != a->nmomentum)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint holds %llu optimiser values, expected %zu",
+                       path, (unsigned long long)h->nmomentum, a->nmomentum);
+    if (h->epoch < 0 || h->step_in_epoch < 0)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint has a negative position", path);
+    return DT_OK;
+}
+
+/* Reads the arrays into one scratch block, checks the CRC, and only then
+ * copies into the caller's arrays, so a corrupt file changes nothing. */
+static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const dt_ckpt_arrays *a,
+                               const char *path) {
+    size_t total = (size_t)(h->nparams + h->nstate + h->nmomentum), bytes;
+    if (h->nmomentum > (uint64_t)SIZE_MAX / 8 || total < h->nmomentum)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint sizes overflow", path);
+    DT_TRY(dt_mul_size(&bytes, total, sizeof(float), path));
+    /* The header's counts must match the file's size before we allocate. */
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0)
+        return dt_fail(DT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    if ((uint64_t)st.st_size != sizeof *h + (uint64_t)bytes + sizeof(uint32_t))
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is %lld bytes, its header promises %llu: "
+                       "truncated or corrupt", path, (long long)st.st_size,
+                       (unsigned long long)(sizeof *h + bytes + sizeof(uint32_t)));
+    float *buf;
+    DT_TRY(dt_alloc_floats(&buf, total, path));
+    uint32_t stored;
+    dt_status s = read_exact(f, buf, bytes, &crc, path);
+    if (s == DT_OK && fread(&stored, 1, sizeof stored, f) != sizeof stored)
+        s = dt_fail(DT_ERR_FORMAT, "%s: truncated checkpoint (no checksum)", path);
+    if (s == DT_OK && stored != (uint32_t)crc)
+        s = dt_fail(DT_ERR_FORMAT, "%s: checksum mismatch (file %08x, computed %08x): corrupt checkpoint",
+                    path, stored, (uint32_t)crc);
+    if (s == DT_OK) {
+        memcpy(a->params, buf, a->nparams * sizeof(float));
+        memcpy(a->state, buf + a->nparams, a->nstate * sizeof(float));
+        if (a->momentum)
+            memcpy(a->momentum, buf + a->nparams + a->nstate, a->nmomentum * sizeof(float));
+    }
+    dt_free(buf);
+    return s;
+}
+
+dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
+                             const dt_ckpt_arrays *a) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    disk_header h;
+    uLong crc = crc32(0L, Z_NULL, 0);
+    dt_status s = read_exact(f, &h, sizeof h, &crc, path);
+    if (s == DT_OK) s = check_header(&h, expect_hash, a, path);
+    if (s == DT_OK) s = read_verified(f, &h, crc, a, path);
+    fclose(f);
+    if (s != DT_OK) return s;
+    meta->shape_hash = h.shape_hash;
+    meta->seed = h.seed;
+    meta->step = h.step;
+    meta->net_step = h.net_step;
+    meta->epoch = h.epoch;
+    meta->step_in_epoch = h.step_in_epoch;
+    return DT_OK;
+}

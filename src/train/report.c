@@ -1,0 +1,78 @@
+#include "report.h"
+
+#include <errno.h>
+#include <string.h>
+
+dt_status dt_report_open(dt_report *r, FILE *out, const char *log_path, int quiet, int tty) {
+    memset(r, 0, sizeof *r);
+    r->out = out;
+    r->quiet = quiet;
+    r->tty = tty;
+    r->start = r->last_print = dt_now();
+    if (log_path) {
+        r->log = fopen(log_path, "w");
+        if (!r->log) return dt_fail(DT_ERR_IO, "--log %s: cannot open: %s", log_path, strerror(errno));
+    }
+    return DT_OK;
+}
+
+dt_status dt_report_log(dt_report *r, const char *json) {
+    if (!r->log) return DT_OK;
+    if (fprintf(r->log, "%s\n", json) < 0 || fflush(r->log) != 0)
+        return dt_fail(DT_ERR_IO, "--log: write failed: %s", strerror(errno));
+    return DT_OK;
+}
+
+static void end_bar(dt_report *r) {
+    if (r->tty && r->out) {
+        fputs("\r\033[K", r->out);
+    }
+}
+
+void dt_report_progress(dt_report *r, int epoch, int epochs, int step, int steps_per_epoch,
+                        double loss, double img_per_sec, double eta_s, int force) {
+    if (!r->out || r->quiet) return;
+    double now = dt_now();
+    if (!force && now - r->last_print < (r->tty ? 0.2 : 5.0)) return;
+    r->last_print = now;
+    int eta = eta_s > 0 ? (int)eta_s : 0;
+    if (r->tty) {
+        char bar[31];
+        int filled = steps_per_epoch ? 30 * step / steps_per_epoch : 0;
+        for (int i = 0; i < 30; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
+        bar[30] = 0;
+        fprintf(r->out, "\r\033[Kepoch %d/%d [%s] %d/%d loss %.4f %.0f img/s ETA %d:%02d:%02d",
+                epoch + 1, epochs, bar, step, steps_per_epoch, loss, img_per_sec, eta / 3600,
+                eta / 60 % 60, eta % 60);
+    } else {
+        fprintf(r->out, "epoch %d/%d step %d/%d loss %.4f %.0f img/s ETA %d:%02d:%02d\n", epoch + 1,
+                epochs, step, steps_per_epoch, loss, img_per_sec, eta / 3600, eta / 60 % 60,
+                eta % 60);
+    }
+    fflush(r->out);
+}
+
+void dt_report_line(dt_report *r, const char *text) {
+    if (!r->out || r->quiet) return;
+    end_bar(r);
+    fprintf(r->out, "%s\n", text);
+    fflush(r->out);
+}
+
+dt_status dt_report_summary(dt_report *r, const char *json) {
+    if (r->out) {
+        if (!r->quiet) end_bar(r);
+        fprintf(r->out, "%s\n", json);
+        fflush(r->out);
+    }
+    return dt_report_log(r, json);
+}
+
+dt_status dt_report_close(dt_report *r) {
+    if (r->log && fclose(r->log) != 0) {
+        r->log = NULL;
+        return dt_fail(DT_ERR_IO, "--log: close failed: %s", strerror(errno));
+    }
+    r->log = NULL;
+    return DT_OK;
+}

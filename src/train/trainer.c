@@ -1,0 +1,265 @@
+/* The training loop shared by every mode (see train.h). */
+#include <math.h>
+#include <string.h>
+
+#include "dtrain/checkpoint.h"
+#include "dtrain/json.h"
+#include "dtrain/mem.h"
+#include "dtrain/train.h"
+#include "report.h"
+
+struct dt_trainer {
+    const dt_model_spec *spec;
+    const dt_train_opts *opts;
+    dt_net *net;
+    float *momentum;          /* (nparams) SGD velocity for strategies that update locally */
+    dt_dataset *train_ds, *test_ds;
+    dt_loader *loader;
+    dt_sync *sync;
+    dt_report rep;
+    long step;                /* optimiser steps done */
+    int steps_per_epoch;
+    long total_steps;         /* epochs * steps_per_epoch, capped by max_steps */
+    double loss_sum;          /* current epoch's summed per-sample loss and count */
+    long loss_count;
+    double last_epoch_loss;   /* mean loss of the last finished (or current) epoch */
+    long images;              /* images trained on by this worker since start/resume */
+    double train_time;        /* seconds spent in training steps */
+};
+
+dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
+float *dt_trainer_momentum(dt_trainer *t) { return t->momentum; }
+const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t) { return &t->spec->sgd; }
+
+dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank, int world,
+                      int batch, double *accuracy, double *loss) {
+    dt_loader_cfg cfg = {.batch = batch, .rank = rank, .world = world};
+    dt_loader *ld;
+    DT_TRY(dt_loader_create(&ld, ds, &cfg));
+    double sums[3] = {0, 0, 0}; /* correct, loss, samples */
+    dt_status s = DT_OK;
+    for (;;) {
+        const float *x;
+        const uint8_t *y;
+        int n;
+        s = dt_loader_next(ld, &x, &y, &n);
+        if (s != DT_OK || n == 0) break;
+        dt_net_forward(net, x, n, 0);
+        sums[0] += dt_net_count_correct(net, y, n);
+        sums[1] += dt_net_loss(net, y, n);
+        sums[2] += n;
+    }
+    dt_loader_free(ld);
+    if (s == DT_OK && sync && sync->reduce_sum) s = sync->reduce_sum(sync, sums, 3);
+    if (s != DT_OK) return s;
+    *accuracy = sums[2] > 0 ? sums[0] / sums[2] : 0;
+    *loss = sums[2] > 0 ? sums[1] / sums[2] : 0;
+    return DT_OK;
+}
+
+static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
+    dt_ckpt_arrays a = {t->net->params, t->net->nparams, t->net->state, t->net->nstate,
+                        t->momentum, t->net->nparams};
+    return a;
+}
+
+static dt_status save_checkpoint(dt_trainer *t) {
+    if (!t->opts->checkpoint_path || t->opts->rank != 0) return DT_OK;
+    int epoch, step_in_epoch;
+    dt_loader_position(t->loader, &epoch, &step_in_epoch);
+    dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch,
+                      step_in_epoch};
+    dt_ckpt_arrays a = ckpt_arrays(t);
+    double t0 = dt_now();
+    DT_TRY(dt_checkpoint_save(t->opts->checkpoint_path, &m, &a));
+    char json[2048], path[1024];
+    dt_json_escape(path, sizeof path, t->opts->checkpoint_path);
+    snprintf(json, sizeof json, "{\"event\":\"checkpoint\",\"step\":%ld,\"path\":\"%s\",\"write_s\":%.3f}",
+             t->step, path, dt_now() - t0);
+    return dt_report_log(&t->rep, json);
+}
+
+static dt_status resume(dt_trainer *t) {
+    dt_ckpt_meta m;
+    dt_ckpt_arrays a = ckpt_arrays(t);
+    DT_TRY(dt_checkpoint_load(t->opts->resume_path, t->net->shape_hash, &m, &a));
+    if (m.seed != t->opts->seed)
+        return dt_fail(DT_ERR_USAGE, "--resume %s: checkpoint was written with --seed %llu, this run "
+                       "has --seed %llu", t->opts->resume_path, (unsigned long long)m.seed,
+                       (unsigned long long)t->opts->seed);
+    t->step = (long)m.step;
+    t->net->step = m.net_step;
+    DT_TRY(dt_loader_seek(t->loader, m.epoch, m.step_in_epoch));
+    char line[256];
+    snprintf(line, sizeof line, "resumed from %s at step %ld (epoch %d, step %d of the epoch)",
+             t->opts->resume_path, t->step, m.epoch + 1, m.step_in_epoch);
+    dt_report_line(&t->rep, line);
+    return DT_OK;
+}
+
+static dt_status setup(dt_trainer *t) {
+    const dt_train_opts *o = t->opts;
+    const dt_model_spec *spec = t->spec;
+    DT_TRY(dt_report_open(&t->rep, o->rank == 0 ? o->out : NULL, o->rank == 0 ? o->log_path : NULL,
+                          o->quiet, o->progress_tty));
+    DT_TRY(dt_net_create(&t->net, spec, spec->batch, o->seed));
+    DT_TRY(dt_alloc_floats(&t->momentum, t->net->nparams, "optimiser state"));
+    DT_TRY(dt_dataset_load(&t->train_ds, o->dataset, o->data_dir, 1, spec->input, o->seed));
+    DT_TRY(dt_dataset_load(&t->test_ds, o->dataset, o->data_dir, 0, spec->input, o->seed));
+    const dt_dataset *d = t->train_ds;
+    if (d->shape.c != spec->input.c || d->shape.h != spec->input.h || d->shape.w != spec->input.w)
+        return dt_fail(DT_ERR_CONFIG, "%s: model input is %dx%dx%d but %s images are %dx%dx%d",
+                       spec->path, spec->input.c, spec->input.h, spec->input.w,
+                       dt_dataset_kind_name(o->dataset), d->shape.c, d->shape.h, d->shape.w);
+    if (d->classes != t->net->classes)
+        return dt_fail(DT_ERR_CONFIG, "%s: model has %d outputs but %s has %d classes", spec->path,
+                       t->net->classes, dt_dataset_kind_name(o->dataset), d->classes);
+    dt_loader_cfg lc = {.batch = spec->batch, .rank = o->rank, .world = o->world, .seed = o->seed,
+                        .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad,
+                        .prefetch = o->prefetch};
+    DT_TRY(dt_loader_create(&t->loader, t->train_ds, &lc));
+    t->steps_per_epoch = dt_loader_steps_per_epoch(t->loader);
+    if (t->steps_per_epoch < 1)
+        return dt_fail(DT_ERR_USAGE, "--batch %d x %d workers is larger than the %d training samples",
+                       spec->batch, o->world, d->n);
+    t->total_steps = (long)spec->epochs * t->steps_per_epoch;
+    if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
+    if (o->resume_path) DT_TRY(resume(t));
+    if (t->sync->start) DT_TRY(t->sync->start(t->sync, t));
+    char json[2048], model[1024];
+    dt_json_escape(model, sizeof model, spec->path);
+    snprintf(json, sizeof json,
+             "{\"event\":\"config\",\"model\":\"%s\",\"mode\":\"%s\",\"workers\":%d,\"batch\":%d,"
+             "\"global_batch\":%d,\"epochs\":%d,\"steps_per_epoch\":%d,\"total_steps\":%ld,"
+             "\"params\":%zu,\"seed\":%llu,\"dataset\":\"%s\",\"train_samples\":%d,\"test_samples\":%d}",
+             model, t->sync->name, o->world, spec->batch, spec->batch * o->world, spec->epochs,
+             t->steps_per_epoch, t->total_steps, t->net->nparams, (unsigned long long)o->seed,
+             dt_dataset_kind_name(o->dataset), t->train_ds->n, t->test_ds->n);
+    return dt_report_log(&t->rep, json);
+}
+
+static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double *loss) {
+    DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->rank, t->opts->world, t->spec->batch,
+                       acc, loss));
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"event\":\"eval\",\"step\":%ld,\"epoch\":%d,\"test_accuracy\":%.4f,\"test_loss\":%.4f,"
+             "\"train_loss\":%.4f,\"elapsed_s\":%.2f}",
+             t->step, epoch, *acc, *loss, t->last_epoch_loss, dt_now() - t->rep.start);
+    DT_TRY(dt_report_log(&t->rep, json));
+    char line[160];
+    snprintf(line, sizeof line, "epoch %d: test accuracy %.4f, test loss %.4f, train loss %.4f",
+             epoch, *acc, *loss, t->last_epoch_loss);
+    dt_report_line(&t->rep, line);
+    return DT_OK;
+}
+
+/* One optimiser step on this worker's next batch. */
+static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int n, int epoch) {
+    dt_net *net = t->net;
+    dt_sync *s = t->sync;
+    float lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
+    double t0 = dt_now();
+    if (s->begin_step) DT_TRY(s->begin_step(s, t));
+    dt_net_forward(net, x, n, 1);
+    double loss = dt_net_loss(net, y, n);
+    if (!isfinite(loss))
+        return dt_fail(DT_ERR_NUMERIC,
+                       "training diverged: loss is %s at step %ld (epoch %d); the last checkpoint "
+                       "was left as it was; try a lower --lr",
+                       isnan(loss) ? "NaN" : "infinite", t->step + 1, epoch + 1);
+    dt_net_backward(net, x, n, s->grad_ready, s->ctx);
+    DT_TRY(s->end_step(s, t, lr));
+    double dt = dt_now() - t0;
+    t->train_time += dt;
+    t->images += n;
+    t->step++;
+    t->loss_sum += loss;
+    t->loss_count += n;
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"event\":\"step\",\"step\":%ld,\"epoch\":%d,\"loss\":%.5f,\"lr\":%.6g,\"step_s\":%.5f}",
+             t->step, epoch, loss / n, lr, dt);
+    return dt_report_log(&t->rep, json);
+}
+
+static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
+    const dt_train_opts *o = t->opts;
+    long evaluated_at_step = -1;
+    while (t->step < t->total_steps) {
+        int epoch, pos;
+        dt_loader_position(t->loader, &epoch, &pos);
+        if (o->stop && *o->stop) {
+            DT_TRY(save_checkpoint(t));
+            return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step,
+                           o->checkpoint_path ? "; checkpoint written" : "");
+        }
+        const float *x;
+        const uint8_t *y;
+        int n;
+        DT_TRY(dt_loader_next(t->loader, &x, &y, &n));
+        if (n == 0) { /* epoch finished */
+            t->last_epoch_loss = t->loss_count ? t->loss_sum / (double)t->loss_count : 0;
+            t->loss_sum = 0;
+            t->loss_count = 0;
+            DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
+            evaluated_at_step = t->step;
+            continue;
+        }
+        DT_TRY(train_step(t, x, y, n, epoch));
+        if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0) DT_TRY(save_checkpoint(t));
+        double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
+        double eta = ips > 0 ? (double)(t->total_steps - t->step) * t->spec->batch / ips : 0;
+        dt_report_progress(&t->rep, epoch, t->spec->epochs, pos + 1, t->steps_per_epoch,
+                           t->loss_count ? t->loss_sum / (double)t->loss_count : 0, ips * o->world,
+                           eta, 0);
+    }
+    if (t->loss_count) t->last_epoch_loss = t->loss_sum / (double)t->loss_count;
+    if (evaluated_at_step != t->step) {
+        int epoch, pos;
+        dt_loader_position(t->loader, &epoch, &pos);
+        DT_TRY(evaluate_and_log(t, pos == 0 ? epoch : epoch + 1, acc, test_loss));
+    }
+    return save_checkpoint(t);
+}
+
+static void teardown(dt_trainer *t) {
+    dt_loader_free(t->loader);
+    dt_dataset_free(t->train_ds);
+    dt_dataset_free(t->test_ds);
+    dt_free(t->momentum);
+    dt_net_free(t->net);
+}
+
+dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_sync *sync,
+                       dt_train_summary *summary) {
+    dt_trainer t;
+    memset(&t, 0, sizeof t);
+    t.spec = spec;
+    t.opts = opts;
+    t.sync = sync;
+    memset(summary, 0, sizeof *summary);
+    double acc = 0, test_loss = 0;
+    dt_status s = setup(&t);
+    if (s == DT_OK) s = run_loop(&t, &acc, &test_loss);
+    if (s == DT_OK) {
+        summary->test_accuracy = acc;
+        summary->test_loss = test_loss;
+        summary->train_loss = t.last_epoch_loss;
+        summary->steps = t.step;
+        summary->epochs = t.steps_per_epoch ? (double)t.step / t.steps_per_epoch : 0;
+        summary->images_per_sec = t.train_time > 0 ? (double)t.images * opts->world / t.train_time : 0;
+        summary->wall_s = dt_now() - t.rep.start;
+        char json[384];
+        snprintf(json, sizeof json,
+                 "{\"event\":\"summary\",\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"steps\":%ld,"
+                 "\"epochs\":%.3f,\"images_per_sec\":%.1f,\"wall_s\":%.2f,\"mode\":\"%s\",\"workers\":%d}",
+                 acc, summary->train_loss, t.step, summary->epochs, summary->images_per_sec,
+                 summary->wall_s, sync->name, opts->world);
+        s = dt_report_summary(&t.rep, json);
+    }
+    dt_status c = dt_report_close(&t.rep);
+    if (s == DT_OK) s = c;
+    teardown(&t);
+    return s;
+}

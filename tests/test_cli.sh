@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The command line: exit codes (0 ok, 1 runtime, 2 usage/model file), one
+# clear line naming the file/line/flag, and the output formats.
+source "$(dirname "$0")/clilib.sh" "$1"
+M=$SRC/examples/mlp.cfg
+
+# Usage errors: exit 2.
+expect 2 "usage" -- "$DTRAIN"
+expect 2 "unknown command 'fly'" -- "$DTRAIN" fly
+expect 2 "unknown flag '--bogus'" -- "$DTRAIN" train "$M" --bogus
+expect 2 "\-\-batch: 'abc' is not an integer" -- "$DTRAIN" train "$M" --batch abc
+expect 2 "\-\-lr: .* out of range" -- "$DTRAIN" train "$M" --lr -1
+expect 2 "\-\-epochs needs a value" -- "$DTRAIN" train "$M" --epochs
+expect 2 "unknown dataset 'imagenet'" -- "$DTRAIN" train "$M" --dataset imagenet
+expect 2 "checkpoint-every needs --checkpoint" -- "$DTRAIN" train "$M" --checkpoint-every 5
+expect 2 "expected one MODEL.cfg" -- "$DTRAIN" train
+expect 0 "\-\-max-steps" -- "$DTRAIN" train --help
+
+# Model-file errors: exit 2, FILE:LINE.
+printf '[net]\nchannels=1\nheight=28\nwidth=28\n[connected]\noutput=10\nbogus=1\n[softmax]\n' > "$TMP/badkey.cfg"
+expect 2 "badkey.cfg:7: .*bogus" -- "$DTRAIN" train "$TMP/badkey.cfg"
+printf '[net]\nchannels=1\nheight=4\nwidth=4\n[convolutional]\nfilters=2\nsize=7\n[softmax]\n' > "$TMP/kernel.cfg"
+expect 2 "kernel.cfg:5: " -- "$DTRAIN" info "$TMP/kernel.cfg"
+expect 1 "cannot|No such" -- "$DTRAIN" train "$TMP/missing.cfg"
+
+# Data errors: exit 1 naming the file.
+mkdir -p "$TMP/empty" "$TMP/bad"
+expect 1 "train-images-idx3-ubyte" -- "$DTRAIN" train "$M" --data-dir "$TMP/empty"
+printf 'not an idx file at all' > "$TMP/bad/train-images-idx3-ubyte"
+cp /usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz "$TMP/bad/"
+expect 1 "train-images-idx3-ubyte.*magic" -- "$DTRAIN" train "$M" --data-dir "$TMP/bad"
+
+# info: table and graph JSON.
+expect 0 "total: 407050 parameters" -- "$DTRAIN" info "$M"
+"$DTRAIN" info "$SRC/examples/cnn.cfg" --json > "$TMP/g.json"
+check "info --json is a graph" /usr/bin/python3 -c "
+import json,sys; g=json.load(open('$TMP/g.json'))
+assert g['params']==3274634, g['params']
+ids=[n['id'] for n in g['nodes']]; assert ids[0]=='input'
+assert len(g['edges'])==len(ids)-1 and all(e[0] in ids and e[1] in ids for e in g['edges'])"
+
+# bench prints its JSON line with peak RSS.
+expect 0 '"event":"bench".*"images_per_sec":[0-9.]+.*"peak_rss_mb"' -- "$DTRAIN" bench "$M" --steps 3 --threads 1
+
+# train on synthetic data: summary is the last line of stdout and of the log;
+# checkpoint + eval reproduce the accuracy; a corrupted checkpoint is refused.
+"$DTRAIN" train "$M" --dataset synthetic --max-steps 30 --log "$TMP/run.jsonl" \
+    --checkpoint "$TMP/m.ckpt" > "$TMP/out.txt" 2>&1
+check "train exits 0" test $? -eq 0
+check "summary last on stdout" grep -qE '^\{"event":"summary","test_accuracy":[0-9.]+,"train_loss":[0-9.]+,"steps":30,"epochs":[0-9.]+,"images_per_sec":[0-9.]+,"wall_s":' <(tail -n1 "$TMP/out.txt")
+check "summary last in log" grep -q '"event":"summary"' <(tail -n1 "$TMP/run.jsonl")
+check "log is JSONL with steps and eval" /usr/bin/python3 -c "
+import json; ev=[json.loads(l) for l in open('$TMP/run.jsonl')]
+kinds=[e['event'] for e in ev]; assert kinds.count('step')==30 and 'eval' in kinds and kinds[0]=='config', kinds"
+acc=$(tail -n1 "$TMP/out.txt" | sed 's/.*"test_accuracy":\([0-9.]*\).*/\1/')
+expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/m.ckpt" --dataset synthetic
+cp "$TMP/m.ckpt" "$TMP/bad.ckpt"
+printf '\x55' | dd of="$TMP/bad.ckpt" bs=1 seek=5000 conv=notrunc status=none
+expect 1 "bad.ckpt: checksum mismatch" -- "$DTRAIN" eval "$M" --weights "$TMP/bad.ckpt" --dataset synthetic
+expect 1 "different model" -- "$DTRAIN" eval "$SRC/examples/cnn.cfg" --weights "$TMP/m.ckpt" --dataset synthetic
+expect 1 "bad.ckpt: checksum mismatch" -- "$DTRAIN" train "$M" --dataset synthetic --resume "$TMP/bad.ckpt"
+
+# Divergence: NaN/inf loss stops with the step named, exit 1.
+expect 1 "loss is (NaN|infinite) at step" -- "$DTRAIN" train "$M" --dataset synthetic --lr 1e6 --max-steps 200
+
+finish

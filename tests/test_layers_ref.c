@@ -1,0 +1,284 @@
+/* Fast paths (im2col + sgemm conv, sgemm dense) against the plain reference
+ * loops on odd shapes, forward and every gradient, with din == NULL; plus
+ * setup validation messages, names, init bounds and flops. */
+#include <math.h>
+#include <string.h>
+
+#include "dtrain/layer.h"
+#include "layers/layer_test_util.h"
+#include "testutil.h"
+
+static float max_abs(const float *x, size_t n) {
+    float m = 0;
+    for (size_t i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+    return m;
+}
+
+/* |fast - ref| <= 1e-4 * (|ref| + max|ref|): relative to the buffer's scale,
+ * since sums over thousands of terms lose absolute precision on small values. */
+static void check_close_scaled(const float *fast, const float *ref, size_t n, const char *what) {
+    double atol = 1e-4 * (max_abs(ref, n) + 1e-6);
+    if (!dt_check_allclose(fast, ref, n, atol, 1e-4, __FILE__, __LINE__, what))
+        fprintf(stderr, "  (in %s)\n", what);
+}
+
+/* forward/backward vs forward_ref/backward_ref on t's input and a random
+ * dout; then backward with din == NULL must give the same dw/db and leave
+ * din alone. dw/db are poisoned first: backward must overwrite them. */
+static void check_fast_vs_ref(test_layer *t, const char *name) {
+    dt_layer *l = &t->l;
+    dt_rng rng = dt_rng_seed(99);
+    size_t np = l->nw + l->nb;
+    float *ref_out, *ref_din, *ref_dw, *fast_dw;
+    CHECK_OK(dt_alloc_floats(&ref_out, t->nout, "t"));
+    CHECK_OK(dt_alloc_floats(&ref_din, t->nin, "t"));
+    CHECK_OK(dt_alloc_floats(&ref_dw, np, "t"));
+    CHECK_OK(dt_alloc_floats(&fast_dw, np, "t"));
+    tl_fill(t->dout, t->nout, -1.0f, 1.0f, &rng);
+
+    l->ops->forward_ref(l, ref_out, t->in, t->batch, 1, t->ws);
+    l->ops->forward(l, t->out, t->in, t->batch, 1, t->ws);
+    check_close_scaled(t->out, ref_out, t->nout, name);
+
+    for (size_t i = 0; i < np; i++) l->dw[i] = 1e3f;
+    l->ops->backward_ref(l, ref_din, t->dout, t->in, t->out, t->batch, t->ws);
+    memcpy(ref_dw, l->dw, sizeof(float) * np);
+    for (size_t i = 0; i < np; i++) l->dw[i] = -7.0f;
+    l->ops->backward(l, t->din, t->dout, t->in, t->out, t->batch, t->ws);
+    check_close_scaled(t->din, ref_din, t->nin, name);
+    check_close_scaled(l->dw, ref_dw, l->nw, name);
+    check_close_scaled(l->db, ref_dw + l->nw, l->nb, name);
+
+    memcpy(fast_dw, l->dw, sizeof(float) * np);
+    for (size_t i = 0; i < np; i++) l->dw[i] = 3.0f;
+    for (size_t i = 0; i < t->nin; i++) t->din[i] = 42.0f;
+    l->ops->backward(l, NULL, t->dout, t->in, t->out, t->batch, t->ws);
+    CHECK(memcmp(l->dw, fast_dw, sizeof(float) * np) == 0);
+    size_t untouched = 0;
+    for (size_t i = 0; i < t->nin; i++) untouched += t->din[i] == 42.0f;
+    CHECK(untouched == t->nin);
+
+    dt_free(ref_out), dt_free(ref_din), dt_free(ref_dw), dt_free(fast_dw);
+}
+
+static void conv_case(int C, int H, int W, int F, int K, int S, int P, int B) {
+    test_layer t;
+    char name[96];
+    snprintf(name, sizeof name, "conv C%d %dx%d F%d K%d S%d P%d B%d", C, H, W, F, K, S, P, B);
+    if (!CHECK_OK(tl_create(&t, tl_conv(F, K, S, P), (dt_shape){C, H, W}, B, 1000 + (uint64_t)K)))
+        return;
+    CHECK(t.l.out.h == (H + 2 * P - K) / S + 1 && t.l.out.w == (W + 2 * P - K) / S + 1);
+    check_fast_vs_ref(&t, name);
+    tl_free(&t);
+}
+
+static void dense_case(dt_shape in, int outputs, int B) {
+    test_layer t;
+    dt_layer_spec s = tl_spec(DT_LAYER_DENSE);
+    s.outputs = outputs;
+    if (!CHECK_OK(tl_create(&t, s, in, B, 2000 + (uint64_t)outputs))) return;
+    check_fast_vs_ref(&t, "dense");
+    tl_free(&t);
+}
+
+/* Pools against PyTorch's definition written out naively: the full K x K
+ * window, padding as -inf for max and as zeros counted in the K*K divisor
+ * for avg (count_include_pad=True). The input is all negative, so a padded
+ * cell winning a max window would show up as a 0. */
+static void pool_case(dt_layer_kind kind, int K, int S, int P, dt_shape in, int B) {
+    test_layer t;
+    dt_layer_spec s = tl_spec(kind);
+    s.size = K, s.stride = S, s.pad = P;
+    if (!CHECK_OK(tl_create(&t, s, in, B, 3000))) return;
+    int OH = t.l.out.h, OW = t.l.out.w;
+    CHECK(OH == (in.h + 2 * P - K) / S + 1 && OW == (in.w + 2 * P - K) / S + 1);
+    float *want;
+    if (!CHECK_OK(dt_alloc_floats(&want, t.nout, "want"))) return;
+    for (size_t i = 0; i < t.nin; i++) t.in[i] = -1.5f - 0.5f * t.in[i];
+    for (int p = 0; p < B * in.c; p++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++) {
+                float m = -INFINITY, sum = 0;
+                for (int kh = 0; kh < K; kh++)
+                    for (int kw = 0; kw < K; kw++) {
+                        int h = oh * S - P + kh, w = ow * S - P + kw;
+                        int inside = h >= 0 && h < in.h && w >= 0 && w < in.w;
+                        float v = inside ? t.in[((size_t)p * in.h + h) * in.w + w] : 0.0f;
+                        if (inside && v > m) m = v;
+                        sum += v;
+                    }
+                want[((size_t)p * OH + oh) * OW + ow] =
+                    kind == DT_LAYER_MAXPOOL ? m : sum / (float)(K * K);
+            }
+    t.l.ops->forward(&t.l, t.out, t.in, B, 1, t.ws);
+    CHECK_ALLCLOSE(t.out, want, t.nout, 1e-6, 1e-6);
+    dt_free(want);
+    tl_free(&t);
+}
+
+/* Max-pool ties go to the first cell of the window (PyTorch's CPU kernel):
+ * on a constant input each 2x2 window routes its gradient to its top-left. */
+static void maxpool_ties(void) {
+    test_layer t;
+    dt_layer_spec s = tl_spec(DT_LAYER_MAXPOOL);
+    s.size = 2, s.stride = 2;
+    if (!CHECK_OK(tl_create(&t, s, (dt_shape){1, 4, 4}, 1, 3001))) return;
+    for (size_t i = 0; i < t.nin; i++) t.in[i] = 0.5f;
+    for (size_t i = 0; i < t.nout; i++) t.dout[i] = (float)(i + 1);
+    t.l.ops->forward(&t.l, t.out, t.in, 1, 1, t.ws);
+    t.l.ops->backward(&t.l, t.din, t.dout, t.in, t.out, 1, t.ws);
+    const float want[16] = {1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4, 0, 0, 0, 0, 0};
+    CHECK_ALLCLOSE(t.din, want, 16, 0, 0);
+    tl_free(&t);
+}
+
+/* LRN forward against torch.nn.LocalResponseNorm's formula, per element. */
+static void lrn_case(int C, int size) {
+    test_layer t;
+    dt_layer_spec s = tl_spec(DT_LAYER_LRN);
+    s.lrn_size = size, s.lrn_alpha = 0.3f, s.lrn_beta = 0.75f, s.lrn_k = 1.5f;
+    if (!CHECK_OK(tl_create(&t, s, (dt_shape){C, 2, 3}, 2, 3002))) return;
+    t.l.ops->forward(&t.l, t.out, t.in, 2, 1, t.ws);
+    float *want;
+    if (!CHECK_OK(dt_alloc_floats(&want, t.nout, "want"))) return;
+    for (int b = 0; b < 2; b++)
+        for (int c = 0; c < C; c++)
+            for (int i = 0; i < 6; i++) {
+                double sq = 0;
+                for (int j = c - size / 2; j <= c + (size - 1) / 2; j++)
+                    if (j >= 0 && j < C) sq += pow(t.in[(b * C + j) * 6 + i], 2);
+                double a = t.in[(b * C + c) * 6 + i];
+                want[(b * C + c) * 6 + i] = (float)(a / pow(1.5 + 0.3 / size * sq, 0.75));
+            }
+    CHECK_ALLCLOSE(t.out, want, t.nout, 1e-6, 1e-5);
+    dt_free(want);
+    tl_free(&t);
+}
+
+/* setup() must fail with DT_ERR_CONFIG and "line 7: [section] ..." containing `needle`. */
+static void config_error(dt_layer_spec s, dt_shape in, const char *section, const char *needle) {
+    dt_layer l;
+    memset(&l, 0, sizeof l);
+    l.spec = s;
+    l.ops = dt_layer_ops_of(s.kind);
+    l.in = in;
+    dt_status st = l.ops->setup(&l);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "line 7: [%s] ", section);
+    const char *msg = dt_last_error();
+    int ok = st == DT_ERR_CONFIG && strncmp(msg, prefix, strlen(prefix)) == 0 &&
+             strstr(msg, needle) != NULL;
+    if (!ok) fprintf(stderr, "expected config error '%s...%s', got %d '%s'\n", prefix, needle, st, msg);
+    CHECK(ok);
+}
+
+static void test_config_errors(void) {
+    dt_shape img = {3, 8, 8};
+    config_error(tl_conv(4, 11, 1, 1), img, "convolutional", "larger than the padded input");
+    config_error(tl_conv(4, 3, 0, 1), img, "convolutional", "stride");
+    config_error(tl_conv(0, 3, 1, 1), img, "convolutional", "filters");
+    config_error(tl_conv(4, 3, 1, -1), img, "convolutional", "pad");
+    config_error(tl_conv(4, 0, 1, 0), img, "convolutional", "size");
+    config_error(tl_conv(4, 3, 1, 1), (dt_shape){0, 8, 8}, "convolutional", "dimension < 1");
+    config_error(tl_conv(4, 3, 1, 1), (dt_shape){1 << 30, 1 << 30, 1 << 30}, "convolutional",
+                 "overflows");
+    config_error(tl_conv(4, 1, 1, 0), (dt_shape){1 << 20, 1 << 10, 4}, "convolutional",
+                 "too large");
+    dt_layer_spec mp = tl_spec(DT_LAYER_MAXPOOL);
+    mp.size = 2, mp.stride = 2, mp.pad = 2;
+    config_error(mp, img, "maxpool", "pad 2 must be smaller than size 2");
+    dt_layer_spec ap = tl_spec(DT_LAYER_AVGPOOL);
+    ap.size = 3, ap.stride = 1, ap.pad = 0;
+    config_error(ap, (dt_shape){3, 2, 8}, "avgpool", "height");
+    dt_layer_spec dr = tl_spec(DT_LAYER_DROPOUT);
+    dr.dropout_p = 1.0f;
+    config_error(dr, img, "dropout", "[0, 1)");
+    dr.dropout_p = -0.1f;
+    config_error(dr, img, "dropout", "[0, 1)");
+    dt_layer_spec lrn = tl_spec(DT_LAYER_LRN);
+    lrn.lrn_size = 4, lrn.lrn_alpha = 1e-4f, lrn.lrn_beta = 0.75f, lrn.lrn_k = 1;
+    config_error(lrn, img, "lrn", "odd");
+    lrn.lrn_size = 0;
+    config_error(lrn, img, "lrn", "odd");
+    dt_layer_spec dn = tl_spec(DT_LAYER_DENSE);
+    config_error(dn, img, "connected", "output");
+    dt_layer_spec act = tl_spec(DT_LAYER_ACT);
+    act.act = (dt_activation)9;
+    config_error(act, img, "activation", "unknown activation");
+    dt_layer_spec bn = tl_spec(DT_LAYER_BATCHNORM);
+    bn.bn_momentum = 0.1f, bn.bn_eps = 0;
+    config_error(bn, img, "batchnorm", "eps");
+}
+
+static void test_names(void) {
+    static const char *kinds[] = {"convolutional", "maxpool", "avgpool", "connected", "activation",
+                                  "dropout",       "lrn",     "batchnorm", "softmax"};
+    for (int k = 0; k < DT_LAYER_KIND_COUNT; k++) {
+        CHECK(dt_layer_ops_of((dt_layer_kind)k) != NULL);
+        CHECK(strcmp(dt_layer_ops_of((dt_layer_kind)k)->name, kinds[k]) == 0);
+        CHECK(dt_layer_kind_from_name(kinds[k]) == k);
+    }
+    CHECK(dt_layer_kind_from_name("conv") == -1);
+    static const char *acts[] = {"linear", "relu", "leaky", "tanh", "sigmoid"};
+    for (int a = 0; a < 5; a++) {
+        CHECK(strcmp(dt_activation_name((dt_activation)a), acts[a]) == 0);
+        CHECK(dt_activation_from_name(acts[a]) == a);
+    }
+    CHECK(dt_activation_from_name("swish") == -1);
+}
+
+/* PyTorch default init: U(+-1/sqrt(fan_in)) for conv/dense weight and bias;
+ * flops are 2 multiply-adds per weight use. */
+static void test_init_and_flops(void) {
+    test_layer t;
+    if (!CHECK_OK(tl_create(&t, tl_conv(16, 3, 1, 1), (dt_shape){8, 10, 12}, 1, 5))) return;
+    float bound = 1.0f / sqrtf(8 * 9);
+    CHECK(t.l.nw == 16 * 8 * 9 && t.l.nb == 16);
+    CHECK(max_abs(t.l.w, t.l.nw) <= bound && max_abs(t.l.w, t.l.nw) > 0.95f * bound);
+    CHECK(max_abs(t.l.b, t.l.nb) <= bound);
+    double mean = 0;
+    for (size_t i = 0; i < t.l.nw; i++) mean += t.l.w[i];
+    CHECK_CLOSE(mean / (double)t.l.nw, 0.0, 0.1 * bound, 0);
+    CHECK(t.l.ops->flops(&t.l) == 2ULL * 16 * 8 * 9 * 10 * 12);
+    tl_free(&t);
+
+    dt_layer_spec s = tl_spec(DT_LAYER_DENSE);
+    s.outputs = 30;
+    if (!CHECK_OK(tl_create(&t, s, (dt_shape){4, 5, 5}, 1, 6))) return;
+    bound = 1.0f / sqrtf(100);
+    CHECK(max_abs(t.l.w, t.l.nw) <= bound && max_abs(t.l.w, t.l.nw) > 0.95f * bound);
+    CHECK(max_abs(t.l.b, t.l.nb) <= bound);
+    CHECK(t.l.ops->flops(&t.l) == 2ULL * 100 * 30);
+    tl_free(&t);
+}
+
+int main(void) {
+    conv_case(3, 7, 9, 5, 3, 1, 1, 3);   /* odd channels, non-square */
+    conv_case(2, 8, 7, 4, 3, 2, 1, 3);   /* stride 2, pad 1 */
+    conv_case(4, 5, 6, 6, 1, 1, 0, 3);   /* 1x1 fast path without im2col */
+    conv_case(3, 7, 5, 2, 1, 2, 0, 3);   /* 1x1 strided: im2col */
+    conv_case(3, 5, 5, 2, 1, 1, 1, 2);   /* 1x1 padded: im2col */
+    conv_case(1, 10, 10, 8, 5, 1, 2, 3); /* first conv of the cnn model */
+    conv_case(5, 11, 8, 3, 4, 3, 2, 3);  /* even kernel, stride 3 */
+    conv_case(2, 7, 7, 3, 7, 1, 0, 3);   /* 1x1 output */
+    conv_case(2, 4, 5, 3, 3, 1, 3, 2);   /* pad beyond the kernel: all-padding windows */
+    conv_case(16, 12, 12, 32, 3, 1, 1, 3);
+    dense_case((dt_shape){3, 2, 5}, 7, 3);
+    dense_case((dt_shape){1, 1, 1}, 1, 1);
+    dense_case((dt_shape){33, 1, 1}, 17, 5);
+    dense_case((dt_shape){1, 28, 28}, 64, 4);
+    pool_case(DT_LAYER_MAXPOOL, 2, 2, 0, (dt_shape){3, 7, 6}, 2);
+    pool_case(DT_LAYER_MAXPOOL, 3, 2, 1, (dt_shape){2, 8, 7}, 2);
+    pool_case(DT_LAYER_MAXPOOL, 3, 1, 2, (dt_shape){2, 4, 5}, 1);
+    pool_case(DT_LAYER_AVGPOOL, 3, 2, 1, (dt_shape){2, 8, 7}, 2);
+    pool_case(DT_LAYER_AVGPOOL, 2, 1, 1, (dt_shape){3, 4, 5}, 2);
+    pool_case(DT_LAYER_AVGPOOL, 3, 3, 0, (dt_shape){1, 10, 8}, 1);
+    maxpool_ties();
+    lrn_case(7, 5);
+    lrn_case(3, 5); /* window wider than the channels */
+    lrn_case(4, 1);
+    test_config_errors();
+    test_names();
+    test_init_and_flops();
+    return dt_test_finish("test_layers_ref");
+}
