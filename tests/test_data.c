@@ -19,7 +19,7 @@ static char tmpdir[] = "/tmp/dtrain_test_data_XXXXXX";
 
 /* dir/name in a static buffer (one of four, so a call can use several). */
 static const char *path_of(const char *dir, const char *name) {
-    static char bufs[4][512];
+    static char bufs[4][1100];
     static int next;
     char *p = bufs[next++ % 4];
     snprintf(p, sizeof bufs[0], "%s/%s", dir, name);

@@ -258,7 +258,8 @@ static int load_into(float *dst, const golden *g, const char *key, size_t n) {
 
 /* The loss gradient of the softmax case: dt_softmax_xent_loss of the
  * probabilities against the file's labels, its mean loss checked. */
-static int xent_dout(err_stats *e, const golden *g, layer_bufs *m, int batch, int classes) {
+static int xent_dout(err_stats *e, const golden *g, layer_bufs *m, const float *logits, int batch,
+                     int classes) {
     const float *lab = golden_need(g, "labels", (size_t)batch);
     if (!lab) return 0;
     for (int b = 0; b < batch; b++) {
@@ -266,7 +267,7 @@ static int xent_dout(err_stats *e, const golden *g, layer_bufs *m, int batch, in
             return golden_error(g, "label out of range");
         m->labels[b] = (uint8_t)lab[b];
     }
-    float loss = (float)(dt_softmax_xent_loss(m->dout, m->out, m->labels, batch, classes) / batch);
+    float loss = (float)(dt_softmax_xent_loss(m->dout, logits, m->out, m->labels, batch, classes) / batch);
     compare(e, g, "loss", &loss, 1, LAYER_ATOL, LAYER_RTOL);
     return 1;
 }
@@ -282,7 +283,7 @@ static void run_layer(const layer_case *c, const golden *g, dt_layer *l, layer_b
         return;
     l->ops->forward(l, m->out, x, batch, 1, m->ws);
     compare(e, g, "out", m->out, nout, LAYER_ATOL, LAYER_RTOL);
-    if (c->spec.kind == DT_LAYER_SOFTMAX ? !xent_dout(e, g, m, batch, (int)dt_shape_size(l->out))
+    if (c->spec.kind == DT_LAYER_SOFTMAX ? !xent_dout(e, g, m, x, batch, (int)dt_shape_size(l->out))
                                          : !load_into(m->dout, g, "g", nout))
         return;
     /* backward must overwrite dw/db, not accumulate into them. */

@@ -144,7 +144,8 @@ static void batchnorm_check(dt_shape in, int B) {
 /* Summed xent of softmax(t->in) against labels; probs left in t->out. */
 static double xent_of(test_layer *t, const uint8_t *labels, float *dlogits) {
     t->l.ops->forward(&t->l, t->out, t->in, t->batch, 1, t->ws);
-    return dt_softmax_xent_loss(dlogits, t->out, labels, t->batch, (int)dt_shape_size(t->l.out));
+    return dt_softmax_xent_loss(dlogits, t->in, t->out, labels, t->batch,
+                                (int)dt_shape_size(t->l.out));
 }
 
 static void softmax_xent_check(void) {
@@ -208,8 +209,9 @@ static void batchnorm_numbers(void) {
     memcpy(t.in, x, sizeof x);
     t.l.ops->forward(&t.l, t.out, t.in, 2, 1, t.ws);
     double sd0 = sqrt(3.5 + 1e-5), sd1 = sqrt(1.0 + 1e-5);
-    const float want[8] = {(float)(-2 / sd0), (float)(-1 / sd0), (float)(-1 / sd1), (float)(-1 / sd1),
-                           (float)(0 / sd0),  (float)(3 / sd0),  (float)(1 / sd1),  (float)(1 / sd1)};
+    const float want[8] = {(float)(-2 / sd0), (float)(-1 / sd0), (float)(-1 / sd1),
+                           (float)(-1 / sd1), (float)(0 / sd0),  (float)(3 / sd0),
+                           (float)(1 / sd1),  (float)(1 / sd1)};
     CHECK_ALLCLOSE(t.out, want, 8, 1e-6, 1e-5);
     CHECK_CLOSE(t.l.state[0], 0.3, 1e-7, 1e-6);
     CHECK_CLOSE(t.l.state[1], 0.0, 1e-7, 1e-6);
@@ -281,8 +283,8 @@ static double net_loss(test_layer *ls, const uint8_t *labels, float *dlogits) {
         ls[i].l.ops->forward(&ls[i].l, ls[i].out, ls[i].in, NET_B, 1, ls[i].ws);
     }
     const test_layer *sm = &ls[NET_LAYERS - 1];
-    return dt_softmax_xent_loss(dlogits, sm->out, labels, NET_B, (int)dt_shape_size(sm->l.out)) /
-           NET_B;
+    return dt_softmax_xent_loss(dlogits, sm->in, sm->out, labels, NET_B,
+                                (int)dt_shape_size(sm->l.out)) / NET_B;
 }
 
 static void net_check(void) {

@@ -129,6 +129,11 @@ static void maxpool_ties(void) {
     t.l.ops->backward(&t.l, t.din, t.dout, t.in, t.out, 1, t.ws);
     const float want[16] = {1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4, 0, 0, 0, 0, 0};
     CHECK_ALLCLOSE(t.din, want, 16, 0, 0);
+    /* A NaN anywhere in a window is its max and takes its gradient. */
+    t.in[5] = NAN;
+    t.l.ops->forward(&t.l, t.out, t.in, 1, 1, t.ws);
+    t.l.ops->backward(&t.l, t.din, t.dout, t.in, t.out, 1, t.ws);
+    CHECK(isnan(t.out[0]) && t.out[1] == 0.5f && t.din[5] == 1.0f && t.din[0] == 0.0f);
     tl_free(&t);
 }
 
@@ -168,7 +173,8 @@ static void config_error(dt_layer_spec s, dt_shape in, const char *section, cons
     const char *msg = dt_last_error();
     int ok = st == DT_ERR_CONFIG && strncmp(msg, prefix, strlen(prefix)) == 0 &&
              strstr(msg, needle) != NULL;
-    if (!ok) fprintf(stderr, "expected config error '%s...%s', got %d '%s'\n", prefix, needle, st, msg);
+    if (!ok)
+        fprintf(stderr, "expected config error '%s...%s', got %d '%s'\n", prefix, needle, st, msg);
     CHECK(ok);
 }
 
@@ -211,8 +217,9 @@ static void test_config_errors(void) {
 }
 
 static void test_names(void) {
-    static const char *kinds[] = {"convolutional", "maxpool", "avgpool", "connected", "activation",
-                                  "dropout",       "lrn",     "batchnorm", "softmax"};
+    static const char *kinds[] = {"convolutional", "maxpool",    "avgpool",
+                                  "connected",     "activation", "dropout",
+                                  "lrn",           "batchnorm",  "softmax"};
     for (int k = 0; k < DT_LAYER_KIND_COUNT; k++) {
         CHECK(dt_layer_ops_of((dt_layer_kind)k) != NULL);
         CHECK(strcmp(dt_layer_ops_of((dt_layer_kind)k)->name, kinds[k]) == 0);

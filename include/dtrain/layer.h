@@ -119,10 +119,11 @@ int dt_layer_kind_from_name(const char *name);
 const char *dt_activation_name(dt_activation a);
 int dt_activation_from_name(const char *name); /* -1 if unknown */
 
-/* Softmax cross-entropy head: given probabilities (B, C) from the softmax
- * layer and labels (B), writes dlogits (B, C) = (p - onehot) / B and returns
- * the summed (not averaged) loss. Labels are < C (checked by the loader). */
-double dt_softmax_xent_loss(float *dlogits, const float *probs, const uint8_t *labels, int batch,
-                            int classes);
+/* Softmax cross-entropy head: given the logits (B, C) fed to the softmax
+ * layer, its probabilities (B, C) and labels (B), writes dlogits (B, C) =
+ * (p - onehot) / B and returns the summed (not averaged) loss
+ * logsumexp(z) - z_y. Labels are < C (checked by the loader). */
+double dt_softmax_xent_loss(float *dlogits, const float *logits, const float *probs,
+                            const uint8_t *labels, int batch, int classes);
 
 #endif

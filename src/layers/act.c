@@ -17,8 +17,7 @@ static dt_status act_setup(dt_layer *l) {
 }
 
 /* out (B, in) <- act(in (B, in)). */
-static void act_forward(dt_layer *l, float *out, const float *in, int batch, int train,
-                        float *ws) {
+static void act_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
     (void)train, (void)ws;
     size_t n = dt_shape_size(l->in) * (size_t)batch;
     float slope = l->spec.leaky_slope;

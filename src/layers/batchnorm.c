@@ -43,8 +43,7 @@ static void bn_init(dt_layer *l, dt_rng *rng) {
 static uint64_t bn_flops(const dt_layer *l) { return 2 * (uint64_t)dt_shape_size(l->in); }
 
 /* out (B, C, H, W) <- in (B, C, H, W). */
-static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int train,
-                       float *ws) {
+static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
     (void)ws;
     int C = l->in.c;
     size_t hw = (size_t)l->in.h * l->in.w, n = dt_shape_size(l->in);
@@ -65,7 +64,8 @@ static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int 
     float m = l->spec.bn_momentum;
     for (int c = 0; c < C; c++) {
         double sum = 0;
-        for (int b = 0; b < batch; b++) sum += dt_layer_sum(in + (size_t)b * n + (size_t)c * hw, hw);
+        for (int b = 0; b < batch; b++)
+            sum += dt_layer_sum(in + (size_t)b * n + (size_t)c * hw, hw);
         float mean = (float)(sum / count);
         /* Two passes (centre, then square) keep the variance accurate when
          * the mean is large against the spread. */

@@ -8,6 +8,7 @@
  * Wᵀ . dout_b into columns scattered back with col2im. The workspace holds
  * one image's columns. */
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -15,13 +16,13 @@
 
 typedef struct {
     int C, H, W, F, K, S, P, OH, OW;
-    int kk;  /* C*K*K: rows of the column matrix */
-    int n;   /* OH*OW: columns */
+    int kk; /* C*K*K: rows of the column matrix */
+    int n;  /* OH*OW: columns */
 } conv_dims;
 
 static conv_dims dims_of(const dt_layer *l) {
-    conv_dims d = {l->in.c,       l->in.h,      l->in.w, l->out.c, l->spec.size, l->spec.stride,
-                   l->spec.pad,   l->out.h,     l->out.w, 0,       0};
+    conv_dims d = {l->in.c,  l->in.h,  l->in.w, l->out.c, l->spec.size, l->spec.stride, l->spec.pad,
+                   l->out.h, l->out.w, 0,       0};
     d.kk = d.C * d.K * d.K;
     d.n = d.OH * d.OW;
     return d;
@@ -37,13 +38,14 @@ static dt_status conv_setup(dt_layer *l) {
         return dt_layer_config_error(l, "filters must be >= 1, got %d", l->spec.filters);
     l->out = (dt_shape){l->spec.filters, oh, ow};
     DT_TRY(dt_layer_check_shape(l, l->out, "output"));
-    size_t k2, kk, cols;
+    size_t k2, kk;
     DT_TRY(dt_layer_mul(l, &k2, (size_t)l->spec.size, (size_t)l->spec.size, "kernel"));
     DT_TRY(dt_layer_mul(l, &kk, k2, (size_t)l->in.c, "kernel"));
-    if (kk > INT32_MAX)
+    /* kk <= INT_MAX and OH*OW <= INT_MAX: BLAS sizes and the im2col
+     * workspace (kk * OH*OW) cannot overflow. */
+    if (kk > INT_MAX)
         return dt_layer_config_error(l, "kernel of %zu values per filter is too large", kk);
     DT_TRY(dt_layer_mul(l, &l->nw, kk, (size_t)l->spec.filters, "weight"));
-    DT_TRY(dt_layer_mul(l, &cols, kk, (size_t)oh * (size_t)ow, "im2col"));
     l->nb = (size_t)l->spec.filters;
     l->nstate = 0;
     return DT_OK;
@@ -89,7 +91,8 @@ static int span_of(const conv_dims *d, int kh, int kw, row_span *s) {
     valid_range(kh, d->S, d->P, d->H, d->OH, &s->oh0, &s->oh1);
     valid_range(kw, d->S, d->P, d->W, d->OW, &s->lo, &s->hi);
     if (s->oh0 >= s->oh1 || s->lo >= s->hi) return 0;
-    s->first = (size_t)(s->oh0 * d->S - d->P + kh) * (size_t)d->W + (size_t)(s->lo * d->S - d->P + kw);
+    s->first =
+        (size_t)(s->oh0 * d->S - d->P + kh) * (size_t)d->W + (size_t)(s->lo * d->S - d->P + kw);
     s->contiguous = d->S == 1 && d->OW == d->W;
     s->run0 = (size_t)s->oh0 * d->OW + (size_t)s->lo;
     s->run1 = (size_t)(s->oh1 - 1) * d->OW + (size_t)s->hi;
@@ -168,7 +171,8 @@ static void col2im(const conv_dims *d, float *cols, float *x) {
 }
 
 /* out (B, F, OH, OW) <- in (B, C, H, W). */
-static void conv_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
+static void conv_forward(dt_layer *l, float *out, const float *in, int batch, int train,
+                         float *ws) {
     (void)train;
     conv_dims d = dims_of(l);
     size_t in_sz = dt_shape_size(l->in), out_sz = dt_shape_size(l->out);
@@ -198,7 +202,8 @@ static void conv_backward(dt_layer *l, float *din, const float *dout, const floa
     for (int b = 0; b < batch; b++) {
         const float *x = in + (size_t)b * in_sz;
         const float *dy = dout + (size_t)b * out_sz;
-        for (int f = 0; f < d.F; f++) l->db[f] += (float)dt_layer_sum(dy + (size_t)f * d.n, (size_t)d.n);
+        for (int f = 0; f < d.F; f++)
+            l->db[f] += (float)dt_layer_sum(dy + (size_t)f * d.n, (size_t)d.n);
         const float *cols = x;
         if (!pointwise) {
             im2col(&d, x, ws);
@@ -235,7 +240,7 @@ static void conv_forward_ref(dt_layer *l, float *out, const float *in, int batch
                             for (int kw = 0; kw < d.K; kw++) {
                                 int ih = oh * d.S - d.P + kh, iw = ow * d.S - d.P + kw;
                                 if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
-                                acc += (double)l->w[((f * d.C + c) * d.K + kh) * d.K + kw] *
+                                acc += (double)l->w[(((size_t)f * d.C + c) * d.K + kh) * d.K + kw] *
                                        in[(((size_t)b * d.C + c) * d.H + ih) * d.W + iw];
                             }
                     out[(((size_t)b * d.F + f) * d.OH + oh) * d.OW + ow] = (float)acc;
@@ -260,7 +265,7 @@ static void conv_backward_ref(dt_layer *l, float *din, const float *dout, const 
                             for (int kw = 0; kw < d.K; kw++) {
                                 int ih = oh * d.S - d.P + kh, iw = ow * d.S - d.P + kw;
                                 if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
-                                size_t wi = (size_t)((f * d.C + c) * d.K + kh) * d.K + kw;
+                                size_t wi = (((size_t)f * d.C + c) * d.K + kh) * d.K + kw;
                                 size_t xi = (((size_t)b * d.C + c) * d.H + ih) * d.W + iw;
                                 l->dw[wi] += g * in[xi];
                                 if (din) din[xi] += g * l->w[wi];

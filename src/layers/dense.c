@@ -33,8 +33,8 @@ static void dense_forward(dt_layer *l, float *out, const float *in, int batch, i
     int ni = (int)dt_shape_size(l->in), no = l->out.c;
     if (batch == 0) return;
     for (int b = 0; b < batch; b++) memcpy(out + (size_t)b * no, l->b, sizeof(float) * (size_t)no);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, no, ni, 1.0f, in, ni, l->w, ni, 1.0f,
-                out, no);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, no, ni, 1.0f, in, ni, l->w, ni,
+                1.0f, out, no);
 }
 
 /* din (B, I) (may be NULL), dw (O, I), db (O) <- dout (B, O). */
@@ -49,11 +49,11 @@ static void dense_backward(dt_layer *l, float *din, const float *dout, const flo
         memset(l->dw, 0, sizeof(float) * l->nw);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, no, ni, batch, 1.0f, dout, no, in, ni, 0.0f,
-                l->dw, ni);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, no, ni, batch, 1.0f, dout, no, in, ni,
+                0.0f, l->dw, ni);
     if (din)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, ni, no, 1.0f, dout, no, l->w, ni,
-                    0.0f, din, ni);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, ni, no, 1.0f, dout, no, l->w,
+                    ni, 0.0f, din, ni);
 }
 
 static void dense_forward_ref(dt_layer *l, float *out, const float *in, int batch, int train,
@@ -78,7 +78,8 @@ static void dense_backward_ref(dt_layer *l, float *din, const float *dout, const
         l->db[o] = (float)gb;
         for (size_t i = 0; i < ni; i++) {
             double gw = 0;
-            for (size_t b = 0; b < (size_t)batch; b++) gw += (double)dout[b * no + o] * in[b * ni + i];
+            for (size_t b = 0; b < (size_t)batch; b++)
+                gw += (double)dout[b * no + o] * in[b * ni + i];
             l->dw[o * ni + i] = (float)gw;
         }
     }

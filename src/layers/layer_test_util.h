@@ -13,9 +13,9 @@
 typedef struct {
     dt_layer l;
     int batch;
-    size_t nin, nout;        /* batch * per-sample in / out sizes */
-    float *in, *out;         /* (B, in), (B, out) */
-    float *din, *dout;       /* (B, in), (B, out) */
+    size_t nin, nout;  /* batch * per-sample in / out sizes */
+    float *in, *out;   /* (B, in), (B, out) */
+    float *din, *dout; /* (B, in), (B, out) */
     float *ws;
 } test_layer;
 

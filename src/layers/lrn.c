@@ -45,8 +45,7 @@ static void window_sum(float *dst, const float *src, int c, int C, int half, siz
 }
 
 /* out (B, C, H, W) <- in (B, C, H, W). */
-static void lrn_forward(dt_layer *l, float *out, const float *in, int batch, int train,
-                        float *ws) {
+static void lrn_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
     (void)train;
     int C = l->in.c, half = l->spec.lrn_size / 2;
     size_t hw = (size_t)l->in.h * l->in.w, n = dt_shape_size(l->in);

@@ -2,7 +2,7 @@
  * a square window of size K, stride S and padding P < K, per channel:
  * in (C, H, W) -> out (C, OH, OW), OH = floor((H + 2P - K) / S) + 1.
  * Max: padded cells never win (as if -inf); the first maximum of a window
- * wins ties, NaN propagates; saved holds the winner's index in its plane.
+ * wins ties, NaN propagates (as in PyTorch); saved holds the winner's index in its plane.
  * Avg: count_include_pad=True, i.e. the window sum over K*K always (in floor
  * mode a window never leaves the padded area). */
 #include <string.h>
@@ -12,23 +12,29 @@
 _Static_assert(sizeof(int32_t) == sizeof(float), "maxpool stores int32 argmaxes in saved floats");
 
 typedef struct {
-    int planes; /* B*C */
+    size_t planes; /* B*C */
     int H, W, K, S, P, OH, OW;
 } pool_dims;
 
 static pool_dims dims_of(const dt_layer *l, int batch) {
-    pool_dims d = {batch * l->in.c, l->in.h,     l->in.w, l->spec.size, l->spec.stride,
-                   l->spec.pad,     l->out.h,    l->out.w};
+    pool_dims d = {(size_t)batch * (size_t)l->in.c,
+                   l->in.h,
+                   l->in.w,
+                   l->spec.size,
+                   l->spec.stride,
+                   l->spec.pad,
+                   l->out.h,
+                   l->out.w};
     return d;
 }
 
 /* Clipped window of output (oh, ow): rows [*h0, *h1), columns [*w0, *w1). */
 static inline void window(const pool_dims *d, int oh, int ow, int *h0, int *h1, int *w0, int *w1) {
-    int hs = oh * d->S - d->P, ws = ow * d->S - d->P;
+    int hs = oh * d->S - d->P, wst = ow * d->S - d->P;
     *h0 = hs < 0 ? 0 : hs;
     *h1 = hs + d->K < d->H ? hs + d->K : d->H;
-    *w0 = ws < 0 ? 0 : ws;
-    *w1 = ws + d->K < d->W ? ws + d->K : d->W;
+    *w0 = wst < 0 ? 0 : wst;
+    *w1 = wst + d->K < d->W ? wst + d->K : d->W;
 }
 
 static dt_status pool_setup(dt_layer *l) {
@@ -61,10 +67,10 @@ static void maxpool_forward(dt_layer *l, float *out, const float *in, int batch,
     pool_dims d = dims_of(l, batch);
     int32_t *arg = (int32_t *)l->saved;
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
-    for (int p = 0; p < d.planes; p++) {
-        const float *x = in + (size_t)p * in_plane;
-        float *y = out + (size_t)p * out_plane;
-        int32_t *a = arg + (size_t)p * out_plane;
+    for (size_t p = 0; p < d.planes; p++) {
+        const float *x = in + p * in_plane;
+        float *y = out + p * out_plane;
+        int32_t *a = arg + p * out_plane;
         for (int oh = 0; oh < d.OH; oh++)
             for (int ow = 0; ow < d.OW; ow++) {
                 int h0, h1, w0, w1;
@@ -84,7 +90,8 @@ static void maxpool_forward(dt_layer *l, float *out, const float *in, int batch,
                 if (nan)
                     for (int h = h0; h < h1; h++)
                         for (int w = w0; w < w1; w++)
-                            if (x[h * d.W + w] != x[h * d.W + w]) m = x[h * d.W + w], best = h * d.W + w;
+                            if (x[h * d.W + w] != x[h * d.W + w])
+                                m = x[h * d.W + w], best = h * d.W + w;
                 y[oh * d.OW + ow] = m;
                 a[oh * d.OW + ow] = best;
             }
@@ -99,11 +106,11 @@ static void maxpool_backward(dt_layer *l, float *din, const float *dout, const f
     pool_dims d = dims_of(l, batch);
     const int32_t *arg = (const int32_t *)l->saved;
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
-    memset(din, 0, sizeof(float) * in_plane * (size_t)d.planes);
-    for (int p = 0; p < d.planes; p++) {
-        float *dx = din + (size_t)p * in_plane;
-        const float *dy = dout + (size_t)p * out_plane;
-        const int32_t *a = arg + (size_t)p * out_plane;
+    memset(din, 0, sizeof(float) * in_plane * d.planes);
+    for (size_t p = 0; p < d.planes; p++) {
+        float *dx = din + p * in_plane;
+        const float *dy = dout + p * out_plane;
+        const int32_t *a = arg + p * out_plane;
         for (size_t i = 0; i < out_plane; i++) dx[a[i]] += dy[i];
     }
 }
@@ -115,9 +122,9 @@ static void avgpool_forward(dt_layer *l, float *out, const float *in, int batch,
     pool_dims d = dims_of(l, batch);
     float inv = 1.0f / (float)(d.K * d.K);
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
-    for (int p = 0; p < d.planes; p++) {
-        const float *x = in + (size_t)p * in_plane;
-        float *y = out + (size_t)p * out_plane;
+    for (size_t p = 0; p < d.planes; p++) {
+        const float *x = in + p * in_plane;
+        float *y = out + p * out_plane;
         for (int oh = 0; oh < d.OH; oh++)
             for (int ow = 0; ow < d.OW; ow++) {
                 int h0, h1, w0, w1;
@@ -138,10 +145,10 @@ static void avgpool_backward(dt_layer *l, float *din, const float *dout, const f
     pool_dims d = dims_of(l, batch);
     float inv = 1.0f / (float)(d.K * d.K);
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
-    memset(din, 0, sizeof(float) * in_plane * (size_t)d.planes);
-    for (int p = 0; p < d.planes; p++) {
-        float *dx = din + (size_t)p * in_plane;
-        const float *dy = dout + (size_t)p * out_plane;
+    memset(din, 0, sizeof(float) * in_plane * d.planes);
+    for (size_t p = 0; p < d.planes; p++) {
+        float *dx = din + p * in_plane;
+        const float *dy = dout + p * out_plane;
         for (int oh = 0; oh < d.OH; oh++)
             for (int ow = 0; ow < d.OW; ow++) {
                 int h0, h1, w0, w1;

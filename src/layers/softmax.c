@@ -40,16 +40,22 @@ static void softmax_backward(dt_layer *l, float *din, const float *dout, const f
     if (din && din != dout) memcpy(din, dout, sizeof(float) * dt_shape_size(l->in) * (size_t)batch);
 }
 
-double dt_softmax_xent_loss(float *dlogits, const float *probs, const uint8_t *labels, int batch,
-                            int classes) {
+double dt_softmax_xent_loss(float *dlogits, const float *logits, const float *probs,
+                            const uint8_t *labels, int batch, int classes) {
     double loss = 0;
     float inv_b = 1.0f / (float)batch;
     for (int b = 0; b < batch; b++) {
+        const float *z = logits + (size_t)b * classes;
         const float *p = probs + (size_t)b * classes;
         float *d = dlogits + (size_t)b * classes;
         int y = labels[b];
-        /* A probability that underflowed to 0 costs -log(FLT_MIN) ~ 87.3, not inf. */
-        loss -= log(p[y] > FLT_MIN ? p[y] : FLT_MIN);
+        /* loss = logsumexp(z) - z_y, as PyTorch's cross_entropy: finite for
+         * any finite logits (no underflow of p_y), NaN/inf once they are not,
+         * which is how the trainer detects divergence. */
+        double m = z[0], s = 0;
+        for (int c = 1; c < classes; c++) m = z[c] > m ? z[c] : m;
+        for (int c = 0; c < classes; c++) s += exp((double)z[c] - m);
+        loss += m + log(s) - z[y];
         for (int c = 0; c < classes; c++) d[c] = p[c] * inv_b;
         d[y] -= inv_b;
     }

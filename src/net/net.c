@@ -68,8 +68,9 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
         if (ws > sz->ws) sz->ws = ws;
         in = l->out;
     }
-    if (net->nlayers == 0 || net->layers[net->nlayers - 1].spec.kind != DT_LAYER_SOFTMAX)
-        return dt_fail(DT_ERR_CONFIG, "%s: the last layer must be [softmax]", spec->path);
+    if (net->nlayers < 2 || net->layers[net->nlayers - 1].spec.kind != DT_LAYER_SOFTMAX)
+        return dt_fail(DT_ERR_CONFIG, "%s: the model needs at least one layer before a final [softmax]",
+                       spec->path);
     net->nparams = net->param_offset[net->nlayers];
     net->classes = (int)dt_shape_size(in);
     return DT_OK;
@@ -200,8 +201,10 @@ const float *dt_net_forward(dt_net *net, const float *x, int batch, int train) {
 }
 
 double dt_net_loss(dt_net *net, const uint8_t *labels, int batch) {
-    return dt_softmax_xent_loss(net->dbuf[0], net->act[net->nlayers - 1], labels, batch,
-                                net->classes);
+    /* The softmax layer's input is the logits (the net always has a layer
+     * before it: the parser requires one). */
+    return dt_softmax_xent_loss(net->dbuf[0], net->act[net->nlayers - 2], net->act[net->nlayers - 1],
+                                labels, batch, net->classes);
 }
 
 void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx) {

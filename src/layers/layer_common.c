@@ -1,0 +1,103 @@
+/* Helpers shared by the layer files (declared in layer_impl.h): setup
+ * validation with "line N: [section]" messages, init, reductions. */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "layers/layer_impl.h"
+
+dt_status dt_layer_config_error(const dt_layer *l, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const dt_layer_ops *ops = dt_layer_ops_of(l->spec.kind);
+    return dt_fail(DT_ERR_CONFIG, "line %d: [%s] %s", l->spec.line, ops ? ops->name : "?", msg);
+}
+
+dt_status dt_layer_mul(const dt_layer *l, size_t *out, size_t a, size_t b, const char *what) {
+    if (a != 0 && b > SIZE_MAX / a)
+        return dt_layer_config_error(l, "%s size %zu x %zu overflows", what, a, b);
+    *out = a * b;
+    return DT_OK;
+}
+
+dt_status dt_layer_check_shape(const dt_layer *l, dt_shape s, const char *what) {
+    if (s.c < 1 || s.h < 1 || s.w < 1)
+        return dt_layer_config_error(l, "%s shape %dx%dx%d has a dimension < 1", what, s.c, s.h,
+                                     s.w);
+    size_t hw = 0, n = 0;
+    DT_TRY(dt_layer_mul(l, &hw, (size_t)s.h, (size_t)s.w, what));
+    DT_TRY(dt_layer_mul(l, &n, hw, (size_t)s.c, what));
+    if (n > INT_MAX)
+        return dt_layer_config_error(l, "%s shape %dx%dx%d is too large (%zu values per sample)",
+                                     what, s.c, s.h, s.w, n);
+    return DT_OK;
+}
+
+/* One spatial dimension of a window: n input cells -> *out positions. */
+static dt_status window_dim(const dt_layer *l, int n, const char *dim, int *out) {
+    const dt_layer_spec *s = &l->spec;
+    long long padded = (long long)n + 2LL * s->pad;
+    if (s->size > padded)
+        return dt_layer_config_error(l,
+                                     "size %d is larger than the padded input %s %lld (%d + 2*%d)",
+                                     s->size, dim, padded, n, s->pad);
+    *out = (int)((padded - s->size) / s->stride + 1);
+    return DT_OK;
+}
+
+dt_status dt_layer_window_setup(const dt_layer *l, int *oh, int *ow) {
+    const dt_layer_spec *s = &l->spec;
+    DT_TRY(dt_layer_check_shape(l, l->in, "input"));
+    if (s->size < 1) return dt_layer_config_error(l, "size must be >= 1, got %d", s->size);
+    if (s->stride < 1) return dt_layer_config_error(l, "stride must be >= 1, got %d", s->stride);
+    if (s->pad < 0) return dt_layer_config_error(l, "pad must be >= 0, got %d", s->pad);
+    DT_TRY(window_dim(l, l->in.h, "height", oh));
+    return window_dim(l, l->in.w, "width", ow);
+}
+
+dt_status dt_layer_setup_same(dt_layer *l) {
+    DT_TRY(dt_layer_check_shape(l, l->in, "input"));
+    l->out = l->in;
+    l->nw = l->nb = l->nstate = 0;
+    return DT_OK;
+}
+
+size_t dt_layer_no_floats(const dt_layer *l, int batch) {
+    (void)l, (void)batch;
+    return 0;
+}
+
+void dt_layer_init_none(dt_layer *l, dt_rng *rng) { (void)l, (void)rng; }
+
+uint64_t dt_layer_flops_elems(const dt_layer *l) { return dt_shape_size(l->out); }
+
+void dt_layer_fill_uniform(float *x, size_t n, float bound, dt_rng *rng) {
+    for (size_t i = 0; i < n; i++) x[i] = (2.0f * dt_rng_uniform(rng) - 1.0f) * bound;
+}
+
+enum { LANES = 16 };
+
+double dt_layer_sum(const float *x, size_t n) {
+    float acc[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += x[i + j];
+    double s = 0;
+    for (; i < n; i++) s += x[i];
+    for (int j = 0; j < LANES; j++) s += acc[j];
+    return s;
+}
+
+double dt_layer_dot(const float *x, const float *y, size_t n) {
+    float acc[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += x[i + j] * y[i + j];
+    double s = 0;
+    for (; i < n; i++) s += (double)x[i] * y[i];
+    for (int j = 0; j < LANES; j++) s += acc[j];
+    return s;
+}
