@@ -2,7 +2,8 @@
 """dtrain vs PyTorch (CPU) training throughput, side by side in one run.
 
 For each model (mlp, cnn, cifar) at batch 64 and each thread count (1, 2),
-alternates `dtrain bench` and shared/reference/torch_ref.py for ROUNDS rounds,
+alternates `dtrain bench` and shared/reference/torch_ref.py for ROUNDS rounds
+(PyTorch with OPENBLAS_NUM_THREADS/OMP_NUM_THREADS set to the same count),
 and prints the medians, the ratio dtrain/PyTorch, and dtrain's achieved
 GFLOP/s as a fraction of this machine's measured sgemm peak.
 
@@ -17,8 +18,8 @@ REF = os.path.join(ROOT, '..', 'shared', 'reference', 'torch_ref.py')
 STEPS = {'mlp': 400, 'cnn': 40, 'cifar': 20}
 
 
-def run(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+def run(cmd, env=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return out.strip().splitlines()[-1]
 
 
@@ -30,7 +31,11 @@ def dtrain_bench(model, threads):
 
 
 def torch_bench(model, threads):
-    line = run(['/usr/bin/python3', REF, model, '64', str(threads), str(STEPS[model])])
+    # torch.set_num_threads() does not reach the OpenBLAS that Debian's
+    # PyTorch calls for Linear layers; without this a "1 thread" PyTorch run
+    # uses every core in its matrix products.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    line = run(['/usr/bin/python3', REF, model, '64', str(threads), str(STEPS[model])], env)
     return float(re.search(r'(\d+) img/s', line).group(1))
 
 

@@ -2,7 +2,7 @@
 # Installs the Debian packages dtrain needs to build, run and test, only if missing.
 # Called by the Makefile before configuring; safe to run repeatedly.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libopenblas-dev libopenmpi-dev openmpi-bin
+pkgs=(build-essential cmake pkg-config libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin
       zlib1g-dev dataset-fashion-mnist python3-torch python3-numpy clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do

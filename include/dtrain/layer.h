@@ -85,6 +85,8 @@ typedef struct dt_layer {
     float *saved;          /* saved_floats(batch) floats, see above */
     uint64_t seed;         /* dropout: per-layer seed (from run seed and layer index) */
     uint64_t step;         /* dropout: set by the net before each forward; mask = f(seed, step, i) */
+    void *impl;            /* kind-private state kept between calls (conv: oneDNN primitives),
+                              NULL until forward/backward creates it; freed by ops->destroy */
 } dt_layer;
 
 typedef struct dt_layer_ops {
@@ -109,6 +111,9 @@ typedef struct dt_layer_ops {
                          const float *out, int batch, float *ws);
     /* Multiply-adds x2 of one sample's forward pass (for info and GFLOP/s). */
     uint64_t (*flops)(const dt_layer *l);
+    /* Frees l->impl (no-op when NULL). Whoever owns a layer calls it before
+     * dropping it (dt_net_free does). NULL when the kind keeps no impl. */
+    void (*destroy)(dt_layer *l);
 } dt_layer_ops;
 
 /* The ops of a kind (never NULL for a valid kind). */

@@ -19,19 +19,37 @@
 
 typedef struct dt_trainer dt_trainer;
 
+/* What a strategy measured during the last step (reset by the trainer). */
+typedef struct {
+    double comm_s;          /* time communication was in flight */
+    double wait_s;          /* time end_step waited for it: communication not hidden by compute */
+    uint64_t bytes_sent, bytes_recv;
+    double server_cpu_share;  /* ps modes, after finish: the busiest server's CPU time / wall time */
+} dt_sync_stats;
+
 typedef struct dt_sync {
     const char *name;
     void *ctx;
     /* Once, after the net is built (and resumed): e.g. broadcast parameters. */
     dt_status (*start)(struct dt_sync *s, dt_trainer *t);
-    dt_status (*begin_step)(struct dt_sync *s, dt_trainer *t);
+    /* Before forward; lr is the step's learning rate. */
+    dt_status (*begin_step)(struct dt_sync *s, dt_trainer *t, float lr);
     /* Wait-free backprop hook (dt_grad_ready_fn, ctx = s->ctx); NULL if
      * unused. Cannot fail: errors are kept in ctx and returned by end_step. */
     dt_grad_ready_fn grad_ready;
     dt_status (*end_step)(struct dt_sync *s, dt_trainer *t, float lr);
     /* Sums vals[0..n) over all workers in place (metrics, evaluation). */
     dt_status (*reduce_sum)(struct dt_sync *s, double *vals, int n);
+    /* Before evaluation and checkpoints: make the net's non-trainable state
+     * (BN running statistics) the same on every worker. NULL: nothing to do. */
+    dt_status (*sync_state)(struct dt_sync *s, dt_trainer *t);
+    /* Before worker 0 writes a checkpoint: bring the optimiser state it does
+     * not hold (parameter servers' shards) into dt_trainer_momentum. */
+    dt_status (*gather)(struct dt_sync *s, dt_trainer *t);
+    /* After the last step: tell the servers to stop, wait for peers. */
+    dt_status (*finish)(struct dt_sync *s, dt_trainer *t);
     void (*free)(struct dt_sync *s);
+    dt_sync_stats stats;
 } dt_sync;
 
 typedef struct {
@@ -46,7 +64,7 @@ typedef struct {
     const char *resume_path;     /* continue from this checkpoint, or NULL */
     int quiet;                   /* no progress output, only the summary line */
     int progress_tty;            /* 1: redraw a progress bar; 0: periodic plain lines */
-    int rank, world;             /* this worker's data shard */
+    int rank, world;             /* this worker's index among the workers, and their count */
     int prefetch;                /* loader thread */
     volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
     FILE *out;                   /* progress and summary (rank 0), NULL for none */
@@ -54,6 +72,8 @@ typedef struct {
 
 typedef struct {
     double test_accuracy, test_loss, train_loss, images_per_sec, wall_s;
+    double comm_overlap;         /* share of communication time hidden by compute */
+    double bytes_per_step;       /* sent + received by worker 0 */
     long steps;
     double epochs;               /* fractional epochs done */
 } dt_train_summary;
@@ -77,5 +97,7 @@ dt_status dt_sync_serial_create(dt_sync **out);
 dt_net *dt_trainer_net(dt_trainer *t);
 float *dt_trainer_momentum(dt_trainer *t);
 const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t);
+/* Optimiser steps done so far (the clock of the next step). */
+long dt_trainer_step(const dt_trainer *t);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "dtrain/dist.h"
 #include "dtrain/train.h"
 
 static const char train_usage[] =
@@ -22,13 +23,46 @@ static const char train_usage[] =
     "  --checkpoint-every N  also every N steps\n"
     "  --resume F            continue exactly from checkpoint F\n"
     "  --no-prefetch         build batches in the training thread\n"
+    "  --mode M              serial | allreduce | ps-sync (default: serial, or allreduce\n"
+    "                        when started on several ranks)\n"
+    "  --servers S           ps-* modes: the first S ranks are parameter servers (default 1)\n"
+    "  --fusion-mb X         allreduce: fusion bucket size in MiB (default 4; 0 = per layer)\n"
+    "  --stall-timeout S     name the missing ranks after S seconds of waiting (default 60)\n"
     "  --quiet               only the final summary line\n";
+
+/* --mode/--servers against the job's ranks. */
+static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, const cli_env *env) {
+    if (!name) name = env->world > 1 ? "allreduce" : "serial";
+    int m = dt_mode_from_name(name);
+    if (m < 0) return dt_fail(DT_ERR_USAGE, "--mode: unknown mode '%s' (serial, allreduce, ps-sync)", name);
+    dc->mode = (dt_mode)m;
+    if (dc->mode == DT_MODE_SERIAL && env->world > 1)
+        return dt_fail(DT_ERR_USAGE, "--mode serial runs on one rank, this job has %d (use allreduce or "
+                       "ps-sync)", env->world);
+    dc->servers = dc->mode == DT_MODE_PS_SYNC ? servers : 0;
+    if (dc->mode == DT_MODE_PS_SYNC && env->world < servers + 1)
+        return dt_fail(DT_ERR_USAGE, "--mode %s --servers %d needs at least %d ranks, this job has %d "
+                       "(start it with dtrain launch -n N or mpirun -np N)", name, servers, servers + 1,
+                       env->world);
+    return DT_OK;
+}
+
+/* Every rank must have built the same network (same model file). */
+static dt_status check_model(const dt_comm *comm, const dt_model_spec *spec) {
+    if (comm->size == 1) return DT_OK;
+    dt_net *net;
+    DT_TRY(dt_net_create(&net, spec, 1, 1));
+    dt_status s = dt_comm_check_model(comm, net->shape_hash, spec->path);
+    dt_net_free(net);
+    return s;
+}
 
 int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *stop) {
     const char *dataset = NULL, *data_dir = NULL, *log = NULL, *ckpt = NULL, *resume = NULL;
-    int epochs = 0, batch = 0, threads = 0, quiet = 0, help = 0, no_prefetch = 0;
+    const char *mode_name = NULL;
+    int epochs = 0, batch = 0, threads = 0, quiet = 0, help = 0, no_prefetch = 0, servers = 1;
     long max_steps = 0, ckpt_every = 0, seed = 1;
-    double lr = 0;
+    double lr = 0, fusion_mb = 4, stall_timeout = 60;
     cli_flag flags[] = {
         {"--dataset", ARG_STR, &dataset, 0, 0, 0},
         {"--data-dir", ARG_STR, &data_dir, 0, 0, 0},
@@ -45,6 +79,10 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
         {"--no-prefetch", ARG_FLAG, &no_prefetch, 0, 0, 0},
         {"--quiet", ARG_FLAG, &quiet, 0, 0, 0},
         {"--help", ARG_FLAG, &help, 0, 0, 0},
+        {"--mode", ARG_STR, &mode_name, 0, 0, 0},
+        {"--servers", ARG_INT, &servers, 1, 1024, 0},
+        {"--fusion-mb", ARG_DOUBLE, &fusion_mb, 0, 4096, 0},
+        {"--stall-timeout", ARG_DOUBLE, &stall_timeout, 0.1, 1e6, 0},
     };
     const char *pos[1];
     int npos;
@@ -61,7 +99,23 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     dt_train_opts o;
     memset(&o, 0, sizeof o);
     if (s == DT_OK) s = cli_dataset_kind(&o.dataset, dataset, &spec);
+    dt_dist_cfg dc = {DT_MODE_SERIAL, 0, fusion_mb, stall_timeout};
+    if (s == DT_OK) s = resolve_mode(&dc, mode_name, servers, env);
     if (s != DT_OK) return cli_report(s, env);
+
+    dt_comm comm;
+    s = dt_comm_create(&comm, dc.servers);
+    if (s == DT_OK) s = check_model(&comm, &spec);
+    if (s == DT_OK && comm.worker < 0) {
+        cli_set_threads(1, env); /* a server only sums and steps its shard */
+        s = dt_server_run(&comm, &dc, &spec);
+        dt_comm_free(&comm);
+        return cli_report(s, env);
+    }
+    if (s != DT_OK) {
+        dt_comm_free(&comm);
+        return cli_report(s, env);
+    }
 
     int nthreads = cli_set_threads(threads, env);
     o.data_dir = data_dir;
@@ -74,22 +128,33 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     o.resume_path = resume;
     o.quiet = quiet;
     o.progress_tty = isatty(STDOUT_FILENO);
-    o.rank = env->rank;
-    o.world = env->world;
+    o.rank = comm.worker;
+    o.world = comm.nworkers;
     o.prefetch = !no_prefetch;
     o.stop = stop;
-    o.out = env->rank == 0 ? stdout : NULL;
-    if (!quiet && env->rank == 0)
-        printf("dtrain: training %s on %s: %d layers, batch %d, %d epochs, lr %g (%s), %d thread%s\n",
-               spec.path, dt_dataset_kind_name(o.dataset), spec.nlayers, spec.batch, spec.epochs,
-               spec.sched.base_lr, dt_schedule_kind_name(spec.sched.kind), nthreads,
-               nthreads == 1 ? "" : "s");
+    o.out = comm.worker == 0 ? stdout : NULL;
+    if (!quiet && comm.worker == 0) {
+        printf("dtrain: training %s on %s: %d layers, batch %d per worker", spec.path,
+               dt_dataset_kind_name(o.dataset), spec.nlayers, spec.batch);
+        if (comm.nworkers > 1)
+            printf(" x %d workers = %d global", comm.nworkers, spec.batch * comm.nworkers);
+        printf(", %d epochs, lr %g (%s), %d thread%s, mode %s", spec.epochs, spec.sched.base_lr,
+               dt_schedule_kind_name(spec.sched.kind), nthreads, nthreads == 1 ? "" : "s",
+               dt_mode_name(dc.mode));
+        if (dc.mode == DT_MODE_PS_SYNC) printf(" with %d server%s", dc.servers, dc.servers == 1 ? "" : "s");
+        printf("\n");
+    }
 
-    dt_sync *sync;
-    s = dt_sync_serial_create(&sync);
-    if (s != DT_OK) return cli_report(s, env);
+    dt_sync *sync = NULL;
+    if (dc.mode == DT_MODE_SERIAL)
+        s = dt_sync_serial_create(&sync);
+    else if (dc.mode == DT_MODE_ALLREDUCE)
+        s = dt_sync_allreduce_create(&sync, &comm, &dc);
+    else
+        s = dt_sync_ps_create(&sync, &comm, &dc);
     dt_train_summary sum;
-    s = dt_train_run(&spec, &o, sync, &sum);
-    sync->free(sync);
+    if (s == DT_OK) s = dt_train_run(&spec, &o, sync, &sum);
+    if (sync) sync->free(sync);
+    dt_comm_free(&comm);
     return cli_report(s, env);
 }

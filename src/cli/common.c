@@ -1,4 +1,5 @@
 #include <cblas.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,6 +34,8 @@ int cli_set_threads(int threads, const cli_env *env) {
         threads = cores > ranks ? (int)(cores / ranks) : 1;
     }
     openblas_set_num_threads(threads);
+    /* oneDNN (the convolutions) runs on OpenMP's threads. */
+    omp_set_num_threads(threads);
     return threads;
 }
 

@@ -50,13 +50,19 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     cli_env env = {0, 1, local_ranks()};
     int provided;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "dtrain: MPI_Init failed\n");
         return 1;
     }
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &env.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &env.world);
+    if (env.world > 1 && provided < MPI_THREAD_SERIALIZED) {
+        /* allreduce communicates from its own thread, one MPI call at a time. */
+        fprintf(stderr, "dtrain: this MPI library gives no thread support (level %d); dtrain needs "
+                        "MPI_THREAD_SERIALIZED or better\n", provided);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     install_signal_handlers();
 
     int code;

@@ -1,9 +1,11 @@
 /* [convolutional]: torch.nn.Conv2d with a square kernel.
  *   weight (F, C, K, K), bias (F), in (C, H, W) -> out (F, OH, OW),
  *   OH = floor((H + 2P - K) / S) + 1, zero padding P, stride S.
- * Fast path: each image is lowered to columns (im2col, (C*K*K, OH*OW)) and
- * multiplied by the weight matrix (F, C*K*K) with OpenBLAS sgemm; a 1x1,
- * stride-1, unpadded conv uses the image itself as the column matrix.
+ * Fast path: oneDNN's convolutions (conv_dnnl.c), about twice as fast as
+ * sgemm on im2col columns. Fallback, when oneDNN cannot run a shape: each
+ * image is lowered to columns (im2col, (C*K*K, OH*OW)) and multiplied by the
+ * weight matrix (F, C*K*K) with OpenBLAS sgemm; a 1x1, stride-1, unpadded
+ * conv uses the image itself as the column matrix.
  * Backward: dW accumulates dout_b (F, OH*OW) . cols_bᵀ over images, dX is
  * Wᵀ . dout_b into columns scattered back with col2im. The workspace holds
  * one image's columns. */
@@ -12,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "layers/conv_dnnl.h"
 #include "layers/layer_impl.h"
 
 typedef struct {
@@ -170,10 +173,8 @@ static void col2im(const conv_dims *d, float *cols, float *x) {
             }
 }
 
-/* out (B, F, OH, OW) <- in (B, C, H, W). */
-static void conv_forward(dt_layer *l, float *out, const float *in, int batch, int train,
-                         float *ws) {
-    (void)train;
+/* out (B, F, OH, OW) <- in (B, C, H, W), with sgemm. */
+static void conv_forward_gemm(dt_layer *l, float *out, const float *in, int batch, float *ws) {
     conv_dims d = dims_of(l);
     size_t in_sz = dt_shape_size(l->in), out_sz = dt_shape_size(l->out);
     for (int b = 0; b < batch; b++) {
@@ -191,10 +192,10 @@ static void conv_forward(dt_layer *l, float *out, const float *in, int batch, in
     }
 }
 
-/* din (B, C, H, W) (may be NULL), dw (F, C*K*K), db (F) <- dout (B, F, OH, OW). */
-static void conv_backward(dt_layer *l, float *din, const float *dout, const float *in,
-                          const float *out, int batch, float *ws) {
-    (void)out;
+/* din (B, C, H, W) (may be NULL), dw (F, C*K*K), db (F) <- dout (B, F, OH, OW),
+ * with sgemm. */
+static void conv_backward_gemm(dt_layer *l, float *din, const float *dout, const float *in,
+                               int batch, float *ws) {
     conv_dims d = dims_of(l);
     size_t in_sz = dt_shape_size(l->in), out_sz = dt_shape_size(l->out);
     int pointwise = is_pointwise(&d);
@@ -223,6 +224,22 @@ static void conv_backward(dt_layer *l, float *din, const float *dout, const floa
         }
     }
     if (batch == 0) memset(l->dw, 0, sizeof(float) * l->nw);
+}
+
+/* oneDNN when it can run the layer at this batch size, else sgemm (which
+ * overwrites everything a failed oneDNN call may have half written). */
+static void conv_forward(dt_layer *l, float *out, const float *in, int batch, int train,
+                         float *ws) {
+    (void)train;
+    if (batch < 1 || dt_conv_dnnl_forward(l, out, in, batch) != DT_OK)
+        conv_forward_gemm(l, out, in, batch, ws);
+}
+
+static void conv_backward(dt_layer *l, float *din, const float *dout, const float *in,
+                          const float *out, int batch, float *ws) {
+    (void)out;
+    if (batch < 1 || dt_conv_dnnl_backward(l, din, dout, in, batch) != DT_OK)
+        conv_backward_gemm(l, din, dout, in, batch, ws);
 }
 
 /* Reference: direct loops over (b, f, oh, ow, c, kh, kw). */
@@ -288,4 +305,5 @@ const dt_layer_ops dt_conv_ops = {
     .forward_ref = conv_forward_ref,
     .backward_ref = conv_backward_ref,
     .flops = conv_flops,
+    .destroy = dt_conv_dnnl_destroy,
 };

@@ -182,6 +182,9 @@ void dt_net_free(dt_net *net) {
     dt_free(net->state);
     dt_free(net->ws);
     for (int i = 0; i < 4; i++) dt_free(net->blocks[i]);
+    for (int i = 0; net->layers && i < net->nlayers; i++)
+        if (net->layers[i].ops && net->layers[i].ops->destroy)
+            net->layers[i].ops->destroy(&net->layers[i]);
     dt_free(net->layers);
     dt_free(net->param_offset);
     dt_free(net);

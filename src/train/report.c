@@ -23,10 +23,11 @@ dt_status dt_report_log(dt_report *r, const char *json) {
     return DT_OK;
 }
 
+/* Clears the progress bar so the next line starts clean (and the summary
+ * line carries no escape codes when no bar was drawn). */
 static void end_bar(dt_report *r) {
-    if (r->tty && r->out) {
-        fputs("\r\033[K", r->out);
-    }
+    if (r->bar_shown && r->out) fputs("\r\033[K", r->out);
+    r->bar_shown = 0;
 }
 
 void dt_report_progress(dt_report *r, int epoch, int epochs, int step, int steps_per_epoch,
@@ -44,6 +45,7 @@ void dt_report_progress(dt_report *r, int epoch, int epochs, int step, int steps
         fprintf(r->out, "\r\033[Kepoch %d/%d [%s] %d/%d loss %.4f %.0f img/s ETA %d:%02d:%02d",
                 epoch + 1, epochs, bar, step, steps_per_epoch, loss, img_per_sec, eta / 3600,
                 eta / 60 % 60, eta % 60);
+        r->bar_shown = 1;
     } else {
         fprintf(r->out, "epoch %d/%d step %d/%d loss %.4f %.0f img/s ETA %d:%02d:%02d\n", epoch + 1,
                 epochs, step, steps_per_epoch, loss, img_per_sec, eta / 3600, eta / 60 % 60,

@@ -13,6 +13,7 @@ typedef struct {
     FILE *out;        /* progress/summary stream or NULL */
     FILE *log;        /* JSONL log or NULL */
     int tty, quiet;
+    int bar_shown;    /* a progress bar is on the terminal's current line */
     double start;     /* dt_report_now() at open */
     double last_print;
 } dt_report;

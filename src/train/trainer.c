@@ -25,11 +25,14 @@ struct dt_trainer {
     double last_epoch_loss;   /* mean loss of the last finished (or current) epoch */
     long images;              /* images trained on by this worker since start/resume */
     double train_time;        /* seconds spent in training steps */
+    long steps_run;           /* steps run since start/resume */
+    dt_sync_stats comm;       /* communication totals over steps_run */
 };
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
 float *dt_trainer_momentum(dt_trainer *t) { return t->momentum; }
 const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t) { return &t->spec->sgd; }
+long dt_trainer_step(const dt_trainer *t) { return t->step; }
 
 dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank, int world,
                       int batch, double *accuracy, double *loss) {
@@ -63,8 +66,13 @@ static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
     return a;
 }
 
+/* Collective over the workers (and servers, through gather): every worker
+ * calls it at the same step; worker 0 writes the file. */
 static dt_status save_checkpoint(dt_trainer *t) {
-    if (!t->opts->checkpoint_path || t->opts->rank != 0) return DT_OK;
+    if (!t->opts->checkpoint_path) return DT_OK;
+    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t));
+    if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
+    if (t->opts->rank != 0) return DT_OK;
     int epoch, step_in_epoch;
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
     dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch,
@@ -139,6 +147,7 @@ static dt_status setup(dt_trainer *t) {
 }
 
 static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double *loss) {
+    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t));
     DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->rank, t->opts->world, t->spec->batch,
                        acc, loss));
     char json[256];
@@ -160,7 +169,7 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     dt_sync *s = t->sync;
     float lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
     double t0 = dt_now();
-    if (s->begin_step) DT_TRY(s->begin_step(s, t));
+    if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
     dt_net_forward(net, x, n, 1);
     double loss = dt_net_loss(net, y, n);
     if (!isfinite(loss))
@@ -174,13 +183,37 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     t->train_time += dt;
     t->images += n;
     t->step++;
+    t->steps_run++;
     t->loss_sum += loss;
     t->loss_count += n;
-    char json[256];
+    dt_sync_stats st = s->stats;
+    memset(&s->stats, 0, sizeof s->stats);
+    s->stats.server_cpu_share = -1;
+    t->comm.comm_s += st.comm_s;
+    t->comm.wait_s += st.wait_s;
+    t->comm.bytes_sent += st.bytes_sent;
+    t->comm.bytes_recv += st.bytes_recv;
+    char json[384];
     snprintf(json, sizeof json,
-             "{\"event\":\"step\",\"step\":%ld,\"epoch\":%d,\"loss\":%.5f,\"lr\":%.6g,\"step_s\":%.5f}",
-             t->step, epoch, loss / n, lr, dt);
+             "{\"event\":\"step\",\"step\":%ld,\"epoch\":%d,\"loss\":%.5f,\"lr\":%.6g,\"step_s\":%.5f,"
+             "\"compute_s\":%.5f,\"comm_s\":%.5f,\"comm_wait_s\":%.5f,\"bytes_sent\":%llu,"
+             "\"bytes_recv\":%llu}",
+             t->step, epoch, loss / n, lr, dt, dt - st.wait_s, st.comm_s, st.wait_s,
+             (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_recv);
     return dt_report_log(&t->rep, json);
+}
+
+/* SIGINT/SIGTERM seen by any worker stops all of them at the same step
+ * (every 10 steps in distributed runs, to keep the check off the hot path). */
+static dt_status stop_requested(dt_trainer *t, int *stop) {
+    double v = t->opts->stop && *t->opts->stop;
+    *stop = 0;
+    if (t->opts->world > 1) {
+        if (t->step % 10 != 0) return DT_OK;
+        DT_TRY(t->sync->reduce_sum(t->sync, &v, 1));
+    }
+    *stop = v > 0;
+    return DT_OK;
 }
 
 static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
@@ -189,7 +222,9 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
     while (t->step < t->total_steps) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
-        if (o->stop && *o->stop) {
+        int stop;
+        DT_TRY(stop_requested(t, &stop));
+        if (stop) {
             DT_TRY(save_checkpoint(t));
             return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step,
                            o->checkpoint_path ? "; checkpoint written" : "");
@@ -220,7 +255,8 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         dt_loader_position(t->loader, &epoch, &pos);
         DT_TRY(evaluate_and_log(t, pos == 0 ? epoch : epoch + 1, acc, test_loss));
     }
-    return save_checkpoint(t);
+    DT_TRY(save_checkpoint(t));
+    return t->sync->finish ? t->sync->finish(t->sync, t) : DT_OK;
 }
 
 static void teardown(dt_trainer *t) {
@@ -238,6 +274,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     t.spec = spec;
     t.opts = opts;
     t.sync = sync;
+    sync->stats.server_cpu_share = -1;
     memset(summary, 0, sizeof *summary);
     double acc = 0, test_loss = 0;
     dt_status s = setup(&t);
@@ -250,12 +287,23 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
         summary->epochs = t.steps_per_epoch ? (double)t.step / t.steps_per_epoch : 0;
         summary->images_per_sec = t.train_time > 0 ? (double)t.images * opts->world / t.train_time : 0;
         summary->wall_s = dt_now() - t.rep.start;
-        char json[384];
+        summary->comm_overlap =
+            t.comm.comm_s > 0 ? 1.0 - fmin(t.comm.wait_s / t.comm.comm_s, 1.0) : 0;
+        summary->bytes_per_step =
+            t.steps_run ? (double)(t.comm.bytes_sent + t.comm.bytes_recv) / (double)t.steps_run : 0;
+        char server_json[64] = "";
+        if (sync->stats.server_cpu_share >= 0)
+            snprintf(server_json, sizeof server_json, ",\"server_cpu_share\":%.3f",
+                     sync->stats.server_cpu_share);
+        char json[640];
         snprintf(json, sizeof json,
                  "{\"event\":\"summary\",\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"steps\":%ld,"
-                 "\"epochs\":%.3f,\"images_per_sec\":%.1f,\"wall_s\":%.2f,\"mode\":\"%s\",\"workers\":%d}",
+                 "\"epochs\":%.3f,\"images_per_sec\":%.1f,\"wall_s\":%.2f,\"mode\":\"%s\",\"workers\":%d,"
+                 "\"global_batch\":%d,\"comm_overlap\":%.3f,\"comm_wait_share\":%.4f,\"bytes_per_step\":%.0f%s}",
                  acc, summary->train_loss, t.step, summary->epochs, summary->images_per_sec,
-                 summary->wall_s, sync->name, opts->world);
+                 summary->wall_s, sync->name, opts->world, spec->batch * opts->world,
+                 summary->comm_overlap, t.train_time > 0 ? t.comm.wait_s / t.train_time : 0,
+                 summary->bytes_per_step, server_json);
         s = dt_report_summary(&t.rep, json);
     }
     dt_status c = dt_report_close(&t.rep);

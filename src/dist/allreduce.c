@@ -1,0 +1,211 @@
+/* --mode allreduce (Horovod / PyTorch DDP): gradients are packed into fusion
+ * buckets in backward order; a bucket's allreduce starts the moment its last
+ * layer's gradients are final (wait-free backprop), on a communication
+ * thread, so it runs while lower layers still compute. end_step waits,
+ * averages and runs SGD on every worker.
+ *
+ * Threads: the trainer's thread enqueues buckets (grad_ready) and waits
+ * (end_step); the communication thread makes every MPI call of a step. The
+ * trainer's own MPI calls (metrics, evaluation) happen between steps, when
+ * the communication thread is idle. */
+#include <pthread.h>
+#include <string.h>
+
+#include "dtrain/dist.h"
+#include "dtrain/mem.h"
+#include "dtrain/optim.h"
+#include "dtrain/timer.h"
+#include "peers.h"
+
+#define MAX_BUCKETS 4096
+
+typedef struct {
+    dt_comm comm;
+    dt_dist_cfg cfg;
+    dt_net *net;
+    dt_bucket *buckets;
+    int nbuckets;
+    dt_peers peers;
+    long step;                /* clock of the step in flight */
+    /* Shared between the threads, under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int thread_started;
+    int queued;               /* buckets handed to the thread this step */
+    int started;              /* buckets the thread has taken */
+    int done;                 /* buckets reduced */
+    int quit;
+    dt_status err;            /* the thread's first error, message in errmsg */
+    char errmsg[512];
+    double first_start, last_end;
+    uint64_t bytes;
+} ar_ctx;
+
+/* Stall inspector: called from the communication thread's wait. */
+static void on_stall(void *arg, double waited) {
+    ar_ctx *a = arg;
+    char missing[256];
+    dt_peers_missing(&a->peers, a->step, missing, sizeof missing);
+    fprintf(stderr,
+            "dtrain: rank %d: allreduce of step %ld has waited %.0f s; ranks that have not reached "
+            "it: %s\n",
+            a->comm.rank, a->step + 1, waited, missing[0] ? missing : "(none known: a message is slow)");
+}
+
+/* Reduces one bucket in place: sum over workers. */
+static dt_status reduce_bucket(ar_ctx *a, const dt_bucket *b) {
+    MPI_Request req;
+    float *g = a->net->grads + b->lo;
+    int n = (int)(b->hi - b->lo);
+    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g, n, MPI_FLOAT, MPI_SUM, a->comm.workers, &req),
+                        "gradient allreduce (MPI_Iallreduce)"));
+    return dt_mpi_wait(&req, 1, a->cfg.stall_timeout, on_stall, a, "gradient allreduce");
+}
+
+static void *comm_thread(void *arg) {
+    ar_ctx *a = arg;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (!a->quit && a->started == a->queued) pthread_cond_wait(&a->cv, &a->mu);
+        if (a->quit) break;
+        int k = a->started++;
+        pthread_mutex_unlock(&a->mu);
+        dt_status s = DT_OK;
+        double t0 = dt_now();
+        if (k == 0) s = dt_peers_announce(&a->peers, a->step);
+        if (s == DT_OK) s = reduce_bucket(a, &a->buckets[k]);
+        double t1 = dt_now();
+        pthread_mutex_lock(&a->mu);
+        if (k == 0) a->first_start = t0;
+        a->last_end = t1;
+        if (s != DT_OK && a->err == DT_OK) {
+            a->err = s;
+            snprintf(a->errmsg, sizeof a->errmsg, "%s", dt_last_error());
+        }
+        a->done++;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+/* Hands every bucket whose lowest layer is at or above `layer` to the thread. */
+static void enqueue_ready(ar_ctx *a, int layer) {
+    pthread_mutex_lock(&a->mu);
+    int q = a->queued;
+    while (q < a->nbuckets && a->buckets[q].ready_layer >= layer) q++;
+    if (q != a->queued) {
+        a->queued = q;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void ar_grad_ready(void *ctx, int layer) { enqueue_ready(ctx, layer); }
+
+static dt_status ar_start(dt_sync *s, dt_trainer *t) {
+    ar_ctx *a = s->ctx;
+    a->net = dt_trainer_net(t);
+    a->step = dt_trainer_step(t);
+    DT_TRY(dt_alloc_bytes((void **)&a->buckets, sizeof(dt_bucket) * MAX_BUCKETS, "buckets"));
+    size_t bucket_floats = (size_t)(a->cfg.fusion_mb * 1048576.0 / sizeof(float));
+    a->nbuckets = dt_bucket_plan(a->buckets, MAX_BUCKETS, a->net, bucket_floats);
+    if (a->nbuckets < 0)
+        return dt_fail(DT_ERR_USAGE, "--fusion-mb %g makes more than %d buckets; use a larger value",
+                       a->cfg.fusion_mb, MAX_BUCKETS);
+    DT_TRY(dt_workers_bcast_start(&a->comm, a->net, dt_trainer_momentum(t)));
+    DT_TRY(dt_peers_create(&a->peers, a->comm.workers));
+    if (pthread_create(&a->thread, NULL, comm_thread, a) != 0)
+        return dt_fail(DT_ERR_INTERNAL, "cannot start the communication thread");
+    a->thread_started = 1;
+    return DT_OK;
+}
+
+static dt_status ar_begin_step(dt_sync *s, dt_trainer *t, float lr) {
+    (void)lr;
+    ar_ctx *a = s->ctx;
+    a->step = dt_trainer_step(t);
+    return DT_OK;
+}
+
+static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
+    ar_ctx *a = s->ctx;
+    enqueue_ready(a, 0); /* buckets of layers that reported nothing (none today) */
+    double t0 = dt_now();
+    pthread_mutex_lock(&a->mu);
+    while (a->done < a->nbuckets) pthread_cond_wait(&a->cv, &a->mu);
+    a->queued = a->started = a->done = 0;
+    dt_status err = a->err;
+    double comm = a->last_end - a->first_start;
+    pthread_mutex_unlock(&a->mu);
+    if (err != DT_OK) return dt_fail(err, "%s", a->errmsg);
+    double waited = dt_now() - t0;
+    /* Ring allreduce moves about 2 (W-1)/W of the data each way. */
+    double W = a->comm.nworkers;
+    uint64_t bytes = (uint64_t)(2.0 * (W - 1) / W * (double)a->net->nparams * sizeof(float));
+    s->stats.comm_s += comm;
+    s->stats.wait_s += waited;
+    s->stats.bytes_sent += bytes;
+    s->stats.bytes_recv += bytes;
+
+    dt_net *net = a->net;
+    float inv = 1.0f / (float)a->comm.nworkers;
+    for (size_t i = 0; i < net->nparams; i++) net->grads[i] *= inv;
+    dt_sgd_update(dt_trainer_sgd(t), lr, net->params, dt_trainer_momentum(t), net->grads, net->nparams);
+    return DT_OK;
+}
+
+static dt_status ar_reduce_sum(dt_sync *s, double *vals, int n) {
+    ar_ctx *a = s->ctx;
+    return dt_workers_sum(&a->comm, vals, n);
+}
+
+static dt_status ar_sync_state(dt_sync *s, dt_trainer *t) {
+    ar_ctx *a = s->ctx;
+    return dt_workers_average_state(&a->comm, dt_trainer_net(t));
+}
+
+static void ar_free(dt_sync *s) {
+    if (!s) return;
+    ar_ctx *a = s->ctx;
+    if (a->thread_started) {
+        pthread_mutex_lock(&a->mu);
+        a->quit = 1;
+        pthread_cond_broadcast(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+        pthread_join(a->thread, NULL);
+    }
+    if (a->peers.recv) dt_peers_free(&a->peers);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    dt_free(a->buckets);
+    dt_free(a);
+    dt_free(s);
+}
+
+dt_status dt_sync_allreduce_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg) {
+    *out = NULL;
+    dt_sync *s;
+    ar_ctx *a;
+    DT_TRY(dt_alloc_bytes((void **)&s, sizeof *s, "sync strategy"));
+    if (dt_alloc_bytes((void **)&a, sizeof *a, "sync strategy") != DT_OK) {
+        dt_free(s);
+        return DT_ERR_NOMEM;
+    }
+    a->comm = *c;
+    a->cfg = *cfg;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    s->name = "allreduce";
+    s->ctx = a;
+    s->start = ar_start;
+    s->begin_step = ar_begin_step;
+    s->grad_ready = ar_grad_ready;
+    s->end_step = ar_end_step;
+    s->reduce_sum = ar_reduce_sum;
+    s->sync_state = ar_sync_state;
+    s->free = ar_free;
+    *out = s;
+    return DT_OK;
+}

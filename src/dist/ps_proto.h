@@ -1,0 +1,37 @@
+/* The parameter-server protocol shared by workers (ps_worker.c) and servers
+ * (ps_server.c).
+ *
+ * Per clock (optimiser step), worker w and server s exchange, on world:
+ *   w -> s  CTRL {STEP, clock, lr}       at begin_step: s posts receives for w's gradients
+ *   w -> s  GRAD segments                as each layer finishes backward (wait-free BP):
+ *                                        layer ∩ shard, layers last to first; MPI's
+ *                                        non-overtaking order tells s where each lands
+ *   s -> w  PARAM shard                  once every worker's gradients for the clock are in
+ * Outside clocks:
+ *   w0 -> s INIT params, momentum        at start (fresh or resumed)
+ *   w0 -> s CTRL {CKPT}; s -> w0 MOM     before worker 0 writes a checkpoint
+ *   w -> s  CTRL {STOP}; s -> w0 STATS   at the end (STATS only to worker 0)
+ */
+#ifndef DTRAIN_DIST_PS_PROTO_H
+#define DTRAIN_DIST_PS_PROTO_H
+
+#include <stddef.h>
+
+#include "dtrain/net.h"
+
+enum { PS_TAG_CTRL = 10, PS_TAG_GRAD, PS_TAG_PARAM, PS_TAG_INIT, PS_TAG_MOM, PS_TAG_STATS };
+enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP };
+
+/* A control message: {kind, clock, lr} as doubles. */
+#define PS_CTRL_LEN 3
+
+/* The part of layer i's parameters that falls in [lo, hi): [*a, *b), empty
+ * when *a == *b. */
+static inline void ps_overlap(const dt_net *net, int i, size_t lo, size_t hi, size_t *a, size_t *b) {
+    size_t l0 = net->param_offset[i], l1 = net->param_offset[i + 1];
+    *a = l0 > lo ? l0 : lo;
+    *b = l1 < hi ? l1 : hi;
+    if (*b < *a) *b = *a;
+}
+
+#endif

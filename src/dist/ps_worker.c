@@ -1,0 +1,214 @@
+/* --mode ps-sync, worker side: push each layer's gradients to the servers
+ * that own them as soon as the layer's backward is done, pull the updated
+ * shards at the end of the step. The update itself runs on the servers. */
+#include <string.h>
+
+#include "dtrain/dist.h"
+#include "dtrain/mem.h"
+#include "dtrain/timer.h"
+#include "ps_proto.h"
+
+typedef struct {
+    dt_comm comm;
+    dt_dist_cfg cfg;
+    dt_net *net;
+    size_t *shard_lo, *shard_hi;  /* (nservers) */
+    MPI_Request *reqs;            /* gradient sends then parameter receives, this step */
+    int nreqs, maxreqs;
+    double ctrl[PS_CTRL_LEN];     /* send buffer of the step's control message */
+    MPI_Request ctrl_reqs[1024];  /* one per server */
+    dt_status err;                /* first failure inside grad_ready */
+    char errmsg[512];
+    double first_send;
+    long clock;
+} ps_ctx;
+
+static dt_status send_ctrl(ps_ctx *p, int kind, long clock, float lr) {
+    /* The previous control messages (24 bytes, eager) have left long ago. */
+    DT_TRY(dt_mpi_check(MPI_Waitall(p->comm.nservers, p->ctrl_reqs, MPI_STATUSES_IGNORE), "MPI_Waitall"));
+    p->ctrl[0] = kind, p->ctrl[1] = (double)clock, p->ctrl[2] = lr;
+    for (int s = 0; s < p->comm.nservers; s++)
+        DT_TRY(dt_mpi_check(MPI_Isend(p->ctrl, PS_CTRL_LEN, MPI_DOUBLE, s, PS_TAG_CTRL, p->comm.world,
+                                      &p->ctrl_reqs[s]),
+                            "control message (MPI_Isend)"));
+    return DT_OK;
+}
+
+static dt_status add_req(ps_ctx *p, int rc, const char *what) {
+    DT_TRY(dt_mpi_check(rc, what));
+    p->nreqs++;
+    return DT_OK;
+}
+
+static void ps_grad_ready(void *ctx, int layer) {
+    ps_ctx *p = ctx;
+    if (p->err != DT_OK) return;
+    if (p->nreqs == 0) p->first_send = dt_now();
+    for (int s = 0; s < p->comm.nservers; s++) {
+        size_t a, b;
+        ps_overlap(p->net, layer, p->shard_lo[s], p->shard_hi[s], &a, &b);
+        if (a == b) continue;
+        dt_status st = add_req(p, MPI_Isend(p->net->grads + a, (int)(b - a), MPI_FLOAT, s, PS_TAG_GRAD,
+                                            p->comm.world, &p->reqs[p->nreqs]),
+                               "gradient push (MPI_Isend)");
+        if (st != DT_OK) {
+            p->err = st;
+            snprintf(p->errmsg, sizeof p->errmsg, "%s", dt_last_error());
+            return;
+        }
+    }
+}
+
+static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
+    ps_ctx *p = sy->ctx;
+    p->net = dt_trainer_net(t);
+    int S = p->comm.nservers;
+    DT_TRY(dt_alloc_bytes((void **)&p->shard_lo, sizeof(size_t) * (size_t)S, "shards"));
+    DT_TRY(dt_alloc_bytes((void **)&p->shard_hi, sizeof(size_t) * (size_t)S, "shards"));
+    p->maxreqs = (p->net->nlayers + 1) * S + S;
+    DT_TRY(dt_alloc_bytes((void **)&p->reqs, sizeof(MPI_Request) * (size_t)p->maxreqs, "requests"));
+    for (int s = 0; s < S; s++) {
+        dt_shard_range(p->net->nparams, S, s, &p->shard_lo[s], &p->shard_hi[s]);
+        p->ctrl_reqs[s] = MPI_REQUEST_NULL;
+    }
+    float *mom = dt_trainer_momentum(t);
+    DT_TRY(dt_workers_bcast_start(&p->comm, p->net, mom));
+    if (p->comm.worker != 0) return DT_OK;
+    /* Worker 0 seeds every server with its shard of the parameters and of
+     * the optimiser state (zeros, or the resumed checkpoint's). */
+    for (int s = 0; s < S; s++) {
+        int n = (int)(p->shard_hi[s] - p->shard_lo[s]);
+        DT_TRY(dt_mpi_check(MPI_Send(p->net->params + p->shard_lo[s], n, MPI_FLOAT, s, PS_TAG_INIT,
+                                     p->comm.world),
+                            "server initialisation (MPI_Send)"));
+        DT_TRY(dt_mpi_check(MPI_Send(mom + p->shard_lo[s], n, MPI_FLOAT, s, PS_TAG_INIT, p->comm.world),
+                            "server initialisation (MPI_Send)"));
+    }
+    return DT_OK;
+}
+
+static dt_status ps_begin_step(dt_sync *sy, dt_trainer *t, float lr) {
+    ps_ctx *p = sy->ctx;
+    p->clock = dt_trainer_step(t);
+    p->nreqs = 0;
+    return send_ctrl(p, PS_CTRL_STEP, p->clock, lr);
+}
+
+typedef struct {
+    ps_ctx *p;
+    int first_recv;  /* index in reqs of the first parameter receive */
+} stall_info;
+
+static void on_stall(void *arg, double waited) {
+    stall_info *si = arg;
+    ps_ctx *p = si->p;
+    char missing[256] = "";
+    size_t used = 0;
+    for (int s = 0; s < p->comm.nservers && used + 1 < sizeof missing; s++) {
+        int done = 0;
+        MPI_Test(&p->reqs[si->first_recv + s], &done, MPI_STATUS_IGNORE);
+        if (!done) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", s);
+    }
+    fprintf(stderr,
+            "dtrain: rank %d: step %ld has waited %.0f s for parameters from server rank(s) %s\n",
+            p->comm.rank, p->clock + 1, waited, missing[0] ? missing : "(sends pending)");
+}
+
+static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
+    (void)t, (void)lr;
+    ps_ctx *p = sy->ctx;
+    if (p->err != DT_OK) return dt_fail(p->err, "%s", p->errmsg);
+    if (p->nreqs == 0) p->first_send = dt_now();
+    /* Parameters land in net->params only now: forward/backward are done with them. */
+    int first_recv = p->nreqs;
+    for (int s = 0; s < p->comm.nservers; s++)
+        DT_TRY(add_req(p, MPI_Irecv(p->net->params + p->shard_lo[s], (int)(p->shard_hi[s] - p->shard_lo[s]),
+                                    MPI_FLOAT, s, PS_TAG_PARAM, p->comm.world, &p->reqs[p->nreqs]),
+                       "parameter pull (MPI_Irecv)"));
+    double t0 = dt_now();
+    stall_info si = {p, first_recv};
+    DT_TRY(dt_mpi_wait(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, &si, "parameter exchange"));
+    double t1 = dt_now();
+    uint64_t bytes = (uint64_t)p->net->nparams * sizeof(float);
+    sy->stats.comm_s += t1 - p->first_send;
+    sy->stats.wait_s += t1 - t0;
+    sy->stats.bytes_sent += bytes;
+    sy->stats.bytes_recv += bytes;
+    return DT_OK;
+}
+
+static dt_status ps_reduce_sum(dt_sync *sy, double *vals, int n) {
+    ps_ctx *p = sy->ctx;
+    return dt_workers_sum(&p->comm, vals, n);
+}
+
+static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t) {
+    ps_ctx *p = sy->ctx;
+    return dt_workers_average_state(&p->comm, dt_trainer_net(t));
+}
+
+/* Worker 0 fetches the servers' momentum shards for a checkpoint. */
+static dt_status ps_gather(dt_sync *sy, dt_trainer *t) {
+    ps_ctx *p = sy->ctx;
+    if (p->comm.worker != 0) return DT_OK;
+    DT_TRY(send_ctrl(p, PS_CTRL_CKPT, dt_trainer_step(t), 0));
+    float *mom = dt_trainer_momentum(t);
+    for (int s = 0; s < p->comm.nservers; s++)
+        DT_TRY(dt_mpi_check(MPI_Recv(mom + p->shard_lo[s], (int)(p->shard_hi[s] - p->shard_lo[s]),
+                                     MPI_FLOAT, s, PS_TAG_MOM, p->comm.world, MPI_STATUS_IGNORE),
+                            "optimiser state for checkpoint (MPI_Recv)"));
+    return DT_OK;
+}
+
+static dt_status ps_finish(dt_sync *sy, dt_trainer *t) {
+    ps_ctx *p = sy->ctx;
+    DT_TRY(send_ctrl(p, PS_CTRL_STOP, dt_trainer_step(t), 0));
+    DT_TRY(dt_mpi_check(MPI_Waitall(p->comm.nservers, p->ctrl_reqs, MPI_STATUSES_IGNORE), "MPI_Waitall"));
+    if (p->comm.worker != 0) return DT_OK;
+    double worst = 0;
+    for (int s = 0; s < p->comm.nservers; s++) {
+        double st[3]; /* cpu_s, wall_s, updates */
+        DT_TRY(dt_mpi_check(MPI_Recv(st, 3, MPI_DOUBLE, s, PS_TAG_STATS, p->comm.world, MPI_STATUS_IGNORE),
+                            "server statistics (MPI_Recv)"));
+        if (st[1] > 0 && st[0] / st[1] > worst) worst = st[0] / st[1];
+    }
+    sy->stats.server_cpu_share = worst;
+    return DT_OK;
+}
+
+static void ps_free(dt_sync *sy) {
+    if (!sy) return;
+    ps_ctx *p = sy->ctx;
+    dt_free(p->shard_lo);
+    dt_free(p->shard_hi);
+    dt_free(p->reqs);
+    dt_free(p);
+    dt_free(sy);
+}
+
+dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg) {
+    *out = NULL;
+    if (c->nservers > 1024) return dt_fail(DT_ERR_USAGE, "--servers %d: at most 1024", c->nservers);
+    dt_sync *sy;
+    ps_ctx *p;
+    DT_TRY(dt_alloc_bytes((void **)&sy, sizeof *sy, "sync strategy"));
+    if (dt_alloc_bytes((void **)&p, sizeof *p, "sync strategy") != DT_OK) {
+        dt_free(sy);
+        return DT_ERR_NOMEM;
+    }
+    p->comm = *c;
+    p->cfg = *cfg;
+    sy->name = dt_mode_name(cfg->mode);
+    sy->ctx = p;
+    sy->start = ps_start;
+    sy->begin_step = ps_begin_step;
+    sy->grad_ready = ps_grad_ready;
+    sy->end_step = ps_end_step;
+    sy->reduce_sum = ps_reduce_sum;
+    sy->sync_state = ps_sync_state;
+    sy->gather = ps_gather;
+    sy->finish = ps_finish;
+    sy->free = ps_free;
+    *out = sy;
+    return DT_OK;
+}

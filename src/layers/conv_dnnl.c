@@ -1,0 +1,376 @@
+/* [convolutional] through oneDNN (declared in conv_dnnl.h).
+ *
+ * Why: OpenBLAS sgemm reaches about half of a core's peak on the im2col
+ * products of small convolutions ((64 x 800) . (800 x 196) in the cnn
+ * model); oneDNN's JIT convolutions work on channel-blocked layouts
+ * (nChw16c activations, OIhw16i16o-like weights) and run near peak.
+ *
+ * How: the net's buffers stay plain (NCHW activations, OIHW weights, 1D
+ * bias). Each primitive is created with layout "any"; where oneDNN picks a
+ * layout other than the plain one, a tensor gets a buffer in that layout
+ * and a reorder between it and the dtrain buffer (cheap next to the
+ * convolution). Tensors of the same dtrain buffer and layout are shared
+ * between primitives (the forward's blocked input serves backward-weights
+ * too); an input copy is refreshed once per pass, never reused from an
+ * earlier call, so each call depends only on its arguments.
+ *
+ * Plans: the primitives and blocked buffers for one batch size. The forward
+ * half is built by the first forward at that size, the backward half by the
+ * first backward, so evaluation-only sizes build no backward primitives.
+ * Two plans are kept; a third batch size rebuilds the least recently used
+ * one (allocating on that call only). Training at the full batch with a
+ * short last evaluation batch thus keeps both warm. Every primitive has a
+ * user-mode scratchpad allocated with it, because oneDNN's library mode
+ * allocates and frees one on every execution. */
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dtrain/mem.h"
+#include "layers/conv_dnnl.h"
+
+/* Records a failed oneDNN call and returns its dt_status from the caller. */
+#define DNNL_TRY(call)                                                     \
+    do {                                                                   \
+        dnnl_status_t dnnl_s_ = (call);                                    \
+        if (dnnl_s_ != dnnl_success) return dnnl_failed(dnnl_s_, #call);   \
+    } while (0)
+
+static dt_status dnnl_failed(dnnl_status_t s, const char *call) {
+    return dt_fail(s == dnnl_out_of_memory ? DT_ERR_NOMEM : DT_ERR_INTERNAL, "oneDNN: %s: %s",
+                   call, dnnl_status2str(s));
+}
+
+/* The dtrain buffers a convolution reads or writes. */
+enum { B_IN, B_W, B_BIAS, B_OUT, B_DOUT, B_DIN, B_DW, B_DB, B_COUNT };
+
+/* Written by the primitive (and copied out to the dtrain buffer after it). */
+static int is_output(int buf) { return buf == B_OUT || buf == B_DIN || buf == B_DW || buf == B_DB; }
+
+/* A primitive and its scratchpad (NULL when it needs none). */
+typedef struct {
+    dnnl_primitive_t prim;
+    dnnl_memory_t scratch;
+} op;
+
+/* One dtrain buffer as a primitive sees it. `user` is the buffer in its
+ * plain layout, its pointer set on each call; `mem` is what primitives read
+ * or write: `user` itself when oneDNN chose the plain layout, else a buffer
+ * of oneDNN's layout that `reorder` fills from `user` (inputs) or copies
+ * into it (outputs). */
+typedef struct {
+    int buf; /* B_* */
+    dnnl_memory_t user, mem;
+    op reorder;      /* prim is NULL when mem == user */
+    uint64_t filled; /* the pass whose input reorder last ran */
+} tensor;
+
+/* Forward, backward-weights, backward-data: 4 + 4 + 3 arguments at most. */
+#define MAX_TENSORS 11
+#define MAX_ARGS 4
+
+/* A convolution primitive and the tensors of its arguments. */
+typedef struct {
+    op run;
+    int n;
+    int arg[MAX_ARGS];       /* DNNL_ARG_* */
+    tensor *t[MAX_ARGS];     /* into the plan's tensors */
+} step;
+
+typedef struct {
+    int batch;     /* 0: slot unused */
+    uint64_t used; /* clock of the last call: the least recent plan is rebuilt */
+    dt_status failed;  /* building failed: every call falls back */
+    int has_bwd;
+    dnnl_primitive_desc_t fwd_pd; /* kept as the hint the backward primitives need */
+    step fwd, bwd_weights, bwd_data;
+    tensor t[MAX_TENSORS];
+    int nt;
+} plan;
+
+typedef struct {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    dnnl_primitive_attr_t attr; /* user-mode scratchpad, given to every primitive */
+    dt_status failed;           /* engine/stream/attr creation failed */
+    uint64_t clock;             /* counts calls: input-refresh passes and plan recency */
+    plan plans[2];
+} conv_dnnl;
+
+/* Plain descriptors of the buffers, the same shapes with layout "any", and
+ * the geometry, of one layer at one batch size. */
+typedef struct {
+    dnnl_memory_desc_t plain[B_COUNT]; /* nchw (B,C,H,W), oihw (F,C,K,K), a (F), nchw (B,F,OH,OW) */
+    dnnl_memory_desc_t any_src, any_wei, any_dst;
+    dnnl_dims_t strides, pad_l, pad_r;
+} geometry;
+
+static dt_status geometry_of(const dt_layer *l, int batch, geometry *g) {
+    int64_t C = l->in.c, H = l->in.h, W = l->in.w, F = l->out.c, K = l->spec.size;
+    int64_t S = l->spec.stride, P = l->spec.pad, OH = l->out.h, OW = l->out.w;
+    dnnl_dims_t src = {batch, C, H, W}, wei = {F, C, K, K}, bias = {F}, dst = {batch, F, OH, OW};
+    memset(g, 0, sizeof *g);
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], 4, src, dnnl_f32, dnnl_nchw));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_W], 4, wei, dnnl_f32, dnnl_oihw));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_BIAS], 1, bias, dnnl_f32, dnnl_a));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_OUT], 4, dst, dnnl_f32, dnnl_nchw));
+    g->plain[B_DOUT] = g->plain[B_OUT];
+    g->plain[B_DIN] = g->plain[B_IN];
+    g->plain[B_DW] = g->plain[B_W];
+    g->plain[B_DB] = g->plain[B_BIAS];
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_src, 4, src, dnnl_f32, dnnl_format_tag_any));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_wei, 4, wei, dnnl_f32, dnnl_format_tag_any));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_dst, 4, dst, dnnl_f32, dnnl_format_tag_any));
+    /* Right padding makes (H + P + pad_r - K) / S + 1 == OH exactly, as
+     * oneDNN requires; with PyTorch's floor it may be below P (or < 0). */
+    g->strides[0] = g->strides[1] = S;
+    g->pad_l[0] = g->pad_l[1] = P;
+    g->pad_r[0] = (OH - 1) * S + K - H - P;
+    g->pad_r[1] = (OW - 1) * S + K - W - P;
+    return DT_OK;
+}
+
+static void op_destroy(op *o) {
+    /* oneDNN's destroy calls fail only for invalid handles; these are ours. */
+    if (o->prim) (void)dnnl_primitive_destroy(o->prim);
+    if (o->scratch) (void)dnnl_memory_destroy(o->scratch);
+    memset(o, 0, sizeof *o);
+}
+
+static dt_status op_create(conv_dnnl *d, op *o, const_dnnl_primitive_desc_t pd) {
+    DNNL_TRY(dnnl_primitive_create(&o->prim, pd));
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (md && dnnl_memory_desc_get_size(md) > 0)
+        DNNL_TRY(dnnl_memory_create(&o->scratch, md, d->engine, DNNL_MEMORY_ALLOCATE));
+    return DT_OK;
+}
+
+/* Executes o with args[0..n) plus its scratchpad. */
+static dt_status op_run(conv_dnnl *d, const op *o, int n, const dnnl_exec_arg_t *args) {
+    dnnl_exec_arg_t all[MAX_ARGS + 1];
+    memcpy(all, args, sizeof(dnnl_exec_arg_t) * (size_t)n);
+    if (o->scratch) all[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, o->scratch};
+    DNNL_TRY(dnnl_primitive_execute(o->prim, d->stream, n, all));
+    return DT_OK;
+}
+
+static void tensor_destroy(tensor *t) {
+    op_destroy(&t->reorder);
+    if (t->mem && t->mem != t->user) (void)dnnl_memory_destroy(t->mem);
+    if (t->user) (void)dnnl_memory_destroy(t->user);
+    memset(t, 0, sizeof *t);
+}
+
+/* t stands for buffer `buf` (plain layout `plain`) in layout `want`. */
+static dt_status tensor_create(conv_dnnl *d, tensor *t, int buf, const dnnl_memory_desc_t *plain,
+                               const dnnl_memory_desc_t *want) {
+    t->buf = buf;
+    DNNL_TRY(dnnl_memory_create(&t->user, plain, d->engine, DNNL_MEMORY_NONE));
+    if (dnnl_memory_desc_equal(plain, want)) {
+        t->mem = t->user;
+        return DT_OK;
+    }
+    DNNL_TRY(dnnl_memory_create(&t->mem, want, d->engine, DNNL_MEMORY_ALLOCATE));
+    int out = is_output(buf);
+    dnnl_primitive_desc_t pd;
+    DNNL_TRY(dnnl_reorder_primitive_desc_create(&pd, out ? want : plain, d->engine,
+                                                out ? plain : want, d->engine, d->attr));
+    dt_status s = op_create(d, &t->reorder, pd);
+    (void)dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
+static int has_layout(const tensor *t, const dnnl_memory_desc_t *want) {
+    const dnnl_memory_desc_t *md;
+    return dnnl_memory_get_memory_desc(t->mem, &md) == dnnl_success &&
+           dnnl_memory_desc_equal(md, want);
+}
+
+/* Creates the primitive of pd in s, with argument arg[i] on buffer buf[i]:
+ * an existing tensor of that buffer and layout, else a new one. */
+static dt_status step_create(conv_dnnl *d, plan *p, step *s, const_dnnl_primitive_desc_t pd,
+                             const geometry *g, int n, const int *arg, const int *buf) {
+    DT_TRY(op_create(d, &s->run, pd));
+    for (int i = 0; i < n; i++) {
+        const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg[i]);
+        if (!want) return dt_fail(DT_ERR_INTERNAL, "oneDNN: no descriptor for argument %d", arg[i]);
+        tensor *t = NULL;
+        for (int j = 0; j < p->nt && !t; j++)
+            if (p->t[j].buf == buf[i] && has_layout(&p->t[j], want)) t = &p->t[j];
+        if (!t) {
+            DT_ASSERT(p->nt < MAX_TENSORS);
+            t = &p->t[p->nt++];
+            DT_TRY(tensor_create(d, t, buf[i], &g->plain[buf[i]], want));
+        }
+        s->arg[i] = arg[i];
+        s->t[i] = t;
+    }
+    s->n = n;
+    return DT_OK;
+}
+
+/* Refreshes s's input copies not yet refreshed in this pass, executes s,
+ * and copies its outputs out to the dtrain buffers. */
+static dt_status step_run(conv_dnnl *d, const step *s, uint64_t pass) {
+    dnnl_exec_arg_t args[MAX_ARGS];
+    for (int i = 0; i < s->n; i++) {
+        tensor *t = s->t[i];
+        args[i] = (dnnl_exec_arg_t){s->arg[i], t->mem};
+        if (is_output(t->buf) || !t->reorder.prim || t->filled == pass) continue;
+        dnnl_exec_arg_t io[2] = {{DNNL_ARG_FROM, t->user}, {DNNL_ARG_TO, t->mem}};
+        DT_TRY(op_run(d, &t->reorder, 2, io));
+        t->filled = pass;
+    }
+    DT_TRY(op_run(d, &s->run, s->n, args));
+    for (int i = 0; i < s->n; i++) {
+        const tensor *t = s->t[i];
+        if (!is_output(t->buf) || !t->reorder.prim) continue;
+        dnnl_exec_arg_t io[2] = {{DNNL_ARG_FROM, t->mem}, {DNNL_ARG_TO, t->user}};
+        DT_TRY(op_run(d, &t->reorder, 2, io));
+    }
+    return DT_OK;
+}
+
+/* Points every tensor whose buffer is in bufs (B_COUNT entries, NULL for
+ * buffers this call does not touch) at it. */
+static dt_status bind(plan *p, const float *const *bufs) {
+    for (int j = 0; j < p->nt; j++) {
+        const float *x = bufs[p->t[j].buf];
+        /* oneDNN takes void *; it only reads the inputs' buffers. */
+        if (x) DNNL_TRY(dnnl_memory_set_data_handle(p->t[j].user, (void *)(uintptr_t)x));
+    }
+    return DT_OK;
+}
+
+static void plan_clear(plan *p) {
+    op_destroy(&p->fwd.run);
+    op_destroy(&p->bwd_weights.run);
+    op_destroy(&p->bwd_data.run);
+    for (int j = 0; j < p->nt; j++) tensor_destroy(&p->t[j]);
+    if (p->fwd_pd) (void)dnnl_primitive_desc_destroy(p->fwd_pd);
+    memset(p, 0, sizeof *p);
+}
+
+static dt_status build_forward(conv_dnnl *d, plan *p, const geometry *g) {
+    dnnl_convolution_desc_t cd;
+    DNNL_TRY(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct,
+                                                &g->any_src, &g->any_wei, &g->plain[B_BIAS],
+                                                &g->any_dst, g->strides, g->pad_l, g->pad_r));
+    DNNL_TRY(dnnl_primitive_desc_create(&p->fwd_pd, &cd, d->attr, d->engine, NULL));
+    static const int arg[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
+    static const int buf[] = {B_IN, B_W, B_BIAS, B_OUT};
+    return step_create(d, p, &p->fwd, p->fwd_pd, g, 4, arg, buf);
+}
+
+/* Creates the primitive of op desc cd (a backward pass, hinted by the
+ * forward) into s. */
+static dt_status build_backward_step(conv_dnnl *d, plan *p, step *st, const geometry *g,
+                                     const dnnl_convolution_desc_t *cd, int n, const int *arg,
+                                     const int *buf) {
+    dnnl_primitive_desc_t pd;
+    DNNL_TRY(dnnl_primitive_desc_create(&pd, cd, d->attr, d->engine, p->fwd_pd));
+    dt_status s = step_create(d, p, st, pd, g, n, arg, buf);
+    (void)dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
+static dt_status build_backward(conv_dnnl *d, plan *p, const geometry *g) {
+    dnnl_convolution_desc_t cd;
+    DNNL_TRY(dnnl_convolution_backward_weights_desc_init(
+        &cd, dnnl_convolution_direct, &g->any_src, &g->any_wei, &g->plain[B_DB], &g->any_dst,
+        g->strides, g->pad_l, g->pad_r));
+    static const int warg[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS,
+                               DNNL_ARG_DIFF_BIAS};
+    static const int wbuf[] = {B_IN, B_DOUT, B_DW, B_DB};
+    DT_TRY(build_backward_step(d, p, &p->bwd_weights, g, &cd, 4, warg, wbuf));
+    DNNL_TRY(dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &g->any_src,
+                                                      &g->any_wei, &g->any_dst, g->strides,
+                                                      g->pad_l, g->pad_r));
+    static const int darg[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
+    static const int dbuf[] = {B_DOUT, B_W, B_DIN};
+    return build_backward_step(d, p, &p->bwd_data, g, &cd, 3, darg, dbuf);
+}
+
+static dt_status impl_create(conv_dnnl *d) {
+    DNNL_TRY(dnnl_engine_create(&d->engine, dnnl_cpu, 0));
+    DNNL_TRY(dnnl_stream_create(&d->stream, d->engine, dnnl_stream_default_flags));
+    DNNL_TRY(dnnl_primitive_attr_create(&d->attr));
+    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(d->attr, dnnl_scratchpad_mode_user));
+    return DT_OK;
+}
+
+/* The plan of l for `batch`, built up to its backward half if `backward`. */
+static dt_status plan_get(dt_layer *l, int batch, int backward, conv_dnnl **dp, plan **pp) {
+    DT_ASSERT(batch >= 1); /* batch 0 marks an unused plan */
+    if (!l->impl) {
+        DT_TRY(dt_alloc_bytes(&l->impl, sizeof(conv_dnnl), "oneDNN convolution"));
+        conv_dnnl *d = l->impl;
+        d->failed = impl_create(d);
+    }
+    conv_dnnl *d = l->impl;
+    if (d->failed != DT_OK) return d->failed;
+    plan *p = &d->plans[0];
+    for (int i = 0; i < 2; i++)
+        if (d->plans[i].batch == batch) p = &d->plans[i];
+    if (p->batch != batch) {
+        if (d->plans[1].used < p->used) p = &d->plans[1];
+        plan_clear(p);
+        p->batch = batch;
+    }
+    p->used = ++d->clock;
+    *dp = d;
+    *pp = p;
+    if (p->failed != DT_OK) return p->failed;
+    if (p->fwd_pd && (!backward || p->has_bwd)) return DT_OK;
+    geometry g;
+    dt_status s = geometry_of(l, batch, &g);
+    if (s == DT_OK && !p->fwd_pd) s = build_forward(d, p, &g);
+    if (s == DT_OK && backward) s = build_backward(d, p, &g);
+    if (s != DT_OK) {
+        /* A half-built plan is freed; the caller falls back for this batch. */
+        plan_clear(p);
+        p->batch = batch;
+        p->used = d->clock;
+        p->failed = s;
+        return s;
+    }
+    p->has_bwd |= backward;
+    return DT_OK;
+}
+
+dt_status dt_conv_dnnl_forward(dt_layer *l, float *out, const float *in, int batch) {
+    conv_dnnl *d;
+    plan *p;
+    DT_TRY(plan_get(l, batch, 0, &d, &p));
+    const float *bufs[B_COUNT] = {[B_IN] = in, [B_W] = l->w, [B_BIAS] = l->b, [B_OUT] = out};
+    DT_TRY(bind(p, bufs));
+    DT_TRY(step_run(d, &p->fwd, d->clock));
+    DNNL_TRY(dnnl_stream_wait(d->stream));
+    return DT_OK;
+}
+
+dt_status dt_conv_dnnl_backward(dt_layer *l, float *din, const float *dout, const float *in,
+                                int batch) {
+    conv_dnnl *d;
+    plan *p;
+    DT_TRY(plan_get(l, batch, 1, &d, &p));
+    const float *bufs[B_COUNT] = {[B_IN] = in,     [B_W] = l->w,    [B_DOUT] = dout,
+                                  [B_DIN] = din,   [B_DW] = l->dw,  [B_DB] = l->db};
+    DT_TRY(bind(p, bufs));
+    DT_TRY(step_run(d, &p->bwd_weights, d->clock));
+    if (din) DT_TRY(step_run(d, &p->bwd_data, d->clock));
+    DNNL_TRY(dnnl_stream_wait(d->stream));
+    return DT_OK;
+}
+
+void dt_conv_dnnl_destroy(dt_layer *l) {
+    conv_dnnl *d = l->impl;
+    if (!d) return;
+    for (int i = 0; i < 2; i++) plan_clear(&d->plans[i]);
+    if (d->attr) (void)dnnl_primitive_attr_destroy(d->attr);
+    if (d->stream) (void)dnnl_stream_destroy(d->stream);
+    if (d->engine) (void)dnnl_engine_destroy(d->engine);
+    dt_free(d);
+    l->impl = NULL;
+}
