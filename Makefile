@@ -27,7 +27,7 @@ build:
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: deps build
-	./$(BUILD)/dtrain train examples/cnn.cfg --epochs 2 --log $(BUILD)/run.jsonl
+	@bash scripts/run.sh
 
 test: deps test-release test-asan test-tsan
 

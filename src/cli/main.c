@@ -11,10 +11,12 @@ static const char usage[] =
     "usage: dtrain COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  train MODEL.cfg [flags]   train a model (see dtrain train --help)\n"
+    "  train MODEL.cfg [flags]   train a model (see dtrain train --help); under mpirun\n"
+    "                            with --mode allreduce | ps-sync [--servers S]\n"
     "  eval MODEL.cfg --weights CHECKPOINT [--dataset D] [--data-dir DIR]\n"
     "  info MODEL.cfg [--json]   layer shapes, parameters and FLOPs\n"
     "  bench MODEL.cfg [--batch N] [--steps N] [--threads N]\n"
+    "  launch -n N [--hostfile F] -- train MODEL.cfg [flags]   run N ranks with mpirun\n"
     "\n"
     "exit status: 0 success, 1 runtime error, 2 usage or model-file error\n";
 
@@ -48,6 +50,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "launch") == 0) return cmd_launch(argc - 2, argv + 2);
     cli_env env = {0, 1, local_ranks()};
     int provided;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {

@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""Distributed throughput, side by side in one run: dtrain serial (1 thread),
+allreduce (2 ranks x 1 thread), ps-sync (1 server + 2 workers), and PyTorch
+DDP with gloo (2 processes x 1 thread, shared/reference/torch_ddp.py), for
+cnn and cifar at 64 images per worker. Alternates the runs for ROUNDS
+rounds and prints medians, the ratios against DDP, and the share of the
+step spent waiting for communication that compute did not hide.
+
+usage: bench/bench_dist.py [--rounds 3] [--models cnn,cifar] [--steps 40]
+"""
+import argparse, json, os, re, statistics, subprocess, sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DTRAIN = os.path.join(ROOT, 'build', 'dtrain')
+DDP = os.path.join(ROOT, '..', 'shared', 'reference', 'torch_ddp.py')
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1',
+           OPENBLAS_NUM_THREADS='1', OMP_NUM_THREADS='1')
+
+
+def dtrain(model, steps, ranks, mode):
+    cmd = [DTRAIN, 'train', os.path.join(ROOT, 'examples', model + '.cfg'), '--dataset', 'synthetic',
+           '--batch', '64', '--max-steps', str(steps), '--threads', '1', '--quiet']
+    if ranks > 1:
+        cmd = ['mpirun', '--oversubscribe', '--bind-to', 'none', '-np', str(ranks)] + cmd + ['--mode', mode]
+        if mode == 'ps-sync':
+            cmd += ['--servers', '1']
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV).stdout
+    j = json.loads(out.strip().splitlines()[-1])
+    return j['images_per_sec'], j.get('comm_wait_share', 0.0), j.get('comm_overlap', 0.0)
+
+
+def ddp(model, steps):
+    out = subprocess.run(['/usr/bin/python3', DDP, model, '64', '2', str(steps)], check=True,
+                         capture_output=True, text=True, env=ENV).stdout
+    return float(re.search(r'(\d+) img/s', out).group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--rounds', type=int, default=3)
+    ap.add_argument('--models', default='cnn,cifar')
+    ap.add_argument('--steps', type=int, default=40)
+    a = ap.parse_args()
+    runs = [('serial 1x1', 1, 'serial'), ('allreduce 2x1', 2, 'allreduce'),
+            ('ps-sync 1s+2w', 3, 'ps-sync')]
+    result = {}
+    for model in a.models.split(','):
+        steps = a.steps if model == 'cnn' else max(a.steps // 2, 10)
+        got = {name: [] for name, _, _ in runs}
+        got['torch DDP gloo 2x1'] = []
+        for _ in range(a.rounds):
+            for name, ranks, mode in runs:
+                got[name].append(dtrain(model, steps, ranks, mode))
+            got['torch DDP gloo 2x1'].append((ddp(model, steps), 0.0, 0.0))
+        ref = statistics.median(x[0] for x in got['torch DDP gloo 2x1'])
+        print(f'\n{model} (64 images per worker, {steps} steps, {a.rounds} rounds, medians)')
+        print(f'{"run":22} {"img/s":>8} {"vs DDP":>7} {"comm wait":>10} {"overlap":>8}')
+        result[model] = {}
+        for name, vals in got.items():
+            ips = statistics.median(v[0] for v in vals)
+            wait = statistics.median(v[1] for v in vals)
+            ov = statistics.median(v[2] for v in vals)
+            result[model][name] = {'images_per_sec': ips, 'vs_ddp': ips / ref, 'comm_wait_share': wait,
+                                   'comm_overlap': ov}
+            print(f'{name:22} {ips:>8.0f} {ips / ref:>7.2f} {wait:>10.1%} {ov:>8.1%}', flush=True)
+    print(json.dumps({'event': 'bench_dist', 'rounds': a.rounds, 'results': result}))
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Failure behaviour of distributed runs: a killed rank ends the job within
+# seconds naming the rank; a stalled rank is named by the waiting ranks;
+# ranks with different model files are refused at start-up.
+source "$(dirname "$0")/clilib.sh" "$1"
+MPIRUN="mpirun --oversubscribe --bind-to none"
+M=$SRC/examples/mlp.cfg
+LONG="--dataset synthetic --epochs 50 --threads 1 --no-prefetch"
+
+# pid of the dtrain rank whose command line carries marker $1 and was started last
+rank_pid() { pgrep -n -f "^[^ ]*dtrain train .*$1"; }
+wait_for() { # file pattern seconds
+    for _ in $(seq 1 $(($3 * 10))); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+    return 1
+}
+
+# A killed worker: the job exits non-zero within 10 s and says which rank.
+for mode in "allreduce" "ps-sync --servers 1"; do
+    np=2; [ "${mode%% *}" = ps-sync ] && np=3
+    rm -f "$TMP/kill.jsonl"
+    $MPIRUN -np $np "$DTRAIN" train "$M" $LONG --mode $mode --log "$TMP/kill.jsonl" --seed 11 \
+        > "$TMP/kill.out" 2>&1 &
+    job=$!
+    wait_for "$TMP/kill.jsonl" '"event":"step"' 60
+    victim=$(rank_pid "seed 11")
+    kill -9 "$victim"
+    t0=$(date +%s.%N)
+    timeout 30 tail --pid=$job -f /dev/null
+    wait $job; rc=$?
+    dt=$(echo "$(date +%s.%N) - $t0" | bc)
+    echo "$mode: killed pid $victim, job exited $rc after ${dt}s"
+    check "$mode: killed rank ends the job non-zero" test "$rc" -ne 0
+    check "$mode: within 10 s ($dt)" test "$(echo "$dt < 10" | bc)" -eq 1
+    check "$mode: message names the rank" grep -qiE "rank [0-9]+.*(exited|killed|signal)|process rank [0-9]+" "$TMP/kill.out"
+done
+
+# A stalled rank (SIGSTOP): the waiting ranks name it after --stall-timeout.
+stall_case() { # mode np expected-pattern
+    local mode=$1 np=$2 pattern=$3
+    rm -f "$TMP/stall.jsonl"
+    $MPIRUN -np "$np" "$DTRAIN" train "$M" $LONG --mode $mode --stall-timeout 1 --log "$TMP/stall.jsonl" \
+        --seed 12 > "$TMP/stall.out" 2>&1 &
+    local job=$!
+    wait_for "$TMP/stall.jsonl" '"event":"step"' 60
+    local victim; victim=$(rank_pid "seed 12")
+    kill -STOP "$victim"
+    wait_for "$TMP/stall.out" "$pattern" 15
+    check "$mode: stall names the stopped rank (/$pattern/)" grep -qE "$pattern" "$TMP/stall.out"
+    kill -CONT "$victim"; kill -9 "$victim"
+    timeout 30 tail --pid=$job -f /dev/null; wait $job 2>/dev/null
+    grep -E "waited" "$TMP/stall.out" | head -2
+}
+# The last-started rank is the highest: world rank 1 (allreduce), 2 (ps with 1 server).
+stall_case "allreduce" 2 "ranks that have not reached it: 1"
+stall_case "ps-sync --servers 1" 3 "gradients from worker rank\(s\) 2"
+
+# Different model files on different ranks: refused at start-up, exit 2.
+expect 2 "ranks disagree on the model: rank\(s\) 1" -- $MPIRUN -np 1 "$DTRAIN" train "$M" --dataset synthetic \
+    : -np 1 "$DTRAIN" train "$SRC/examples/cnn.cfg" --dataset synthetic
+finish
