@@ -7,13 +7,14 @@ CMAKE_ARGS ?=
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMPI_MCA_rmaps_base_oversubscribe := 1
-# Sanitizer runs: Open MPI's own start-up allocations are not ours; full
+# Sanitizer runs: one BLAS/OpenMP thread (libgomp is not built with TSan, so
+# its workers would look like races). Open MPI's own start-up allocations are not ours; full
 # (slow) unwinding and no plugin unloading let the suppressions see them.
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 \
           LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
           TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp:halt_on_error=1 \
-          OPENBLAS_NUM_THREADS=1 OMPI_MCA_mca_base_component_disable_dlclose=1
+          OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMPI_MCA_mca_base_component_disable_dlclose=1
 
 .PHONY: all build deps run test test-release test-asan test-tsan bench clean
 

@@ -7,8 +7,13 @@ MPIRUN="mpirun --oversubscribe --bind-to none"
 M=$SRC/examples/mlp.cfg
 LONG="--dataset synthetic --epochs 50 --threads 1 --no-prefetch"
 
-# pid of the dtrain rank whose command line carries marker $1 and was started last
-rank_pid() { pgrep -n -f "^[^ ]*dtrain train .*$1"; }
+# pid of world rank $2 of the dtrain job whose command line carries marker $1
+rank_pid() {
+    local pid
+    for pid in $(pgrep -f "^[^ ]*dtrain train .*$1"); do
+        tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$pid"
+    done
+}
 wait_for() { # file pattern seconds
     for _ in $(seq 1 $(($3 * 10))); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
     return 1
@@ -22,7 +27,7 @@ for mode in "allreduce" "ps-sync --servers 1"; do
         > "$TMP/kill.out" 2>&1 &
     job=$!
     wait_for "$TMP/kill.jsonl" '"event":"step"' 60
-    victim=$(rank_pid "seed 11")
+    victim=$(rank_pid "seed 11" 1)
     kill -9 "$victim"
     t0=$(date +%s.%N)
     timeout 30 tail --pid=$job -f /dev/null
@@ -35,14 +40,15 @@ for mode in "allreduce" "ps-sync --servers 1"; do
 done
 
 # A stalled rank (SIGSTOP): the waiting ranks name it after --stall-timeout.
-stall_case() { # mode np expected-pattern
+stall_case() { # mode np expected-pattern rank-to-stop
     local mode=$1 np=$2 pattern=$3
     rm -f "$TMP/stall.jsonl"
     $MPIRUN -np "$np" "$DTRAIN" train "$M" $LONG --mode $mode --stall-timeout 1 --log "$TMP/stall.jsonl" \
         --seed 12 > "$TMP/stall.out" 2>&1 &
     local job=$!
     wait_for "$TMP/stall.jsonl" '"event":"step"' 60
-    local victim; victim=$(rank_pid "seed 12")
+    local victim; victim=$(rank_pid "seed 12" "$4")
+    echo "$mode: stopping world rank $4 (pid $victim)"
     kill -STOP "$victim"
     wait_for "$TMP/stall.out" "$pattern" 15
     check "$mode: stall names the stopped rank (/$pattern/)" grep -qE "$pattern" "$TMP/stall.out"
@@ -50,9 +56,8 @@ stall_case() { # mode np expected-pattern
     timeout 30 tail --pid=$job -f /dev/null; wait $job 2>/dev/null
     grep -E "waited" "$TMP/stall.out" | head -2
 }
-# The last-started rank is the highest: world rank 1 (allreduce), 2 (ps with 1 server).
-stall_case "allreduce" 2 "ranks that have not reached it: 1"
-stall_case "ps-sync --servers 1" 3 "gradients from worker rank\(s\) 2"
+stall_case "allreduce" 2 "ranks that have not reached it: 1" 1
+stall_case "ps-sync --servers 1" 3 "gradients from worker rank\(s\) 2" 2
 
 # Different model files on different ranks: refused at start-up, exit 2.
 expect 2 "ranks disagree on the model: rank\(s\) 1" -- $MPIRUN -np 1 "$DTRAIN" train "$M" --dataset synthetic \

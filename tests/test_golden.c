@@ -330,6 +330,7 @@ static void layer_golden(const layer_case *c) {
         }
     }
     free_bufs(&m);
+    if (l.ops && l.ops->destroy) l.ops->destroy(&l);
     golden_free(&g);
 }
 

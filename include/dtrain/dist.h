@@ -47,25 +47,20 @@ void dt_comm_free(dt_comm *c);
  * and names the ranks that differ. */
 dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char *model_path);
 
-/* Called by dt_mpi_wait every stall_timeout seconds while requests are
- * pending: describes which peers are missing (ctx is the caller's). */
-typedef void (*dt_stall_fn)(void *ctx, double waited_s);
+/* Called by dt_mpi_wait every quarter of stall_timeout while requests are
+ * pending (ctx is the caller's): report is 1 once per full stall_timeout,
+ * when the callback should print which peers are missing; the calls in
+ * between let it send heartbeats. */
+typedef void (*dt_stall_fn)(void *ctx, double waited_s, int report);
 
 /* Waits for n requests without spinning a core: MPI_Testall with a growing
- * sleep (up to 1 ms). After every stall_timeout seconds calls stall(ctx).
- * MPI errors become DT_ERR_MPI naming `what`. */
+ * sleep (up to 1 ms), calling stall() as above. MPI errors become
+ * DT_ERR_MPI naming `what`. */
 dt_status dt_mpi_wait(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
                       const char *what);
 
 /* Checks an MPI return code: DT_ERR_MPI "what: <MPI error string>". */
 dt_status dt_mpi_check(int rc, const char *what);
-
-/* Collectives over the workers: sum of metrics; average of the net's layer
- * state (BN running statistics); worker 0's parameters, state and momentum
- * to every worker at start (they differ only when worker 0 resumed). */
-dt_status dt_workers_sum(const dt_comm *c, double *vals, int n);
-dt_status dt_workers_average_state(const dt_comm *c, dt_net *net);
-dt_status dt_workers_bcast_start(const dt_comm *c, dt_net *net, float *momentum);
 
 /* Shard s of n floats over `shards` servers: [lo, hi), contiguous,
  * sizes differing by at most one (balanced by bytes; a layer may be split). */

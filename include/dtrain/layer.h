@@ -3,8 +3,12 @@
  * Conventions
  * - Activations are NCHW floats; a layer's per-sample shapes are `in`/`out`.
  * - Forward/backward signatures: outputs first, then saved inputs, then
- *   batch size and scratch. All buffers are preallocated by the net; layers
- *   never allocate, never fail at run time, and know nothing about MPI.
+ *   batch size and scratch. All activation, parameter and scratch buffers
+ *   are preallocated by the net; layers know nothing about MPI and never
+ *   fail at run time. The one exception to "no allocation" is the oneDNN
+ *   convolution, which builds and caches its primitives and blocked-layout
+ *   buffers (in l->impl) on the first call at each batch size; if oneDNN
+ *   cannot, that batch size uses the im2col + GEMM path instead.
  * - Trainable parameters `w`, `b` and their gradients `dw`, `db` are views
  *   into the net's flat parameter/gradient blocks. backward() OVERWRITES
  *   dw/db with the gradient of the batch loss (the loss gradient it receives

@@ -1,4 +1,3 @@
-#include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,8 +32,7 @@ int cli_set_threads(int threads, const cli_env *env) {
         int ranks = env->local_ranks > 0 ? env->local_ranks : 1;
         threads = cores > ranks ? (int)(cores / ranks) : 1;
     }
-    openblas_set_num_threads(threads);
-    /* oneDNN (the convolutions) runs on OpenMP's threads. */
+    /* oneDNN (convolutions and every GEMM) runs on OpenMP's threads. */
     omp_set_num_threads(threads);
     return threads;
 }

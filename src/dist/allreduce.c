@@ -15,7 +15,7 @@
 #include "dtrain/mem.h"
 #include "dtrain/optim.h"
 #include "dtrain/timer.h"
-#include "peers.h"
+#include "group.h"
 
 #define MAX_BUCKETS 4096
 
@@ -25,7 +25,7 @@ typedef struct {
     dt_net *net;
     dt_bucket *buckets;
     int nbuckets;
-    dt_peers peers;
+    dt_group group;           /* collectives of the workers; the thread's during a step */
     long step;                /* clock of the step in flight */
     /* Shared between the threads, under mu. */
     pthread_mutex_t mu;
@@ -39,28 +39,23 @@ typedef struct {
     dt_status err;            /* the thread's first error, message in errmsg */
     char errmsg[512];
     double first_start, last_end;
-    uint64_t bytes;
+    char what[64];            /* the step's collective, for stall messages */
 } ar_ctx;
 
-/* Stall inspector: called from the communication thread's wait. */
-static void on_stall(void *arg, double waited) {
-    ar_ctx *a = arg;
-    char missing[256];
-    dt_peers_missing(&a->peers, a->step, missing, sizeof missing);
-    fprintf(stderr,
-            "dtrain: rank %d: allreduce of step %ld has waited %.0f s; ranks that have not reached "
-            "it: %s\n",
-            a->comm.rank, a->step + 1, waited, missing[0] ? missing : "(none known: a message is slow)");
-}
-
-/* Reduces one bucket in place: sum over workers. */
-static dt_status reduce_bucket(ar_ctx *a, const dt_bucket *b) {
+/* Reduces one bucket in place: sum over workers. The step's first bucket
+ * enters the group (announces the step to the stall inspector). */
+static dt_status reduce_bucket(ar_ctx *a, int k) {
+    const dt_bucket *b = &a->buckets[k];
+    if (k == 0) {
+        snprintf(a->what, sizeof a->what, "gradient allreduce of step %ld", a->step + 1);
+        DT_TRY(dt_group_enter(&a->group, a->what));
+    }
     MPI_Request req;
     float *g = a->net->grads + b->lo;
     int n = (int)(b->hi - b->lo);
     DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g, n, MPI_FLOAT, MPI_SUM, a->comm.workers, &req),
                         "gradient allreduce (MPI_Iallreduce)"));
-    return dt_mpi_wait(&req, 1, a->cfg.stall_timeout, on_stall, a, "gradient allreduce");
+    return dt_group_wait(&a->group, &req, 1);
 }
 
 static void *comm_thread(void *arg) {
@@ -73,8 +68,7 @@ static void *comm_thread(void *arg) {
         pthread_mutex_unlock(&a->mu);
         dt_status s = DT_OK;
         double t0 = dt_now();
-        if (k == 0) s = dt_peers_announce(&a->peers, a->step);
-        if (s == DT_OK) s = reduce_bucket(a, &a->buckets[k]);
+        s = reduce_bucket(a, k);
         double t1 = dt_now();
         pthread_mutex_lock(&a->mu);
         if (k == 0) a->first_start = t0;
@@ -114,8 +108,8 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     if (a->nbuckets < 0)
         return dt_fail(DT_ERR_USAGE, "--fusion-mb %g makes more than %d buckets; use a larger value",
                        a->cfg.fusion_mb, MAX_BUCKETS);
-    DT_TRY(dt_workers_bcast_start(&a->comm, a->net, dt_trainer_momentum(t)));
-    DT_TRY(dt_peers_create(&a->peers, a->comm.workers));
+    DT_TRY(dt_group_create(&a->group, &a->comm, a->cfg.stall_timeout));
+    DT_TRY(dt_group_bcast_start(&a->group, a->net, dt_trainer_momentum(t)));
     if (pthread_create(&a->thread, NULL, comm_thread, a) != 0)
         return dt_fail(DT_ERR_INTERNAL, "cannot start the communication thread");
     a->thread_started = 1;
@@ -158,12 +152,12 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
 
 static dt_status ar_reduce_sum(dt_sync *s, double *vals, int n) {
     ar_ctx *a = s->ctx;
-    return dt_workers_sum(&a->comm, vals, n);
+    return dt_group_sum_doubles(&a->group, vals, n, "metrics allreduce");
 }
 
 static dt_status ar_sync_state(dt_sync *s, dt_trainer *t) {
     ar_ctx *a = s->ctx;
-    return dt_workers_average_state(&a->comm, dt_trainer_net(t));
+    return dt_group_average_state(&a->group, dt_trainer_net(t));
 }
 
 static void ar_free(dt_sync *s) {
@@ -176,7 +170,7 @@ static void ar_free(dt_sync *s) {
         pthread_mutex_unlock(&a->mu);
         pthread_join(a->thread, NULL);
     }
-    if (a->peers.recv) dt_peers_free(&a->peers);
+    if (a->group.recv) dt_group_free(&a->group);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     dt_free(a->buckets);

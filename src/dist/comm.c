@@ -75,8 +75,8 @@ dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char 
 
 dt_status dt_mpi_wait(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
                       const char *what) {
-    double start = dt_now(), next_report = start + stall_timeout;
-    long sleep_ns = 1000;
+    double start = dt_now(), next_tick = start + stall_timeout / 4;
+    long sleep_ns = 1000, ticks = 0;
     for (;;) {
         int done = 0;
         DT_TRY(dt_mpi_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what));
@@ -87,30 +87,9 @@ dt_status dt_mpi_wait(MPI_Request *reqs, int n, double stall_timeout, dt_stall_f
         nanosleep(&ts, NULL);
         if (sleep_ns < 1000000) sleep_ns *= 2;
         double now = dt_now();
-        if (stall_timeout > 0 && now >= next_report) {
-            if (stall) stall(ctx, now - start);
-            next_report = now + stall_timeout;
+        if (stall && stall_timeout > 0 && now >= next_tick) {
+            stall(ctx, now - start, ++ticks % 4 == 0);
+            next_tick = now + stall_timeout / 4;
         }
     }
-}
-
-dt_status dt_workers_sum(const dt_comm *c, double *vals, int n) {
-    return dt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_DOUBLE, MPI_SUM, c->workers),
-                        "metrics (MPI_Allreduce)");
-}
-
-dt_status dt_workers_average_state(const dt_comm *c, dt_net *net) {
-    if (net->nstate == 0) return DT_OK;
-    DT_TRY(dt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, net->state, (int)net->nstate, MPI_FLOAT, MPI_SUM,
-                                      c->workers),
-                        "layer state (MPI_Allreduce)"));
-    for (size_t i = 0; i < net->nstate; i++) net->state[i] /= (float)c->nworkers;
-    return DT_OK;
-}
-
-dt_status dt_workers_bcast_start(const dt_comm *c, dt_net *net, float *momentum) {
-    MPI_Comm w = c->workers;
-    DT_TRY(dt_mpi_check(MPI_Bcast(net->params, (int)net->nparams, MPI_FLOAT, 0, w), "MPI_Bcast"));
-    DT_TRY(dt_mpi_check(MPI_Bcast(net->state, (int)net->nstate, MPI_FLOAT, 0, w), "MPI_Bcast"));
-    return dt_mpi_check(MPI_Bcast(momentum, (int)net->nparams, MPI_FLOAT, 0, w), "MPI_Bcast");
 }

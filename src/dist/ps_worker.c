@@ -6,11 +6,13 @@
 #include "dtrain/dist.h"
 #include "dtrain/mem.h"
 #include "dtrain/timer.h"
+#include "group.h"
 #include "ps_proto.h"
 
 typedef struct {
     dt_comm comm;
     dt_dist_cfg cfg;
+    dt_group group;               /* the workers' own collectives */
     dt_net *net;
     size_t *shard_lo, *shard_hi;  /* (nservers) */
     MPI_Request *reqs;            /* gradient sends then parameter receives, this step */
@@ -72,7 +74,8 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
         p->ctrl_reqs[s] = MPI_REQUEST_NULL;
     }
     float *mom = dt_trainer_momentum(t);
-    DT_TRY(dt_workers_bcast_start(&p->comm, p->net, mom));
+    DT_TRY(dt_group_create(&p->group, &p->comm, p->cfg.stall_timeout));
+    DT_TRY(dt_group_bcast_start(&p->group, p->net, mom));
     if (p->comm.worker != 0) return DT_OK;
     /* Worker 0 seeds every server with its shard of the parameters and of
      * the optimiser state (zeros, or the resumed checkpoint's). */
@@ -99,7 +102,8 @@ typedef struct {
     int first_recv;  /* index in reqs of the first parameter receive */
 } stall_info;
 
-static void on_stall(void *arg, double waited) {
+static void on_stall(void *arg, double waited, int report) {
+    if (!report) return;
     stall_info *si = arg;
     ps_ctx *p = si->p;
     char missing[256] = "";
@@ -139,12 +143,12 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
 
 static dt_status ps_reduce_sum(dt_sync *sy, double *vals, int n) {
     ps_ctx *p = sy->ctx;
-    return dt_workers_sum(&p->comm, vals, n);
+    return dt_group_sum_doubles(&p->group, vals, n, "metrics allreduce");
 }
 
 static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t) {
     ps_ctx *p = sy->ctx;
-    return dt_workers_average_state(&p->comm, dt_trainer_net(t));
+    return dt_group_average_state(&p->group, dt_trainer_net(t));
 }
 
 /* Worker 0 fetches the servers' momentum shards for a checkpoint. */
@@ -179,6 +183,7 @@ static dt_status ps_finish(dt_sync *sy, dt_trainer *t) {
 static void ps_free(dt_sync *sy) {
     if (!sy) return;
     ps_ctx *p = sy->ctx;
+    if (p->group.recv) dt_group_free(&p->group);
     dt_free(p->shard_lo);
     dt_free(p->shard_hi);
     dt_free(p->reqs);

@@ -9,12 +9,12 @@
  * Backward: dW accumulates dout_b (F, OH*OW) . cols_bᵀ over images, dX is
  * Wᵀ . dout_b into columns scattered back with col2im. The workspace holds
  * one image's columns. */
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
 
 #include "layers/conv_dnnl.h"
+#include "layers/gemm.h"
 #include "layers/layer_impl.h"
 
 typedef struct {
@@ -187,7 +187,7 @@ static void conv_forward_gemm(dt_layer *l, float *out, const float *in, int batc
         }
         for (int f = 0; f < d.F; f++)
             for (int i = 0; i < d.n; i++) y[(size_t)f * d.n + i] = l->b[f];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.F, d.n, d.kk, 1.0f, l->w, d.kk,
+        dt_sgemm('N', 'N', d.F, d.n, d.kk, 1.0f, l->w, d.kk,
                     cols, d.n, 1.0f, y, d.n);
     }
 }
@@ -210,13 +210,13 @@ static void conv_backward_gemm(dt_layer *l, float *din, const float *dout, const
             im2col(&d, x, ws);
             cols = ws;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d.F, d.kk, d.n, 1.0f, dy, d.n, cols,
+        dt_sgemm('N', 'T', d.F, d.kk, d.n, 1.0f, dy, d.n, cols,
                     d.n, b == 0 ? 0.0f : 1.0f, l->dw, d.kk);
         if (!din) continue;
         float *dx = din + (size_t)b * in_sz;
         /* dcols (C*K*K, OH*OW) = Wᵀ . dy; for the pointwise conv dcols is dx. */
         float *dcols = pointwise ? dx : ws;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d.kk, d.n, d.F, 1.0f, l->w, d.kk, dy,
+        dt_sgemm('T', 'N', d.kk, d.n, d.F, 1.0f, l->w, d.kk, dy,
                     d.n, 0.0f, dcols, d.n);
         if (!pointwise) {
             memset(dx, 0, sizeof(float) * in_sz);

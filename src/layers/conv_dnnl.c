@@ -17,9 +17,10 @@
  * Plans: the primitives and blocked buffers for one batch size. The forward
  * half is built by the first forward at that size, the backward half by the
  * first backward, so evaluation-only sizes build no backward primitives.
- * Two plans are kept; a third batch size rebuilds the least recently used
- * one (allocating on that call only). Training at the full batch with a
- * short last evaluation batch thus keeps both warm. Every primitive has a
+ * NPLANS plans are kept; another batch size rebuilds the least recently
+ * used one (allocating on that call only). Three cover an epoch: the full
+ * batch, the short last training batch and the short last evaluation batch
+ * (their creation, tens of ms, is paid once per run). Every primitive has a
  * user-mode scratchpad allocated with it, because oneDNN's library mode
  * allocates and frees one on every execution. */
 #include <oneapi/dnnl/dnnl.h>
@@ -66,7 +67,8 @@ typedef struct {
     uint64_t filled; /* the pass whose input reorder last ran */
 } tensor;
 
-/* Forward, backward-weights, backward-data: 4 + 4 + 3 arguments at most. */
+/* Tensors of a plan: at most forward 4 + backward-weights 4 + backward-data
+ * 3 when none is shared; arguments of one primitive: at most 4. */
 #define MAX_TENSORS 11
 #define MAX_ARGS 4
 
@@ -74,20 +76,22 @@ typedef struct {
 typedef struct {
     op run;
     int n;
-    int arg[MAX_ARGS];       /* DNNL_ARG_* */
-    tensor *t[MAX_ARGS];     /* into the plan's tensors */
+    int arg[MAX_ARGS];   /* DNNL_ARG_* */
+    tensor *t[MAX_ARGS]; /* into the plan's tensors */
 } step;
 
 typedef struct {
-    int batch;     /* 0: slot unused */
-    uint64_t used; /* clock of the last call: the least recent plan is rebuilt */
-    dt_status failed;  /* building failed: every call falls back */
-    int has_bwd;
+    int batch;        /* 0: slot unused */
+    uint64_t used;    /* clock of the last call: the least recent plan is rebuilt */
+    dt_status failed; /* building failed: every call at this batch falls back */
+    int has_bwd;      /* backward half built */
     dnnl_primitive_desc_t fwd_pd; /* kept as the hint the backward primitives need */
     step fwd, bwd_weights, bwd_data;
     tensor t[MAX_TENSORS];
     int nt;
 } plan;
+
+#define NPLANS 3
 
 typedef struct {
     dnnl_engine_t engine;
@@ -95,13 +99,15 @@ typedef struct {
     dnnl_primitive_attr_t attr; /* user-mode scratchpad, given to every primitive */
     dt_status failed;           /* engine/stream/attr creation failed */
     uint64_t clock;             /* counts calls: input-refresh passes and plan recency */
-    plan plans[2];
+    plan plans[NPLANS];
 } conv_dnnl;
 
 /* Plain descriptors of the buffers, the same shapes with layout "any", and
  * the geometry, of one layer at one batch size. */
 typedef struct {
-    dnnl_memory_desc_t plain[B_COUNT]; /* nchw (B,C,H,W), oihw (F,C,K,K), a (F), nchw (B,F,OH,OW) */
+    /* By B_*: in, din nchw (B,C,H,W); w, dw oihw (F,C,K,K); bias, db a (F);
+     * out, dout nchw (B,F,OH,OW). */
+    dnnl_memory_desc_t plain[B_COUNT];
     dnnl_memory_desc_t any_src, any_wei, any_dst;
     dnnl_dims_t strides, pad_l, pad_r;
 } geometry;
@@ -193,7 +199,8 @@ static dt_status step_create(conv_dnnl *d, plan *p, step *s, const_dnnl_primitiv
                              const geometry *g, int n, const int *arg, const int *buf) {
     DT_TRY(op_create(d, &s->run, pd));
     for (int i = 0; i < n; i++) {
-        const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg[i]);
+        const dnnl_memory_desc_t *want =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg[i]);
         if (!want) return dt_fail(DT_ERR_INTERNAL, "oneDNN: no descriptor for argument %d", arg[i]);
         tensor *t = NULL;
         for (int j = 0; j < p->nt && !t; j++)
@@ -310,11 +317,13 @@ static dt_status plan_get(dt_layer *l, int batch, int backward, conv_dnnl **dp, 
     }
     conv_dnnl *d = l->impl;
     if (d->failed != DT_OK) return d->failed;
-    plan *p = &d->plans[0];
-    for (int i = 0; i < 2; i++)
+    plan *p = NULL, *lru = &d->plans[0];
+    for (int i = 0; i < NPLANS; i++) {
         if (d->plans[i].batch == batch) p = &d->plans[i];
-    if (p->batch != batch) {
-        if (d->plans[1].used < p->used) p = &d->plans[1];
+        if (d->plans[i].used < lru->used) lru = &d->plans[i];
+    }
+    if (!p) {
+        p = lru;
         plan_clear(p);
         p->batch = batch;
     }
@@ -355,8 +364,8 @@ dt_status dt_conv_dnnl_backward(dt_layer *l, float *din, const float *dout, cons
     conv_dnnl *d;
     plan *p;
     DT_TRY(plan_get(l, batch, 1, &d, &p));
-    const float *bufs[B_COUNT] = {[B_IN] = in,     [B_W] = l->w,    [B_DOUT] = dout,
-                                  [B_DIN] = din,   [B_DW] = l->dw,  [B_DB] = l->db};
+    const float *bufs[B_COUNT] = {[B_IN] = in,   [B_W] = l->w,   [B_DOUT] = dout,
+                                  [B_DIN] = din, [B_DW] = l->dw, [B_DB] = l->db};
     DT_TRY(bind(p, bufs));
     DT_TRY(step_run(d, &p->bwd_weights, d->clock));
     if (din) DT_TRY(step_run(d, &p->bwd_data, d->clock));
@@ -367,7 +376,7 @@ dt_status dt_conv_dnnl_backward(dt_layer *l, float *din, const float *dout, cons
 void dt_conv_dnnl_destroy(dt_layer *l) {
     conv_dnnl *d = l->impl;
     if (!d) return;
-    for (int i = 0; i < 2; i++) plan_clear(&d->plans[i]);
+    for (int i = 0; i < NPLANS; i++) plan_clear(&d->plans[i]);
     if (d->attr) (void)dnnl_primitive_attr_destroy(d->attr);
     if (d->stream) (void)dnnl_stream_destroy(d->stream);
     if (d->engine) (void)dnnl_engine_destroy(d->engine);

@@ -3,10 +3,10 @@
  * sgemm each way (I = ni, O = no in the code, as <complex.h> from cblas.h
  * defines I): out (B, O) = in (B, I) . Wᵀ, dW (O, I) = doutᵀ . in,
  * din (B, I) = dout . W. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
+#include "layers/gemm.h"
 #include "layers/layer_impl.h"
 
 static dt_status dense_setup(dt_layer *l) {
@@ -33,7 +33,7 @@ static void dense_forward(dt_layer *l, float *out, const float *in, int batch, i
     int ni = (int)dt_shape_size(l->in), no = l->out.c;
     if (batch == 0) return;
     for (int b = 0; b < batch; b++) memcpy(out + (size_t)b * no, l->b, sizeof(float) * (size_t)no);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, no, ni, 1.0f, in, ni, l->w, ni,
+    dt_sgemm('N', 'T', batch, no, ni, 1.0f, in, ni, l->w, ni,
                 1.0f, out, no);
 }
 
@@ -49,10 +49,10 @@ static void dense_backward(dt_layer *l, float *din, const float *dout, const flo
         memset(l->dw, 0, sizeof(float) * l->nw);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, no, ni, batch, 1.0f, dout, no, in, ni,
+    dt_sgemm('T', 'N', no, ni, batch, 1.0f, dout, no, in, ni,
                 0.0f, l->dw, ni);
     if (din)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, ni, no, 1.0f, dout, no, l->w,
+        dt_sgemm('N', 'N', batch, ni, no, 1.0f, dout, no, l->w,
                     ni, 0.0f, din, ni);
 }
 

@@ -25,6 +25,7 @@ static inline void tl_fill(float *x, size_t n, float lo, float hi, dt_rng *rng) 
 }
 
 static inline void tl_free(test_layer *t) {
+    if (t->l.ops && t->l.ops->destroy) t->l.ops->destroy(&t->l);
     dt_free(t->l.w), dt_free(t->l.dw), dt_free(t->l.state), dt_free(t->l.saved);
     dt_free(t->ws), dt_free(t->in), dt_free(t->out), dt_free(t->din), dt_free(t->dout);
     memset(t, 0, sizeof *t);

@@ -1,0 +1,139 @@
+#include "group.h"
+
+#include <string.h>
+
+#include "dtrain/mem.h"
+#include "dtrain/timer.h"
+
+enum { TAG_SEQ = 901 };
+
+static dt_status post_recv(dt_group *g, int r) {
+    return dt_mpi_check(MPI_Irecv(&g->inbox[r], 1, MPI_LONG, r, TAG_SEQ, g->comm.workers, &g->recv[r]),
+                        "stall inspector (MPI_Irecv)");
+}
+
+/* Takes in every announcement that has arrived and reposts its receive. */
+static dt_status drain(dt_group *g) {
+    for (int r = 0; r < g->size; r++) {
+        if (r == g->rank) continue;
+        for (;;) {
+            int done = 0;
+            DT_TRY(dt_mpi_check(MPI_Test(&g->recv[r], &done, MPI_STATUS_IGNORE), "MPI_Test"));
+            if (!done) break;
+            g->seen[r] = g->inbox[r];
+            g->heard[r] = dt_now();
+            DT_TRY(post_recv(g, r));
+        }
+    }
+    return DT_OK;
+}
+
+dt_status dt_group_create(dt_group *g, const dt_comm *c, double stall_timeout) {
+    memset(g, 0, sizeof *g);
+    g->comm = *c;
+    g->stall_timeout = stall_timeout;
+    DT_TRY(dt_mpi_check(MPI_Comm_rank(c->workers, &g->rank), "MPI_Comm_rank"));
+    DT_TRY(dt_mpi_check(MPI_Comm_size(c->workers, &g->size), "MPI_Comm_size"));
+    size_t n = (size_t)g->size;
+    DT_TRY(dt_alloc_bytes((void **)&g->seen, n * sizeof(long), "stall inspector"));
+    DT_TRY(dt_alloc_bytes((void **)&g->inbox, n * sizeof(long), "stall inspector"));
+    DT_TRY(dt_alloc_bytes((void **)&g->heard, n * sizeof(double), "stall inspector"));
+    DT_TRY(dt_alloc_bytes((void **)&g->recv, n * sizeof(MPI_Request), "stall inspector"));
+    DT_TRY(dt_alloc_bytes((void **)&g->send, n * sizeof(MPI_Request), "stall inspector"));
+    for (int r = 0; r < g->size; r++) {
+        g->seen[r] = -1;
+        g->recv[r] = g->send[r] = MPI_REQUEST_NULL;
+        if (r != g->rank) DT_TRY(post_recv(g, r));
+    }
+    return DT_OK;
+}
+
+void dt_group_free(dt_group *g) {
+    if (g->recv) {
+        for (int r = 0; r < g->size; r++) {
+            if (g->recv[r] == MPI_REQUEST_NULL) continue;
+            MPI_Cancel(&g->recv[r]);
+            MPI_Wait(&g->recv[r], MPI_STATUS_IGNORE);
+        }
+        MPI_Waitall(g->size, g->send, MPI_STATUSES_IGNORE);
+    }
+    dt_free(g->seen);
+    dt_free(g->inbox);
+    dt_free(g->heard);
+    dt_free(g->recv);
+    dt_free(g->send);
+    memset(g, 0, sizeof *g);
+}
+
+/* Sends this worker's count to every other worker. */
+static dt_status announce(dt_group *g) {
+    /* The previous announcements (8 bytes, eager) are long delivered, unless
+     * a peer is stopped: then skip this heartbeat rather than block. */
+    int done = 0;
+    DT_TRY(dt_mpi_check(MPI_Testall(g->size, g->send, &done, MPI_STATUSES_IGNORE), "MPI_Testall"));
+    if (!done) return DT_OK;
+    g->outbox = g->seq;
+    for (int r = 0; r < g->size; r++)
+        if (r != g->rank)
+            DT_TRY(dt_mpi_check(MPI_Isend(&g->outbox, 1, MPI_LONG, r, TAG_SEQ, g->comm.workers, &g->send[r]),
+                                "stall inspector (MPI_Isend)"));
+    return drain(g);
+}
+
+dt_status dt_group_enter(dt_group *g, const char *what) {
+    g->what = what;
+    /* A new collective must be announced: wait for the last one to leave. */
+    DT_TRY(dt_mpi_check(MPI_Waitall(g->size, g->send, MPI_STATUSES_IGNORE), "MPI_Waitall"));
+    g->seq++;
+    g->seen[g->rank] = g->seq;
+    g->heard[g->rank] = dt_now();
+    return announce(g);
+}
+
+static void on_stall(void *arg, double waited, int report) {
+    dt_group *g = arg;
+    if (announce(g) != DT_OK || !report) return; /* heartbeat */
+    char missing[256] = "";
+    size_t used = 0;
+    double now = dt_now();
+    for (int r = 0; r < g->size && used + 1 < sizeof missing; r++)
+        if (r != g->rank && (g->seen[r] < g->seq || now - g->heard[r] > g->stall_timeout))
+                used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "",
+                                         r + g->comm.nservers);
+    fprintf(stderr, "dtrain: rank %d: %s has waited %.0f s; ranks that have not reached it: %s\n",
+            g->comm.rank, g->what, waited, missing[0] ? missing : "(none known: a message is slow)");
+}
+
+dt_status dt_group_wait(dt_group *g, MPI_Request *reqs, int n) {
+    return dt_mpi_wait(reqs, n, g->stall_timeout, on_stall, g, g->what);
+}
+
+dt_status dt_group_sum_doubles(dt_group *g, double *vals, int n, const char *what) {
+    MPI_Request req;
+    DT_TRY(dt_group_enter(g, what));
+    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, vals, n, MPI_DOUBLE, MPI_SUM, g->comm.workers, &req),
+                        what));
+    return dt_group_wait(g, &req, 1);
+}
+
+dt_status dt_group_average_state(dt_group *g, dt_net *net) {
+    if (net->nstate == 0) return DT_OK;
+    MPI_Request req;
+    DT_TRY(dt_group_enter(g, "layer-state allreduce"));
+    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, net->state, (int)net->nstate, MPI_FLOAT, MPI_SUM,
+                                       g->comm.workers, &req),
+                        "layer-state allreduce"));
+    DT_TRY(dt_group_wait(g, &req, 1));
+    for (size_t i = 0; i < net->nstate; i++) net->state[i] /= (float)g->size;
+    return DT_OK;
+}
+
+dt_status dt_group_bcast_start(dt_group *g, dt_net *net, float *momentum) {
+    MPI_Request req[3];
+    DT_TRY(dt_group_enter(g, "start-up broadcast"));
+    MPI_Comm w = g->comm.workers;
+    DT_TRY(dt_mpi_check(MPI_Ibcast(net->params, (int)net->nparams, MPI_FLOAT, 0, w, &req[0]), "MPI_Ibcast"));
+    DT_TRY(dt_mpi_check(MPI_Ibcast(net->state, (int)net->nstate, MPI_FLOAT, 0, w, &req[1]), "MPI_Ibcast"));
+    DT_TRY(dt_mpi_check(MPI_Ibcast(momentum, (int)net->nparams, MPI_FLOAT, 0, w, &req[2]), "MPI_Ibcast"));
+    return dt_group_wait(g, req, 3);
+}

@@ -1,0 +1,47 @@
+/* Collectives among the workers that never hang silently.
+ *
+ * Every collective of the workers' communicator (a gradient bucket's
+ * allreduce, metrics, batch-norm state, the start-up broadcast) goes through
+ * a dt_group: before it, the worker counts it and announces the count to the
+ * other workers; while it waits (MPI_Test with a growing sleep, no spinning)
+ * it repeats the announcement as a heartbeat every quarter of
+ * --stall-timeout, and every --stall-timeout it names the workers whose last
+ * announced count is below its own (they have not reached this collective)
+ * or who have gone silent inside it (stopped, hung): Horovod's stall
+ * inspector. Only one thread at a time may use a group. */
+#ifndef DTRAIN_DIST_GROUP_H
+#define DTRAIN_DIST_GROUP_H
+
+#include "dtrain/dist.h"
+
+typedef struct {
+    dt_comm comm;       /* world layout; collectives run on comm.workers */
+    double stall_timeout;
+    int rank, size;     /* in comm.workers */
+    long seq;           /* collectives this worker has entered */
+    long *seen;         /* (size) latest count announced by each worker, -1 none */
+    double *heard;      /* (size) when each worker's last announcement arrived */
+    long *inbox;        /* (size) receive buffers */
+    long outbox;        /* send buffer of this worker's announcement */
+    MPI_Request *recv;  /* (size) one posted receive per peer */
+    MPI_Request *send;  /* (size) last announcement to each peer */
+    const char *what;   /* the collective being waited for (messages) */
+} dt_group;
+
+dt_status dt_group_create(dt_group *g, const dt_comm *c, double stall_timeout);
+void dt_group_free(dt_group *g);
+
+/* Counts and announces a collective; then wait for its requests with
+ * dt_group_wait. The two helpers below do both. */
+dt_status dt_group_enter(dt_group *g, const char *what);
+dt_status dt_group_wait(dt_group *g, MPI_Request *reqs, int n);
+
+/* Sum of vals[0..n) over the workers, in place. */
+dt_status dt_group_sum_doubles(dt_group *g, double *vals, int n, const char *what);
+/* Average of the net's layer state (BN running statistics) over the workers. */
+dt_status dt_group_average_state(dt_group *g, dt_net *net);
+/* Worker 0's parameters, state and momentum to every worker (they differ
+ * only when worker 0 resumed from a checkpoint). */
+dt_status dt_group_bcast_start(dt_group *g, dt_net *net, float *momentum);
+
+#endif
