@@ -20,12 +20,12 @@
 #define MAX_BUCKETS 4096
 
 typedef struct {
+    dt_group group;           /* first (dt_group_sync_alloc); the thread's during a step */
     dt_comm comm;
     dt_dist_cfg cfg;
     dt_net *net;
     dt_bucket *buckets;
     int nbuckets;
-    dt_group group;           /* collectives of the workers; the thread's during a step */
     long step;                /* clock of the step in flight */
     /* Shared between the threads, under mu. */
     pthread_mutex_t mu;
@@ -150,16 +150,6 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
     return DT_OK;
 }
 
-static dt_status ar_reduce_sum(dt_sync *s, double *vals, int n) {
-    ar_ctx *a = s->ctx;
-    return dt_group_sum_doubles(&a->group, vals, n, "metrics allreduce");
-}
-
-static dt_status ar_sync_state(dt_sync *s, dt_trainer *t) {
-    ar_ctx *a = s->ctx;
-    return dt_group_average_state(&a->group, dt_trainer_net(t));
-}
-
 static void ar_free(dt_sync *s) {
     if (!s) return;
     ar_ctx *a = s->ctx;
@@ -170,36 +160,26 @@ static void ar_free(dt_sync *s) {
         pthread_mutex_unlock(&a->mu);
         pthread_join(a->thread, NULL);
     }
-    if (a->group.recv) dt_group_free(&a->group);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     dt_free(a->buckets);
-    dt_free(a);
-    dt_free(s);
+    dt_group_sync_free(s);
 }
 
 dt_status dt_sync_allreduce_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg) {
-    *out = NULL;
     dt_sync *s;
-    ar_ctx *a;
-    DT_TRY(dt_alloc_bytes((void **)&s, sizeof *s, "sync strategy"));
-    if (dt_alloc_bytes((void **)&a, sizeof *a, "sync strategy") != DT_OK) {
-        dt_free(s);
-        return DT_ERR_NOMEM;
-    }
+    DT_TRY(dt_group_sync_alloc(out, sizeof(ar_ctx)));
+    s = *out;
+    ar_ctx *a = s->ctx;
     a->comm = *c;
     a->cfg = *cfg;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
     s->name = "allreduce";
-    s->ctx = a;
     s->start = ar_start;
     s->begin_step = ar_begin_step;
     s->grad_ready = ar_grad_ready;
     s->end_step = ar_end_step;
-    s->reduce_sum = ar_reduce_sum;
-    s->sync_state = ar_sync_state;
     s->free = ar_free;
-    *out = s;
     return DT_OK;
 }

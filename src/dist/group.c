@@ -137,3 +137,33 @@ dt_status dt_group_bcast_start(dt_group *g, dt_net *net, float *momentum) {
     DT_TRY(dt_mpi_check(MPI_Ibcast(momentum, (int)net->nparams, MPI_FLOAT, 0, w, &req[2]), "MPI_Ibcast"));
     return dt_group_wait(g, req, 3);
 }
+
+dt_status dt_group_sync_alloc(dt_sync **out, size_t ctx_size) {
+    *out = NULL;
+    dt_sync *s;
+    DT_TRY(dt_alloc_bytes((void **)&s, sizeof *s, "sync strategy"));
+    dt_status st = dt_alloc_bytes(&s->ctx, ctx_size, "sync strategy");
+    if (st != DT_OK) {
+        dt_free(s);
+        return st;
+    }
+    s->reduce_sum = dt_group_reduce_hook;
+    s->sync_state = dt_group_state_hook;
+    *out = s;
+    return DT_OK;
+}
+
+void dt_group_sync_free(dt_sync *s) {
+    dt_group *g = s->ctx;
+    if (g->recv) dt_group_free(g);
+    dt_free(s->ctx);
+    dt_free(s);
+}
+
+dt_status dt_group_reduce_hook(dt_sync *s, double *vals, int n) {
+    return dt_group_sum_doubles(s->ctx, vals, n, "metrics allreduce");
+}
+
+dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t) {
+    return dt_group_average_state(s->ctx, dt_trainer_net(t));
+}

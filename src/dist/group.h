@@ -44,4 +44,12 @@ dt_status dt_group_average_state(dt_group *g, dt_net *net);
  * only when worker 0 resumed from a checkpoint). */
 dt_status dt_group_bcast_start(dt_group *g, dt_net *net, float *momentum);
 
+/* For the worker strategies, whose ctx struct starts with a dt_group:
+ * allocate a dt_sync with a zeroed ctx of ctx_size bytes (freed together by
+ * dt_group_sync_free), and the reduce_sum / sync_state hooks they share. */
+dt_status dt_group_sync_alloc(dt_sync **out, size_t ctx_size);
+void dt_group_sync_free(dt_sync *s);
+dt_status dt_group_reduce_hook(dt_sync *s, double *vals, int n);
+dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t);
+
 #endif

@@ -10,9 +10,9 @@
 #include "ps_proto.h"
 
 typedef struct {
+    dt_group group;               /* first (dt_group_sync_alloc): the workers' own collectives */
     dt_comm comm;
     dt_dist_cfg cfg;
-    dt_group group;               /* the workers' own collectives */
     dt_net *net;
     size_t *shard_lo, *shard_hi;  /* (nservers) */
     MPI_Request *reqs;            /* gradient sends then parameter receives, this step */
@@ -141,16 +141,6 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     return DT_OK;
 }
 
-static dt_status ps_reduce_sum(dt_sync *sy, double *vals, int n) {
-    ps_ctx *p = sy->ctx;
-    return dt_group_sum_doubles(&p->group, vals, n, "metrics allreduce");
-}
-
-static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t) {
-    ps_ctx *p = sy->ctx;
-    return dt_group_average_state(&p->group, dt_trainer_net(t));
-}
-
 /* Worker 0 fetches the servers' momentum shards for a checkpoint. */
 static dt_status ps_gather(dt_sync *sy, dt_trainer *t) {
     ps_ctx *p = sy->ctx;
@@ -183,37 +173,27 @@ static dt_status ps_finish(dt_sync *sy, dt_trainer *t) {
 static void ps_free(dt_sync *sy) {
     if (!sy) return;
     ps_ctx *p = sy->ctx;
-    if (p->group.recv) dt_group_free(&p->group);
     dt_free(p->shard_lo);
     dt_free(p->shard_hi);
     dt_free(p->reqs);
-    dt_free(p);
-    dt_free(sy);
+    dt_group_sync_free(sy);
 }
 
 dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg) {
     *out = NULL;
     if (c->nservers > 1024) return dt_fail(DT_ERR_USAGE, "--servers %d: at most 1024", c->nservers);
-    dt_sync *sy;
-    ps_ctx *p;
-    DT_TRY(dt_alloc_bytes((void **)&sy, sizeof *sy, "sync strategy"));
-    if (dt_alloc_bytes((void **)&p, sizeof *p, "sync strategy") != DT_OK) {
-        dt_free(sy);
-        return DT_ERR_NOMEM;
-    }
+    DT_TRY(dt_group_sync_alloc(out, sizeof(ps_ctx)));
+    dt_sync *sy = *out;
+    ps_ctx *p = sy->ctx;
     p->comm = *c;
     p->cfg = *cfg;
     sy->name = dt_mode_name(cfg->mode);
-    sy->ctx = p;
     sy->start = ps_start;
     sy->begin_step = ps_begin_step;
     sy->grad_ready = ps_grad_ready;
     sy->end_step = ps_end_step;
-    sy->reduce_sum = ps_reduce_sum;
-    sy->sync_state = ps_sync_state;
     sy->gather = ps_gather;
     sy->finish = ps_finish;
     sy->free = ps_free;
-    *out = sy;
     return DT_OK;
 }
