@@ -18,9 +18,15 @@
 #include "dtrain/status.h"
 #include "dtrain/train.h"
 
-typedef enum { DT_MODE_SERIAL = 0, DT_MODE_ALLREDUCE, DT_MODE_PS_SYNC } dt_mode;
+typedef enum {
+    DT_MODE_SERIAL = 0,
+    DT_MODE_ALLREDUCE,
+    DT_MODE_PS_SYNC,  /* BSP: a clock is applied once every worker's gradient is in */
+    DT_MODE_PS_ASYNC, /* each gradient applied on arrival, then that worker gets the shard */
+    DT_MODE_PS_SSP    /* stale synchronous parallel, bound --staleness s (s = 0 is ps-sync) */
+} dt_mode;
 
-/* "serial" | "allreduce" | "ps-sync" -> mode, -1 if unknown. */
+/* "serial" | "allreduce" | "ps-sync" | "ps-async" | "ps-ssp" -> mode, -1 if unknown. */
 int dt_mode_from_name(const char *name);
 const char *dt_mode_name(dt_mode mode);
 
@@ -29,7 +35,11 @@ typedef struct {
     int servers;            /* ps-* modes: server ranks (first S ranks) */
     double fusion_mb;       /* allreduce: fusion bucket size in MiB (0: one bucket per layer) */
     double stall_timeout;   /* seconds a wait may take before the missing ranks are named */
+    int staleness;          /* ps-ssp: s */
 } dt_dist_cfg;
+
+/* A ps-* mode (parameter servers). */
+static inline int dt_mode_is_ps(dt_mode m) { return m >= DT_MODE_PS_SYNC; }
 
 typedef struct {
     MPI_Comm world;         /* MPI_COMM_WORLD */

@@ -25,11 +25,19 @@ typedef struct {
     double wait_s;          /* time end_step waited for it: communication not hidden by compute */
     uint64_t bytes_sent, bytes_recv;
     double server_cpu_share;  /* ps modes, after finish: the busiest server's CPU time / wall time */
+    long max_clock_gap;       /* ps modes, after finish: largest gap between workers' clocks */
+    double lag;               /* ps modes: version lag of the parameters the next step uses */
+    double version;           /* ps modes: version of server 0's shard received */
+    int done;                 /* ps-async: the servers say the run's gradient budget is spent */
 } dt_sync_stats;
 
 typedef struct dt_sync {
     const char *name;
     void *ctx;
+    /* Workers do not move in lockstep (ps-async): the run ends when the
+     * strategy reports done; no collective between workers until the end
+     * (no per-epoch evaluation). */
+    int independent;
     /* Once, after the net is built (and resumed): e.g. broadcast parameters. */
     dt_status (*start)(struct dt_sync *s, dt_trainer *t);
     /* Before forward; lr is the step's learning rate. */
@@ -67,6 +75,11 @@ typedef struct {
     int rank, world;             /* this worker's index among the workers, and their count */
     int prefetch;                /* loader thread */
     volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
+    int world_rank;              /* this process's rank in MPI_COMM_WORLD (stragglers) */
+    double straggle_p;           /* --straggle P:MS: each step sleeps MS ms with probability P */
+    double straggle_ms;
+    int slow_rank;               /* --slow-worker RANK:MS: world rank RANK sleeps MS ms every step */
+    double slow_ms;              /* (0: none) */
     FILE *out;                   /* progress and summary (rank 0), NULL for none */
 } dt_train_opts;
 
@@ -99,5 +112,8 @@ float *dt_trainer_momentum(dt_trainer *t);
 const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t);
 /* Optimiser steps done so far (the clock of the next step). */
 long dt_trainer_step(const dt_trainer *t);
+/* Steps this worker would run in lockstep modes (epochs x steps per epoch,
+ * capped by --max-steps). */
+long dt_trainer_total_steps(const dt_trainer *t);
 
 #endif

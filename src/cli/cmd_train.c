@@ -1,5 +1,6 @@
 /* dtrain train MODEL.cfg [flags] */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,8 +24,11 @@ static const char train_usage[] =
     "  --checkpoint-every N  also every N steps\n"
     "  --resume F            continue exactly from checkpoint F\n"
     "  --no-prefetch         build batches in the training thread\n"
-    "  --mode M              serial | allreduce | ps-sync (default: serial, or allreduce\n"
-    "                        when started on several ranks)\n"
+    "  --mode M              serial | allreduce | ps-sync | ps-async | ps-ssp (default:\n"
+    "                        serial, or allreduce when started on several ranks)\n"
+    "  --staleness S         ps-ssp: the fastest worker runs at most S clocks ahead (default 3)\n"
+    "  --straggle P:MS       every worker sleeps MS ms in a step with probability P\n"
+    "  --slow-worker R:MS    world rank R sleeps MS ms in every step\n"
     "  --servers S           ps-* modes: the first S ranks are parameter servers (default 1)\n"
     "  --fusion-mb X         allreduce: fusion bucket size in MiB (default 4; 0 = per layer)\n"
     "  --stall-timeout S     name the missing ranks after S seconds of waiting (default 60)\n"
@@ -34,16 +38,33 @@ static const char train_usage[] =
 static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, const cli_env *env) {
     if (!name) name = env->world > 1 ? "allreduce" : "serial";
     int m = dt_mode_from_name(name);
-    if (m < 0) return dt_fail(DT_ERR_USAGE, "--mode: unknown mode '%s' (serial, allreduce, ps-sync)", name);
+    if (m < 0)
+        return dt_fail(DT_ERR_USAGE, "--mode: unknown mode '%s' (serial, allreduce, ps-sync, ps-async, ps-ssp)",
+                       name);
     dc->mode = (dt_mode)m;
     if (dc->mode == DT_MODE_SERIAL && env->world > 1)
         return dt_fail(DT_ERR_USAGE, "--mode serial runs on one rank, this job has %d (use allreduce or "
                        "ps-sync)", env->world);
-    dc->servers = dc->mode == DT_MODE_PS_SYNC ? servers : 0;
-    if (dc->mode == DT_MODE_PS_SYNC && env->world < servers + 1)
+    dc->servers = dt_mode_is_ps(dc->mode) ? servers : 0;
+    if (dt_mode_is_ps(dc->mode) && env->world < servers + 1)
         return dt_fail(DT_ERR_USAGE, "--mode %s --servers %d needs at least %d ranks, this job has %d "
                        "(start it with dtrain launch -n N or mpirun -np N)", name, servers, servers + 1,
                        env->world);
+    return DT_OK;
+}
+
+/* "A:B" with A in [amin, amax] and B >= 0 (--straggle P:MS, --slow-worker RANK:MS). */
+static dt_status parse_pair(const char *arg, const char *flag, const char *form, double amin, double amax,
+                            double *a, double *b) {
+    char *end;
+    *a = strtod(arg, &end);
+    if (end == arg || *end != ':' || !(*a >= amin && *a <= amax))
+        return dt_fail(DT_ERR_USAGE, "%s: '%s' is not %s (first part in [%g, %g])", flag, arg, form, amin,
+                       amax);
+    const char *rest = end + 1;
+    *b = strtod(rest, &end);
+    if (end == rest || *end != '\0' || !(*b >= 0 && *b <= 1e7))
+        return dt_fail(DT_ERR_USAGE, "%s: '%s' is not %s (milliseconds >= 0)", flag, arg, form);
     return DT_OK;
 }
 
@@ -59,7 +80,8 @@ static dt_status check_model(const dt_comm *comm, const dt_model_spec *spec) {
 
 int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *stop) {
     const char *dataset = NULL, *data_dir = NULL, *log = NULL, *ckpt = NULL, *resume = NULL;
-    const char *mode_name = NULL;
+    const char *mode_name = NULL, *straggle_arg = NULL, *slow_arg = NULL;
+    int staleness = 3;
     int epochs = 0, batch = 0, threads = 0, quiet = 0, help = 0, no_prefetch = 0, servers = 1;
     long max_steps = 0, ckpt_every = 0, seed = 1;
     double lr = 0, fusion_mb = 4, stall_timeout = 60;
@@ -83,6 +105,9 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
         {"--servers", ARG_INT, &servers, 1, 1024, 0},
         {"--fusion-mb", ARG_DOUBLE, &fusion_mb, 0, 4096, 0},
         {"--stall-timeout", ARG_DOUBLE, &stall_timeout, 0.1, 1e6, 0},
+        {"--staleness", ARG_INT, &staleness, 0, 1000, 0},
+        {"--straggle", ARG_STR, &straggle_arg, 0, 0, 0},
+        {"--slow-worker", ARG_STR, &slow_arg, 0, 0, 0},
     };
     const char *pos[1];
     int npos;
@@ -99,8 +124,14 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     dt_train_opts o;
     memset(&o, 0, sizeof o);
     if (s == DT_OK) s = cli_dataset_kind(&o.dataset, dataset, &spec);
-    dt_dist_cfg dc = {DT_MODE_SERIAL, 0, fusion_mb, stall_timeout};
+    dt_dist_cfg dc = {DT_MODE_SERIAL, 0, fusion_mb, stall_timeout, staleness};
     if (s == DT_OK) s = resolve_mode(&dc, mode_name, servers, env);
+    if (s == DT_OK && straggle_arg)
+        s = parse_pair(straggle_arg, "--straggle", "P:MS", 0, 1, &o.straggle_p, &o.straggle_ms);
+    double slow_rank = 0;
+    if (s == DT_OK && slow_arg)
+        s = parse_pair(slow_arg, "--slow-worker", "RANK:MS", 0, 65535, &slow_rank, &o.slow_ms);
+    o.slow_rank = (int)slow_rank;
     if (s != DT_OK) return cli_report(s, env);
 
     dt_comm comm;
@@ -129,6 +160,7 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     o.quiet = quiet;
     o.progress_tty = isatty(STDOUT_FILENO);
     o.rank = comm.worker;
+    o.world_rank = comm.rank;
     o.world = comm.nworkers;
     o.prefetch = !no_prefetch;
     o.stop = stop;
@@ -141,7 +173,8 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
         printf(", %d epochs, lr %g (%s), %d thread%s, mode %s", spec.epochs, spec.sched.base_lr,
                dt_schedule_kind_name(spec.sched.kind), nthreads, nthreads == 1 ? "" : "s",
                dt_mode_name(dc.mode));
-        if (dc.mode == DT_MODE_PS_SYNC) printf(" with %d server%s", dc.servers, dc.servers == 1 ? "" : "s");
+        if (dt_mode_is_ps(dc.mode)) printf(" with %d server%s", dc.servers, dc.servers == 1 ? "" : "s");
+        if (dc.mode == DT_MODE_PS_SSP) printf(", staleness %d", dc.staleness);
         printf("\n");
     }
 

@@ -1,15 +1,22 @@
 /* The parameter-server protocol shared by workers (ps_worker.c) and servers
  * (ps_server.c).
  *
- * Per clock (optimiser step), worker w and server s exchange, on world:
+ * Per clock (a worker's optimiser step), worker w and server s exchange, on world:
  *   w -> s  CTRL {STEP, clock, lr}       at begin_step: s posts receives for w's gradients
  *   w -> s  GRAD segments                as each layer finishes backward (wait-free BP):
  *                                        layer ∩ shard, layers last to first; MPI's
  *                                        non-overtaking order tells s where each lands
- *   s -> w  PARAM shard                  once every worker's gradients for the clock are in
+ *   s -> w  HDR {version, lag, committed, done} then PARAM shard, when the mode allows:
+ *           ps-sync / ps-ssp: once clocks up to (w's clock - staleness) are committed
+ *           (every worker's gradients averaged and applied, clock by clock);
+ *           ps-async: right after w's own gradient is applied
  * Outside clocks:
- *   w0 -> s INIT params, momentum        at start (fresh or resumed)
+ *   w0 -> s INIT params, momentum, {budget, first clock}  at start (fresh or resumed):
+ *           budget is ps-async's total of gradients to apply before replies say
+ *           done; the first clock is the resumed step (0 when fresh)
  *   w0 -> s CTRL {CKPT}; s -> w0 MOM     before worker 0 writes a checkpoint
+ *   w -> s  CTRL {PULL}; s -> w HDR, PARAM   before evaluation and checkpoints: the shard
+ *                                        with every delivered clock applied
  *   w -> s  CTRL {STOP}; s -> w0 STATS   at the end (STATS only to worker 0)
  */
 #ifndef DTRAIN_DIST_PS_PROTO_H
@@ -19,11 +26,17 @@
 
 #include "dtrain/net.h"
 
-enum { PS_TAG_CTRL = 10, PS_TAG_GRAD, PS_TAG_PARAM, PS_TAG_INIT, PS_TAG_MOM, PS_TAG_STATS };
-enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP };
+enum { PS_TAG_CTRL = 10, PS_TAG_GRAD, PS_TAG_PARAM, PS_TAG_INIT, PS_TAG_MOM, PS_TAG_STATS, PS_TAG_HDR };
+enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP, PS_CTRL_PULL };
 
 /* A control message: {kind, clock, lr} as doubles. */
 #define PS_CTRL_LEN 3
+/* A reply header: {version of the shard sent, version lag of the params
+ * for w's next step, clocks committed, done (ps-async budget reached)}. */
+#define PS_HDR_LEN 4
+/* Server statistics to worker 0 at the end: {cpu_s, wall_s, updates,
+ * largest clock gap seen between workers, gradients applied}. */
+#define PS_STATS_LEN 5
 
 /* The part of layer i's parameters that falls in [lo, hi): [*a, *b), empty
  * when *a == *b. */

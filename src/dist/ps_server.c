@@ -1,7 +1,14 @@
-/* --mode ps-sync, server side: owns one shard of the flat parameters and its
- * optimiser state; applies a clock's update once every worker's gradients
- * for that clock are in, then replies with the fresh shard. Waits by
- * polling with a growing sleep, so an idle server does not take a core. */
+/* Parameter servers, every ps-* mode: a server owns one shard of the flat
+ * parameters and its optimiser state, and serves each worker's clocks.
+ *   clocked modes (ps-sync, ps-ssp --staleness s; ps-sync is s = 0): a
+ *     clock is committed (every worker's gradient for it averaged in worker
+ *     order, one SGD step) as soon as all have arrived, clocks in order; a
+ *     worker that finished clock c gets parameters once clocks up to c - s
+ *     are committed, so the fastest worker is at most s clocks ahead.
+ *   ps-async: each worker's gradient is applied the moment it is complete
+ *     (with lr / W / (1 + its staleness)), and that worker alone gets the
+ *     fresh shard; nobody waits for anybody.
+ * Waits by polling with a growing sleep, so an idle server takes no core. */
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -18,23 +25,44 @@ typedef struct {
     const dt_model_spec *spec;
     dt_net *net;             /* layout only (offsets); built at batch 1 */
     size_t lo, hi, n;        /* this shard [lo, hi) of the flat block */
-    float *params, *mom;     /* (n) */
-    float *recv;             /* (W, n) gradient of each worker for the clock */
-    float *sum;              /* (n) */
     int W;
-    double (*ctrl)[PS_CTRL_LEN];  /* (W) control receive buffers */
+    int clocked;             /* ps-sync/ps-ssp (else ps-async) */
+    int staleness;           /* clocked: s */
+    int nslots;              /* gradient slots per worker: s + 2 clocked, 1 async */
+    float *params, *mom;     /* (n) */
+    float *recv;             /* (W, nslots, n) gradients of each worker's clocks */
+    float *lr;               /* (W, nslots) the learning rate each clock came with */
+    float *sum;              /* (n) */
+    float *reply;            /* (W, n) snapshot being sent to each worker */
+    double (*hdr)[PS_HDR_LEN];   /* (W) reply headers */
+    double (*ctrl)[PS_CTRL_LEN]; /* (W) control receive buffers */
     MPI_Request *ctrl_req;   /* (W) */
     MPI_Request *grad_req;   /* (W, nlayers) */
+    MPI_Request *reply_req;  /* (W, 2) header and shard of the last reply */
     int *ngrad;              /* (W) gradient receives posted for the clock */
-    int *in_clock;           /* (W) worker sent STEP for the clock */
+    int *receiving;          /* (W) gradients of clock wclock[w] on their way */
+    int *awaiting;           /* (W) finished wclock[w], waiting for its reply */
     int *stopped;            /* (W) */
-    MPI_Request *param_req;  /* (W) replies of the last clock */
-    float lr;
-    long clock, updates;
+    int *pulling;            /* (W) asked for the current shard (PULL) */
+    long *wclock;            /* (W) the clock w is in (from its STEP message), -1 before */
+    long *arrived;           /* (W) clocks of w whose gradients are complete */
+    long *v_read;            /* (W) version of the shard last sent to w */
+    long committed;          /* clocked: clocks committed */
+    long first_clock;        /* the clock the run started at (a resumed step, else 0) */
+    long version;            /* updates applied to the shard */
+    long applied;            /* gradients applied (async) or averaged in (clocked) */
+    long budget;             /* ps-async: gradients to apply before replies say done */
+    long max_gap;            /* largest clock gap seen between running workers */
     double wait_start;
 } server;
 
 static int world_rank_of(const server *sv, int w) { return sv->comm->nservers + w; }
+static float *slot_of(const server *sv, int w, long clock) {
+    return sv->recv + ((size_t)w * (size_t)sv->nslots + (size_t)(clock % sv->nslots)) * sv->n;
+}
+static float *lr_of(const server *sv, int w, long clock) {
+    return sv->lr + (size_t)w * (size_t)sv->nslots + (size_t)(clock % sv->nslots);
+}
 
 static dt_status post_ctrl(server *sv, int w) {
     return dt_mpi_check(MPI_Irecv(sv->ctrl[w], PS_CTRL_LEN, MPI_DOUBLE, world_rank_of(sv, w), PS_TAG_CTRL,
@@ -46,7 +74,7 @@ static dt_status post_ctrl(server *sv, int w) {
  * order the worker sends them: layers last to first. */
 static dt_status post_grads(server *sv, int w) {
     MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
-    float *dst = sv->recv + (size_t)w * sv->n;
+    float *dst = slot_of(sv, w, sv->wclock[w]);
     int k = 0;
     for (int i = sv->net->nlayers - 1; i >= 0; i--) {
         size_t a, b;
@@ -57,25 +85,46 @@ static dt_status post_grads(server *sv, int w) {
                             "gradient receive (MPI_Irecv)"));
     }
     sv->ngrad[w] = k;
+    sv->receiving[w] = 1;
     return DT_OK;
+}
+
+/* As a worker starts `clock`: how far ahead it is of the slowest running
+ * worker, whose current clock is the count of clocks it has delivered. SSP
+ * bounds this by s (0 in ps-sync); ps-async does not bound it. */
+static void note_gap(server *sv, long clock) {
+    long slowest = clock;
+    for (int w = 0; w < sv->W; w++)
+        if (!sv->stopped[w] && sv->arrived[w] < slowest) slowest = sv->arrived[w];
+    if (clock - slowest > sv->max_gap) sv->max_gap = clock - slowest;
 }
 
 static dt_status handle_ctrl(server *sv, int w) {
     int kind = (int)sv->ctrl[w][0];
+    long clock = (long)sv->ctrl[w][1];
     if (kind == PS_CTRL_STOP) {
+        /* Count the gradients: a worker that ran `clock` steps sent exactly
+         * that many, and every one arrived. */
+        if (sv->arrived[w] != clock || sv->receiving[w])
+            return dt_fail(DT_ERR_INTERNAL, "server rank %d: worker rank %d stopped after %ld steps but "
+                           "%ld of its gradients arrived", sv->comm->rank, world_rank_of(sv, w), clock,
+                           sv->arrived[w]);
         sv->stopped[w] = 1;
         return DT_OK;
     }
-    if (kind == PS_CTRL_CKPT) {
+    if (kind == PS_CTRL_PULL) {
+        sv->pulling[w] = 1;
+    } else if (kind == PS_CTRL_CKPT) {
         DT_TRY(dt_mpi_check(MPI_Send(sv->mom, (int)sv->n, MPI_FLOAT, world_rank_of(sv, w), PS_TAG_MOM,
                                      sv->comm->world),
                             "optimiser state for checkpoint (MPI_Send)"));
     } else if (kind == PS_CTRL_STEP) {
-        if (sv->in_clock[w])
-            return dt_fail(DT_ERR_INTERNAL, "server rank %d: worker rank %d started clock %.0f twice",
-                           sv->comm->rank, world_rank_of(sv, w), sv->ctrl[w][1]);
-        sv->in_clock[w] = 1;
-        if (w == 0) sv->lr = (float)sv->ctrl[w][2];
+        if (sv->receiving[w] || sv->awaiting[w] || clock != sv->arrived[w])
+            return dt_fail(DT_ERR_INTERNAL, "server rank %d: worker rank %d started clock %ld out of turn",
+                           sv->comm->rank, world_rank_of(sv, w), clock + 1);
+        sv->wclock[w] = clock;
+        *lr_of(sv, w, clock) = (float)sv->ctrl[w][2];
+        note_gap(sv, clock);
         DT_TRY(post_grads(sv, w));
     } else {
         return dt_fail(DT_ERR_MPI, "server rank %d: unknown control message %d from rank %d",
@@ -84,58 +133,136 @@ static dt_status handle_ctrl(server *sv, int w) {
     return post_ctrl(sv, w);
 }
 
-/* 1 when every worker is in the clock and all its gradients have arrived. */
-static dt_status clock_complete(server *sv, int *complete) {
-    *complete = 0;
-    for (int w = 0; w < sv->W; w++) {
-        if (!sv->in_clock[w]) return DT_OK;
-        int done = 0;
-        MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
-        DT_TRY(dt_mpi_check(MPI_Testall(sv->ngrad[w], r, &done, MPI_STATUSES_IGNORE), "MPI_Testall"));
-        if (!done) return DT_OK;
+/* Sends w a snapshot of the shard with its header. */
+static dt_status reply(server *sv, int w, long lag) {
+    MPI_Request *r = sv->reply_req + 2 * (size_t)w;
+    /* w received our previous reply before it could start this clock. */
+    DT_TRY(dt_mpi_check(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), "MPI_Waitall"));
+    float *snap = sv->reply + (size_t)w * sv->n;
+    memcpy(snap, sv->params, sizeof(float) * sv->n);
+    double *h = sv->hdr[w];
+    h[0] = (double)sv->version;
+    h[1] = (double)lag;
+    h[2] = (double)sv->committed;
+    h[3] = sv->budget > 0 && sv->applied >= sv->budget;
+    sv->v_read[w] = sv->version;
+    sv->awaiting[w] = 0;
+    int to = world_rank_of(sv, w);
+    DT_TRY(dt_mpi_check(MPI_Isend(h, PS_HDR_LEN, MPI_DOUBLE, to, PS_TAG_HDR, sv->comm->world, &r[0]),
+                        "parameter reply (MPI_Isend)"));
+    return dt_mpi_check(MPI_Isend(snap, (int)sv->n, MPI_FLOAT, to, PS_TAG_PARAM, sv->comm->world, &r[1]),
+                        "parameter reply (MPI_Isend)");
+}
+
+/* Commits every clock all workers have delivered: average in worker order
+ * (so ps-sync and ps-ssp --staleness 0 give serial's numbers), one step. */
+static void commit_ready_clocks(server *sv) {
+    for (;;) {
+        for (int w = 0; w < sv->W; w++)
+            if (sv->arrived[w] <= sv->committed) return;
+        long c = sv->committed;
+        memcpy(sv->sum, slot_of(sv, 0, c), sizeof(float) * sv->n);
+        for (int w = 1; w < sv->W; w++) {
+            const float *g = slot_of(sv, w, c);
+            for (size_t i = 0; i < sv->n; i++) sv->sum[i] += g[i];
+        }
+        float inv = 1.0f / (float)sv->W;
+        for (size_t i = 0; i < sv->n; i++) sv->sum[i] *= inv;
+        dt_sgd_update(&sv->spec->sgd, *lr_of(sv, 0, c), sv->params, sv->mom, sv->sum, sv->n);
+        sv->committed++;
+        sv->version++;
+        sv->applied += sv->W;
     }
-    *complete = 1;
+}
+
+/* Worker w's gradients for its clock are all here. */
+static dt_status gradient_complete(server *sv, int w) {
+    long c = sv->wclock[w];
+    sv->receiving[w] = 0;
+    sv->arrived[w] = c + 1;
+    if (!sv->clocked) {
+        long lag = sv->version - sv->v_read[w]; /* others' updates since w read */
+        /* Each gradient moves the parameters by its share of a synchronous
+         * update (lr / W), so one --lr means the same step size per sample
+         * in every mode; and staleness-aware (Zhang et al. 2016): a gradient
+         * computed on parameters `lag` updates old gets lr / (1 + lag). */
+        float lr = *lr_of(sv, w, c) / (float)sv->W / (float)(1 + lag);
+        dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, slot_of(sv, w, c), sv->n);
+        sv->version++;
+        sv->applied++;
+        return reply(sv, w, lag);
+    }
+    sv->awaiting[w] = 1;
+    commit_ready_clocks(sv);
+    /* Everyone waiting whose next clock may now read: clocks up to
+     * (its clock - staleness) committed. */
+    for (int v = 0; v < sv->W; v++)
+        if (sv->awaiting[v] && sv->committed >= sv->wclock[v] - sv->staleness + 1)
+            DT_TRY(reply(sv, v, sv->wclock[v] + 1 - sv->committed));
     return DT_OK;
 }
 
-/* Average the workers' gradients, step, reply. */
-static dt_status apply_and_reply(server *sv) {
-    /* Replies of the previous clock must have left before params change. */
-    DT_TRY(dt_mpi_check(MPI_Waitall(sv->W, sv->param_req, MPI_STATUSES_IGNORE), "MPI_Waitall"));
-    memcpy(sv->sum, sv->recv, sizeof(float) * sv->n);
-    for (int w = 1; w < sv->W; w++) {
-        const float *g = sv->recv + (size_t)w * sv->n;
-        for (size_t i = 0; i < sv->n; i++) sv->sum[i] += g[i];
-    }
-    float inv = 1.0f / (float)sv->W;
-    for (size_t i = 0; i < sv->n; i++) sv->sum[i] *= inv;
-    dt_sgd_update(&sv->spec->sgd, sv->lr, sv->params, sv->mom, sv->sum, sv->n);
-    for (int w = 0; w < sv->W; w++) {
-        sv->in_clock[w] = 0;
-        DT_TRY(dt_mpi_check(MPI_Isend(sv->params, (int)sv->n, MPI_FLOAT, world_rank_of(sv, w), PS_TAG_PARAM,
-                                      sv->comm->world, &sv->param_req[w]),
-                            "parameter reply (MPI_Isend)"));
-    }
-    sv->clock++;
-    sv->updates++;
+/* A PULL is answered with every delivered clock applied: at once in
+ * ps-async, once all workers have delivered and committed the same clocks
+ * in the clocked modes (the state evaluation and checkpoints must see). */
+static dt_status serve_pulls(server *sv, int *progressed) {
+    if (sv->clocked)
+        for (int w = 0; w < sv->W; w++)
+            if (!sv->stopped[w] && (sv->arrived[w] != sv->committed || sv->receiving[w])) return DT_OK;
+    for (int w = 0; w < sv->W; w++)
+        if (sv->pulling[w]) {
+            sv->pulling[w] = 0;
+            *progressed = 1;
+            DT_TRY(reply(sv, w, 0));
+        }
     return DT_OK;
+}
+
+/* Takes in control messages and completed gradients; 1 in *progressed if
+ * anything happened, 0 in *active once every worker has stopped. */
+static dt_status poll_once(server *sv, int *progressed, int *active) {
+    *progressed = *active = 0;
+    for (int w = 0; w < sv->W; w++) {
+        if (sv->stopped[w]) continue;
+        (*active)++;
+        int done = 0;
+        DT_TRY(dt_mpi_check(MPI_Test(&sv->ctrl_req[w], &done, MPI_STATUS_IGNORE), "MPI_Test"));
+        if (done) {
+            DT_TRY(handle_ctrl(sv, w));
+            *progressed = 1;
+        }
+        if (!sv->receiving[w]) continue;
+        MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
+        DT_TRY(dt_mpi_check(MPI_Testall(sv->ngrad[w], r, &done, MPI_STATUSES_IGNORE), "MPI_Testall"));
+        if (done) {
+            DT_TRY(gradient_complete(sv, w));
+            *progressed = 1;
+        }
+    }
+    return serve_pulls(sv, progressed);
 }
 
 static void report_stall(server *sv, double waited) {
     char missing[256] = "";
     size_t used = 0;
-    for (int w = 0; w < sv->W && used + 1 < sizeof missing; w++) {
-        int done = 0;
-        if (sv->in_clock[w] && !sv->stopped[w]) {
-            MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
-            MPI_Testall(sv->ngrad[w], r, &done, MPI_STATUSES_IGNORE);
-        }
-        if (!done && !sv->stopped[w])
+    for (int w = 0; w < sv->W && used + 1 < sizeof missing; w++)
+        if (!sv->stopped[w] && !sv->awaiting[w])
             used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "",
                                      world_rank_of(sv, w));
-    }
     fprintf(stderr, "dtrain: server rank %d: clock %ld has waited %.0f s for gradients from worker rank(s) %s\n",
-            sv->comm->rank, sv->clock + 1, waited, missing);
+            sv->comm->rank, sv->committed + 1, waited, missing);
+}
+
+/* At the end: every delivered gradient was applied exactly once (each
+ * worker's count was checked against its steps at STOP), and the replies
+ * have left. */
+static dt_status check_counts(server *sv) {
+    long delivered = 0;
+    for (int w = 0; w < sv->W; w++) delivered += sv->arrived[w] - sv->first_clock;
+    if (sv->applied != delivered || (sv->clocked && sv->committed * sv->W - sv->first_clock * sv->W != delivered))
+        return dt_fail(DT_ERR_INTERNAL, "server rank %d: %ld gradients delivered but %ld applied",
+                       sv->comm->rank, delivered, sv->applied);
+    return dt_mpi_check(MPI_Waitall(2 * sv->W, sv->reply_req, MPI_STATUSES_IGNORE), "MPI_Waitall");
 }
 
 static dt_status serve(server *sv) {
@@ -143,24 +270,9 @@ static dt_status serve(server *sv) {
     long sleep_ns = 1000;
     double idle_since = dt_now(), next_report = idle_since + sv->cfg->stall_timeout;
     for (;;) {
-        int progressed = 0, active = 0;
-        for (int w = 0; w < sv->W; w++) {
-            if (sv->stopped[w]) continue;
-            active++;
-            int done = 0;
-            DT_TRY(dt_mpi_check(MPI_Test(&sv->ctrl_req[w], &done, MPI_STATUS_IGNORE), "MPI_Test"));
-            if (done) {
-                DT_TRY(handle_ctrl(sv, w));
-                progressed = 1;
-            }
-        }
-        if (!active) break;
-        int complete;
-        DT_TRY(clock_complete(sv, &complete));
-        if (complete) {
-            DT_TRY(apply_and_reply(sv));
-            progressed = 1;
-        }
+        int progressed, active;
+        DT_TRY(poll_once(sv, &progressed, &active));
+        if (!active) return check_counts(sv);
         double now = dt_now();
         if (progressed) {
             sleep_ns = 1000;
@@ -176,51 +288,66 @@ static dt_status serve(server *sv) {
             next_report = now + sv->cfg->stall_timeout;
         }
     }
-    return dt_mpi_check(MPI_Waitall(sv->W, sv->param_req, MPI_STATUSES_IGNORE), "MPI_Waitall");
 }
 
 static dt_status setup(server *sv) {
     DT_TRY(dt_net_create(&sv->net, sv->spec, 1, 1));
     sv->W = sv->comm->nworkers;
+    sv->clocked = sv->cfg->mode != DT_MODE_PS_ASYNC;
+    sv->staleness = sv->cfg->mode == DT_MODE_PS_SSP ? sv->cfg->staleness : 0;
+    sv->nslots = sv->clocked ? sv->staleness + 2 : 1;
     dt_shard_range(sv->net->nparams, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
     sv->n = sv->hi - sv->lo;
-    size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, rn;
-    DT_TRY(dt_mul_size(&rn, W, sv->n, "server buffers"));
+    size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn;
+    DT_TRY(dt_mul_size(&wn, W, sv->n, "server buffers"));
+    DT_TRY(dt_mul_size(&rn, wn, S, "server buffers"));
     DT_TRY(dt_alloc_floats(&sv->params, sv->n, "server shard"));
     DT_TRY(dt_alloc_floats(&sv->mom, sv->n, "server shard"));
     DT_TRY(dt_alloc_floats(&sv->sum, sv->n, "server shard"));
     DT_TRY(dt_alloc_floats(&sv->recv, rn, "server gradients"));
+    DT_TRY(dt_alloc_floats(&sv->reply, wn, "server replies"));
+    DT_TRY(dt_alloc_floats(&sv->lr, W * S, "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->hdr, W * sizeof *sv->hdr, "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->ctrl, W * sizeof *sv->ctrl, "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->ctrl_req, W * sizeof(MPI_Request), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->param_req, W * sizeof(MPI_Request), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->reply_req, 2 * W * sizeof(MPI_Request), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->grad_req, W * L * sizeof(MPI_Request), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->ngrad, W * sizeof(int), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->in_clock, W * sizeof(int), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->receiving, W * sizeof(int), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->awaiting, W * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->stopped, W * sizeof(int), "server"));
-    for (size_t w = 0; w < W; w++) sv->param_req[w] = MPI_REQUEST_NULL;
-    /* Worker 0 sends this shard's parameters and optimiser state. */
+    DT_TRY(dt_alloc_bytes((void **)&sv->pulling, W * sizeof(int), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->wclock, W * sizeof(long), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->arrived, W * sizeof(long), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->v_read, W * sizeof(long), "server"));
+    for (size_t w = 0; w < W; w++) {
+        sv->reply_req[2 * w] = sv->reply_req[2 * w + 1] = MPI_REQUEST_NULL;
+        sv->wclock[w] = -1;
+    }
+    /* Worker 0 sends this shard's parameters and optimiser state, the budget
+     * of gradients (ps-async) and the clock the run starts at (resume). */
     int w0 = world_rank_of(sv, 0);
+    double run[2];
     DT_TRY(dt_mpi_check(MPI_Recv(sv->params, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT, sv->comm->world,
                                  MPI_STATUS_IGNORE),
                         "server initialisation (MPI_Recv)"));
-    return dt_mpi_check(MPI_Recv(sv->mom, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT, sv->comm->world,
+    DT_TRY(dt_mpi_check(MPI_Recv(sv->mom, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT, sv->comm->world,
                                  MPI_STATUS_IGNORE),
-                        "server initialisation (MPI_Recv)");
+                        "server initialisation (MPI_Recv)"));
+    DT_TRY(dt_mpi_check(MPI_Recv(run, 2, MPI_DOUBLE, w0, PS_TAG_INIT, sv->comm->world, MPI_STATUS_IGNORE),
+                        "server initialisation (MPI_Recv)"));
+    sv->budget = (long)run[0];
+    sv->first_clock = sv->committed = sv->version = (long)run[1];
+    for (size_t w = 0; w < W; w++) sv->arrived[w] = sv->v_read[w] = sv->committed;
+    return DT_OK;
 }
 
 static void teardown(server *sv) {
     dt_net_free(sv->net);
-    dt_free(sv->params);
-    dt_free(sv->mom);
-    dt_free(sv->sum);
-    dt_free(sv->recv);
-    dt_free(sv->ctrl);
-    dt_free(sv->ctrl_req);
-    dt_free(sv->param_req);
-    dt_free(sv->grad_req);
-    dt_free(sv->ngrad);
-    dt_free(sv->in_clock);
-    dt_free(sv->stopped);
+    void *bufs[] = {sv->params, sv->mom, sv->sum, sv->recv, sv->reply, sv->lr, sv->hdr, sv->ctrl,
+                    sv->ctrl_req, sv->reply_req, sv->grad_req, sv->ngrad, sv->receiving, sv->awaiting,
+                    sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dt_free(bufs[i]);
 }
 
 dt_status dt_server_run(const dt_comm *c, const dt_dist_cfg *cfg, const dt_model_spec *spec) {
@@ -236,10 +363,11 @@ dt_status dt_server_run(const dt_comm *c, const dt_dist_cfg *cfg, const dt_model
         /* CPU time against wall time: how much of a core the server took. */
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        double st[3] = {(double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-                            (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec,
-                        dt_now() - t0, (double)sv.updates};
-        s = dt_mpi_check(MPI_Send(st, 3, MPI_DOUBLE, world_rank_of(&sv, 0), PS_TAG_STATS, c->world),
+        double st[PS_STATS_LEN] = {(double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                                       (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec,
+                                   dt_now() - t0, (double)sv.version, (double)sv.max_gap,
+                                   (double)sv.applied};
+        s = dt_mpi_check(MPI_Send(st, PS_STATS_LEN, MPI_DOUBLE, world_rank_of(&sv, 0), PS_TAG_STATS, c->world),
                          "server statistics (MPI_Send)");
     }
     teardown(&sv);

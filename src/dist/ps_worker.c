@@ -1,6 +1,11 @@
-/* --mode ps-sync, worker side: push each layer's gradients to the servers
- * that own them as soon as the layer's backward is done, pull the updated
- * shards at the end of the step. The update itself runs on the servers. */
+/* ps-* modes, worker side: push each layer's gradients to the servers that
+ * own them as soon as the layer's backward is done, receive the shards at
+ * the end of the step when the mode lets the server reply (ps_proto.h). The
+ * update itself runs on the servers.
+ * ps-ssp's read-my-writes: the shards a worker receives may lack its own
+ * latest clocks (up to s); it applies its own gradients of those clocks
+ * (as a plain SGD step of lr/W each, its share of the averaged update) on
+ * top, so its own updates are visible to it at once. */
 #include <string.h>
 
 #include "dtrain/dist.h"
@@ -23,6 +28,10 @@ typedef struct {
     char errmsg[512];
     double first_send;
     long clock;
+    double (*hdr)[PS_HDR_LEN];    /* (nservers) reply headers */
+    float *own;                   /* ps-ssp: (s + 1, nparams) this worker's recent gradients */
+    float *own_lr;                /* (s + 1) their learning rates */
+    int nown;                     /* s + 1, or 0 when not ps-ssp */
 } ps_ctx;
 
 static dt_status send_ctrl(ps_ctx *p, int kind, long clock, float lr) {
@@ -67,8 +76,16 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     int S = p->comm.nservers;
     DT_TRY(dt_alloc_bytes((void **)&p->shard_lo, sizeof(size_t) * (size_t)S, "shards"));
     DT_TRY(dt_alloc_bytes((void **)&p->shard_hi, sizeof(size_t) * (size_t)S, "shards"));
-    p->maxreqs = (p->net->nlayers + 1) * S + S;
+    p->maxreqs = (p->net->nlayers + 3) * S;
     DT_TRY(dt_alloc_bytes((void **)&p->reqs, sizeof(MPI_Request) * (size_t)p->maxreqs, "requests"));
+    DT_TRY(dt_alloc_bytes((void **)&p->hdr, sizeof *p->hdr * (size_t)S, "reply headers"));
+    if (p->cfg.mode == DT_MODE_PS_SSP && p->cfg.staleness > 0) {
+        size_t n;
+        p->nown = p->cfg.staleness + 1;
+        DT_TRY(dt_mul_size(&n, (size_t)p->nown, p->net->nparams, "own gradients"));
+        DT_TRY(dt_alloc_floats(&p->own, n, "own gradients"));
+        DT_TRY(dt_alloc_floats(&p->own_lr, (size_t)p->nown, "own gradients"));
+    }
     for (int s = 0; s < S; s++) {
         dt_shard_range(p->net->nparams, S, s, &p->shard_lo[s], &p->shard_hi[s]);
         p->ctrl_reqs[s] = MPI_REQUEST_NULL;
@@ -78,13 +95,21 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     DT_TRY(dt_group_bcast_start(&p->group, p->net, mom));
     if (p->comm.worker != 0) return DT_OK;
     /* Worker 0 seeds every server with its shard of the parameters and of
-     * the optimiser state (zeros, or the resumed checkpoint's). */
+     * the optimiser state (zeros, or the resumed checkpoint's), the run's
+     * budget of gradients for ps-async (every worker's steps; after a resume
+     * what is left, counting worker 0's step for every worker) and the clock
+     * the run starts at (a resumed run's step). */
+    long left = dt_trainer_total_steps(t) - dt_trainer_step(t) * (long)p->comm.nworkers;
+    double run[2] = {p->cfg.mode == DT_MODE_PS_ASYNC ? (double)(left > 1 ? left : 1) : 0,
+                     (double)dt_trainer_step(t)};
     for (int s = 0; s < S; s++) {
         int n = (int)(p->shard_hi[s] - p->shard_lo[s]);
         DT_TRY(dt_mpi_check(MPI_Send(p->net->params + p->shard_lo[s], n, MPI_FLOAT, s, PS_TAG_INIT,
                                      p->comm.world),
                             "server initialisation (MPI_Send)"));
         DT_TRY(dt_mpi_check(MPI_Send(mom + p->shard_lo[s], n, MPI_FLOAT, s, PS_TAG_INIT, p->comm.world),
+                            "server initialisation (MPI_Send)"));
+        DT_TRY(dt_mpi_check(MPI_Send(run, 2, MPI_DOUBLE, s, PS_TAG_INIT, p->comm.world),
                             "server initialisation (MPI_Send)"));
     }
     return DT_OK;
@@ -99,7 +124,7 @@ static dt_status ps_begin_step(dt_sync *sy, dt_trainer *t, float lr) {
 
 typedef struct {
     ps_ctx *p;
-    int first_recv;  /* index in reqs of the first parameter receive */
+    int first_recv;  /* index in reqs of server 0's reply (header, then shard, per server) */
 } stall_info;
 
 static void on_stall(void *arg, double waited, int report) {
@@ -110,7 +135,7 @@ static void on_stall(void *arg, double waited, int report) {
     size_t used = 0;
     for (int s = 0; s < p->comm.nservers && used + 1 < sizeof missing; s++) {
         int done = 0;
-        MPI_Test(&p->reqs[si->first_recv + s], &done, MPI_STATUS_IGNORE);
+        MPI_Test(&p->reqs[si->first_recv + 2 * s + 1], &done, MPI_STATUS_IGNORE);
         if (!done) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", s);
     }
     fprintf(stderr,
@@ -118,27 +143,73 @@ static void on_stall(void *arg, double waited, int report) {
             p->comm.rank, p->clock + 1, waited, missing[0] ? missing : "(sends pending)");
 }
 
-static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
-    (void)t, (void)lr;
-    ps_ctx *p = sy->ctx;
-    if (p->err != DT_OK) return dt_fail(p->err, "%s", p->errmsg);
-    if (p->nreqs == 0) p->first_send = dt_now();
-    /* Parameters land in net->params only now: forward/backward are done with them. */
-    int first_recv = p->nreqs;
-    for (int s = 0; s < p->comm.nservers; s++)
+/* Posts the receives of every server's reply (header, shard) into reqs. */
+static dt_status post_replies(ps_ctx *p) {
+    for (int s = 0; s < p->comm.nservers; s++) {
+        DT_TRY(add_req(p, MPI_Irecv(p->hdr[s], PS_HDR_LEN, MPI_DOUBLE, s, PS_TAG_HDR, p->comm.world,
+                                    &p->reqs[p->nreqs]),
+                       "parameter pull (MPI_Irecv)"));
         DT_TRY(add_req(p, MPI_Irecv(p->net->params + p->shard_lo[s], (int)(p->shard_hi[s] - p->shard_lo[s]),
                                     MPI_FLOAT, s, PS_TAG_PARAM, p->comm.world, &p->reqs[p->nreqs]),
                        "parameter pull (MPI_Irecv)"));
+    }
+    return DT_OK;
+}
+
+/* ps-ssp: re-apply this worker's own clocks the servers have not committed
+ * yet (clock `committed` of each shard up to the current one). */
+static void read_my_writes(ps_ctx *p) {
+    float inv_w = 1.0f / (float)p->comm.nworkers;
+    for (int s = 0; s < p->comm.nservers; s++)
+        for (long j = (long)p->hdr[s][2]; j <= p->clock; j++) {
+            size_t slot = (size_t)(j % p->nown);
+            const float *g = p->own + slot * p->net->nparams;
+            float step = p->own_lr[slot] * inv_w;
+            for (size_t i = p->shard_lo[s]; i < p->shard_hi[s]; i++) p->net->params[i] -= step * g[i];
+        }
+}
+
+static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
+    (void)t;
+    ps_ctx *p = sy->ctx;
+    if (p->err != DT_OK) return dt_fail(p->err, "%s", p->errmsg);
+    if (p->nreqs == 0) p->first_send = dt_now();
+    if (p->nown) { /* kept before params are overwritten; grads stay until next backward */
+        size_t slot = (size_t)(p->clock % p->nown);
+        memcpy(p->own + slot * p->net->nparams, p->net->grads, sizeof(float) * p->net->nparams);
+        p->own_lr[slot] = lr;
+    }
+    /* Parameters land in net->params only now: forward/backward are done with them. */
+    int first_recv = p->nreqs;
+    DT_TRY(post_replies(p));
     double t0 = dt_now();
     stall_info si = {p, first_recv};
     DT_TRY(dt_mpi_wait(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, &si, "parameter exchange"));
     double t1 = dt_now();
+    if (p->nown) read_my_writes(p);
     uint64_t bytes = (uint64_t)p->net->nparams * sizeof(float);
     sy->stats.comm_s += t1 - p->first_send;
     sy->stats.wait_s += t1 - t0;
     sy->stats.bytes_sent += bytes;
     sy->stats.bytes_recv += bytes;
+    sy->stats.version = p->hdr[0][0];
+    for (int s = 0; s < p->comm.nservers; s++) {
+        if (p->hdr[s][1] > sy->stats.lag) sy->stats.lag = p->hdr[s][1];
+        if (p->hdr[s][3] != 0) sy->stats.done = 1;
+    }
     return DT_OK;
+}
+
+/* Before evaluation and checkpoints: the servers' shards with every
+ * delivered clock applied, then the workers' average BN state. */
+static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t) {
+    ps_ctx *p = sy->ctx;
+    DT_TRY(send_ctrl(p, PS_CTRL_PULL, dt_trainer_step(t), 0));
+    p->nreqs = 0;
+    DT_TRY(post_replies(p));
+    stall_info si = {p, 0};
+    DT_TRY(dt_mpi_wait(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, &si, "parameter pull"));
+    return dt_group_state_hook(sy, t);
 }
 
 /* Worker 0 fetches the servers' momentum shards for a checkpoint. */
@@ -161,10 +232,12 @@ static dt_status ps_finish(dt_sync *sy, dt_trainer *t) {
     if (p->comm.worker != 0) return DT_OK;
     double worst = 0;
     for (int s = 0; s < p->comm.nservers; s++) {
-        double st[3]; /* cpu_s, wall_s, updates */
-        DT_TRY(dt_mpi_check(MPI_Recv(st, 3, MPI_DOUBLE, s, PS_TAG_STATS, p->comm.world, MPI_STATUS_IGNORE),
+        double st[PS_STATS_LEN];
+        DT_TRY(dt_mpi_check(MPI_Recv(st, PS_STATS_LEN, MPI_DOUBLE, s, PS_TAG_STATS, p->comm.world,
+                                     MPI_STATUS_IGNORE),
                             "server statistics (MPI_Recv)"));
         if (st[1] > 0 && st[0] / st[1] > worst) worst = st[0] / st[1];
+        if ((long)st[3] > sy->stats.max_clock_gap) sy->stats.max_clock_gap = (long)st[3];
     }
     sy->stats.server_cpu_share = worst;
     return DT_OK;
@@ -176,6 +249,9 @@ static void ps_free(dt_sync *sy) {
     dt_free(p->shard_lo);
     dt_free(p->shard_hi);
     dt_free(p->reqs);
+    dt_free(p->hdr);
+    dt_free(p->own);
+    dt_free(p->own_lr);
     dt_group_sync_free(sy);
 }
 
@@ -193,6 +269,8 @@ dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *
     sy->grad_ready = ps_grad_ready;
     sy->end_step = ps_end_step;
     sy->gather = ps_gather;
+    sy->sync_state = ps_sync_state;
+    sy->independent = cfg->mode == DT_MODE_PS_ASYNC;
     sy->finish = ps_finish;
     sy->free = ps_free;
     return DT_OK;

@@ -1,10 +1,12 @@
 /* The training loop shared by every mode (see train.h). */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "dtrain/checkpoint.h"
 #include "dtrain/json.h"
 #include "dtrain/mem.h"
+#include "dtrain/rng.h"
 #include "dtrain/train.h"
 #include "report.h"
 
@@ -27,12 +29,15 @@ struct dt_trainer {
     double train_time;        /* seconds spent in training steps */
     long steps_run;           /* steps run since start/resume */
     dt_sync_stats comm;       /* communication totals over steps_run */
+    double lag_sum, lag_max;  /* ps modes: version lag of the parameters each step used */
+    int done;                 /* the strategy ended the run (ps-async budget) */
 };
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
 float *dt_trainer_momentum(dt_trainer *t) { return t->momentum; }
 const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t) { return &t->spec->sgd; }
 long dt_trainer_step(const dt_trainer *t) { return t->step; }
+long dt_trainer_total_steps(const dt_trainer *t) { return t->total_steps; }
 
 dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank, int world,
                       int batch, double *accuracy, double *loss) {
@@ -132,6 +137,9 @@ static dt_status setup(dt_trainer *t) {
                        spec->batch, o->world, d->n);
     t->total_steps = (long)spec->epochs * t->steps_per_epoch;
     if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
+    /* Independent workers share the whole run's budget of steps; one may do
+     * up to all of them (the strategy says when the budget is spent). */
+    if (t->sync->independent) t->total_steps *= o->world;
     if (o->resume_path) DT_TRY(resume(t));
     if (t->sync->start) DT_TRY(t->sync->start(t->sync, t));
     char json[2048], model[1024];
@@ -163,12 +171,27 @@ static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double 
     return DT_OK;
 }
 
+/* --straggle / --slow-worker: sleep inside the step, as a slow or
+ * interrupted machine would; drawn from (seed, rank, step). */
+static void straggle(const dt_train_opts *o, long step) {
+    double ms = 0;
+    if (o->slow_ms > 0 && o->world_rank == o->slow_rank) ms += o->slow_ms;
+    if (o->straggle_p > 0) {
+        dt_rng r = dt_rng_seed(dt_hash3(o->seed, (uint64_t)o->world_rank, (uint64_t)step ^ 0x57a9));
+        if (dt_rng_uniform(&r) < o->straggle_p) ms += o->straggle_ms;
+    }
+    if (ms <= 0) return;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000) * 1e6)};
+    nanosleep(&ts, NULL);
+}
+
 /* One optimiser step on this worker's next batch. */
 static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int n, int epoch) {
     dt_net *net = t->net;
     dt_sync *s = t->sync;
     float lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
     double t0 = dt_now();
+    straggle(t->opts, t->step);
     if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
     dt_net_forward(net, x, n, 1);
     double loss = dt_net_loss(net, y, n);
@@ -193,22 +216,26 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     t->comm.wait_s += st.wait_s;
     t->comm.bytes_sent += st.bytes_sent;
     t->comm.bytes_recv += st.bytes_recv;
-    char json[384];
+    t->lag_sum += st.lag;
+    if (st.lag > t->lag_max) t->lag_max = st.lag;
+    t->done = st.done;
+    char json[448];
     snprintf(json, sizeof json,
              "{\"event\":\"step\",\"step\":%ld,\"epoch\":%d,\"loss\":%.5f,\"lr\":%.6g,\"step_s\":%.5f,"
              "\"compute_s\":%.5f,\"comm_s\":%.5f,\"comm_wait_s\":%.5f,\"bytes_sent\":%llu,"
-             "\"bytes_recv\":%llu}",
+             "\"bytes_recv\":%llu,\"lag\":%.0f,\"version\":%.0f}",
              t->step, epoch, loss / n, lr, dt, dt - st.wait_s, st.comm_s, st.wait_s,
-             (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_recv);
+             (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_recv, st.lag, st.version);
     return dt_report_log(&t->rep, json);
 }
 
 /* SIGINT/SIGTERM seen by any worker stops all of them at the same step
- * (every 10 steps in distributed runs, to keep the check off the hot path). */
+ * (every 10 steps in distributed runs, to keep the check off the hot path;
+ * independent workers stop on their own). */
 static dt_status stop_requested(dt_trainer *t, int *stop) {
     double v = t->opts->stop && *t->opts->stop;
     *stop = 0;
-    if (t->opts->world > 1) {
+    if (t->opts->world > 1 && !t->sync->independent) {
         if (t->step % 10 != 0) return DT_OK;
         DT_TRY(t->sync->reduce_sum(t->sync, &v, 1));
     }
@@ -219,7 +246,7 @@ static dt_status stop_requested(dt_trainer *t, int *stop) {
 static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
     const dt_train_opts *o = t->opts;
     long evaluated_at_step = -1;
-    while (t->step < t->total_steps) {
+    while (t->step < t->total_steps && !t->done) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
         int stop;
@@ -237,6 +264,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
             t->last_epoch_loss = t->loss_count ? t->loss_sum / (double)t->loss_count : 0;
             t->loss_sum = 0;
             t->loss_count = 0;
+            if (t->sync->independent) continue; /* evaluated once, at the end */
             DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
             evaluated_at_step = t->step;
             continue;
@@ -280,21 +308,31 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     dt_status s = setup(&t);
     if (s == DT_OK) s = run_loop(&t, &acc, &test_loss);
     if (s == DT_OK) {
+        double images = (double)t.images;
+        if (opts->world > 1) s = sync->reduce_sum(sync, &images, 1);
+        t.images = (long)images;
+    }
+    if (s == DT_OK) {
         summary->test_accuracy = acc;
         summary->test_loss = test_loss;
         summary->train_loss = t.last_epoch_loss;
         summary->steps = t.step;
         summary->epochs = t.steps_per_epoch ? (double)t.step / t.steps_per_epoch : 0;
-        summary->images_per_sec = t.train_time > 0 ? (double)t.images * opts->world / t.train_time : 0;
+        /* All workers' images (independent workers do unequal shares) over
+         * this worker's training time. */
+        summary->images_per_sec = t.train_time > 0 ? (double)t.images / t.train_time : 0;
         summary->wall_s = dt_now() - t.rep.start;
         summary->comm_overlap =
             t.comm.comm_s > 0 ? 1.0 - fmin(t.comm.wait_s / t.comm.comm_s, 1.0) : 0;
         summary->bytes_per_step =
             t.steps_run ? (double)(t.comm.bytes_sent + t.comm.bytes_recv) / (double)t.steps_run : 0;
-        char server_json[64] = "";
+        char server_json[192] = "";
         if (sync->stats.server_cpu_share >= 0)
-            snprintf(server_json, sizeof server_json, ",\"server_cpu_share\":%.3f",
-                     sync->stats.server_cpu_share);
+            snprintf(server_json, sizeof server_json,
+                     ",\"server_cpu_share\":%.3f,\"staleness_mean\":%.3f,\"staleness_max\":%.0f,"
+                     "\"max_clock_gap\":%ld",
+                     sync->stats.server_cpu_share, t.steps_run ? t.lag_sum / (double)t.steps_run : 0,
+                     t.lag_max, sync->stats.max_clock_gap);
         char json[640];
         snprintf(json, sizeof json,
                  "{\"event\":\"summary\",\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"steps\":%ld,"

