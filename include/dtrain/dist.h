@@ -23,10 +23,13 @@ typedef enum {
     DT_MODE_ALLREDUCE,
     DT_MODE_PS_SYNC,  /* BSP: a clock is applied once every worker's gradient is in */
     DT_MODE_PS_ASYNC, /* each gradient applied on arrival, then that worker gets the shard */
-    DT_MODE_PS_SSP    /* stale synchronous parallel, bound --staleness s (s = 0 is ps-sync) */
+    DT_MODE_PS_SSP,   /* stale synchronous parallel, bound --staleness s (s = 0 is ps-sync) */
+    DT_MODE_PS_NOWAIT,  /* reply at once with the latest shard; apply queued gradients under a lock */
+    DT_MODE_PS_HOGWILD  /* like nowait, applied by two threads without locks (races by design) */
 } dt_mode;
 
-/* "serial" | "allreduce" | "ps-sync" | "ps-async" | "ps-ssp" -> mode, -1 if unknown. */
+/* "serial" | "allreduce" | "ps-sync" | "ps-async" | "ps-ssp" | "ps-async-nowait" |
+ * "ps-hogwild" -> mode, -1 if unknown. */
 int dt_mode_from_name(const char *name);
 const char *dt_mode_name(dt_mode mode);
 
@@ -40,6 +43,10 @@ typedef struct {
 
 /* A ps-* mode (parameter servers). */
 static inline int dt_mode_is_ps(dt_mode m) { return m >= DT_MODE_PS_SYNC; }
+/* Workers never wait for each other (ps-async, ps-async-nowait, ps-hogwild). */
+static inline int dt_mode_is_async(dt_mode m) {
+    return m == DT_MODE_PS_ASYNC || m == DT_MODE_PS_NOWAIT || m == DT_MODE_PS_HOGWILD;
+}
 
 typedef struct {
     MPI_Comm world;         /* MPI_COMM_WORLD */

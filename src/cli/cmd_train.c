@@ -24,8 +24,9 @@ static const char train_usage[] =
     "  --checkpoint-every N  also every N steps\n"
     "  --resume F            continue exactly from checkpoint F\n"
     "  --no-prefetch         build batches in the training thread\n"
-    "  --mode M              serial | allreduce | ps-sync | ps-async | ps-ssp (default:\n"
-    "                        serial, or allreduce when started on several ranks)\n"
+    "  --mode M              serial | allreduce | ps-sync | ps-async | ps-async-nowait |\n"
+    "                        ps-hogwild | ps-ssp (default: serial, or allreduce when\n"
+    "                        started on several ranks)\n"
     "  --staleness S         ps-ssp: the fastest worker runs at most S clocks ahead (default 3)\n"
     "  --straggle P:MS       every worker sleeps MS ms in a step with probability P\n"
     "  --slow-worker R:MS    world rank R sleeps MS ms in every step\n"
@@ -39,8 +40,8 @@ static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, co
     if (!name) name = env->world > 1 ? "allreduce" : "serial";
     int m = dt_mode_from_name(name);
     if (m < 0)
-        return dt_fail(DT_ERR_USAGE, "--mode: unknown mode '%s' (serial, allreduce, ps-sync, ps-async, ps-ssp)",
-                       name);
+        return dt_fail(DT_ERR_USAGE, "--mode: unknown mode '%s' (serial, allreduce, ps-sync, ps-async, "
+                       "ps-async-nowait, ps-hogwild, ps-ssp)", name);
     dc->mode = (dt_mode)m;
     if (dc->mode == DT_MODE_SERIAL && env->world > 1)
         return dt_fail(DT_ERR_USAGE, "--mode serial runs on one rank, this job has %d (use allreduce or "

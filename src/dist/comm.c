@@ -6,7 +6,8 @@
 #include "dtrain/mem.h"
 #include "dtrain/timer.h"
 
-static const char *const mode_names[] = {"serial", "allreduce", "ps-sync", "ps-async", "ps-ssp"};
+static const char *const mode_names[] = {"serial", "allreduce", "ps-sync", "ps-async", "ps-ssp",
+                                         "ps-async-nowait", "ps-hogwild"};
 
 int dt_mode_from_name(const char *name) {
     for (int i = 0; i < (int)(sizeof mode_names / sizeof *mode_names); i++)

@@ -8,7 +8,13 @@
  *   ps-async: each worker's gradient is applied the moment it is complete
  *     (with lr / W / (1 + its staleness)), and that worker alone gets the
  *     fresh shard; nobody waits for anybody.
+ *   ps-async-nowait / ps-hogwild (deferred): the worker gets the latest
+ *     shard the moment its gradient is complete, and the gradient is queued
+ *     for applier threads: one applying under the shard's lock (nowait), or
+ *     two applying at once without it (hogwild; see hogwild_* below).
+ * All MPI calls are made by the server's main thread; appliers only compute.
  * Waits by polling with a growing sleep, so an idle server takes no core. */
+#include <pthread.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -18,6 +24,14 @@
 #include "dtrain/optim.h"
 #include "dtrain/timer.h"
 #include "ps_proto.h"
+
+/* A queued gradient: worker w's clock, its lr and the version it read. */
+typedef struct {
+    int w;
+    long clock;
+    float lr;
+    long v_read;
+} apply_job;
 
 typedef struct {
     const dt_comm *comm;
@@ -53,12 +67,25 @@ typedef struct {
     long applied;            /* gradients applied (async) or averaged in (clocked) */
     long budget;             /* ps-async: gradients to apply before replies say done */
     long max_gap;            /* largest clock gap seen between running workers */
-    double wait_start;
+    /* Deferred modes (nowait, hogwild). version, applied, the queue and
+     * slot_busy are shared with the appliers under qmu; params under pmu
+     * (nowait) or no lock at all (hogwild). */
+    int deferred, hogwild, nappliers, quit, inflight;
+    pthread_t appliers[2];
+    pthread_mutex_t qmu, pmu;
+    pthread_cond_t queued, drained;
+    apply_job *queue;        /* (W * nslots) ring */
+    int qhead, qlen;
+    int *slot_busy;          /* (W, nslots) gradient queued, not yet applied */
+    int *post_pending;       /* (W) STEP arrived while its slot was still queued */
 } server;
 
 static int world_rank_of(const server *sv, int w) { return sv->comm->nservers + w; }
 static float *slot_of(const server *sv, int w, long clock) {
     return sv->recv + ((size_t)w * (size_t)sv->nslots + (size_t)(clock % sv->nslots)) * sv->n;
+}
+static int *busy_of(const server *sv, int w, long clock) {
+    return sv->slot_busy + (size_t)w * (size_t)sv->nslots + (size_t)(clock % sv->nslots);
 }
 static float *lr_of(const server *sv, int w, long clock) {
     return sv->lr + (size_t)w * (size_t)sv->nslots + (size_t)(clock % sv->nslots);
@@ -87,6 +114,13 @@ static dt_status post_grads(server *sv, int w) {
     sv->ngrad[w] = k;
     sv->receiving[w] = 1;
     return DT_OK;
+}
+
+static int slot_queued(server *sv, int w, long clock) {
+    pthread_mutex_lock(&sv->qmu);
+    int busy = *busy_of(sv, w, clock);
+    pthread_mutex_unlock(&sv->qmu);
+    return busy;
 }
 
 /* As a worker starts `clock`: how far ahead it is of the slowest running
@@ -125,12 +159,91 @@ static dt_status handle_ctrl(server *sv, int w) {
         sv->wclock[w] = clock;
         *lr_of(sv, w, clock) = (float)sv->ctrl[w][2];
         note_gap(sv, clock);
-        DT_TRY(post_grads(sv, w));
+        if (sv->deferred && slot_queued(sv, w, clock))
+            sv->post_pending[w] = 1; /* posted once an applier frees the slot */
+        else
+            DT_TRY(post_grads(sv, w));
     } else {
         return dt_fail(DT_ERR_MPI, "server rank %d: unknown control message %d from rank %d",
                        sv->comm->rank, kind, world_rank_of(sv, w));
     }
     return post_ctrl(sv, w);
+}
+
+/* ps-hogwild's racy parts, kept in functions of their own so the TSan
+ * suppression (tests/tsan.supp) names exactly them: two appliers update the
+ * shard and its momentum at once, and replies copy it while they do. Each
+ * float is read and written whole (aligned 32-bit accesses are atomic on
+ * every CPU dtrain runs on), so a race can lose or mix an update of one
+ * element, never tear a float, write out of bounds or make a NaN from
+ * finite values; versions and counts stay exact (they are under qmu). */
+__attribute__((noinline)) static void hogwild_apply(server *sv, float lr, const float *g) {
+    dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, g, sv->n);
+}
+__attribute__((noinline)) static void hogwild_snapshot(const server *sv, float *snap) {
+    memcpy(snap, sv->params, sizeof(float) * sv->n);
+}
+
+static void take_snapshot(server *sv, float *snap) {
+    if (sv->hogwild) {
+        hogwild_snapshot(sv, snap);
+        return;
+    }
+    /* Only nowait's applier changes params concurrently; elsewhere pmu is
+     * uncontended. */
+    pthread_mutex_lock(&sv->pmu);
+    memcpy(snap, sv->params, sizeof(float) * sv->n);
+    pthread_mutex_unlock(&sv->pmu);
+}
+
+static void *applier(void *arg) {
+    server *sv = arg;
+    pthread_mutex_lock(&sv->qmu);
+    for (;;) {
+        while (!sv->quit && sv->qlen == 0) pthread_cond_wait(&sv->queued, &sv->qmu);
+        if (sv->qlen == 0) break; /* quit, and nothing left */
+        apply_job j = sv->queue[sv->qhead];
+        sv->qhead = (sv->qhead + 1) % (sv->W * sv->nslots);
+        sv->qlen--;
+        sv->inflight++;
+        long lag = sv->version - j.v_read;
+        pthread_mutex_unlock(&sv->qmu);
+        float lr = j.lr / (float)sv->W / (float)(1 + lag);
+        const float *g = slot_of(sv, j.w, j.clock);
+        if (sv->hogwild) {
+            hogwild_apply(sv, lr, g);
+        } else {
+            pthread_mutex_lock(&sv->pmu);
+            dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, g, sv->n);
+            pthread_mutex_unlock(&sv->pmu);
+        }
+        pthread_mutex_lock(&sv->qmu);
+        sv->version++;
+        sv->applied++;
+        sv->inflight--;
+        *busy_of(sv, j.w, j.clock) = 0;
+        pthread_cond_broadcast(&sv->drained);
+    }
+    pthread_mutex_unlock(&sv->qmu);
+    return NULL;
+}
+
+/* Deferred modes: hand w's completed gradient to the appliers. */
+static void enqueue(server *sv, int w, long c) {
+    pthread_mutex_lock(&sv->qmu);
+    int cap = sv->W * sv->nslots;
+    sv->queue[(sv->qhead + sv->qlen) % cap] = (apply_job){w, c, *lr_of(sv, w, c), sv->v_read[w]};
+    sv->qlen++;
+    *busy_of(sv, w, c) = 1;
+    pthread_cond_signal(&sv->queued);
+    pthread_mutex_unlock(&sv->qmu);
+}
+
+/* Blocks until the appliers have applied everything queued. */
+static void drain_queue(server *sv) {
+    pthread_mutex_lock(&sv->qmu);
+    while (sv->qlen > 0 || sv->inflight > 0) pthread_cond_wait(&sv->drained, &sv->qmu);
+    pthread_mutex_unlock(&sv->qmu);
 }
 
 /* Sends w a snapshot of the shard with its header. */
@@ -139,13 +252,16 @@ static dt_status reply(server *sv, int w, long lag) {
     /* w received our previous reply before it could start this clock. */
     DT_TRY(dt_mpi_check(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), "MPI_Waitall"));
     float *snap = sv->reply + (size_t)w * sv->n;
-    memcpy(snap, sv->params, sizeof(float) * sv->n);
+    take_snapshot(sv, snap);
     double *h = sv->hdr[w];
+    pthread_mutex_lock(&sv->qmu);
     h[0] = (double)sv->version;
     h[1] = (double)lag;
     h[2] = (double)sv->committed;
-    h[3] = sv->budget > 0 && sv->applied >= sv->budget;
+    /* Queued gradients count as spent: they will be applied. */
+    h[3] = sv->budget > 0 && sv->applied + sv->qlen + sv->inflight >= sv->budget;
     sv->v_read[w] = sv->version;
+    pthread_mutex_unlock(&sv->qmu);
     sv->awaiting[w] = 0;
     int to = world_rank_of(sv, w);
     DT_TRY(dt_mpi_check(MPI_Isend(h, PS_HDR_LEN, MPI_DOUBLE, to, PS_TAG_HDR, sv->comm->world, &r[0]),
@@ -180,6 +296,13 @@ static dt_status gradient_complete(server *sv, int w) {
     long c = sv->wclock[w];
     sv->receiving[w] = 0;
     sv->arrived[w] = c + 1;
+    if (sv->deferred) {
+        pthread_mutex_lock(&sv->qmu);
+        long lag = sv->version - sv->v_read[w];
+        pthread_mutex_unlock(&sv->qmu);
+        enqueue(sv, w, c);
+        return reply(sv, w, lag);
+    }
     if (!sv->clocked) {
         long lag = sv->version - sv->v_read[w]; /* others' updates since w read */
         /* Each gradient moves the parameters by its share of a synchronous
@@ -206,6 +329,10 @@ static dt_status gradient_complete(server *sv, int w) {
  * ps-async, once all workers have delivered and committed the same clocks
  * in the clocked modes (the state evaluation and checkpoints must see). */
 static dt_status serve_pulls(server *sv, int *progressed) {
+    int any = 0;
+    for (int w = 0; w < sv->W; w++) any |= sv->pulling[w];
+    if (!any) return DT_OK;
+    if (sv->deferred) drain_queue(sv);
     if (sv->clocked)
         for (int w = 0; w < sv->W; w++)
             if (!sv->stopped[w] && (sv->arrived[w] != sv->committed || sv->receiving[w])) return DT_OK;
@@ -229,6 +356,11 @@ static dt_status poll_once(server *sv, int *progressed, int *active) {
         DT_TRY(dt_mpi_check(MPI_Test(&sv->ctrl_req[w], &done, MPI_STATUS_IGNORE), "MPI_Test"));
         if (done) {
             DT_TRY(handle_ctrl(sv, w));
+            *progressed = 1;
+        }
+        if (sv->post_pending[w] && !slot_queued(sv, w, sv->wclock[w])) {
+            sv->post_pending[w] = 0;
+            DT_TRY(post_grads(sv, w));
             *progressed = 1;
         }
         if (!sv->receiving[w]) continue;
@@ -257,6 +389,7 @@ static void report_stall(server *sv, double waited) {
  * worker's count was checked against its steps at STOP), and the replies
  * have left. */
 static dt_status check_counts(server *sv) {
+    if (sv->deferred) drain_queue(sv);
     long delivered = 0;
     for (int w = 0; w < sv->W; w++) delivered += sv->arrived[w] - sv->first_clock;
     if (sv->applied != delivered || (sv->clocked && sv->committed * sv->W - sv->first_clock * sv->W != delivered))
@@ -293,9 +426,13 @@ static dt_status serve(server *sv) {
 static dt_status setup(server *sv) {
     DT_TRY(dt_net_create(&sv->net, sv->spec, 1, 1));
     sv->W = sv->comm->nworkers;
-    sv->clocked = sv->cfg->mode != DT_MODE_PS_ASYNC;
+    sv->clocked = !dt_mode_is_async(sv->cfg->mode);
+    sv->deferred = sv->cfg->mode == DT_MODE_PS_NOWAIT || sv->cfg->mode == DT_MODE_PS_HOGWILD;
+    sv->hogwild = sv->cfg->mode == DT_MODE_PS_HOGWILD;
     sv->staleness = sv->cfg->mode == DT_MODE_PS_SSP ? sv->cfg->staleness : 0;
-    sv->nslots = sv->clocked ? sv->staleness + 2 : 1;
+    /* Deferred: two slots, so a worker's next clock can arrive while its
+     * last gradient still waits in the queue. */
+    sv->nslots = sv->clocked ? sv->staleness + 2 : sv->deferred ? 2 : 1;
     dt_shard_range(sv->net->nparams, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
     sv->n = sv->hi - sv->lo;
     size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn;
@@ -320,6 +457,9 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_alloc_bytes((void **)&sv->wclock, W * sizeof(long), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->arrived, W * sizeof(long), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->v_read, W * sizeof(long), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->queue, W * S * sizeof(apply_job), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->slot_busy, W * S * sizeof(int), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->post_pending, W * sizeof(int), "server"));
     for (size_t w = 0; w < W; w++) {
         sv->reply_req[2 * w] = sv->reply_req[2 * w + 1] = MPI_REQUEST_NULL;
         sv->wclock[w] = -1;
@@ -339,20 +479,39 @@ static dt_status setup(server *sv) {
     sv->budget = (long)run[0];
     sv->first_clock = sv->committed = sv->version = (long)run[1];
     for (size_t w = 0; w < W; w++) sv->arrived[w] = sv->v_read[w] = sv->committed;
+    for (int i = 0; sv->deferred && i < (sv->hogwild ? 2 : 1); i++) {
+        if (pthread_create(&sv->appliers[i], NULL, applier, sv) != 0)
+            return dt_fail(DT_ERR_INTERNAL, "server rank %d: cannot start an applier thread", sv->comm->rank);
+        sv->nappliers++;
+    }
     return DT_OK;
 }
 
 static void teardown(server *sv) {
+    pthread_mutex_lock(&sv->qmu);
+    sv->quit = 1;
+    pthread_cond_broadcast(&sv->queued);
+    pthread_mutex_unlock(&sv->qmu);
+    for (int i = 0; i < sv->nappliers; i++) pthread_join(sv->appliers[i], NULL);
+    pthread_mutex_destroy(&sv->qmu);
+    pthread_mutex_destroy(&sv->pmu);
+    pthread_cond_destroy(&sv->queued);
+    pthread_cond_destroy(&sv->drained);
     dt_net_free(sv->net);
     void *bufs[] = {sv->params, sv->mom, sv->sum, sv->recv, sv->reply, sv->lr, sv->hdr, sv->ctrl,
                     sv->ctrl_req, sv->reply_req, sv->grad_req, sv->ngrad, sv->receiving, sv->awaiting,
-                    sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read};
+                    sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,
+                    sv->slot_busy, sv->post_pending};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dt_free(bufs[i]);
 }
 
 dt_status dt_server_run(const dt_comm *c, const dt_dist_cfg *cfg, const dt_model_spec *spec) {
     server sv;
     memset(&sv, 0, sizeof sv);
+    pthread_mutex_init(&sv.qmu, NULL);
+    pthread_mutex_init(&sv.pmu, NULL);
+    pthread_cond_init(&sv.queued, NULL);
+    pthread_cond_init(&sv.drained, NULL);
     sv.comm = c;
     sv.cfg = cfg;
     sv.spec = spec;

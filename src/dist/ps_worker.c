@@ -100,7 +100,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
      * what is left, counting worker 0's step for every worker) and the clock
      * the run starts at (a resumed run's step). */
     long left = dt_trainer_total_steps(t) - dt_trainer_step(t) * (long)p->comm.nworkers;
-    double run[2] = {p->cfg.mode == DT_MODE_PS_ASYNC ? (double)(left > 1 ? left : 1) : 0,
+    double run[2] = {dt_mode_is_async(p->cfg.mode) ? (double)(left > 1 ? left : 1) : 0,
                      (double)dt_trainer_step(t)};
     for (int s = 0; s < S; s++) {
         int n = (int)(p->shard_hi[s] - p->shard_lo[s]);
@@ -270,7 +270,7 @@ dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *
     sy->end_step = ps_end_step;
     sy->gather = ps_gather;
     sy->sync_state = ps_sync_state;
-    sy->independent = cfg->mode == DT_MODE_PS_ASYNC;
+    sy->independent = dt_mode_is_async(cfg->mode);
     sy->finish = ps_finish;
     sy->free = ps_free;
     return DT_OK;
