@@ -1,0 +1,66 @@
+#!/usr/bin/python3
+"""Parameter-server modes compared, the table of docs/MODES.md.
+
+1. examples/cnn.cfg trained EPOCHS epochs on Fashion-MNIST in every ps mode
+   with 1 server + 2 workers and 2 servers + 2 workers: test accuracy, img/s,
+   staleness (mean/max version lag), largest clock gap.
+2. Throughput (synthetic data, STEPS steps per worker) under transient
+   stragglers (--straggle 0.1:50) and a persistent one (--slow-worker on
+   worker 1, 50 ms a step), 1 server + 2 workers, and the ratio to ps-sync.
+
+usage: bench/bench_modes.py [--epochs 2] [--steps 60] [--skip-accuracy]
+Prints markdown tables and a final JSON line.
+"""
+import argparse, json, os, subprocess, sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DTRAIN = os.path.join(ROOT, 'build', 'dtrain')
+CNN = os.path.join(ROOT, 'examples', 'cnn.cfg')
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM='1')
+MODES = [['ps-sync'], ['ps-async'], ['ps-async-nowait'], ['ps-hogwild'], ['ps-ssp', '--staleness', '3']]
+
+
+def run(servers, mode, extra):
+    cmd = ['mpirun', '--oversubscribe', '--bind-to', 'none', '-np', str(servers + 2), DTRAIN, 'train', CNN,
+           '--threads', '1', '--quiet', '--mode'] + mode + ['--servers', str(servers)] + extra
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def name(mode):
+    return mode[0] + (' s=' + mode[2] if len(mode) > 1 else '')
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--epochs', type=int, default=2)
+    ap.add_argument('--steps', type=int, default=60)
+    ap.add_argument('--skip-accuracy', action='store_true')
+    a = ap.parse_args()
+    result = {'accuracy': [], 'stragglers': []}
+    if not a.skip_accuracy:
+        print(f'\n| mode | servers | test accuracy | img/s | staleness mean | staleness max | max clock gap |')
+        print('|---|---|---|---|---|---|---|')
+        for servers in (1, 2):
+            for mode in MODES:
+                j = run(servers, mode, ['--epochs', str(a.epochs)])
+                result["accuracy"].append(dict(j, mode=name(mode), servers=servers))
+                print(f'| {name(mode)} | {servers} | {j["test_accuracy"]:.4f} | {j["images_per_sec"]:.0f} | '
+                      f'{j["staleness_mean"]:.2f} | {j["staleness_max"]:.0f} | {j["max_clock_gap"]} |', flush=True)
+    cases = [('none', []), ('transient --straggle 0.1:50', ['--straggle', '0.1:50']),
+             ('persistent --slow-worker 2:50', ['--slow-worker', '2:50'])]
+    print(f'\n| mode | stragglers | img/s | vs ps-sync | staleness mean | max clock gap |')
+    print('|---|---|---|---|---|---|')
+    for label, extra in cases:
+        base = None
+        for mode in MODES:
+            j = run(1, mode, ['--dataset', 'synthetic', '--max-steps', str(a.steps)] + extra)
+            base = base or j['images_per_sec']
+            result["stragglers"].append(dict(j, mode=name(mode), stragglers=label))
+            print(f'| {name(mode)} | {label} | {j["images_per_sec"]:.0f} | {j["images_per_sec"] / base:.2f} | '
+                  f'{j["staleness_mean"]:.2f} | {j["max_clock_gap"]} |', flush=True)
+    print(json.dumps({'event': 'bench_modes', 'epochs': a.epochs, 'steps': a.steps, 'results': result}))
+
+
+if __name__ == '__main__':
+    sys.exit(main())
