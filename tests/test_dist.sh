@@ -5,32 +5,7 @@
 # checkpoints (with 2 servers) resume exactly.
 source "$(dirname "$0")/clilib.sh" "$1"
 MPIRUN="mpirun --oversubscribe --bind-to none"
-# A conv net without batch norm or dropout (those legitimately differ by
-# batch split), on synthetic 1x12x12 data.
-cat > "$TMP/net.cfg" <<CFG
-[net]
-channels=1
-height=12
-width=12
-batch=8
-learning_rate=0.05
-momentum=0.9
-decay=0.0005
-epochs=1
-[convolutional]
-filters=6
-size=3
-pad=1
-activation=relu
-[maxpool]
-size=2
-[connected]
-output=32
-activation=relu
-[connected]
-output=10
-[softmax]
-CFG
+cp "$SRC/tests/data/small_net.cfg" "$TMP/net.cfg"
 K=25
 # Float tolerance: per-worker means averaged vs one mean over the whole
 # batch differ in summation order only (~1e-7 relative per step); after 25

@@ -3,29 +3,10 @@
 # staleness 0 is ps-sync; SSP bounds the clock gap under a slow worker and
 # the fast worker is really blocked; ps-async with one worker is serial;
 # ps-sync and ps-async with 1 and 2 servers train the mlp to >= 0.80 in one
-# epoch;
-# shard versions never go back, and the servers count every gradient.
+# epoch; shard versions never go back, and the servers count every gradient.
 source "$(dirname "$0")/clilib.sh" "$1"
 MPIRUN="mpirun --oversubscribe --bind-to none"
-cat > "$TMP/net.cfg" <<CFG
-[net]
-channels=1
-height=12
-width=12
-batch=8
-learning_rate=0.05
-epochs=1
-[convolutional]
-filters=6
-size=3
-pad=1
-activation=relu
-[maxpool]
-size=2
-[connected]
-output=10
-[softmax]
-CFG
+cp "$SRC/tests/data/small_net.cfg" "$TMP/net.cfg"
 train() { # name ranks args...
     local name=$1 np=$2; shift 2
     local cmd=("$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --threads 1 --quiet
