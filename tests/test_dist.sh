@@ -2,7 +2,8 @@
 # Distributed modes through mpirun: allreduce and ps-sync with N workers of
 # batch b give the parameters (and optimiser state) of serial with batch N*b;
 # fused buckets equal unfused and buckets that split a layer; ps-sync
-# checkpoints (with 2 servers) resume exactly.
+# checkpoints (with 2 servers) resume exactly. Sufficient-factor
+# broadcasting (--sfb) and SACP (--sacp) give the same parameters as well.
 source "$(dirname "$0")/clilib.sh" "$1"
 MPIRUN="mpirun --oversubscribe --bind-to none"
 cp "$SRC/tests/data/small_net.cfg" "$TMP/net.cfg"
@@ -34,7 +35,12 @@ for N in 2 3; do
     run ar${N}_split "$N" --mode allreduce --batch $B --fusion-mb 0.01   # 2621 floats: splits layers
     run ps${N}_s1 $((N + 1)) --mode ps-sync --servers 1 --batch $B
     run ps${N}_s2 $((N + 2)) --mode ps-sync --servers 2 --batch $B
-    for m in ar$N ar${N}_unfused ar${N}_split ps${N}_s1 ps${N}_s2; do same serial$N $m $TOL; done
+    run ar${N}_sfb "$N" --mode allreduce --batch $B --sfb --fusion-mb 0.001
+    run ps${N}_s2_sfb $((N + 2)) --mode ps-sync --servers 2 --batch $B --sfb
+    run ps${N}_s1_sacp $((N + 1)) --mode ps-sync --servers 1 --batch $B --sacp
+    for m in ar$N ar${N}_unfused ar${N}_split ps${N}_s1 ps${N}_s2 ar${N}_sfb ps${N}_s2_sfb ps${N}_s1_sacp; do
+        same serial$N $m $TOL
+    done
     same ar${N} ar${N}_unfused 0
 done
 
@@ -56,8 +62,25 @@ same straight resumed_ar $TOL
 # Observability: the summary carries overlap, bytes per step, server CPU share.
 check "ps summary fields" grep -qE '"comm_overlap":[0-9.]+,"comm_wait_share":[0-9.]+,"bytes_per_step":[0-9]+,"server_cpu_share":[0-9.]+' "$TMP/ps2_s1.out"
 
+# SFB moves fewer bytes than the gradients it replaces, as planned; the
+# start-up plan names the layers (small_net at batch 8: layer 3 by SFB).
+timeout 300 $MPIRUN -np 3 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps 2 --threads 1 \
+    --mode ps-sync --sacp > "$TMP/plan.out" 2>&1
+check "sacp plan printed" grep -q "plan: layer 3 connected .*usual *0.056 MB  sfb *0.016 MB  -> sfb" "$TMP/plan.out"
+"$DTRAIN" info "$TMP/net.cfg" --plan --workers 2 > "$TMP/info_plan.out"
+check "info --plan = start-up plan" diff <(grep "plan: layer" "$TMP/plan.out") <(grep "plan: layer" "$TMP/info_plan.out")
+check "sfb bytes as planned" /usr/bin/python3 - "$TMP/ar2.out" "$TMP/ar2_sfb.out" <<'PY'
+import json, sys
+a, b = (json.loads([l for l in open(f) if '"summary"' in l][-1]) for f in sys.argv[1:])
+assert b["bytes_per_step"] < a["bytes_per_step"], (a, b)
+assert b["bytes_per_step"] == b["plan_bytes_per_step"], b
+PY
+
 # Usage errors.
 expect 2 "needs at least 3 ranks" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --mode ps-sync --servers 2
 expect 2 "unknown mode 'ps-magic'" -- "$DTRAIN" train "$TMP/net.cfg" --mode ps-magic
 expect 2 "serial runs on one rank" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --mode serial
+expect 2 "--sfb works with --mode allreduce or ps-sync, not ps-async" -- \
+    $MPIRUN -np 3 "$DTRAIN" train "$TMP/net.cfg" --mode ps-async --sfb
+expect 2 "exclude each other" -- "$DTRAIN" train "$TMP/net.cfg" --sfb --sacp
 finish

@@ -12,6 +12,7 @@
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dtrain/model.h"
 #include "dtrain/net.h"
@@ -33,12 +34,21 @@ typedef enum {
 int dt_mode_from_name(const char *name);
 const char *dt_mode_name(dt_mode mode);
 
+/* How fully connected layers' gradients travel (Poseidon):
+ *   DT_SFB_OFF   like every other layer (allreduce bucket / PS push + pull)
+ *   DT_SFB_ALL   --sfb: as sufficient factors broadcast to every worker
+ *   DT_SFB_AUTO  --sacp: per layer, whichever moves fewer bytes */
+typedef enum { DT_SFB_OFF = 0, DT_SFB_ALL, DT_SFB_AUTO } dt_sfb_policy;
+
 typedef struct {
     dt_mode mode;
     int servers;            /* ps-* modes: server ranks (first S ranks) */
     double fusion_mb;       /* allreduce: fusion bucket size in MiB (0: one bucket per layer) */
     double stall_timeout;   /* seconds a wait may take before the missing ranks are named */
     int staleness;          /* ps-ssp: s */
+    dt_sfb_policy sfb;      /* allreduce and ps-sync only */
+    int batch;              /* per-worker batch K (the SFB cost depends on it) */
+    FILE *plan_out;         /* worker 0's start writes the communication plan here, or NULL */
 } dt_dist_cfg;
 
 /* A ps-* mode (parameter servers). */
@@ -83,18 +93,61 @@ dt_status dt_mpi_check(int rc, const char *what);
  * sizes differing by at most one (balanced by bytes; a layer may be split). */
 void dt_shard_range(size_t n, int shards, int s, size_t *lo, size_t *hi);
 
+/* Which layers' gradients travel as sufficient factors, what each way
+ * costs, and where the parameters the servers hold sit.
+ *
+ * A fully connected layer with weight W (M out, N in) at per-worker batch K
+ * has the gradient sum over its K samples of u v^T (u the output gradient,
+ * v the input), and its bias gradient is the sum of the u. Bytes one worker
+ * moves per step (sent + received) for the layer's M*N + M parameters:
+ *   ps-sync     2 (MN + M) 4           push the gradient, pull the parameters
+ *   allreduce   4 (P-1)/P (MN + M) 4   ring: reduce-scatter + allgather
+ *   SFB         2 K (P-1) (M + N) 4    send its K pairs to P-1 workers, receive theirs
+ * An SFB layer is updated by every worker itself (the same summed gradient
+ * everywhere): the servers do not hold it, so the parameters they shard are
+ * the other layers' laid end to end (ps_offset). */
+typedef struct {
+    int nlayers;
+    unsigned char *sfb;     /* (nlayers) 1: the layer's gradient travels as factors */
+    double *dense_bytes;    /* (nlayers) predicted bytes per step the usual way */
+    double *sfb_bytes;      /* (nlayers) ... as factors (0: layer not fully connected) */
+    size_t *ps_offset;      /* (nlayers + 1) layer i's first float in the servers' vector */
+    size_t ps_n;            /* floats the servers hold */
+    int nsfb;               /* layers with sfb set */
+} dt_comm_plan;
+
+/* Bytes per step (sent + received by one worker) for the layer's n
+ * parameters the usual way in `mode` with P workers, and as factors of an
+ * M x N layer at batch K. */
+double dt_dense_bytes(dt_mode mode, size_t n, int P);
+double dt_sfb_bytes(int M, int N, int K, int P);
+
+/* The plan for net with P workers at batch K: no SFB layer when policy is
+ * DT_SFB_OFF or P == 1. */
+dt_status dt_comm_plan_create(dt_comm_plan *plan, const dt_net *net, dt_mode mode, dt_sfb_policy policy,
+                              int P, int K);
+void dt_comm_plan_free(dt_comm_plan *plan);
+/* The plan's bytes per step, summed over the layers as chosen. */
+double dt_comm_plan_bytes(const dt_comm_plan *plan);
+/* One line per layer with parameters: the choice and both byte counts. */
+void dt_comm_plan_write(FILE *out, const dt_comm_plan *plan, const dt_net *net);
+
 /* A fusion bucket: the flat gradient range [lo, hi), ready once the layer
  * holding `lo` has finished backward (layers finish last to first, so every
- * higher offset is final by then). */
+ * higher offset is final by then). sfb: the bucket is SFB layer
+ * ready_layer's factor exchange instead of an allreduce of [lo, hi). */
 typedef struct {
     size_t lo, hi;
     int ready_layer;
+    int sfb;
 } dt_bucket;
 
 /* Buckets of at most bucket_floats (0: one per layer) in backward order,
- * splitting layers larger than a bucket. Returns the count (<= max), or -1
- * if max is too small. */
-int dt_bucket_plan(dt_bucket *out, int max, const dt_net *net, size_t bucket_floats);
+ * splitting layers larger than a bucket; an SFB layer of plan (may be NULL)
+ * gets a bucket of its own, marked sfb, and no fused bucket spans it.
+ * Returns the count (<= max), or -1 if max is too small. */
+int dt_bucket_plan(dt_bucket *out, int max, const dt_net *net, const dt_comm_plan *plan,
+                   size_t bucket_floats);
 
 /* Sync strategies for workers. */
 dt_status dt_sync_allreduce_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg);

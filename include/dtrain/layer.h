@@ -89,6 +89,8 @@ typedef struct dt_layer {
     float *saved;          /* saved_floats(batch) floats, see above */
     uint64_t seed;         /* dropout: per-layer seed (from run seed and layer index) */
     uint64_t step;         /* dropout: set by the net before each forward; mask = f(seed, step, i) */
+    int skip_wgrad;        /* dense: backward leaves dw alone; a sync strategy rebuilds it
+                              from sufficient factors (dt_dist SFB) */
     void *impl;            /* kind-private state kept between calls (conv: oneDNN primitives),
                               NULL until forward/backward creates it; freed by ops->destroy */
 } dt_layer;

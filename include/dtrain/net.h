@@ -41,6 +41,10 @@ typedef struct dt_net {
     size_t nws;
     uint64_t shape_hash;    /* identifies the architecture (checkpoints, ranks) */
     uint64_t step;          /* forward calls in training mode; drives dropout masks */
+    /* During a grad_ready(i) call: layer i's input (batch, in_i) and output
+     * gradient (batch, out_i), which the next layer down overwrites. */
+    const float *bwd_in, *bwd_dout;
+    int bwd_batch;
     void *blocks[4];        /* allocations behind act, dbuf, saved (freed at dt_net_free) */
 } dt_net;
 

@@ -58,6 +58,9 @@ typedef struct dt_sync {
     dt_status (*finish)(struct dt_sync *s, dt_trainer *t);
     void (*free)(struct dt_sync *s);
     dt_sync_stats stats;
+    /* Set by start: bytes per step (sent + received by one worker) the
+     * communication plan predicts; 0 when the strategy predicts none. */
+    double plan_bytes;
 } dt_sync;
 
 typedef struct {

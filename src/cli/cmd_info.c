@@ -1,9 +1,11 @@
 /* dtrain info MODEL.cfg [--json]: per-layer shapes, parameters, FLOPs, or the
- * network graph as JSON (nodes and edges) for visualisation. */
+ * network graph as JSON (nodes and edges) for visualisation; with --plan,
+ * the SACP communication plan for P workers and S servers at batch K. */
 #include <stdio.h>
 
 #include "args.h"
 #include "cli.h"
+#include "dtrain/dist.h"
 #include "dtrain/json.h"
 #include "dtrain/net.h"
 
@@ -48,22 +50,50 @@ static void print_json(const dt_net *net, const dt_model_spec *spec) {
     printf("]}\n");
 }
 
+/* Poseidon's per-layer choice for --sacp, and what each server carries. */
+static dt_status print_plan(const dt_net *net, const dt_model_spec *spec, const char *mode_name, int workers,
+                            int servers) {
+    int m = dt_mode_from_name(mode_name);
+    if (m != DT_MODE_ALLREDUCE && m != DT_MODE_PS_SYNC)
+        return dt_fail(DT_ERR_USAGE, "--mode: the plan is for allreduce or ps-sync, not '%s'", mode_name);
+    dt_comm_plan plan;
+    DT_TRY(dt_comm_plan_create(&plan, net, (dt_mode)m, DT_SFB_AUTO, workers, spec->batch));
+    printf("plan: %s, %s, %d workers x batch %d", spec->path, mode_name, workers, spec->batch);
+    if (m == DT_MODE_PS_SYNC) printf(", %d server%s", servers, servers == 1 ? "" : "s");
+    printf("; bytes per worker per step, sent + received\n");
+    dt_comm_plan_write(stdout, &plan, net);
+    if (m == DT_MODE_PS_SYNC)
+        printf("plan: each server moves %.3f MB per step (its shard of %zu floats to and from %d workers)\n",
+               2.0 * workers * (double)plan.ps_n / servers * sizeof(float) / 1e6, plan.ps_n / (size_t)servers,
+               workers);
+    dt_comm_plan_free(&plan);
+    return DT_OK;
+}
+
 int cmd_info(int argc, char **argv, const cli_env *env) {
-    int json = 0, batch = 0;
+    int json = 0, batch = 0, plan = 0, workers = 2, servers = 1;
+    const char *mode = "ps-sync";
     cli_flag flags[] = {
         {"--json", ARG_FLAG, &json, 0, 0, 0},
         {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
+        {"--plan", ARG_FLAG, &plan, 0, 0, 0},
+        {"--workers", ARG_INT, &workers, 1, 1 << 20, 0},
+        {"--servers", ARG_INT, &servers, 1, 1024, 0},
+        {"--mode", ARG_STR, &mode, 0, 0, 0},
     };
     const char *pos[1];
     int npos;
     dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
-    if (s == DT_OK && npos != 1) s = dt_fail(DT_ERR_USAGE, "usage: dtrain info MODEL.cfg [--json] [--batch N]");
+    if (s == DT_OK && npos != 1) s = dt_fail(DT_ERR_USAGE, "usage: dtrain info MODEL.cfg [--json] [--batch N] "
+                                                  "[--plan [--workers P] [--servers S] [--mode M]]");
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
     dt_net *net = NULL;
     if (s == DT_OK) s = dt_net_create(&net, &spec, spec.batch, 1);
     if (s == DT_OK && env->rank == 0) {
-        if (json)
+        if (plan)
+            s = print_plan(net, &spec, mode, workers, servers);
+        else if (json)
             print_json(net, &spec);
         else
             print_table(net, &spec);

@@ -32,10 +32,14 @@ static const char train_usage[] =
     "  --slow-worker R:MS    world rank R sleeps MS ms in every step\n"
     "  --servers S           ps-* modes: the first S ranks are parameter servers (default 1)\n"
     "  --fusion-mb X         allreduce: fusion bucket size in MiB (default 4; 0 = per layer)\n"
+    "  --sfb                 allreduce, ps-sync: fully connected layers exchange sufficient\n"
+    "                        factors between workers instead of their gradients\n"
+    "  --sacp                allreduce, ps-sync: per layer, whichever of the two moves fewer\n"
+    "                        bytes (the plan is printed at start; see dtrain info --plan)\n"
     "  --stall-timeout S     name the missing ranks after S seconds of waiting (default 60)\n"
     "  --quiet               only the final summary line\n";
 
-/* --mode/--servers against the job's ranks. */
+/* --mode/--servers/--sfb/--sacp against the job's ranks. */
 static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, const cli_env *env) {
     if (!name) name = env->world > 1 ? "allreduce" : "serial";
     int m = dt_mode_from_name(name);
@@ -46,6 +50,9 @@ static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, co
     if (dc->mode == DT_MODE_SERIAL && env->world > 1)
         return dt_fail(DT_ERR_USAGE, "--mode serial runs on one rank, this job has %d (use allreduce or "
                        "ps-sync)", env->world);
+    if (dc->sfb != DT_SFB_OFF && dc->mode != DT_MODE_ALLREDUCE && dc->mode != DT_MODE_PS_SYNC)
+        return dt_fail(DT_ERR_USAGE, "--%s works with --mode allreduce or ps-sync, not %s",
+                       dc->sfb == DT_SFB_ALL ? "sfb" : "sacp", name);
     dc->servers = dt_mode_is_ps(dc->mode) ? servers : 0;
     if (dt_mode_is_ps(dc->mode) && env->world < servers + 1)
         return dt_fail(DT_ERR_USAGE, "--mode %s --servers %d needs at least %d ranks, this job has %d "
@@ -84,6 +91,7 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     const char *mode_name = NULL, *straggle_arg = NULL, *slow_arg = NULL;
     int staleness = 3;
     int epochs = 0, batch = 0, threads = 0, quiet = 0, help = 0, no_prefetch = 0, servers = 1;
+    int sfb = 0, sacp = 0;
     long max_steps = 0, ckpt_every = 0, seed = 1;
     double lr = 0, fusion_mb = 4, stall_timeout = 60;
     cli_flag flags[] = {
@@ -109,6 +117,8 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
         {"--staleness", ARG_INT, &staleness, 0, 1000, 0},
         {"--straggle", ARG_STR, &straggle_arg, 0, 0, 0},
         {"--slow-worker", ARG_STR, &slow_arg, 0, 0, 0},
+        {"--sfb", ARG_FLAG, &sfb, 0, 0, 0},
+        {"--sacp", ARG_FLAG, &sacp, 0, 0, 0},
     };
     const char *pos[1];
     int npos;
@@ -125,7 +135,10 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     dt_train_opts o;
     memset(&o, 0, sizeof o);
     if (s == DT_OK) s = cli_dataset_kind(&o.dataset, dataset, &spec);
-    dt_dist_cfg dc = {DT_MODE_SERIAL, 0, fusion_mb, stall_timeout, staleness};
+    if (s == DT_OK && sfb && sacp) s = dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
+    dt_dist_cfg dc = {DT_MODE_SERIAL, 0, fusion_mb, stall_timeout, staleness,
+                      sfb ? DT_SFB_ALL : sacp ? DT_SFB_AUTO : DT_SFB_OFF, 0, NULL};
+    if (s == DT_OK) dc.batch = spec.batch;
     if (s == DT_OK) s = resolve_mode(&dc, mode_name, servers, env);
     if (s == DT_OK && straggle_arg)
         s = parse_pair(straggle_arg, "--straggle", "P:MS", 0, 1, &o.straggle_p, &o.straggle_ms);
@@ -176,7 +189,9 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
                dt_mode_name(dc.mode));
         if (dt_mode_is_ps(dc.mode)) printf(" with %d server%s", dc.servers, dc.servers == 1 ? "" : "s");
         if (dc.mode == DT_MODE_PS_SSP) printf(", staleness %d", dc.staleness);
+        if (dc.sfb != DT_SFB_OFF) printf(", %s", dc.sfb == DT_SFB_ALL ? "sfb" : "sacp");
         printf("\n");
+        if (dc.sfb != DT_SFB_OFF) dc.plan_out = stdout;
     }
 
     dt_sync *sync = NULL;

@@ -4,6 +4,10 @@
  * thread, so it runs while lower layers still compute. end_step waits,
  * averages and runs SGD on every worker.
  *
+ * Fully connected layers the plan marks SFB (--sfb, --sacp) are a bucket of
+ * their own: their sufficient factors are captured in grad_ready and
+ * allgathered by the thread; end_step rebuilds their gradients (sfb.h).
+ *
  * Threads: the trainer's thread enqueues buckets (grad_ready) and waits
  * (end_step); the communication thread makes every MPI call of a step. The
  * trainer's own MPI calls (metrics, evaluation) happen between steps, when
@@ -16,6 +20,7 @@
 #include "dtrain/optim.h"
 #include "dtrain/timer.h"
 #include "group.h"
+#include "sfb.h"
 
 #define MAX_BUCKETS 4096
 
@@ -24,6 +29,8 @@ typedef struct {
     dt_comm comm;
     dt_dist_cfg cfg;
     dt_net *net;
+    dt_comm_plan plan;
+    dt_sfb sfb;
     dt_bucket *buckets;
     int nbuckets;
     long step;                /* clock of the step in flight */
@@ -50,12 +57,16 @@ static dt_status reduce_bucket(ar_ctx *a, int k) {
         snprintf(a->what, sizeof a->what, "gradient allreduce of step %ld", a->step + 1);
         DT_TRY(dt_group_enter(&a->group, a->what));
     }
-    MPI_Request req;
+    MPI_Request req[2];
+    if (b->sfb) {
+        DT_TRY(dt_sfb_start(&a->sfb, b->ready_layer, a->comm.workers, req));
+        return dt_group_wait(&a->group, req, 2);
+    }
     float *g = a->net->grads + b->lo;
     int n = (int)(b->hi - b->lo);
-    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g, n, MPI_FLOAT, MPI_SUM, a->comm.workers, &req),
+    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g, n, MPI_FLOAT, MPI_SUM, a->comm.workers, &req[0]),
                         "gradient allreduce (MPI_Iallreduce)"));
-    return dt_group_wait(&a->group, &req, 1);
+    return dt_group_wait(&a->group, req, 1);
 }
 
 static void *comm_thread(void *arg) {
@@ -96,15 +107,24 @@ static void enqueue_ready(ar_ctx *a, int layer) {
     pthread_mutex_unlock(&a->mu);
 }
 
-static void ar_grad_ready(void *ctx, int layer) { enqueue_ready(ctx, layer); }
+static void ar_grad_ready(void *ctx, int layer) {
+    ar_ctx *a = ctx;
+    if (a->sfb.index[layer] >= 0) dt_sfb_capture(&a->sfb, a->net, layer);
+    enqueue_ready(a, layer);
+}
 
 static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     ar_ctx *a = s->ctx;
     a->net = dt_trainer_net(t);
     a->step = dt_trainer_step(t);
     DT_TRY(dt_alloc_bytes((void **)&a->buckets, sizeof(dt_bucket) * MAX_BUCKETS, "buckets"));
+    DT_TRY(dt_comm_plan_create(&a->plan, a->net, DT_MODE_ALLREDUCE, a->cfg.sfb, a->comm.nworkers,
+                               a->net->max_batch));
+    DT_TRY(dt_sfb_create(&a->sfb, a->net, &a->plan, a->comm.nworkers));
+    if (a->cfg.plan_out && a->comm.worker == 0) dt_comm_plan_write(a->cfg.plan_out, &a->plan, a->net);
+    s->plan_bytes = dt_comm_plan_bytes(&a->plan);
     size_t bucket_floats = (size_t)(a->cfg.fusion_mb * 1048576.0 / sizeof(float));
-    a->nbuckets = dt_bucket_plan(a->buckets, MAX_BUCKETS, a->net, bucket_floats);
+    a->nbuckets = dt_bucket_plan(a->buckets, MAX_BUCKETS, a->net, &a->plan, bucket_floats);
     if (a->nbuckets < 0)
         return dt_fail(DT_ERR_USAGE, "--fusion-mb %g makes more than %d buckets; use a larger value",
                        a->cfg.fusion_mb, MAX_BUCKETS);
@@ -135,15 +155,18 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
     pthread_mutex_unlock(&a->mu);
     if (err != DT_OK) return dt_fail(err, "%s", a->errmsg);
     double waited = dt_now() - t0;
-    /* Ring allreduce moves about 2 (W-1)/W of the data each way. */
+    /* Ring allreduce moves about 2 (W-1)/W of its data each way; an
+     * allgather sends this worker's factors to, and receives from, W-1. */
     double W = a->comm.nworkers;
-    uint64_t bytes = (uint64_t)(2.0 * (W - 1) / W * (double)a->net->nparams * sizeof(float));
+    uint64_t bytes = (uint64_t)(2.0 * (W - 1) / W * (double)a->plan.ps_n * sizeof(float) +
+                                dt_sfb_bytes_each_way(&a->sfb));
     s->stats.comm_s += comm;
     s->stats.wait_s += waited;
     s->stats.bytes_sent += bytes;
     s->stats.bytes_recv += bytes;
 
     dt_net *net = a->net;
+    for (int k = 0; k < a->sfb.n; k++) dt_sfb_rebuild(&a->sfb, a->sfb.layers[k].layer, net);
     float inv = 1.0f / (float)a->comm.nworkers;
     for (size_t i = 0; i < net->nparams; i++) net->grads[i] *= inv;
     dt_sgd_update(dt_trainer_sgd(t), lr, net->params, dt_trainer_momentum(t), net->grads, net->nparams);
@@ -163,6 +186,8 @@ static void ar_free(dt_sync *s) {
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     dt_free(a->buckets);
+    dt_sfb_free(&a->sfb);
+    dt_comm_plan_free(&a->plan);
     dt_group_sync_free(s);
 }
 

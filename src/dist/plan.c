@@ -1,5 +1,9 @@
-/* Shard maps and fusion buckets: pure functions of sizes, no MPI. */
+/* Shard maps, communication plans and fusion buckets: pure functions of
+ * sizes, no MPI. */
+#include <string.h>
+
 #include "dtrain/dist.h"
+#include "dtrain/mem.h"
 
 void dt_shard_range(size_t n, int shards, int s, size_t *lo, size_t *hi) {
     /* The first n % shards shards get one extra float. */
@@ -8,16 +12,89 @@ void dt_shard_range(size_t n, int shards, int s, size_t *lo, size_t *hi) {
     *hi = *lo + base + (us < extra ? 1 : 0);
 }
 
-int dt_bucket_plan(dt_bucket *out, int max, const dt_net *net, size_t bucket_floats) {
+double dt_dense_bytes(dt_mode mode, size_t n, int P) {
+    double bytes = (double)n * sizeof(float);
+    if (P <= 1) return 0;
+    if (mode == DT_MODE_ALLREDUCE) return 4.0 * (P - 1) / P * bytes;
+    return 2.0 * bytes;
+}
+
+double dt_sfb_bytes(int M, int N, int K, int P) {
+    return 2.0 * K * (P - 1) * ((double)M + N) * sizeof(float);
+}
+
+dt_status dt_comm_plan_create(dt_comm_plan *plan, const dt_net *net, dt_mode mode, dt_sfb_policy policy,
+                              int P, int K) {
+    memset(plan, 0, sizeof *plan);
+    size_t L = (size_t)net->nlayers;
+    plan->nlayers = net->nlayers;
+    DT_TRY(dt_alloc_bytes((void **)&plan->sfb, L, "communication plan"));
+    DT_TRY(dt_alloc_bytes((void **)&plan->dense_bytes, L * sizeof(double), "communication plan"));
+    DT_TRY(dt_alloc_bytes((void **)&plan->sfb_bytes, L * sizeof(double), "communication plan"));
+    DT_TRY(dt_alloc_bytes((void **)&plan->ps_offset, (L + 1) * sizeof(size_t), "communication plan"));
+    for (int i = 0; i < net->nlayers; i++) {
+        const dt_layer *l = &net->layers[i];
+        plan->dense_bytes[i] = dt_dense_bytes(mode, l->nw + l->nb, P);
+        if (l->spec.kind == DT_LAYER_DENSE)
+            plan->sfb_bytes[i] = dt_sfb_bytes(l->out.c, (int)dt_shape_size(l->in), K, P);
+        int fc = l->spec.kind == DT_LAYER_DENSE && P > 1;
+        plan->sfb[i] = fc && (policy == DT_SFB_ALL ||
+                              (policy == DT_SFB_AUTO && plan->sfb_bytes[i] < plan->dense_bytes[i]));
+        plan->nsfb += plan->sfb[i];
+        plan->ps_offset[i] = plan->ps_n;
+        if (!plan->sfb[i]) plan->ps_n += l->nw + l->nb;
+    }
+    plan->ps_offset[L] = plan->ps_n;
+    return DT_OK;
+}
+
+void dt_comm_plan_free(dt_comm_plan *plan) {
+    dt_free(plan->sfb);
+    dt_free(plan->dense_bytes);
+    dt_free(plan->sfb_bytes);
+    dt_free(plan->ps_offset);
+    memset(plan, 0, sizeof *plan);
+}
+
+double dt_comm_plan_bytes(const dt_comm_plan *plan) {
+    double total = 0;
+    for (int i = 0; i < plan->nlayers; i++) total += plan->sfb[i] ? plan->sfb_bytes[i] : plan->dense_bytes[i];
+    return total;
+}
+
+void dt_comm_plan_write(FILE *out, const dt_comm_plan *plan, const dt_net *net) {
+    for (int i = 0; i < net->nlayers; i++) {
+        const dt_layer *l = &net->layers[i];
+        if (l->nw + l->nb == 0) continue;
+        char sfb[32] = "-";
+        if (l->spec.kind == DT_LAYER_DENSE) snprintf(sfb, sizeof sfb, "%.3f MB", plan->sfb_bytes[i] / 1e6);
+        fprintf(out, "plan: layer %d %-13s %9zu params  usual %9.3f MB  sfb %11s  -> %s\n", i, l->ops->name,
+                l->nw + l->nb, plan->dense_bytes[i] / 1e6, sfb, plan->sfb[i] ? "sfb" : "usual");
+    }
+    fprintf(out, "plan: %.3f MB per worker per step (sent + received)\n", dt_comm_plan_bytes(plan) / 1e6);
+}
+
+int dt_bucket_plan(dt_bucket *out, int max, const dt_net *net, const dt_comm_plan *plan,
+                   size_t bucket_floats) {
     int nb = 0;
     size_t open_hi = 0, open_lo = 0; /* the bucket being filled: [open_lo, open_hi) */
-    int open = 0;
+    int open = 0, open_layer = 0;    /* open_layer: the layer holding open_lo */
     for (int i = net->nlayers - 1; i >= 0; i--) {
         size_t lo = net->param_offset[i], hi = net->param_offset[i + 1];
         if (lo == hi) continue;
+        if (plan && plan->sfb[i]) { /* its own exchange; the open bucket cannot span it */
+            if (open) {
+                if (nb >= max) return -1;
+                out[nb++] = (dt_bucket){open_lo, open_hi, open_layer, 0};
+                open = 0;
+            }
+            if (nb >= max) return -1;
+            out[nb++] = (dt_bucket){lo, hi, i, 1};
+            continue;
+        }
         if (bucket_floats == 0) { /* one bucket per layer */
             if (nb >= max) return -1;
-            out[nb++] = (dt_bucket){lo, hi, i};
+            out[nb++] = (dt_bucket){lo, hi, i, 0};
             continue;
         }
         /* Walk the layer downwards from hi, closing a bucket whenever it is full. */
@@ -27,22 +104,20 @@ int dt_bucket_plan(dt_bucket *out, int max, const dt_net *net, size_t bucket_flo
             size_t room = bucket_floats - (open_hi - open_lo);
             size_t take = top - lo < room ? top - lo : room;
             open_lo = top - take;
+            open_layer = i;
             top = open_lo;
             if (open_hi - open_lo == bucket_floats) {
                 if (nb >= max) return -1;
-                out[nb++] = (dt_bucket){open_lo, open_hi, i};
+                out[nb++] = (dt_bucket){open_lo, open_hi, i, 0};
                 open = 0;
             }
         }
         /* A bucket still open at a layer boundary keeps filling from the
          * layers below. */
     }
-    /* Close the last bucket at the layer holding its lowest float. */
     if (open) {
-        int i = 0;
-        while (net->param_offset[i + 1] <= open_lo) i++;
         if (nb >= max) return -1;
-        out[nb++] = (dt_bucket){open_lo, open_hi, i};
+        out[nb++] = (dt_bucket){open_lo, open_hi, open_layer, 0};
     }
     return nb;
 }

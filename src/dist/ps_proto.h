@@ -24,8 +24,6 @@
 
 #include <stddef.h>
 
-#include "dtrain/net.h"
-
 enum { PS_TAG_CTRL = 10, PS_TAG_GRAD, PS_TAG_PARAM, PS_TAG_INIT, PS_TAG_MOM, PS_TAG_STATS, PS_TAG_HDR };
 enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP, PS_CTRL_PULL };
 
@@ -38,10 +36,12 @@ enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP, PS_CTRL_PULL };
  * largest clock gap seen between workers, gradients applied}. */
 #define PS_STATS_LEN 5
 
-/* The part of layer i's parameters that falls in [lo, hi): [*a, *b), empty
- * when *a == *b. */
-static inline void ps_overlap(const dt_net *net, int i, size_t lo, size_t hi, size_t *a, size_t *b) {
-    size_t l0 = net->param_offset[i], l1 = net->param_offset[i + 1];
+/* The servers' vector is the parameters of every layer that is not SFB,
+ * end to end (dt_comm_plan ps_offset); shards are ranges of it.
+ * The part of layer i's parameters that falls in [lo, hi) of that vector:
+ * [*a, *b), empty when *a == *b. */
+static inline void ps_overlap(const size_t *ps_offset, int i, size_t lo, size_t hi, size_t *a, size_t *b) {
+    size_t l0 = ps_offset[i], l1 = ps_offset[i + 1];
     *a = l0 > lo ? l0 : lo;
     *b = l1 < hi ? l1 : hi;
     if (*b < *a) *b = *a;

@@ -37,8 +37,9 @@ typedef struct {
     const dt_comm *comm;
     const dt_dist_cfg *cfg;
     const dt_model_spec *spec;
-    dt_net *net;             /* layout only (offsets); built at batch 1 */
-    size_t lo, hi, n;        /* this shard [lo, hi) of the flat block */
+    dt_net *net;             /* layout only; built at batch 1 */
+    dt_comm_plan plan;       /* which layers the servers hold (not SFB), where */
+    size_t lo, hi, n;        /* this shard [lo, hi) of the servers' vector */
     int W;
     int clocked;             /* ps-sync/ps-ssp (else ps-async) */
     int staleness;           /* clocked: s */
@@ -105,7 +106,7 @@ static dt_status post_grads(server *sv, int w) {
     int k = 0;
     for (int i = sv->net->nlayers - 1; i >= 0; i--) {
         size_t a, b;
-        ps_overlap(sv->net, i, sv->lo, sv->hi, &a, &b);
+        ps_overlap(sv->plan.ps_offset, i, sv->lo, sv->hi, &a, &b);
         if (a == b) continue;
         DT_TRY(dt_mpi_check(MPI_Irecv(dst + (a - sv->lo), (int)(b - a), MPI_FLOAT, world_rank_of(sv, w),
                                       PS_TAG_GRAD, sv->comm->world, &r[k++]),
@@ -433,7 +434,8 @@ static dt_status setup(server *sv) {
     /* Deferred: two slots, so a worker's next clock can arrive while its
      * last gradient still waits in the queue. */
     sv->nslots = sv->clocked ? sv->staleness + 2 : sv->deferred ? 2 : 1;
-    dt_shard_range(sv->net->nparams, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
+    DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch));
+    dt_shard_range(sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
     sv->n = sv->hi - sv->lo;
     size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn;
     DT_TRY(dt_mul_size(&wn, W, sv->n, "server buffers"));
@@ -498,6 +500,7 @@ static void teardown(server *sv) {
     pthread_cond_destroy(&sv->queued);
     pthread_cond_destroy(&sv->drained);
     dt_net_free(sv->net);
+    dt_comm_plan_free(&sv->plan);
     void *bufs[] = {sv->params, sv->mom, sv->sum, sv->recv, sv->reply, sv->lr, sv->hdr, sv->ctrl,
                     sv->ctrl_req, sv->reply_req, sv->grad_req, sv->ngrad, sv->receiving, sv->awaiting,
                     sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,

@@ -10,16 +10,23 @@
 
 #include "dtrain/dist.h"
 #include "dtrain/mem.h"
+#include "dtrain/optim.h"
 #include "dtrain/timer.h"
 #include "group.h"
 #include "ps_proto.h"
+#include "sfb.h"
 
 typedef struct {
     dt_group group;               /* first (dt_group_sync_alloc): the workers' own collectives */
     dt_comm comm;
     dt_dist_cfg cfg;
     dt_net *net;
-    size_t *shard_lo, *shard_hi;  /* (nservers) */
+    dt_comm_plan plan;
+    dt_sfb sfb;
+    MPI_Request *sfb_reqs;        /* (2 per SFB layer) this step's allgathers */
+    int nsfb_reqs;
+    size_t *shard_lo, *shard_hi;  /* (nservers) ranges of the servers' vector */
+    MPI_Datatype *shard_type;     /* (nservers) shard s within the flat parameters */
     MPI_Request *reqs;            /* gradient sends then parameter receives, this step */
     int nreqs, maxreqs;
     double ctrl[PS_CTRL_LEN];     /* send buffer of the step's control message */
@@ -51,23 +58,62 @@ static dt_status add_req(ps_ctx *p, int rc, const char *what) {
     return DT_OK;
 }
 
+/* Starts layer's factor allgathers (the step's first enters the group, for
+ * the stall inspector). */
+static dt_status start_sfb(ps_ctx *p, int layer) {
+    dt_sfb_capture(&p->sfb, p->net, layer);
+    if (p->nsfb_reqs == 0) DT_TRY(dt_group_enter(&p->group, "sufficient factor allgather"));
+    DT_TRY(dt_sfb_start(&p->sfb, layer, p->comm.workers, p->sfb_reqs + p->nsfb_reqs));
+    p->nsfb_reqs += 2;
+    return DT_OK;
+}
+
+/* Pushes layer's gradients to the servers holding them. */
+static dt_status push_layer(ps_ctx *p, int layer) {
+    const size_t *off = p->plan.ps_offset;
+    for (int s = 0; s < p->comm.nservers; s++) {
+        size_t a, b;
+        ps_overlap(off, layer, p->shard_lo[s], p->shard_hi[s], &a, &b);
+        if (a == b) continue;
+        float *g = p->net->grads + p->net->param_offset[layer] + (a - off[layer]);
+        DT_TRY(add_req(p, MPI_Isend(g, (int)(b - a), MPI_FLOAT, s, PS_TAG_GRAD, p->comm.world,
+                                    &p->reqs[p->nreqs]),
+                       "gradient push (MPI_Isend)"));
+    }
+    return DT_OK;
+}
+
 static void ps_grad_ready(void *ctx, int layer) {
     ps_ctx *p = ctx;
     if (p->err != DT_OK) return;
-    if (p->nreqs == 0) p->first_send = dt_now();
-    for (int s = 0; s < p->comm.nservers; s++) {
-        size_t a, b;
-        ps_overlap(p->net, layer, p->shard_lo[s], p->shard_hi[s], &a, &b);
-        if (a == b) continue;
-        dt_status st = add_req(p, MPI_Isend(p->net->grads + a, (int)(b - a), MPI_FLOAT, s, PS_TAG_GRAD,
-                                            p->comm.world, &p->reqs[p->nreqs]),
-                               "gradient push (MPI_Isend)");
-        if (st != DT_OK) {
-            p->err = st;
-            snprintf(p->errmsg, sizeof p->errmsg, "%s", dt_last_error());
-            return;
-        }
+    if (p->nreqs == 0 && p->nsfb_reqs == 0) p->first_send = dt_now();
+    dt_status st = p->sfb.index[layer] >= 0 ? start_sfb(p, layer) : push_layer(p, layer);
+    if (st != DT_OK) {
+        p->err = st;
+        snprintf(p->errmsg, sizeof p->errmsg, "%s", dt_last_error());
     }
+}
+
+/* Shard s's floats within the flat parameters: the pieces of each held
+ * layer that fall in [shard_lo[s], shard_hi[s]) of the servers' vector. */
+static dt_status make_shard_type(ps_ctx *p, int s) {
+    const dt_net *net = p->net;
+    int *len, *disp, n = 0;
+    DT_TRY(dt_alloc_bytes((void **)&len, sizeof(int) * (size_t)net->nlayers, "shard layout"));
+    dt_status st = dt_alloc_bytes((void **)&disp, sizeof(int) * (size_t)net->nlayers, "shard layout");
+    for (int i = 0; st == DT_OK && i < net->nlayers; i++) {
+        size_t a, b;
+        ps_overlap(p->plan.ps_offset, i, p->shard_lo[s], p->shard_hi[s], &a, &b);
+        if (a == b) continue;
+        len[n] = (int)(b - a);
+        disp[n++] = (int)(net->param_offset[i] + (a - p->plan.ps_offset[i]));
+    }
+    if (st == DT_OK)
+        st = dt_mpi_check(MPI_Type_indexed(n, len, disp, MPI_FLOAT, &p->shard_type[s]), "MPI_Type_indexed");
+    if (st == DT_OK) st = dt_mpi_check(MPI_Type_commit(&p->shard_type[s]), "MPI_Type_commit");
+    dt_free(len);
+    dt_free(disp);
+    return st;
 }
 
 static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
@@ -78,6 +124,14 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     DT_TRY(dt_alloc_bytes((void **)&p->shard_hi, sizeof(size_t) * (size_t)S, "shards"));
     p->maxreqs = (p->net->nlayers + 3) * S;
     DT_TRY(dt_alloc_bytes((void **)&p->reqs, sizeof(MPI_Request) * (size_t)p->maxreqs, "requests"));
+    DT_TRY(dt_alloc_bytes((void **)&p->sfb_reqs, sizeof(MPI_Request) * 2 * (size_t)p->net->nlayers,
+                          "requests"));
+    DT_TRY(dt_alloc_bytes((void **)&p->shard_type, sizeof(MPI_Datatype) * (size_t)S, "shards"));
+    for (int s = 0; s < S; s++) p->shard_type[s] = MPI_DATATYPE_NULL;
+    DT_TRY(dt_comm_plan_create(&p->plan, p->net, p->cfg.mode, p->cfg.sfb, p->comm.nworkers, p->cfg.batch));
+    DT_TRY(dt_sfb_create(&p->sfb, p->net, &p->plan, p->comm.nworkers));
+    if (p->cfg.plan_out && p->comm.worker == 0) dt_comm_plan_write(p->cfg.plan_out, &p->plan, p->net);
+    sy->plan_bytes = dt_comm_plan_bytes(&p->plan);
     DT_TRY(dt_alloc_bytes((void **)&p->hdr, sizeof *p->hdr * (size_t)S, "reply headers"));
     if (p->cfg.mode == DT_MODE_PS_SSP && p->cfg.staleness > 0) {
         size_t n;
@@ -87,7 +141,8 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
         DT_TRY(dt_alloc_floats(&p->own_lr, (size_t)p->nown, "own gradients"));
     }
     for (int s = 0; s < S; s++) {
-        dt_shard_range(p->net->nparams, S, s, &p->shard_lo[s], &p->shard_hi[s]);
+        dt_shard_range(p->plan.ps_n, S, s, &p->shard_lo[s], &p->shard_hi[s]);
+        DT_TRY(make_shard_type(p, s));
         p->ctrl_reqs[s] = MPI_REQUEST_NULL;
     }
     float *mom = dt_trainer_momentum(t);
@@ -103,11 +158,9 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     double run[2] = {dt_mode_is_async(p->cfg.mode) ? (double)(left > 1 ? left : 1) : 0,
                      (double)dt_trainer_step(t)};
     for (int s = 0; s < S; s++) {
-        int n = (int)(p->shard_hi[s] - p->shard_lo[s]);
-        DT_TRY(dt_mpi_check(MPI_Send(p->net->params + p->shard_lo[s], n, MPI_FLOAT, s, PS_TAG_INIT,
-                                     p->comm.world),
+        DT_TRY(dt_mpi_check(MPI_Send(p->net->params, 1, p->shard_type[s], s, PS_TAG_INIT, p->comm.world),
                             "server initialisation (MPI_Send)"));
-        DT_TRY(dt_mpi_check(MPI_Send(mom + p->shard_lo[s], n, MPI_FLOAT, s, PS_TAG_INIT, p->comm.world),
+        DT_TRY(dt_mpi_check(MPI_Send(mom, 1, p->shard_type[s], s, PS_TAG_INIT, p->comm.world),
                             "server initialisation (MPI_Send)"));
         DT_TRY(dt_mpi_check(MPI_Send(run, 2, MPI_DOUBLE, s, PS_TAG_INIT, p->comm.world),
                             "server initialisation (MPI_Send)"));
@@ -118,7 +171,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
 static dt_status ps_begin_step(dt_sync *sy, dt_trainer *t, float lr) {
     ps_ctx *p = sy->ctx;
     p->clock = dt_trainer_step(t);
-    p->nreqs = 0;
+    p->nreqs = p->nsfb_reqs = 0;
     return send_ctrl(p, PS_CTRL_STEP, p->clock, lr);
 }
 
@@ -149,15 +202,16 @@ static dt_status post_replies(ps_ctx *p) {
         DT_TRY(add_req(p, MPI_Irecv(p->hdr[s], PS_HDR_LEN, MPI_DOUBLE, s, PS_TAG_HDR, p->comm.world,
                                     &p->reqs[p->nreqs]),
                        "parameter pull (MPI_Irecv)"));
-        DT_TRY(add_req(p, MPI_Irecv(p->net->params + p->shard_lo[s], (int)(p->shard_hi[s] - p->shard_lo[s]),
-                                    MPI_FLOAT, s, PS_TAG_PARAM, p->comm.world, &p->reqs[p->nreqs]),
+        DT_TRY(add_req(p, MPI_Irecv(p->net->params, 1, p->shard_type[s], s, PS_TAG_PARAM, p->comm.world,
+                                    &p->reqs[p->nreqs]),
                        "parameter pull (MPI_Irecv)"));
     }
     return DT_OK;
 }
 
 /* ps-ssp: re-apply this worker's own clocks the servers have not committed
- * yet (clock `committed` of each shard up to the current one). */
+ * yet (clock `committed` of each shard up to the current one). ps-ssp has
+ * no SFB layers, so shards are ranges of the flat parameters. */
 static void read_my_writes(ps_ctx *p) {
     float inv_w = 1.0f / (float)p->comm.nworkers;
     for (int s = 0; s < p->comm.nservers; s++)
@@ -169,11 +223,27 @@ static void read_my_writes(ps_ctx *p) {
         }
 }
 
+/* The SFB layers' update, the same on every worker: their summed factors
+ * rebuilt, averaged, one SGD step with this worker's own momentum. */
+static dt_status update_sfb_layers(ps_ctx *p, dt_trainer *t, float lr) {
+    if (p->nsfb_reqs == 0) return DT_OK;
+    DT_TRY(dt_group_wait(&p->group, p->sfb_reqs, p->nsfb_reqs));
+    dt_net *net = p->net;
+    float inv = 1.0f / (float)p->comm.nworkers;
+    for (int k = 0; k < p->sfb.n; k++) {
+        int i = p->sfb.layers[k].layer;
+        size_t lo = net->param_offset[i], n = net->param_offset[i + 1] - lo;
+        dt_sfb_rebuild(&p->sfb, i, net);
+        for (size_t j = lo; j < lo + n; j++) net->grads[j] *= inv;
+        dt_sgd_update(dt_trainer_sgd(t), lr, net->params + lo, dt_trainer_momentum(t) + lo, net->grads + lo, n);
+    }
+    return DT_OK;
+}
+
 static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
-    (void)t;
     ps_ctx *p = sy->ctx;
     if (p->err != DT_OK) return dt_fail(p->err, "%s", p->errmsg);
-    if (p->nreqs == 0) p->first_send = dt_now();
+    if (p->nreqs == 0 && p->nsfb_reqs == 0) p->first_send = dt_now();
     if (p->nown) { /* kept before params are overwritten; grads stay until next backward */
         size_t slot = (size_t)(p->clock % p->nown);
         memcpy(p->own + slot * p->net->nparams, p->net->grads, sizeof(float) * p->net->nparams);
@@ -185,9 +255,10 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     double t0 = dt_now();
     stall_info si = {p, first_recv};
     DT_TRY(dt_mpi_wait(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, &si, "parameter exchange"));
+    DT_TRY(update_sfb_layers(p, t, lr));
     double t1 = dt_now();
     if (p->nown) read_my_writes(p);
-    uint64_t bytes = (uint64_t)p->net->nparams * sizeof(float);
+    uint64_t bytes = (uint64_t)((double)p->plan.ps_n * sizeof(float) + dt_sfb_bytes_each_way(&p->sfb));
     sy->stats.comm_s += t1 - p->first_send;
     sy->stats.wait_s += t1 - t0;
     sy->stats.bytes_sent += bytes;
@@ -219,8 +290,7 @@ static dt_status ps_gather(dt_sync *sy, dt_trainer *t) {
     DT_TRY(send_ctrl(p, PS_CTRL_CKPT, dt_trainer_step(t), 0));
     float *mom = dt_trainer_momentum(t);
     for (int s = 0; s < p->comm.nservers; s++)
-        DT_TRY(dt_mpi_check(MPI_Recv(mom + p->shard_lo[s], (int)(p->shard_hi[s] - p->shard_lo[s]),
-                                     MPI_FLOAT, s, PS_TAG_MOM, p->comm.world, MPI_STATUS_IGNORE),
+        DT_TRY(dt_mpi_check(MPI_Recv(mom, 1, p->shard_type[s], s, PS_TAG_MOM, p->comm.world, MPI_STATUS_IGNORE),
                             "optimiser state for checkpoint (MPI_Recv)"));
     return DT_OK;
 }
@@ -246,6 +316,12 @@ static dt_status ps_finish(dt_sync *sy, dt_trainer *t) {
 static void ps_free(dt_sync *sy) {
     if (!sy) return;
     ps_ctx *p = sy->ctx;
+    for (int s = 0; p->shard_type && s < p->comm.nservers; s++)
+        if (p->shard_type[s] != MPI_DATATYPE_NULL) MPI_Type_free(&p->shard_type[s]);
+    dt_free(p->shard_type);
+    dt_free(p->sfb_reqs);
+    dt_sfb_free(&p->sfb);
+    dt_comm_plan_free(&p->plan);
     dt_free(p->shard_lo);
     dt_free(p->shard_hi);
     dt_free(p->reqs);
@@ -258,6 +334,9 @@ static void ps_free(dt_sync *sy) {
 dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg) {
     *out = NULL;
     if (c->nservers > 1024) return dt_fail(DT_ERR_USAGE, "--servers %d: at most 1024", c->nservers);
+    if (cfg->sfb != DT_SFB_OFF && cfg->mode != DT_MODE_PS_SYNC)
+        return dt_fail(DT_ERR_USAGE, "--sfb and --sacp work with --mode allreduce and ps-sync, not %s",
+                       dt_mode_name(cfg->mode));
     DT_TRY(dt_group_sync_alloc(out, sizeof(ps_ctx)));
     dt_sync *sy = *out;
     ps_ctx *p = sy->ctx;

@@ -37,7 +37,7 @@ static void dense_forward(dt_layer *l, float *out, const float *in, int batch, i
                 1.0f, out, no);
 }
 
-/* din (B, I) (may be NULL), dw (O, I), db (O) <- dout (B, O). */
+/* din (B, I) (may be NULL), dw (O, I) (unless skip_wgrad), db (O) <- dout (B, O). */
 static void dense_backward(dt_layer *l, float *din, const float *dout, const float *in,
                            const float *out, int batch, float *ws) {
     (void)out, (void)ws;
@@ -49,8 +49,8 @@ static void dense_backward(dt_layer *l, float *din, const float *dout, const flo
         memset(l->dw, 0, sizeof(float) * l->nw);
         return;
     }
-    dt_sgemm('T', 'N', no, ni, batch, 1.0f, dout, no, in, ni,
-                0.0f, l->dw, ni);
+    if (!l->skip_wgrad)
+        dt_sgemm('T', 'N', no, ni, batch, 1.0f, dout, no, in, ni, 0.0f, l->dw, ni);
     if (din)
         dt_sgemm('N', 'N', batch, ni, no, 1.0f, dout, no, l->w,
                     ni, 0.0f, din, ni);

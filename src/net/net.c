@@ -219,7 +219,10 @@ void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn re
         const float *in = i > 0 ? net->act[i - 1] : x;
         float *din = i > 0 ? net->dbuf[1 - cur] : NULL;
         l->ops->backward(l, din, net->dbuf[cur], in, net->act[i], batch, net->ws);
-        if (ready && l->nw + l->nb > 0) ready(ctx, i);
+        if (ready && l->nw + l->nb > 0) {
+            net->bwd_in = in, net->bwd_dout = net->dbuf[cur], net->bwd_batch = batch;
+            ready(ctx, i);
+        }
         cur = 1 - cur;
     }
 }

@@ -326,13 +326,18 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
             t.comm.comm_s > 0 ? 1.0 - fmin(t.comm.wait_s / t.comm.comm_s, 1.0) : 0;
         summary->bytes_per_step =
             t.steps_run ? (double)(t.comm.bytes_sent + t.comm.bytes_recv) / (double)t.steps_run : 0;
-        char server_json[192] = "";
+        char extra_json[256] = "";
         if (sync->stats.server_cpu_share >= 0)
-            snprintf(server_json, sizeof server_json,
+            snprintf(extra_json, sizeof extra_json,
                      ",\"server_cpu_share\":%.3f,\"staleness_mean\":%.3f,\"staleness_max\":%.0f,"
                      "\"max_clock_gap\":%ld",
                      sync->stats.server_cpu_share, t.steps_run ? t.lag_sum / (double)t.steps_run : 0,
                      t.lag_max, sync->stats.max_clock_gap);
+        if (sync->plan_bytes > 0) {
+            size_t used = strlen(extra_json);
+            snprintf(extra_json + used, sizeof extra_json - used, ",\"plan_bytes_per_step\":%.0f",
+                     sync->plan_bytes);
+        }
         char json[640];
         snprintf(json, sizeof json,
                  "{\"event\":\"summary\",\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"steps\":%ld,"
@@ -341,7 +346,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
                  acc, summary->train_loss, t.step, summary->epochs, summary->images_per_sec,
                  summary->wall_s, sync->name, opts->world, spec->batch * opts->world,
                  summary->comm_overlap, t.train_time > 0 ? t.comm.wait_s / t.train_time : 0,
-                 summary->bytes_per_step, server_json);
+                 summary->bytes_per_step, extra_json);
         s = dt_report_summary(&t.rep, json);
     }
     dt_status c = dt_report_close(&t.rep);

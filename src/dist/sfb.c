@@ -1,0 +1,81 @@
+/* Sufficient-factor broadcasting: see sfb.h. */
+#include <string.h>
+
+#include "dtrain/mem.h"
+#include "layers/gemm.h"
+#include "sfb.h"
+
+dt_status dt_sfb_create(dt_sfb *f, dt_net *net, const dt_comm_plan *plan, int P) {
+    memset(f, 0, sizeof *f);
+    f->K = net->max_batch;
+    f->P = P;
+    DT_TRY(dt_alloc_bytes((void **)&f->index, sizeof(int) * (size_t)net->nlayers, "sfb"));
+    DT_TRY(dt_alloc_bytes((void **)&f->layers, sizeof(dt_sfb_layer) * (size_t)(plan->nsfb + 1), "sfb"));
+    for (int i = 0; i < net->nlayers; i++) {
+        f->index[i] = -1;
+        if (!plan->sfb[i]) continue;
+        dt_layer *l = &net->layers[i];
+        dt_sfb_layer *x = &f->layers[f->n];
+        x->layer = i, x->M = l->out.c, x->N = (int)dt_shape_size(l->in);
+        size_t ku, kv, all_u, all_v;
+        DT_TRY(dt_mul_size(&ku, (size_t)f->K, (size_t)x->M, "sufficient factors"));
+        DT_TRY(dt_mul_size(&kv, (size_t)f->K, (size_t)x->N, "sufficient factors"));
+        DT_TRY(dt_mul_size(&all_u, ku, (size_t)P, "sufficient factors"));
+        DT_TRY(dt_mul_size(&all_v, kv, (size_t)P, "sufficient factors"));
+        DT_TRY(dt_alloc_floats(&x->u, ku, "sufficient factors"));
+        DT_TRY(dt_alloc_floats(&x->v, kv, "sufficient factors"));
+        DT_TRY(dt_alloc_floats(&x->all_u, all_u, "sufficient factors"));
+        DT_TRY(dt_alloc_floats(&x->all_v, all_v, "sufficient factors"));
+        l->skip_wgrad = 1;
+        f->index[i] = f->n++;
+    }
+    return DT_OK;
+}
+
+void dt_sfb_free(dt_sfb *f) {
+    for (int k = 0; f->layers && k < f->n; k++) {
+        dt_free(f->layers[k].u);
+        dt_free(f->layers[k].v);
+        dt_free(f->layers[k].all_u);
+        dt_free(f->layers[k].all_v);
+    }
+    dt_free(f->layers);
+    dt_free(f->index);
+    memset(f, 0, sizeof *f);
+}
+
+void dt_sfb_capture(dt_sfb *f, const dt_net *net, int layer) {
+    dt_sfb_layer *x = &f->layers[f->index[layer]];
+    size_t B = (size_t)net->bwd_batch, K = (size_t)f->K, M = (size_t)x->M, N = (size_t)x->N;
+    memcpy(x->u, net->bwd_dout, sizeof(float) * B * M);
+    memcpy(x->v, net->bwd_in, sizeof(float) * B * N);
+    memset(x->u + B * M, 0, sizeof(float) * (K - B) * M);
+    memset(x->v + B * N, 0, sizeof(float) * (K - B) * N);
+}
+
+dt_status dt_sfb_start(dt_sfb *f, int layer, MPI_Comm comm, MPI_Request reqs[2]) {
+    dt_sfb_layer *x = &f->layers[f->index[layer]];
+    int nu = f->K * x->M, nv = f->K * x->N;
+    DT_TRY(dt_mpi_check(MPI_Iallgather(x->u, nu, MPI_FLOAT, x->all_u, nu, MPI_FLOAT, comm, &reqs[0]),
+                        "sufficient factors (MPI_Iallgather)"));
+    return dt_mpi_check(MPI_Iallgather(x->v, nv, MPI_FLOAT, x->all_v, nv, MPI_FLOAT, comm, &reqs[1]),
+                        "sufficient factors (MPI_Iallgather)");
+}
+
+void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net) {
+    const dt_sfb_layer *x = &f->layers[f->index[layer]];
+    dt_layer *l = &net->layers[layer];
+    int rows = f->P * f->K;
+    dt_sgemm('T', 'N', x->M, x->N, rows, 1.0f, x->all_u, x->M, x->all_v, x->N, 0.0f, l->dw, x->N);
+    memset(l->db, 0, sizeof(float) * (size_t)x->M);
+    for (int r = 0; r < rows; r++) {
+        const float *u = x->all_u + (size_t)r * (size_t)x->M;
+        for (int o = 0; o < x->M; o++) l->db[o] += u[o];
+    }
+}
+
+double dt_sfb_bytes_each_way(const dt_sfb *f) {
+    double floats = 0;
+    for (int k = 0; k < f->n; k++) floats += (double)f->K * (f->layers[k].M + f->layers[k].N);
+    return floats * (f->P - 1) * sizeof(float);
+}

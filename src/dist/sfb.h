@@ -1,0 +1,43 @@
+/* Sufficient-factor broadcasting (Poseidon, Project Adam) for the fully
+ * connected layers a dt_comm_plan marks sfb.
+ *
+ * Per SFB layer (M outputs, N inputs) and step, every worker:
+ *   capture  (in grad_ready, before the layer below overwrites them) copies
+ *            its output gradients u (B, M) and inputs v (B, N) into rows of
+ *            K = max batch, rows past B zero (so they add nothing);
+ *   start    allgathers u and v over the workers: all_u (P K, M), all_v
+ *            (P K, N), worker-major;
+ *   rebuild  dw = all_u^T all_v (one GEMM) and db = column sums of all_u:
+ *            the sum over workers of their local gradients, exactly what an
+ *            allreduce of dw, db would give (up to float summation order).
+ * The layer's own backward skips its dw GEMM (skip_wgrad). */
+#ifndef DTRAIN_DIST_SFB_H
+#define DTRAIN_DIST_SFB_H
+
+#include "dtrain/dist.h"
+
+typedef struct {
+    int layer, M, N;
+    float *u, *v;          /* (K, M), (K, N) this worker's factors */
+    float *all_u, *all_v;  /* (P K, M), (P K, N) every worker's */
+} dt_sfb_layer;
+
+typedef struct {
+    int n, K, P;
+    dt_sfb_layer *layers;  /* (n) */
+    int *index;            /* (nlayers) position in layers, -1 for other layers */
+} dt_sfb;
+
+/* Buffers for plan's SFB layers of net (sets their skip_wgrad). */
+dt_status dt_sfb_create(dt_sfb *f, dt_net *net, const dt_comm_plan *plan, int P);
+void dt_sfb_free(dt_sfb *f);
+/* Copies layer's factors from the net's backward (call inside grad_ready). */
+void dt_sfb_capture(dt_sfb *f, const dt_net *net, int layer);
+/* Starts the two allgathers of layer's factors over comm: reqs[0..2). */
+dt_status dt_sfb_start(dt_sfb *f, int layer, MPI_Comm comm, MPI_Request reqs[2]);
+/* After the allgathers: the layer's summed dw and db into net->grads. */
+void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net);
+/* Bytes one worker sends (= receives) per step for all SFB layers. */
+double dt_sfb_bytes_each_way(const dt_sfb *f);
+
+#endif
