@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Distributed throughput, side by side in one run: dtrain serial (1 thread),
-allreduce (2 ranks x 1 thread), ps-sync (1 server + 2 workers), and PyTorch
+allreduce (2 ranks x 1 thread), ps-sync (1 server + 2 workers), each of the
+two again with --sacp (sufficient factors where they move fewer bytes), and PyTorch
 DDP with gloo (2 processes x 1 thread, shared/reference/torch_ddp.py), for
 cnn and cifar at 64 images per worker. Alternates the runs for ROUNDS
 rounds and prints medians, the ratios against DDP, and the share of the
@@ -22,7 +23,7 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 WARMUP = 5  # steps left out of the timing, as torch_ddp.py does
 
 
-def dtrain(model, steps, ranks, mode):
+def dtrain(model, steps, ranks, mode, extra):
     log = tempfile.NamedTemporaryFile(suffix='.jsonl', delete=False).name
     cmd = [DTRAIN, 'train', os.path.join(ROOT, 'examples', model + '.cfg'), '--dataset', 'synthetic',
            '--batch', '64', '--max-steps', str(steps + WARMUP), '--threads', '1', '--quiet', '--log', log]
@@ -30,6 +31,7 @@ def dtrain(model, steps, ranks, mode):
         cmd = ['mpirun', '--oversubscribe', '--bind-to', 'none', '-np', str(ranks)] + cmd + ['--mode', mode]
         if mode == 'ps-sync':
             cmd += ['--servers', '1']
+        cmd += extra
     subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV)
     events = [json.loads(line) for line in open(log)]
     os.unlink(log)
@@ -53,16 +55,17 @@ def main():
     ap.add_argument('--models', default='cnn,cifar')
     ap.add_argument('--steps', type=int, default=60)
     a = ap.parse_args()
-    runs = [('serial 1x1', 1, 'serial'), ('allreduce 2x1', 2, 'allreduce'),
-            ('ps-sync 1s+2w', 3, 'ps-sync')]
+    runs = [('serial 1x1', 1, 'serial', []), ('allreduce 2x1', 2, 'allreduce', []),
+            ('allreduce+sacp 2x1', 2, 'allreduce', ['--sacp']), ('ps-sync 1s+2w', 3, 'ps-sync', []),
+            ('ps-sync+sacp 1s+2w', 3, 'ps-sync', ['--sacp'])]
     result = {}
     for model in a.models.split(','):
         steps = a.steps if model == 'cnn' else max(a.steps // 2, 20)
-        got = {name: [] for name, _, _ in runs}
+        got = {name: [] for name, _, _, _ in runs}
         got['torch DDP gloo 2x1'] = []
         for _ in range(a.rounds):
-            for name, ranks, mode in runs:
-                got[name].append(dtrain(model, steps, ranks, mode))
+            for name, ranks, mode, extra in runs:
+                got[name].append(dtrain(model, steps, ranks, mode, extra))
             got['torch DDP gloo 2x1'].append((ddp(model, steps), 0.0, 0.0))
         ref = statistics.median(x[0] for x in got['torch DDP gloo 2x1'])
         print(f'\n{model} (64 images per worker, {steps} steps, {a.rounds} rounds, medians)')

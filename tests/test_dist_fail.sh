@@ -8,6 +8,7 @@ M=$SRC/examples/mlp.cfg
 LONG="--dataset synthetic --epochs 50 --threads 1 --no-prefetch"
 
 # pid of world rank $2 of the dtrain job whose command line carries marker $1
+# (this test's own log path: other test runs on the machine have their own)
 rank_pid() {
     local pid
     for pid in $(pgrep -f "^[^ ]*dtrain train .*$1"); do
@@ -27,7 +28,7 @@ for mode in "allreduce" "ps-sync --servers 1"; do
         > "$TMP/kill.out" 2>&1 &
     job=$!
     wait_for "$TMP/kill.jsonl" '"event":"step"' 60
-    victim=$(rank_pid "seed 11" 1)
+    victim=$(rank_pid "$TMP/kill.jsonl" 1)
     kill -9 "$victim"
     t0=$(date +%s.%N)
     timeout 30 tail --pid=$job -f /dev/null
@@ -47,7 +48,7 @@ stall_case() { # mode np expected-pattern rank-to-stop
         --seed 12 > "$TMP/stall.out" 2>&1 &
     local job=$!
     wait_for "$TMP/stall.jsonl" '"event":"step"' 60
-    local victim; victim=$(rank_pid "seed 12" "$4")
+    local victim; victim=$(rank_pid "$TMP/stall.jsonl" "$4")
     echo "$mode: stopping world rank $4 (pid $victim)"
     kill -STOP "$victim"
     wait_for "$TMP/stall.out" "$pattern" 15

@@ -4,6 +4,8 @@
 # the fast worker is really blocked; ps-async with one worker is serial;
 # ps-sync and ps-async with 1 and 2 servers train the mlp to >= 0.80 in one
 # epoch; shard versions never go back, and the servers count every gradient.
+# Worker groups (--group-size): one group of all workers is ps-sync, and 4
+# workers in groups of 2 train the mlp to >= 0.80.
 source "$(dirname "$0")/clilib.sh" "$1"
 MPIRUN="mpirun --oversubscribe --bind-to none"
 cp "$SRC/tests/data/small_net.cfg" "$TMP/net.cfg"
@@ -28,6 +30,20 @@ same sync ssp0 0
 train serial 1 --max-steps 30
 train async1 2 --mode ps-async --max-steps 30
 same serial async1 1e-6
+
+# Worker groups: a group of every worker is one client of the servers, so
+# ps-async with it is ps-sync (2 workers, 2 servers), bit for bit; groups of
+# 1 are plain ps-async; a group size that does not divide the workers fails.
+train group_all 4 --mode ps-async --group-size 2 --servers 2 --max-steps 30
+same sync group_all 0
+train sync_group 4 --mode ps-sync --group-size 2 --servers 2 --max-steps 30
+same sync sync_group 0
+train groups_of_1 3 --mode ps-async --group-size 1 --max-steps 30
+check "groups of 1 run as ps-async" grep -q '"mode":"ps-async"' "$TMP/groups_of_1.out"
+expect 2 "--group-size 3 does not divide the 2 workers" -- $MPIRUN -np 3 "$DTRAIN" train "$TMP/net.cfg" \
+    --mode ps-async --group-size 3
+expect 2 "--group-size works with --mode ps-sync or ps-async, not allreduce" -- $MPIRUN -np 2 "$DTRAIN" train \
+    "$TMP/net.cfg" --mode allreduce --group-size 2
 
 # A persistent straggler (world rank 2 = worker 1 sleeps 20 ms a step): SSP
 # lets the fast worker (rank 1) run exactly s clocks ahead and no further,
@@ -86,4 +102,12 @@ for mode in "ps-sync --batch 64" "ps-async --batch 32"; do
         check "$name accuracy $acc >= 0.80" /usr/bin/python3 -c "import math; assert float('$acc') >= 0.80 and math.isfinite(float('$loss'))"
     done
 done
+# SINGA worker groups: 4 workers in 2 groups of 2 (Downpour between the
+# groups), 1 server, 32 per worker.
+timeout 300 $MPIRUN -np 5 "$DTRAIN" train "$SRC/examples/mlp.cfg" --epochs 1 --threads 1 --quiet \
+    --mode ps-async --group-size 2 --batch 32 > "$TMP/mlp_groups.out" 2>&1
+check "mlp groups runs" test $? -eq 0 || tail -3 "$TMP/mlp_groups.out"
+acc=$(field mlp_groups test_accuracy)
+echo "mlp 2 groups of 2: test accuracy $acc"
+check "mlp groups accuracy $acc >= 0.80" /usr/bin/python3 -c "assert float('$acc') >= 0.80"
 finish

@@ -49,7 +49,17 @@ typedef struct {
     dt_sfb_policy sfb;      /* allreduce and ps-sync only */
     int batch;              /* per-worker batch K (the SFB cost depends on it) */
     FILE *plan_out;         /* worker 0's start writes the communication plan here, or NULL */
+    /* ps-sync / ps-async --group-size k (Apache SINGA): workers w with the
+     * same w / k form a group that averages its gradients itself (a
+     * synchronous allreduce over its own communicator); only the group's
+     * first member (its leader) talks to the servers, which see the
+     * groups as their workers. 1: no groups. */
+    int group_size;
 } dt_dist_cfg;
+
+/* The combination of mode, --sfb/--sacp and --group-size is one dtrain
+ * runs, for nworkers workers (DT_ERR_USAGE naming the flags otherwise). */
+dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers);
 
 /* A ps-* mode (parameter servers). */
 static inline int dt_mode_is_ps(dt_mode m) { return m >= DT_MODE_PS_SYNC; }

@@ -46,11 +46,18 @@ typedef struct dt_sync {
      * unused. Cannot fail: errors are kept in ctx and returned by end_step. */
     dt_grad_ready_fn grad_ready;
     dt_status (*end_step)(struct dt_sync *s, dt_trainer *t, float lr);
+    /* Independent workers that still move in lockstep with some peers
+     * (worker groups): makes *stop (SIGINT/SIGTERM seen) 1 for all of them
+     * if it is 1 for any, so they stop at the same step. NULL: no peers. */
+    dt_status (*agree_stop)(struct dt_sync *s, int *stop);
     /* Sums vals[0..n) over all workers in place (metrics, evaluation). */
     dt_status (*reduce_sum)(struct dt_sync *s, double *vals, int n);
-    /* Before evaluation and checkpoints: make the net's non-trainable state
-     * (BN running statistics) the same on every worker. NULL: nothing to do. */
-    dt_status (*sync_state)(struct dt_sync *s, dt_trainer *t);
+    /* Before evaluation and checkpoints: bring the net's parameters up to
+     * date (parameter servers) and, when `all` (every worker calls it at
+     * this point), make the non-trainable state (BN running statistics) the
+     * same on every worker. all = 0: an independent worker's own
+     * checkpoint; nothing that needs the other workers. NULL: nothing to do. */
+    dt_status (*sync_state)(struct dt_sync *s, dt_trainer *t, int all);
     /* Before worker 0 writes a checkpoint: bring the optimiser state it does
      * not hold (parameter servers' shards) into dt_trainer_momentum. */
     dt_status (*gather)(struct dt_sync *s, dt_trainer *t);

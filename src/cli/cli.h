@@ -13,9 +13,11 @@
 typedef struct {
     int rank, world;
     int local_ranks; /* ranks on this node (for the default thread count) */
+    int orderly;     /* set by a command whose failure every rank reached in order
+                        (an interrupted run): main finalises MPI instead of aborting */
 } cli_env;
 
-int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *stop);
+int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop);
 int cmd_eval(int argc, char **argv, const cli_env *env);
 int cmd_info(int argc, char **argv, const cli_env *env);
 int cmd_bench(int argc, char **argv, const cli_env *env);

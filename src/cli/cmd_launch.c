@@ -27,7 +27,7 @@ int cmd_launch(int argc, char **argv) {
     };
     const char *rest[MAX_ARGS - 16];
     int nrest;
-    cli_env env = {0, 1, 1};
+    cli_env env = {0, 1, 1, 0};
     dt_status s = cli_parse(argc, argv, flags, 3, rest, MAX_ARGS - 16, &nrest);
     if (s == DT_OK && (n < 1 || nrest < 1))
         s = dt_fail(DT_ERR_USAGE, "launch: needs -n N and a command after --\n%s", launch_usage);

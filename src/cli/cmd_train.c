@@ -36,10 +36,12 @@ static const char train_usage[] =
     "                        factors between workers instead of their gradients\n"
     "  --sacp                allreduce, ps-sync: per layer, whichever of the two moves fewer\n"
     "                        bytes (the plan is printed at start; see dtrain info --plan)\n"
+    "  --group-size K        ps-sync, ps-async: groups of K workers average their gradients\n"
+    "                        among themselves; one per group talks to the servers (SINGA)\n"
     "  --stall-timeout S     name the missing ranks after S seconds of waiting (default 60)\n"
     "  --quiet               only the final summary line\n";
 
-/* --mode/--servers/--sfb/--sacp against the job's ranks. */
+/* --mode/--servers/--sfb/--sacp/--group-size against the job's ranks. */
 static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, const cli_env *env) {
     if (!name) name = env->world > 1 ? "allreduce" : "serial";
     int m = dt_mode_from_name(name);
@@ -50,15 +52,12 @@ static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, co
     if (dc->mode == DT_MODE_SERIAL && env->world > 1)
         return dt_fail(DT_ERR_USAGE, "--mode serial runs on one rank, this job has %d (use allreduce or "
                        "ps-sync)", env->world);
-    if (dc->sfb != DT_SFB_OFF && dc->mode != DT_MODE_ALLREDUCE && dc->mode != DT_MODE_PS_SYNC)
-        return dt_fail(DT_ERR_USAGE, "--%s works with --mode allreduce or ps-sync, not %s",
-                       dc->sfb == DT_SFB_ALL ? "sfb" : "sacp", name);
     dc->servers = dt_mode_is_ps(dc->mode) ? servers : 0;
     if (dt_mode_is_ps(dc->mode) && env->world < servers + 1)
         return dt_fail(DT_ERR_USAGE, "--mode %s --servers %d needs at least %d ranks, this job has %d "
                        "(start it with dtrain launch -n N or mpirun -np N)", name, servers, servers + 1,
                        env->world);
-    return DT_OK;
+    return dt_dist_cfg_check(dc, env->world - dc->servers);
 }
 
 /* "A:B" with A in [amin, amax] and B >= 0 (--straggle P:MS, --slow-worker RANK:MS). */
@@ -86,12 +85,12 @@ static dt_status check_model(const dt_comm *comm, const dt_model_spec *spec) {
     return s;
 }
 
-int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *stop) {
+int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) {
     const char *dataset = NULL, *data_dir = NULL, *log = NULL, *ckpt = NULL, *resume = NULL;
     const char *mode_name = NULL, *straggle_arg = NULL, *slow_arg = NULL;
     int staleness = 3;
     int epochs = 0, batch = 0, threads = 0, quiet = 0, help = 0, no_prefetch = 0, servers = 1;
-    int sfb = 0, sacp = 0;
+    int sfb = 0, sacp = 0, group_size = 1;
     long max_steps = 0, ckpt_every = 0, seed = 1;
     double lr = 0, fusion_mb = 4, stall_timeout = 60;
     cli_flag flags[] = {
@@ -119,6 +118,7 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
         {"--slow-worker", ARG_STR, &slow_arg, 0, 0, 0},
         {"--sfb", ARG_FLAG, &sfb, 0, 0, 0},
         {"--sacp", ARG_FLAG, &sacp, 0, 0, 0},
+        {"--group-size", ARG_INT, &group_size, 1, 1 << 20, 0},
     };
     const char *pos[1];
     int npos;
@@ -137,7 +137,7 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     if (s == DT_OK) s = cli_dataset_kind(&o.dataset, dataset, &spec);
     if (s == DT_OK && sfb && sacp) s = dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     dt_dist_cfg dc = {DT_MODE_SERIAL, 0, fusion_mb, stall_timeout, staleness,
-                      sfb ? DT_SFB_ALL : sacp ? DT_SFB_AUTO : DT_SFB_OFF, 0, NULL};
+                      sfb ? DT_SFB_ALL : sacp ? DT_SFB_AUTO : DT_SFB_OFF, 0, NULL, group_size};
     if (s == DT_OK) dc.batch = spec.batch;
     if (s == DT_OK) s = resolve_mode(&dc, mode_name, servers, env);
     if (s == DT_OK && straggle_arg)
@@ -190,6 +190,8 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
         if (dt_mode_is_ps(dc.mode)) printf(" with %d server%s", dc.servers, dc.servers == 1 ? "" : "s");
         if (dc.mode == DT_MODE_PS_SSP) printf(", staleness %d", dc.staleness);
         if (dc.sfb != DT_SFB_OFF) printf(", %s", dc.sfb == DT_SFB_ALL ? "sfb" : "sacp");
+        if (dc.group_size > 1)
+            printf(", %d groups of %d workers", comm.nworkers / dc.group_size, dc.group_size);
         printf("\n");
         if (dc.sfb != DT_SFB_OFF) dc.plan_out = stdout;
     }
@@ -203,6 +205,9 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
         s = dt_sync_ps_create(&sync, &comm, &dc);
     dt_train_summary sum;
     if (s == DT_OK) s = dt_train_run(&spec, &o, sync, &sum);
+    /* Interrupted: every worker stopped at a step, the servers were told to
+     * stop, so the job can end without MPI_Abort. */
+    env->orderly = s == DT_ERR_INTERRUPTED;
     if (sync) sync->free(sync);
     dt_comm_free(&comm);
     return cli_report(s, env);

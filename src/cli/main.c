@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "launch") == 0) return cmd_launch(argc - 2, argv + 2);
-    cli_env env = {0, 1, local_ranks()};
+    cli_env env = {0, 1, local_ranks(), 0};
     int provided;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "dtrain: MPI_Init failed\n");
@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dtrain: unknown command '%s'\n%s", cmd, usage);
         code = 2;
     }
-    if (code != 0 && env.world > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    if (code != 0 && env.world > 1 && !env.orderly) MPI_Abort(MPI_COMM_WORLD, code);
     MPI_Finalize();
     return code;
 }

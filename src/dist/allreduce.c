@@ -122,7 +122,7 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
                                a->net->max_batch));
     DT_TRY(dt_sfb_create(&a->sfb, a->net, &a->plan, a->comm.nworkers));
     if (a->cfg.plan_out && a->comm.worker == 0) dt_comm_plan_write(a->cfg.plan_out, &a->plan, a->net);
-    s->plan_bytes = dt_comm_plan_bytes(&a->plan);
+    if (a->cfg.sfb != DT_SFB_OFF) s->plan_bytes = dt_comm_plan_bytes(&a->plan);
     size_t bucket_floats = (size_t)(a->cfg.fusion_mb * 1048576.0 / sizeof(float));
     a->nbuckets = dt_bucket_plan(a->buckets, MAX_BUCKETS, a->net, &a->plan, bucket_floats);
     if (a->nbuckets < 0)
@@ -193,6 +193,8 @@ static void ar_free(dt_sync *s) {
 
 dt_status dt_sync_allreduce_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg) {
     dt_sync *s;
+    *out = NULL;
+    DT_TRY(dt_dist_cfg_check(cfg, c->nworkers));
     DT_TRY(dt_group_sync_alloc(out, sizeof(ar_ctx)));
     s = *out;
     ar_ctx *a = s->ctx;

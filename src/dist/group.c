@@ -164,6 +164,6 @@ dt_status dt_group_reduce_hook(dt_sync *s, double *vals, int n) {
     return dt_group_sum_doubles(s->ctx, vals, n, "metrics allreduce");
 }
 
-dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t) {
-    return dt_group_average_state(s->ctx, dt_trainer_net(t));
+dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t, int all) {
+    return all ? dt_group_average_state(s->ctx, dt_trainer_net(t)) : DT_OK;
 }

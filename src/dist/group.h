@@ -50,6 +50,6 @@ dt_status dt_group_bcast_start(dt_group *g, dt_net *net, float *momentum);
 dt_status dt_group_sync_alloc(dt_sync **out, size_t ctx_size);
 void dt_group_sync_free(dt_sync *s);
 dt_status dt_group_reduce_hook(dt_sync *s, double *vals, int n);
-dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t);
+dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t, int all);
 
 #endif

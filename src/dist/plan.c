@@ -12,6 +12,21 @@ void dt_shard_range(size_t n, int shards, int s, size_t *lo, size_t *hi) {
     *hi = *lo + base + (us < extra ? 1 : 0);
 }
 
+dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers) {
+    const char *mode = dt_mode_name(cfg->mode);
+    if (cfg->sfb != DT_SFB_OFF && cfg->mode != DT_MODE_ALLREDUCE && cfg->mode != DT_MODE_PS_SYNC)
+        return dt_fail(DT_ERR_USAGE, "--%s works with --mode allreduce or ps-sync, not %s",
+                       cfg->sfb == DT_SFB_ALL ? "sfb" : "sacp", mode);
+    int k = cfg->group_size;
+    if (k == 1) return DT_OK;
+    if (cfg->mode != DT_MODE_PS_SYNC && cfg->mode != DT_MODE_PS_ASYNC)
+        return dt_fail(DT_ERR_USAGE, "--group-size works with --mode ps-sync or ps-async, not %s", mode);
+    if (k < 1 || nworkers % k != 0)
+        return dt_fail(DT_ERR_USAGE, "--group-size %d does not divide the %d workers", k, nworkers);
+    if (cfg->sfb != DT_SFB_OFF) return dt_fail(DT_ERR_USAGE, "--group-size and --sfb/--sacp exclude each other");
+    return DT_OK;
+}
+
 double dt_dense_bytes(dt_mode mode, size_t n, int P) {
     double bytes = (double)n * sizeof(float);
     if (P <= 1) return 0;

@@ -81,7 +81,9 @@ typedef struct {
     int *post_pending;       /* (W) STEP arrived while its slot was still queued */
 } server;
 
-static int world_rank_of(const server *sv, int w) { return sv->comm->nservers + w; }
+/* The servers' worker w is the leader of worker group w (a worker itself
+ * when groups are of 1). */
+static int world_rank_of(const server *sv, int w) { return sv->comm->nservers + w * sv->cfg->group_size; }
 static float *slot_of(const server *sv, int w, long clock) {
     return sv->recv + ((size_t)w * (size_t)sv->nslots + (size_t)(clock % sv->nslots)) * sv->n;
 }
@@ -326,23 +328,23 @@ static dt_status gradient_complete(server *sv, int w) {
     return DT_OK;
 }
 
-/* A PULL is answered with every delivered clock applied: at once in
- * ps-async, once all workers have delivered and committed the same clocks
- * in the clocked modes (the state evaluation and checkpoints must see). */
+/* A PULL is answered with every clock the pulling worker delivered
+ * applied: at once in ps-async; in the clocked modes once those clocks are
+ * committed (the state evaluation and checkpoints must see). Not more:
+ * another worker may already be sending its next clock, which cannot
+ * commit before the pulling worker's. */
 static dt_status serve_pulls(server *sv, int *progressed) {
     int any = 0;
     for (int w = 0; w < sv->W; w++) any |= sv->pulling[w];
     if (!any) return DT_OK;
     if (sv->deferred) drain_queue(sv);
-    if (sv->clocked)
-        for (int w = 0; w < sv->W; w++)
-            if (!sv->stopped[w] && (sv->arrived[w] != sv->committed || sv->receiving[w])) return DT_OK;
-    for (int w = 0; w < sv->W; w++)
-        if (sv->pulling[w]) {
-            sv->pulling[w] = 0;
-            *progressed = 1;
-            DT_TRY(reply(sv, w, 0));
-        }
+    for (int w = 0; w < sv->W; w++) {
+        if (!sv->pulling[w]) continue;
+        if (sv->clocked && (sv->committed < sv->arrived[w] || sv->receiving[w])) continue;
+        sv->pulling[w] = 0;
+        *progressed = 1;
+        DT_TRY(reply(sv, w, 0));
+    }
     return DT_OK;
 }
 
@@ -426,7 +428,7 @@ static dt_status serve(server *sv) {
 
 static dt_status setup(server *sv) {
     DT_TRY(dt_net_create(&sv->net, sv->spec, 1, 1));
-    sv->W = sv->comm->nworkers;
+    sv->W = sv->comm->nworkers / sv->cfg->group_size;
     sv->clocked = !dt_mode_is_async(sv->cfg->mode);
     sv->deferred = sv->cfg->mode == DT_MODE_PS_NOWAIT || sv->cfg->mode == DT_MODE_PS_HOGWILD;
     sv->hogwild = sv->cfg->mode == DT_MODE_PS_HOGWILD;

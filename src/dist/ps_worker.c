@@ -21,6 +21,11 @@ typedef struct {
     dt_comm comm;
     dt_dist_cfg cfg;
     dt_net *net;
+    int k;                        /* group size (1: no groups) */
+    int leader;                   /* this worker talks to the servers */
+    MPI_Comm sub;                 /* k > 1: the group's communicator */
+    MPI_Request *sub_reqs;        /* (nlayers) this step's in-group allreduces */
+    int nsub_reqs;
     dt_comm_plan plan;
     dt_sfb sfb;
     MPI_Request *sfb_reqs;        /* (2 per SFB layer) this step's allgathers */
@@ -87,7 +92,15 @@ static void ps_grad_ready(void *ctx, int layer) {
     ps_ctx *p = ctx;
     if (p->err != DT_OK) return;
     if (p->nreqs == 0 && p->nsfb_reqs == 0) p->first_send = dt_now();
-    dt_status st = p->sfb.index[layer] >= 0 ? start_sfb(p, layer) : push_layer(p, layer);
+    dt_status st;
+    if (p->k > 1) { /* summed in the group first; the leader pushes at end_step */
+        size_t lo = p->net->param_offset[layer], n = p->net->param_offset[layer + 1] - lo;
+        st = dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, p->net->grads + lo, (int)n, MPI_FLOAT, MPI_SUM, p->sub,
+                                         &p->sub_reqs[p->nsub_reqs++]),
+                          "group gradient allreduce (MPI_Iallreduce)");
+    } else {
+        st = p->sfb.index[layer] >= 0 ? start_sfb(p, layer) : push_layer(p, layer);
+    }
     if (st != DT_OK) {
         p->err = st;
         snprintf(p->errmsg, sizeof p->errmsg, "%s", dt_last_error());
@@ -127,11 +140,15 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     DT_TRY(dt_alloc_bytes((void **)&p->sfb_reqs, sizeof(MPI_Request) * 2 * (size_t)p->net->nlayers,
                           "requests"));
     DT_TRY(dt_alloc_bytes((void **)&p->shard_type, sizeof(MPI_Datatype) * (size_t)S, "shards"));
+    DT_TRY(dt_alloc_bytes((void **)&p->sub_reqs, sizeof(MPI_Request) * (size_t)p->net->nlayers, "requests"));
+    if (p->k > 1)
+        DT_TRY(dt_mpi_check(MPI_Comm_split(p->comm.workers, p->comm.worker / p->k, p->comm.worker, &p->sub),
+                            "worker groups (MPI_Comm_split)"));
     for (int s = 0; s < S; s++) p->shard_type[s] = MPI_DATATYPE_NULL;
     DT_TRY(dt_comm_plan_create(&p->plan, p->net, p->cfg.mode, p->cfg.sfb, p->comm.nworkers, p->cfg.batch));
     DT_TRY(dt_sfb_create(&p->sfb, p->net, &p->plan, p->comm.nworkers));
     if (p->cfg.plan_out && p->comm.worker == 0) dt_comm_plan_write(p->cfg.plan_out, &p->plan, p->net);
-    sy->plan_bytes = dt_comm_plan_bytes(&p->plan);
+    if (p->cfg.sfb != DT_SFB_OFF) sy->plan_bytes = dt_comm_plan_bytes(&p->plan);
     DT_TRY(dt_alloc_bytes((void **)&p->hdr, sizeof *p->hdr * (size_t)S, "reply headers"));
     if (p->cfg.mode == DT_MODE_PS_SSP && p->cfg.staleness > 0) {
         size_t n;
@@ -151,10 +168,11 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     if (p->comm.worker != 0) return DT_OK;
     /* Worker 0 seeds every server with its shard of the parameters and of
      * the optimiser state (zeros, or the resumed checkpoint's), the run's
-     * budget of gradients for ps-async (every worker's steps; after a resume
-     * what is left, counting worker 0's step for every worker) and the clock
+     * budget of gradients for ps-async (every worker's steps, a group's
+     * counting once; after a resume what is left, counting worker 0's step
+     * for every worker) and the clock
      * the run starts at (a resumed run's step). */
-    long left = dt_trainer_total_steps(t) - dt_trainer_step(t) * (long)p->comm.nworkers;
+    long left = (dt_trainer_total_steps(t) - dt_trainer_step(t) * (long)p->comm.nworkers) / p->k;
     double run[2] = {dt_mode_is_async(p->cfg.mode) ? (double)(left > 1 ? left : 1) : 0,
                      (double)dt_trainer_step(t)};
     for (int s = 0; s < S; s++) {
@@ -171,8 +189,8 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
 static dt_status ps_begin_step(dt_sync *sy, dt_trainer *t, float lr) {
     ps_ctx *p = sy->ctx;
     p->clock = dt_trainer_step(t);
-    p->nreqs = p->nsfb_reqs = 0;
-    return send_ctrl(p, PS_CTRL_STEP, p->clock, lr);
+    p->nreqs = p->nsfb_reqs = p->nsub_reqs = 0;
+    return p->leader ? send_ctrl(p, PS_CTRL_STEP, p->clock, lr) : DT_OK;
 }
 
 typedef struct {
@@ -240,29 +258,61 @@ static dt_status update_sfb_layers(ps_ctx *p, dt_trainer *t, float lr) {
     return DT_OK;
 }
 
+/* k > 1: the group's summed gradients, averaged; the leader pushes them
+ * (layers last to first, the order the servers expect). */
+static dt_status group_reduce(ps_ctx *p) {
+    DT_TRY(dt_mpi_wait(p->sub_reqs, p->nsub_reqs, p->cfg.stall_timeout, NULL, NULL, "group gradient allreduce"));
+    float inv = 1.0f / (float)p->k;
+    for (size_t i = 0; i < p->net->nparams; i++) p->net->grads[i] *= inv;
+    for (int i = p->net->nlayers - 1; p->leader && i >= 0; i--)
+        if (p->net->param_offset[i + 1] > p->net->param_offset[i]) DT_TRY(push_layer(p, i));
+    return DT_OK;
+}
+
+/* The servers' replies: a leader receives them, its group gets parameters
+ * and headers from it. */
+static dt_status receive_replies(ps_ctx *p, const char *what) {
+    if (p->leader) {
+        int first_recv = p->nreqs;
+        DT_TRY(post_replies(p));
+        stall_info si = {p, first_recv};
+        DT_TRY(dt_mpi_wait(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, &si, what));
+    }
+    if (p->k == 1) return DT_OK;
+    MPI_Request r[2];
+    DT_TRY(dt_mpi_check(MPI_Ibcast(p->net->params, (int)p->net->nparams, MPI_FLOAT, 0, p->sub, &r[0]),
+                        "parameters to the group (MPI_Ibcast)"));
+    DT_TRY(dt_mpi_check(MPI_Ibcast(p->hdr, PS_HDR_LEN * p->comm.nservers, MPI_DOUBLE, 0, p->sub, &r[1]),
+                        "parameters to the group (MPI_Ibcast)"));
+    return dt_mpi_wait(r, 2, p->cfg.stall_timeout, NULL, NULL, "parameters from the group's leader");
+}
+
 static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     ps_ctx *p = sy->ctx;
     if (p->err != DT_OK) return dt_fail(p->err, "%s", p->errmsg);
-    if (p->nreqs == 0 && p->nsfb_reqs == 0) p->first_send = dt_now();
+    if (p->nreqs == 0 && p->nsfb_reqs == 0 && p->nsub_reqs == 0) p->first_send = dt_now();
     if (p->nown) { /* kept before params are overwritten; grads stay until next backward */
         size_t slot = (size_t)(p->clock % p->nown);
         memcpy(p->own + slot * p->net->nparams, p->net->grads, sizeof(float) * p->net->nparams);
         p->own_lr[slot] = lr;
     }
-    /* Parameters land in net->params only now: forward/backward are done with them. */
-    int first_recv = p->nreqs;
-    DT_TRY(post_replies(p));
     double t0 = dt_now();
-    stall_info si = {p, first_recv};
-    DT_TRY(dt_mpi_wait(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, &si, "parameter exchange"));
+    if (p->k > 1) DT_TRY(group_reduce(p));
+    /* Parameters land in net->params only now: forward/backward are done with them. */
+    DT_TRY(receive_replies(p, "parameter exchange"));
     DT_TRY(update_sfb_layers(p, t, lr));
     double t1 = dt_now();
     if (p->nown) read_my_writes(p);
-    uint64_t bytes = (uint64_t)((double)p->plan.ps_n * sizeof(float) + dt_sfb_bytes_each_way(&p->sfb));
+    /* Each way: the servers' vector (a leader's push and pull), the factors,
+     * and in a group about 2 (k-1)/k of the gradients (ring allreduce) plus
+     * the broadcast parameters. */
+    double n = (double)p->plan.ps_n, k = p->k;
+    double bytes = ((p->leader ? n : 0) + (k > 1 ? (2 * (k - 1) / k + 1) * n : 0)) * sizeof(float) +
+                   dt_sfb_bytes_each_way(&p->sfb);
     sy->stats.comm_s += t1 - p->first_send;
     sy->stats.wait_s += t1 - t0;
-    sy->stats.bytes_sent += bytes;
-    sy->stats.bytes_recv += bytes;
+    sy->stats.bytes_sent += (uint64_t)bytes;
+    sy->stats.bytes_recv += (uint64_t)bytes;
     sy->stats.version = p->hdr[0][0];
     for (int s = 0; s < p->comm.nservers; s++) {
         if (p->hdr[s][1] > sy->stats.lag) sy->stats.lag = p->hdr[s][1];
@@ -273,14 +323,21 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
 
 /* Before evaluation and checkpoints: the servers' shards with every
  * delivered clock applied, then the workers' average BN state. */
-static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t) {
+static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t, int all) {
     ps_ctx *p = sy->ctx;
-    DT_TRY(send_ctrl(p, PS_CTRL_PULL, dt_trainer_step(t), 0));
+    if (p->leader) DT_TRY(send_ctrl(p, PS_CTRL_PULL, dt_trainer_step(t), 0));
     p->nreqs = 0;
-    DT_TRY(post_replies(p));
-    stall_info si = {p, 0};
-    DT_TRY(dt_mpi_wait(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, &si, "parameter pull"));
-    return dt_group_state_hook(sy, t);
+    DT_TRY(receive_replies(p, "parameter pull"));
+    return dt_group_state_hook(sy, t, all);
+}
+
+/* ps-async groups: a group stops together (see dt_sync.agree_stop). */
+static dt_status ps_agree_stop(dt_sync *sy, int *stop) {
+    ps_ctx *p = sy->ctx;
+    MPI_Request r;
+    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, stop, 1, MPI_INT, MPI_MAX, p->sub, &r),
+                        "stop agreement in the group (MPI_Iallreduce)"));
+    return dt_mpi_wait(&r, 1, p->cfg.stall_timeout, NULL, NULL, "stop agreement in the group");
 }
 
 /* Worker 0 fetches the servers' momentum shards for a checkpoint. */
@@ -297,7 +354,7 @@ static dt_status ps_gather(dt_sync *sy, dt_trainer *t) {
 
 static dt_status ps_finish(dt_sync *sy, dt_trainer *t) {
     ps_ctx *p = sy->ctx;
-    DT_TRY(send_ctrl(p, PS_CTRL_STOP, dt_trainer_step(t), 0));
+    if (p->leader) DT_TRY(send_ctrl(p, PS_CTRL_STOP, dt_trainer_step(t), 0));
     DT_TRY(dt_mpi_check(MPI_Waitall(p->comm.nservers, p->ctrl_reqs, MPI_STATUSES_IGNORE), "MPI_Waitall"));
     if (p->comm.worker != 0) return DT_OK;
     double worst = 0;
@@ -320,6 +377,8 @@ static void ps_free(dt_sync *sy) {
         if (p->shard_type[s] != MPI_DATATYPE_NULL) MPI_Type_free(&p->shard_type[s]);
     dt_free(p->shard_type);
     dt_free(p->sfb_reqs);
+    dt_free(p->sub_reqs);
+    if (p->sub != MPI_COMM_NULL) MPI_Comm_free(&p->sub);
     dt_sfb_free(&p->sfb);
     dt_comm_plan_free(&p->plan);
     dt_free(p->shard_lo);
@@ -334,14 +393,15 @@ static void ps_free(dt_sync *sy) {
 dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg) {
     *out = NULL;
     if (c->nservers > 1024) return dt_fail(DT_ERR_USAGE, "--servers %d: at most 1024", c->nservers);
-    if (cfg->sfb != DT_SFB_OFF && cfg->mode != DT_MODE_PS_SYNC)
-        return dt_fail(DT_ERR_USAGE, "--sfb and --sacp work with --mode allreduce and ps-sync, not %s",
-                       dt_mode_name(cfg->mode));
+    DT_TRY(dt_dist_cfg_check(cfg, c->nworkers));
     DT_TRY(dt_group_sync_alloc(out, sizeof(ps_ctx)));
     dt_sync *sy = *out;
     ps_ctx *p = sy->ctx;
     p->comm = *c;
     p->cfg = *cfg;
+    p->k = cfg->group_size;
+    p->leader = c->worker % p->k == 0;
+    p->sub = MPI_COMM_NULL;
     sy->name = dt_mode_name(cfg->mode);
     sy->start = ps_start;
     sy->begin_step = ps_begin_step;
@@ -350,6 +410,7 @@ dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *
     sy->gather = ps_gather;
     sy->sync_state = ps_sync_state;
     sy->independent = dt_mode_is_async(cfg->mode);
+    if (sy->independent && p->k > 1) sy->agree_stop = ps_agree_stop;
     sy->finish = ps_finish;
     sy->free = ps_free;
     return DT_OK;

@@ -71,11 +71,12 @@ static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
     return a;
 }
 
-/* Collective over the workers (and servers, through gather): every worker
- * calls it at the same step; worker 0 writes the file. */
-static dt_status save_checkpoint(dt_trainer *t) {
+/* Worker 0 writes the file. all = 1: collective over the workers (and
+ * servers, through gather), every worker calls it at the same step; all =
+ * 0: an independent worker's own checkpoint (only worker 0's is written). */
+static dt_status save_checkpoint(dt_trainer *t, int all) {
     if (!t->opts->checkpoint_path) return DT_OK;
-    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t));
+    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, all));
     if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     if (t->opts->rank != 0) return DT_OK;
     int epoch, step_in_epoch;
@@ -155,7 +156,7 @@ static dt_status setup(dt_trainer *t) {
 }
 
 static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double *loss) {
-    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t));
+    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
     DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->rank, t->opts->world, t->spec->batch,
                        acc, loss));
     char json[256];
@@ -235,7 +236,11 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
 static dt_status stop_requested(dt_trainer *t, int *stop) {
     double v = t->opts->stop && *t->opts->stop;
     *stop = 0;
-    if (t->opts->world > 1 && !t->sync->independent) {
+    if (t->sync->independent) {
+        *stop = v > 0;
+        return t->sync->agree_stop ? t->sync->agree_stop(t->sync, stop) : DT_OK;
+    }
+    if (t->opts->world > 1) {
         if (t->step % 10 != 0) return DT_OK;
         DT_TRY(t->sync->reduce_sum(t->sync, &v, 1));
     }
@@ -251,10 +256,11 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         dt_loader_position(t->loader, &epoch, &pos);
         int stop;
         DT_TRY(stop_requested(t, &stop));
-        if (stop) {
-            DT_TRY(save_checkpoint(t));
+        if (stop) { /* in lockstep modes every worker stops at this step */
+            DT_TRY(save_checkpoint(t, !t->sync->independent));
+            if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
             return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step,
-                           o->checkpoint_path ? "; checkpoint written" : "");
+                           o->checkpoint_path && o->rank == 0 ? "; checkpoint written" : "");
         }
         const float *x;
         const uint8_t *y;
@@ -270,7 +276,8 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
             continue;
         }
         DT_TRY(train_step(t, x, y, n, epoch));
-        if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0) DT_TRY(save_checkpoint(t));
+        if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0)
+            DT_TRY(save_checkpoint(t, !t->sync->independent));
         double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
         double eta = ips > 0 ? (double)(t->total_steps - t->step) * t->spec->batch / ips : 0;
         dt_report_progress(&t->rep, epoch, t->spec->epochs, pos + 1, t->steps_per_epoch,
@@ -283,7 +290,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         dt_loader_position(t->loader, &epoch, &pos);
         DT_TRY(evaluate_and_log(t, pos == 0 ? epoch : epoch + 1, acc, test_loss));
     }
-    DT_TRY(save_checkpoint(t));
+    DT_TRY(save_checkpoint(t, 1));
     return t->sync->finish ? t->sync->finish(t->sync, t) : DT_OK;
 }
 
