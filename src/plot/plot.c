@@ -112,6 +112,13 @@ static double text_width(cairo_t *cr, const char *s) {
     return te.x_advance;
 }
 
+/* Solid lines of this grey level (0 black) and width, and text in it. */
+static void set_pen(cairo_t *cr, double gray, double width) {
+    cairo_set_source_rgb(cr, gray, gray, gray);
+    cairo_set_line_width(cr, width);
+    cairo_set_dash(cr, NULL, 0, 0);
+}
+
 static void set_entry_style(cairo_t *cr, int entry, const metrics *m) {
     const double *c = palette[entry % 10];
     cairo_set_source_rgb(cr, c[0], c[1], c[2]);
@@ -120,9 +127,9 @@ static void set_entry_style(cairo_t *cr, int entry, const metrics *m) {
     cairo_set_dash(cr, dash, entry >= 10 ? 2 : 0, 0);
 }
 
-/* The legend across the top of the canvas, wrapped into rows; returns its
- * height. With draw = 0 it only measures. */
-static double legend(cairo_t *cr, const dt_plot_figure *fig, double width, const metrics *m, int draw) {
+/* Draws the legend across the top of the canvas, wrapped into rows;
+ * returns its height. */
+static double legend(cairo_t *cr, const dt_plot_figure *fig, double width, const metrics *m) {
     const double swatch = 2.5 * m->font, row_h = 1.6 * m->font;
     double x = m->pad, y = m->pad;
     for (int i = 0; i < fig->nlegend; i++) {
@@ -131,14 +138,12 @@ static double legend(cairo_t *cr, const dt_plot_figure *fig, double width, const
             x = m->pad;
             y += row_h;
         }
-        if (draw) {
-            set_entry_style(cr, i, m);
-            cairo_move_to(cr, x, y + row_h / 2);
-            cairo_line_to(cr, x + swatch, y + row_h / 2);
-            cairo_stroke(cr);
-            cairo_set_source_rgb(cr, 0, 0, 0);
-            text_at(cr, fig->legend[i], x + swatch + 0.5 * m->font, y + row_h / 2, 0, 0.5);
-        }
+        set_entry_style(cr, i, m);
+        cairo_move_to(cr, x, y + row_h / 2);
+        cairo_line_to(cr, x + swatch, y + row_h / 2);
+        cairo_stroke(cr);
+        set_pen(cr, 0, m->line);
+        text_at(cr, fig->legend[i], x + swatch + 0.5 * m->font, y + row_h / 2, 0, 0.5);
         x += w;
     }
     return fig->nlegend ? y + row_h : m->pad;
@@ -195,13 +200,11 @@ static void draw_ticks(cairo_t *cr, const axis *a, rect r, int vertical, const m
     for (int i = 0; i < a->nticks; i++) {
         double f = (axis_tick(a, i) - a->lo) / (a->hi - a->lo);
         double px = vertical ? r.x : r.x + f * r.w, py = vertical ? r.y + r.h - f * r.h : r.y + r.h;
-        cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
-        cairo_set_line_width(cr, 0.5 * m->line);
+        set_pen(cr, 0.88, 0.5 * m->line); /* grid line */
         cairo_move_to(cr, px, py);
         cairo_line_to(cr, vertical ? r.x + r.w : px, vertical ? py : r.y);
         cairo_stroke(cr);
-        cairo_set_source_rgb(cr, 0, 0, 0);
-        cairo_set_line_width(cr, 0.7 * m->line);
+        set_pen(cr, 0, 0.7 * m->line);
         cairo_move_to(cr, px, py);
         cairo_line_to(cr, vertical ? px - m->tick : px, vertical ? py : py + m->tick);
         cairo_stroke(cr);
@@ -217,16 +220,16 @@ static void draw_ticks(cairo_t *cr, const axis *a, rect r, int vertical, const m
 static int tick_count(double room) { return room < 3 ? 3 : room > 10 ? 10 : (int)room; }
 
 static dt_status draw_panel(cairo_t *cr, const dt_plot_panel *p, rect cell, const metrics *m) {
-    cairo_set_source_rgb(cr, 0, 0, 0);
+    set_pen(cr, 0, 0.7 * m->line);
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
     text_at(cr, p->title, cell.x + cell.w / 2, cell.y + m->pad, 0.5, 0);
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     double title_h = m->pad + 2 * m->font, xlabels_h = 1.5 * m->tick + 2.6 * m->font + m->pad;
-    rect r = {cell.x, cell.y + title_h, cell.w - m->pad, cell.h - title_h - xlabels_h};
+    /* Room on the right for half of the last x tick's label. */
+    rect r = {cell.x, cell.y + title_h, cell.w - m->pad - 2 * m->font, cell.h - title_h - xlabels_h};
     double lo[2], hi[2];
     if (!panel_bounds(p, lo, hi)) {
         cairo_rectangle(cr, r.x + m->pad, r.y, r.w - m->pad, r.h);
-        cairo_set_line_width(cr, 0.7 * m->line);
         cairo_stroke(cr);
         text_at(cr, "no data", r.x + r.w / 2, r.y + r.h / 2, 0.5, 0.5);
         return DT_OK;
@@ -253,8 +256,7 @@ static dt_status draw_panel(cairo_t *cr, const dt_plot_panel *p, rect cell, cons
     cairo_rotate(cr, -PI / 2);
     text_at(cr, p->ylabel, 0, 0, 0.5, 0);
     cairo_restore(cr);
-    cairo_set_source_rgb(cr, 0, 0, 0);
-    cairo_set_line_width(cr, 0.7 * m->line);
+    set_pen(cr, 0, 0.7 * m->line);
     cairo_rectangle(cr, r.x, r.y, r.w, r.h);
     cairo_stroke(cr);
     /* The axes cover every point, so nothing needs clipping; series are drawn
@@ -271,7 +273,7 @@ static dt_status draw_figure(cairo_t *cr, const dt_plot_figure *fig, double widt
     cairo_paint(cr);
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_font_size(cr, m.font);
-    double top = legend(cr, fig, width, &m, 1);
+    double top = legend(cr, fig, width, &m);
     int rows = (fig->npanels + fig->cols - 1) / fig->cols;
     double cell_w = (width - m.pad) / fig->cols, cell_h = (height - top) / rows;
     for (int i = 0; i < fig->npanels; i++) {
