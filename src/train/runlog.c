@@ -73,7 +73,7 @@ static dt_status need_number(const dt_json_object *obj, const char *event, const
 static dt_status read_record(dt_runlog *log, const char *line) {
     dt_json_object obj;
     DT_TRY(dt_json_parse_object(&obj, line));
-    char event[32];
+    char event[256]; /* names are short: one this long is refused as malformed */
     DT_TRY(dt_json_get_string(&obj, "event", event, sizeof event));
     const int is_step = strcmp(event, "step") == 0;
     if (!is_step && strcmp(event, "eval") != 0) return DT_OK;
