@@ -39,6 +39,33 @@ assert g['params']==3274634, g['params']
 ids=[n['id'] for n in g['nodes']]; assert ids[0]=='input'
 assert len(g['edges'])==len(ids)-1 and all(e[0] in ids and e[1] in ids for e in g['edges'])"
 
+# info --dot: Graphviz DOT, one node per layer plus the input, a chain of
+# edges; parsed by dot when it is installed, by its structure otherwise.
+"$DTRAIN" info "$SRC/examples/cnn.cfg" --dot > "$TMP/g.dot"
+check "info --dot exits 0" test $? -eq 0
+if command -v dot > /dev/null; then
+    check "dot parses info --dot" dot -Tsvg -o /dev/null "$TMP/g.dot"
+fi
+check "info --dot is the graph of info --json" /usr/bin/python3 -c "
+import json, re
+text = open('$TMP/g.dot').read()
+g = json.load(open('$TMP/g.json'))
+assert text.startswith('digraph ') and text.rstrip().endswith('}'), text[:40]
+depth = 0
+for c in re.sub(r'\"(\\\\.|[^\"\\\\])*\"', '', text):   # braces outside strings balance
+    depth += {'{': 1, '}': -1}.get(c, 0)
+    assert depth >= 0
+assert depth == 0
+nodes = re.findall(r'^  (\w+) \[label=\"([^\"]*)\"\];$', text, re.M)
+edges = re.findall(r'^  (\w+) -> (\w+);$', text, re.M)
+assert [n for n, _ in nodes] == [n['id'] for n in g['nodes']], nodes
+assert [list(e) for e in edges] == g['edges'], edges
+for (_, label), n in zip(nodes, g['nodes']):
+    shape = 'x'.join(map(str, n['output']))
+    assert n['type'] in label and shape in label, (label, n)
+    assert n['type'] == 'input' or label.endswith('%d params' % n['params']), (label, n)"
+expect 2 "\-\-json, \-\-dot and \-\-plan exclude each other" -- "$DTRAIN" info "$M" --json --dot
+
 # bench prints its JSON line with peak RSS.
 expect 0 '"event":"bench".*"images_per_sec":[0-9.]+.*"peak_rss_mb"' -- "$DTRAIN" bench "$M" --steps 3 --threads 1
 

@@ -23,6 +23,8 @@ int cmd_info(int argc, char **argv, const cli_env *env);
 int cmd_bench(int argc, char **argv, const cli_env *env);
 /* Runs mpirun; needs no MPI itself (called before MPI_Init). */
 int cmd_launch(int argc, char **argv);
+/* Draws training logs; needs no MPI either. */
+int cmd_plot(int argc, char **argv);
 
 /* Prints "dtrain: <message>" (with the rank when world > 1) for a failed
  * status and returns its exit code. */

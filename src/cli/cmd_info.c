@@ -1,6 +1,7 @@
-/* dtrain info MODEL.cfg [--json]: per-layer shapes, parameters, FLOPs, or the
- * network graph as JSON (nodes and edges) for visualisation; with --plan,
- * the SACP communication plan for P workers and S servers at batch K. */
+/* dtrain info MODEL.cfg [--json | --dot | --plan]: per-layer shapes,
+ * parameters, FLOPs, or the network graph for visualisation, as JSON (nodes
+ * and edges) or as Graphviz DOT (dot -Tsvg draws it); with --plan, the SACP
+ * communication plan for P workers and S servers at batch K. */
 #include <stdio.h>
 
 #include "args.h"
@@ -26,6 +27,13 @@ static void print_table(const dt_net *net, const dt_model_spec *spec) {
            (double)dt_net_bytes(net) / 1e6, spec->batch);
 }
 
+/* The graph id of the node feeding layer i: the layer before, or the input. */
+static const char *input_id(char *buf, size_t cap, int i) {
+    if (i == 0) return "input";
+    snprintf(buf, cap, "L%d", i - 1);
+    return buf;
+}
+
 static void print_json(const dt_net *net, const dt_model_spec *spec) {
     char model[1024];
     printf("{\"model\":\"%s\",\"input\":[%d,%d,%d],\"params\":%zu,\"flops\":%llu,\"nodes\":[",
@@ -41,13 +49,41 @@ static void print_json(const dt_net *net, const dt_model_spec *spec) {
                (unsigned long long)l->ops->flops(l));
     }
     printf("],\"edges\":[");
-    for (int i = 0; i < net->nlayers; i++) {
-        if (i == 0)
-            printf("[\"input\",\"L0\"]");
-        else
-            printf(",[\"L%d\",\"L%d\"]", i - 1, i);
-    }
+    char from[16];
+    for (int i = 0; i < net->nlayers; i++)
+        printf("%s[\"%s\",\"L%d\"]", i ? "," : "", input_id(from, sizeof from, i), i);
     printf("]}\n");
+}
+
+/* src as the inside of a DOT string: quotes and backslashes escaped, control
+ * characters (which DOT strings cannot hold) as spaces. */
+static char *dot_escape(char *dst, size_t cap, const char *src) {
+    size_t o = 0;
+    for (const char *p = src; *p && o + 3 < cap; p++) {
+        if (*p == '"' || *p == '\\') dst[o++] = '\\';
+        dst[o++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+    }
+    dst[o] = '\0';
+    return dst;
+}
+
+/* One node per layer (and one for the input) labelled with its type, output
+ * shape and parameter count; edges in forward order. */
+static void print_dot(const dt_net *net, const dt_model_spec *spec) {
+    char model[2048];
+    printf("digraph dtrain {\n  label=\"%s: %zu parameters\";\n  labelloc=t;\n"
+           "  fontname=\"sans-serif\";\n",
+           dot_escape(model, sizeof model, spec->path), net->nparams);
+    printf("  node [shape=box, style=rounded, fontname=\"sans-serif\"];\n");
+    printf("  input [label=\"input\\n%dx%dx%d\"];\n", net->input.c, net->input.h, net->input.w);
+    for (int i = 0; i < net->nlayers; i++) {
+        const dt_layer *l = &net->layers[i];
+        printf("  L%d [label=\"L%d %s\\n%dx%dx%d\\n%zu params\"];\n", i, i, l->ops->name, l->out.c,
+               l->out.h, l->out.w, l->nw + l->nb);
+    }
+    char from[16];
+    for (int i = 0; i < net->nlayers; i++) printf("  %s -> L%d;\n", input_id(from, sizeof from, i), i);
+    printf("}\n");
 }
 
 /* Poseidon's per-layer choice for --sacp, and what each server carries. */
@@ -71,10 +107,11 @@ static dt_status print_plan(const dt_net *net, const dt_model_spec *spec, const 
 }
 
 int cmd_info(int argc, char **argv, const cli_env *env) {
-    int json = 0, batch = 0, plan = 0, workers = 2, servers = 1;
+    int json = 0, dot = 0, batch = 0, plan = 0, workers = 2, servers = 1;
     const char *mode = "ps-sync";
     cli_flag flags[] = {
         {"--json", ARG_FLAG, &json, 0, 0, 0},
+        {"--dot", ARG_FLAG, &dot, 0, 0, 0},
         {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
         {"--plan", ARG_FLAG, &plan, 0, 0, 0},
         {"--workers", ARG_INT, &workers, 1, 1 << 20, 0},
@@ -84,8 +121,11 @@ int cmd_info(int argc, char **argv, const cli_env *env) {
     const char *pos[1];
     int npos;
     dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
-    if (s == DT_OK && npos != 1) s = dt_fail(DT_ERR_USAGE, "usage: dtrain info MODEL.cfg [--json] [--batch N] "
-                                                  "[--plan [--workers P] [--servers S] [--mode M]]");
+    if (s == DT_OK && npos != 1)
+        s = dt_fail(DT_ERR_USAGE, "usage: dtrain info MODEL.cfg [--json | --dot | --plan [--workers P] "
+                                  "[--servers S] [--mode M]] [--batch N]");
+    if (s == DT_OK && json + dot + plan > 1)
+        s = dt_fail(DT_ERR_USAGE, "info: --json, --dot and --plan exclude each other");
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
     dt_net *net = NULL;
@@ -95,6 +135,8 @@ int cmd_info(int argc, char **argv, const cli_env *env) {
             s = print_plan(net, &spec, mode, workers, servers);
         else if (json)
             print_json(net, &spec);
+        else if (dot)
+            print_dot(net, &spec);
         else
             print_table(net, &spec);
     }

@@ -14,12 +14,15 @@ static const char usage[] =
     "  train MODEL.cfg [flags]   train a model (see dtrain train --help); under mpirun\n"
     "                            with --mode allreduce | ps-sync [--servers S]\n"
     "  eval MODEL.cfg --weights CHECKPOINT [--dataset D] [--data-dir DIR]\n"
-    "  info MODEL.cfg [--json] [--plan --workers P --servers S --batch K]\n"
-    "                            layer shapes, parameters and FLOPs; the SFB/PS plan\n"
+    "  info MODEL.cfg [--json | --dot | --plan --workers P --servers S --batch K]\n"
+    "                            layer shapes, parameters and FLOPs; the network graph\n"
+    "                            as JSON or Graphviz DOT; the SFB/PS communication plan\n"
     "  bench MODEL.cfg [--batch N] [--steps N] [--threads N]\n"
+    "  plot RUN.jsonl [RUN2.jsonl ...] -o FILE.svg|FILE.png [--data-out F.tsv]\n"
+    "                            loss and test accuracy of training logs against step and time\n"
     "  launch -n N [--hostfile F] -- train MODEL.cfg [flags]   run N ranks with mpirun\n"
     "\n"
-    "exit status: 0 success, 1 runtime error, 2 usage or model-file error\n";
+    "exit status: 0 success, 1 runtime error, 2 usage or input error (model file, run log)\n";
 
 /* Set by SIGINT/SIGTERM; the trainer checks it between steps. */
 static volatile sig_atomic_t stop_requested = 0;
@@ -52,6 +55,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "launch") == 0) return cmd_launch(argc - 2, argv + 2);
+    if (strcmp(cmd, "plot") == 0) return cmd_plot(argc - 2, argv + 2);
     cli_env env = {0, 1, local_ranks(), 0};
     int provided;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {

@@ -203,7 +203,7 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
                        isnan(loss) ? "NaN" : "infinite", t->step + 1, epoch + 1);
     dt_net_backward(net, x, n, s->grad_ready, s->ctx);
     DT_TRY(s->end_step(s, t, lr));
-    double dt = dt_now() - t0;
+    double now = dt_now(), dt = now - t0;
     t->train_time += dt;
     t->images += n;
     t->step++;
@@ -223,9 +223,9 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     char json[448];
     snprintf(json, sizeof json,
              "{\"event\":\"step\",\"step\":%ld,\"epoch\":%d,\"loss\":%.5f,\"lr\":%.6g,\"step_s\":%.5f,"
-             "\"compute_s\":%.5f,\"comm_s\":%.5f,\"comm_wait_s\":%.5f,\"bytes_sent\":%llu,"
-             "\"bytes_recv\":%llu,\"lag\":%.0f,\"version\":%.0f}",
-             t->step, epoch, loss / n, lr, dt, dt - st.wait_s, st.comm_s, st.wait_s,
+             "\"elapsed_s\":%.4f,\"compute_s\":%.5f,\"comm_s\":%.5f,\"comm_wait_s\":%.5f,"
+             "\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"lag\":%.0f,\"version\":%.0f}",
+             t->step, epoch, loss / n, lr, dt, now - t->rep.start, dt - st.wait_s, st.comm_s, st.wait_s,
              (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_recv, st.lag, st.version);
     return dt_report_log(&t->rep, json);
 }
