@@ -72,7 +72,7 @@ int cmd_plot(int argc, char **argv) {
         {"--height", ARG_INT, &height, 200, 20000, 0},
         {"--help", ARG_FLAG, &help, 0, 0, 0},
     };
-    const cli_env env = {0, 1, 1};
+    const cli_env env = {0, 1, 1, 0};
     const char *paths[MAX_RUNS];
     int nruns;
     dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), paths, MAX_RUNS, &nruns);
