@@ -53,7 +53,7 @@ dt_status dt_data_gz(gzFile *f, int fd, const char *name) {
 /* Grows b so that it can hold at least need bytes (doubling, capped at max). */
 static dt_status buf_reserve(dt_data_buf *b, size_t need, size_t max, const char *path) {
     if (need <= b->cap) return DT_OK;
-    size_t cap = b->cap ? b->cap : (size_t)1 << 20;
+    size_t cap = b->cap ? b->cap : (size_t)1 << 16; /* small files pay little; big ones double */
     while (cap < need) cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
     if (cap > max) cap = max;
     void *p;
