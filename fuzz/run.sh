@@ -2,9 +2,10 @@
 # Runs each libFuzzer harness for a bounded time and summarises the runs.
 #   fuzz/run.sh BUILD_DIR SECONDS HARNESS...     (`make fuzz` calls it)
 # Each harness starts from its seeds (fuzz/corpus/H) and past crashes
-# (fuzz/regress/H); new inputs go to BUILD_DIR/fuzz-work/H (kept between
-# runs, never into the source tree), crash inputs to
-# BUILD_DIR/fuzz-crashes/H/. Exit status 1 if any harness crashed.
+# (fuzz/regress/H), with the dictionary fuzz/H.dict if there is one. New
+# inputs go to BUILD_DIR/fuzz-work/H (kept between runs, never into the
+# source tree), crash inputs to BUILD_DIR/fuzz-crashes/H/. Exit status 1 if
+# any harness crashed.
 set -u
 build=${1:?build dir}; seconds=${2:?seconds}; shift 2
 src=$(cd "$(dirname "$0")" && pwd)
@@ -16,9 +17,10 @@ for h in "$@"; do
     before=$(ls "$crashes" | wc -l)
     # -timeout: an input running 10 s is a hang; -rss_limit_mb: libFuzzer's
     # default, stated; the harnesses keep far below it.
-    seeds=("$src/corpus/$h")
+    seeds=("$src/corpus/$h") opts=()
     [ -d "$src/regress/$h" ] && seeds+=("$src/regress/$h")
-    "$build/fuzz/fuzz_$h" "$work" "${seeds[@]}" \
+    [ -f "$src/$h.dict" ] && opts+=(-dict="$src/$h.dict")
+    "$build/fuzz/fuzz_$h" "$work" "${seeds[@]}" "${opts[@]}" \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$crashes/" > "$log" 2>&1
     rc=$?
