@@ -79,7 +79,7 @@ uint64_t dt_net_flops(const dt_net *net);
  * gradients and momentum (3 x nparams), state, activations, the two
  * input-gradient buffers, saved values and the shared workspace (im2col
  * columns). Not counted: oneDNN's own blocked-layout copies and scratchpads
- * of convolutions, and the data set. */
+ * of convolutions, the data set and the loader's batch buffers. */
 size_t dt_net_bytes(const dt_net *net);
 
 #endif
