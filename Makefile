@@ -1,6 +1,7 @@
 # dtrain: `make` builds build/dtrain; `make run` trains the reference CNN on
 # Fashion-MNIST; `make test` runs every test (release, ASan+UBSan, TSan).
-# `make run` and `make test` first install missing Debian packages.
+# `make run` and `make test` first install missing Debian packages. `make fuzz`
+# runs the fuzz harnesses (FUZZ_SECONDS each).
 BUILD      ?= build
 JOBS       ?= 2
 CMAKE_ARGS ?=
@@ -16,7 +17,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 \
           TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp:halt_on_error=1 \
           OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMPI_MCA_mca_base_component_disable_dlclose=1
 
-.PHONY: all build deps run test test-release test-asan test-tsan bench clean
+.PHONY: all build deps run test test-release test-asan test-tsan fuzz bench clean
 
 all: build
 
@@ -47,8 +48,17 @@ test-tsan:
 	@cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && $(SAN_ENV) ctest --output-on-failure -L threads
 
+# libFuzzer harnesses (fuzz/, needs clang): each runs FUZZ_SECONDS from its
+# seeds, then a table of executions, time and crashes. See docs/FUZZING.md.
+FUZZ_SECONDS ?= 60
+FUZZERS      ?= model idx cifar checkpoint
+fuzz: deps
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDT_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target fuzzers
+	@bash fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZERS)
+
 bench: build
 	/usr/bin/python3 bench/bench_engine.py
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

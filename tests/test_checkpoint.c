@@ -1,5 +1,6 @@
 /* Checkpoint files: round trip, and every kind of damage is refused without
  * touching the caller's arrays. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,31 @@ int main(void) {
     flip_byte(other, 64 + 3); /* nparams -> huge: refused before allocating */
     expect_reject(other, 0xabcdef, DT_ERR_FORMAT, "parameters");
     expect_reject("/nonexistent/x.ckpt", 0xabcdef, DT_ERR_IO, "/nonexistent/x.ckpt");
+
+    /* From a descriptor: the checkpoint starts at its offset (here after a
+     * prefix) and messages use the given name. */
+    FILE *pf = fopen(other, "wb"), *src = fopen(path, "rb");
+    CHECK(pf && src);
+    if (pf) fputs("prefix", pf);
+    for (int ch; pf && src && (ch = fgetc(src)) != EOF;) fputc(ch, pf);
+    if (src) fclose(src);
+    if (pf) fclose(pf);
+    int fd = open(other, O_RDONLY);
+    CHECK(fd >= 0 && lseek(fd, 6, SEEK_SET) == 6);
+    memset(p2, 0, sizeof p2);
+    CHECK_OK(dt_checkpoint_load_fd(fd, "my.ckpt", 0xabcdef, &got, &b));
+    CHECK(memcmp(p, p2, sizeof p) == 0 && got.step == 1234);
+    CHECK(lseek(fd, 0, SEEK_SET) == 0);
+    CHECK(dt_checkpoint_load_fd(fd, "my.ckpt", 0xabcdef, &got, &b) == DT_ERR_FORMAT);
+    CHECK(strstr(dt_last_error(), "my.ckpt: not a dtrain checkpoint") != NULL);
+    close(fd);
+
+    /* A step the trainer's signed counters cannot hold (only a crafted file
+     * has one: the CRC is valid). */
+    dt_ckpt_meta far = meta;
+    far.step = (uint64_t)INT64_MAX + 1;
+    CHECK_OK(dt_checkpoint_save(other, &far, &a));
+    expect_reject(other, 0xabcdef, DT_ERR_FORMAT, "step 9223372036854775808");
 
     /* A failed save leaves the previous checkpoint intact. */
     char bad_dir_path[300];

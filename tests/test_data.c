@@ -3,6 +3,7 @@
  * input must fail with DT_ERR_IO / DT_ERR_FORMAT and a message naming the
  * file. Real Fashion-MNIST is checked when installed. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,6 +300,49 @@ static void test_cifar(void) {
     CHECK(ds == NULL);
 }
 
+/* The descriptor entry points read from the current offset (here past a
+ * prefix) and name the files by the names given. */
+static void test_fd_readers(void) {
+    const char *img = path_of(tmpdir, "fd-images"), *lab = path_of(tmpdir, "fd-labels");
+    uint8_t payload[N * H * W + 16];
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < H * W; k++) payload[16 + i * H * W + k] = pixel(i, k);
+    uint32_t dims[3] = {N, H, W};
+    put_be32(payload, 0x803);
+    for (int d = 0; d < 3; d++) put_be32(payload + 4 + 4 * d, dims[d]);
+    uint8_t prefixed[5 + sizeof payload];
+    memcpy(prefixed, "JUNK!", 5);
+    memcpy(prefixed + 5, payload, sizeof payload);
+    write_file(img, 0, prefixed, sizeof prefixed);
+    write_labels(lab, 1, N, good_labels);
+    int ifd = open(img, O_RDONLY), lfd = open(lab, O_RDONLY);
+    CHECK(ifd >= 0 && lfd >= 0);
+    dt_dataset *ds = NULL;
+    CHECK(lseek(ifd, 5, SEEK_SET) == 5);
+    CHECK_OK(dt_dataset_load_idx_fd(&ds, ifd, "my-images", lfd, "my-labels"));
+    if (ds) check_idx_content(ds);
+    dt_dataset_free(ds);
+    ds = NULL;
+    CHECK(lseek(ifd, 0, SEEK_SET) == 0 && lseek(lfd, 0, SEEK_SET) == 0);
+    expect_fail(dt_dataset_load_idx_fd(&ds, ifd, "my-images", lfd, "my-labels"), DT_ERR_FORMAT,
+                "my-images: bad magic", NULL, NULL);
+    close(ifd);
+    close(lfd);
+
+    const char *cif = path_of(tmpdir, "fd-cifar");
+    write_cifar(cif, 1, 2, 3, 0);
+    int cfd = open(cif, O_RDONLY);
+    CHECK(cfd >= 0);
+    CHECK_OK(dt_dataset_load_cifar10_fd(&ds, cfd, "my-batch"));
+    CHECK(ds && ds->n == 3 && ds->labels[2] == (2 + 2) % 10);
+    dt_dataset_free(ds);
+    ds = NULL;
+    expect_fail(dt_dataset_load_cifar10_fd(&ds, cfd, "my-batch"), DT_ERR_FORMAT, "my-batch: size 0",
+                NULL, NULL); /* at the end now */
+    close(cfd);
+    CHECK(ds == NULL);
+}
+
 /* Nearest-class-mean accuracy on b with the means of a: synthetic classes
  * must be learnable, and a test set must share the train set's classes. */
 static double nearest_mean_accuracy(const dt_dataset *a, const dt_dataset *b) {
@@ -433,6 +477,7 @@ int main(void) {
     test_idx_errors();
     test_idx_huge_header();
     test_cifar();
+    test_fd_readers();
     test_synthetic();
     test_fashion_mnist();
     remove_tree(tmpdir);

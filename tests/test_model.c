@@ -251,11 +251,11 @@ static void test_syntax_variants(dt_model_spec *m) {
 
 static void test_step_policy(dt_model_spec *m) {
     if (!CHECK_OK(dt_model_parse_string(
-            m, NET4 "policy=step\nstep_epochs=2.5\nepochs=10\n[softmax]\n", "step")))
+            m, NET4 "policy=step\nstep_epochs=2.5\nepochs=10\n[dropout]\n[softmax]\n", "step")))
         return;
     CHECK(m->sched.kind == DT_SCHED_STEP && m->sched.step_epochs == 2.5);
     CHECK(m->sched.total_epochs == 10);
-    CHECK(m->nlayers == 1);
+    CHECK(m->nlayers == 2);
 }
 
 typedef struct {
@@ -275,6 +275,8 @@ static const bad_case bad_cases[] = {
     {NET4 "\n[dropout]\n# end\n", 6, "last section must be [softmax]"},
     {NET4 "[softmax]\n[dropout]\n", 6, "[dropout] after [softmax] (line 5)"},
     {NET4 "[softmax]\n[softmax]\n", 6, "after [softmax]"},
+    /* found by fuzz_model: accepted, then refused without a line by the net */
+    {NET4 "\n[softmax]\n", 6, "[softmax] needs a layer before it"},
     {NET4 "[foo]\n[softmax]\n", 5, "unknown section [foo] (valid: net, convolutional"},
     {NET4 "[Net]\n", 5, "unknown section [Net]"},
     {"[net\n", 1, "malformed section header"},
@@ -408,7 +410,7 @@ static void test_long_line(dt_model_spec *m) {
         size_t at = strlen(s);
         s[at] = '#';
         memset(s + at + 1, 'x', (size_t)len - 1);
-        strcpy(s + at + (size_t)len, "\r\n[softmax]\n");
+        strcpy(s + at + (size_t)len, "\r\n[dropout]\n[softmax]\n");
         if (len == 4096)
             CHECK_OK(dt_model_parse_string(m, s, "long"));
         else

@@ -46,4 +46,10 @@ dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const d
 dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
                              const dt_ckpt_arrays *a);
 
+/* The same from a descriptor open for reading: the checkpoint runs from its
+ * current offset to its end; fd is left open; name stands for the file in
+ * messages. dt_checkpoint_load opens the file and calls this. */
+dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
+                                dt_ckpt_meta *meta, const dt_ckpt_arrays *a);
+
 #endif

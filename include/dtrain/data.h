@@ -59,11 +59,22 @@ const char *dt_dataset_default_dir(dt_dataset_kind kind);
  * magic, counts that disagree, labels >= 10. */
 dt_status dt_dataset_load_idx(dt_dataset **out, const char *images_path, const char *labels_path);
 
+/* The same from descriptors open for reading, each read from its current
+ * offset to its end and left open; the names stand for the files in
+ * messages. dt_dataset_load_idx opens the files and calls this. */
+dt_status dt_dataset_load_idx_fd(dt_dataset **out, int images_fd, const char *images_name,
+                                 int labels_fd, const char *labels_name);
+
 /* CIFAR-10 binary batches in dir: train = data_batch_1..5.bin (those present,
  * at least one), test = test_batch.bin. Each record: 1 label byte + 3072
  * bytes (3x32x32, channel-major). A file size not a multiple of 3073, or a
  * label >= 10, is an error naming the file. */
 dt_status dt_dataset_load_cifar10(dt_dataset **out, const char *dir, int train);
+
+/* One CIFAR-10 batch file from a descriptor open for reading (read from its
+ * current offset to its end, left open); name stands for it in messages.
+ * The directory loader reads each of its files the same way. */
+dt_status dt_dataset_load_cifar10_fd(dt_dataset **out, int fd, const char *name);
 
 /* Seeded synthetic data of any shape: n samples, labels uniform in
  * [0, classes), images random bytes biased by label so it is learnable. */

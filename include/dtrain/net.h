@@ -39,6 +39,7 @@ typedef struct dt_net {
     float *dbuf[2];         /* (max_batch, max activation) ping-pong input gradients */
     float *ws;              /* shared scratch (nws floats) */
     size_t nws;
+    size_t bytes;           /* dt_net_bytes */
     uint64_t shape_hash;    /* identifies the architecture (checkpoints, ranks) */
     uint64_t step;          /* forward calls in training mode; drives dropout masks */
     /* During a grad_ready(i) call: layer i's input (batch, in_i) and output
@@ -50,9 +51,15 @@ typedef struct dt_net {
 
 /* Builds the layers of spec for batches up to max_batch, initialises the
  * parameters from seed (PyTorch's default init). Shape errors are
- * DT_ERR_CONFIG "FILE:LINE: ..."; a net that would not fit in memory is
- * refused with the estimate (DT_ERR_NOMEM). */
+ * DT_ERR_CONFIG "FILE:LINE: ..."; a net whose dt_net_bytes is over 90% of
+ * the machine's physical memory is refused with the estimate before
+ * anything big is allocated (DT_ERR_NOMEM). */
 dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, uint64_t seed);
+
+/* *bytes = dt_net_bytes of the net dt_net_create would build, found by shape
+ * inference alone (nothing big is allocated; no memory check). Errors as
+ * dt_net_create's. */
+dt_status dt_net_estimate(size_t *bytes, const dt_model_spec *spec, int max_batch);
 void dt_net_free(dt_net *net);
 
 /* Forward pass of x (batch, input) -> returns probabilities (batch, classes). */
@@ -72,8 +79,11 @@ int dt_net_count_correct(const dt_net *net, const uint8_t *labels, int batch);
 /* Forward FLOPs of one sample (sum of the layers'). */
 uint64_t dt_net_flops(const dt_net *net);
 
-/* Estimated bytes the net allocates for max_batch (params, grads, optimiser
- * state, activations, gradients, scratch): what --batch costs in memory. */
+/* Bytes the net and its optimiser allocate for max_batch: parameters,
+ * gradients and momentum (3 x nparams), state, activations, the two
+ * input-gradient buffers, saved values and the shared workspace (im2col
+ * columns). Not counted: oneDNN's own blocked-layout copies and scratchpads
+ * of convolutions, the data set and the loader's batch buffers. */
 size_t dt_net_bytes(const dt_net *net);
 
 #endif

@@ -1,5 +1,6 @@
 /* Dataset kinds, dispatch, allocation and the shared gz reading helpers. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,19 +33,27 @@ const char *dt_dataset_default_dir(dt_dataset_kind kind) {
     return "";
 }
 
-dt_status dt_data_open(gzFile *f, const char *path) {
-    errno = 0;
-    *f = gzopen(path, "rb");
-    if (!*f)
-        return dt_fail(DT_ERR_IO, "cannot open %s: %s", path,
-                       errno ? strerror(errno) : "out of memory");
+dt_status dt_data_open(int *fd, const char *path) {
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0) return dt_fail(DT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    return DT_OK;
+}
+
+dt_status dt_data_gz(gzFile *f, int fd, const char *name) {
+    int own = dup(fd);
+    if (own < 0) return dt_fail(DT_ERR_IO, "cannot read %s: %s", name, strerror(errno));
+    *f = gzdopen(own, "rb");
+    if (!*f) {
+        close(own);
+        return dt_fail(DT_ERR_NOMEM, "cannot read %s: out of memory", name);
+    }
     return DT_OK;
 }
 
 /* Grows b so that it can hold at least need bytes (doubling, capped at max). */
 static dt_status buf_reserve(dt_data_buf *b, size_t need, size_t max, const char *path) {
     if (need <= b->cap) return DT_OK;
-    size_t cap = b->cap ? b->cap : (size_t)1 << 20;
+    size_t cap = b->cap ? b->cap : (size_t)1 << 16; /* small files pay little; big ones double */
     while (cap < need) cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
     if (cap > max) cap = max;
     void *p;

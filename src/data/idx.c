@@ -1,6 +1,7 @@
 /* IDX files (MNIST, Fashion-MNIST): a big-endian header (magic, then one
  * uint32 per dimension), then the uint8 payload, row-major. */
 #include <string.h>
+#include <unistd.h>
 
 #include "data/internal.h"
 #include "dtrain/mem.h"
@@ -51,25 +52,27 @@ static dt_status parse_idx(gzFile f, const char *path, uint32_t magic, int ndims
     return DT_OK;
 }
 
-static dt_status read_idx(const char *path, uint32_t magic, int ndims, const char *unit,
+static dt_status read_idx(int fd, const char *name, uint32_t magic, int ndims, const char *unit,
                           uint32_t *dims, dt_data_buf *payload) {
     gzFile f;
-    DT_TRY(dt_data_open(&f, path));
-    dt_status s = parse_idx(f, path, magic, ndims, unit, dims, payload);
+    DT_TRY(dt_data_gz(&f, fd, name));
+    dt_status s = parse_idx(f, name, magic, ndims, unit, dims, payload);
     gzclose(f);
     return s;
 }
 
-dt_status dt_dataset_load_idx(dt_dataset **out, const char *images_path, const char *labels_path) {
+dt_status dt_dataset_load_idx_fd(dt_dataset **out, int images_fd, const char *images_name,
+                                 int labels_fd, const char *labels_name) {
     *out = NULL;
     uint32_t idims[3] = {0, 0, 0}, ldims[1] = {0};
     dt_data_buf images = {0}, labels = {0};
-    dt_status s = read_idx(images_path, IDX_MAGIC_IMAGES, 3, "images", idims, &images);
-    if (s == DT_OK) s = read_idx(labels_path, IDX_MAGIC_LABELS, 1, "labels", ldims, &labels);
+    dt_status s = read_idx(images_fd, images_name, IDX_MAGIC_IMAGES, 3, "images", idims, &images);
+    if (s == DT_OK)
+        s = read_idx(labels_fd, labels_name, IDX_MAGIC_LABELS, 1, "labels", ldims, &labels);
     if (s == DT_OK && idims[0] != ldims[0])
-        s = dt_fail(DT_ERR_FORMAT, "%s has %u images but %s has %u labels", images_path, idims[0],
-                    labels_path, ldims[0]);
-    if (s == DT_OK) s = dt_data_check_labels(labels.p, labels.len, 1, IDX_CLASSES, labels_path);
+        s = dt_fail(DT_ERR_FORMAT, "%s has %u images but %s has %u labels", images_name, idims[0],
+                    labels_name, ldims[0]);
+    if (s == DT_OK) s = dt_data_check_labels(labels.p, labels.len, 1, IDX_CLASSES, labels_name);
     if (s == DT_OK) {
         dt_shape shape = {1, (int)idims[1], (int)idims[2]};
         s = dt_data_new(out, (int)idims[0], shape, IDX_CLASSES);
@@ -80,5 +83,18 @@ dt_status dt_dataset_load_idx(dt_dataset **out, const char *images_path, const c
     }
     dt_data_buf_free(&images);
     dt_data_buf_free(&labels);
+    return s;
+}
+
+dt_status dt_dataset_load_idx(dt_dataset **out, const char *images_path, const char *labels_path) {
+    *out = NULL;
+    int images_fd, labels_fd;
+    DT_TRY(dt_data_open(&images_fd, images_path));
+    dt_status s = dt_data_open(&labels_fd, labels_path);
+    if (s == DT_OK) {
+        s = dt_dataset_load_idx_fd(out, images_fd, images_path, labels_fd, labels_path);
+        close(labels_fd);
+    }
+    close(images_fd);
     return s;
 }

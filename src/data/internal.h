@@ -20,8 +20,12 @@ typedef struct {
     size_t len, cap;
 } dt_data_buf;
 
-/* Opens path for reading (plain or gzip); DT_ERR_IO "cannot open" on failure. */
-dt_status dt_data_open(gzFile *f, const char *path);
+/* Opens path read-only into *fd; DT_ERR_IO "cannot open PATH: reason" on failure. */
+dt_status dt_data_open(int *fd, const char *path);
+
+/* A reader of fd's bytes from its current offset, plain or gzip. It reads
+ * through its own duplicate of fd, so gzclose(*f) leaves fd to the caller. */
+dt_status dt_data_gz(gzFile *f, int fd, const char *name);
 
 /* Appends bytes from f to b until end of file or until b->len == max.
  * A gzip stream that ends early counts as end of file (the caller reports

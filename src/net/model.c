@@ -524,6 +524,9 @@ static dt_status parse_text(parser *p, const char *text) {
         return fail_at(p, p->last_layer_line,
                        "the last section must be [softmax] (the net is trained with softmax "
                        "cross-entropy)");
+    if (p->m->nlayers < 2)
+        return fail_at(p, p->softmax_line, "[softmax] needs a layer before it (whose outputs are "
+                       "the logits)");
     return DT_OK;
 }
 

@@ -34,8 +34,28 @@ typedef struct {
     size_t acts, max_act, saved, ws;
 } net_sizes;
 
+/* *acc += a * b, or 0 if that overflows size_t. */
+static int add_product(size_t *acc, size_t a, size_t b) {
+    if (a != 0 && b > SIZE_MAX / a) return 0;
+    if (SIZE_MAX - *acc < a * b) return 0;
+    *acc += a * b;
+    return 1;
+}
+
+/* net->bytes: every float dt_net_create allocates (see dt_net_bytes). */
+static int total_bytes(dt_net *net, const net_sizes *sz) {
+    size_t floats = 0, batch = (size_t)net->max_batch;
+    return add_product(&floats, net->nparams, 3) && add_product(&floats, net->nstate, 1) &&
+           add_product(&floats, sz->ws, 1) && add_product(&floats, sz->acts, 1) &&
+           add_product(&floats, sz->saved, 1) && add_product(&floats, sz->max_act, 2 * batch) &&
+           add_product(&net->bytes, floats, sizeof(float));
+}
+
+/* Shape inference: every layer's setup and the sizes of the blocks, each sum
+ * overflow-checked, so an absurd model is refused here, not when allocating. */
 static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes *sz) {
     dt_shape in = spec->input;
+    size_t batch = (size_t)net->max_batch;
     memset(sz, 0, sizeof *sz);
     sz->max_act = dt_shape_size(in);
     net->param_offset[0] = 0;
@@ -54,17 +74,15 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
             snprintf(msg, sizeof msg, "%s", m);
             return dt_fail(s, "%s:%s", spec->path, msg);
         }
-        size_t act, nparams;
-        DT_TRY(dt_mul_size(&act, dt_shape_size(l->out), (size_t)net->max_batch, "activations"));
-        nparams = l->nw + l->nb;
-        if (nparams < l->nw || SIZE_MAX - sz->acts < act)
-            return dt_fail(DT_ERR_CONFIG, "%s:%d: layer sizes overflow", spec->path, l->spec.line);
-        net->param_offset[i + 1] = net->param_offset[i] + nparams;
-        net->nstate += l->nstate;
-        sz->acts += act;
-        if (dt_shape_size(l->out) > sz->max_act) sz->max_act = dt_shape_size(l->out);
-        sz->saved += l->ops->saved_floats(l, net->max_batch);
+        net->param_offset[i + 1] = net->param_offset[i];
         size_t ws = l->ops->workspace_floats(l, net->max_batch);
+        if (!add_product(&net->param_offset[i + 1], l->nw, 1) ||
+            !add_product(&net->param_offset[i + 1], l->nb, 1) ||
+            !add_product(&net->nstate, l->nstate, 1) ||
+            !add_product(&sz->acts, dt_shape_size(l->out), batch) ||
+            !add_product(&sz->saved, l->ops->saved_floats(l, net->max_batch), 1))
+            return dt_fail(DT_ERR_NOMEM, "%s:%d: layer sizes overflow", spec->path, l->spec.line);
+        if (dt_shape_size(l->out) > sz->max_act) sz->max_act = dt_shape_size(l->out);
         if (ws > sz->ws) sz->ws = ws;
         in = l->out;
     }
@@ -73,32 +91,25 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
                        spec->path);
     net->nparams = net->param_offset[net->nlayers];
     net->classes = (int)dt_shape_size(in);
+    net->nws = sz->ws;
+    if (!total_bytes(net, sz))
+        return dt_fail(DT_ERR_NOMEM, "%s: the model's memory at batch %d overflows 64 bits",
+                       spec->path, net->max_batch);
     return DT_OK;
 }
 
-size_t dt_net_bytes(const dt_net *net) {
-    size_t floats = 3 * net->nparams + net->nstate + net->nws;
-    for (int i = 0; i < net->nlayers; i++) {
-        const dt_layer *l = &net->layers[i];
-        floats += dt_shape_size(l->out) * (size_t)net->max_batch +
-                  l->ops->saved_floats(l, net->max_batch);
-    }
-    size_t max_act = dt_shape_size(net->input);
-    for (int i = 0; i < net->nlayers; i++)
-        if (dt_shape_size(net->layers[i].out) > max_act) max_act = dt_shape_size(net->layers[i].out);
-    floats += 2 * max_act * (size_t)net->max_batch;
-    return floats * sizeof(float);
-}
+size_t dt_net_bytes(const dt_net *net) { return net->bytes; }
 
 /* Refuse a net that cannot fit in this machine's memory, with the estimate. */
 static dt_status check_fits(const dt_net *net, const char *path) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || page <= 0) return DT_OK;
-    double need = (double)dt_net_bytes(net), have = (double)pages * (double)page;
+    double need = (double)net->bytes, have = (double)pages * (double)page;
     if (need > 0.9 * have)
         return dt_fail(DT_ERR_NOMEM,
-                       "%s: the model needs about %.1f GiB at batch %d (parameters, optimiser "
-                       "state, activations), this machine has %.1f GiB",
+                       "%s: the model needs about %.1f GiB at batch %d (parameters, gradients, "
+                       "optimiser state, activations, saved values, workspace), this machine "
+                       "has %.1f GiB",
                        path, need / (1 << 30), net->max_batch, have / (1 << 30));
     return DT_OK;
 }
@@ -119,7 +130,6 @@ static dt_status allocate(dt_net *net, const net_sizes *sz) {
     net->blocks[2] = saved;
     DT_TRY(dt_alloc_bytes((void **)&net->act, sizeof(float *) * (size_t)net->nlayers, "layers"));
     net->blocks[3] = net->act;
-    net->nws = sz->ws;
     net->dbuf[0] = dbuf;
     net->dbuf[1] = dbuf + dsize;
 
@@ -141,7 +151,9 @@ static dt_status allocate(dt_net *net, const net_sizes *sz) {
     return DT_OK;
 }
 
-dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, uint64_t seed) {
+/* A net with its layers set up (shapes, sizes, net->bytes) but none of the
+ * big blocks allocated; *sz gets the block sizes. */
+static dt_status plan(dt_net **out, const dt_model_spec *spec, int max_batch, net_sizes *sz) {
     *out = NULL;
     if (max_batch < 1) return dt_fail(DT_ERR_USAGE, "batch size must be at least 1");
     dt_net *net;
@@ -153,12 +165,31 @@ dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, 
     if (s == DT_OK)
         s = dt_alloc_bytes((void **)&net->param_offset, sizeof(size_t) * ((size_t)spec->nlayers + 1),
                            "layers");
-    net_sizes sz;
-    if (s == DT_OK) s = setup_layers(net, spec, &sz);
-    if (s == DT_OK) {
-        net->nws = sz.ws;
-        s = check_fits(net, spec->path);
+    if (s == DT_OK) s = setup_layers(net, spec, sz);
+    if (s != DT_OK) {
+        dt_net_free(net);
+        return s;
     }
+    *out = net;
+    return DT_OK;
+}
+
+dt_status dt_net_estimate(size_t *bytes, const dt_model_spec *spec, int max_batch) {
+    *bytes = 0;
+    dt_net *net;
+    net_sizes sz;
+    DT_TRY(plan(&net, spec, max_batch, &sz));
+    *bytes = net->bytes;
+    dt_net_free(net);
+    return DT_OK;
+}
+
+dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, uint64_t seed) {
+    *out = NULL;
+    dt_net *net;
+    net_sizes sz;
+    DT_TRY(plan(&net, spec, max_batch, &sz));
+    dt_status s = check_fits(net, spec->path);
     if (s == DT_OK) s = allocate(net, &sz);
     if (s != DT_OK) {
         dt_net_free(net);

@@ -134,6 +134,10 @@ static dt_status check_header(const disk_header *h, uint64_t expect_hash, const 
                        path, (unsigned long long)h->nmomentum, a->nmomentum);
     if (h->epoch < 0 || h->step_in_epoch < 0)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint has a negative position", path);
+    /* The trainer counts steps in signed 64-bit integers. */
+    if (h->step > INT64_MAX || h->net_step > INT64_MAX)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint step %llu / %llu is out of range", path,
+                       (unsigned long long)h->step, (unsigned long long)h->net_step);
     return DT_OK;
 }
 
@@ -145,13 +149,16 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     if (h->nmomentum > (uint64_t)SIZE_MAX / 8 || total < h->nmomentum)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint sizes overflow", path);
     DT_TRY(dt_mul_size(&bytes, total, sizeof(float), path));
-    /* The header's counts must match the file's size before we allocate. */
+    /* The header's counts must match the file's size before we allocate
+     * (what is left after the header: the fd may not start at offset 0). */
     struct stat st;
-    if (fstat(fileno(f), &st) != 0)
+    off_t at = ftello(f);
+    if (fstat(fileno(f), &st) != 0 || at < 0)
         return dt_fail(DT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    if ((uint64_t)st.st_size != sizeof *h + (uint64_t)bytes + sizeof(uint32_t))
-        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is %lld bytes, its header promises %llu: "
-                       "truncated or corrupt", path, (long long)st.st_size,
+    uint64_t left = st.st_size > at ? (uint64_t)(st.st_size - at) : 0;
+    if (left != (uint64_t)bytes + sizeof(uint32_t))
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is %llu bytes, its header promises %llu: "
+                       "truncated or corrupt", path, (unsigned long long)(sizeof *h + left),
                        (unsigned long long)(sizeof *h + bytes + sizeof(uint32_t)));
     float *buf;
     DT_TRY(dt_alloc_floats(&buf, total, path));
@@ -172,15 +179,21 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     return s;
 }
 
-dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
-                             const dt_ckpt_arrays *a) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
+                                dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
+    /* A stream over our own duplicate: fclose leaves fd to the caller. */
+    int own = dup(fd);
+    FILE *f = own < 0 ? NULL : fdopen(own, "rb");
+    if (!f) {
+        dt_status s = dt_fail(DT_ERR_IO, "%s: cannot read checkpoint: %s", name, strerror(errno));
+        if (own >= 0) close(own);
+        return s;
+    }
     disk_header h;
     uLong crc = crc32(0L, Z_NULL, 0);
-    dt_status s = read_exact(f, &h, sizeof h, &crc, path);
-    if (s == DT_OK) s = check_header(&h, expect_hash, a, path);
-    if (s == DT_OK) s = read_verified(f, &h, crc, a, path);
+    dt_status s = read_exact(f, &h, sizeof h, &crc, name);
+    if (s == DT_OK) s = check_header(&h, expect_hash, a, name);
+    if (s == DT_OK) s = read_verified(f, &h, crc, a, name);
     fclose(f);
     if (s != DT_OK) return s;
     meta->shape_hash = h.shape_hash;
@@ -190,4 +203,13 @@ dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_met
     meta->epoch = h.epoch;
     meta->step_in_epoch = h.step_in_epoch;
     return DT_OK;
+}
+
+dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
+                             const dt_ckpt_arrays *a) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    dt_status s = dt_checkpoint_load_fd(fd, path, expect_hash, meta, a);
+    close(fd);
+    return s;
 }

@@ -103,7 +103,11 @@ static dt_status resume(dt_trainer *t) {
                        (unsigned long long)t->opts->seed);
     t->step = (long)m.step;
     t->net->step = m.net_step;
-    DT_TRY(dt_loader_seek(t->loader, m.epoch, m.step_in_epoch));
+    /* Batch size and data set are not part of the model's shape hash. */
+    if (dt_loader_seek(t->loader, m.epoch, m.step_in_epoch) != DT_OK)
+        return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint stopped at step %d of an epoch, "
+                       "this run's epochs have %d steps (another --batch or data set?)",
+                       t->opts->resume_path, m.step_in_epoch, t->steps_per_epoch);
     char line[256];
     snprintf(line, sizeof line, "resumed from %s at step %ld (epoch %d, step %d of the epoch)",
              t->opts->resume_path, t->step, m.epoch + 1, m.step_in_epoch);

@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""Writes the seed corpora of the fuzz harnesses into fuzz/corpus/<harness>/.
+
+    /usr/bin/python3 fuzz/make_corpus.py build/dtrain
+
+Seeds are small valid inputs (the example model files, tiny IDX and CIFAR-10
+files, a checkpoint written by `dtrain train`) plus truncated and corrupted
+variants of each, so the fuzzers start past the first checks. The output is
+deterministic (fixed data, gzip without timestamps, fixed training seed) and
+committed; rerun this only to change the seeds. The IDX harness takes its two
+files in one input: a 2-byte little-endian length of the images file, the
+images file, then the labels file (see fuzz_idx.c).
+"""
+import gzip
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def gz(data):
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def put(harness, name, data):
+    d = os.path.join(CORPUS, harness)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def flip(data, at):
+    b = bytearray(data)
+    b[at % len(b)] ^= 0x55
+    return bytes(b)
+
+
+# ---- model files -----------------------------------------------------------
+
+NET = "[net]\nchannels=%d\nheight=%d\nwidth=%d\nbatch=2\n"
+
+# Small nets that reach every layer kind, key and schedule, so they are built
+# and run by the harness (it runs nets under 16 MiB).
+MODELS = {
+    "every_layer.cfg": NET % (3, 9, 9) + "policy=cosine\nwarmup_epochs=0.5\nflip=1\ncrop_pad=2\n"
+    "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\nbatch_normalize=1\nactivation=leaky\n"
+    "slope=0.2\n[lrn]\nsize=3\nalpha=0.001\nbeta=0.75\nk=2\n[maxpool]\nsize=3\nstride=2\npad=1\n"
+    "[avgpool]\nsize=2\nstride=1\n[dropout]\nprobability=0.3\n[connected]\noutput=7\n"
+    "activation=tanh\n[batchnorm]\nmomentum=0.2\neps=1e-4\n[activation]\nactivation=sigmoid\n"
+    "[connected]\noutput=3\n[softmax]\n",
+    "schedules.cfg": NET % (1, 5, 5) + "epochs=9\npolicy=multistep\nmilestones=2,4.5,7\n"
+    "gamma=0.5\nnesterov=1\nmomentum=0.5\ndecay=0\nmin_lr=0.001\ndataset=synthetic\n"
+    "[connected]\noutput=4\nactivation=relu\n[connected]\noutput=2\n[softmax]\n",
+    "step.cfg": NET % (2, 6, 6) + "policy=step\nstep_epochs=3\n; comment\n"
+    "[convolutional]\nfilters=2\nsize=1\n[convolutional]\nfilters=3\nsize=6\n[softmax]\n",
+    "crlf.cfg": (NET % (1, 4, 4) + "[connected]\noutput=2  # two\n[softmax]\n").replace("\n", "\r\n"),
+}
+
+
+def model_seeds():
+    files = {name: open(os.path.join(ROOT, "examples", name), "rb").read()
+             for name in sorted(os.listdir(os.path.join(ROOT, "examples"))) if name.endswith(".cfg")}
+    files["small_net.cfg"] = open(os.path.join(ROOT, "tests", "data", "small_net.cfg"), "rb").read()
+    files.update({name: text.encode() for name, text in MODELS.items()})
+    for name, data in files.items():
+        put("model", name, data)
+    base = files["every_layer.cfg"]
+    put("model", "cut_half.cfg", base[: len(base) // 2])
+    put("model", "cut_header.cfg", base[: base.index(b"[lrn]") + 3])
+    put("model", "bad_value.cfg", base.replace(b"filters=4", b"filters=4x"))
+    put("model", "huge_dims.cfg", base.replace(b"height=9", b"height=16777216"))
+    put("model", "shape_error.cfg", base.replace(b"size=3\nstride=2", b"size=30\nstride=2"))
+    put("model", "nul.cfg", base.replace(b"[lrn]", b"[l\0rn]"))
+
+
+# ---- IDX ---------------------------------------------------------------------
+
+def idx(magic, dims, payload):
+    return struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + payload
+
+
+def idx_pair(images, labels):
+    return struct.pack("<H", len(images)) + images + labels
+
+
+def idx_seeds():
+    n, h, w = 3, 4, 5
+    pixels = bytes((i * 37 + 11) % 256 for i in range(n * h * w))
+    images = idx(0x803, [n, h, w], pixels)
+    labels = idx(0x801, [n], bytes([3, 9, 0]))
+    put("idx", "plain", idx_pair(images, labels))
+    put("idx", "gzip", idx_pair(gz(images), gz(labels)))
+    put("idx", "gzip_images", idx_pair(gz(images), labels))
+    put("idx", "one_image", idx_pair(idx(0x803, [1, 2, 2], b"\x01\x02\x03\x04"),
+                                     idx(0x801, [1], b"\x07")))
+    put("idx", "truncated", idx_pair(images[:-7], labels))
+    put("idx", "gzip_cut", idx_pair(gz(images)[:30], labels))
+    put("idx", "header_cut", idx_pair(images[:10], labels))
+    put("idx", "extra_data", idx_pair(images + b"xx", labels))
+    put("idx", "swapped", idx_pair(labels, images))
+    put("idx", "count_mismatch", idx_pair(images, idx(0x801, [2], bytes([1, 2]))))
+    put("idx", "bad_label", idx_pair(images, idx(0x801, [n], bytes([3, 10, 0]))))
+    put("idx", "huge_header", idx_pair(idx(0x803, [100000000, 4096, 4096], pixels), labels))
+    put("idx", "zero_dim", idx_pair(idx(0x803, [n, 0, w], pixels), labels))
+
+
+# ---- CIFAR-10 ----------------------------------------------------------------
+
+def cifar_record(label, k):
+    return bytes([label]) + bytes((k * 31 + i * 7) % 256 for i in range(3072))
+
+
+def cifar_seeds():
+    two = cifar_record(3, 1) + cifar_record(9, 2)
+    put("cifar", "one", cifar_record(0, 0))
+    put("cifar", "two", two)
+    put("cifar", "two.gz", gz(two))
+    put("cifar", "truncated", two[:-100])
+    put("cifar", "gzip_cut", gz(two)[:200])
+    put("cifar", "bad_label", cifar_record(3, 1) + cifar_record(10, 2))
+    put("cifar", "empty", b"")
+
+
+# ---- checkpoints ---------------------------------------------------------------
+
+TINY = NET % (1, 4, 4) + "[batchnorm]\n[connected]\noutput=10\n[softmax]\n"
+
+
+def with_crc(body):
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def checkpoint_seeds(dtrain):
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = os.path.join(tmp, "tiny.cfg")
+        ckpt = os.path.join(tmp, "tiny.ckpt")
+        with open(cfg, "w") as f:
+            f.write(TINY)
+        subprocess.run([dtrain, "train", cfg, "--dataset", "synthetic", "--max-steps", "3",
+                        "--seed", "5", "--threads", "1", "--no-prefetch", "--quiet",
+                        "--checkpoint", ckpt], check=True, stdout=subprocess.DEVNULL)
+        good = open(ckpt, "rb").read()
+    body = good[:-4]
+    put("checkpoint", "tiny.ckpt", good)
+    put("checkpoint", "header_only", good[:80])
+    put("checkpoint", "cut_payload", good[:200])
+    put("checkpoint", "no_crc", body)
+    put("checkpoint", "bad_crc", flip(good, 100))
+    put("checkpoint", "bad_magic", flip(good, 0))
+    put("checkpoint", "version2", with_crc(body[:8] + struct.pack("<I", 2) + body[12:]))
+    # Counts that disagree with the file's size, CRC recomputed.
+    nparams = struct.unpack_from("<Q", body, 56)[0]
+    put("checkpoint", "count_too_big",
+        with_crc(body[:56] + struct.pack("<Q", nparams + 1) + body[64:]))
+    put("checkpoint", "count_huge",
+        with_crc(body[:72] + struct.pack("<Q", 1 << 61) + body[80:]))
+    # A negative position and an out-of-range step, CRC valid.
+    put("checkpoint", "negative_epoch",
+        with_crc(body[:48] + struct.pack("<i", -1) + body[52:]))
+    put("checkpoint", "step_range",
+        with_crc(body[:32] + struct.pack("<Q", 1 << 63) + body[40:]))
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: make_corpus.py PATH/TO/dtrain")
+    if os.path.isdir(CORPUS):
+        shutil.rmtree(CORPUS)
+    model_seeds()
+    idx_seeds()
+    cifar_seeds()
+    checkpoint_seeds(sys.argv[1])
+    for h in sorted(os.listdir(CORPUS)):
+        files = os.listdir(os.path.join(CORPUS, h))
+        size = sum(os.path.getsize(os.path.join(CORPUS, h, f)) for f in files)
+        print("%-10s %3d seeds, %6d bytes" % (h, len(files), size))
+
+
+if __name__ == "__main__":
+    main()

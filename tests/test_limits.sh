@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Input limits seen from the command line: a model over the machine's memory
+# is refused before anything is allocated, with the estimate; a checkpoint
+# whose position does not fit this run is refused naming the file.
+source "$(dirname "$0")/clilib.sh" "$1"
+
+printf '[net]\nchannels=1\nheight=4096\nwidth=4096\n[connected]\noutput=16777216\n[softmax]\n' > "$TMP/huge.cfg"
+expect 1 "huge.cfg: the model needs about [0-9.]+ GiB at batch 64 .*workspace.*this machine has" -- \
+    "$DTRAIN" info "$TMP/huge.cfg"
+expect 1 "huge.cfg: the model needs about" -- "$DTRAIN" train "$TMP/huge.cfg" --dataset synthetic
+
+# 20 steps of batch 8, then a resume whose epochs have only 7 steps.
+N=$SRC/tests/data/small_net.cfg
+"$DTRAIN" train "$N" --dataset synthetic --max-steps 20 --checkpoint "$TMP/s.ckpt" --quiet > /dev/null
+check "train writes a checkpoint" test -s "$TMP/s.ckpt"
+expect 2 "resume .*s.ckpt: the checkpoint stopped at step 20 of an epoch, this run's epochs have 7 steps" -- \
+    "$DTRAIN" train "$N" --dataset synthetic --batch 8192 --resume "$TMP/s.ckpt" --quiet
+
+finish
