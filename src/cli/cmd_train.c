@@ -33,6 +33,8 @@ static const char train_usage[] =
     "  --servers S           ps-* modes: the first S ranks are parameter servers (default 1)\n"
     "  --fusion-mb X         allreduce: fusion bucket size in MiB (default 4; 0 = per layer)\n"
     "  --stall-timeout S     name the missing ranks after S seconds of waiting (default 60)\n"
+    "  --timeline F.json     trace of every rank's layers, communication, waits, data, eval and\n"
+    "                        checkpoints, for chrome://tracing or ui.perfetto.dev\n"
     "  --quiet               only the final summary line\n";
 
 /* --mode/--servers against the job's ranks. */
@@ -69,6 +71,20 @@ static dt_status parse_pair(const char *arg, const char *flag, const char *form,
     return DT_OK;
 }
 
+/* Flushes (and, when the run allows it, merges) the timeline after the
+ * run, which ended with status run; the run's own error stays the one
+ * returned, a timeline error after a failed run is only printed. */
+static dt_status close_timeline(dt_timeline *tl, const dt_comm *comm, const dt_dist_cfg *dc, dt_status run,
+                                const cli_env *env) {
+    if (!tl) return run;
+    if (run == DT_OK) return dt_comm_timeline_close(tl, comm, run, !dt_mode_is_async(dc->mode));
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    dt_status s = dt_comm_timeline_close(tl, comm, run, !dt_mode_is_async(dc->mode));
+    if (s != DT_OK) cli_report(s, env);
+    return dt_fail(run, "%s", msg);
+}
+
 /* Every rank must have built the same network (same model file). */
 static dt_status check_model(const dt_comm *comm, const dt_model_spec *spec) {
     if (comm->size == 1) return DT_OK;
@@ -81,7 +97,7 @@ static dt_status check_model(const dt_comm *comm, const dt_model_spec *spec) {
 
 int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *stop) {
     const char *dataset = NULL, *data_dir = NULL, *log = NULL, *ckpt = NULL, *resume = NULL;
-    const char *mode_name = NULL, *straggle_arg = NULL, *slow_arg = NULL;
+    const char *mode_name = NULL, *straggle_arg = NULL, *slow_arg = NULL, *timeline = NULL;
     int staleness = 3;
     int epochs = 0, batch = 0, threads = 0, quiet = 0, help = 0, no_prefetch = 0, servers = 1;
     long max_steps = 0, ckpt_every = 0, seed = 1;
@@ -109,6 +125,7 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
         {"--staleness", ARG_INT, &staleness, 0, 1000, 0},
         {"--straggle", ARG_STR, &straggle_arg, 0, 0, 0},
         {"--slow-worker", ARG_STR, &slow_arg, 0, 0, 0},
+        {"--timeline", ARG_STR, &timeline, 0, 0, 0},
     };
     const char *pos[1];
     int npos;
@@ -125,7 +142,7 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     dt_train_opts o;
     memset(&o, 0, sizeof o);
     if (s == DT_OK) s = cli_dataset_kind(&o.dataset, dataset, &spec);
-    dt_dist_cfg dc = {DT_MODE_SERIAL, 0, fusion_mb, stall_timeout, staleness};
+    dt_dist_cfg dc = {DT_MODE_SERIAL, 0, fusion_mb, stall_timeout, staleness, NULL};
     if (s == DT_OK) s = resolve_mode(&dc, mode_name, servers, env);
     if (s == DT_OK && straggle_arg)
         s = parse_pair(straggle_arg, "--straggle", "P:MS", 0, 1, &o.straggle_p, &o.straggle_ms);
@@ -138,9 +155,14 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     dt_comm comm;
     s = dt_comm_create(&comm, dc.servers);
     if (s == DT_OK) s = check_model(&comm, &spec);
+    /* Before anything trains, so a bad path stops the run at once. */
+    if (s == DT_OK && timeline) s = dt_comm_timeline_open(&dc.timeline, &comm, timeline);
+    o.timeline = dc.timeline;
     if (s == DT_OK && comm.worker < 0) {
         cli_set_threads(1, env); /* a server only sums and steps its shard */
         s = dt_server_run(&comm, &dc, &spec);
+        s = close_timeline(dc.timeline, &comm, &dc, s, env);
+        dt_timeline_free(dc.timeline);
         dt_comm_free(&comm);
         return cli_report(s, env);
     }
@@ -188,7 +210,10 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
         s = dt_sync_ps_create(&sync, &comm, &dc);
     dt_train_summary sum;
     if (s == DT_OK) s = dt_train_run(&spec, &o, sync, &sum);
+    s = close_timeline(dc.timeline, &comm, &dc, s, env);
+    /* After the strategy's threads are gone: none records any more. */
     if (sync) sync->free(sync);
+    dt_timeline_free(dc.timeline);
     dt_comm_free(&comm);
     return cli_report(s, env);
 }

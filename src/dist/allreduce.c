@@ -70,6 +70,9 @@ static void *comm_thread(void *arg) {
         double t0 = dt_now();
         s = reduce_bucket(a, k);
         double t1 = dt_now();
+        const dt_bucket *b = &a->buckets[k];
+        dt_timeline_span(a->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "allreduce bucket", t0, t1,
+                         (dt_tl_arg[]){{"bucket", k}, {"bytes", (double)((b->hi - b->lo) * sizeof(float))}}, 2);
         pthread_mutex_lock(&a->mu);
         if (k == 0) a->first_start = t0;
         a->last_end = t1;
@@ -135,6 +138,7 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
     pthread_mutex_unlock(&a->mu);
     if (err != DT_OK) return dt_fail(err, "%s", a->errmsg);
     double waited = dt_now() - t0;
+    dt_timeline_span(a->cfg.timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "wait allreduce", t0, t0 + waited, NULL, 0);
     /* Ring allreduce moves about 2 (W-1)/W of the data each way. */
     double W = a->comm.nworkers;
     uint64_t bytes = (uint64_t)(2.0 * (W - 1) / W * (double)a->net->nparams * sizeof(float));

@@ -181,6 +181,7 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     }
     /* Parameters land in net->params only now: forward/backward are done with them. */
     int first_recv = p->nreqs;
+    double t_post = dt_now();
     DT_TRY(post_replies(p));
     double t0 = dt_now();
     stall_info si = {p, first_recv};
@@ -188,6 +189,12 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     double t1 = dt_now();
     if (p->nown) read_my_writes(p);
     uint64_t bytes = (uint64_t)p->net->nparams * sizeof(float);
+    /* Gradients are in flight from the first push until the exchange is
+     * complete, replies from their receives being posted. */
+    dt_tl_arg arg[] = {{"bytes", (double)bytes}};
+    dt_timeline_span(p->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "ps push", p->first_send, t1, arg, 1);
+    dt_timeline_span(p->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "ps pull", t_post, t1, arg, 1);
+    dt_timeline_span(p->cfg.timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "wait parameters", t0, t1, NULL, 0);
     sy->stats.comm_s += t1 - p->first_send;
     sy->stats.wait_s += t1 - t0;
     sy->stats.bytes_sent += bytes;
