@@ -211,9 +211,8 @@ int cmd_train(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     dt_train_summary sum;
     if (s == DT_OK) s = dt_train_run(&spec, &o, sync, &sum);
     s = close_timeline(dc.timeline, &comm, &dc, s, env);
-    /* After the strategy's threads are gone: none records any more. */
     if (sync) sync->free(sync);
-    dt_timeline_free(dc.timeline);
+    dt_timeline_free(dc.timeline); /* after the strategy: its threads record until it is freed */
     dt_comm_free(&comm);
     return cli_report(s, env);
 }
