@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """How much communication a dtrain run hid behind backprop, from its timeline.
 
-usage: bench/timeline_overlap.py FILE.json [MORE.json ...] [--json]
+usage: bench/timeline_overlap.py FILE.json [MORE.json ...] [--skip N] [--json]
 
 Reads a `dtrain train ... --timeline FILE.json` file (or the per-rank parts
 FILE.json.rank<R> a killed run leaves behind, several at once) and prints,
-for each worker rank, over its training steps:
+for each worker rank, over its training steps but the first N (--skip,
+default 1: the first step also builds oneDNN's primitives and the caches):
   backward      total time of the backward passes (union of the "bwd" spans)
   comm          total time communication was in flight (union of the "comm"
                 spans: allreduce buckets, ps push and pull), inside steps
@@ -62,7 +63,7 @@ def total(intervals):
     return sum(e - s for s, e in intervals)
 
 
-def analyse(events):
+def analyse(events, skip):
     names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     rows = []
     for pid in sorted(p for p, n in names.items() if "worker" in n):
@@ -71,9 +72,10 @@ def analyse(events):
         def spans(cat):
             return union((e["ts"], e["ts"] + e["dur"]) for e in mine if e["cat"] == cat)
 
-        steps = spans("step")
-        nsteps = sum(1 for e in mine if e["cat"] == "step")
-        backward = spans("backward")
+        kept = sorted((e["ts"], e["ts"] + e["dur"]) for e in mine if e["cat"] == "step")
+        kept = kept[skip:] if len(kept) > skip else kept
+        steps, nsteps = union(kept), len(kept)
+        backward = intersect(spans("backward"), steps)
         comm = intersect(spans("comm"), steps)
         overlapped = total(intersect(comm, backward))
         wait = total(intersect(spans("wait"), steps))
@@ -93,10 +95,11 @@ def analyse(events):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("files", nargs="+")
+    ap.add_argument("--skip", type=int, default=1, help="leave out each worker's first N steps (default 1)")
     ap.add_argument("--json", action="store_true", help="one JSON object per worker")
     a = ap.parse_args()
     events = [e for f in a.files for e in load(f)]
-    rows = analyse(events)
+    rows = analyse(events, max(a.skip, 0))
     if not rows:
         sys.exit(f"{' '.join(a.files)}: no worker ranks in the timeline")
     if a.json:
