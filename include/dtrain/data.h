@@ -25,6 +25,7 @@
 
 #include "dtrain/layer.h"
 #include "dtrain/status.h"
+#include "dtrain/timeline.h"
 
 /* Bounds applied to file headers before any allocation. */
 #define DT_DATA_MAX_SAMPLES 100000000 /* 1e8 */
@@ -96,6 +97,7 @@ typedef struct {
     int flip;           /* 1: random horizontal flip (training) */
     int crop_pad;       /* >0: random crop of the original size from the image zero-padded by this */
     int prefetch;       /* 1: build the next batch in a background thread */
+    dt_timeline *timeline; /* the prefetch thread's batches (NULL: off) */
 } dt_loader_cfg;
 
 typedef struct dt_loader dt_loader;

@@ -55,6 +55,7 @@ typedef struct {
      * first member (its leader) talks to the servers, which see the
      * groups as their workers. 1: no groups. */
     int group_size;
+    dt_timeline *timeline;  /* spans of the strategies and servers go here (NULL: off) */
 } dt_dist_cfg;
 
 /* The combination of mode, --sfb/--sacp and --group-size is one dtrain
@@ -83,6 +84,15 @@ void dt_comm_free(dt_comm *c);
 /* Every rank must build the same model: compares shape hashes over world
  * and names the ranks that differ. */
 dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char *model_path);
+
+/* --timeline FILE: each rank opens its part with a clock origin shared by
+ * every rank (collective over world; see comm_timeline.c for clusters). */
+dt_status dt_comm_timeline_open(dt_timeline **out, const dt_comm *c, const char *path);
+/* After the run (run: how it ended; lockstep: workers stop together): the
+ * rank flushes its part; after a clean end (every rank) or a clean stop
+ * in a lockstep mode (the workers), worker 0 merges the parts into FILE.
+ * Otherwise the parts are left as they are. No-op when tl is NULL. */
+dt_status dt_comm_timeline_close(dt_timeline *tl, const dt_comm *c, dt_status run, int lockstep);
 
 /* Called by dt_mpi_wait every quarter of stall_timeout while requests are
  * pending (ctx is the caller's): report is 1 once per full stall_timeout,

@@ -18,6 +18,7 @@
 #include "dtrain/layer.h"
 #include "dtrain/model.h"
 #include "dtrain/status.h"
+#include "dtrain/timeline.h"
 
 /* Called by dt_net_backward as soon as layer i's gradients are final (its
  * dw/db written), from the last layer to the first: the wait-free backprop
@@ -46,6 +47,7 @@ typedef struct dt_net {
      * gradient (batch, out_i), which the next layer down overwrites. */
     const float *bwd_in, *bwd_dout;
     int bwd_batch;
+    dt_timeline *timeline;  /* each layer's training forward/backward span goes here (NULL: off) */
     void *blocks[4];        /* allocations behind act, dbuf, saved (freed at dt_net_free) */
 } dt_net;
 

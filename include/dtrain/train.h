@@ -91,6 +91,8 @@ typedef struct {
     int slow_rank;               /* --slow-worker RANK:MS: world rank RANK sleeps MS ms every step */
     double slow_ms;              /* (0: none) */
     FILE *out;                   /* progress and summary (rank 0), NULL for none */
+    dt_timeline *timeline;       /* spans of layers, steps, data, eval, checkpoints (NULL: off);
+                                  * flushed at every checkpoint */
 } dt_train_opts;
 
 typedef struct {

@@ -39,6 +39,8 @@ static const char train_usage[] =
     "  --group-size K        ps-sync, ps-async: groups of K workers average their gradients\n"
     "                        among themselves; one per group talks to the servers (SINGA)\n"
     "  --stall-timeout S     name the missing ranks after S seconds of waiting (default 60)\n"
+    "  --timeline F.json     trace of every rank's layers, communication, waits, data, eval and\n"
+    "                        checkpoints, for chrome://tracing or ui.perfetto.dev\n"
     "  --quiet               only the final summary line\n";
 
 /* --mode/--servers/--sfb/--sacp/--group-size against the job's ranks. */
@@ -75,6 +77,20 @@ static dt_status parse_pair(const char *arg, const char *flag, const char *form,
     return DT_OK;
 }
 
+/* Flushes (and, when the run allows it, merges) the timeline after the
+ * run, which ended with status run; the run's own error stays the one
+ * returned, a timeline error after a failed run is only printed. */
+static dt_status close_timeline(dt_timeline *tl, const dt_comm *comm, const dt_dist_cfg *dc, dt_status run,
+                                const cli_env *env) {
+    if (!tl) return run;
+    if (run == DT_OK) return dt_comm_timeline_close(tl, comm, run, !dt_mode_is_async(dc->mode));
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    dt_status s = dt_comm_timeline_close(tl, comm, run, !dt_mode_is_async(dc->mode));
+    if (s != DT_OK) cli_report(s, env);
+    return dt_fail(run, "%s", msg);
+}
+
 /* Every rank must have built the same network (same model file). */
 static dt_status check_model(const dt_comm *comm, const dt_model_spec *spec) {
     if (comm->size == 1) return DT_OK;
@@ -87,7 +103,7 @@ static dt_status check_model(const dt_comm *comm, const dt_model_spec *spec) {
 
 int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) {
     const char *dataset = NULL, *data_dir = NULL, *log = NULL, *ckpt = NULL, *resume = NULL;
-    const char *mode_name = NULL, *straggle_arg = NULL, *slow_arg = NULL;
+    const char *mode_name = NULL, *straggle_arg = NULL, *slow_arg = NULL, *timeline = NULL;
     int staleness = 3;
     int epochs = 0, batch = 0, threads = 0, quiet = 0, help = 0, no_prefetch = 0, servers = 1;
     int sfb = 0, sacp = 0, group_size = 1;
@@ -119,6 +135,7 @@ int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) 
         {"--sfb", ARG_FLAG, &sfb, 0, 0, 0},
         {"--sacp", ARG_FLAG, &sacp, 0, 0, 0},
         {"--group-size", ARG_INT, &group_size, 1, 1 << 20, 0},
+        {"--timeline", ARG_STR, &timeline, 0, 0, 0},
     };
     const char *pos[1];
     int npos;
@@ -137,7 +154,7 @@ int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) 
     if (s == DT_OK) s = cli_dataset_kind(&o.dataset, dataset, &spec);
     if (s == DT_OK && sfb && sacp) s = dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     dt_dist_cfg dc = {DT_MODE_SERIAL, 0, fusion_mb, stall_timeout, staleness,
-                      sfb ? DT_SFB_ALL : sacp ? DT_SFB_AUTO : DT_SFB_OFF, 0, NULL, group_size};
+                      sfb ? DT_SFB_ALL : sacp ? DT_SFB_AUTO : DT_SFB_OFF, 0, NULL, group_size, NULL};
     if (s == DT_OK) dc.batch = spec.batch;
     if (s == DT_OK) s = resolve_mode(&dc, mode_name, servers, env);
     if (s == DT_OK && straggle_arg)
@@ -151,9 +168,14 @@ int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) 
     dt_comm comm;
     s = dt_comm_create(&comm, dc.servers);
     if (s == DT_OK) s = check_model(&comm, &spec);
+    /* Before anything trains, so a bad path stops the run at once. */
+    if (s == DT_OK && timeline) s = dt_comm_timeline_open(&dc.timeline, &comm, timeline);
+    o.timeline = dc.timeline;
     if (s == DT_OK && comm.worker < 0) {
         cli_set_threads(1, env); /* a server only sums and steps its shard */
         s = dt_server_run(&comm, &dc, &spec);
+        s = close_timeline(dc.timeline, &comm, &dc, s, env);
+        dt_timeline_free(dc.timeline);
         dt_comm_free(&comm);
         return cli_report(s, env);
     }
@@ -205,10 +227,12 @@ int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) 
         s = dt_sync_ps_create(&sync, &comm, &dc);
     dt_train_summary sum;
     if (s == DT_OK) s = dt_train_run(&spec, &o, sync, &sum);
+    s = close_timeline(dc.timeline, &comm, &dc, s, env);
     /* Interrupted: every worker stopped at a step, the servers were told to
      * stop, so the job can end without MPI_Abort. */
     env->orderly = s == DT_ERR_INTERRUPTED;
     if (sync) sync->free(sync);
+    dt_timeline_free(dc.timeline); /* after the strategy: its threads record until it is freed */
     dt_comm_free(&comm);
     return cli_report(s, env);
 }

@@ -13,6 +13,7 @@
 #include "data/internal.h"
 #include "dtrain/mem.h"
 #include "dtrain/rng.h"
+#include "dtrain/timer.h"
 
 /* One batch and the position it was built for. */
 typedef struct {
@@ -135,7 +136,11 @@ static void *producer(void *arg) {
         if (l->stop) break;
         batch_buf *b = &l->buf[1 - l->cur];
         pthread_mutex_unlock(&l->mu);
+        double t0 = dt_now();
         build(l, b, epoch, step);
+        if (b->n)
+            dt_timeline_span(l->cfg.timeline, DT_TL_LOADER, DT_TL_CAT_DATA, "prefetch batch", t0, dt_now(),
+                             (dt_tl_arg[]){{"epoch", epoch}, {"step", step}}, 2);
         advance(l->steps, &epoch, &step);
         pthread_mutex_lock(&l->mu);
         l->ready = 1;

@@ -81,6 +81,17 @@ static void *comm_thread(void *arg) {
         double t0 = dt_now();
         s = reduce_bucket(a, k);
         double t1 = dt_now();
+        const dt_bucket *b = &a->buckets[k];
+        if (b->sfb) {
+            const dt_sfb_layer *f = &a->sfb.layers[a->sfb.index[b->ready_layer]];
+            double bytes = (double)a->sfb.K * (f->M + f->N) * (a->sfb.P - 1) * sizeof(float);
+            dt_timeline_span(a->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "sfb allgather", t0, t1,
+                             (dt_tl_arg[]){{"layer", b->ready_layer}, {"bytes", bytes}}, 2);
+        } else {
+            dt_timeline_span(a->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "allreduce bucket", t0, t1,
+                             (dt_tl_arg[]){{"bucket", k}, {"bytes", (double)((b->hi - b->lo) * sizeof(float))}},
+                             2);
+        }
         pthread_mutex_lock(&a->mu);
         if (k == 0) a->first_start = t0;
         a->last_end = t1;
@@ -155,6 +166,7 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
     pthread_mutex_unlock(&a->mu);
     if (err != DT_OK) return dt_fail(err, "%s", a->errmsg);
     double waited = dt_now() - t0;
+    dt_timeline_span(a->cfg.timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "wait allreduce", t0, t0 + waited, NULL, 0);
     /* Ring allreduce moves about 2 (W-1)/W of its data each way; an
      * allgather sends this worker's factors to, and receives from, W-1. */
     double W = a->comm.nworkers;

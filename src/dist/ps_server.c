@@ -62,6 +62,7 @@ typedef struct {
     long *wclock;            /* (W) the clock w is in (from its STEP message), -1 before */
     long *arrived;           /* (W) clocks of w whose gradients are complete */
     long *v_read;            /* (W) version of the shard last sent to w */
+    double *grad_posted;     /* (W) when w's gradient receives were posted (timeline) */
     long committed;          /* clocked: clocks committed */
     long first_clock;        /* the clock the run started at (a resumed step, else 0) */
     long version;            /* updates applied to the shard */
@@ -72,6 +73,7 @@ typedef struct {
      * slot_busy are shared with the appliers under qmu; params under pmu
      * (nowait) or no lock at all (hogwild). */
     int deferred, hogwild, nappliers, quit, inflight;
+    int applier_tracks;      /* appliers started: each takes the next timeline track */
     pthread_t appliers[2];
     pthread_mutex_t qmu, pmu;
     pthread_cond_t queued, drained;
@@ -116,6 +118,7 @@ static dt_status post_grads(server *sv, int w) {
     }
     sv->ngrad[w] = k;
     sv->receiving[w] = 1;
+    sv->grad_posted[w] = dt_now();
     return DT_OK;
 }
 
@@ -152,6 +155,9 @@ static dt_status handle_ctrl(server *sv, int w) {
     if (kind == PS_CTRL_PULL) {
         sv->pulling[w] = 1;
     } else if (kind == PS_CTRL_CKPT) {
+        /* Flushed before worker 0 can go on: a stop after this checkpoint
+         * merges this server's part as it is now. */
+        DT_TRY(dt_timeline_flush(sv->cfg->timeline));
         DT_TRY(dt_mpi_check(MPI_Send(sv->mom, (int)sv->n, MPI_FLOAT, world_rank_of(sv, w), PS_TAG_MOM,
                                      sv->comm->world),
                             "optimiser state for checkpoint (MPI_Send)"));
@@ -202,6 +208,7 @@ static void take_snapshot(server *sv, float *snap) {
 static void *applier(void *arg) {
     server *sv = arg;
     pthread_mutex_lock(&sv->qmu);
+    int track = DT_TL_APPLIER + sv->applier_tracks++;
     for (;;) {
         while (!sv->quit && sv->qlen == 0) pthread_cond_wait(&sv->queued, &sv->qmu);
         if (sv->qlen == 0) break; /* quit, and nothing left */
@@ -213,6 +220,7 @@ static void *applier(void *arg) {
         pthread_mutex_unlock(&sv->qmu);
         float lr = j.lr / (float)sv->W / (float)(1 + lag);
         const float *g = slot_of(sv, j.w, j.clock);
+        double t0 = dt_now();
         if (sv->hogwild) {
             hogwild_apply(sv, lr, g);
         } else {
@@ -220,6 +228,8 @@ static void *applier(void *arg) {
             dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, g, sv->n);
             pthread_mutex_unlock(&sv->pmu);
         }
+        dt_timeline_span(sv->cfg->timeline, track, DT_TL_CAT_UPDATE, "apply", t0, dt_now(),
+                         (dt_tl_arg[]){{"worker", world_rank_of(sv, j.w)}, {"clock", j.clock}, {"lag", lag}}, 3);
         pthread_mutex_lock(&sv->qmu);
         sv->version++;
         sv->applied++;
@@ -252,6 +262,7 @@ static void drain_queue(server *sv) {
 /* Sends w a snapshot of the shard with its header. */
 static dt_status reply(server *sv, int w, long lag) {
     MPI_Request *r = sv->reply_req + 2 * (size_t)w;
+    double t0 = dt_now();
     /* w received our previous reply before it could start this clock. */
     DT_TRY(dt_mpi_check(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), "MPI_Waitall"));
     float *snap = sv->reply + (size_t)w * sv->n;
@@ -269,8 +280,11 @@ static dt_status reply(server *sv, int w, long lag) {
     int to = world_rank_of(sv, w);
     DT_TRY(dt_mpi_check(MPI_Isend(h, PS_HDR_LEN, MPI_DOUBLE, to, PS_TAG_HDR, sv->comm->world, &r[0]),
                         "parameter reply (MPI_Isend)"));
-    return dt_mpi_check(MPI_Isend(snap, (int)sv->n, MPI_FLOAT, to, PS_TAG_PARAM, sv->comm->world, &r[1]),
-                        "parameter reply (MPI_Isend)");
+    DT_TRY(dt_mpi_check(MPI_Isend(snap, (int)sv->n, MPI_FLOAT, to, PS_TAG_PARAM, sv->comm->world, &r[1]),
+                        "parameter reply (MPI_Isend)"));
+    dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_COMM, "reply", t0, dt_now(),
+                     (dt_tl_arg[]){{"worker", to}, {"bytes", (double)(sv->n * sizeof(float))}}, 2);
+    return DT_OK;
 }
 
 /* Commits every clock all workers have delivered: average in worker order
@@ -280,6 +294,7 @@ static void commit_ready_clocks(server *sv) {
         for (int w = 0; w < sv->W; w++)
             if (sv->arrived[w] <= sv->committed) return;
         long c = sv->committed;
+        double t0 = dt_now();
         memcpy(sv->sum, slot_of(sv, 0, c), sizeof(float) * sv->n);
         for (int w = 1; w < sv->W; w++) {
             const float *g = slot_of(sv, w, c);
@@ -288,6 +303,8 @@ static void commit_ready_clocks(server *sv) {
         float inv = 1.0f / (float)sv->W;
         for (size_t i = 0; i < sv->n; i++) sv->sum[i] *= inv;
         dt_sgd_update(&sv->spec->sgd, *lr_of(sv, 0, c), sv->params, sv->mom, sv->sum, sv->n);
+        dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply clock", t0, dt_now(),
+                         (dt_tl_arg[]){{"clock", c}}, 1);
         sv->committed++;
         sv->version++;
         sv->applied += sv->W;
@@ -299,6 +316,8 @@ static dt_status gradient_complete(server *sv, int w) {
     long c = sv->wclock[w];
     sv->receiving[w] = 0;
     sv->arrived[w] = c + 1;
+    dt_timeline_span(sv->cfg->timeline, DT_TL_RECV + w, DT_TL_CAT_COMM, "receive gradients", sv->grad_posted[w],
+                     dt_now(), (dt_tl_arg[]){{"clock", c}, {"bytes", (double)(sv->n * sizeof(float))}}, 2);
     if (sv->deferred) {
         pthread_mutex_lock(&sv->qmu);
         long lag = sv->version - sv->v_read[w];
@@ -313,7 +332,10 @@ static dt_status gradient_complete(server *sv, int w) {
          * in every mode; and staleness-aware (Zhang et al. 2016): a gradient
          * computed on parameters `lag` updates old gets lr / (1 + lag). */
         float lr = *lr_of(sv, w, c) / (float)sv->W / (float)(1 + lag);
+        double t0 = dt_now();
         dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, slot_of(sv, w, c), sv->n);
+        dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply", t0, dt_now(),
+                         (dt_tl_arg[]){{"worker", world_rank_of(sv, w)}, {"clock", c}, {"lag", lag}}, 3);
         sv->version++;
         sv->applied++;
         return reply(sv, w, lag);
@@ -461,6 +483,7 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_alloc_bytes((void **)&sv->wclock, W * sizeof(long), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->arrived, W * sizeof(long), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->v_read, W * sizeof(long), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->grad_posted, W * sizeof(double), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->queue, W * S * sizeof(apply_job), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->slot_busy, W * S * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->post_pending, W * sizeof(int), "server"));
@@ -506,7 +529,7 @@ static void teardown(server *sv) {
     void *bufs[] = {sv->params, sv->mom, sv->sum, sv->recv, sv->reply, sv->lr, sv->hdr, sv->ctrl,
                     sv->ctrl_req, sv->reply_req, sv->grad_req, sv->ngrad, sv->receiving, sv->awaiting,
                     sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,
-                    sv->slot_busy, sv->post_pending};
+                    sv->slot_busy, sv->post_pending, sv->grad_posted};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dt_free(bufs[i]);
 }
 

@@ -299,6 +299,7 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     double t0 = dt_now();
     if (p->k > 1) DT_TRY(group_reduce(p));
     /* Parameters land in net->params only now: forward/backward are done with them. */
+    double t_post = dt_now();
     DT_TRY(receive_replies(p, "parameter exchange"));
     DT_TRY(update_sfb_layers(p, t, lr));
     double t1 = dt_now();
@@ -309,6 +310,12 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     double n = (double)p->plan.ps_n, k = p->k;
     double bytes = ((p->leader ? n : 0) + (k > 1 ? (2 * (k - 1) / k + 1) * n : 0)) * sizeof(float) +
                    dt_sfb_bytes_each_way(&p->sfb);
+    /* Gradients are in flight from the first push until the exchange is
+     * complete, replies from their receives being posted. */
+    dt_tl_arg arg[] = {{"bytes", bytes}};
+    dt_timeline_span(p->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "ps push", p->first_send, t1, arg, 1);
+    dt_timeline_span(p->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "ps pull", t_post, t1, arg, 1);
+    dt_timeline_span(p->cfg.timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "wait parameters", t0, t1, NULL, 0);
     sy->stats.comm_s += t1 - p->first_send;
     sy->stats.wait_s += t1 - t0;
     sy->stats.bytes_sent += (uint64_t)bytes;

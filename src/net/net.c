@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "dtrain/mem.h"
+#include "dtrain/timer.h"
 
 /* FNV-1a over the words that define the architecture. */
 static uint64_t fnv_mix(uint64_t h, uint64_t v) {
@@ -221,13 +222,26 @@ void dt_net_free(dt_net *net) {
     dt_free(net);
 }
 
+/* "fwd 3 convolutional" / "bwd 4 relu" on the trainer's track, from t0 to now. */
+static void layer_span(const dt_net *net, int i, dt_tl_cat cat, double t0) {
+    const dt_layer *l = &net->layers[i];
+    const char *kind = l->spec.kind == DT_LAYER_ACT ? dt_activation_name(l->spec.act) : l->ops->name;
+    char name[DT_TL_NAME_MAX];
+    snprintf(name, sizeof name, "%s %d %s", cat == DT_TL_CAT_FORWARD ? "fwd" : "bwd", i, kind);
+    dt_timeline_span(net->timeline, DT_TL_MAIN, cat, name, t0, dt_now(), NULL, 0);
+}
+
 const float *dt_net_forward(dt_net *net, const float *x, int batch, int train) {
     DT_ASSERT(batch >= 1 && batch <= net->max_batch);
     const float *in = x;
+    /* Training passes only: evaluation is one span of the trainer's. */
+    int traced = net->timeline && train;
     for (int i = 0; i < net->nlayers; i++) {
         dt_layer *l = &net->layers[i];
         l->step = net->step;
+        double t0 = traced ? dt_now() : 0;
         l->ops->forward(l, net->act[i], in, batch, train, net->ws);
+        if (traced) layer_span(net, i, DT_TL_CAT_FORWARD, t0);
         in = net->act[i];
     }
     if (train) net->step++;
@@ -249,7 +263,9 @@ void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn re
         dt_layer *l = &net->layers[i];
         const float *in = i > 0 ? net->act[i - 1] : x;
         float *din = i > 0 ? net->dbuf[1 - cur] : NULL;
+        double t0 = net->timeline ? dt_now() : 0;
         l->ops->backward(l, din, net->dbuf[cur], in, net->act[i], batch, net->ws);
+        if (net->timeline) layer_span(net, i, DT_TL_CAT_BACKWARD, t0);
         if (ready && l->nw + l->nb > 0) {
             net->bwd_in = in, net->bwd_dout = net->dbuf[cur], net->bwd_batch = batch;
             ready(ctx, i);

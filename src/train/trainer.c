@@ -74,8 +74,7 @@ static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
 /* Worker 0 writes the file. all = 1: collective over the workers (and
  * servers, through gather), every worker calls it at the same step; all =
  * 0: an independent worker's own checkpoint (only worker 0's is written). */
-static dt_status save_checkpoint(dt_trainer *t, int all) {
-    if (!t->opts->checkpoint_path) return DT_OK;
+static dt_status write_checkpoint(dt_trainer *t, int all) {
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, all));
     if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     if (t->opts->rank != 0) return DT_OK;
@@ -91,6 +90,20 @@ static dt_status save_checkpoint(dt_trainer *t, int all) {
     snprintf(json, sizeof json, "{\"event\":\"checkpoint\",\"step\":%ld,\"path\":\"%s\",\"write_s\":%.3f}",
              t->step, path, dt_now() - t0);
     return dt_report_log(&t->rep, json);
+}
+
+static dt_status save_checkpoint(dt_trainer *t, int all) {
+    if (!t->opts->checkpoint_path) return DT_OK;
+    double t0 = dt_now();
+    DT_TRY(write_checkpoint(t, all));
+    dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_CHECKPOINT, "checkpoint", t0, dt_now(),
+                     (dt_tl_arg[]){{"step", t->step}}, 1);
+    /* A run killed later leaves this rank's events up to here in its part. */
+    t0 = dt_now();
+    DT_TRY(dt_timeline_flush(t->opts->timeline));
+    dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_CHECKPOINT, "timeline flush", t0, dt_now(),
+                     NULL, 0);
+    return DT_OK;
 }
 
 static dt_status resume(dt_trainer *t) {
@@ -121,6 +134,7 @@ static dt_status setup(dt_trainer *t) {
     DT_TRY(dt_report_open(&t->rep, o->rank == 0 ? o->out : NULL, o->rank == 0 ? o->log_path : NULL,
                           o->quiet, o->progress_tty));
     DT_TRY(dt_net_create(&t->net, spec, spec->batch, o->seed));
+    t->net->timeline = o->timeline;
     DT_TRY(dt_alloc_floats(&t->momentum, t->net->nparams, "optimiser state"));
     DT_TRY(dt_dataset_load(&t->train_ds, o->dataset, o->data_dir, 1, spec->input, o->seed));
     DT_TRY(dt_dataset_load(&t->test_ds, o->dataset, o->data_dir, 0, spec->input, o->seed));
@@ -134,7 +148,7 @@ static dt_status setup(dt_trainer *t) {
                        t->net->classes, dt_dataset_kind_name(o->dataset), d->classes);
     dt_loader_cfg lc = {.batch = spec->batch, .rank = o->rank, .world = o->world, .seed = o->seed,
                         .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad,
-                        .prefetch = o->prefetch};
+                        .prefetch = o->prefetch, .timeline = o->timeline};
     DT_TRY(dt_loader_create(&t->loader, t->train_ds, &lc));
     t->steps_per_epoch = dt_loader_steps_per_epoch(t->loader);
     if (t->steps_per_epoch < 1)
@@ -160,9 +174,12 @@ static dt_status setup(dt_trainer *t) {
 }
 
 static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double *loss) {
+    double t0 = dt_now();
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
     DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->rank, t->opts->world, t->spec->batch,
                        acc, loss));
+    dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_EVAL, "eval", t0, dt_now(),
+                     (dt_tl_arg[]){{"epoch", epoch}}, 1);
     char json[256];
     snprintf(json, sizeof json,
              "{\"event\":\"eval\",\"step\":%ld,\"epoch\":%d,\"test_accuracy\":%.4f,\"test_loss\":%.4f,"
@@ -187,7 +204,9 @@ static void straggle(const dt_train_opts *o, long step) {
     }
     if (ms <= 0) return;
     struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000) * 1e6)};
+    double t0 = dt_now();
     nanosleep(&ts, NULL);
+    dt_timeline_span(o->timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "straggler sleep", t0, dt_now(), NULL, 0);
 }
 
 /* One optimiser step on this worker's next batch. */
@@ -206,8 +225,12 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
                        "was left as it was; try a lower --lr",
                        isnan(loss) ? "NaN" : "infinite", t->step + 1, epoch + 1);
     dt_net_backward(net, x, n, s->grad_ready, s->ctx);
+    double t_end = dt_now();
     DT_TRY(s->end_step(s, t, lr));
     double now = dt_now(), dt = now - t0;
+    dt_timeline *tl = t->opts->timeline;
+    dt_timeline_span(tl, DT_TL_MAIN, DT_TL_CAT_UPDATE, "end_step", t_end, now, NULL, 0);
+    dt_timeline_span(tl, DT_TL_MAIN, DT_TL_CAT_STEP, "step", t0, now, (dt_tl_arg[]){{"step", t->step + 1}}, 1);
     t->train_time += dt;
     t->images += n;
     t->step++;
@@ -269,7 +292,11 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         const float *x;
         const uint8_t *y;
         int n;
+        double t0 = dt_now();
         DT_TRY(dt_loader_next(t->loader, &x, &y, &n));
+        if (n)
+            dt_timeline_span(o->timeline, DT_TL_MAIN, DT_TL_CAT_DATA, o->prefetch ? "wait for batch" : "load batch",
+                             t0, dt_now(), NULL, 0);
         if (n == 0) { /* epoch finished */
             t->last_epoch_loss = t->loss_count ? t->loss_sum / (double)t->loss_count : 0;
             t->loss_sum = 0;

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# --timeline: serial, allreduce (2 ranks), ps-sync (1 server + 2 workers)
+# and ps-hogwild (two applier threads) each write one valid Chrome trace
+# holding every rank: per-layer forward and backward spans in every step,
+# communication with byte counts, server receive/apply/reply spans, every
+# track nested or disjoint (tests/timeline_check.py); the overlap script
+# reads it. A clean stop (SIGTERM) still merges the file; a killed run
+# leaves a part the script reads; a bad path stops the run before training.
+source "$(dirname "$0")/clilib.sh" "$1"
+MPIRUN="mpirun --oversubscribe --bind-to none"
+cp "$SRC/tests/data/small_net.cfg" "$TMP/net.cfg"
+CHECK=(/usr/bin/python3 "$SRC/tests/timeline_check.py")
+OVERLAP=(/usr/bin/python3 "$SRC/bench/timeline_overlap.py")
+K=12
+LAYERS=$("$DTRAIN" info "$TMP/net.cfg" --json | /usr/bin/python3 -c 'import json, sys; print(len(json.load(sys.stdin)["nodes"]) - 1)')
+
+run() { # name ranks args...
+    local name=$1 np=$2; shift 2
+    local cmd=("$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps $K --threads 1 --quiet
+               --checkpoint "$TMP/$name.ckpt" --checkpoint-every 5 --timeline "$TMP/$name.json" "$@")
+    [ "$np" = 1 ] || cmd=(timeout 300 $MPIRUN -np "$np" "${cmd[@]}")
+    "${cmd[@]}" > "$TMP/$name.out" 2>&1
+    check "$name runs" test $? -eq 0 || tail -5 "$TMP/$name.out"
+    check "$name: parts merged and removed" test -z "$(ls "$TMP/$name.json".rank* 2>/dev/null)"
+}
+overlap_rows() { # file workers: the overlap script prints one row per worker
+    local rows
+    rows=$("${OVERLAP[@]}" "$1" --json | /usr/bin/python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert all(0 <= r["overlap_share"] <= 1 and r["steps"] > 0 for r in rows), rows
+print(len(rows))')
+    test "$rows" = "$2"
+}
+
+run serial 1
+check "serial timeline" "${CHECK[@]}" "$TMP/serial.json" --steps $K --layers "$LAYERS" --workers 0
+run ar 2 --mode allreduce --fusion-mb 0.01 # 2621-float buckets: several per step, overlapping backward
+check "allreduce timeline" "${CHECK[@]}" "$TMP/ar.json" --steps $K --layers "$LAYERS" --workers 0,1 --comm
+check "allreduce: several buckets per step" /usr/bin/python3 -c "
+import json; ev = json.load(open('$TMP/ar.json'))['traceEvents']
+assert sum(e['name'] == 'allreduce bucket' for e in ev) > 2 * 2 * $K"
+run ps 3 --mode ps-sync --servers 1
+check "ps-sync timeline" "${CHECK[@]}" "$TMP/ps.json" --steps $K --layers "$LAYERS" --workers 1,2 --servers 0 --comm
+run hogwild 3 --mode ps-hogwild --servers 1
+check "ps-hogwild timeline" "${CHECK[@]}" "$TMP/hogwild.json" --steps any --layers "$LAYERS" --workers 1,2 \
+    --servers 0 --comm
+for r in serial ar ps hogwild; do
+    "${OVERLAP[@]}" "$TMP/$r.json" > "$TMP/$r.overlap" 2>&1
+    check "overlap script on $r" test $? -eq 0 || cat "$TMP/$r.overlap"
+done
+check "overlap rows allreduce" overlap_rows "$TMP/ar.json" 2
+check "overlap rows ps-sync" overlap_rows "$TMP/ps.json" 2
+cat "$TMP/ar.overlap"
+
+# A clean stop (SIGTERM to both ranks): the workers stop at the same step
+# and the file is still merged.
+rank_pid() { # marker world-rank
+    local pid
+    for pid in $(pgrep -f "^[^ ]*dtrain train .*$1"); do
+        tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$pid"
+    done
+}
+wait_for() { # file pattern seconds
+    for _ in $(seq 1 $(($3 * 10))); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+    return 1
+}
+$MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --epochs 50 --threads 1 --seed 13 \
+    --log "$TMP/stop.jsonl" --timeline "$TMP/stop.json" > "$TMP/stop.out" 2>&1 &
+job=$!
+wait_for "$TMP/stop.jsonl" '"step":20,' 120
+kill -TERM $(rank_pid "seed 13" 0) $(rank_pid "seed 13" 1)
+timeout 60 tail --pid=$job -f /dev/null
+wait $job
+check "stopped run exits 1" test $? -eq 1
+check "stopped run says interrupted" grep -q "interrupted at step" "$TMP/stop.out"
+check "stopped run: merged timeline" "${CHECK[@]}" "$TMP/stop.json" --steps any --layers "$LAYERS" \
+    --workers 0,1 --comm
+
+# A killed run: the part holds every event up to the last checkpoint.
+"$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --epochs 50 --threads 1 --checkpoint "$TMP/kill.ckpt" \
+    --checkpoint-every 5 --timeline "$TMP/kill.json" > "$TMP/kill.out" 2>&1 &
+job=$!
+wait_for "$TMP/kill.json.rank0" '"name":"checkpoint"' 120
+kill -KILL $job
+wait $job 2>/dev/null
+check "killed run: the part is read" overlap_rows "$TMP/kill.json.rank0" 1
+
+# A bad path stops the run before it trains (exit 1, the path named).
+for bad in "$TMP/no/such/dir/t.json" "$TMP"; do
+    out=$(timeout 120 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps 5 --timeline "$bad" 2>&1)
+    rc=$?
+    check "bad --timeline $bad: exit 1" test $rc -eq 1
+    check "bad --timeline $bad: message" grep -qE -- "--timeline $bad: (cannot create|is a directory)" <<<"$out"
+    check "bad --timeline $bad: before training" test -z "$(grep 'dtrain: training' <<<"$out")"
+done
+expect 1 "rank [01]: --timeline .*cannot create" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" \
+    --dataset synthetic --max-steps 5 --timeline "$TMP/no/such/dir/t.json"
+finish
