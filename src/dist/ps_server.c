@@ -6,8 +6,8 @@
  *     worker that finished clock c gets parameters once clocks up to c - s
  *     are committed, so the fastest worker is at most s clocks ahead.
  *   ps-async: each worker's gradient is applied the moment it is complete
- *     (with lr / W / (1 + its staleness)), and that worker alone gets the
- *     fresh shard; nobody waits for anybody.
+ *     (with lr / W, less when it is staler than usual: async_lr), and that
+ *     worker alone gets the fresh shard; nobody waits for anybody.
  *   ps-async-nowait / ps-hogwild (deferred): the worker gets the latest
  *     shard the moment its gradient is complete, and the gradient is queued
  *     for applier threads: one applying under the shard's lock (nowait), or
@@ -205,6 +205,18 @@ static void take_snapshot(server *sv, float *snap) {
     pthread_mutex_unlock(&sv->pmu);
 }
 
+/* The step of one gradient in the asynchronous modes. Its share of a
+ * synchronous update, lr / W, so one --lr means the same step size per
+ * sample in every mode. Staleness-aware beyond the normal (Zhang et al.
+ * 2016): with W workers a gradient normally finds the W - 1 others' updates
+ * applied since it read, plus in the deferred modes the worker's own
+ * previous gradient (it read before that was applied); the share already
+ * accounts for those. A staler one gets lr / (1 + lag). */
+static float async_lr(const server *sv, float lr, long lag) {
+    long normal = sv->W - 1 + sv->deferred;
+    return lag <= normal ? lr / (float)sv->W : lr / (float)(1 + lag);
+}
+
 static void *applier(void *arg) {
     server *sv = arg;
     pthread_mutex_lock(&sv->qmu);
@@ -218,7 +230,7 @@ static void *applier(void *arg) {
         sv->inflight++;
         long lag = sv->version - j.v_read;
         pthread_mutex_unlock(&sv->qmu);
-        float lr = j.lr / (float)sv->W / (float)(1 + lag);
+        float lr = async_lr(sv, j.lr, lag);
         const float *g = slot_of(sv, j.w, j.clock);
         double t0 = dt_now();
         if (sv->hogwild) {
@@ -327,11 +339,7 @@ static dt_status gradient_complete(server *sv, int w) {
     }
     if (!sv->clocked) {
         long lag = sv->version - sv->v_read[w]; /* others' updates since w read */
-        /* Each gradient moves the parameters by its share of a synchronous
-         * update (lr / W), so one --lr means the same step size per sample
-         * in every mode; and staleness-aware (Zhang et al. 2016): a gradient
-         * computed on parameters `lag` updates old gets lr / (1 + lag). */
-        float lr = *lr_of(sv, w, c) / (float)sv->W / (float)(1 + lag);
+        float lr = async_lr(sv, *lr_of(sv, w, c), lag);
         double t0 = dt_now();
         dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, slot_of(sv, w, c), sv->n);
         dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply", t0, dt_now(),
