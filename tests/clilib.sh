@@ -26,6 +26,21 @@ check() {
     if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what"; fails=$((fails + 1)); fi
 }
 
+# pid of world rank $2 of the running dtrain job whose command line carries
+# marker $1 (use the test's own $TMP path: other runs on the machine differ).
+rank_pid() {
+    local pid
+    for pid in $(pgrep -f "^[^ ]*dtrain train .*$1"); do
+        tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$pid"
+    done
+}
+
+# wait_for FILE PATTERN SECONDS: until FILE has a line matching PATTERN.
+wait_for() {
+    for _ in $(seq 1 $(($3 * 10))); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+    return 1
+}
+
 finish() {
     echo "$passes passed, $fails failed"
     [ "$fails" -eq 0 ]

@@ -55,21 +55,11 @@ cat "$TMP/ar.overlap"
 
 # A clean stop (SIGTERM to both ranks): the workers stop at the same step
 # and the file is still merged.
-rank_pid() { # marker world-rank
-    local pid
-    for pid in $(pgrep -f "^[^ ]*dtrain train .*$1"); do
-        tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$pid"
-    done
-}
-wait_for() { # file pattern seconds
-    for _ in $(seq 1 $(($3 * 10))); do grep -qE "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-    return 1
-}
 $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --epochs 50 --threads 1 --seed 13 \
     --log "$TMP/stop.jsonl" --timeline "$TMP/stop.json" > "$TMP/stop.out" 2>&1 &
 job=$!
 wait_for "$TMP/stop.jsonl" '"step":20,' 120
-kill -TERM $(rank_pid "seed 13" 0) $(rank_pid "seed 13" 1)
+kill -TERM $(rank_pid "$TMP/stop.jsonl" 0) $(rank_pid "$TMP/stop.jsonl" 1)
 timeout 60 tail --pid=$job -f /dev/null
 wait $job
 check "stopped run exits 1" test $? -eq 1
