@@ -8,7 +8,7 @@
    stragglers (--straggle 0.1:50) and a persistent one (--slow-worker on
    worker 1, 50 ms a step), 1 server + 2 workers, and the ratio to ps-sync.
 
-usage: bench/bench_modes.py [--epochs 2] [--steps 60] [--skip-accuracy]
+usage: bench/bench_modes.py [--epochs 2] [--steps 200] [--servers 1,2] [--skip-accuracy]
 Prints markdown tables and a final JSON line.
 """
 import argparse, json, os, subprocess, sys
@@ -34,14 +34,15 @@ def name(mode):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--epochs', type=int, default=2)
-    ap.add_argument('--steps', type=int, default=60)
+    ap.add_argument('--steps', type=int, default=200)
+    ap.add_argument('--servers', default='1,2', help='server counts of the accuracy runs')
     ap.add_argument('--skip-accuracy', action='store_true')
     a = ap.parse_args()
     result = {'accuracy': [], 'stragglers': []}
     if not a.skip_accuracy:
         print(f'\n| mode | servers | test accuracy | img/s | staleness mean | staleness max | max clock gap |')
         print('|---|---|---|---|---|---|---|')
-        for servers in (1, 2):
+        for servers in (int(x) for x in a.servers.split(',')):
             for mode in MODES:
                 j = run(servers, mode, ['--epochs', str(a.epochs)])
                 result["accuracy"].append(dict(j, mode=name(mode), servers=servers))
