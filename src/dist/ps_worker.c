@@ -91,7 +91,7 @@ static dt_status push_layer(ps_ctx *p, int layer) {
 static void ps_grad_ready(void *ctx, int layer) {
     ps_ctx *p = ctx;
     if (p->err != DT_OK) return;
-    if (p->nreqs == 0 && p->nsfb_reqs == 0) p->first_send = dt_now();
+    if (p->nreqs == 0 && p->nsfb_reqs == 0 && p->nsub_reqs == 0) p->first_send = dt_now();
     dt_status st;
     if (p->k > 1) { /* summed in the group first; the leader pushes at end_step */
         size_t lo = p->net->param_offset[layer], n = p->net->param_offset[layer + 1] - lo;
