@@ -111,7 +111,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
     int npos;
     DT_TRY(cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), &a->model, 1, &npos));
     if (a->help) return DT_OK;
-    if (npos != 1) return dt_fail(DT_ERR_USAGE, "train: expected one MODEL.cfg\n%s", train_usage);
+    if (npos != 1) return dt_fail(DT_ERR_USAGE, "expected one MODEL.cfg (see --help)");
     return DT_OK;
 }
 

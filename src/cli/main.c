@@ -13,10 +13,13 @@ static const char usage[] =
     "commands:\n"
     "  train MODEL.cfg [flags]   train a model (see dtrain train --help); under mpirun\n"
     "                            with --mode allreduce | ps-sync [--servers S]\n"
+    "  sweep MODEL.cfg --grid lr=0.01,0.05 batch=64,128 [--ranks-per-trial n] [--out F]\n"
+    "                            [train flags]: every combination as a train run, spread\n"
+    "                            over the ranks (see dtrain sweep --help)\n"
     "  eval MODEL.cfg --weights CHECKPOINT [--dataset D] [--data-dir DIR]\n"
     "  info MODEL.cfg [--json]   layer shapes, parameters and FLOPs\n"
     "  bench MODEL.cfg [--batch N] [--steps N] [--threads N]\n"
-    "  launch -n N [--hostfile F] -- train MODEL.cfg [flags]   run N ranks with mpirun\n"
+    "  launch -n N [--hostfile F] -- train|sweep MODEL.cfg [flags]   run N ranks with mpirun\n"
     "\n"
     "exit status: 0 success, 1 runtime error, 2 usage or model-file error\n";
 
@@ -69,8 +72,13 @@ int main(int argc, char **argv) {
     install_signal_handlers();
 
     int code;
+    int agreed = 0; /* all ranks reach the same code and finish together */
     if (strcmp(cmd, "train") == 0)
         code = cmd_train(argc - 2, argv + 2, &env, &stop_requested);
+    else if (strcmp(cmd, "sweep") == 0) {
+        code = cmd_sweep(argc - 2, argv + 2, &env, &stop_requested);
+        agreed = 1;
+    }
     else if (strcmp(cmd, "eval") == 0)
         code = cmd_eval(argc - 2, argv + 2, &env);
     else if (strcmp(cmd, "info") == 0)
@@ -81,7 +89,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dtrain: unknown command '%s'\n%s", cmd, usage);
         code = 2;
     }
-    if (code != 0 && env.world > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    /* A failed rank may leave others waiting for it in a collective. */
+    if (code != 0 && env.world > 1 && !agreed) MPI_Abort(MPI_COMM_WORLD, code);
     MPI_Finalize();
     return code;
 }
