@@ -60,7 +60,6 @@ const char *dt_schedule_kind_name(dt_schedule_kind kind);
 
 /* "none" | "linear" -> rule, -1 if unknown. */
 int dt_lr_scaling_from_name(const char *name);
-const char *dt_lr_scaling_name(dt_lr_scaling rule);
 
 /* The large-minibatch recipe of Goyal et al. 2017 ("Accurate, Large
  * Minibatch SGD"), applied to s in place. LINEAR: with k = global_batch /

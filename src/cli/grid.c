@@ -35,11 +35,6 @@ static int key_index(const char *key) {
     return -1;
 }
 
-const char *cli_grid_flag_of(const char *key) {
-    int k = key_index(key);
-    return k < 0 ? NULL : keys[k].flag;
-}
-
 dt_status cli_grid_add(cli_grid *g, const char *term) {
     char list[256];
     const char *eq = strchr(term, '=');

@@ -42,7 +42,4 @@ const char *cli_grid_value(const cli_grid *g, long t, int axis);
 /* "lr=0.01 batch=64": trial t's values, for messages and the table. */
 void cli_grid_describe(const cli_grid *g, long t, char *buf, size_t cap);
 
-/* The train flag a key sweeps ("--lr"), NULL if the key is unknown. */
-const char *cli_grid_flag_of(const char *key);
-
 #endif

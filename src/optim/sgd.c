@@ -6,24 +6,23 @@
 #define PI 3.14159265358979323846
 
 static const char *const schedule_names[] = {"constant", "step", "multistep", "cosine"};
+static const char *const scaling_names[] = {"none", "linear"};
+#define COUNT(a) ((int)(sizeof a / sizeof *a))
+
+/* Index of name in names[0..n), -1 if absent. */
+static int name_index(const char *const *names, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
 
 int dt_schedule_kind_from_name(const char *name) {
-    for (int i = 0; i < (int)(sizeof schedule_names / sizeof *schedule_names); i++)
-        if (strcmp(name, schedule_names[i]) == 0) return i;
-    return -1;
+    return name_index(schedule_names, COUNT(schedule_names), name);
 }
 
 const char *dt_schedule_kind_name(dt_schedule_kind kind) { return schedule_names[kind]; }
 
-static const char *const scaling_names[] = {"none", "linear"};
-
-int dt_lr_scaling_from_name(const char *name) {
-    for (int i = 0; i < (int)(sizeof scaling_names / sizeof *scaling_names); i++)
-        if (strcmp(name, scaling_names[i]) == 0) return i;
-    return -1;
-}
-
-const char *dt_lr_scaling_name(dt_lr_scaling rule) { return scaling_names[rule]; }
+int dt_lr_scaling_from_name(const char *name) { return name_index(scaling_names, COUNT(scaling_names), name); }
 
 dt_status dt_lr_scale(dt_lr_schedule *s, dt_lr_scaling rule, int base_batch, int global_batch) {
     if (base_batch < 1 || global_batch < 1)
