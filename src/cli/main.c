@@ -21,7 +21,8 @@ static const char usage[] =
     "  bench MODEL.cfg [--batch N] [--steps N] [--threads N]\n"
     "  launch -n N [--hostfile F] -- train|sweep MODEL.cfg [flags]   run N ranks with mpirun\n"
     "\n"
-    "exit status: 0 success, 1 runtime error, 2 usage or model-file error\n";
+    "exit status: 0 success, 1 runtime error, 2 usage or model-file error\n"
+    "  (sweep: 0 if at least one trial succeeded)\n";
 
 /* Set by SIGINT/SIGTERM; the trainer checks it between steps. */
 static volatile sig_atomic_t stop_requested = 0;
