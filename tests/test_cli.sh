@@ -14,6 +14,11 @@ expect 2 "\-\-epochs needs a value" -- "$DTRAIN" train "$M" --epochs
 expect 2 "unknown dataset 'imagenet'" -- "$DTRAIN" train "$M" --dataset imagenet
 expect 2 "checkpoint-every needs --checkpoint" -- "$DTRAIN" train "$M" --checkpoint-every 5
 expect 2 "expected one MODEL.cfg" -- "$DTRAIN" train
+expect 2 "\-\-lr-scaling: unknown rule 'sqrt' \(linear, none\)" -- "$DTRAIN" train "$M" --lr-scaling sqrt
+expect 2 "\-\-warmup-epochs: .* out of range" -- "$DTRAIN" train "$M" --warmup-epochs -1
+expect 2 "\-\-warmup-epochs: 'x' is not a number" -- "$DTRAIN" train "$M" --warmup-epochs x
+expect 2 "\-\-momentum: 1 is not below 1" -- "$DTRAIN" train "$M" --momentum 1
+expect 2 "\-\-decay: .* out of range" -- "$DTRAIN" train "$M" --decay -0.1
 expect 0 "\-\-max-steps" -- "$DTRAIN" train --help
 
 # Model-file errors: exit 2, FILE:LINE.
@@ -86,6 +91,19 @@ printf '\x55' | dd of="$TMP/bad.ckpt" bs=1 seek=5000 conv=notrunc status=none
 expect 1 "bad.ckpt: checksum mismatch" -- "$DTRAIN" eval "$M" --weights "$TMP/bad.ckpt" --dataset synthetic
 expect 1 "different model" -- "$DTRAIN" eval "$SRC/examples/cnn.cfg" --weights "$TMP/m.ckpt" --dataset synthetic
 expect 1 "bad.ckpt: checksum mismatch" -- "$DTRAIN" train "$M" --dataset synthetic --resume "$TMP/bad.ckpt"
+
+# Large-minibatch recipe: batch 32 on small_net.cfg's base batch 8 is k = 4:
+# lr 0.05 x 4 = 0.2, warmup over 0.002 epochs (4 of 1875 steps) from 0.05.
+"$DTRAIN" train "$SRC/tests/data/small_net.cfg" --dataset synthetic --max-steps 6 --threads 1 --batch 32 \
+    --lr-scaling linear --warmup-epochs 0.002 --log "$TMP/lb.jsonl" > "$TMP/lb.out" 2>&1
+check "recipe run exits 0" test $? -eq 0
+check "start line shows the recipe" grep -q "lr 0.05 x 4 = 0.2 (linear scaling from base batch 8, warmup 0.002 epochs from 0.05, then constant)" "$TMP/lb.out"
+check "config record and per-step rates follow the recipe" /usr/bin/python3 -c "
+import json; ev=[json.loads(l) for l in open('$TMP/lb.jsonl')]
+c=ev[0]; assert (c['base_lr'],c['lr_scale'],c['lr'],c['warmup_epochs'],c['warmup_start_lr'])==(0.05,4,0.2,0.002,0.05), c
+lr=[e['lr'] for e in ev if e['event']=='step']
+want=[0.05,0.0875,0.125,0.1625,0.2,0.2]
+assert all(abs(a-b)<1e-6 for a,b in zip(lr,want)) and len(lr)==6, lr"
 
 # Divergence: NaN/inf loss stops with the step named, exit 1.
 expect 1 "loss is (NaN|infinite) at step" -- "$DTRAIN" train "$M" --dataset synthetic --lr 1e6 --max-steps 200

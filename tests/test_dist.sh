@@ -75,6 +75,17 @@ a, b = (json.loads([l for l in open(f) if '"summary"' in l][-1]) for f in sys.ar
 assert b["bytes_per_step"] < a["bytes_per_step"], (a, b)
 assert b["bytes_per_step"] == b["plan_bytes_per_step"], b
 PY
+# Large-minibatch recipe: the rate follows the global batch (2 x 8 = 16 on
+# a base of 8: k = 2), so allreduce equals serial at batch 16 with the recipe.
+run serial_lb 1 --batch 16 --lr-scaling linear --warmup-epochs 0.005
+run ar_lb 2 --mode allreduce --batch 8 --lr-scaling linear --warmup-epochs 0.005
+same serial_lb ar_lb $TOL
+
+# Divergence under allreduce: the workers agree and all stop (exit 1, no
+# hang, no MPI_Abort needed for the others), the checkpoint is not written.
+expect 1 "training diverged" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --lr 1e6 \
+    --max-steps 200 --threads 1 --quiet --checkpoint "$TMP/nan.ckpt"
+check "no checkpoint of diverged parameters" test ! -e "$TMP/nan.ckpt"
 
 # Usage errors.
 expect 2 "needs at least 3 ranks" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --mode ps-sync --servers 2

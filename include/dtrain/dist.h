@@ -1,9 +1,10 @@
 /* Data-parallel training over MPI: process roles, shard maps, fusion
  * buckets, and the sync strategies that plug into the trainer loop.
  *
- * Roles: in ps-* modes the first S ranks of MPI_COMM_WORLD are parameter
- * servers and the rest workers; in allreduce every rank is a worker. Workers
- * share a communicator of their own (evaluation, metrics, allreduce).
+ * Roles: in ps-* modes the first S ranks of the run's communicator
+ * (MPI_COMM_WORLD, or a sweep trial's group of ranks) are parameter servers
+ * and the rest workers; in allreduce every rank is a worker. Workers share a
+ * communicator of their own (evaluation, metrics, allreduce).
  * Rank, world size and server count are plain parameters of the shard and
  * bucket code, so it is testable in one process. */
 #ifndef DTRAIN_DIST_H
@@ -70,15 +71,16 @@ static inline int dt_mode_is_async(dt_mode m) {
 }
 
 typedef struct {
-    MPI_Comm world;         /* MPI_COMM_WORLD */
+    MPI_Comm world;         /* the run's ranks (not owned): MPI_COMM_WORLD or a sweep group */
     MPI_Comm workers;       /* the worker ranks; MPI_COMM_NULL on servers */
     int rank, size;         /* in world */
     int nservers, nworkers;
     int worker;             /* index among workers, -1 on a server */
 } dt_comm;
 
-/* Splits world into servers (ranks < nservers) and workers. */
-dt_status dt_comm_create(dt_comm *c, int nservers);
+/* Splits world (the ranks of this run) into servers (ranks < nservers) and
+ * workers. Every rank of world must call it. */
+dt_status dt_comm_create(dt_comm *c, MPI_Comm world, int nservers);
 void dt_comm_free(dt_comm *c);
 
 /* Every rank must build the same model: compares shape hashes over world

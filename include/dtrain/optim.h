@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "dtrain/status.h"
+
 #define DT_MAX_MILESTONES 16
 
 typedef enum {
@@ -35,7 +37,16 @@ typedef struct {
      * to the schedule's value at the end of the warmup. */
     double warmup_epochs;
     double warmup_start_factor;            /* default 0.1 */
+    /* k by which dt_lr_scale multiplied base_lr and min_lr (1: unscaled;
+     * the model parser sets 1). Only reported: base_lr is already scaled. */
+    double lr_scale;
 } dt_lr_schedule;
+
+/* How the learning rate follows the global batch. */
+typedef enum {
+    DT_LR_SCALING_NONE = 0,
+    DT_LR_SCALING_LINEAR  /* Goyal et al. 2017: lr x (global batch / base batch) */
+} dt_lr_scaling;
 
 typedef struct {
     double momentum;
@@ -46,6 +57,20 @@ typedef struct {
 /* "constant" | "step" | "multistep" | "cosine" -> kind, -1 if unknown. */
 int dt_schedule_kind_from_name(const char *name);
 const char *dt_schedule_kind_name(dt_schedule_kind kind);
+
+/* "none" | "linear" -> rule, -1 if unknown. */
+int dt_lr_scaling_from_name(const char *name);
+
+/* The large-minibatch recipe of Goyal et al. 2017 ("Accurate, Large
+ * Minibatch SGD"), applied to s in place. LINEAR: with k = global_batch /
+ * base_batch, multiplies base_lr and min_lr by k (the whole schedule is k
+ * times the small-batch one) and records k in lr_scale; when k > 1 the
+ * warmup starts from the unscaled rate (warmup_start_factor = 1 / k), so
+ * warmup_epochs w ramp linearly, per step, from the base rate to k times it
+ * and the schedule takes over from there ("gradual warmup"). With k <= 1
+ * the rate only drops, so no ramp is needed (factor 1). NONE leaves s as it
+ * is. DT_ERR_USAGE if a batch is < 1. */
+dt_status dt_lr_scale(dt_lr_schedule *s, dt_lr_scaling rule, int base_batch, int global_batch);
 
 /* Learning rate for global step `step` (0-based) with `steps_per_epoch`
  * steps per epoch; epochs are fractional (step / steps_per_epoch). */

@@ -18,6 +18,8 @@ typedef struct {
 } cli_env;
 
 int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop);
+/* Every rank returns the same exit code (the ranks agree on the outcome). */
+int cmd_sweep(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *stop);
 int cmd_eval(int argc, char **argv, const cli_env *env);
 int cmd_info(int argc, char **argv, const cli_env *env);
 int cmd_bench(int argc, char **argv, const cli_env *env);

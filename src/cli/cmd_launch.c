@@ -1,4 +1,4 @@
-/* dtrain launch -n N [--hostfile F] -- train MODEL.cfg ...: runs mpirun with
+/* dtrain launch -n N [--hostfile F] -- train|sweep MODEL.cfg ...: runs mpirun with
  * the flags this kind of machine needs (like horovodrun): as root, more
  * ranks than cores, CPU binding only when every rank has a core. */
 #include <errno.h>
@@ -13,7 +13,7 @@
 #define MAX_ARGS 512
 
 static const char launch_usage[] =
-    "usage: dtrain launch -n N [--hostfile F] [--dry-run] -- train MODEL.cfg [train flags]\n"
+    "usage: dtrain launch -n N [--hostfile F] [--dry-run] -- train|sweep MODEL.cfg [flags]\n"
     "  runs N ranks of this dtrain with mpirun (as root: --allow-run-as-root;\n"
     "  more ranks than cores: --oversubscribe and no CPU binding)\n";
 

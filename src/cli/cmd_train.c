@@ -5,9 +5,7 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "cli.h"
-#include "dtrain/dist.h"
-#include "dtrain/train.h"
+#include "cmd_train.h"
 
 static const char train_usage[] =
     "usage: dtrain train MODEL.cfg [flags]\n"
@@ -17,6 +15,11 @@ static const char train_usage[] =
     "  --max-steps N         stop after N optimiser steps\n"
     "  --batch N             batch per worker (overrides the model file)\n"
     "  --lr X                base learning rate (overrides the model file)\n"
+    "  --lr-scaling R        linear | none (default): linear multiplies the learning rate by\n"
+    "                        global batch / the model file's batch (Goyal et al. 2017)\n"
+    "  --warmup-epochs W     ramp the rate linearly, per step, over W epochs (with linear\n"
+    "                        scaling: from the base rate to the scaled one)\n"
+    "  --momentum M, --decay D   SGD momentum in [0, 1) and weight decay (override the file)\n"
     "  --seed N              seed of init, data order, augmentation, dropout (default 1)\n"
     "  --threads N           BLAS threads per rank (default: cores / ranks on the node)\n"
     "  --log F.jsonl         one JSON object per line: config, steps, evaluations, summary\n"
@@ -38,28 +41,28 @@ static const char train_usage[] =
     "                        bytes (the plan is printed at start; see dtrain info --plan)\n"
     "  --group-size K        ps-sync, ps-async: groups of K workers average their gradients\n"
     "                        among themselves; one per group talks to the servers (SINGA)\n"
-    "  --stall-timeout S     name the missing ranks after S seconds of waiting (default 60)\n"
     "  --timeline F.json     trace of every rank's layers, communication, waits, data, eval and\n"
-    "                        checkpoints, for chrome://tracing or ui.perfetto.dev\n"
+    "                        checkpoints (chrome://tracing, ui.perfetto.dev)\n"
+    "  --stall-timeout S     name the missing ranks after S seconds of waiting (default 60)\n"
     "  --quiet               only the final summary line\n";
 
-/* --mode/--servers/--sfb/--sacp/--group-size against the job's ranks. */
-static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, const cli_env *env) {
-    if (!name) name = env->world > 1 ? "allreduce" : "serial";
+/* --mode/--servers/--sfb/--sacp/--group-size against the run's ranks. */
+static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, int ranks) {
+    if (!name) name = ranks > 1 ? "allreduce" : "serial";
     int m = dt_mode_from_name(name);
     if (m < 0)
         return dt_fail(DT_ERR_USAGE, "--mode: unknown mode '%s' (serial, allreduce, ps-sync, ps-async, "
                        "ps-async-nowait, ps-hogwild, ps-ssp)", name);
     dc->mode = (dt_mode)m;
-    if (dc->mode == DT_MODE_SERIAL && env->world > 1)
+    if (dc->mode == DT_MODE_SERIAL && ranks > 1)
         return dt_fail(DT_ERR_USAGE, "--mode serial runs on one rank, this job has %d (use allreduce or "
-                       "ps-sync)", env->world);
+                       "ps-sync)", ranks);
     dc->servers = dt_mode_is_ps(dc->mode) ? servers : 0;
-    if (dt_mode_is_ps(dc->mode) && env->world < servers + 1)
+    if (dt_mode_is_ps(dc->mode) && ranks < servers + 1)
         return dt_fail(DT_ERR_USAGE, "--mode %s --servers %d needs at least %d ranks, this job has %d "
                        "(start it with dtrain launch -n N or mpirun -np N)", name, servers, servers + 1,
-                       env->world);
-    return dt_dist_cfg_check(dc, env->world - dc->servers);
+                       ranks);
+    return dt_dist_cfg_check(dc, ranks - dc->servers);
 }
 
 /* "A:B" with A in [amin, amax] and B >= 0 (--straggle P:MS, --slow-worker RANK:MS). */
@@ -74,6 +77,96 @@ static dt_status parse_pair(const char *arg, const char *flag, const char *form,
     *b = strtod(rest, &end);
     if (end == rest || *end != '\0' || !(*b >= 0 && *b <= 1e7))
         return dt_fail(DT_ERR_USAGE, "%s: '%s' is not %s (milliseconds >= 0)", flag, arg, form);
+    return DT_OK;
+}
+
+dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->servers = 1;
+    a->staleness = 3;
+    a->seed = 1;
+    a->fusion_mb = 4;
+    a->stall_timeout = 60;
+    a->group_size = 1;
+    a->momentum = a->decay = a->warmup_epochs = -1;
+    cli_flag flags[] = {
+        {"--dataset", ARG_STR, &a->dataset, 0, 0, 0},
+        {"--data-dir", ARG_STR, &a->data_dir, 0, 0, 0},
+        {"--epochs", ARG_INT, &a->epochs, 1, 100000, 0},
+        {"--max-steps", ARG_LONG, &a->max_steps, 1, 1e15, 0},
+        {"--batch", ARG_INT, &a->batch, 1, 1 << 20, 0},
+        {"--lr", ARG_DOUBLE, &a->lr, 1e-12, 1e6, 0},
+        {"--lr-scaling", ARG_STR, &a->lr_scaling, 0, 0, 0},
+        {"--warmup-epochs", ARG_DOUBLE, &a->warmup_epochs, 0, 100000, 0},
+        {"--momentum", ARG_DOUBLE, &a->momentum, 0, 1, 0},
+        {"--decay", ARG_DOUBLE, &a->decay, 0, 1e6, 0},
+        {"--seed", ARG_LONG, &a->seed, 0, 9.2e18, 0},
+        {"--threads", ARG_INT, &a->threads, 1, 1024, 0},
+        {"--log", ARG_STR, &a->log, 0, 0, 0},
+        {"--checkpoint", ARG_STR, &a->ckpt, 0, 0, 0},
+        {"--checkpoint-every", ARG_LONG, &a->ckpt_every, 1, 1e15, 0},
+        {"--resume", ARG_STR, &a->resume, 0, 0, 0},
+        {"--no-prefetch", ARG_FLAG, &a->no_prefetch, 0, 0, 0},
+        {"--quiet", ARG_FLAG, &a->quiet, 0, 0, 0},
+        {"--help", ARG_FLAG, &a->help, 0, 0, 0},
+        {"--mode", ARG_STR, &a->mode, 0, 0, 0},
+        {"--servers", ARG_INT, &a->servers, 1, 1024, 0},
+        {"--fusion-mb", ARG_DOUBLE, &a->fusion_mb, 0, 4096, 0},
+        {"--stall-timeout", ARG_DOUBLE, &a->stall_timeout, 0.1, 1e6, 0},
+        {"--staleness", ARG_INT, &a->staleness, 0, 1000, 0},
+        {"--straggle", ARG_STR, &a->straggle, 0, 0, 0},
+        {"--slow-worker", ARG_STR, &a->slow, 0, 0, 0},
+        {"--sfb", ARG_FLAG, &a->sfb, 0, 0, 0},
+        {"--sacp", ARG_FLAG, &a->sacp, 0, 0, 0},
+        {"--group-size", ARG_INT, &a->group_size, 1, 1 << 20, 0},
+        {"--timeline", ARG_STR, &a->timeline, 0, 0, 0},
+    };
+    int npos;
+    DT_TRY(cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), &a->model, 1, &npos));
+    if (a->help) return DT_OK;
+    if (npos != 1) return dt_fail(DT_ERR_USAGE, "expected one MODEL.cfg (see --help)");
+    return DT_OK;
+}
+
+dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int ranks) {
+    memset(p, 0, sizeof *p);
+    if (a->ckpt_every && !a->ckpt) return dt_fail(DT_ERR_USAGE, "--checkpoint-every needs --checkpoint FILE");
+    int rule = dt_lr_scaling_from_name(a->lr_scaling ? a->lr_scaling : "none");
+    if (rule < 0)
+        return dt_fail(DT_ERR_USAGE, "--lr-scaling: unknown rule '%s' (linear, none)", a->lr_scaling);
+    p->scaling = (dt_lr_scaling)rule;
+    if (a->momentum >= 1) return dt_fail(DT_ERR_USAGE, "--momentum: %g is not below 1", a->momentum);
+    dt_model_spec *spec = &p->spec;
+    DT_TRY(cli_load_model(spec, a->model, 0, a->lr, a->epochs));
+    p->base_batch = spec->batch;
+    if (a->batch > 0) spec->batch = a->batch;
+    if (a->momentum >= 0) spec->sgd.momentum = a->momentum;
+    if (a->decay >= 0) spec->sgd.decay = a->decay;
+    if (a->warmup_epochs >= 0) spec->sched.warmup_epochs = a->warmup_epochs;
+    dt_train_opts *o = &p->opts;
+    DT_TRY(cli_dataset_kind(&o->dataset, a->dataset, spec));
+    if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
+    dt_dist_cfg dc = {DT_MODE_SERIAL, 0, a->fusion_mb, a->stall_timeout, a->staleness,
+                      a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
+                      a->group_size, NULL};
+    DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks));
+    p->dist = dc;
+    if (a->straggle) DT_TRY(parse_pair(a->straggle, "--straggle", "P:MS", 0, 1, &o->straggle_p, &o->straggle_ms));
+    double slow_rank = 0;
+    if (a->slow) DT_TRY(parse_pair(a->slow, "--slow-worker", "RANK:MS", 0, 65535, &slow_rank, &o->slow_ms));
+    o->slow_rank = (int)slow_rank;
+    o->data_dir = a->data_dir;
+    o->epochs = spec->epochs;
+    o->max_steps = a->max_steps;
+    o->seed = (uint64_t)a->seed;
+    o->log_path = a->log;
+    o->checkpoint_path = a->ckpt;
+    o->checkpoint_every = a->ckpt_every;
+    o->resume_path = a->resume;
+    o->quiet = a->quiet;
+    o->prefetch = !a->no_prefetch;
+    p->timeline_path = a->timeline;
+    p->threads = a->threads;
     return DT_OK;
 }
 
@@ -101,138 +194,97 @@ static dt_status check_model(const dt_comm *comm, const dt_model_spec *spec) {
     return s;
 }
 
+/* The start-up line: what is trained, on what, and where its learning rate
+ * comes from (the recipe's base rate, factor and warmup). */
+static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm, int nthreads) {
+    const dt_model_spec *spec = &p->spec;
+    const dt_lr_schedule *ls = &spec->sched;
+    fprintf(out, "dtrain: training %s on %s: %d layers, batch %d per worker", spec->path,
+            dt_dataset_kind_name(p->opts.dataset), spec->nlayers, spec->batch);
+    if (comm->nworkers > 1)
+        fprintf(out, " x %d workers = %d global", comm->nworkers, spec->batch * comm->nworkers);
+    fprintf(out, ", %d epochs, lr %g", spec->epochs, ls->base_lr / ls->lr_scale);
+    if (p->scaling == DT_LR_SCALING_LINEAR)
+        fprintf(out, " x %g = %g (linear scaling from base batch %d, ", ls->lr_scale, ls->base_lr, p->base_batch);
+    else
+        fprintf(out, " (");
+    if (ls->warmup_epochs > 0)
+        fprintf(out, "warmup %g epochs from %g, then ", ls->warmup_epochs, ls->warmup_start_factor * ls->base_lr);
+    fprintf(out, "%s), %d thread%s, mode %s", dt_schedule_kind_name(ls->kind), nthreads,
+            nthreads == 1 ? "" : "s", dt_mode_name(p->dist.mode));
+    if (dt_mode_is_ps(p->dist.mode)) fprintf(out, " with %d server%s", p->dist.servers, p->dist.servers == 1 ? "" : "s");
+    if (p->dist.mode == DT_MODE_PS_SSP) fprintf(out, ", staleness %d", p->dist.staleness);
+    if (p->dist.sfb != DT_SFB_OFF) fprintf(out, ", %s", p->dist.sfb == DT_SFB_ALL ? "sfb" : "sacp");
+    if (p->dist.group_size > 1)
+        fprintf(out, ", %d groups of %d workers", comm->nworkers / p->dist.group_size, p->dist.group_size);
+    fprintf(out, "\n");
+}
+
+static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_env *env,
+                            volatile sig_atomic_t *stop, FILE *out, dt_train_summary *sum) {
+    int nthreads = cli_set_threads(p->threads, env);
+    dt_train_opts *o = &p->opts;
+    o->progress_tty = out && isatty(fileno(out));
+    o->rank = comm->worker;
+    o->world_rank = comm->rank;
+    o->world = comm->nworkers;
+    o->stop = stop;
+    o->out = comm->worker == 0 ? out : NULL;
+    if (!o->quiet && o->out) {
+        print_start(o->out, p, comm, nthreads);
+        if (p->dist.sfb != DT_SFB_OFF) p->dist.plan_out = o->out;
+    }
+    dt_sync *sync = NULL;
+    dt_status s;
+    if (p->dist.mode == DT_MODE_SERIAL)
+        s = dt_sync_serial_create(&sync);
+    else if (p->dist.mode == DT_MODE_ALLREDUCE)
+        s = dt_sync_allreduce_create(&sync, comm, &p->dist);
+    else
+        s = dt_sync_ps_create(&sync, comm, &p->dist);
+    if (s == DT_OK) s = dt_train_run(&p->spec, o, sync, sum);
+    s = close_timeline(p->dist.timeline, comm, &p->dist, s, env);
+    if (sync) sync->free(sync); /* before the timeline: its threads record until it is freed */
+    return s;
+}
+
+dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
+                        volatile sig_atomic_t *stop, FILE *out, dt_train_summary *sum) {
+    dt_comm comm;
+    dt_status s = dt_comm_create(&comm, world, p->dist.servers);
+    if (s == DT_OK) s = check_model(&comm, &p->spec);
+    /* The recipe needs the global batch, known once the ranks are split. */
+    if (s == DT_OK)
+        s = dt_lr_scale(&p->spec.sched, p->scaling, p->base_batch, p->spec.batch * comm.nworkers);
+    /* Before anything trains, so a bad path stops the run at once. */
+    if (s == DT_OK && p->timeline_path) s = dt_comm_timeline_open(&p->dist.timeline, &comm, p->timeline_path);
+    p->opts.timeline = p->dist.timeline;
+    if (s == DT_OK && comm.worker < 0) {
+        cli_set_threads(1, env); /* a server only sums and steps its shard */
+        s = dt_server_run(&comm, &p->dist, &p->spec);
+        s = close_timeline(p->dist.timeline, &comm, &p->dist, s, env);
+    } else if (s == DT_OK) {
+        s = run_worker(p, &comm, env, stop, out, sum);
+    }
+    dt_timeline_free(p->dist.timeline);
+    p->dist.timeline = NULL;
+    dt_comm_free(&comm);
+    return s;
+}
+
 int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) {
-    const char *dataset = NULL, *data_dir = NULL, *log = NULL, *ckpt = NULL, *resume = NULL;
-    const char *mode_name = NULL, *straggle_arg = NULL, *slow_arg = NULL, *timeline = NULL;
-    int staleness = 3;
-    int epochs = 0, batch = 0, threads = 0, quiet = 0, help = 0, no_prefetch = 0, servers = 1;
-    int sfb = 0, sacp = 0, group_size = 1;
-    long max_steps = 0, ckpt_every = 0, seed = 1;
-    double lr = 0, fusion_mb = 4, stall_timeout = 60;
-    cli_flag flags[] = {
-        {"--dataset", ARG_STR, &dataset, 0, 0, 0},
-        {"--data-dir", ARG_STR, &data_dir, 0, 0, 0},
-        {"--epochs", ARG_INT, &epochs, 1, 100000, 0},
-        {"--max-steps", ARG_LONG, &max_steps, 1, 1e15, 0},
-        {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
-        {"--lr", ARG_DOUBLE, &lr, 1e-12, 1e6, 0},
-        {"--seed", ARG_LONG, &seed, 0, 9.2e18, 0},
-        {"--threads", ARG_INT, &threads, 1, 1024, 0},
-        {"--log", ARG_STR, &log, 0, 0, 0},
-        {"--checkpoint", ARG_STR, &ckpt, 0, 0, 0},
-        {"--checkpoint-every", ARG_LONG, &ckpt_every, 1, 1e15, 0},
-        {"--resume", ARG_STR, &resume, 0, 0, 0},
-        {"--no-prefetch", ARG_FLAG, &no_prefetch, 0, 0, 0},
-        {"--quiet", ARG_FLAG, &quiet, 0, 0, 0},
-        {"--help", ARG_FLAG, &help, 0, 0, 0},
-        {"--mode", ARG_STR, &mode_name, 0, 0, 0},
-        {"--servers", ARG_INT, &servers, 1, 1024, 0},
-        {"--fusion-mb", ARG_DOUBLE, &fusion_mb, 0, 4096, 0},
-        {"--stall-timeout", ARG_DOUBLE, &stall_timeout, 0.1, 1e6, 0},
-        {"--staleness", ARG_INT, &staleness, 0, 1000, 0},
-        {"--straggle", ARG_STR, &straggle_arg, 0, 0, 0},
-        {"--slow-worker", ARG_STR, &slow_arg, 0, 0, 0},
-        {"--sfb", ARG_FLAG, &sfb, 0, 0, 0},
-        {"--sacp", ARG_FLAG, &sacp, 0, 0, 0},
-        {"--group-size", ARG_INT, &group_size, 1, 1 << 20, 0},
-        {"--timeline", ARG_STR, &timeline, 0, 0, 0},
-    };
-    const char *pos[1];
-    int npos;
-    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
-    if (s == DT_OK && help) {
+    cli_train_args a;
+    dt_status s = cli_train_parse(&a, argc, argv);
+    if (s == DT_OK && a.help) {
         fputs(train_usage, stdout);
         return 0;
     }
-    if (s == DT_OK && npos != 1) s = dt_fail(DT_ERR_USAGE, "train: expected one MODEL.cfg\n%s", train_usage);
-    if (s == DT_OK && ckpt_every && !ckpt)
-        s = dt_fail(DT_ERR_USAGE, "--checkpoint-every needs --checkpoint FILE");
-    dt_model_spec spec;
-    if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, lr, epochs);
-    dt_train_opts o;
-    memset(&o, 0, sizeof o);
-    if (s == DT_OK) s = cli_dataset_kind(&o.dataset, dataset, &spec);
-    if (s == DT_OK && sfb && sacp) s = dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
-    dt_dist_cfg dc = {DT_MODE_SERIAL, 0, fusion_mb, stall_timeout, staleness,
-                      sfb ? DT_SFB_ALL : sacp ? DT_SFB_AUTO : DT_SFB_OFF, 0, NULL, group_size, NULL};
-    if (s == DT_OK) dc.batch = spec.batch;
-    if (s == DT_OK) s = resolve_mode(&dc, mode_name, servers, env);
-    if (s == DT_OK && straggle_arg)
-        s = parse_pair(straggle_arg, "--straggle", "P:MS", 0, 1, &o.straggle_p, &o.straggle_ms);
-    double slow_rank = 0;
-    if (s == DT_OK && slow_arg)
-        s = parse_pair(slow_arg, "--slow-worker", "RANK:MS", 0, 65535, &slow_rank, &o.slow_ms);
-    o.slow_rank = (int)slow_rank;
-    if (s != DT_OK) return cli_report(s, env);
-
-    dt_comm comm;
-    s = dt_comm_create(&comm, dc.servers);
-    if (s == DT_OK) s = check_model(&comm, &spec);
-    /* Before anything trains, so a bad path stops the run at once. */
-    if (s == DT_OK && timeline) s = dt_comm_timeline_open(&dc.timeline, &comm, timeline);
-    o.timeline = dc.timeline;
-    if (s == DT_OK && comm.worker < 0) {
-        cli_set_threads(1, env); /* a server only sums and steps its shard */
-        s = dt_server_run(&comm, &dc, &spec);
-        s = close_timeline(dc.timeline, &comm, &dc, s, env);
-        dt_timeline_free(dc.timeline);
-        dt_comm_free(&comm);
-        return cli_report(s, env);
-    }
-    if (s != DT_OK) {
-        dt_comm_free(&comm);
-        return cli_report(s, env);
-    }
-
-    int nthreads = cli_set_threads(threads, env);
-    o.data_dir = data_dir;
-    o.epochs = spec.epochs;
-    o.max_steps = max_steps;
-    o.seed = (uint64_t)seed;
-    o.log_path = log;
-    o.checkpoint_path = ckpt;
-    o.checkpoint_every = ckpt_every;
-    o.resume_path = resume;
-    o.quiet = quiet;
-    o.progress_tty = isatty(STDOUT_FILENO);
-    o.rank = comm.worker;
-    o.world_rank = comm.rank;
-    o.world = comm.nworkers;
-    o.prefetch = !no_prefetch;
-    o.stop = stop;
-    o.out = comm.worker == 0 ? stdout : NULL;
-    if (!quiet && comm.worker == 0) {
-        printf("dtrain: training %s on %s: %d layers, batch %d per worker", spec.path,
-               dt_dataset_kind_name(o.dataset), spec.nlayers, spec.batch);
-        if (comm.nworkers > 1)
-            printf(" x %d workers = %d global", comm.nworkers, spec.batch * comm.nworkers);
-        printf(", %d epochs, lr %g (%s), %d thread%s, mode %s", spec.epochs, spec.sched.base_lr,
-               dt_schedule_kind_name(spec.sched.kind), nthreads, nthreads == 1 ? "" : "s",
-               dt_mode_name(dc.mode));
-        if (dt_mode_is_ps(dc.mode)) printf(" with %d server%s", dc.servers, dc.servers == 1 ? "" : "s");
-        if (dc.mode == DT_MODE_PS_SSP) printf(", staleness %d", dc.staleness);
-        if (dc.sfb != DT_SFB_OFF) printf(", %s", dc.sfb == DT_SFB_ALL ? "sfb" : "sacp");
-        if (dc.group_size > 1)
-            printf(", %d groups of %d workers", comm.nworkers / dc.group_size, dc.group_size);
-        printf("\n");
-        if (dc.sfb != DT_SFB_OFF) dc.plan_out = stdout;
-    }
-
-    dt_sync *sync = NULL;
-    if (dc.mode == DT_MODE_SERIAL)
-        s = dt_sync_serial_create(&sync);
-    else if (dc.mode == DT_MODE_ALLREDUCE)
-        s = dt_sync_allreduce_create(&sync, &comm, &dc);
-    else
-        s = dt_sync_ps_create(&sync, &comm, &dc);
+    cli_train_plan p;
+    if (s == DT_OK) s = cli_train_prepare(&p, &a, env->world);
     dt_train_summary sum;
-    if (s == DT_OK) s = dt_train_run(&spec, &o, sync, &sum);
-    s = close_timeline(dc.timeline, &comm, &dc, s, env);
+    if (s == DT_OK) s = cli_train_run(&p, MPI_COMM_WORLD, env, stop, stdout, &sum);
     /* Interrupted: every worker stopped at a step, the servers were told to
      * stop, so the job can end without MPI_Abort. */
     env->orderly = s == DT_ERR_INTERRUPTED;
-    if (sync) sync->free(sync);
-    dt_timeline_free(dc.timeline); /* after the strategy: its threads record until it is freed */
-    dt_comm_free(&comm);
     return cli_report(s, env);
 }

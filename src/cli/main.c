@@ -13,6 +13,9 @@ static const char usage[] =
     "commands:\n"
     "  train MODEL.cfg [flags]   train a model (see dtrain train --help); under mpirun\n"
     "                            with --mode allreduce | ps-sync [--servers S]\n"
+    "  sweep MODEL.cfg --grid lr=0.01,0.05 batch=64,128 [--ranks-per-trial n] [--out F]\n"
+    "                            [train flags]: every combination as a train run, spread\n"
+    "                            over the ranks (see dtrain sweep --help)\n"
     "  eval MODEL.cfg --weights CHECKPOINT [--dataset D] [--data-dir DIR]\n"
     "  info MODEL.cfg [--json | --dot | --plan --workers P --servers S --batch K]\n"
     "                            layer shapes, parameters and FLOPs; the network graph\n"
@@ -20,9 +23,10 @@ static const char usage[] =
     "  bench MODEL.cfg [--batch N] [--steps N] [--threads N]\n"
     "  plot RUN.jsonl [RUN2.jsonl ...] -o FILE.svg|FILE.png [--data-out F.tsv]\n"
     "                            loss and test accuracy of training logs against step and time\n"
-    "  launch -n N [--hostfile F] -- train MODEL.cfg [flags]   run N ranks with mpirun\n"
+    "  launch -n N [--hostfile F] -- train|sweep MODEL.cfg [flags]   run N ranks with mpirun\n"
     "\n"
-    "exit status: 0 success, 1 runtime error, 2 usage or input error (model file, run log)\n";
+    "exit status: 0 success, 1 runtime error, 2 usage or input error (model file, run log)\n"
+    "  (sweep: 0 if at least one trial succeeded)\n";
 
 /* Set by SIGINT/SIGTERM; the trainer checks it between steps. */
 static volatile sig_atomic_t stop_requested = 0;
@@ -76,6 +80,10 @@ int main(int argc, char **argv) {
     int code;
     if (strcmp(cmd, "train") == 0)
         code = cmd_train(argc - 2, argv + 2, &env, &stop_requested);
+    else if (strcmp(cmd, "sweep") == 0) {
+        code = cmd_sweep(argc - 2, argv + 2, &env, &stop_requested);
+        env.orderly = 1; /* the ranks agree on the outcome */
+    }
     else if (strcmp(cmd, "eval") == 0)
         code = cmd_eval(argc - 2, argv + 2, &env);
     else if (strcmp(cmd, "info") == 0)
@@ -86,6 +94,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dtrain: unknown command '%s'\n%s", cmd, usage);
         code = 2;
     }
+    /* A failed rank may leave others waiting for it in a collective, unless
+     * every rank reached the failure in order. */
     if (code != 0 && env.world > 1 && !env.orderly) MPI_Abort(MPI_COMM_WORLD, code);
     MPI_Finalize();
     return code;

@@ -25,9 +25,9 @@ dt_status dt_mpi_check(int rc, const char *what) {
     return dt_fail(DT_ERR_MPI, "%s: %s", what, msg);
 }
 
-dt_status dt_comm_create(dt_comm *c, int nservers) {
+dt_status dt_comm_create(dt_comm *c, MPI_Comm world, int nservers) {
     memset(c, 0, sizeof *c);
-    c->world = MPI_COMM_WORLD;
+    c->world = world;
     c->workers = MPI_COMM_NULL;
     DT_TRY(dt_mpi_check(MPI_Comm_rank(c->world, &c->rank), "MPI_Comm_rank"));
     DT_TRY(dt_mpi_check(MPI_Comm_size(c->world, &c->size), "MPI_Comm_size"));

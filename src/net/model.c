@@ -395,6 +395,7 @@ static dt_status finish_net(parser *p) {
                            policy);
     }
     s->total_epochs = p->m->epochs;
+    s->lr_scale = 1;
     return DT_OK;
 }
 

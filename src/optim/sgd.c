@@ -6,14 +6,36 @@
 #define PI 3.14159265358979323846
 
 static const char *const schedule_names[] = {"constant", "step", "multistep", "cosine"};
+static const char *const scaling_names[] = {"none", "linear"};
+#define COUNT(a) ((int)(sizeof a / sizeof *a))
 
-int dt_schedule_kind_from_name(const char *name) {
-    for (int i = 0; i < (int)(sizeof schedule_names / sizeof *schedule_names); i++)
-        if (strcmp(name, schedule_names[i]) == 0) return i;
+/* Index of name in names[0..n), -1 if absent. */
+static int name_index(const char *const *names, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) return i;
     return -1;
 }
 
+int dt_schedule_kind_from_name(const char *name) {
+    return name_index(schedule_names, COUNT(schedule_names), name);
+}
+
 const char *dt_schedule_kind_name(dt_schedule_kind kind) { return schedule_names[kind]; }
+
+int dt_lr_scaling_from_name(const char *name) { return name_index(scaling_names, COUNT(scaling_names), name); }
+
+dt_status dt_lr_scale(dt_lr_schedule *s, dt_lr_scaling rule, int base_batch, int global_batch) {
+    if (base_batch < 1 || global_batch < 1)
+        return dt_fail(DT_ERR_USAGE, "learning-rate scaling: batches must be >= 1 (base %d, global %d)",
+                       base_batch, global_batch);
+    if (rule == DT_LR_SCALING_NONE) return DT_OK;
+    double k = (double)global_batch / (double)base_batch;
+    s->base_lr *= k;
+    s->min_lr *= k;
+    s->lr_scale *= k;
+    s->warmup_start_factor = k > 1 ? 1.0 / k : 1.0;
+    return DT_OK;
+}
 
 /* The configured schedule alone, at fractional epoch `epoch`. */
 static double schedule_at(const dt_lr_schedule *s, double epoch) {

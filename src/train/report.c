@@ -31,7 +31,7 @@ static void end_bar(dt_report *r) {
 }
 
 void dt_report_progress(dt_report *r, int epoch, int epochs, int step, int steps_per_epoch,
-                        double loss, double img_per_sec, double eta_s, int force) {
+                        double loss, double lr, double img_per_sec, double eta_s, int force) {
     if (!r->out || r->quiet) return;
     double now = dt_now();
     if (!force && now - r->last_print < (r->tty ? 0.2 : 5.0)) return;
@@ -42,14 +42,14 @@ void dt_report_progress(dt_report *r, int epoch, int epochs, int step, int steps
         int filled = steps_per_epoch ? 30 * step / steps_per_epoch : 0;
         for (int i = 0; i < 30; i++) bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
         bar[30] = 0;
-        fprintf(r->out, "\r\033[Kepoch %d/%d [%s] %d/%d loss %.4f %.0f img/s ETA %d:%02d:%02d",
-                epoch + 1, epochs, bar, step, steps_per_epoch, loss, img_per_sec, eta / 3600,
+        fprintf(r->out, "\r\033[Kepoch %d/%d [%s] %d/%d loss %.4f lr %.4g %.0f img/s ETA %d:%02d:%02d",
+                epoch + 1, epochs, bar, step, steps_per_epoch, loss, lr, img_per_sec, eta / 3600,
                 eta / 60 % 60, eta % 60);
         r->bar_shown = 1;
     } else {
-        fprintf(r->out, "epoch %d/%d step %d/%d loss %.4f %.0f img/s ETA %d:%02d:%02d\n", epoch + 1,
-                epochs, step, steps_per_epoch, loss, img_per_sec, eta / 3600, eta / 60 % 60,
-                eta % 60);
+        fprintf(r->out, "epoch %d/%d step %d/%d loss %.4f lr %.4g %.0f img/s ETA %d:%02d:%02d\n",
+                epoch + 1, epochs, step, steps_per_epoch, loss, lr, img_per_sec, eta / 3600,
+                eta / 60 % 60, eta % 60);
     }
     fflush(r->out);
 }

@@ -23,7 +23,7 @@ dt_status dt_report_open(dt_report *r, FILE *out, const char *log_path, int quie
 dt_status dt_report_log(dt_report *r, const char *json);
 /* Redraws/prints progress at most every few seconds (always when force). */
 void dt_report_progress(dt_report *r, int epoch, int epochs, int step, int steps_per_epoch,
-                        double loss, double img_per_sec, double eta_s, int force);
+                        double loss, double lr, double img_per_sec, double eta_s, int force);
 /* A plain line on the progress stream (not in quiet mode), ending any bar. */
 void dt_report_line(dt_report *r, const char *text);
 /* The summary: last line of stdout and of the log. */

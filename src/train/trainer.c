@@ -28,9 +28,12 @@ struct dt_trainer {
     long images;              /* images trained on by this worker since start/resume */
     double train_time;        /* seconds spent in training steps */
     long steps_run;           /* steps run since start/resume */
+    float lr;                 /* learning rate of the last step */
     dt_sync_stats comm;       /* communication totals over steps_run */
     double lag_sum, lag_max;  /* ps modes: version lag of the parameters each step used */
     int done;                 /* the strategy ended the run (ps-async budget) */
+    long bad_step;            /* lockstep peers: first step with a non-finite loss here (0: none) */
+    int bad_epoch, bad_nan;   /* its epoch (1-based) and whether the loss was NaN */
 };
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
@@ -65,6 +68,37 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
     return DT_OK;
 }
 
+/* Workers that run every step together (allreduce, ps-sync, ps-ssp). */
+static int lockstep(const dt_trainer *t) { return t->opts->world > 1 && !t->sync->independent; }
+
+static dt_status diverged(long step, int epoch, int nan) {
+    return dt_fail(DT_ERR_NUMERIC,
+                   "training diverged: loss is %s at step %ld (epoch %d); the last checkpoint was "
+                   "left as it was; try a lower --lr",
+                   nan ? "NaN" : "infinite", step, epoch);
+}
+
+/* Lockstep workers must stop together: one that stopped alone would leave
+ * the others waiting in the next collective for ever. So a stop request
+ * (SIGINT/SIGTERM) and a non-finite loss on any worker are agreed on in one
+ * small reduction: every 10 steps (off the hot path), before every
+ * evaluation and before every checkpoint (so none holds diverged
+ * parameters). Serial and independent workers decide alone. stop may be
+ * NULL (the request is then seen at the next agreement). */
+static dt_status agree(dt_trainer *t, int *stop) {
+    double v[2] = {t->opts->stop && *t->opts->stop, t->bad_step > 0};
+    if (lockstep(t)) DT_TRY(t->sync->reduce_sum(t->sync, v, 2));
+    if (t->bad_step) return diverged(t->bad_step, t->bad_epoch, t->bad_nan);
+    if (v[1] > 0)
+        return dt_fail(DT_ERR_NUMERIC,
+                       "training diverged: another worker's loss became NaN or infinite by step %ld; "
+                       "the last checkpoint was left as it was; try a lower --lr", t->step);
+    if (!stop) return DT_OK;
+    *stop = v[0] > 0;
+    /* Independent workers in lockstep with a few peers (worker groups). */
+    return !lockstep(t) && t->sync->agree_stop ? t->sync->agree_stop(t->sync, stop) : DT_OK;
+}
+
 static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
     dt_ckpt_arrays a = {t->net->params, t->net->nparams, t->net->state, t->net->nstate,
                         t->momentum, t->net->nparams};
@@ -75,6 +109,7 @@ static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
  * servers, through gather), every worker calls it at the same step; all =
  * 0: an independent worker's own checkpoint (only worker 0's is written). */
 static dt_status write_checkpoint(dt_trainer *t, int all) {
+    DT_TRY(agree(t, NULL));
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, all));
     if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     if (t->opts->rank != 0) return DT_OK;
@@ -163,18 +198,26 @@ static dt_status setup(dt_trainer *t) {
     if (t->sync->start) DT_TRY(t->sync->start(t->sync, t));
     char json[2048], model[1024];
     dt_json_escape(model, sizeof model, spec->path);
+    /* The learning rate as the large-minibatch recipe made it: the base
+     * rate, the factor for the global batch, the scaled rate and warmup. */
+    const dt_lr_schedule *ls = &spec->sched;
     snprintf(json, sizeof json,
              "{\"event\":\"config\",\"model\":\"%s\",\"mode\":\"%s\",\"workers\":%d,\"batch\":%d,"
              "\"global_batch\":%d,\"epochs\":%d,\"steps_per_epoch\":%d,\"total_steps\":%ld,"
-             "\"params\":%zu,\"seed\":%llu,\"dataset\":\"%s\",\"train_samples\":%d,\"test_samples\":%d}",
+             "\"params\":%zu,\"seed\":%llu,\"dataset\":\"%s\",\"train_samples\":%d,\"test_samples\":%d,"
+             "\"base_lr\":%.6g,\"lr_scale\":%.6g,\"lr\":%.6g,\"warmup_epochs\":%.6g,"
+             "\"warmup_start_lr\":%.6g,\"schedule\":\"%s\",\"momentum\":%.6g,\"decay\":%.6g}",
              model, t->sync->name, o->world, spec->batch, spec->batch * o->world, spec->epochs,
              t->steps_per_epoch, t->total_steps, t->net->nparams, (unsigned long long)o->seed,
-             dt_dataset_kind_name(o->dataset), t->train_ds->n, t->test_ds->n);
+             dt_dataset_kind_name(o->dataset), t->train_ds->n, t->test_ds->n, ls->base_lr / ls->lr_scale,
+             ls->lr_scale, ls->base_lr, ls->warmup_epochs, ls->warmup_start_factor * ls->base_lr,
+             dt_schedule_kind_name(ls->kind), spec->sgd.momentum, spec->sgd.decay);
     return dt_report_log(&t->rep, json);
 }
 
 static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double *loss) {
     double t0 = dt_now();
+    DT_TRY(agree(t, NULL));
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
     DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->rank, t->opts->world, t->spec->batch,
                        acc, loss));
@@ -213,17 +256,23 @@ static void straggle(const dt_train_opts *o, long step) {
 static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int n, int epoch) {
     dt_net *net = t->net;
     dt_sync *s = t->sync;
-    float lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
+    float lr = t->lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
     double t0 = dt_now();
     straggle(t->opts, t->step);
     if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
     dt_net_forward(net, x, n, 1);
     double loss = dt_net_loss(net, y, n);
-    if (!isfinite(loss))
-        return dt_fail(DT_ERR_NUMERIC,
-                       "training diverged: loss is %s at step %ld (epoch %d); the last checkpoint "
-                       "was left as it was; try a lower --lr",
-                       isnan(loss) ? "NaN" : "infinite", t->step + 1, epoch + 1);
+    if (!isfinite(loss)) {
+        if (!lockstep(t)) return diverged(t->step + 1, epoch + 1, isnan(loss));
+        /* The peers are entering this step's collectives: finish it with
+         * them (the non-finite gradient reaches every worker's parameters)
+         * and stop together at the next agreement. */
+        if (!t->bad_step) {
+            t->bad_step = t->step + 1;
+            t->bad_epoch = epoch + 1;
+            t->bad_nan = isnan(loss);
+        }
+    }
     dt_net_backward(net, x, n, s->grad_ready, s->ctx);
     double t_end = dt_now();
     DT_TRY(s->end_step(s, t, lr));
@@ -257,32 +306,14 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     return dt_report_log(&t->rep, json);
 }
 
-/* SIGINT/SIGTERM seen by any worker stops all of them at the same step
- * (every 10 steps in distributed runs, to keep the check off the hot path;
- * independent workers stop on their own). */
-static dt_status stop_requested(dt_trainer *t, int *stop) {
-    double v = t->opts->stop && *t->opts->stop;
-    *stop = 0;
-    if (t->sync->independent) {
-        *stop = v > 0;
-        return t->sync->agree_stop ? t->sync->agree_stop(t->sync, stop) : DT_OK;
-    }
-    if (t->opts->world > 1) {
-        if (t->step % 10 != 0) return DT_OK;
-        DT_TRY(t->sync->reduce_sum(t->sync, &v, 1));
-    }
-    *stop = v > 0;
-    return DT_OK;
-}
-
 static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
     const dt_train_opts *o = t->opts;
     long evaluated_at_step = -1;
     while (t->step < t->total_steps && !t->done) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
-        int stop;
-        DT_TRY(stop_requested(t, &stop));
+        int stop = 0;
+        if (!lockstep(t) || t->step % 10 == 0) DT_TRY(agree(t, &stop));
         if (stop) { /* in lockstep modes every worker stops at this step */
             DT_TRY(save_checkpoint(t, !t->sync->independent));
             if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
@@ -312,8 +343,8 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
         double eta = ips > 0 ? (double)(t->total_steps - t->step) * t->spec->batch / ips : 0;
         dt_report_progress(&t->rep, epoch, t->spec->epochs, pos + 1, t->steps_per_epoch,
-                           t->loss_count ? t->loss_sum / (double)t->loss_count : 0, ips * o->world,
-                           eta, 0);
+                           t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr,
+                           ips * o->world, eta, 0);
     }
     if (t->loss_count) t->last_epoch_loss = t->loss_sum / (double)t->loss_count;
     if (evaluated_at_step != t->step) {

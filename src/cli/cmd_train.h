@@ -1,0 +1,53 @@
+/* dtrain train, in three parts so that `dtrain sweep` can run each trial as
+ * a train run on a group of ranks:
+ *   cli_train_parse    flags and MODEL.cfg -> cli_train_args (no I/O)
+ *   cli_train_prepare  model file + overrides, dataset, mode for a number of
+ *                      ranks, straggler settings (no MPI): a cli_train_plan
+ *   cli_train_run      the run on the ranks of a communicator
+ * Every failure is a dt_status with a one-line message naming the flag. */
+#ifndef DTRAIN_CLI_CMD_TRAIN_H
+#define DTRAIN_CLI_CMD_TRAIN_H
+
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "dtrain/dist.h"
+#include "dtrain/train.h"
+
+/* The flags as given; 0, NULL or -1 (momentum, decay, warmup_epochs) mean
+ * "not given": the model file's value stands. Strings point into argv. */
+typedef struct {
+    const char *model;
+    const char *dataset, *data_dir, *log, *ckpt, *resume, *mode, *straggle, *slow, *lr_scaling, *timeline;
+    int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size;
+    long max_steps, ckpt_every, seed;
+    double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout;
+} cli_train_args;
+
+typedef struct {
+    dt_model_spec spec;     /* overrides applied; lr not yet scaled for the global batch */
+    int base_batch;         /* the model file's batch= (the base of --lr-scaling), before --batch */
+    dt_lr_scaling scaling;
+    dt_train_opts opts;     /* all but the fields that depend on the communicator */
+    dt_dist_cfg dist;
+    int threads;            /* --threads (0: cores / ranks on the node) */
+    const char *timeline_path; /* --timeline, or NULL */
+} cli_train_plan;
+
+/* Parses argv (after "train"). With --help only a->help is meaningful. */
+dt_status cli_train_parse(cli_train_args *a, int argc, char **argv);
+
+/* Resolves a for a run on `ranks` ranks: loads the model file, applies the
+ * overrides and checks the combination of flags. */
+dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int ranks);
+
+/* Trains p on the ranks of comm (each calls it; every rank of comm must be
+ * given the same plan): server ranks serve, worker 0 prints the start-up
+ * line and progress to out (NULL: nothing) and fills *sum. Scales the
+ * learning rate for the global batch (--lr-scaling). */
+dt_status cli_train_run(cli_train_plan *p, MPI_Comm comm, const cli_env *env,
+                        volatile sig_atomic_t *stop, FILE *out, dt_train_summary *sum);
+
+#endif
