@@ -1,10 +1,12 @@
 #include "dtrain/net.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "dtrain/mem.h"
+#include "dtrain/timer.h"
 
 /* FNV-1a over the words that define the architecture. */
 static uint64_t fnv_mix(uint64_t h, uint64_t v) {
@@ -190,17 +192,18 @@ void dt_net_free(dt_net *net) {
     dt_free(net);
 }
 
+/* Layer i's forward pass; its input is x for the first layer. */
+static void forward_layer(dt_net *net, int i, const float *x, int batch, int train) {
+    dt_layer *l = &net->layers[i];
+    l->step = net->step;
+    l->ops->forward(l, net->act[i], i > 0 ? net->act[i - 1] : x, batch, train, net->ws);
+}
+
 const float *dt_net_forward(dt_net *net, const float *x, int batch, int train) {
     DT_ASSERT(batch >= 1 && batch <= net->max_batch);
-    const float *in = x;
-    for (int i = 0; i < net->nlayers; i++) {
-        dt_layer *l = &net->layers[i];
-        l->step = net->step;
-        l->ops->forward(l, net->act[i], in, batch, train, net->ws);
-        in = net->act[i];
-    }
+    for (int i = 0; i < net->nlayers; i++) forward_layer(net, i, x, batch, train);
     if (train) net->step++;
-    return in;
+    return net->act[net->nlayers - 1];
 }
 
 double dt_net_loss(dt_net *net, const uint8_t *labels, int batch) {
@@ -210,18 +213,70 @@ double dt_net_loss(dt_net *net, const uint8_t *labels, int batch) {
                                 labels, batch, net->classes);
 }
 
+/* Layer i's backward pass. The softmax layer's gradient is folded into
+ * dt_net_loss (dlogits in dbuf[0]), so backward starts at the layer below
+ * it, and layer i reads its output gradient from dbuf[(nlayers - 2 - i) % 2]
+ * and writes its input gradient into the other buffer. */
+static void backward_layer(dt_net *net, int i, const float *x, int batch) {
+    dt_layer *l = &net->layers[i];
+    int cur = (net->nlayers - 2 - i) % 2;
+    const float *in = i > 0 ? net->act[i - 1] : x;
+    float *din = i > 0 ? net->dbuf[1 - cur] : NULL;
+    l->ops->backward(l, din, net->dbuf[cur], in, net->act[i], batch, net->ws);
+}
+
 void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx) {
-    /* The softmax layer's gradient is folded into dt_net_loss (dlogits in
-     * dbuf[0]), so backward starts at the layer below it. */
-    int cur = 0;
     for (int i = net->nlayers - 2; i >= 0; i--) {
-        dt_layer *l = &net->layers[i];
-        const float *in = i > 0 ? net->act[i - 1] : x;
-        float *din = i > 0 ? net->dbuf[1 - cur] : NULL;
-        l->ops->backward(l, din, net->dbuf[cur], in, net->act[i], batch, net->ws);
-        if (ready && l->nw + l->nb > 0) ready(ctx, i);
-        cur = 1 - cur;
+        backward_layer(net, i, x, batch);
+        if (ready && net->layers[i].nw + net->layers[i].nb > 0) ready(ctx, i);
     }
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+dt_status dt_net_profile(dt_net *net, const float *x, const uint8_t *labels, int batch, int reps,
+                         double *fwd_s, double *bwd_s) {
+    if (batch < 1 || batch > net->max_batch || reps < 1)
+        return dt_fail(DT_ERR_USAGE, "profile: batch %d (max %d) and reps %d must be positive", batch,
+                       net->max_batch, reps);
+    int L = net->nlayers;
+    double *t;
+    size_t n;
+    DT_TRY(dt_mul_size(&n, 2 * (size_t)L, (size_t)reps, "profile timings"));
+    DT_TRY(dt_alloc_bytes((void **)&t, n * sizeof(double), "profile timings"));
+    /* t[(2 * i + 0/1) * reps + r]: forward/backward of layer i in rep r. */
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < L; i++) {
+            double t0 = dt_now();
+            forward_layer(net, i, x, batch, 1);
+            t[(size_t)(2 * i) * (size_t)reps + (size_t)r] = dt_now() - t0;
+        }
+        net->step++;
+        /* The loss (softmax cross-entropy gradient) counts as the softmax
+         * layer's backward: it is that layer's share of the step. */
+        double t0 = dt_now();
+        dt_net_loss(net, labels, batch);
+        t[(size_t)(2 * (L - 1) + 1) * (size_t)reps + (size_t)r] = dt_now() - t0;
+        for (int i = L - 2; i >= 0; i--) {
+            t0 = dt_now();
+            backward_layer(net, i, x, batch);
+            t[(size_t)(2 * i + 1) * (size_t)reps + (size_t)r] = dt_now() - t0;
+        }
+    }
+    for (int k = 0; k < 2 * L; k++) {
+        double *row = t + (size_t)k * (size_t)reps;
+        qsort(row, (size_t)reps, sizeof *row, cmp_double);
+        double med = reps % 2 ? row[reps / 2] : 0.5 * (row[reps / 2 - 1] + row[reps / 2]);
+        if (k % 2)
+            bwd_s[k / 2] = med;
+        else
+            fwd_s[k / 2] = med;
+    }
+    dt_free(t);
+    return DT_OK;
 }
 
 int dt_net_count_correct(const dt_net *net, const uint8_t *labels, int batch) {
