@@ -9,11 +9,16 @@ void dt_shard_range(size_t n, int shards, int s, size_t *lo, size_t *hi) {
 }
 
 int dt_bucket_plan(dt_bucket *out, int max, const dt_net *net, size_t bucket_floats) {
+    return dt_bucket_plan_layers(out, max, net->param_offset, net->nlayers, bucket_floats);
+}
+
+int dt_bucket_plan_layers(dt_bucket *out, int max, const size_t *param_offset, int nlayers,
+                          size_t bucket_floats) {
     int nb = 0;
     size_t open_hi = 0, open_lo = 0; /* the bucket being filled: [open_lo, open_hi) */
     int open = 0;
-    for (int i = net->nlayers - 1; i >= 0; i--) {
-        size_t lo = net->param_offset[i], hi = net->param_offset[i + 1];
+    for (int i = nlayers - 1; i >= 0; i--) {
+        size_t lo = param_offset[i], hi = param_offset[i + 1];
         if (lo == hi) continue;
         if (bucket_floats == 0) { /* one bucket per layer */
             if (nb >= max) return -1;
@@ -40,7 +45,7 @@ int dt_bucket_plan(dt_bucket *out, int max, const dt_net *net, size_t bucket_flo
     /* Close the last bucket at the layer holding its lowest float. */
     if (open) {
         int i = 0;
-        while (net->param_offset[i + 1] <= open_lo) i++;
+        while (param_offset[i + 1] <= open_lo) i++;
         if (nb >= max) return -1;
         out[nb++] = (dt_bucket){open_lo, open_hi, i};
     }
