@@ -15,7 +15,10 @@ static const char usage[] =
     "                            with --mode allreduce | ps-sync [--servers S]\n"
     "  eval MODEL.cfg --weights CHECKPOINT [--dataset D] [--data-dir DIR]\n"
     "  info MODEL.cfg [--json]   layer shapes, parameters and FLOPs\n"
-    "  bench MODEL.cfg [--batch N] [--steps N] [--threads N]\n"
+    "  bench MODEL.cfg [--batch N] [--steps N] [--threads N] [--profile-out F.json]\n"
+    "  simulate MODEL.cfg [--nodes 1,2,4,..] [--bandwidth 10Gbps] [--latency 20us] [flags]\n"
+    "                            predicted step time, img/s and speedup per mode on N nodes\n"
+    "                            (see dtrain simulate --help)\n"
     "  launch -n N [--hostfile F] -- train MODEL.cfg [flags]   run N ranks with mpirun\n"
     "\n"
     "exit status: 0 success, 1 runtime error, 2 usage or model-file error\n";
@@ -77,6 +80,8 @@ int main(int argc, char **argv) {
         code = cmd_info(argc - 2, argv + 2, &env);
     else if (strcmp(cmd, "bench") == 0)
         code = cmd_bench(argc - 2, argv + 2, &env);
+    else if (strcmp(cmd, "simulate") == 0)
+        code = cmd_simulate(argc - 2, argv + 2, &env);
     else {
         fprintf(stderr, "dtrain: unknown command '%s'\n%s", cmd, usage);
         code = 2;
