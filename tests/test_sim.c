@@ -276,14 +276,17 @@ static void bad_profile(const char *path, const char *text, const char *what) {
     write_text(path, text);
     dt_status s = dt_profile_read(q, path);
     if (s != DT_ERR_FORMAT || !strstr(dt_last_error(), what)) {
-        fprintf(stderr, "profile '%s': status %d, message '%s', expected '%s'\n", text, s, dt_last_error(), what);
+        fprintf(stderr, "profile '%s': status %d, message '%s', expected '%s'\n", text, s, dt_last_error(),
+                what);
         dt_test_failures++;
     }
     free(q);
 }
 
-#define PROFILE_HEAD "{\"format\":\"dtrain-profile\",\"version\":1,\"model\":\"m\",\"batch\":8,\"threads\":1,\"reps\":3,"
-#define ONE_LAYER "\"layers\":[{\"kind\":\"connected\",\"fwd_s\":1,\"bwd_s\":2,\"params\":30,\"fc_out\":3,\"fc_in\":9}]"
+#define PROFILE_HEAD \
+    "{\"format\":\"dtrain-profile\",\"version\":1,\"model\":\"m\",\"batch\":8,\"threads\":1,\"reps\":3,"
+#define ONE_LAYER \
+    "\"layers\":[{\"kind\":\"connected\",\"fwd_s\":1,\"bwd_s\":2,\"params\":30,\"fc_out\":3,\"fc_in\":9}]"
 
 static void test_profile_files(void) {
     char dir[] = "/tmp/dt_sim_XXXXXX", path[256];
@@ -317,8 +320,10 @@ static void test_profile_files(void) {
                 "'update_s' must be a non-negative number");
     bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"extra\":2," ONE_LAYER "}",
                 "unknown field 'extra'");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[]}", "no layers");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[{\"kind\":\"x\"}]}",
+    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[]}",
+                "no layers");
+    bad_profile(path,
+                PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[{\"kind\":\"x\"}]}",
                 "layer 0: missing 'fwd_s'");
     bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\n" ONE_LAYER, "p.json:2:");
     bad_profile(path, "{\"format\":\"dtrain-profile\",\"version\":2}", "version 2");

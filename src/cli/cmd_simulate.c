@@ -112,14 +112,16 @@ static void print_result(const dt_profile *p, const dt_sim_cfg *c, const dt_sim_
         return;
     }
     char model[1024];
-    printf("{\"event\":\"simulate\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"nodes\":%d,\"mode\":\"%s\","
-           "\"servers\":%d,\"bandwidth_gbps\":%.6g,\"latency_us\":%.6g,\"fusion_mb\":%g,\"overlap\":%s,"
-           "\"shared_cores\":%d,\"compute_scale\":%.4g,\"step_ms\":%.4f,\"images_per_sec\":%.1f,\"speedup\":%.4f,"
-           "\"comm_share\":%.4f,\"compute_ms\":%.4f,\"link_busy_ms\":%.4f,\"mb_sent\":%.4f,\"fc_sfb\":%d}\n",
+    printf("{\"event\":\"simulate\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"nodes\":%d,"
+           "\"mode\":\"%s\",\"servers\":%d,\"bandwidth_gbps\":%.6g,\"latency_us\":%.6g,\"fusion_mb\":%g,"
+           "\"overlap\":%s,\"shared_cores\":%d,\"compute_scale\":%.4g,\"step_ms\":%.4f,"
+           "\"images_per_sec\":%.1f,\"speedup\":%.4f,\"comm_share\":%.4f,\"compute_ms\":%.4f,"
+           "\"link_busy_ms\":%.4f,\"mb_sent\":%.4f,\"fc_sfb\":%d}\n",
            dt_json_escape(model, sizeof model, p->model), p->batch, p->threads, c->nodes,
            dt_sim_mode_name(c->mode), c->servers, c->bandwidth * 8 / 1e9, c->latency * 1e6, c->fusion_mb,
-           c->overlap ? "true" : "false", c->shared_cores, r->compute_scale, r->step_s * 1e3, r->images_per_sec, r->speedup,
-           r->comm_share, r->compute_s * 1e3, r->link_busy_s * 1e3, r->bytes_sent / 1e6, r->fc_sfb);
+           c->overlap ? "true" : "false", c->shared_cores, r->compute_scale, r->step_s * 1e3,
+           r->images_per_sec, r->speedup, r->comm_share, r->compute_s * 1e3, r->link_busy_s * 1e3,
+           r->bytes_sent / 1e6, r->fc_sfb);
 }
 
 static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *nodes, const int_list *modes,
@@ -186,8 +188,8 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     if (s == DT_OK && profile_path) {
         s = dt_profile_read(prof, profile_path);
         if (s == DT_OK && batch && batch != prof->batch)
-            s = dt_fail(DT_ERR_USAGE, "--batch %d: --profile %s was measured at batch %d", batch, profile_path,
-                        prof->batch);
+            s = dt_fail(DT_ERR_USAGE, "--batch %d: --profile %s was measured at batch %d", batch,
+                        profile_path, prof->batch);
         if (s == DT_OK && npos == 1) s = check_profile_model(prof, spec, profile_path);
     } else if (s == DT_OK) {
         s = dt_profile_measure(prof, spec, cli_set_threads(threads, env), reps);

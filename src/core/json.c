@@ -183,7 +183,8 @@ static dt_status json_container(json_scan *j, int depth) {
             j->p++;
             return DT_OK;
         }
-        if (*j->p++ != ',') return json_error(j, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+        if (*j->p++ != ',')
+            return json_error(j, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
         json_skip_ws(j);
     }
 }

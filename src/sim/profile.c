@@ -136,7 +136,9 @@ dt_status dt_profile_write(const dt_profile *p, const char *path) {
             p->threads, p->reps, p->update_s, p->sum_s, p->gemm_gflops);
     for (int i = 0; i < p->nlayers; i++) {
         const dt_sim_layer *l = &p->layers[i];
-        fprintf(f, "  {\"kind\":\"%s\",\"fwd_s\":%.9g,\"bwd_s\":%.9g,\"params\":%zu,\"fc_out\":%d,\"fc_in\":%d}%s\n",
+        fprintf(f,
+                "  {\"kind\":\"%s\",\"fwd_s\":%.9g,\"bwd_s\":%.9g,\"params\":%zu,\"fc_out\":%d,"
+                "\"fc_in\":%d}%s\n",
                 l->kind, l->fwd_s, l->bwd_s, l->params, l->fc_out, l->fc_in, i + 1 < p->nlayers ? "," : "");
     }
     fprintf(f, " ]}\n");

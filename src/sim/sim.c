@@ -84,7 +84,8 @@ static dt_status run_allreduce(sim_step *st) {
         double bytes = (double)(b[k].hi - b[k].lo) * sizeof(float);
         double moved = 2 * (P - 1) / P * bytes;
         /* Each rank also sums (P-1)/P of the bucket (the ring's reduce-scatter). */
-        double reduce = (P - 1) / P * p->sum_s * (double)(b[k].hi - b[k].lo) / (double)st->nparams * st->scale;
+        double reduce =
+            (P - 1) / P * p->sum_s * (double)(b[k].hi - b[k].lo) / (double)st->nparams * st->scale;
         link_send(st, st->ready[b[k].ready_layer], moved / c->bandwidth + 2 * (P - 1) * c->latency + reduce);
         st->bytes_sent += moved;
     }
@@ -144,7 +145,8 @@ static dt_status run_ps(sim_step *st, dt_sim_result *r) {
         for (int k = 0; k < S; k++) {
             size_t lo, hi;
             dt_shard_range(ps_total, S, k, &lo, &hi);
-            size_t a = ps_off[i] > lo ? ps_off[i] : lo, e = ps_off[i] + l->params < hi ? ps_off[i] + l->params : hi;
+            size_t end = ps_off[i] + l->params;
+            size_t a = ps_off[i] > lo ? ps_off[i] : lo, e = end < hi ? end : hi;
             if (a >= e) continue;
             double bytes = (double)(e - a) * sizeof(float);
             double start = fmax(st->ready[i], st->link);
@@ -165,7 +167,8 @@ static dt_status run_ps(sim_step *st, dt_sim_result *r) {
             double share = (double)(hi - lo) / (double)st->nparams;
             double applied = srv[k] + (P * p->sum_s + p->update_s) * share;
             first_apply = fmin(first_apply, applied);
-            last_pull = fmax(last_pull, applied + c->latency + P * (double)(hi - lo) * sizeof(float) / c->bandwidth);
+            double shard_bytes = (double)(hi - lo) * sizeof(float);
+            last_pull = fmax(last_pull, applied + c->latency + P * shard_bytes / c->bandwidth);
         }
         double recv = (double)ps_total * sizeof(float) / c->bandwidth + c->latency;
         double start = fmax(st->link, first_apply);
