@@ -1,15 +1,21 @@
-/* The link between two MPI ranks as dtrain's allreduce drives it, in
- * dtrain simulate's terms: MPI_Iallreduce of a float buffer completed by
- * dt_mpi_wait (MPI_Testall with a sleep growing to 1 ms, so Open MPI
- * progresses only at those calls). With two ranks the simulator's ring costs
- * 2 alpha + b / beta, so the median time of an 8-byte allreduce gives
- * alpha = t / 2 and that of a 4 MiB one (dtrain's default fusion bucket)
- * beta = b / (t - 2 alpha). Both include what dtrain's polling adds to the
- * raw transport (on one machine, Open MPI's shared memory); beta also
- * includes the sum. bench/validate_sim.py passes them to dtrain simulate.
+/* The link between two MPI ranks as dtrain drives it, in dtrain simulate's
+ * terms (alpha per message, beta bytes per second), measured two ways:
+ *   allreduce: MPI_Iallreduce of floats completed by dt_mpi_wait, as the
+ *     allreduce mode does. With two ranks the simulator's ring costs
+ *     2 alpha + b / beta: an 8-byte allreduce gives alpha = t / 2 and a
+ *     4 MiB one (dtrain's default fusion bucket) beta = b / (t - 2 alpha)
+ *     (the sum is inside beta).
+ *   p2p: one message from rank 0 to rank 1, sent with MPI_Isend and
+ *     received with MPI_Irecv, both completed by dt_mpi_wait, as the
+ *     parameter-server modes push and pull: alpha = t(8 bytes),
+ *     beta = b / (t(4 MiB) - alpha).
+ * dt_mpi_wait polls MPI_Testall with a sleep growing to 1 ms (Open MPI
+ * progresses only in those calls), so both include what dtrain's waiting
+ * adds to the raw transport (on one machine, Open MPI's shared memory).
+ * Medians of REPS; bench/validate_sim.py passes them to dtrain simulate.
  *
  * usage: mpirun -np 2 build/mpi_link [REPS]
- * prints: {"latency_us":..,"bandwidth_gbps":..} and the simulate flags */
+ * prints one line per way: {"link":"allreduce"|"p2p","latency_us":..,"bandwidth_gbps":..} */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,22 +27,33 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Median seconds of an allreduce of n floats over every rank. */
-static double allreduce_time(float *buf, int n, int reps) {
+static void check(dt_status s) {
+    if (s == DT_OK) return;
+    fprintf(stderr, "mpi_link: %s\n", dt_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* Median seconds of an allreduce of n floats (p2p = 0), or of a message of
+ * n floats from rank 0 to rank 1 as rank 1 sees it (p2p = 1). */
+static double link_time(float *buf, int n, int reps, int p2p, int rank) {
     double *t = malloc(sizeof(double) * (size_t)reps);
     if (!t) MPI_Abort(MPI_COMM_WORLD, 1);
     for (int r = -2; r < reps; r++) { /* two untimed ones first */
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
         MPI_Request req;
-        dt_status s = dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                                                  &req), "MPI_Iallreduce");
-        if (s == DT_OK) s = dt_mpi_wait(&req, 1, 60, NULL, NULL, "allreduce");
-        if (s != DT_OK) {
-            fprintf(stderr, "mpi_link: %s\n", dt_last_error());
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        if (r >= 0) t[r] = MPI_Wtime() - t0;
+        check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
+        double t0 = MPI_Wtime();
+        if (!p2p)
+            check(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req),
+                               "MPI_Iallreduce"));
+        else if (rank == 0)
+            check(dt_mpi_check(MPI_Isend(buf, n, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, &req), "MPI_Isend"));
+        else
+            check(dt_mpi_check(MPI_Irecv(buf, n, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, &req), "MPI_Irecv"));
+        check(dt_mpi_wait(&req, 1, 60, NULL, NULL, "link"));
+        double dt = MPI_Wtime() - t0;
+        /* Rank 1's time (the receiver's, for p2p) is the one reported. */
+        check(dt_mpi_check(MPI_Bcast(&dt, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD), "MPI_Bcast"));
+        if (r >= 0) t[r] = dt;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     double m = t[reps / 2];
@@ -59,15 +76,17 @@ int main(int argc, char **argv) {
     const int big = 1 << 20; /* floats: 4 MiB */
     float *buf = calloc((size_t)big, sizeof(float));
     if (!buf) MPI_Abort(MPI_COMM_WORLD, 1);
-    double t_small = allreduce_time(buf, 2, reps * 10);
-    double t_big = allreduce_time(buf, big, reps);
-    double alpha = t_small / 2;
-    double bytes = (double)big * sizeof(float);
-    double beta = bytes / (t_big - 2 * alpha > 0 ? t_big - 2 * alpha : t_big);
-    if (rank == 0) {
-        printf("{\"latency_us\":%.3f,\"bandwidth_gbps\":%.3f}\n", alpha * 1e6, beta * 8 / 1e9);
-        printf("dtrain simulate flags: --bandwidth %.2fGbps --latency %.2fus\n", beta * 8 / 1e9,
-               alpha * 1e6);
+    static const char *const names[2] = {"allreduce", "p2p"};
+    for (int p2p = 0; p2p < 2; p2p++) {
+        /* Two ring steps in an allreduce of two ranks, one message in p2p. */
+        double msgs = p2p ? 1 : 2;
+        double alpha = link_time(buf, 2, reps * 10, p2p, rank) / msgs;
+        double t_big = link_time(buf, big, reps, p2p, rank);
+        double bytes = (double)big * sizeof(float);
+        double beta = bytes / (t_big - msgs * alpha > 0 ? t_big - msgs * alpha : t_big);
+        if (rank == 0)
+            printf("{\"link\":\"%s\",\"latency_us\":%.3f,\"bandwidth_gbps\":%.3f}\n", names[p2p],
+                   alpha * 1e6, beta * 8 / 1e9);
     }
     free(buf);
     MPI_Finalize();

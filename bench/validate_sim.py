@@ -16,8 +16,10 @@ it runs
     run without launch: mpirun -np 1 would bind its threads to one core), the
     median step_s of worker 0 after WARMUP steps,
 and prints predicted against measured step time and the error. B and L are
-measured first with build/mpi_link (ping-pong between two ranks) unless
---bandwidth/--latency give them. With --rounds R everything is repeated R
+measured first with build/mpi_link, the link between two ranks as dtrain
+drives it: through MPI_Iallreduce for the allreduce runs, through
+MPI_Isend/MPI_Irecv for ps-sync (unless --bandwidth/--latency give one
+link for all). With --rounds R everything is repeated R
 times, alternating, and medians are compared. Run it on a quiet machine.
 
 usage: bench/validate_sim.py [--models cnn,cifar] [--steps 30] [--rounds 1]
@@ -38,14 +40,18 @@ def run(cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV).stdout
 
 
-def measure_link():
-    """Shared-memory latency and bandwidth between two ranks, median of 3."""
+def measure_links():
+    """{'allreduce': (bandwidth, latency), 'p2p': (...)} between two ranks as
+    dtrain drives them (bench/mpi_link), medians of 3 runs, as simulate flags."""
     root = ['--allow-run-as-root'] if os.geteuid() == 0 else []
-    got = [json.loads(run(['mpirun'] + root + ['-np', '2', os.path.join(BUILD, 'mpi_link')]).splitlines()[0])
-           for _ in range(3)]
-    bw = statistics.median(g['bandwidth_gbps'] for g in got)
-    lat = statistics.median(g['latency_us'] for g in got)
-    return f'{bw:.2f}Gbps', f'{lat:.3f}us'
+    got = [json.loads(line) for _ in range(3)
+           for line in run(['mpirun'] + root + ['-np', '2', os.path.join(BUILD, 'mpi_link')]).splitlines()]
+    links = {}
+    for name in ('allreduce', 'p2p'):
+        mine = [g for g in got if g['link'] == name]
+        links[name] = (f'{statistics.median(g["bandwidth_gbps"] for g in mine):.2f}Gbps',
+                       f'{statistics.median(g["latency_us"] for g in mine):.3f}us')
+    return links
 
 
 def predict(model, workers, mode, threads, cores, bw, lat):
@@ -83,9 +89,14 @@ def main():
     if bool(a.bandwidth) != bool(a.latency):
         ap.error('give both --bandwidth and --latency, or neither (then they are measured)')
     cores = os.cpu_count()
-    bw, lat = (a.bandwidth, a.latency) if a.bandwidth else measure_link()
-    print(f'shared-memory link: {bw}, {lat} per message; {cores} cores; {BATCH} images per worker; '
-          f'{a.steps} steps after {WARMUP}, {a.rounds} round(s)', flush=True)
+    if a.bandwidth:
+        links = {'allreduce': (a.bandwidth, a.latency), 'p2p': (a.bandwidth, a.latency)}
+    else:
+        links = measure_links()
+    for name, (bw, lat) in links.items():
+        print(f'{name} link: {bw}, {lat} per message')
+    print(f'{cores} cores; {BATCH} images per worker; {a.steps} steps after {WARMUP}, {a.rounds} round(s)',
+          flush=True)
     # (name, ranks, workers, mode): the serial run is one worker predicted as one node.
     runs = [('serial', 1, 1, 'serial'), ('allreduce', 2, 2, 'allreduce'), ('allreduce', 3, 3, 'allreduce'),
             ('ps-sync 1s+2w', 3, 2, 'ps-sync')]
@@ -97,6 +108,7 @@ def main():
         for label, ranks, workers, mode in runs:
             threads = max(1, cores // ranks)
             pred, meas = [], []
+            bw, lat = links['p2p' if mode == 'ps-sync' else 'allreduce']
             for _ in range(a.rounds):
                 pred.append(predict(model, workers, 'allreduce' if mode == 'serial' else mode, threads, cores,
                                     bw, lat))
@@ -109,8 +121,8 @@ def main():
             print(f'{name:6} {label:14} {ranks:>5} {threads:>7} {p:>12.1f} {m:>11.1f} {err:>+6.1f}%', flush=True)
     ok = worst <= a.target
     print(f'largest error {worst:.1f}% ({"within" if ok else "outside"} the {a.target:g}% target)')
-    print(json.dumps({'event': 'validate_sim', 'bandwidth': bw, 'latency': lat, 'cores': cores,
-                      'rows': rows, 'max_abs_error_pct': worst}))
+    print(json.dumps({'event': 'validate_sim', 'links': links, 'cores': cores, 'rows': rows,
+                      'max_abs_error_pct': worst}))
     return 1 if a.check and not ok else 0
 
 
