@@ -22,9 +22,10 @@
  *   ps-sync: S servers on nodes of their own hold equal shards of the
  *     parameters. A worker pushes each layer's part of each shard when the
  *     layer is ready; a server's link takes P copies of every part; once all
- *     are in it sums P gradients and runs SGD on its shard (the profile's
- *     sum and update times, scaled to the shard) and sends the shard to all
- *     P workers; a worker's link receives every shard.
+ *     are in it sums P gradients, averages, runs SGD on its shard and copies
+ *     a reply snapshot per worker ((2P + 1) x the profile's sum time and one
+ *     update, scaled to the shard) and sends the shard to all P workers; a
+ *     worker's link receives every shard.
  *   sfb: ps-sync for every layer but the fully connected ones, which
  *     broadcast sufficient factors (Poseidon): an allgather of K * (M + N)
  *     floats per worker, (P-1) * (K (M+N) 4 / beta + alpha); then each
@@ -98,8 +99,8 @@ typedef struct {
     int overlap;           /* 1: wait-free backprop; 0: transfers start after backward */
     int shared_cores;      /* 0: every node is a machine of its own. C: all workers share one
                               machine of C cores (validation on this machine): with P x threads
-                              >= C, compute slows by P x threads / C and transfers (copies by
-                              the same cores) cannot overlap it */
+                              >= C, compute and transfers (copies by the same cores) slow by
+                              P x threads / C, and transfers cannot overlap compute */
 } dt_sim_cfg;
 
 typedef struct {

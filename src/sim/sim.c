@@ -28,6 +28,7 @@ typedef struct {
     const dt_sim_cfg *c;
     size_t nparams;
     double scale;       /* multiplies the profile's compute times */
+    double bw, lat;     /* the link's bandwidth and latency (cfg's, or slowed on shared cores) */
     int overlap;        /* transfers start as layers finish (else after backward) */
     double *ready;      /* (nlayers) when layer i's gradients can be sent */
     double bwd_end;     /* end of backward: the compute cores are free from here */
@@ -86,7 +87,7 @@ static dt_status run_allreduce(sim_step *st) {
         /* Each rank also sums (P-1)/P of the bucket (the ring's reduce-scatter). */
         double reduce =
             (P - 1) / P * p->sum_s * (double)(b[k].hi - b[k].lo) / (double)st->nparams * st->scale;
-        link_send(st, st->ready[b[k].ready_layer], moved / c->bandwidth + 2 * (P - 1) * c->latency + reduce);
+        link_send(st, st->ready[b[k].ready_layer], moved / st->bw + 2 * (P - 1) * st->lat + reduce);
         st->bytes_sent += moved;
     }
     double update = (p->sum_s + p->update_s) * st->scale;
@@ -133,7 +134,7 @@ static dt_status run_ps(sim_step *st, dt_sim_result *r) {
             /* Allgather of the factors, then the rebuild and the layer's own
              * update on the compute cores once they are free. */
             double factors = (double)K * (l->fc_out + l->fc_in) * sizeof(float);
-            double got = link_send(st, st->ready[i], (P - 1) * (factors / c->bandwidth + c->latency));
+            double got = link_send(st, st->ready[i], (P - 1) * (factors / st->bw + st->lat));
             double rebuild = (P - 1) * 2.0 * K * l->fc_out * l->fc_in / (p->gemm_gflops * 1e9) * scale +
                              p->update_s * (double)l->params / (double)st->nparams * scale;
             cpu = fmax(cpu, got) + rebuild;
@@ -150,27 +151,29 @@ static dt_status run_ps(sim_step *st, dt_sim_result *r) {
             if (a >= e) continue;
             double bytes = (double)(e - a) * sizeof(float);
             double start = fmax(st->ready[i], st->link);
-            double sent = link_send(st, st->ready[i], bytes / c->bandwidth + c->latency);
+            double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat);
             /* The server's link takes the same part from all P workers. */
-            srv[k] = fmax(sent, fmax(start, srv[k]) + P * bytes / c->bandwidth + c->latency);
+            srv[k] = fmax(sent, fmax(start, srv[k]) + P * bytes / st->bw + st->lat);
             st->bytes_sent += bytes;
         }
     }
     if (ps_total > 0) {
-        /* Each server sums P gradients and steps its shard, then sends it to
-         * every worker; a worker's link takes all shards. */
+        /* Each server sums P gradients, averages them, steps its shard and
+         * copies a reply snapshot per worker (as ps_server.c: 2P + 1 passes
+         * over the shard at the sum rate, one update), then sends the shard
+         * to every worker; a worker's link takes all shards. */
         double first_apply = INFINITY, last_pull = 0;
         for (int k = 0; k < S; k++) {
             size_t lo, hi;
             dt_shard_range(ps_total, S, k, &lo, &hi);
             if (hi == lo) continue;
             double share = (double)(hi - lo) / (double)st->nparams;
-            double applied = srv[k] + (P * p->sum_s + p->update_s) * share;
+            double applied = srv[k] + ((2 * P + 1) * p->sum_s + p->update_s) * share;
             first_apply = fmin(first_apply, applied);
             double shard_bytes = (double)(hi - lo) * sizeof(float);
-            last_pull = fmax(last_pull, applied + c->latency + P * shard_bytes / c->bandwidth);
+            last_pull = fmax(last_pull, applied + st->lat + P * shard_bytes / st->bw);
         }
-        double recv = (double)ps_total * sizeof(float) / c->bandwidth + c->latency;
+        double recv = (double)ps_total * sizeof(float) / st->bw + st->lat;
         double start = fmax(st->link, first_apply);
         st->link = fmax(last_pull, start + recv);
         st->link_busy += recv;
@@ -192,12 +195,15 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
                                      "non-negative");
     if (p->nlayers < 1 || p->batch < 1 || p->threads < 1)
         return dt_fail(DT_ERR_USAGE, "simulate: empty profile");
-    sim_step st = {.p = p, .c = c, .scale = 1, .overlap = c->overlap};
+    sim_step st = {.p = p, .c = c, .scale = 1, .bw = c->bandwidth, .lat = c->latency, .overlap = c->overlap};
     double want = (double)c->nodes * p->threads;
     if (c->shared_cores && want >= c->shared_cores) {
-        /* One machine's cores, all computing: each worker gets its share,
-         * and transfers (memory copies by those cores) cannot run alongside. */
+        /* One machine's cores, all computing: each worker gets its share.
+         * Transfers are memory copies by those same cores, so they cannot
+         * run alongside compute and slow down by the same share. */
         st.scale = want / c->shared_cores;
+        st.bw = c->bandwidth / st.scale;
+        st.lat = c->latency * st.scale;
         st.overlap = 0;
     }
     for (int i = 0; i < p->nlayers; i++) st.nparams += p->layers[i].params;
