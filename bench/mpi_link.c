@@ -21,11 +21,7 @@
 #include <stdlib.h>
 
 #include "dtrain/dist.h"
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "dtrain/timer.h"
 
 static void check(dt_status s) {
     if (s == DT_OK) return;
@@ -55,8 +51,7 @@ static double link_time(float *buf, int n, int reps, int p2p, int rank) {
         check(dt_mpi_check(MPI_Bcast(&dt, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD), "MPI_Bcast"));
         if (r >= 0) t[r] = dt;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    double m = t[reps / 2];
+    double m = dt_median(t, reps);
     free(t);
     return m;
 }

@@ -1,7 +1,6 @@
 #include "dtrain/net.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -232,11 +231,6 @@ void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn re
     }
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 dt_status dt_net_profile(dt_net *net, const float *x, const uint8_t *labels, int batch, int reps,
                          double *fwd_s, double *bwd_s) {
     if (batch < 1 || batch > net->max_batch || reps < 1)
@@ -267,9 +261,7 @@ dt_status dt_net_profile(dt_net *net, const float *x, const uint8_t *labels, int
         }
     }
     for (int k = 0; k < 2 * L; k++) {
-        double *row = t + (size_t)k * (size_t)reps;
-        qsort(row, (size_t)reps, sizeof *row, cmp_double);
-        double med = reps % 2 ? row[reps / 2] : 0.5 * (row[reps / 2 - 1] + row[reps / 2]);
+        double med = dt_median(t + (size_t)k * (size_t)reps, reps);
         if (k % 2)
             bwd_s[k / 2] = med;
         else

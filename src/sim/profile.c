@@ -20,17 +20,6 @@
 #define PROFILE_MAX_BYTES ((size_t)1 << 20) /* ~100 bytes per layer; refuse anything huge */
 #define PROFILE_WARMUP 3                    /* steps before timing: oneDNN builds its kernels */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of t[0..n), sorting it. */
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 /* Medians of the SGD update and of a gradient sum over every parameter. */
 static dt_status time_update(dt_profile *p, dt_net *net, const dt_model_spec *spec, double *t) {
     float *mom = NULL, *acc = NULL;
@@ -41,14 +30,14 @@ static dt_status time_update(dt_profile *p, dt_net *net, const dt_model_spec *sp
         dt_sgd_update(&spec->sgd, (float)spec->sched.base_lr, net->params, mom, net->grads, net->nparams);
         t[r] = dt_now() - t0;
     }
-    if (s == DT_OK) p->update_s = median(t, p->reps);
+    if (s == DT_OK) p->update_s = dt_median(t, p->reps);
     for (int r = 0; s == DT_OK && r < p->reps; r++) {
         /* The loop a server runs per worker's gradient (ps_server.c). */
         double t0 = dt_now();
         for (size_t i = 0; i < net->nparams; i++) acc[i] += net->grads[i];
         t[r] = dt_now() - t0;
     }
-    if (s == DT_OK) p->sum_s = median(t, p->reps);
+    if (s == DT_OK) p->sum_s = dt_median(t, p->reps);
     dt_free(mom);
     dt_free(acc);
     return s;
