@@ -198,22 +198,22 @@ static void test_one_node(void) {
 
 static void test_shared_cores(void) {
     dt_profile *p = cnn_like();
-    dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 3);
-    c.shared_cores = 2; /* 3 workers x 1 thread on 2 cores: 1.5 x compute and copies, no overlap */
-    dt_sim_result shared, alone;
-    CHECK_OK(dt_sim_run(&shared, p, &c));
-    CHECK_CLOSE(shared.compute_scale, 1.5, 0, 1e-12);
-    c.shared_cores = 0;
-    c.overlap = 0;
-    CHECK_OK(dt_sim_run(&alone, p, &c));
-    CHECK(alone.compute_scale == 1);
-    /* Everything is serial without overlap, and everything is 1.5 x slower. */
-    CHECK_CLOSE(shared.step_s, 1.5 * alone.step_s, 1e-12, 1e-9);
-    c.shared_cores = 8; /* enough cores: as if alone */
-    c.overlap = 1;
-    CHECK_OK(dt_sim_run(&shared, p, &c));
-    c.shared_cores = 0;
-    CHECK_CLOSE(step(p, &c), shared.step_s, 0, 1e-12);
+    for (int m = 0; m < DT_SIM_MODE_COUNT; m++) {
+        dt_sim_cfg c = cfg((dt_sim_mode)m, 3);
+        c.shared_cores = 2; /* 3 workers x 1 thread on 2 cores: everything 1.5 x slower */
+        dt_sim_result shared, alone;
+        CHECK_OK(dt_sim_run(&shared, p, &c));
+        CHECK_CLOSE(shared.compute_scale, 1.5, 0, 1e-12);
+        c.shared_cores = 0;
+        CHECK_OK(dt_sim_run(&alone, p, &c));
+        CHECK(alone.compute_scale == 1);
+        /* Every time in the step's pipeline is 1.5 x longer, so the step is. */
+        CHECK_CLOSE(shared.step_s, 1.5 * alone.step_s, 1e-12, 1e-9);
+        c.shared_cores = 3; /* a core per worker: as if alone */
+        CHECK_OK(dt_sim_run(&shared, p, &c));
+        CHECK(shared.compute_scale == 1);
+        CHECK_CLOSE(shared.step_s, alone.step_s, 0, 1e-12);
+    }
 }
 
 static void test_bad_config(void) {

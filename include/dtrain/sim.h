@@ -99,8 +99,8 @@ typedef struct {
     int overlap;           /* 1: wait-free backprop; 0: transfers start after backward */
     int shared_cores;      /* 0: every node is a machine of its own. C: all workers share one
                               machine of C cores (validation on this machine): with P x threads
-                              >= C, compute and transfers (copies by the same cores) slow by
-                              P x threads / C, and transfers cannot overlap compute */
+                              > C, compute, transfers (copies by the same cores) and the servers'
+                              work all slow by P x threads / C */
 } dt_sim_cfg;
 
 typedef struct {

@@ -29,8 +29,8 @@ static const char simulate_usage[] =
     "  --threads T           threads of the compute measured now (default: all cores)\n"
     "  --reps N              timed repetitions of the measurement, medians (default 10)\n"
     "  --shared-cores C      all workers run on this one machine of C cores (to validate\n"
-    "                        against dtrain launch): with P x T >= C, compute slows by P x T / C\n"
-    "                        and transfers do not overlap it\n"
+    "                        against dtrain launch): with P x T > C, compute and transfers\n"
+    "                        slow by P x T / C\n"
     "  --json                one JSON object per prediction instead of the table\n";
 
 /* Calls item() for each entry of a comma-separated list. */

@@ -27,9 +27,8 @@ typedef struct {
     const dt_profile *p;
     const dt_sim_cfg *c;
     size_t nparams;
-    double scale;       /* multiplies the profile's compute times */
+    double scale;       /* multiplies the profile's compute times (shared cores) */
     double bw, lat;     /* the link's bandwidth and latency (cfg's, or slowed on shared cores) */
-    int overlap;        /* transfers start as layers finish (else after backward) */
     double *ready;      /* (nlayers) when layer i's gradients can be sent */
     double bwd_end;     /* end of backward: the compute cores are free from here */
     double compute;     /* the worker's compute time so far */
@@ -60,7 +59,7 @@ static void compute_pass(sim_step *st) {
     }
     st->bwd_end = t;
     st->compute = t;
-    if (!st->overlap)
+    if (!st->c->overlap)
         for (int i = 0; i < L; i++) st->ready[i] = t;
 }
 
@@ -168,7 +167,7 @@ static dt_status run_ps(sim_step *st, dt_sim_result *r) {
             dt_shard_range(ps_total, S, k, &lo, &hi);
             if (hi == lo) continue;
             double share = (double)(hi - lo) / (double)st->nparams;
-            double applied = srv[k] + ((2 * P + 1) * p->sum_s + p->update_s) * share;
+            double applied = srv[k] + ((2 * P + 1) * p->sum_s + p->update_s) * share * scale;
             first_apply = fmin(first_apply, applied);
             double shard_bytes = (double)(hi - lo) * sizeof(float);
             last_pull = fmax(last_pull, applied + st->lat + P * shard_bytes / st->bw);
@@ -195,16 +194,16 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
                                      "non-negative");
     if (p->nlayers < 1 || p->batch < 1 || p->threads < 1)
         return dt_fail(DT_ERR_USAGE, "simulate: empty profile");
-    sim_step st = {.p = p, .c = c, .scale = 1, .bw = c->bandwidth, .lat = c->latency, .overlap = c->overlap};
+    sim_step st = {.p = p, .c = c, .scale = 1, .bw = c->bandwidth, .lat = c->latency};
     double want = (double)c->nodes * p->threads;
-    if (c->shared_cores && want >= c->shared_cores) {
-        /* One machine's cores, all computing: each worker gets its share.
-         * Transfers are memory copies by those same cores, so they cannot
-         * run alongside compute and slow down by the same share. */
+    if (c->shared_cores && want > c->shared_cores) {
+        /* One machine's cores, all computing: each worker gets its share,
+         * for its compute and for its transfers (memory copies by the same
+         * cores, and polling threads that must be scheduled to progress);
+         * the servers' work runs on the same cores. */
         st.scale = want / c->shared_cores;
         st.bw = c->bandwidth / st.scale;
         st.lat = c->latency * st.scale;
-        st.overlap = 0;
     }
     for (int i = 0; i < p->nlayers; i++) st.nparams += p->layers[i].params;
     DT_TRY(dt_alloc_bytes((void **)&st.ready, sizeof(double) * (size_t)p->nlayers, "simulator"));
