@@ -227,6 +227,12 @@ static void test_bad_config(void) {
     c = cfg(DT_SIM_PS_SYNC, 2);
     c.servers = 0;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
+    c = cfg(DT_SIM_SFB, 2);
+    c.shared_cores = -1;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
+    c.shared_cores = 0;
+    p->gemm_gflops = 0; /* the SFB rebuild's rate */
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "GEMM"));
 }
 
 static void test_units(void) {

@@ -185,15 +185,21 @@ static dt_status run_ps(sim_step *st, dt_sim_result *r) {
 
 dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c) {
     memset(r, 0, sizeof *r);
-    if (c->nodes < 1 || c->servers < 1 || c->shared_cores < 0)
+    if (c->nodes < 1 || c->servers < 1)
         return dt_fail(DT_ERR_USAGE, "simulate: nodes (%d) and servers (%d) must be at least 1", c->nodes,
                        c->servers);
+    if (c->shared_cores < 0)
+        return dt_fail(DT_ERR_USAGE, "simulate: shared cores (%d) must not be negative", c->shared_cores);
     if (!(c->bandwidth > 0) || !(c->latency >= 0) || !(c->fusion_mb >= 0) || !isfinite(c->bandwidth) ||
         !isfinite(c->latency))
         return dt_fail(DT_ERR_USAGE, "simulate: bandwidth must be positive, latency and fusion size "
                                      "non-negative");
     if (p->nlayers < 1 || p->batch < 1 || p->threads < 1)
         return dt_fail(DT_ERR_USAGE, "simulate: empty profile");
+    for (int i = 0; i < p->nlayers; i++)
+        if (p->layers[i].fc_out > 0 && p->layers[i].fc_in > 0 && !(p->gemm_gflops > 0))
+            return dt_fail(DT_ERR_USAGE,
+                           "simulate: the profile has fully connected layers but no GEMM rate");
     sim_step st = {.p = p, .c = c, .scale = 1, .bw = c->bandwidth, .lat = c->latency};
     double want = (double)c->nodes * p->threads;
     if (c->shared_cores && want > c->shared_cores) {
