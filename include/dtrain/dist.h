@@ -170,6 +170,11 @@ typedef struct {
  * Returns the count (<= max), or -1 if max is too small. */
 int dt_bucket_plan(dt_bucket *out, int max, const dt_net *net, const dt_comm_plan *plan,
                    size_t bucket_floats);
+/* The same from the layers' parameter offsets alone (nlayers + 1 entries,
+ * as dt_net's param_offset) and an SFB mask (nlayers, or NULL): what the
+ * scaling simulator plans with. */
+int dt_bucket_plan_layers(dt_bucket *out, int max, const size_t *param_offset, int nlayers,
+                          const unsigned char *sfb, size_t bucket_floats);
 
 /* Sync strategies for workers. */
 dt_status dt_sync_allreduce_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg);

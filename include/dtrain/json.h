@@ -3,7 +3,9 @@
  * plot). The reader accepts RFC 8259 JSON (UTF-8, no trailing commas, no
  * comments, no NaN), except \u0000 in strings (callers get C strings), and
  * indexes the object's top-level fields; nested arrays and objects are
- * checked and skipped. It allocates nothing: fields point into the text. */
+ * checked and skipped. It allocates nothing: fields point into the text.
+ * A second reader, dt_json_scan, walks a whole small JSON file (the
+ * simulator's profiles) and hands every scalar to a callback by path. */
 #ifndef DTRAIN_JSON_H
 #define DTRAIN_JSON_H
 
@@ -62,5 +64,22 @@ dt_status dt_json_get_number(const dt_json_object *obj, const char *key, double 
 /* Decodes the string field key into dst (capacity cap, terminated).
  * DT_ERR_FORMAT if it is missing, not a string, or longer than cap - 1 bytes. */
 dt_status dt_json_get_string(const dt_json_object *obj, const char *key, char *dst, size_t cap);
+
+/* Reading: a scanner that walks a whole JSON text and hands every scalar to
+ * a callback with its path from the root, object keys and array indices
+ * joined by dots ("layers.2.fwd_s"). Readers of small fixed formats (the
+ * simulator's profiles) match paths instead of building a tree. */
+/* The scanner sees scalars only: NUMBER, STRING, BOOL or NULL. */
+typedef dt_json_type dt_json_kind;
+
+/* num holds numbers and booleans (1/0); str holds strings (unescaped, UTF-8).
+ * A status other than DT_OK stops the scan and is returned by dt_json_scan. */
+typedef dt_status (*dt_json_fn)(void *ctx, const char *path, dt_json_kind kind, double num,
+                                const char *str);
+
+/* Scans text (NUL-terminated). Malformed JSON, nesting deeper than 32,
+ * paths over 255 bytes or strings over 1023 bytes are DT_ERR_FORMAT
+ * "NAME:LINE: message" (name stands for the file in messages). */
+dt_status dt_json_scan(const char *text, const char *name, dt_json_fn fn, void *ctx);
 
 #endif

@@ -75,6 +75,16 @@ double dt_net_loss(dt_net *net, const uint8_t *labels, int batch);
  * each layer i with parameters, last to first (ready may be NULL). */
 void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx);
 
+/* Per-layer cost of a training step: runs `reps` forward passes, losses
+ * and backward passes of x (batch, input) with labels (batch), timing every
+ * layer on its own, and writes each layer's median seconds to fwd_s and
+ * bwd_s (nlayers each; the loss counts as the softmax layer's backward, and
+ * the softmax layer's forward is its own). Overwrites the activations and
+ * gradients like a training step. Call it after a few warm-up steps: the
+ * first pass at a batch size builds oneDNN's kernels. */
+dt_status dt_net_profile(dt_net *net, const float *x, const uint8_t *labels, int batch, int reps,
+                         double *fwd_s, double *bwd_s);
+
 /* Samples among the last forward's batch whose argmax equals the label. */
 int dt_net_count_correct(const dt_net *net, const uint8_t *labels, int batch);
 

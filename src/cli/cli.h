@@ -23,6 +23,7 @@ int cmd_sweep(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
 int cmd_eval(int argc, char **argv, const cli_env *env);
 int cmd_info(int argc, char **argv, const cli_env *env);
 int cmd_bench(int argc, char **argv, const cli_env *env);
+int cmd_simulate(int argc, char **argv, const cli_env *env);
 /* Runs mpirun; needs no MPI itself (called before MPI_Init). */
 int cmd_launch(int argc, char **argv);
 /* Draws training logs; needs no MPI either. */

@@ -1,6 +1,8 @@
 /* dtrain bench MODEL.cfg: times training steps (forward, loss, backward,
- * SGD update) on synthetic data of the model's input shape. */
+ * SGD update) on synthetic data of the model's input shape; with
+ * --profile-out, also each layer on its own, for dtrain simulate. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 
 #include "args.h"
@@ -10,6 +12,7 @@
 #include "dtrain/net.h"
 #include "dtrain/mem.h"
 #include "dtrain/optim.h"
+#include "dtrain/sim.h"
 #include "dtrain/timer.h"
 
 static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
@@ -58,21 +61,36 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
     return s;
 }
 
+/* The per-layer profile of dtrain simulate --profile, `steps` repetitions. */
+static dt_status write_profile(const dt_model_spec *spec, int threads, int steps, const char *path) {
+    dt_profile *p = malloc(sizeof *p);
+    if (!p) return dt_fail(DT_ERR_NOMEM, "bench: out of memory");
+    dt_status s = dt_profile_measure(p, spec, threads, steps);
+    if (s == DT_OK) s = dt_profile_write(p, path);
+    free(p);
+    return s;
+}
+
 int cmd_bench(int argc, char **argv, const cli_env *env) {
     int batch = 0, steps = 50, threads = 0;
+    const char *profile_out = NULL;
     cli_flag flags[] = {
         {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
         {"--steps", ARG_INT, &steps, 1, 1000000, 0},
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
+        {"--profile-out", ARG_STR, &profile_out, 0, 0, 0},
     };
     const char *pos[1];
     int npos;
     dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
     if (s == DT_OK && npos != 1)
-        s = dt_fail(DT_ERR_USAGE, "usage: dtrain bench MODEL.cfg [--batch N] [--steps N] [--threads N]");
+        s = dt_fail(DT_ERR_USAGE, "usage: dtrain bench MODEL.cfg [--batch N] [--steps N] [--threads N] "
+                                  "[--profile-out F.json]");
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
     if (s != DT_OK) return cli_report(s, env);
     int nthreads = cli_set_threads(threads, env);
-    return cli_report(bench_run(&spec, steps, nthreads), env);
+    s = bench_run(&spec, steps, nthreads);
+    if (s == DT_OK && profile_out) s = write_profile(&spec, nthreads, steps, profile_out);
+    return cli_report(s, env);
 }

@@ -20,7 +20,10 @@ static const char usage[] =
     "  info MODEL.cfg [--json | --dot | --plan --workers P --servers S --batch K]\n"
     "                            layer shapes, parameters and FLOPs; the network graph\n"
     "                            as JSON or Graphviz DOT; the SFB/PS communication plan\n"
-    "  bench MODEL.cfg [--batch N] [--steps N] [--threads N]\n"
+    "  bench MODEL.cfg [--batch N] [--steps N] [--threads N] [--profile-out F.json]\n"
+    "  simulate MODEL.cfg [--nodes 1,2,4,..] [--bandwidth 10Gbps] [--latency 20us] [flags]\n"
+    "                            predicted step time, img/s and speedup per mode on N nodes\n"
+    "                            (see dtrain simulate --help)\n"
     "  plot RUN.jsonl [RUN2.jsonl ...] -o FILE.svg|FILE.png [--data-out F.tsv]\n"
     "                            loss and test accuracy of training logs against step and time\n"
     "  launch -n N [--hostfile F] -- train|sweep MODEL.cfg [flags]   run N ranks with mpirun\n"
@@ -90,6 +93,8 @@ int main(int argc, char **argv) {
         code = cmd_info(argc - 2, argv + 2, &env);
     else if (strcmp(cmd, "bench") == 0)
         code = cmd_bench(argc - 2, argv + 2, &env);
+    else if (strcmp(cmd, "simulate") == 0)
+        code = cmd_simulate(argc - 2, argv + 2, &env);
     else {
         fprintf(stderr, "dtrain: unknown command '%s'\n%s", cmd, usage);
         code = 2;

@@ -91,13 +91,19 @@ void dt_comm_plan_write(FILE *out, const dt_comm_plan *plan, const dt_net *net) 
 
 int dt_bucket_plan(dt_bucket *out, int max, const dt_net *net, const dt_comm_plan *plan,
                    size_t bucket_floats) {
+    return dt_bucket_plan_layers(out, max, net->param_offset, net->nlayers, plan ? plan->sfb : NULL,
+                                 bucket_floats);
+}
+
+int dt_bucket_plan_layers(dt_bucket *out, int max, const size_t *param_offset, int nlayers,
+                          const unsigned char *sfb, size_t bucket_floats) {
     int nb = 0;
     size_t open_hi = 0, open_lo = 0; /* the bucket being filled: [open_lo, open_hi) */
     int open = 0, open_layer = 0;    /* open_layer: the layer holding open_lo */
-    for (int i = net->nlayers - 1; i >= 0; i--) {
-        size_t lo = net->param_offset[i], hi = net->param_offset[i + 1];
+    for (int i = nlayers - 1; i >= 0; i--) {
+        size_t lo = param_offset[i], hi = param_offset[i + 1];
         if (lo == hi) continue;
-        if (plan && plan->sfb[i]) { /* its own exchange; the open bucket cannot span it */
+        if (sfb && sfb[i]) { /* its own exchange; the open bucket cannot span it */
             if (open) {
                 if (nb >= max) return -1;
                 out[nb++] = (dt_bucket){open_lo, open_hi, open_layer, 0};

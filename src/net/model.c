@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "dtrain/data.h"
+#include "dtrain/textfile.h"
 
 #define MAX_LINE 4096          /* characters per line, without the newline */
 #define MAX_FILE (16 << 20)    /* a model file is a few hundred bytes; refuse anything huge */
@@ -539,54 +540,9 @@ dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char
     return parse_text(&p, text);
 }
 
-/* Reads the whole file as a NUL-terminated string; *out is malloc'd. */
-static dt_status read_file(char **out, const char *path) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    dt_status st = buf ? DT_OK : dt_fail(DT_ERR_NOMEM, "%s: out of memory", path);
-    while (st == DT_OK) {
-        if (n + 1 == cap) {
-            char *grown = cap >= MAX_FILE ? NULL : realloc(buf, cap * 2);
-            if (!grown) {
-                st = cap >= MAX_FILE
-                         ? dt_fail(DT_ERR_CONFIG, "%s: larger than %d MiB, not a model file", path,
-                                   MAX_FILE >> 20)
-                         : dt_fail(DT_ERR_NOMEM, "%s: out of memory", path);
-                break;
-            }
-            buf = grown;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) st = dt_fail(DT_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    /* A NUL would silently end the text early; find its line to report it. */
-    const char *nul = st == DT_OK ? memchr(buf, '\0', n) : NULL;
-    if (nul) {
-        int line = 1;
-        for (const char *c = buf; c < nul; c++) line += *c == '\n';
-        st = dt_fail(DT_ERR_CONFIG, "%s:%d: NUL byte (not a text file?)", path, line);
-    }
-    if (st != DT_OK) {
-        free(buf);
-        return st;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    return DT_OK;
-}
-
 dt_status dt_model_parse_file(dt_model_spec *out, const char *path) {
     char *text;
-    dt_status st = read_file(&text, path);
+    dt_status st = dt_read_text_file(&text, path, MAX_FILE, DT_ERR_CONFIG, "a model file");
     if (st == DT_OK) st = dt_model_parse_string(out, text, path);
     free(text);
     return st;

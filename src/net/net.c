@@ -231,21 +231,24 @@ static void layer_span(const dt_net *net, int i, dt_tl_cat cat, double t0) {
     dt_timeline_span(net->timeline, DT_TL_MAIN, cat, name, t0, dt_now(), NULL, 0);
 }
 
+/* Layer i's forward pass; its input is x for the first layer. */
+static void forward_layer(dt_net *net, int i, const float *x, int batch, int train) {
+    dt_layer *l = &net->layers[i];
+    l->step = net->step;
+    l->ops->forward(l, net->act[i], i > 0 ? net->act[i - 1] : x, batch, train, net->ws);
+}
+
 const float *dt_net_forward(dt_net *net, const float *x, int batch, int train) {
     DT_ASSERT(batch >= 1 && batch <= net->max_batch);
-    const float *in = x;
     /* Training passes only: evaluation is one span of the trainer's. */
     int traced = net->timeline && train;
     for (int i = 0; i < net->nlayers; i++) {
-        dt_layer *l = &net->layers[i];
-        l->step = net->step;
         double t0 = traced ? dt_now() : 0;
-        l->ops->forward(l, net->act[i], in, batch, train, net->ws);
+        forward_layer(net, i, x, batch, train);
         if (traced) layer_span(net, i, DT_TL_CAT_FORWARD, t0);
-        in = net->act[i];
     }
     if (train) net->step++;
-    return in;
+    return net->act[net->nlayers - 1];
 }
 
 double dt_net_loss(dt_net *net, const uint8_t *labels, int batch) {
@@ -255,23 +258,70 @@ double dt_net_loss(dt_net *net, const uint8_t *labels, int batch) {
                                 labels, batch, net->classes);
 }
 
+/* Layer i's backward pass. The softmax layer's gradient is folded into
+ * dt_net_loss (dlogits in dbuf[0]), so backward starts at the layer below
+ * it, and layer i reads its output gradient from dbuf[(nlayers - 2 - i) % 2]
+ * and writes its input gradient into the other buffer. */
+static void backward_layer(dt_net *net, int i, const float *x, int batch) {
+    dt_layer *l = &net->layers[i];
+    int cur = (net->nlayers - 2 - i) % 2;
+    const float *in = i > 0 ? net->act[i - 1] : x;
+    float *din = i > 0 ? net->dbuf[1 - cur] : NULL;
+    l->ops->backward(l, din, net->dbuf[cur], in, net->act[i], batch, net->ws);
+}
+
 void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx) {
-    /* The softmax layer's gradient is folded into dt_net_loss (dlogits in
-     * dbuf[0]), so backward starts at the layer below it. */
-    int cur = 0;
     for (int i = net->nlayers - 2; i >= 0; i--) {
-        dt_layer *l = &net->layers[i];
-        const float *in = i > 0 ? net->act[i - 1] : x;
-        float *din = i > 0 ? net->dbuf[1 - cur] : NULL;
         double t0 = net->timeline ? dt_now() : 0;
-        l->ops->backward(l, din, net->dbuf[cur], in, net->act[i], batch, net->ws);
+        backward_layer(net, i, x, batch);
         if (net->timeline) layer_span(net, i, DT_TL_CAT_BACKWARD, t0);
-        if (ready && l->nw + l->nb > 0) {
-            net->bwd_in = in, net->bwd_dout = net->dbuf[cur], net->bwd_batch = batch;
+        if (ready && net->layers[i].nw + net->layers[i].nb > 0) {
+            net->bwd_in = i > 0 ? net->act[i - 1] : x;
+            net->bwd_dout = net->dbuf[(net->nlayers - 2 - i) % 2];
+            net->bwd_batch = batch;
             ready(ctx, i);
         }
-        cur = 1 - cur;
     }
+}
+
+dt_status dt_net_profile(dt_net *net, const float *x, const uint8_t *labels, int batch, int reps,
+                         double *fwd_s, double *bwd_s) {
+    if (batch < 1 || batch > net->max_batch || reps < 1)
+        return dt_fail(DT_ERR_USAGE, "profile: batch %d (max %d) and reps %d must be positive", batch,
+                       net->max_batch, reps);
+    int L = net->nlayers;
+    double *t;
+    size_t n;
+    DT_TRY(dt_mul_size(&n, 2 * (size_t)L, (size_t)reps, "profile timings"));
+    DT_TRY(dt_alloc_bytes((void **)&t, n * sizeof(double), "profile timings"));
+    /* t[(2 * i + 0/1) * reps + r]: forward/backward of layer i in rep r. */
+    for (int r = 0; r < reps; r++) {
+        for (int i = 0; i < L; i++) {
+            double t0 = dt_now();
+            forward_layer(net, i, x, batch, 1);
+            t[(size_t)(2 * i) * (size_t)reps + (size_t)r] = dt_now() - t0;
+        }
+        net->step++;
+        /* The loss (softmax cross-entropy gradient) counts as the softmax
+         * layer's backward: it is that layer's share of the step. */
+        double t0 = dt_now();
+        dt_net_loss(net, labels, batch);
+        t[(size_t)(2 * (L - 1) + 1) * (size_t)reps + (size_t)r] = dt_now() - t0;
+        for (int i = L - 2; i >= 0; i--) {
+            t0 = dt_now();
+            backward_layer(net, i, x, batch);
+            t[(size_t)(2 * i + 1) * (size_t)reps + (size_t)r] = dt_now() - t0;
+        }
+    }
+    for (int k = 0; k < 2 * L; k++) {
+        double med = dt_median(t + (size_t)k * (size_t)reps, reps);
+        if (k % 2)
+            bwd_s[k / 2] = med;
+        else
+            fwd_s[k / 2] = med;
+    }
+    dt_free(t);
+    return DT_OK;
 }
 
 int dt_net_count_correct(const dt_net *net, const uint8_t *labels, int batch) {

@@ -1,0 +1,136 @@
+/* Scaling simulator: predicts the step time, throughput and speedup of
+ * data-parallel training on P nodes from a per-layer compute profile and an
+ * alpha-beta network model (latency alpha per message, bandwidth beta per
+ * node link, full duplex).
+ *
+ * Profiles come from measurement: dt_profile_measure times every layer's
+ * forward and backward at the per-worker batch on this machine, and
+ * dt_profile_write/read keep them as JSON (docs/SCALING.md has the format).
+ * The model is pure arithmetic on a profile (no MPI, no timing), so it is
+ * tested with hand-made profiles.
+ *
+ * One step of a worker, as dtrain runs it:
+ *   forward, loss, then backward from the last layer to the first; layer i's
+ *   gradients are ready when its backward ends (with overlap; without, all
+ *   at the end of backward). A single link per node carries transfers one
+ *   at a time in the order they become ready. The step ends when the last
+ *   transfer and the optimiser update are done.
+ *   allreduce: dtrain's fusion buckets (dt_bucket_plan_layers), each a ring
+ *     allreduce of b bytes: 2(P-1)/P * b / beta + 2(P-1) * alpha, plus the
+ *     ring's sums, (P-1)/P of the bucket at the profile's sum rate; then
+ *     every worker averages and runs SGD.
+ *   ps-sync: S servers on nodes of their own hold equal shards of the
+ *     parameters. A worker pushes each layer's part of each shard when the
+ *     layer is ready; a server's link takes P copies of every part; once all
+ *     are in it sums P gradients, averages, runs SGD on its shard and copies
+ *     a reply snapshot per worker ((2P + 1) x the profile's sum time and one
+ *     update, scaled to the shard) and sends the shard to all P workers; a
+ *     worker's link receives every shard.
+ *   sfb: ps-sync for every layer but the fully connected ones, which
+ *     broadcast sufficient factors (Poseidon): an allgather of K * (M + N)
+ *     floats per worker, (P-1) * (K (M+N) 4 / beta + alpha); then each
+ *     worker rebuilds the (M, N) gradient from the others' factors,
+ *     (P-1) * 2 K M N flops at the profile's GEMM rate, on its compute cores
+ *     after backward, and updates the layer itself.
+ *   sacp: as sfb, but each fully connected layer takes whichever of PS and
+ *     SFB moves fewer bytes (Poseidon's HybComm):
+ *     min(2 M N 4, 2 K (P-1) (M+N) 4).
+ * One node (P = 1) is the serial step in every mode: nothing to exchange. */
+#ifndef DTRAIN_SIM_H
+#define DTRAIN_SIM_H
+
+#include <stddef.h>
+
+#include "dtrain/model.h"
+#include "dtrain/status.h"
+
+/* One layer of a profile, in forward order. */
+typedef struct {
+    char kind[24];         /* section name, e.g. "connected" */
+    double fwd_s, bwd_s;   /* median seconds of its forward / backward at the profile's
+                              batch (the loss counts as the softmax layer's backward) */
+    size_t params;         /* trainable floats (weights then biases) */
+    int fc_out, fc_in;     /* fully connected: weights (fc_out, fc_in); 0 for other kinds */
+} dt_sim_layer;
+
+/* What a worker's step costs on the measuring machine. */
+typedef struct {
+    char model[512];       /* model file it was measured on */
+    int batch;             /* per-worker batch K */
+    int threads;           /* compute threads of the measurement */
+    int reps;              /* timed repetitions (medians) */
+    int nlayers;
+    dt_sim_layer layers[DT_MAX_LAYERS];
+    double update_s;       /* one SGD step over all parameters */
+    double sum_s;          /* adding one gradient into another over all parameters
+                              (a server summing a worker's gradient, a worker averaging) */
+    double gemm_gflops;    /* GFLOP/s of the fully connected layers' forward GEMMs
+                              (SFB's reconstruction rate); 0 when there are none */
+} dt_profile;
+
+/* Builds spec's net at spec->batch and times it on random data: a few
+ * warm-up steps, then the medians of `reps` timed repetitions of every
+ * layer's forward and backward (dt_net_profile), of the SGD update and of a
+ * gradient sum. `threads` is recorded (the caller sets the thread count). */
+dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threads, int reps);
+
+/* Profile files (JSON). Write: DT_ERR_IO naming the file. Read: DT_ERR_IO,
+ * or DT_ERR_FORMAT "FILE:LINE: ..." / "FILE: ..." for malformed JSON, a
+ * wrong format tag or version, a missing or invalid field. */
+dt_status dt_profile_write(const dt_profile *p, const char *path);
+dt_status dt_profile_read(dt_profile *p, const char *path);
+
+/* Serial step (forward, loss, backward, SGD) in seconds. */
+double dt_profile_step_s(const dt_profile *p);
+
+typedef enum { DT_SIM_ALLREDUCE = 0, DT_SIM_PS_SYNC, DT_SIM_SFB, DT_SIM_SACP, DT_SIM_MODE_COUNT } dt_sim_mode;
+
+/* "allreduce" | "ps-sync" | "sfb" | "sacp" -> mode, -1 if unknown. */
+int dt_sim_mode_from_name(const char *name);
+const char *dt_sim_mode_name(dt_sim_mode mode);
+
+typedef struct {
+    dt_sim_mode mode;
+    int nodes;             /* P: workers */
+    int servers;           /* S: ps-sync/sfb/sacp servers, each with its own link */
+    double bandwidth;      /* beta: bytes per second per link, each direction */
+    double latency;        /* alpha: seconds per message */
+    double fusion_mb;      /* allreduce bucket size in MiB, as --fusion-mb (0: one per layer) */
+    int overlap;           /* 1: wait-free backprop; 0: transfers start after backward */
+    int shared_cores;      /* 0: every node is a machine of its own. C: all workers share one
+                              machine of C cores (validation on this machine): with P x threads
+                              > C, compute, transfers (copies by the same cores) and the servers'
+                              work all slow by P x threads / C */
+} dt_sim_cfg;
+
+typedef struct {
+    double step_s;         /* predicted step time of a worker */
+    double images_per_sec; /* P * K / step_s */
+    double speedup;        /* images_per_sec over the serial step's on one node */
+    double compute_s;      /* the worker's own compute in the step (forward, backward, its
+                              update, SFB reconstruction) */
+    double comm_share;     /* (step_s - compute_s) / step_s: time waiting for the network
+                              and the servers that compute did not hide */
+    double compute_scale;  /* factor applied to the profile's compute (shared cores) */
+    double link_busy_s;    /* time the worker's link is busy */
+    double bytes_sent;     /* bytes a worker sends per step (it receives as many) */
+    int fc_sfb;            /* fully connected layers sent as sufficient factors */
+} dt_sim_result;
+
+/* Predicts one configuration. DT_ERR_USAGE for nodes/servers < 1, a
+ * bandwidth <= 0, a negative latency, fusion size or core count. */
+dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *cfg);
+
+/* Bytes a worker sends plus receives per step for one fully connected
+ * layer with an (M, N) weight, batch K, P workers (Poseidon's counts). */
+double dt_sim_ps_bytes(int m, int n);                /* 2 M N 4 */
+double dt_sim_sfb_bytes(int m, int n, int k, int p); /* 2 K (P-1) (M+N) 4 */
+
+/* "10Gbps", "25Gbps", "100Mbps", "1.5Gbps", "400Kbps", "3GBps" (bytes) ->
+ * bytes per second; "20us", "1ms", "0.5s", "100ns" -> seconds. A missing or
+ * unknown unit, or a value that is not a positive finite number (latency
+ * may be 0), is DT_ERR_USAGE naming the flag and the accepted units. */
+dt_status dt_sim_parse_bandwidth(const char *s, double *bytes_per_s);
+dt_status dt_sim_parse_latency(const char *s, double *seconds);
+
+#endif

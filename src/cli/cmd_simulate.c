@@ -1,0 +1,203 @@
+/* dtrain simulate MODEL.cfg: predicted step time, throughput and speedup on
+ * 1..N nodes per synchronisation mode, from compute measured here (or a
+ * profile from dtrain bench --profile-out) and an alpha-beta network. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "cli.h"
+#include "dtrain/json.h"
+#include "dtrain/net.h"
+#include "dtrain/sim.h"
+
+#define MAX_POINTS 64
+
+static const char simulate_usage[] =
+    "usage: dtrain simulate MODEL.cfg [flags]   (or: dtrain simulate --profile F.json [flags])\n"
+    "  --nodes LIST          worker counts (default 1,2,4,8,16,32,64)\n"
+    "  --bandwidth B         per-node link, each direction: 100Mbps, 1Gbps, 10Gbps, 25Gbps, 3GB/s\n"
+    "                        (default 10Gbps)\n"
+    "  --latency L           per message: 20us, 1ms, 500ns (default 20us)\n"
+    "  --modes LIST          allreduce,ps-sync,sfb,sacp (default all four)\n"
+    "  --batch K             batch per worker (default: the model file's)\n"
+    "  --servers S           parameter servers of ps-sync, sfb and sacp (default 1)\n"
+    "  --fusion-mb X         allreduce fusion bucket size in MiB (default 4; 0 = per layer)\n"
+    "  --no-overlap          transfers start after backward (no wait-free backprop)\n"
+    "  --profile F.json      per-layer compute from dtrain bench --profile-out instead of\n"
+    "                        measuring it now\n"
+    "  --threads T           threads of the compute measured now (default: all cores)\n"
+    "  --reps N              timed repetitions of the measurement, medians (default 10)\n"
+    "  --shared-cores C      all workers run on this one machine of C cores (to validate\n"
+    "                        against dtrain launch): with P x T > C, compute and transfers\n"
+    "                        slow by P x T / C\n"
+    "  --json                one JSON object per prediction instead of the table\n";
+
+/* Calls item() for each entry of a comma-separated list. */
+static dt_status each_item(const char *list, const char *flag, dt_status (*item)(const char *, void *),
+                           void *ctx) {
+    const char *p = list;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char buf[64];
+        if (n == 0 || n >= sizeof buf) return dt_fail(DT_ERR_USAGE, "%s: bad list '%s'", flag, list);
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+        DT_TRY(item(buf, ctx));
+        if (!comma) return DT_OK;
+        p = comma + 1;
+    }
+}
+
+typedef struct {
+    int v[MAX_POINTS];
+    int n;
+} int_list;
+
+static dt_status add_nodes(const char *s, void *ctx) {
+    int_list *l = ctx;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < 1 || v > 1 << 20)
+        return dt_fail(DT_ERR_USAGE, "--nodes: '%s' is not a node count (1 to %d)", s, 1 << 20);
+    if (l->n == MAX_POINTS) return dt_fail(DT_ERR_USAGE, "--nodes: more than %d values", MAX_POINTS);
+    l->v[l->n++] = (int)v;
+    return DT_OK;
+}
+
+static dt_status add_mode(const char *s, void *ctx) {
+    int_list *l = ctx;
+    int m = dt_sim_mode_from_name(s);
+    if (m < 0) return dt_fail(DT_ERR_USAGE, "--modes: unknown mode '%s' (allreduce, ps-sync, sfb, sacp)", s);
+    if (l->n == MAX_POINTS) return dt_fail(DT_ERR_USAGE, "--modes: more than %d values", MAX_POINTS);
+    l->v[l->n++] = m;
+    return DT_OK;
+}
+
+/* A profile must describe the model it is used with. */
+static dt_status check_profile_model(const dt_profile *p, const dt_model_spec *spec, const char *path) {
+    dt_net *net;
+    DT_TRY(dt_net_create(&net, spec, 1, 1));
+    dt_status s = DT_OK;
+    if (net->nlayers != p->nlayers)
+        s = dt_fail(DT_ERR_USAGE, "--profile %s has %d layers, %s has %d", path, p->nlayers, spec->path,
+                    net->nlayers);
+    for (int i = 0; s == DT_OK && i < net->nlayers; i++)
+        if (net->layers[i].nw + net->layers[i].nb != p->layers[i].params)
+            s = dt_fail(DT_ERR_USAGE, "--profile %s: layer %d has %zu parameters, in %s %zu", path, i,
+                        p->layers[i].params, spec->path, net->layers[i].nw + net->layers[i].nb);
+    dt_net_free(net);
+    return s;
+}
+
+static void print_header(const dt_profile *p, const dt_sim_cfg *c, const char *bw, const char *lat,
+                         const char *source) {
+    double step = dt_profile_step_s(p);
+    printf("dtrain simulate: %s, batch %d per worker; compute %s at %d thread%s (serial step %.2f ms, "
+           "%.0f img/s)\n",
+           p->model, p->batch, source, p->threads, p->threads == 1 ? "" : "s", step * 1e3, p->batch / step);
+    printf("network: %s per link, %s per message; allreduce buckets of %g MiB; %d server%s; %s", bw, lat,
+           c->fusion_mb, c->servers, c->servers == 1 ? "" : "s",
+           c->overlap ? "communication overlapped with backprop" : "no overlap");
+    if (c->shared_cores) printf("; workers share %d cores", c->shared_cores);
+    printf("\n%5s  %-9s %9s %9s %8s %10s %9s\n", "nodes", "mode", "step ms", "img/s", "speedup",
+           "comm share", "MB sent");
+}
+
+static void print_result(const dt_profile *p, const dt_sim_cfg *c, const dt_sim_result *r, int json) {
+    if (!json) {
+        printf("%5d  %-9s %9.2f %9.0f %8.2f %9.1f%% %9.2f\n", c->nodes, dt_sim_mode_name(c->mode),
+               r->step_s * 1e3, r->images_per_sec, r->speedup, r->comm_share * 100, r->bytes_sent / 1e6);
+        return;
+    }
+    char model[1024];
+    printf("{\"event\":\"simulate\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"nodes\":%d,"
+           "\"mode\":\"%s\",\"servers\":%d,\"bandwidth_gbps\":%.6g,\"latency_us\":%.6g,\"fusion_mb\":%g,"
+           "\"overlap\":%s,\"shared_cores\":%d,\"compute_scale\":%.4g,\"step_ms\":%.4f,"
+           "\"images_per_sec\":%.1f,\"speedup\":%.4f,\"comm_share\":%.4f,\"compute_ms\":%.4f,"
+           "\"link_busy_ms\":%.4f,\"mb_sent\":%.4f,\"fc_sfb\":%d}\n",
+           dt_json_escape(model, sizeof model, p->model), p->batch, p->threads, c->nodes,
+           dt_sim_mode_name(c->mode), c->servers, c->bandwidth * 8 / 1e9, c->latency * 1e6, c->fusion_mb,
+           c->overlap ? "true" : "false", c->shared_cores, r->compute_scale, r->step_s * 1e3,
+           r->images_per_sec, r->speedup, r->comm_share, r->compute_s * 1e3, r->link_busy_s * 1e3,
+           r->bytes_sent / 1e6, r->fc_sfb);
+}
+
+static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *nodes, const int_list *modes,
+                          int json, const char *bw, const char *lat, const char *source) {
+    if (!json) print_header(p, c, bw, lat, source);
+    for (int i = 0; i < nodes->n; i++)
+        for (int m = 0; m < modes->n; m++) {
+            c->nodes = nodes->v[i];
+            c->mode = (dt_sim_mode)modes->v[m];
+            dt_sim_result r;
+            DT_TRY(dt_sim_run(&r, p, c));
+            print_result(p, c, &r, json);
+        }
+    return DT_OK;
+}
+
+int cmd_simulate(int argc, char **argv, const cli_env *env) {
+    const char *nodes_arg = "1,2,4,8,16,32,64", *modes_arg = "allreduce,ps-sync,sfb,sacp";
+    const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL;
+    int batch = 0, servers = 1, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0, help = 0;
+    double fusion_mb = 4;
+    cli_flag flags[] = {
+        {"--nodes", ARG_STR, &nodes_arg, 0, 0, 0},
+        {"--bandwidth", ARG_STR, &bw_arg, 0, 0, 0},
+        {"--latency", ARG_STR, &lat_arg, 0, 0, 0},
+        {"--modes", ARG_STR, &modes_arg, 0, 0, 0},
+        {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
+        {"--servers", ARG_INT, &servers, 1, 1 << 16, 0},
+        {"--fusion-mb", ARG_DOUBLE, &fusion_mb, 0, 4096, 0},
+        {"--no-overlap", ARG_FLAG, &no_overlap, 0, 0, 0},
+        {"--profile", ARG_STR, &profile_path, 0, 0, 0},
+        {"--threads", ARG_INT, &threads, 1, 1024, 0},
+        {"--reps", ARG_INT, &reps, 1, 100000, 0},
+        {"--shared-cores", ARG_INT, &shared_cores, 1, 1 << 16, 0},
+        {"--json", ARG_FLAG, &json, 0, 0, 0},
+        {"--help", ARG_FLAG, &help, 0, 0, 0},
+    };
+    int nflags = (int)(sizeof flags / sizeof *flags);
+    const char *pos[1];
+    int npos;
+    dt_status s = cli_parse(argc, argv, flags, nflags, pos, 1, &npos);
+    if (s == DT_OK && help) {
+        fputs(simulate_usage, stdout);
+        return 0;
+    }
+    if (s == DT_OK && npos == 0 && !profile_path)
+        s = dt_fail(DT_ERR_USAGE, "simulate: expected MODEL.cfg or --profile F.json\n%s", simulate_usage);
+    if (s == DT_OK && profile_path && (cli_flag_get(flags, nflags, "--threads")->seen ||
+                                       cli_flag_get(flags, nflags, "--reps")->seen))
+        s = dt_fail(DT_ERR_USAGE, "--threads and --reps set the measurement; --profile %s was measured "
+                    "already", profile_path);
+    dt_sim_cfg c = {.servers = servers, .fusion_mb = fusion_mb, .overlap = !no_overlap,
+                    .shared_cores = shared_cores};
+    if (s == DT_OK) s = dt_sim_parse_bandwidth(bw_arg, &c.bandwidth);
+    if (s == DT_OK) s = dt_sim_parse_latency(lat_arg, &c.latency);
+    int_list nodes = {.n = 0}, modes = {.n = 0};
+    if (s == DT_OK) s = each_item(nodes_arg, "--nodes", add_nodes, &nodes);
+    if (s == DT_OK) s = each_item(modes_arg, "--modes", add_mode, &modes);
+    dt_model_spec *spec = NULL;
+    dt_profile *prof = NULL;
+    if (s == DT_OK) s = (spec = malloc(sizeof *spec)) && (prof = malloc(sizeof *prof))
+                            ? DT_OK : dt_fail(DT_ERR_NOMEM, "simulate: out of memory");
+    if (s == DT_OK && npos == 1) s = cli_load_model(spec, pos[0], batch, 0, 0);
+    if (s == DT_OK && profile_path) {
+        s = dt_profile_read(prof, profile_path);
+        if (s == DT_OK && batch && batch != prof->batch)
+            s = dt_fail(DT_ERR_USAGE, "--batch %d: --profile %s was measured at batch %d", batch,
+                        profile_path, prof->batch);
+        if (s == DT_OK && npos == 1) s = check_profile_model(prof, spec, profile_path);
+    } else if (s == DT_OK) {
+        s = dt_profile_measure(prof, spec, cli_set_threads(threads, env), reps);
+    }
+    if (s == DT_OK)
+        s = simulate(prof, &c, &nodes, &modes, json, bw_arg, lat_arg,
+                     profile_path ? "from the profile" : "measured here");
+    free(spec);
+    free(prof);
+    return cli_report(s, env);
+}

@@ -1,0 +1,262 @@
+/* Compute profiles for the scaling simulator: measured on this machine, or
+ * written to and read from a JSON file. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtrain/json.h"
+#include "dtrain/mem.h"
+#include "dtrain/net.h"
+#include "dtrain/optim.h"
+#include "dtrain/rng.h"
+#include "dtrain/sim.h"
+#include "dtrain/textfile.h"
+#include "dtrain/timer.h"
+
+#define PROFILE_FORMAT "dtrain-profile"
+#define PROFILE_VERSION 1
+#define PROFILE_MAX_BYTES ((size_t)1 << 20) /* ~100 bytes per layer; refuse anything huge */
+#define PROFILE_WARMUP 3                    /* steps before timing: oneDNN builds its kernels */
+
+/* Medians of the SGD update and of a gradient sum over every parameter. */
+static dt_status time_update(dt_profile *p, dt_net *net, const dt_model_spec *spec, double *t) {
+    float *mom = NULL, *acc = NULL;
+    dt_status s = dt_alloc_floats(&mom, net->nparams, "optimiser state");
+    if (s == DT_OK) s = dt_alloc_floats(&acc, net->nparams, "gradient sum");
+    for (int r = 0; s == DT_OK && r < p->reps; r++) {
+        double t0 = dt_now();
+        dt_sgd_update(&spec->sgd, (float)spec->sched.base_lr, net->params, mom, net->grads, net->nparams);
+        t[r] = dt_now() - t0;
+    }
+    if (s == DT_OK) p->update_s = dt_median(t, p->reps);
+    for (int r = 0; s == DT_OK && r < p->reps; r++) {
+        /* The loop a server runs per worker's gradient (ps_server.c). */
+        double t0 = dt_now();
+        for (size_t i = 0; i < net->nparams; i++) acc[i] += net->grads[i];
+        t[r] = dt_now() - t0;
+    }
+    if (s == DT_OK) p->sum_s = dt_median(t, p->reps);
+    dt_free(mom);
+    dt_free(acc);
+    return s;
+}
+
+/* The layers' parameter counts, shapes and timings into p. */
+static void fill_layers(dt_profile *p, const dt_net *net, const double *fwd, const double *bwd) {
+    double fc_flops = 0, fc_s = 0;
+    p->nlayers = net->nlayers;
+    for (int i = 0; i < net->nlayers; i++) {
+        const dt_layer *l = &net->layers[i];
+        dt_sim_layer *sl = &p->layers[i];
+        memset(sl, 0, sizeof *sl);
+        snprintf(sl->kind, sizeof sl->kind, "%s", l->ops->name);
+        sl->fwd_s = fwd[i];
+        sl->bwd_s = bwd[i];
+        sl->params = l->nw + l->nb;
+        if (l->spec.kind == DT_LAYER_DENSE) {
+            sl->fc_out = (int)dt_shape_size(l->out);
+            sl->fc_in = (int)dt_shape_size(l->in);
+            fc_flops += (double)l->ops->flops(l) * p->batch;
+            fc_s += fwd[i];
+        }
+    }
+    p->gemm_gflops = fc_s > 0 ? fc_flops / fc_s / 1e9 : 0;
+}
+
+dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threads, int reps) {
+    if (reps < 1) return dt_fail(DT_ERR_USAGE, "profile: reps must be at least 1, not %d", reps);
+    memset(p, 0, sizeof *p);
+    snprintf(p->model, sizeof p->model, "%s", spec->path);
+    p->batch = spec->batch;
+    p->threads = threads;
+    p->reps = reps;
+    dt_net *net;
+    DT_TRY(dt_net_create(&net, spec, spec->batch, 1));
+    float *x = NULL;
+    uint8_t *y = NULL;
+    double *fwd = NULL, *bwd = NULL, *t = NULL;
+    size_t nx;
+    dt_status s = dt_mul_size(&nx, dt_shape_size(spec->input), (size_t)spec->batch, "profile input");
+    if (s == DT_OK) s = dt_alloc_floats(&x, nx, "profile input");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&y, (size_t)spec->batch, "profile labels");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&fwd, sizeof(double) * (size_t)net->nlayers, "profile");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&bwd, sizeof(double) * (size_t)net->nlayers, "profile");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&t, sizeof(double) * (size_t)reps, "profile");
+    if (s == DT_OK) {
+        /* Timings do not depend on the values; random ones keep ReLUs and
+         * max-pooling on their usual mix of branches. */
+        dt_rng rng = dt_rng_seed(1);
+        for (size_t i = 0; i < nx; i++) x[i] = dt_rng_uniform(&rng);
+        for (int i = 0; i < spec->batch; i++) y[i] = (uint8_t)dt_rng_below(&rng, (uint32_t)net->classes);
+        for (int i = 0; i < PROFILE_WARMUP; i++) {
+            dt_net_forward(net, x, spec->batch, 1);
+            dt_net_loss(net, y, spec->batch);
+            dt_net_backward(net, x, spec->batch, NULL, NULL);
+        }
+        s = dt_net_profile(net, x, y, spec->batch, reps, fwd, bwd);
+    }
+    if (s == DT_OK) s = time_update(p, net, spec, t);
+    if (s == DT_OK) fill_layers(p, net, fwd, bwd);
+    dt_free(x);
+    dt_free(y);
+    dt_free(fwd);
+    dt_free(bwd);
+    dt_free(t);
+    dt_net_free(net);
+    return s;
+}
+
+double dt_profile_step_s(const dt_profile *p) {
+    double t = p->update_s;
+    for (int i = 0; i < p->nlayers; i++) t += p->layers[i].fwd_s + p->layers[i].bwd_s;
+    return t;
+}
+
+dt_status dt_profile_write(const dt_profile *p, const char *path) {
+    FILE *f = fopen(path, "w");
+    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    char model[1024];
+    fprintf(f,
+            "{\"format\":\"%s\",\"version\":%d,\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"reps\":%d,\n"
+            " \"update_s\":%.9g,\"sum_s\":%.9g,\"gemm_gflops\":%.6g,\n \"layers\":[\n",
+            PROFILE_FORMAT, PROFILE_VERSION, dt_json_escape(model, sizeof model, p->model), p->batch,
+            p->threads, p->reps, p->update_s, p->sum_s, p->gemm_gflops);
+    for (int i = 0; i < p->nlayers; i++) {
+        const dt_sim_layer *l = &p->layers[i];
+        fprintf(f,
+                "  {\"kind\":\"%s\",\"fwd_s\":%.9g,\"bwd_s\":%.9g,\"params\":%zu,\"fc_out\":%d,"
+                "\"fc_in\":%d}%s\n",
+                l->kind, l->fwd_s, l->bwd_s, l->params, l->fc_out, l->fc_in, i + 1 < p->nlayers ? "," : "");
+    }
+    fprintf(f, " ]}\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return dt_fail(DT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    return DT_OK;
+}
+
+/* Reading: every field is required exactly once; the scanner's callback
+ * fills the profile and marks what it saw. */
+enum { F_FORMAT, F_VERSION, F_MODEL, F_BATCH, F_THREADS, F_REPS, F_UPDATE, F_SUM, F_GEMM, F_TOP };
+static const char *const top_fields[F_TOP] = {"format", "version", "model", "batch", "threads",
+                                              "reps", "update_s", "sum_s", "gemm_gflops"};
+enum { L_KIND, L_FWD, L_BWD, L_PARAMS, L_FC_OUT, L_FC_IN, L_FIELDS };
+static const char *const layer_fields[L_FIELDS] = {"kind", "fwd_s", "bwd_s", "params", "fc_out", "fc_in"};
+
+typedef struct {
+    dt_profile *p;
+    const char *path;
+    unsigned seen;                  /* bit per top field */
+    unsigned char lseen[DT_MAX_LAYERS]; /* bit per layer field */
+} profile_reader;
+
+static int field_index(const char *const *names, int n, const char *key) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], key) == 0) return i;
+    return -1;
+}
+
+/* A number field: finite, >= 0, an integer below `max` when max > 0. */
+static dt_status number_field(const profile_reader *r, const char *path, dt_json_kind kind, double v,
+                              double max, double *out) {
+    if (kind != DT_JSON_NUMBER || !(v >= 0) || (max > 0 && (v != floor(v) || v > max)))
+        return dt_fail(DT_ERR_FORMAT, "%s: '%s' must be a %s", r->path, path,
+                       max > 0 ? "non-negative integer" : "non-negative number");
+    *out = v;
+    return DT_OK;
+}
+
+static dt_status layer_field(profile_reader *r, const char *path, const char *rest, dt_json_kind kind,
+                             double num, const char *str) {
+    char *end;
+    long i = strtol(rest, &end, 10);
+    int f = *end == '.' ? field_index(layer_fields, L_FIELDS, end + 1) : -1;
+    if (end == rest || i < 0 || f < 0)
+        return dt_fail(DT_ERR_FORMAT, "%s: unknown field '%s'", r->path, path);
+    if (i >= DT_MAX_LAYERS)
+        return dt_fail(DT_ERR_FORMAT, "%s: more than %d layers", r->path, DT_MAX_LAYERS);
+    dt_sim_layer *l = &r->p->layers[i];
+    if (r->lseen[i] & 1u << f) return dt_fail(DT_ERR_FORMAT, "%s: '%s' given twice", r->path, path);
+    r->lseen[i] |= (unsigned char)(1u << f);
+    if (i >= r->p->nlayers) r->p->nlayers = (int)i + 1;
+    double v = 0;
+    switch (f) {
+    case L_KIND:
+        if (kind != DT_JSON_STRING || strlen(str) >= sizeof l->kind)
+            return dt_fail(DT_ERR_FORMAT, "%s: '%s' must be a layer kind", r->path, path);
+        snprintf(l->kind, sizeof l->kind, "%s", str);
+        return DT_OK;
+    case L_FWD: return number_field(r, path, kind, num, 0, &l->fwd_s);
+    case L_BWD: return number_field(r, path, kind, num, 0, &l->bwd_s);
+    case L_PARAMS:
+        DT_TRY(number_field(r, path, kind, num, 1e15, &v));
+        l->params = (size_t)v;
+        return DT_OK;
+    default:
+        DT_TRY(number_field(r, path, kind, num, 1 << 30, &v));
+        *(f == L_FC_OUT ? &l->fc_out : &l->fc_in) = (int)v;
+        return DT_OK;
+    }
+}
+
+static dt_status profile_field(void *ctx, const char *path, dt_json_kind kind, double num, const char *str) {
+    profile_reader *r = ctx;
+    dt_profile *p = r->p;
+    if (strncmp(path, "layers.", 7) == 0) return layer_field(r, path, path + 7, kind, num, str);
+    int f = field_index(top_fields, F_TOP, path);
+    if (f < 0) return dt_fail(DT_ERR_FORMAT, "%s: unknown field '%s'", r->path, path);
+    if (r->seen & 1u << f) return dt_fail(DT_ERR_FORMAT, "%s: '%s' given twice", r->path, path);
+    r->seen |= 1u << f;
+    double v = 0;
+    switch (f) {
+    case F_FORMAT:
+        if (kind != DT_JSON_STRING || strcmp(str, PROFILE_FORMAT) != 0)
+            return dt_fail(DT_ERR_FORMAT, "%s: not a dtrain profile (format must be \"%s\")", r->path,
+                           PROFILE_FORMAT);
+        return DT_OK;
+    case F_VERSION:
+        if (kind != DT_JSON_NUMBER || num != PROFILE_VERSION)
+            return dt_fail(DT_ERR_FORMAT, "%s: profile version %g, this dtrain reads version %d", r->path,
+                           kind == DT_JSON_NUMBER ? num : -1.0, PROFILE_VERSION);
+        return DT_OK;
+    case F_MODEL:
+        if (kind != DT_JSON_STRING) return dt_fail(DT_ERR_FORMAT, "%s: 'model' must be a string", r->path);
+        snprintf(p->model, sizeof p->model, "%s", str);
+        return DT_OK;
+    case F_BATCH: case F_THREADS: case F_REPS:
+        DT_TRY(number_field(r, path, kind, num, 1 << 20, &v));
+        if (v < 1) return dt_fail(DT_ERR_FORMAT, "%s: '%s' must be at least 1", r->path, path);
+        *(f == F_BATCH ? &p->batch : f == F_THREADS ? &p->threads : &p->reps) = (int)v;
+        return DT_OK;
+    case F_UPDATE: return number_field(r, path, kind, num, 0, &p->update_s);
+    case F_SUM: return number_field(r, path, kind, num, 0, &p->sum_s);
+    default: return number_field(r, path, kind, num, 0, &p->gemm_gflops);
+    }
+}
+
+dt_status dt_profile_read(dt_profile *p, const char *path) {
+    memset(p, 0, sizeof *p);
+    profile_reader *r;
+    DT_TRY(dt_alloc_bytes((void **)&r, sizeof *r, "profile reader"));
+    r->p = p;
+    r->path = path;
+    char *text;
+    dt_status s = dt_read_text_file(&text, path, PROFILE_MAX_BYTES, DT_ERR_FORMAT, "a profile");
+    if (s == DT_OK) s = dt_json_scan(text, path, profile_field, r);
+    free(text);
+    for (int f = 0; s == DT_OK && f < F_TOP; f++)
+        if (!(r->seen & 1u << f)) s = dt_fail(DT_ERR_FORMAT, "%s: missing '%s'", path, top_fields[f]);
+    if (s == DT_OK && p->nlayers == 0) s = dt_fail(DT_ERR_FORMAT, "%s: no layers", path);
+    int has_fc = 0;
+    for (int i = 0; s == DT_OK && i < p->nlayers; i++) {
+        for (int f = 0; s == DT_OK && f < L_FIELDS; f++)
+            if (!(r->lseen[i] & 1u << f))
+                s = dt_fail(DT_ERR_FORMAT, "%s: layer %d: missing '%s'", path, i, layer_fields[f]);
+        has_fc |= p->layers[i].fc_out > 0 && p->layers[i].fc_in > 0;
+    }
+    if (s == DT_OK && has_fc && !(p->gemm_gflops > 0))
+        s = dt_fail(DT_ERR_FORMAT, "%s: fully connected layers need a positive 'gemm_gflops'", path);
+    dt_free(r);
+    return s;
+}

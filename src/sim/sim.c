@@ -1,0 +1,271 @@
+/* The scaling simulator's model (see sim.h): a worker's step as a pipeline
+ * of its compute, its link and the servers' links, from a profile. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtrain/dist.h"
+#include "dtrain/mem.h"
+#include "dtrain/sim.h"
+
+static const char *const mode_names[DT_SIM_MODE_COUNT] = {"allreduce", "ps-sync", "sfb", "sacp"};
+
+int dt_sim_mode_from_name(const char *name) {
+    for (int i = 0; i < DT_SIM_MODE_COUNT; i++)
+        if (strcmp(name, mode_names[i]) == 0) return i;
+    return -1;
+}
+
+const char *dt_sim_mode_name(dt_sim_mode mode) { return mode_names[mode]; }
+
+double dt_sim_ps_bytes(int m, int n) { return 2.0 * m * n * 4; }
+
+double dt_sim_sfb_bytes(int m, int n, int k, int p) { return 2.0 * k * (p - 1) * ((double)m + n) * 4; }
+
+/* One worker's step in flight. Times are seconds from the step's start. */
+typedef struct {
+    const dt_profile *p;
+    const dt_sim_cfg *c;
+    size_t nparams;
+    double scale;       /* multiplies the profile's compute times (shared cores) */
+    double bw, lat;     /* the link's bandwidth and latency (cfg's, or slowed on shared cores) */
+    double *ready;      /* (nlayers) when layer i's gradients can be sent */
+    double bwd_end;     /* end of backward: the compute cores are free from here */
+    double compute;     /* the worker's compute time so far */
+    double link;        /* when the worker's link is next free */
+    double link_busy;
+    double bytes_sent;
+} sim_step;
+
+/* A transfer of dur seconds on the worker's link, ready at `ready`,
+ * after every transfer before it. Returns its end. */
+static double link_send(sim_step *st, double ready, double dur) {
+    st->link = fmax(ready, st->link) + dur;
+    st->link_busy += dur;
+    return st->link;
+}
+
+/* Forward, loss and backward on the compute cores: each layer's ready time. */
+static void compute_pass(sim_step *st) {
+    const dt_profile *p = st->p;
+    double scale = st->scale, t = 0;
+    int L = p->nlayers;
+    for (int i = 0; i < L; i++) t += p->layers[i].fwd_s * scale;
+    t += p->layers[L - 1].bwd_s * scale; /* the loss */
+    st->ready[L - 1] = t;
+    for (int i = L - 2; i >= 0; i--) {
+        t += p->layers[i].bwd_s * scale;
+        st->ready[i] = t;
+    }
+    st->bwd_end = t;
+    st->compute = t;
+    if (!st->c->overlap)
+        for (int i = 0; i < L; i++) st->ready[i] = t;
+}
+
+/* Ring allreduce of dtrain's fusion buckets, then average and SGD. */
+static dt_status run_allreduce(sim_step *st) {
+    const dt_profile *p = st->p;
+    const dt_sim_cfg *c = st->c;
+    size_t *off, bucket_floats = (size_t)(c->fusion_mb * 1048576.0 / sizeof(float));
+    int max = p->nlayers + 1 + (bucket_floats ? (int)(st->nparams / bucket_floats) : 0);
+    dt_bucket *b;
+    DT_TRY(dt_alloc_bytes((void **)&off, sizeof *off * (size_t)(p->nlayers + 1), "simulator"));
+    dt_status s = dt_alloc_bytes((void **)&b, sizeof *b * (size_t)max, "simulator buckets");
+    if (s != DT_OK) {
+        dt_free(off);
+        return s;
+    }
+    for (int i = 0; i < p->nlayers; i++) off[i + 1] = off[i] + p->layers[i].params;
+    int nb = dt_bucket_plan_layers(b, max, off, p->nlayers, NULL, bucket_floats);
+    DT_ASSERT(nb >= 0); /* max above is an upper bound on the buckets */
+    double P = c->nodes;
+    for (int k = 0; k < nb; k++) {
+        double bytes = (double)(b[k].hi - b[k].lo) * sizeof(float);
+        double moved = 2 * (P - 1) / P * bytes;
+        /* Each rank also sums (P-1)/P of the bucket (the ring's reduce-scatter). */
+        double reduce =
+            (P - 1) / P * p->sum_s * (double)(b[k].hi - b[k].lo) / (double)st->nparams * st->scale;
+        link_send(st, st->ready[b[k].ready_layer], moved / st->bw + 2 * (P - 1) * st->lat + reduce);
+        st->bytes_sent += moved;
+    }
+    double update = (p->sum_s + p->update_s) * st->scale;
+    st->compute += update;
+    st->link = fmax(st->link, st->bwd_end) + update;
+    dt_free(b);
+    dt_free(off);
+    return DT_OK;
+}
+
+/* Whether fully connected layer l goes by sufficient factors. */
+static int uses_sfb(const dt_sim_cfg *c, const dt_sim_layer *l, int k) {
+    if (l->fc_out <= 0 || l->fc_in <= 0 || c->mode == DT_SIM_PS_SYNC) return 0;
+    return c->mode == DT_SIM_SFB ||
+           dt_sim_sfb_bytes(l->fc_out, l->fc_in, k, c->nodes) < dt_sim_ps_bytes(l->fc_out, l->fc_in);
+}
+
+/* Parameter servers for most layers, sufficient factors for the FC layers
+ * that use them (sfb, sacp). */
+static dt_status run_ps(sim_step *st, dt_sim_result *r) {
+    const dt_profile *p = st->p;
+    const dt_sim_cfg *c = st->c;
+    int L = p->nlayers, S = c->servers, K = p->batch;
+    double P = c->nodes, scale = st->scale;
+    /* ps_off[i]: layer i's offset among the parameters the servers hold;
+     * srv[s]: when server s has every worker's part of its shard so far. */
+    size_t *ps_off, ps_total = 0;
+    double *srv;
+    DT_TRY(dt_alloc_bytes((void **)&ps_off, sizeof *ps_off * (size_t)L, "simulator"));
+    dt_status s = dt_alloc_bytes((void **)&srv, sizeof *srv * (size_t)S, "simulator");
+    if (s != DT_OK) {
+        dt_free(ps_off);
+        return s;
+    }
+    for (int i = 0; i < L; i++) {
+        ps_off[i] = ps_total;
+        if (!uses_sfb(c, &p->layers[i], K)) ps_total += p->layers[i].params;
+    }
+    double cpu = st->bwd_end; /* the compute cores, free after backward */
+    for (int i = L - 1; i >= 0; i--) {
+        const dt_sim_layer *l = &p->layers[i];
+        if (l->params == 0) continue;
+        if (uses_sfb(c, l, K)) {
+            /* Allgather of the factors, then the rebuild and the layer's own
+             * update on the compute cores once they are free. */
+            double factors = (double)K * (l->fc_out + l->fc_in) * sizeof(float);
+            double got = link_send(st, st->ready[i], (P - 1) * (factors / st->bw + st->lat));
+            double rebuild = (P - 1) * 2.0 * K * l->fc_out * l->fc_in / (p->gemm_gflops * 1e9) * scale +
+                             p->update_s * (double)l->params / (double)st->nparams * scale;
+            cpu = fmax(cpu, got) + rebuild;
+            st->compute += rebuild;
+            st->bytes_sent += (P - 1) * factors;
+            r->fc_sfb++;
+            continue;
+        }
+        for (int k = 0; k < S; k++) {
+            size_t lo, hi;
+            dt_shard_range(ps_total, S, k, &lo, &hi);
+            size_t end = ps_off[i] + l->params;
+            size_t a = ps_off[i] > lo ? ps_off[i] : lo, e = end < hi ? end : hi;
+            if (a >= e) continue;
+            double bytes = (double)(e - a) * sizeof(float);
+            double start = fmax(st->ready[i], st->link);
+            double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat);
+            /* The server's link takes the same part from all P workers. */
+            srv[k] = fmax(sent, fmax(start, srv[k]) + P * bytes / st->bw + st->lat);
+            st->bytes_sent += bytes;
+        }
+    }
+    if (ps_total > 0) {
+        /* Each server sums P gradients, averages them, steps its shard and
+         * copies a reply snapshot per worker (as ps_server.c: 2P + 1 passes
+         * over the shard at the sum rate, one update), then sends the shard
+         * to every worker; a worker's link takes all shards. */
+        double first_apply = INFINITY, last_pull = 0;
+        for (int k = 0; k < S; k++) {
+            size_t lo, hi;
+            dt_shard_range(ps_total, S, k, &lo, &hi);
+            if (hi == lo) continue;
+            double share = (double)(hi - lo) / (double)st->nparams;
+            double applied = srv[k] + ((2 * P + 1) * p->sum_s + p->update_s) * share * scale;
+            first_apply = fmin(first_apply, applied);
+            double shard_bytes = (double)(hi - lo) * sizeof(float);
+            last_pull = fmax(last_pull, applied + st->lat + P * shard_bytes / st->bw);
+        }
+        double recv = (double)ps_total * sizeof(float) / st->bw + st->lat;
+        double start = fmax(st->link, first_apply);
+        st->link = fmax(last_pull, start + recv);
+        st->link_busy += recv;
+    }
+    st->link = fmax(st->link, cpu);
+    dt_free(srv);
+    dt_free(ps_off);
+    return DT_OK;
+}
+
+dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c) {
+    memset(r, 0, sizeof *r);
+    if (c->nodes < 1 || c->servers < 1)
+        return dt_fail(DT_ERR_USAGE, "simulate: nodes (%d) and servers (%d) must be at least 1", c->nodes,
+                       c->servers);
+    if (c->shared_cores < 0)
+        return dt_fail(DT_ERR_USAGE, "simulate: shared cores (%d) must not be negative", c->shared_cores);
+    if (!(c->bandwidth > 0) || !(c->latency >= 0) || !(c->fusion_mb >= 0) || !isfinite(c->bandwidth) ||
+        !isfinite(c->latency))
+        return dt_fail(DT_ERR_USAGE, "simulate: bandwidth must be positive, latency and fusion size "
+                                     "non-negative");
+    if (p->nlayers < 1 || p->batch < 1 || p->threads < 1)
+        return dt_fail(DT_ERR_USAGE, "simulate: empty profile");
+    for (int i = 0; i < p->nlayers; i++)
+        if (p->layers[i].fc_out > 0 && p->layers[i].fc_in > 0 && !(p->gemm_gflops > 0))
+            return dt_fail(DT_ERR_USAGE,
+                           "simulate: the profile has fully connected layers but no GEMM rate");
+    sim_step st = {.p = p, .c = c, .scale = 1, .bw = c->bandwidth, .lat = c->latency};
+    double want = (double)c->nodes * p->threads;
+    if (c->shared_cores && want > c->shared_cores) {
+        /* One machine's cores, all computing: each worker gets its share,
+         * for its compute and for its transfers (memory copies by the same
+         * cores, and polling threads that must be scheduled to progress);
+         * the servers' work runs on the same cores. */
+        st.scale = want / c->shared_cores;
+        st.bw = c->bandwidth / st.scale;
+        st.lat = c->latency * st.scale;
+    }
+    for (int i = 0; i < p->nlayers; i++) st.nparams += p->layers[i].params;
+    DT_TRY(dt_alloc_bytes((void **)&st.ready, sizeof(double) * (size_t)p->nlayers, "simulator"));
+    compute_pass(&st);
+    dt_status s = DT_OK;
+    if (c->nodes == 1) {
+        /* One node is the serial run: its own update, nothing to send. */
+        st.compute += p->update_s * st.scale;
+        st.link = st.compute;
+    } else if (c->mode == DT_SIM_ALLREDUCE) {
+        s = run_allreduce(&st);
+    } else {
+        s = run_ps(&st, r);
+    }
+    dt_free(st.ready);
+    if (s != DT_OK) return s;
+    r->step_s = st.link;
+    r->images_per_sec = c->nodes * p->batch / r->step_s;
+    r->speedup = r->images_per_sec / (p->batch / dt_profile_step_s(p));
+    r->compute_s = st.compute;
+    r->comm_share = fmax(0, r->step_s - st.compute) / r->step_s;
+    r->compute_scale = st.scale;
+    r->link_busy_s = st.link_busy;
+    r->bytes_sent = st.bytes_sent;
+    return DT_OK;
+}
+
+/* "<number><unit>" with unit one of units[i] (scale[i] each): value in base units. */
+static dt_status parse_with_unit(const char *s, const char *flag, const char *const *units,
+                                 const double *scale, int nunits, int allow_zero, const char *help,
+                                 double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    int ok = end != s && isfinite(v) && (v > 0 || (allow_zero && v == 0));
+    for (int i = 0; ok && i < nunits; i++)
+        if (strcmp(end, units[i]) == 0) {
+            *out = v * scale[i];
+            return DT_OK;
+        }
+    return dt_fail(DT_ERR_USAGE, "%s: '%s' is not %s", flag, s, help);
+}
+
+dt_status dt_sim_parse_bandwidth(const char *s, double *bytes_per_s) {
+    static const char *const units[] = {"bps", "Kbps", "kbps", "Mbps", "Gbps", "Tbps",
+                                        "B/s", "KB/s", "kB/s", "MB/s", "GB/s", "TB/s"};
+    static const double scale[] = {1 / 8.0, 1e3 / 8, 1e3 / 8, 1e6 / 8, 1e9 / 8, 1e12 / 8,
+                                   1, 1e3, 1e3, 1e6, 1e9, 1e12};
+    return parse_with_unit(s, "--bandwidth", units, scale, (int)(sizeof scale / sizeof *scale), 0,
+                           "a bandwidth (a positive number and a unit: 100Mbps, 1Gbps, 10Gbps, 25Gbps; "
+                           "bps, Kbps, Mbps, Gbps, Tbps for bits, B/s, KB/s, MB/s, GB/s for bytes)",
+                           bytes_per_s);
+}
+
+dt_status dt_sim_parse_latency(const char *s, double *seconds) {
+    static const char *const units[] = {"ns", "us", "ms", "s"};
+    static const double scale[] = {1e-9, 1e-6, 1e-3, 1};
+    return parse_with_unit(s, "--latency", units, scale, 4, 1,
+                           "a latency (a number >= 0 and a unit: ns, us, ms or s, e.g. 20us, 1ms)", seconds);
+}

@@ -1,0 +1,402 @@
+/* Scaling simulator: the alpha-beta formulas against hand-computed step
+ * times, Poseidon's byte counts, monotonicity in bandwidth and latency, one
+ * node without communication, unit parsing, profile files, and the per-layer
+ * timing entry point (same gradients as a plain step). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dtrain/mem.h"
+#include "dtrain/net.h"
+#include "dtrain/sim.h"
+#include "testutil.h"
+
+#define GBPS10 1.25e9 /* bytes per second */
+
+static dt_profile *prof; /* large (DT_MAX_LAYERS layers): one, on the heap */
+
+static void set_layer(dt_profile *p, int i, const char *kind, double fwd, double bwd, size_t params,
+                      int fc_out, int fc_in) {
+    dt_sim_layer *l = &p->layers[i];
+    snprintf(l->kind, sizeof l->kind, "%s", kind);
+    l->fwd_s = fwd, l->bwd_s = bwd, l->params = params, l->fc_out = fc_out, l->fc_in = fc_in;
+}
+
+/* Two layers: L0 (1 MB of parameters) fwd 10 ms, bwd 20 ms; L1 (5 MB)
+ * fwd 2 ms, bwd (the loss) 1 ms. L1 is ready at 13 ms, L0 at 33 ms. */
+static dt_profile *two_layers(double sum_s) {
+    memset(prof, 0, sizeof *prof);
+    snprintf(prof->model, sizeof prof->model, "synthetic");
+    prof->batch = 10, prof->threads = 1, prof->reps = 1;
+    prof->nlayers = 2;
+    set_layer(prof, 0, "connected", 0.010, 0.020, 250000, 0, 0);
+    set_layer(prof, 1, "connected", 0.002, 0.001, 1250000, 0, 0);
+    prof->update_s = 0.003;
+    prof->sum_s = sum_s;
+    prof->gemm_gflops = 1;
+    return prof;
+}
+
+static dt_sim_cfg cfg(dt_sim_mode mode, int nodes) {
+    dt_sim_cfg c = {.mode = mode, .nodes = nodes, .servers = 1, .bandwidth = GBPS10, .latency = 20e-6,
+                    .fusion_mb = 4, .overlap = 1};
+    return c;
+}
+
+static double step(const dt_profile *p, const dt_sim_cfg *c) {
+    dt_sim_result r;
+    CHECK_OK(dt_sim_run(&r, p, c));
+    return r.step_s;
+}
+
+static void test_allreduce_by_hand(void) {
+    dt_profile *p = two_layers(0);
+    dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 4);
+    /* Ring on 4 nodes: 1.5 * bytes / beta + 6 alpha. L1: 7.5 MB -> 6.12 ms,
+     * L0: 1.5 MB -> 1.32 ms. */
+    c.fusion_mb = 64; /* one bucket, ready when L0 is: 33 + 7.32 + update 3 */
+    CHECK_CLOSE(step(p, &c), 0.033 + 0.00732 + 0.003, 1e-12, 1e-12);
+    c.overlap = 0; /* one bucket: overlap changes nothing */
+    CHECK_CLOSE(step(p, &c), 0.04332, 1e-12, 1e-12);
+
+    c.fusion_mb = 0; /* a bucket per layer */
+    c.overlap = 1;   /* L1's bucket runs 13..19.12 ms, hidden by L0's backward; L0's 33..34.32 */
+    CHECK_CLOSE(step(p, &c), 0.03432 + 0.003, 1e-12, 1e-12);
+    c.overlap = 0; /* both after backward: 33 + 6.12 + 1.32 + 3 */
+    CHECK_CLOSE(step(p, &c), 0.04344, 1e-12, 1e-12);
+
+    /* The ring's sums (3/4 of one gradient sum) and the averaging pass. */
+    p = two_layers(0.002);
+    c.fusion_mb = 64;
+    c.overlap = 1;
+    dt_sim_result r;
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.033 + 0.00732 + 0.0015 + 0.002 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033 + 0.002 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.comm_share, (r.step_s - r.compute_s) / r.step_s, 1e-12, 1e-12);
+    CHECK_CLOSE(r.bytes_sent, 1.5 * 6e6, 1e-6, 0);
+    CHECK_CLOSE(r.images_per_sec, 4 * 10 / r.step_s, 1e-9, 1e-12);
+    CHECK_CLOSE(r.speedup, r.images_per_sec / (10 / (0.033 + 0.003)), 1e-9, 1e-12);
+}
+
+static void test_ps_by_hand(void) {
+    dt_profile *p = two_layers(0.002);
+    dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 2);
+    /* Worker link: L1 (5 MB) 13..17.02 ms, L0 (1 MB) 33..33.82. The server's
+     * link takes both workers' copies: L1 by 13 + 8.02 = 21.02, L0 by
+     * 33 + 1.62 = 34.62; 2 sums, the average and 2 reply copies (2 ms each)
+     * and the update (3 ms): 47.62; sends 2 x 6 MB: + 9.62 ms = 57.24 (the
+     * worker's own receive, 4.82 ms, fits). */
+    dt_sim_result r;
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.05724, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033, 1e-12, 1e-12); /* the update runs on the server */
+    CHECK_CLOSE(r.bytes_sent, 6e6, 1e-6, 0);
+    /* Two servers halve what each link carries. */
+    c.servers = 2;
+    CHECK(step(p, &c) < r.step_s);
+}
+
+static void test_sfb_by_hand(void) {
+    /* One FC layer (100 x 200, batch 10) and a loss layer; 3 workers, 1 GFLOP/s. */
+    memset(prof, 0, sizeof *prof);
+    prof->batch = 10, prof->threads = 1, prof->reps = 1, prof->nlayers = 2;
+    set_layer(prof, 0, "connected", 0.010, 0.020, 100 * 200 + 100, 100, 200);
+    set_layer(prof, 1, "softmax", 0.002, 0.001, 0, 0, 0);
+    prof->update_s = 0.003, prof->sum_s = 0.002, prof->gemm_gflops = 1;
+    dt_sim_cfg c = cfg(DT_SIM_SFB, 3);
+    /* Allgather of 10 x 300 x 4 bytes from 2 peers: 2 x (9.6 + 20) us after
+     * backward (33 ms); rebuild 2 x 2 x 10 x 100 x 200 flops = 0.8 ms; the
+     * layer's own update 3 ms. */
+    dt_sim_result r;
+    CHECK_OK(dt_sim_run(&r, prof, &c));
+    CHECK_CLOSE(r.step_s, 0.033 + 2 * (9.6e-6 + 20e-6) + 0.0008 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.bytes_sent, 2 * 10 * 300 * 4, 1e-9, 0);
+    CHECK(r.fc_sfb == 1);
+    /* sacp: SFB moves 2 x 10 x 2 x 300 x 4 = 48 kB against PS's 160 kB. */
+    c.mode = DT_SIM_SACP;
+    CHECK_OK(dt_sim_run(&r, prof, &c));
+    CHECK(r.fc_sfb == 1);
+    /* With 100 workers SFB would move 2 x 10 x 99 x 300 x 4 = 2.4 MB: PS wins. */
+    c.nodes = 100;
+    CHECK_OK(dt_sim_run(&r, prof, &c));
+    CHECK(r.fc_sfb == 0);
+    CHECK_CLOSE(r.bytes_sent, (100 * 200 + 100) * 4, 1e-9, 0);
+}
+
+static void test_byte_counts(void) {
+    CHECK_CLOSE(dt_sim_ps_bytes(1024, 3136), 2.0 * 1024 * 3136 * 4, 0, 0);
+    CHECK_CLOSE(dt_sim_sfb_bytes(1024, 3136, 64, 8), 2.0 * 64 * 7 * (1024 + 3136) * 4, 0, 0);
+    CHECK_CLOSE(dt_sim_sfb_bytes(1024, 3136, 64, 1), 0, 0, 0);
+    /* The cnn's fc1024 at batch 64: SFB is cheaper up to 12 workers. */
+    CHECK(dt_sim_sfb_bytes(1024, 3136, 64, 13) < dt_sim_ps_bytes(1024, 3136));
+    CHECK(dt_sim_sfb_bytes(1024, 3136, 64, 14) > dt_sim_ps_bytes(1024, 3136));
+}
+
+/* A cnn-like profile: conv, pool, a large FC layer, a small one, the loss. */
+static dt_profile *cnn_like(void) {
+    memset(prof, 0, sizeof *prof);
+    prof->batch = 64, prof->threads = 1, prof->reps = 1, prof->nlayers = 5;
+    set_layer(prof, 0, "convolutional", 0.011, 0.022, 51264, 0, 0);
+    set_layer(prof, 1, "maxpool", 0.001, 0.0003, 0, 0, 0);
+    set_layer(prof, 2, "connected", 0.007, 0.009, 3212288, 1024, 3136);
+    set_layer(prof, 3, "connected", 0.00005, 0.00006, 10250, 10, 1024);
+    set_layer(prof, 4, "softmax", 0.000004, 0.000007, 0, 0, 0);
+    prof->update_s = 0.0012, prof->sum_s = 0.0006, prof->gemm_gflops = 60;
+    return prof;
+}
+
+static void test_monotonic(void) {
+    dt_profile *p = cnn_like();
+    static const int nodes[] = {2, 3, 4, 16, 64};
+    for (int m = 0; m < DT_SIM_MODE_COUNT; m++)
+        for (size_t n = 0; n < sizeof nodes / sizeof *nodes; n++)
+            for (int overlap = 0; overlap < 2; overlap++) {
+                dt_sim_cfg c = cfg((dt_sim_mode)m, nodes[n]);
+                c.overlap = overlap;
+                c.servers = 1 + (int)n % 3;
+                double prev = INFINITY;
+                for (double gbps = 0.1; gbps <= 400; gbps *= 1.7) {
+                    c.bandwidth = gbps * 1e9 / 8;
+                    double t = step(p, &c);
+                    if (!(t <= prev)) {
+                        fprintf(stderr, "mode %d nodes %d: %g Gbps slower (%g s) than less\n", m, nodes[n],
+                                gbps, t);
+                        CHECK(t <= prev);
+                    }
+                    prev = t;
+                }
+                c.bandwidth = GBPS10;
+                prev = 0;
+                for (double lat = 0; lat <= 2e-3; lat = lat * 2 + 1e-7) {
+                    c.latency = lat;
+                    double t = step(p, &c);
+                    if (!(t >= prev)) {
+                        fprintf(stderr, "mode %d nodes %d: latency %g faster (%g s) than less\n", m, nodes[n],
+                                lat, t);
+                        CHECK(t >= prev);
+                    }
+                    prev = t;
+                }
+            }
+}
+
+static void test_one_node(void) {
+    dt_profile *p = cnn_like();
+    for (int m = 0; m < DT_SIM_MODE_COUNT; m++) {
+        dt_sim_cfg c = cfg((dt_sim_mode)m, 1);
+        c.bandwidth = 1e3; /* a network that slow would dominate anything it carried */
+        dt_sim_result r;
+        CHECK_OK(dt_sim_run(&r, p, &c));
+        CHECK(r.bytes_sent == 0 && r.link_busy_s == 0 && r.comm_share == 0);
+        CHECK_CLOSE(r.step_s, dt_profile_step_s(p), 1e-15, 1e-12);
+        CHECK_CLOSE(r.speedup, 1, 0, 1e-12);
+    }
+}
+
+static void test_shared_cores(void) {
+    dt_profile *p = cnn_like();
+    for (int m = 0; m < DT_SIM_MODE_COUNT; m++) {
+        dt_sim_cfg c = cfg((dt_sim_mode)m, 3);
+        c.shared_cores = 2; /* 3 workers x 1 thread on 2 cores: everything 1.5 x slower */
+        dt_sim_result shared, alone;
+        CHECK_OK(dt_sim_run(&shared, p, &c));
+        CHECK_CLOSE(shared.compute_scale, 1.5, 0, 1e-12);
+        c.shared_cores = 0;
+        CHECK_OK(dt_sim_run(&alone, p, &c));
+        CHECK(alone.compute_scale == 1);
+        /* Every time in the step's pipeline is 1.5 x longer, so the step is. */
+        CHECK_CLOSE(shared.step_s, 1.5 * alone.step_s, 1e-12, 1e-9);
+        c.shared_cores = 3; /* a core per worker: as if alone */
+        CHECK_OK(dt_sim_run(&shared, p, &c));
+        CHECK(shared.compute_scale == 1);
+        CHECK_CLOSE(shared.step_s, alone.step_s, 0, 1e-12);
+    }
+}
+
+static void test_bad_config(void) {
+    dt_profile *p = cnn_like();
+    dt_sim_result r;
+    dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 0);
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
+    c = cfg(DT_SIM_PS_SYNC, 2);
+    c.bandwidth = 0;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
+    c = cfg(DT_SIM_PS_SYNC, 2);
+    c.servers = 0;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
+    c = cfg(DT_SIM_SFB, 2);
+    c.shared_cores = -1;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
+    c.shared_cores = 0;
+    p->gemm_gflops = 0; /* the SFB rebuild's rate */
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "GEMM"));
+}
+
+static void test_units(void) {
+    double v = 0;
+    CHECK_OK(dt_sim_parse_bandwidth("10Gbps", &v));
+    CHECK_CLOSE(v, 1.25e9, 0, 1e-15);
+    CHECK_OK(dt_sim_parse_bandwidth("1Gbps", &v));
+    CHECK_CLOSE(v, 1.25e8, 0, 1e-15);
+    CHECK_OK(dt_sim_parse_bandwidth("100Mbps", &v));
+    CHECK_CLOSE(v, 1.25e7, 0, 1e-15);
+    CHECK_OK(dt_sim_parse_bandwidth("25Gbps", &v));
+    CHECK_CLOSE(v, 3.125e9, 0, 1e-15);
+    CHECK_OK(dt_sim_parse_bandwidth("2.5GB/s", &v));
+    CHECK_CLOSE(v, 2.5e9, 0, 1e-15);
+    CHECK_OK(dt_sim_parse_latency("20us", &v));
+    CHECK_CLOSE(v, 20e-6, 0, 1e-15);
+    CHECK_OK(dt_sim_parse_latency("1ms", &v));
+    CHECK_CLOSE(v, 1e-3, 0, 1e-15);
+    CHECK_OK(dt_sim_parse_latency("0us", &v));
+    CHECK(v == 0);
+    static const char *const bad_bw[] = {"10", "10Gb", "10gbps", "fast", "-1Gbps", "0Gbps", "10 Gbps",
+                                         "1e400Gbps", "Gbps", ""};
+    for (size_t i = 0; i < sizeof bad_bw / sizeof *bad_bw; i++) {
+        CHECK(dt_sim_parse_bandwidth(bad_bw[i], &v) == DT_ERR_USAGE);
+        CHECK(strstr(dt_last_error(), "--bandwidth") && strstr(dt_last_error(), "Gbps"));
+    }
+    static const char *const bad_lat[] = {"20", "20sec", "-1us", "us", "nan us", "inf"};
+    for (size_t i = 0; i < sizeof bad_lat / sizeof *bad_lat; i++) {
+        CHECK(dt_sim_parse_latency(bad_lat[i], &v) == DT_ERR_USAGE);
+        CHECK(strstr(dt_last_error(), "--latency") && strstr(dt_last_error(), "us"));
+    }
+    CHECK(dt_sim_mode_from_name("sacp") == DT_SIM_SACP);
+    CHECK(dt_sim_mode_from_name("ps-async") == -1);
+    CHECK(strcmp(dt_sim_mode_name(DT_SIM_PS_SYNC), "ps-sync") == 0);
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Reading `text` as a profile fails with DT_ERR_FORMAT mentioning `what`. */
+static void bad_profile(const char *path, const char *text, const char *what) {
+    dt_profile *q = malloc(sizeof *q);
+    write_text(path, text);
+    dt_status s = dt_profile_read(q, path);
+    if (s != DT_ERR_FORMAT || !strstr(dt_last_error(), what)) {
+        fprintf(stderr, "profile '%s': status %d, message '%s', expected '%s'\n", text, s, dt_last_error(),
+                what);
+        dt_test_failures++;
+    }
+    free(q);
+}
+
+#define PROFILE_HEAD \
+    "{\"format\":\"dtrain-profile\",\"version\":1,\"model\":\"m\",\"batch\":8,\"threads\":1,\"reps\":3,"
+#define ONE_LAYER \
+    "\"layers\":[{\"kind\":\"connected\",\"fwd_s\":1,\"bwd_s\":2,\"params\":30,\"fc_out\":3,\"fc_in\":9}]"
+
+static void test_profile_files(void) {
+    char dir[] = "/tmp/dt_sim_XXXXXX", path[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    dt_profile *p = cnn_like(), *q = malloc(sizeof *q);
+    snprintf(p->model, sizeof p->model, "dir/\"quoted\" model.cfg");
+    CHECK_OK(dt_profile_write(p, path));
+    CHECK_OK(dt_profile_read(q, path));
+    CHECK(strcmp(q->model, p->model) == 0);
+    CHECK(q->batch == 64 && q->threads == 1 && q->reps == 1 && q->nlayers == 5);
+    CHECK_CLOSE(q->update_s, p->update_s, 0, 1e-8);
+    CHECK_CLOSE(q->sum_s, p->sum_s, 0, 1e-8);
+    CHECK_CLOSE(q->gemm_gflops, p->gemm_gflops, 0, 1e-5);
+    for (int i = 0; i < p->nlayers; i++) {
+        CHECK(strcmp(q->layers[i].kind, p->layers[i].kind) == 0);
+        CHECK_CLOSE(q->layers[i].fwd_s, p->layers[i].fwd_s, 0, 1e-8);
+        CHECK_CLOSE(q->layers[i].bwd_s, p->layers[i].bwd_s, 0, 1e-8);
+        CHECK(q->layers[i].params == p->layers[i].params);
+        CHECK(q->layers[i].fc_out == p->layers[i].fc_out && q->layers[i].fc_in == p->layers[i].fc_in);
+    }
+    write_text(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}");
+    CHECK_OK(dt_profile_read(q, path));
+    CHECK(q->nlayers == 1 && q->layers[0].fc_in == 9);
+
+    bad_profile(path, "{\"format\":\"other\"}", "not a dtrain profile");
+    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1," ONE_LAYER "}", "missing 'gemm_gflops'");
+    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":0," ONE_LAYER "}",
+                "gemm_gflops");
+    bad_profile(path, PROFILE_HEAD "\"update_s\":-1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}",
+                "'update_s' must be a non-negative number");
+    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"extra\":2," ONE_LAYER "}",
+                "unknown field 'extra'");
+    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[]}",
+                "no layers");
+    bad_profile(path,
+                PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[{\"kind\":\"x\"}]}",
+                "layer 0: missing 'fwd_s'");
+    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\n" ONE_LAYER, "p.json:2:");
+    bad_profile(path, "{\"format\":\"dtrain-profile\",\"version\":2}", "version 2");
+    unlink(path);
+    CHECK(dt_profile_read(q, path) == DT_ERR_IO);
+    rmdir(dir);
+    free(q);
+}
+
+/* dt_net_profile times each layer on its own but computes what a plain
+ * forward, loss and backward compute. */
+static void test_net_profile(void) {
+    dt_model_spec spec;
+    if (!CHECK_OK(dt_model_parse_file(&spec, dt_test_src_path("examples/cnn.cfg")))) return;
+    const int B = 4;
+    dt_net *net;
+    if (!CHECK_OK(dt_net_create(&net, &spec, B, 7))) return;
+    size_t nx = dt_shape_size(spec.input) * B;
+    float *x = malloc(sizeof(float) * nx), *g = malloc(sizeof(float) * net->nparams);
+    uint8_t y[4] = {1, 7, 3, 0};
+    for (size_t i = 0; i < nx; i++) x[i] = (float)((i * 37) % 101) / 101.0f;
+    dt_net_forward(net, x, B, 1);
+    dt_net_loss(net, y, B);
+    dt_net_backward(net, x, B, NULL, NULL);
+    memcpy(g, net->grads, sizeof(float) * net->nparams);
+    memset(net->grads, 0, sizeof(float) * net->nparams);
+    double fwd[16], bwd[16];
+    CHECK_OK(dt_net_profile(net, x, y, B, 3, fwd, bwd));
+    CHECK_ALLCLOSE(net->grads, g, net->nparams, 0, 0);
+    for (int i = 0; i < net->nlayers; i++) CHECK(fwd[i] >= 0 && bwd[i] >= 0);
+    CHECK(fwd[0] > 0 && bwd[0] > 0); /* a convolution takes measurable time */
+    CHECK(dt_net_profile(net, x, y, B + 1, 3, fwd, bwd) == DT_ERR_USAGE);
+    free(x);
+    free(g);
+    dt_net_free(net);
+
+    /* The whole profile of the mlp. */
+    CHECK_OK(dt_model_parse_file(&spec, dt_test_src_path("examples/mlp.cfg")));
+    spec.batch = 8;
+    dt_profile *p = malloc(sizeof *p);
+    CHECK_OK(dt_profile_measure(p, &spec, 1, 3));
+    size_t total = 0;
+    int fc = 0;
+    for (int i = 0; i < p->nlayers; i++) {
+        total += p->layers[i].params;
+        fc += p->layers[i].fc_out > 0;
+    }
+    CHECK(total == 407050 && fc == 2 && p->batch == 8 && p->reps == 3);
+    CHECK(p->layers[0].fc_out == 512 && p->layers[0].fc_in == 784);
+    CHECK(p->gemm_gflops > 0 && p->update_s > 0 && p->sum_s > 0);
+    free(p);
+}
+
+int main(void) {
+    prof = malloc(sizeof *prof);
+    test_allreduce_by_hand();
+    test_ps_by_hand();
+    test_sfb_by_hand();
+    test_byte_counts();
+    test_monotonic();
+    test_one_node();
+    test_shared_cores();
+    test_bad_config();
+    test_units();
+    test_profile_files();
+    test_net_profile();
+    free(prof);
+    return dt_test_finish("test_sim");
+}

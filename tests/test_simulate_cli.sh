@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# dtrain simulate and bench --profile-out on the command line: flags and
+# units refused with exit 2 and a clear line, profiles written and read back,
+# the table and the JSON lines.
+source "$(dirname "$0")/clilib.sh" "$1"
+M=$SRC/examples/mlp.cfg
+S="--reps 2 --threads 1"
+
+expect 2 "\-\-bandwidth: '10Gb' is not a bandwidth .*Gbps" -- "$DTRAIN" simulate "$M" --bandwidth 10Gb
+expect 2 "\-\-bandwidth: 'fast' is not a bandwidth" -- "$DTRAIN" simulate "$M" --bandwidth fast
+expect 2 "\-\-bandwidth: '0Gbps' is not a bandwidth" -- "$DTRAIN" simulate "$M" --bandwidth 0Gbps
+expect 2 "\-\-latency: '20' is not a latency .*us" -- "$DTRAIN" simulate "$M" --latency 20
+expect 2 "\-\-latency: '5 weeks' is not a latency" -- "$DTRAIN" simulate "$M" --latency "5 weeks"
+expect 2 "\-\-nodes: '0' is not a node count" -- "$DTRAIN" simulate "$M" --nodes 0,2
+expect 2 "\-\-nodes: 'x' is not a node count" -- "$DTRAIN" simulate "$M" --nodes 1,x
+expect 2 "\-\-nodes: bad list '1,,2'" -- "$DTRAIN" simulate "$M" --nodes 1,,2
+expect 2 "\-\-modes: unknown mode 'ring'" -- "$DTRAIN" simulate "$M" --modes allreduce,ring
+expect 2 "\-\-servers: .* out of range" -- "$DTRAIN" simulate "$M" --servers 0
+expect 2 "unknown flag '--gpus'" -- "$DTRAIN" simulate "$M" --gpus 8
+expect 2 "expected MODEL.cfg or --profile" -- "$DTRAIN" simulate
+expect 0 "\-\-shared-cores" -- "$DTRAIN" simulate --help
+expect 1 "nope.cfg: cannot open" -- "$DTRAIN" simulate "$TMP/nope.cfg"
+
+# The table: one row per node count and mode, one node is the serial step.
+expect 0 "nodes +mode +step ms +img/s +speedup +comm share" -- "$DTRAIN" simulate "$M" $S --nodes 1,4
+"$DTRAIN" simulate "$M" $S --nodes 1,2,8 --modes allreduce,sacp --bandwidth 1Gbps --latency 1ms --json \
+    > "$TMP/sim.jsonl"
+check "simulate --json: one line per prediction" /usr/bin/python3 -c "
+import json; rows=[json.loads(l) for l in open('$TMP/sim.jsonl')]
+assert [(r['nodes'], r['mode']) for r in rows] == [(n, m) for n in (1, 2, 8) for m in ('allreduce', 'sacp')], rows
+assert all(r['event'] == 'simulate' and r['bandwidth_gbps'] == 1 and r['latency_us'] == 1000 for r in rows)
+one = [r for r in rows if r['nodes'] == 1]
+assert all(r['speedup'] == 1 and r['comm_share'] == 0 and r['mb_sent'] == 0 for r in one), one
+assert all(r['comm_share'] > 0 for r in rows if r['nodes'] > 1)"
+
+# bench --profile-out writes a profile that simulate reads (and checks against the model).
+expect 0 '"event":"bench"' -- "$DTRAIN" bench "$M" --steps 3 --threads 1 --batch 16 --profile-out "$TMP/p.json"
+check "profile format" /usr/bin/python3 -c "
+import json; p=json.load(open('$TMP/p.json'))
+assert p['format'] == 'dtrain-profile' and p['version'] == 1 and p['batch'] == 16 and p['reps'] == 3
+assert sum(l['params'] for l in p['layers']) == 407050 and p['layers'][0]['fc_in'] == 784"
+expect 0 "compute from the profile at 1 thread" -- "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2
+expect 0 "batch 16 per worker" -- "$DTRAIN" simulate "$M" --profile "$TMP/p.json" --nodes 2
+expect 2 "\-\-batch 32: --profile .* was measured at batch 16" -- "$DTRAIN" simulate "$M" --profile "$TMP/p.json" --batch 32
+expect 2 "\-\-profile .*p.json has 4 layers, .*cnn.cfg has 10" -- "$DTRAIN" simulate "$SRC/examples/cnn.cfg" --profile "$TMP/p.json"
+expect 2 "\-\-threads and --reps set the measurement" -- "$DTRAIN" simulate --profile "$TMP/p.json" --threads 2
+expect 1 "missing.json: cannot open" -- "$DTRAIN" simulate --profile "$TMP/missing.json"
+printf '{"format":"dtrain-profile","version":1,\n"batch":' > "$TMP/bad.json"
+expect 1 "bad.json:2: unexpected character" -- "$DTRAIN" simulate --profile "$TMP/bad.json"
+expect 1 "cannot create" -- "$DTRAIN" bench "$M" --steps 1 --threads 1 --profile-out "$TMP/no/such/dir/p.json"
+
+finish
