@@ -83,8 +83,7 @@ static void *comm_thread(void *arg) {
         double t1 = dt_now();
         const dt_bucket *b = &a->buckets[k];
         if (b->sfb) {
-            const dt_sfb_layer *f = &a->sfb.layers[a->sfb.index[b->ready_layer]];
-            double bytes = (double)a->sfb.K * (f->M + f->N) * (a->sfb.P - 1) * sizeof(float);
+            double bytes = dt_sfb_layer_bytes_each_way(&a->sfb, b->ready_layer);
             dt_timeline_span(a->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "sfb allgather", t0, t1,
                              (dt_tl_arg[]){{"layer", b->ready_layer}, {"bytes", bytes}}, 2);
         } else {
@@ -129,11 +128,7 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     a->net = dt_trainer_net(t);
     a->step = dt_trainer_step(t);
     DT_TRY(dt_alloc_bytes((void **)&a->buckets, sizeof(dt_bucket) * MAX_BUCKETS, "buckets"));
-    DT_TRY(dt_comm_plan_create(&a->plan, a->net, DT_MODE_ALLREDUCE, a->cfg.sfb, a->comm.nworkers,
-                               a->net->max_batch));
-    DT_TRY(dt_sfb_create(&a->sfb, a->net, &a->plan, a->comm.nworkers));
-    if (a->cfg.plan_out && a->comm.worker == 0) dt_comm_plan_write(a->cfg.plan_out, &a->plan, a->net);
-    if (a->cfg.sfb != DT_SFB_OFF) s->plan_bytes = dt_comm_plan_bytes(&a->plan);
+    DT_TRY(dt_sfb_setup(s, &a->plan, &a->sfb, a->net, &a->cfg, &a->comm));
     size_t bucket_floats = (size_t)(a->cfg.fusion_mb * 1048576.0 / sizeof(float));
     a->nbuckets = dt_bucket_plan(a->buckets, MAX_BUCKETS, a->net, &a->plan, bucket_floats);
     if (a->nbuckets < 0)

@@ -145,10 +145,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
         DT_TRY(dt_mpi_check(MPI_Comm_split(p->comm.workers, p->comm.worker / p->k, p->comm.worker, &p->sub),
                             "worker groups (MPI_Comm_split)"));
     for (int s = 0; s < S; s++) p->shard_type[s] = MPI_DATATYPE_NULL;
-    DT_TRY(dt_comm_plan_create(&p->plan, p->net, p->cfg.mode, p->cfg.sfb, p->comm.nworkers, p->cfg.batch));
-    DT_TRY(dt_sfb_create(&p->sfb, p->net, &p->plan, p->comm.nworkers));
-    if (p->cfg.plan_out && p->comm.worker == 0) dt_comm_plan_write(p->cfg.plan_out, &p->plan, p->net);
-    if (p->cfg.sfb != DT_SFB_OFF) sy->plan_bytes = dt_comm_plan_bytes(&p->plan);
+    DT_TRY(dt_sfb_setup(sy, &p->plan, &p->sfb, p->net, &p->cfg, &p->comm));
     DT_TRY(dt_alloc_bytes((void **)&p->hdr, sizeof *p->hdr * (size_t)S, "reply headers"));
     if (p->cfg.mode == DT_MODE_PS_SSP && p->cfg.staleness > 0) {
         size_t n;

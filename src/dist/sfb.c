@@ -74,8 +74,22 @@ void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net) {
     }
 }
 
+double dt_sfb_layer_bytes_each_way(const dt_sfb *f, int layer) {
+    const dt_sfb_layer *x = &f->layers[f->index[layer]];
+    return dt_sfb_bytes(x->M, x->N, f->K, f->P) / 2;
+}
+
 double dt_sfb_bytes_each_way(const dt_sfb *f) {
-    double floats = 0;
-    for (int k = 0; k < f->n; k++) floats += (double)f->K * (f->layers[k].M + f->layers[k].N);
-    return floats * (f->P - 1) * sizeof(float);
+    double bytes = 0;
+    for (int k = 0; k < f->n; k++) bytes += dt_sfb_layer_bytes_each_way(f, f->layers[k].layer);
+    return bytes;
+}
+
+dt_status dt_sfb_setup(dt_sync *s, dt_comm_plan *plan, dt_sfb *f, dt_net *net, const dt_dist_cfg *cfg,
+                       const dt_comm *c) {
+    DT_TRY(dt_comm_plan_create(plan, net, cfg->mode, cfg->sfb, c->nworkers, cfg->batch));
+    DT_TRY(dt_sfb_create(f, net, plan, c->nworkers));
+    if (cfg->plan_out && c->worker == 0) dt_comm_plan_write(cfg->plan_out, plan, net);
+    if (cfg->sfb != DT_SFB_OFF) s->plan_bytes = dt_comm_plan_bytes(plan);
+    return DT_OK;
 }

@@ -37,7 +37,16 @@ void dt_sfb_capture(dt_sfb *f, const dt_net *net, int layer);
 dt_status dt_sfb_start(dt_sfb *f, int layer, MPI_Comm comm, MPI_Request reqs[2]);
 /* After the allgathers: the layer's summed dw and db into net->grads. */
 void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net);
-/* Bytes one worker sends (= receives) per step for all SFB layers. */
+/* Bytes one worker sends (= receives) per step for SFB layer `layer`, and
+ * for all of them: half of dt_sfb_bytes, the plan's sent + received. */
+double dt_sfb_layer_bytes_each_way(const dt_sfb *f, int layer);
 double dt_sfb_bytes_each_way(const dt_sfb *f);
+
+/* A worker strategy's start: the communication plan for cfg's mode with
+ * c's workers at cfg's batch, the factor buffers, the plan written by
+ * worker 0 to cfg->plan_out, and with SFB on its predicted bytes in
+ * s->plan_bytes. */
+dt_status dt_sfb_setup(dt_sync *s, dt_comm_plan *plan, dt_sfb *f, dt_net *net, const dt_dist_cfg *cfg,
+                       const dt_comm *c);
 
 #endif
