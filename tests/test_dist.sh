@@ -33,12 +33,16 @@ for N in 2 3; do
     run ar$N "$N" --mode allreduce --batch $B
     run ar${N}_unfused "$N" --mode allreduce --batch $B --fusion-mb 0
     run ar${N}_split "$N" --mode allreduce --batch $B --fusion-mb 0.01   # 2621 floats: splits layers
+    # dtrain's ring on every bucket (uneven chunks: 7334 floats, 2621-float buckets), and MPI's on every one
+    run ar${N}_ring "$N" --mode allreduce --batch $B --allreduce-algo ring
+    run ar${N}_ring_split "$N" --mode allreduce --batch $B --allreduce-algo ring --fusion-mb 0.01
+    run ar${N}_mpi "$N" --mode allreduce --batch $B --allreduce-algo mpi
     run ps${N}_s1 $((N + 1)) --mode ps-sync --servers 1 --batch $B
     run ps${N}_s2 $((N + 2)) --mode ps-sync --servers 2 --batch $B
     run ar${N}_sfb "$N" --mode allreduce --batch $B --sfb --fusion-mb 0.001
     run ps${N}_s2_sfb $((N + 2)) --mode ps-sync --servers 2 --batch $B --sfb
     run ps${N}_s1_sacp $((N + 1)) --mode ps-sync --servers 1 --batch $B --sacp
-    for m in ar$N ar${N}_unfused ar${N}_split ps${N}_s1 ps${N}_s2 ar${N}_sfb ps${N}_s2_sfb ps${N}_s1_sacp; do
+    for m in ar$N ar${N}_unfused ar${N}_split ar${N}_ring ar${N}_ring_split ar${N}_mpi ps${N}_s1 ps${N}_s2 ar${N}_sfb ps${N}_s2_sfb ps${N}_s1_sacp; do
         same serial$N $m $TOL
     done
     same ar${N} ar${N}_unfused 0
@@ -94,4 +98,5 @@ expect 2 "serial runs on one rank" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cf
 expect 2 "--sfb works with --mode allreduce or ps-sync, not ps-async" -- \
     $MPIRUN -np 3 "$DTRAIN" train "$TMP/net.cfg" --mode ps-async --sfb
 expect 2 "exclude each other" -- "$DTRAIN" train "$TMP/net.cfg" --sfb --sacp
+expect 2 "--allreduce-algo: unknown algorithm 'tree'" -- "$DTRAIN" train "$TMP/net.cfg" --allreduce-algo tree
 finish

@@ -46,6 +46,7 @@ stall_case() { # mode np expected-pattern rank-to-stop
     grep -E "waited" "$TMP/stall.out" | head -2
 }
 stall_case "allreduce" 2 "ranks that have not reached it: 1" 1
+stall_case "allreduce --allreduce-algo ring" 2 "ranks that have not reached it: 1" 1
 # The server names every worker whose gradients it misses: one blocked in a
 # collective with the stopped rank is missing too, and names rank 2 itself.
 stall_case "ps-sync --servers 1" 3 "gradients from worker rank\(s\) ([0-9], )*2$|have not reached it: 2$" 2

@@ -98,6 +98,14 @@ static void test_buckets(dt_net *net) {
     n = dt_bucket_plan(b, 8, net, &p, 100);
     CHECK(n == 5 && b[3].lo == 1700 && b[3].hi == 1703 && b[4].sfb);
     CHECK(dt_bucket_plan(b, 2, net, &p, 100) == -1);
+    /* Without SFB, the 103-float tail of layer 1 (split by 200-float buckets)
+     * is a bucket of its own, not filled up from layer 0. */
+    dt_bucket many[16];
+    n = dt_bucket_plan(many, 16, net, NULL, 200);
+    CHECK(n == 11 && many[0].lo == 1803 && many[0].hi == 2003 && many[0].ready_layer == 1);
+    CHECK(many[1].lo == 1700 && many[1].hi == 1803 && many[1].ready_layer == 1);
+    CHECK(many[2].lo == 1500 && many[2].hi == 1700 && many[2].ready_layer == 0);
+    CHECK(many[10].lo == 0 && many[10].hi == 100);
     dt_comm_plan_free(&p);
 }
 

@@ -11,6 +11,7 @@
 #define DTRAIN_DIST_H
 
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,16 @@ const char *dt_mode_name(dt_mode mode);
  *   DT_SFB_AUTO  --sacp: per layer, whichever moves fewer bytes */
 typedef enum { DT_SFB_OFF = 0, DT_SFB_ALL, DT_SFB_AUTO } dt_sfb_policy;
 
+/* How --mode allreduce sums a fusion bucket (--allreduce-algo):
+ *   DT_AR_AUTO  the ring for buckets of at least 16 Ki floats per worker,
+ *               MPI_Iallreduce for smaller (latency-bound) ones
+ *   DT_AR_RING  always dtrain's ring (ring.h)
+ *   DT_AR_MPI   always MPI_Iallreduce (Open MPI's algorithm choice) */
+typedef enum { DT_AR_AUTO = 0, DT_AR_RING, DT_AR_MPI } dt_ar_algo;
+
+/* "auto" | "ring" | "mpi" -> dt_ar_algo, -1 for anything else. */
+int dt_ar_algo_from_name(const char *name);
+
 typedef struct {
     dt_mode mode;
     int servers;            /* ps-* modes: server ranks (first S ranks) */
@@ -57,6 +68,7 @@ typedef struct {
      * groups as their workers. 1: no groups. */
     int group_size;
     dt_timeline *timeline;  /* spans of the strategies and servers go here (NULL: off) */
+    dt_ar_algo ar_algo;     /* allreduce: how buckets are summed */
 } dt_dist_cfg;
 
 /* The combination of mode, --sfb/--sacp and --group-size is one dtrain
@@ -107,6 +119,13 @@ typedef void (*dt_stall_fn)(void *ctx, double waited_s, int report);
  * DT_ERR_MPI naming `what`. */
 dt_status dt_mpi_wait(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
                       const char *what);
+/* The same, except while *hurry (may be NULL) is nonzero: the caller's
+ * trainer thread is itself blocked on this wait, so its core is free, and
+ * the wait polls without sleeping (sched_yield) for its first 2 ms, then
+ * sleeps at most 50 us. The sleeping waits cost the last gradient bucket of
+ * a step about a millisecond per message round. */
+dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
+                            const char *what, const atomic_int *hurry);
 
 /* Checks an MPI return code: DT_ERR_MPI "what: <MPI error string>". */
 dt_status dt_mpi_check(int rc, const char *what);
@@ -165,8 +184,9 @@ typedef struct {
 } dt_bucket;
 
 /* Buckets of at most bucket_floats (0: one per layer) in backward order,
- * splitting layers larger than a bucket; an SFB layer of plan (may be NULL)
- * gets a bucket of its own, marked sfb, and no fused bucket spans it.
+ * splitting layers larger than a bucket (the last piece of a split layer
+ * is a bucket of its own); an SFB layer of plan (may be NULL) gets a bucket
+ * of its own, marked sfb, and no fused bucket spans it.
  * Returns the count (<= max), or -1 if max is too small. */
 int dt_bucket_plan(dt_bucket *out, int max, const dt_net *net, const dt_comm_plan *plan,
                    size_t bucket_floats);

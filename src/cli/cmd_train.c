@@ -35,6 +35,8 @@ static const char train_usage[] =
     "  --slow-worker R:MS    world rank R sleeps MS ms in every step\n"
     "  --servers S           ps-* modes: the first S ranks are parameter servers (default 1)\n"
     "  --fusion-mb X         allreduce: fusion bucket size in MiB (default 4; 0 = per layer)\n"
+    "  --allreduce-algo A    allreduce: auto (default: dtrain's ring for buckets of 16 Ki\n"
+    "                        floats per worker or more, MPI_Iallreduce below), ring, mpi\n"
     "  --sfb                 allreduce, ps-sync: fully connected layers exchange sufficient\n"
     "                        factors between workers instead of their gradients\n"
     "  --sacp                allreduce, ps-sync: per layer, whichever of the two moves fewer\n"
@@ -112,6 +114,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--mode", ARG_STR, &a->mode, 0, 0, 0},
         {"--servers", ARG_INT, &a->servers, 1, 1024, 0},
         {"--fusion-mb", ARG_DOUBLE, &a->fusion_mb, 0, 4096, 0},
+        {"--allreduce-algo", ARG_STR, &a->ar_algo, 0, 0, 0},
         {"--stall-timeout", ARG_DOUBLE, &a->stall_timeout, 0.1, 1e6, 0},
         {"--staleness", ARG_INT, &a->staleness, 0, 1000, 0},
         {"--straggle", ARG_STR, &a->straggle, 0, 0, 0},
@@ -148,7 +151,10 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     dt_dist_cfg dc = {DT_MODE_SERIAL, 0, a->fusion_mb, a->stall_timeout, a->staleness,
                       a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
-                      a->group_size, NULL};
+                      a->group_size, NULL, DT_AR_AUTO};
+    int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
+    if (algo < 0) return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (auto, ring, mpi)", a->ar_algo);
+    dc.ar_algo = (dt_ar_algo)algo;
     DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks));
     p->dist = dc;
     if (a->straggle) DT_TRY(parse_pair(a->straggle, "--straggle", "P:MS", 0, 1, &o->straggle_p, &o->straggle_ms));

@@ -24,6 +24,7 @@ typedef struct {
     int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size;
     long max_steps, ckpt_every, seed;
     double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout;
+    const char *ar_algo;
 } cli_train_args;
 
 typedef struct {

@@ -20,6 +20,7 @@
 #include "dtrain/optim.h"
 #include "dtrain/timer.h"
 #include "group.h"
+#include "ring.h"
 #include "sfb.h"
 
 #define MAX_BUCKETS 4096
@@ -33,6 +34,7 @@ typedef struct {
     dt_sfb sfb;
     dt_bucket *buckets;
     int nbuckets;
+    float *ring_tmp;          /* scratch of the largest ring-reduced bucket */
     long step;                /* clock of the step in flight */
     /* Shared between the threads, under mu. */
     pthread_mutex_t mu;
@@ -49,7 +51,11 @@ typedef struct {
     char what[64];            /* the step's collective, for stall messages */
 } ar_ctx;
 
-/* Reduces one bucket in place: sum over workers. The step's first bucket
+static int uses_ring(const ar_ctx *a, size_t n) {
+    return a->cfg.ar_algo == DT_AR_RING || (a->cfg.ar_algo == DT_AR_AUTO && dt_ring_pays(n, a->comm.nworkers));
+}
+
+/* Averages one bucket in place over the workers. The step's first bucket
  * enters the group (announces the step to the stall inspector). */
 static dt_status reduce_bucket(ar_ctx *a, int k) {
     const dt_bucket *b = &a->buckets[k];
@@ -63,10 +69,14 @@ static dt_status reduce_bucket(ar_ctx *a, int k) {
         return dt_group_wait(&a->group, req, 2);
     }
     float *g = a->net->grads + b->lo;
-    int n = (int)(b->hi - b->lo);
-    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g, n, MPI_FLOAT, MPI_SUM, a->comm.workers, &req[0]),
+    size_t n = b->hi - b->lo;
+    float inv = 1.0f / (float)a->comm.nworkers;
+    if (uses_ring(a, n)) return dt_ring_allreduce(&a->group, g, n, a->ring_tmp, inv);
+    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, a->comm.workers, &req[0]),
                         "gradient allreduce (MPI_Iallreduce)"));
-    return dt_group_wait(&a->group, req, 1);
+    DT_TRY(dt_group_wait(&a->group, req, 1));
+    for (size_t i = 0; i < n; i++) g[i] *= inv;
+    return DT_OK;
 }
 
 static void *comm_thread(void *arg) {
@@ -134,6 +144,12 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     if (a->nbuckets < 0)
         return dt_fail(DT_ERR_USAGE, "--fusion-mb %g makes more than %d buckets; use a larger value",
                        a->cfg.fusion_mb, MAX_BUCKETS);
+    size_t scratch = 0;
+    for (int k = 0; k < a->nbuckets; k++) {
+        size_t n = a->buckets[k].hi - a->buckets[k].lo, need = dt_ring_scratch_floats(n, a->comm.nworkers);
+        if (!a->buckets[k].sfb && uses_ring(a, n) && need > scratch) scratch = need;
+    }
+    if (scratch) DT_TRY(dt_alloc_floats(&a->ring_tmp, scratch, "ring allreduce scratch"));
     DT_TRY(dt_group_create(&a->group, &a->comm, a->cfg.stall_timeout));
     DT_TRY(dt_group_bcast_start(&a->group, a->net, dt_trainer_momentum(t)));
     if (pthread_create(&a->thread, NULL, comm_thread, a) != 0)
@@ -153,8 +169,10 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
     ar_ctx *a = s->ctx;
     enqueue_ready(a, 0); /* buckets of layers that reported nothing (none today) */
     double t0 = dt_now();
+    atomic_store(&a->group.hurry, 1);
     pthread_mutex_lock(&a->mu);
     while (a->done < a->nbuckets) pthread_cond_wait(&a->cv, &a->mu);
+    atomic_store(&a->group.hurry, 0);
     a->queued = a->started = a->done = 0;
     dt_status err = a->err;
     double comm = a->last_end - a->first_start;
@@ -173,9 +191,9 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
     s->stats.bytes_recv += bytes;
 
     dt_net *net = a->net;
-    for (int k = 0; k < a->sfb.n; k++) dt_sfb_rebuild(&a->sfb, a->sfb.layers[k].layer, net);
+    /* The buckets arrive averaged; SFB layers are averaged as they are rebuilt. */
     float inv = 1.0f / (float)a->comm.nworkers;
-    for (size_t i = 0; i < net->nparams; i++) net->grads[i] *= inv;
+    for (int k = 0; k < a->sfb.n; k++) dt_sfb_rebuild(&a->sfb, a->sfb.layers[k].layer, net, inv);
     dt_sgd_update(dt_trainer_sgd(t), lr, net->params, dt_trainer_momentum(t), net->grads, net->nparams);
     return DT_OK;
 }
@@ -193,6 +211,7 @@ static void ar_free(dt_sync *s) {
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     dt_free(a->buckets);
+    dt_free(a->ring_tmp);
     dt_sfb_free(&a->sfb);
     dt_comm_plan_free(&a->plan);
     dt_group_sync_free(s);

@@ -1,4 +1,5 @@
 /* MPI process layout, model agreement, and waiting without spinning. */
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -16,6 +17,13 @@ int dt_mode_from_name(const char *name) {
 }
 
 const char *dt_mode_name(dt_mode mode) { return mode_names[mode]; }
+
+int dt_ar_algo_from_name(const char *name) {
+    static const char *const names[] = {"auto", "ring", "mpi"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
 
 dt_status dt_mpi_check(int rc, const char *what) {
     if (rc == MPI_SUCCESS) return DT_OK;
@@ -74,23 +82,39 @@ dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char 
     return s;
 }
 
-dt_status dt_mpi_wait(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
-                      const char *what) {
-    double start = dt_now(), next_tick = start + stall_timeout / 4;
+dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
+                            const char *what, const atomic_int *hurry) {
+    double start = dt_now(), next_tick = start + stall_timeout / 4, hurried_since = 0;
     long sleep_ns = 1000, ticks = 0;
     for (;;) {
         int done = 0;
         DT_TRY(dt_mpi_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what));
         if (done) return DT_OK;
-        /* Back off from 1 us to 1 ms: a waiting rank must not take a core
-         * from the ranks computing beside it. */
-        struct timespec ts = {0, sleep_ns};
-        nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000) sleep_ns *= 2;
         double now = dt_now();
+        if (hurry && atomic_load_explicit(hurry, memory_order_relaxed)) {
+            if (hurried_since == 0) hurried_since = now;
+            if (now - hurried_since < 2e-3) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 50000};
+                nanosleep(&ts, NULL);
+            }
+        } else {
+            /* Back off from 1 us to 1 ms: a waiting rank must not take a
+             * core from the ranks computing beside it. */
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, NULL);
+            if (sleep_ns < 1000000) sleep_ns *= 2;
+        }
+        now = dt_now();
         if (stall && stall_timeout > 0 && now >= next_tick) {
             stall(ctx, now - start, ++ticks % 4 == 0);
             next_tick = now + stall_timeout / 4;
         }
     }
+}
+
+dt_status dt_mpi_wait(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
+                      const char *what) {
+    return dt_mpi_wait_hurry(reqs, n, stall_timeout, stall, ctx, what, NULL);
 }

@@ -30,6 +30,7 @@ static dt_status drain(dt_group *g) {
 
 dt_status dt_group_create(dt_group *g, const dt_comm *c, double stall_timeout) {
     memset(g, 0, sizeof *g);
+    atomic_init(&g->hurry, 0);
     g->comm = *c;
     g->stall_timeout = stall_timeout;
     DT_TRY(dt_mpi_check(MPI_Comm_rank(c->workers, &g->rank), "MPI_Comm_rank"));
@@ -105,7 +106,7 @@ static void on_stall(void *arg, double waited, int report) {
 }
 
 dt_status dt_group_wait(dt_group *g, MPI_Request *reqs, int n) {
-    return dt_mpi_wait(reqs, n, g->stall_timeout, on_stall, g, g->what);
+    return dt_mpi_wait_hurry(reqs, n, g->stall_timeout, on_stall, g, g->what, &g->hurry);
 }
 
 dt_status dt_group_sum_doubles(dt_group *g, double *vals, int n, const char *what) {

@@ -26,6 +26,7 @@ typedef struct {
     MPI_Request *recv;  /* (size) one posted receive per peer */
     MPI_Request *send;  /* (size) last announcement to each peer */
     const char *what;   /* the collective being waited for (messages) */
+    atomic_int hurry;   /* set by the owner while its trainer blocks on the group's waits */
 } dt_group;
 
 dt_status dt_group_create(dt_group *g, const dt_comm *c, double stall_timeout);

@@ -120,6 +120,7 @@ int dt_bucket_plan_layers(dt_bucket *out, int max, const size_t *param_offset, i
         }
         /* Walk the layer downwards from hi, closing a bucket whenever it is full. */
         size_t top = hi;
+        int split = 0; /* a bucket closed inside this layer */
         while (top > lo) {
             if (!open) open = 1, open_hi = top, open_lo = top;
             size_t room = bucket_floats - (open_hi - open_lo);
@@ -131,10 +132,19 @@ int dt_bucket_plan_layers(dt_bucket *out, int max, const size_t *param_offset, i
                 if (nb >= max) return -1;
                 out[nb++] = (dt_bucket){open_lo, open_hi, i, 0};
                 open = 0;
+                split = 1;
             }
         }
         /* A bucket still open at a layer boundary keeps filling from the
-         * layers below. */
+         * layers below, unless it is the tail of a layer split over buckets:
+         * that was final with the rest of the layer, and the layers below
+         * would hold it back for their whole backward (cnn: the last 77 K
+         * floats of fc1 waited 25 ms for conv2). */
+        if (open && split) {
+            if (nb >= max) return -1;
+            out[nb++] = (dt_bucket){open_lo, open_hi, i, 0};
+            open = 0;
+        }
     }
     if (open) {
         if (nb >= max) return -1;

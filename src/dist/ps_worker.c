@@ -248,8 +248,7 @@ static dt_status update_sfb_layers(ps_ctx *p, dt_trainer *t, float lr) {
     for (int k = 0; k < p->sfb.n; k++) {
         int i = p->sfb.layers[k].layer;
         size_t lo = net->param_offset[i], n = net->param_offset[i + 1] - lo;
-        dt_sfb_rebuild(&p->sfb, i, net);
-        for (size_t j = lo; j < lo + n; j++) net->grads[j] *= inv;
+        dt_sfb_rebuild(&p->sfb, i, net, inv);
         dt_sgd_update(dt_trainer_sgd(t), lr, net->params + lo, dt_trainer_momentum(t) + lo, net->grads + lo, n);
     }
     return DT_OK;

@@ -62,16 +62,17 @@ dt_status dt_sfb_start(dt_sfb *f, int layer, MPI_Comm comm, MPI_Request reqs[2])
                         "sufficient factors (MPI_Iallgather)");
 }
 
-void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net) {
+void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net, float scale) {
     const dt_sfb_layer *x = &f->layers[f->index[layer]];
     dt_layer *l = &net->layers[layer];
     int rows = f->P * f->K;
-    dt_sgemm('T', 'N', x->M, x->N, rows, 1.0f, x->all_u, x->M, x->all_v, x->N, 0.0f, l->dw, x->N);
+    dt_sgemm('T', 'N', x->M, x->N, rows, scale, x->all_u, x->M, x->all_v, x->N, 0.0f, l->dw, x->N);
     memset(l->db, 0, sizeof(float) * (size_t)x->M);
     for (int r = 0; r < rows; r++) {
         const float *u = x->all_u + (size_t)r * (size_t)x->M;
         for (int o = 0; o < x->M; o++) l->db[o] += u[o];
     }
+    for (int o = 0; o < x->M; o++) l->db[o] *= scale;
 }
 
 double dt_sfb_layer_bytes_each_way(const dt_sfb *f, int layer) {

@@ -35,8 +35,9 @@ void dt_sfb_free(dt_sfb *f);
 void dt_sfb_capture(dt_sfb *f, const dt_net *net, int layer);
 /* Starts the two allgathers of layer's factors over comm: reqs[0..2). */
 dt_status dt_sfb_start(dt_sfb *f, int layer, MPI_Comm comm, MPI_Request reqs[2]);
-/* After the allgathers: the layer's summed dw and db into net->grads. */
-void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net);
+/* After the allgathers: scale times the layer's summed dw and db into
+ * net->grads (scale 1/P: the average). */
+void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net, float scale);
 /* Bytes one worker sends (= receives) per step for SFB layer `layer`, and
  * for all of them: half of dt_sfb_bytes, the plan's sent + received. */
 double dt_sfb_layer_bytes_each_way(const dt_sfb *f, int layer);
