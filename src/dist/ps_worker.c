@@ -272,7 +272,9 @@ static dt_status receive_replies(ps_ctx *p, const char *what) {
         int first_recv = p->nreqs;
         DT_TRY(post_replies(p));
         stall_info si = {p, first_recv};
-        DT_TRY(dt_mpi_wait(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, &si, what));
+        /* The trainer itself waits here: its core is free to poll. */
+        static const atomic_int trainer_waits = 1;
+        DT_TRY(dt_mpi_wait_hurry(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, &si, what, &trainer_waits));
     }
     if (p->k == 1) return DT_OK;
     MPI_Request r[2];
