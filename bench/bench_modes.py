@@ -7,8 +7,11 @@
 2. Throughput (synthetic data, STEPS steps per worker) under transient
    stragglers (--straggle 0.1:50) and a persistent one (--slow-worker on
    worker 1, 50 ms a step), 1 server + 2 workers, and the ratio to ps-sync.
+Every run uses --batch per worker (default 32: the model file's batch of 64
+split over the 2 workers, as `make run`, so every mode makes the updates of
+the serial reference run).
 
-usage: bench/bench_modes.py [--epochs 2] [--steps 200] [--servers 1,2] [--skip-accuracy]
+usage: bench/bench_modes.py [--epochs 2] [--steps 200] [--batch 32] [--servers 1,2] [--skip-accuracy]
 Prints markdown tables and a final JSON line.
 """
 import argparse, json, os, subprocess, sys
@@ -20,9 +23,9 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 MODES = [['ps-sync'], ['ps-async'], ['ps-async-nowait'], ['ps-hogwild'], ['ps-ssp', '--staleness', '3']]
 
 
-def run(servers, mode, extra):
+def run(servers, mode, extra, batch):
     cmd = ['mpirun', '--oversubscribe', '--bind-to', 'none', '-np', str(servers + 2), DTRAIN, 'train', CNN,
-           '--threads', '1', '--quiet', '--mode'] + mode + ['--servers', str(servers)] + extra
+           '--threads', '1', '--quiet', '--batch', str(batch), '--mode'] + mode + ['--servers', str(servers)] + extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -35,6 +38,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--epochs', type=int, default=2)
     ap.add_argument('--steps', type=int, default=200)
+    ap.add_argument('--batch', type=int, default=32, help='per worker')
     ap.add_argument('--servers', default='1,2', help='server counts of the accuracy runs')
     ap.add_argument('--skip-accuracy', action='store_true')
     a = ap.parse_args()
@@ -44,7 +48,7 @@ def main():
         print('|---|---|---|---|---|---|---|')
         for servers in (int(x) for x in a.servers.split(',')):
             for mode in MODES:
-                j = run(servers, mode, ['--epochs', str(a.epochs)])
+                j = run(servers, mode, ['--epochs', str(a.epochs)], a.batch)
                 result["accuracy"].append(dict(j, mode=name(mode), servers=servers))
                 print(f'| {name(mode)} | {servers} | {j["test_accuracy"]:.4f} | {j["images_per_sec"]:.0f} | '
                       f'{j["staleness_mean"]:.2f} | {j["staleness_max"]:.0f} | {j["max_clock_gap"]} |', flush=True)
@@ -55,12 +59,13 @@ def main():
     for label, extra in cases:
         base = None
         for mode in MODES:
-            j = run(1, mode, ['--dataset', 'synthetic', '--max-steps', str(a.steps)] + extra)
+            j = run(1, mode, ['--dataset', 'synthetic', '--max-steps', str(a.steps)] + extra, a.batch)
             base = base or j['images_per_sec']
             result["stragglers"].append(dict(j, mode=name(mode), stragglers=label))
             print(f'| {name(mode)} | {label} | {j["images_per_sec"]:.0f} | {j["images_per_sec"] / base:.2f} | '
                   f'{j["staleness_mean"]:.2f} | {j["max_clock_gap"]} |', flush=True)
-    print(json.dumps({'event': 'bench_modes', 'epochs': a.epochs, 'steps': a.steps, 'results': result}))
+    print(json.dumps({'event': 'bench_modes', 'epochs': a.epochs, 'steps': a.steps, 'batch': a.batch,
+                      'results': result}))
 
 
 if __name__ == '__main__':

@@ -25,6 +25,8 @@
 #include "dtrain/timer.h"
 #include "ps_proto.h"
 
+enum { HOGWILD_APPLIERS = 2 };
+
 /* A queued gradient: worker w's clock, its lr and the version it read. */
 typedef struct {
     int w;
@@ -74,7 +76,7 @@ typedef struct {
      * (nowait) or no lock at all (hogwild). */
     int deferred, hogwild, nappliers, quit, inflight;
     int applier_tracks;      /* appliers started: each takes the next timeline track */
-    pthread_t appliers[2];
+    pthread_t appliers[HOGWILD_APPLIERS];
     pthread_mutex_t qmu, pmu;
     pthread_cond_t queued, drained;
     apply_job *queue;        /* (W * nslots) ring */
@@ -186,8 +188,16 @@ static dt_status handle_ctrl(server *sv, int w) {
  * every CPU dtrain runs on), so a race can lose or mix an update of one
  * element, never tear a float, write out of bounds or make a NaN from
  * finite values; versions and counts stay exact (they are under qmu). */
-__attribute__((noinline)) static void hogwild_apply(server *sv, float lr, const float *g) {
-    dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, g, sv->n);
+/* Applier k of K sweeps the shard from k/K of the way along and wraps
+ * round: two gradients arriving together (workers run symmetric steps, so
+ * they often do) would otherwise be swept side by side, element for
+ * element, and race on nearly every one. Started apart at equal speed, two
+ * sweeps meet only if one is slowed; the race stays possible, not
+ * systematic. */
+__attribute__((noinline)) static void hogwild_apply(server *sv, float lr, const float *g, int k) {
+    size_t start = sv->n / HOGWILD_APPLIERS * (size_t)k;
+    dt_sgd_update(&sv->spec->sgd, lr, sv->params + start, sv->mom + start, g + start, sv->n - start);
+    dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, g, start);
 }
 __attribute__((noinline)) static void hogwild_snapshot(const server *sv, float *snap) {
     memcpy(snap, sv->params, sizeof(float) * sv->n);
@@ -220,7 +230,7 @@ static float async_lr(const server *sv, float lr, long lag) {
 static void *applier(void *arg) {
     server *sv = arg;
     pthread_mutex_lock(&sv->qmu);
-    int track = DT_TL_APPLIER + sv->applier_tracks++;
+    int k = sv->applier_tracks++, track = DT_TL_APPLIER + k;
     for (;;) {
         while (!sv->quit && sv->qlen == 0) pthread_cond_wait(&sv->queued, &sv->qmu);
         if (sv->qlen == 0) break; /* quit, and nothing left */
@@ -234,7 +244,7 @@ static void *applier(void *arg) {
         const float *g = slot_of(sv, j.w, j.clock);
         double t0 = dt_now();
         if (sv->hogwild) {
-            hogwild_apply(sv, lr, g);
+            hogwild_apply(sv, lr, g, k);
         } else {
             pthread_mutex_lock(&sv->pmu);
             dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, g, sv->n);
@@ -514,7 +524,7 @@ static dt_status setup(server *sv) {
     sv->budget = (long)run[0];
     sv->first_clock = sv->committed = sv->version = (long)run[1];
     for (size_t w = 0; w < W; w++) sv->arrived[w] = sv->v_read[w] = sv->committed;
-    for (int i = 0; sv->deferred && i < (sv->hogwild ? 2 : 1); i++) {
+    for (int i = 0; sv->deferred && i < (sv->hogwild ? HOGWILD_APPLIERS : 1); i++) {
         if (pthread_create(&sv->appliers[i], NULL, applier, sv) != 0)
             return dt_fail(DT_ERR_INTERNAL, "server rank %d: cannot start an applier thread", sv->comm->rank);
         sv->nappliers++;
