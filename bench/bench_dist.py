@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Distributed throughput, side by side in one run: dtrain serial (1 thread),
-allreduce (2 ranks x 1 thread), ps-sync (1 server + 2 workers), each of the
+two serial trainers at once (no communication: what two ranks on this
+machine can compute at best; their img/s summed), allreduce (2 ranks x 1 thread), ps-sync (1 server + 2 workers), each of the
 two again with --sacp (sufficient factors where they move fewer bytes), and PyTorch
 DDP with gloo (2 processes x 1 thread, shared/reference/torch_ddp.py), for
 cnn and cifar at 64 images per worker. Alternates the runs for ROUNDS
@@ -23,8 +24,7 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 WARMUP = 5  # steps left out of the timing, as torch_ddp.py does
 
 
-def dtrain(model, steps, ranks, mode, extra):
-    log = tempfile.NamedTemporaryFile(suffix='.jsonl', delete=False).name
+def dtrain_cmd(model, steps, ranks, mode, extra, log):
     cmd = [DTRAIN, 'train', os.path.join(ROOT, 'examples', model + '.cfg'), '--dataset', 'synthetic',
            '--batch', '64', '--max-steps', str(steps + WARMUP), '--threads', '1', '--quiet', '--log', log]
     if ranks > 1:
@@ -32,7 +32,11 @@ def dtrain(model, steps, ranks, mode, extra):
         if mode == 'ps-sync':
             cmd += ['--servers', '1']
         cmd += extra
-    subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV)
+    return cmd
+
+
+def read_log(log):
+    """(img/s, comm wait share, overlap) of a run log, warm-up steps left out."""
     events = [json.loads(line) for line in open(log)]
     os.unlink(log)
     cfg = next(e for e in events if e['event'] == 'config')
@@ -41,6 +45,20 @@ def dtrain(model, steps, ranks, mode, extra):
     comm = sum(e['comm_s'] for e in steps_ev)
     wait = sum(e['comm_wait_s'] for e in steps_ev)
     return (cfg['global_batch'] * len(steps_ev) / t, wait / t, 1 - wait / comm if comm > 0 else 0.0)
+
+
+def dtrain(model, steps, ranks, mode, extra):
+    if mode == 'pair':  # two independent serial trainers at once: the ceiling with no communication
+        logs = [tempfile.NamedTemporaryFile(suffix='.jsonl', delete=False).name for _ in range(2)]
+        procs = [subprocess.Popen(dtrain_cmd(model, steps, 1, 'serial', [], log), env=ENV,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for log in logs]
+        if any(p.wait() != 0 for p in procs):
+            raise RuntimeError('a serial trainer of the pair failed')
+        return (sum(read_log(log)[0] for log in logs), 0.0, 0.0)
+    log = tempfile.NamedTemporaryFile(suffix='.jsonl', delete=False).name
+    subprocess.run(dtrain_cmd(model, steps, ranks, mode, extra, log), check=True, capture_output=True,
+                   text=True, env=ENV)
+    return read_log(log)
 
 
 def ddp(model, steps):
@@ -55,7 +73,8 @@ def main():
     ap.add_argument('--models', default='cnn,cifar')
     ap.add_argument('--steps', type=int, default=60)
     a = ap.parse_args()
-    runs = [('serial 1x1', 1, 'serial', []), ('allreduce 2x1', 2, 'allreduce', []),
+    runs = [('serial 1x1', 1, 'serial', []), ('2 serial side by side', 1, 'pair', []),
+            ('allreduce 2x1', 2, 'allreduce', []),
             ('allreduce+sacp 2x1', 2, 'allreduce', ['--sacp']), ('ps-sync 1s+2w', 3, 'ps-sync', []),
             ('ps-sync+sacp 1s+2w', 3, 'ps-sync', ['--sacp'])]
     result = {}

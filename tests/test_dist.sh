@@ -37,16 +37,22 @@ for N in 2 3; do
     run ar${N}_ring "$N" --mode allreduce --batch $B --allreduce-algo ring
     run ar${N}_ring_split "$N" --mode allreduce --batch $B --allreduce-algo ring --fusion-mb 0.01
     run ar${N}_mpi "$N" --mode allreduce --batch $B --allreduce-algo mpi
+    run ar${N}_sfb_ring "$N" --mode allreduce --batch $B --sfb --allreduce-algo ring
     run ps${N}_s1 $((N + 1)) --mode ps-sync --servers 1 --batch $B
     run ps${N}_s2 $((N + 2)) --mode ps-sync --servers 2 --batch $B
     run ar${N}_sfb "$N" --mode allreduce --batch $B --sfb --fusion-mb 0.001
     run ps${N}_s2_sfb $((N + 2)) --mode ps-sync --servers 2 --batch $B --sfb
     run ps${N}_s1_sacp $((N + 1)) --mode ps-sync --servers 1 --batch $B --sacp
-    for m in ar$N ar${N}_unfused ar${N}_split ar${N}_ring ar${N}_ring_split ar${N}_mpi ps${N}_s1 ps${N}_s2 ar${N}_sfb ps${N}_s2_sfb ps${N}_s1_sacp; do
+    for m in ar$N ar${N}_unfused ar${N}_split ar${N}_ring ar${N}_ring_split ar${N}_mpi ar${N}_sfb_ring ps${N}_s1 ps${N}_s2 ar${N}_sfb ps${N}_s2_sfb ps${N}_s1_sacp; do
         same serial$N $m $TOL
     done
     same ar${N} ar${N}_unfused 0
 done
+
+# The ring with 4 workers (three reduce-scatter and three allgather rounds).
+run serial4x4 1 --batch 16
+run ar4_ring 4 --mode allreduce --batch 4 --allreduce-algo ring --fusion-mb 0.01
+same serial4x4 ar4_ring $TOL
 
 # Checkpoint with 2 servers, resume, same as uninterrupted (bit for bit).
 K=30
@@ -99,4 +105,5 @@ expect 2 "--sfb works with --mode allreduce or ps-sync, not ps-async" -- \
     $MPIRUN -np 3 "$DTRAIN" train "$TMP/net.cfg" --mode ps-async --sfb
 expect 2 "exclude each other" -- "$DTRAIN" train "$TMP/net.cfg" --sfb --sacp
 expect 2 "--allreduce-algo: unknown algorithm 'tree'" -- "$DTRAIN" train "$TMP/net.cfg" --allreduce-algo tree
+expect 2 "--allreduce-algo applies to --mode allreduce, not serial" -- "$DTRAIN" train "$TMP/net.cfg" --allreduce-algo ring
 finish

@@ -135,6 +135,31 @@ static void maxpool_ties(void) {
     t.l.ops->backward(&t.l, t.din, t.dout, t.in, t.out, 1, t.ws);
     CHECK(isnan(t.out[0]) && t.out[1] == 0.5f && t.din[5] == 1.0f && t.din[0] == 0.0f);
     tl_free(&t);
+    /* The same rules on rows of 9 windows (the vector loop takes four at a
+     * time, the tail one), against the rule written out: the first maximum
+     * of the window in reading order, the last NaN if any. Output row 0:
+     * ties and -0 against +0 (the vector loop); row 1: NaNs in several
+     * lanes and in the tail (the row is redone by the generic loop). */
+    if (!CHECK_OK(tl_create(&t, s, (dt_shape){1, 4, 18}, 1, 3001))) return;
+    for (int i = 0; i < 72; i++) t.in[i] = (float)((i * 7) % 5) - 2.0f; /* many ties */
+    t.in[2] = -0.0f, t.in[3] = 0.0f, t.in[20] = 0.0f, t.in[21] = -0.0f;
+    t.in[36 + 5] = NAN;                             /* window 2: top right */
+    t.in[36 + 24] = NAN, t.in[36 + 25] = NAN;       /* window 3: both bottom cells */
+    t.in[36 + 17] = NAN;                            /* window 8: the tail */
+    t.l.ops->forward(&t.l, t.out, t.in, 1, 1, t.ws);
+    const int32_t *arg = (const int32_t *)t.l.saved;
+    for (int oh = 0; oh < 2; oh++)
+        for (int ow = 0; ow < 9; ow++) {
+            int b = 36 * oh + 2 * ow, cells[4] = {b, b + 1, b + 18, b + 19}, best = cells[0], nan = -1;
+            for (int c = 1; c < 4; c++)
+                if (t.in[cells[c]] > t.in[best]) best = cells[c];
+            for (int c = 0; c < 4; c++)
+                if (isnan(t.in[cells[c]])) nan = cells[c];
+            if (nan >= 0) best = nan;
+            CHECK(arg[9 * oh + ow] == best);
+            CHECK(memcmp(&t.out[9 * oh + ow], &t.in[best], sizeof(float)) == 0);
+        }
+    tl_free(&t);
 }
 
 /* LRN forward against torch.nn.LocalResponseNorm's formula, per element. */
@@ -274,7 +299,9 @@ int main(void) {
     dense_case((dt_shape){1, 1, 1}, 1, 1);
     dense_case((dt_shape){33, 1, 1}, 17, 5);
     dense_case((dt_shape){1, 28, 28}, 64, 4);
+    dense_case((dt_shape){4, 16, 16}, 520, 33); /* forward through W . in^T (I >= 1024, B >= 32, O >= 512) */
     pool_case(DT_LAYER_MAXPOOL, 2, 2, 0, (dt_shape){3, 7, 6}, 2);
+    pool_case(DT_LAYER_MAXPOOL, 2, 2, 0, (dt_shape){2, 6, 21}, 2); /* rows of 10: the SSE2 loop and its tail */
     pool_case(DT_LAYER_MAXPOOL, 3, 2, 1, (dt_shape){2, 8, 7}, 2);
     pool_case(DT_LAYER_MAXPOOL, 3, 1, 2, (dt_shape){2, 4, 5}, 1);
     pool_case(DT_LAYER_AVGPOOL, 3, 2, 1, (dt_shape){2, 8, 7}, 2);

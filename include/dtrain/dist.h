@@ -122,8 +122,8 @@ dt_status dt_mpi_wait(MPI_Request *reqs, int n, double stall_timeout, dt_stall_f
 /* The same, except while *hurry (may be NULL) is nonzero: the caller's
  * trainer thread is itself blocked on this wait, so its core is free, and
  * the wait polls without sleeping (sched_yield) for its first 2 ms, then
- * sleeps at most 50 us. The sleeping waits cost the last gradient bucket of
- * a step about a millisecond per message round. */
+ * sleeps from 50 us growing to 250 us. The sleeping waits cost the last
+ * gradient bucket of a step about a millisecond per message round. */
 dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
                             const char *what, const atomic_int *hurry);
 

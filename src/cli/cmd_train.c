@@ -156,6 +156,8 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     if (algo < 0) return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (auto, ring, mpi)", a->ar_algo);
     dc.ar_algo = (dt_ar_algo)algo;
     DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks));
+    if (a->ar_algo && dc.mode != DT_MODE_ALLREDUCE)
+        return dt_fail(DT_ERR_USAGE, "--allreduce-algo applies to --mode allreduce, not %s", dt_mode_name(dc.mode));
     p->dist = dc;
     if (a->straggle) DT_TRY(parse_pair(a->straggle, "--straggle", "P:MS", 0, 1, &o->straggle_p, &o->straggle_ms));
     double slow_rank = 0;

@@ -12,6 +12,7 @@
  * (end_step); the communication thread makes every MPI call of a step. The
  * trainer's own MPI calls (metrics, evaluation) happen between steps, when
  * the communication thread is idle. */
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -85,11 +86,11 @@ static void *comm_thread(void *arg) {
     for (;;) {
         while (!a->quit && a->started == a->queued) pthread_cond_wait(&a->cv, &a->mu);
         if (a->quit) break;
-        int k = a->started++;
+        int k = a->started++, failed = a->err != DT_OK;
         pthread_mutex_unlock(&a->mu);
-        dt_status s = DT_OK;
         double t0 = dt_now();
-        s = reduce_bucket(a, k);
+        /* After a failed bucket the ranks are out of step: no more messages. */
+        dt_status s = failed ? DT_OK : reduce_bucket(a, k);
         double t1 = dt_now();
         const dt_bucket *b = &a->buckets[k];
         if (b->sfb) {
@@ -147,6 +148,9 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     size_t scratch = 0;
     for (int k = 0; k < a->nbuckets; k++) {
         size_t n = a->buckets[k].hi - a->buckets[k].lo, need = dt_ring_scratch_floats(n, a->comm.nworkers);
+        if (!a->buckets[k].sfb && (uses_ring(a, n) ? need : n) > INT_MAX)
+            return dt_fail(DT_ERR_USAGE, "a gradient bucket of %zu floats exceeds an MPI count; use --fusion-mb "
+                                         "below 8192 (or the ring)", n);
         if (!a->buckets[k].sfb && uses_ring(a, n) && need > scratch) scratch = need;
     }
     if (scratch) DT_TRY(dt_alloc_floats(&a->ring_tmp, scratch, "ring allreduce scratch"));

@@ -85,7 +85,7 @@ dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char 
 dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
                             const char *what, const atomic_int *hurry) {
     double start = dt_now(), next_tick = start + stall_timeout / 4, hurried_since = 0;
-    long sleep_ns = 1000, ticks = 0;
+    long sleep_ns = 1000, hurried_ns = 50000, ticks = 0;
     for (;;) {
         int done = 0;
         DT_TRY(dt_mpi_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what));
@@ -95,9 +95,10 @@ dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, double stall_timeout, dt_s
             if (hurried_since == 0) hurried_since = now;
             if (now - hurried_since < 2e-3) {
                 sched_yield();
-            } else {
-                struct timespec ts = {0, 50000};
+            } else { /* a peer is far behind: back off, but only to 250 us */
+                struct timespec ts = {0, hurried_ns};
                 nanosleep(&ts, NULL);
+                if (hurried_ns < 250000) hurried_ns *= 2;
             }
         } else {
             /* Back off from 1 us to 1 ms: a waiting rank must not take a

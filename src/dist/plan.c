@@ -120,7 +120,7 @@ int dt_bucket_plan_layers(dt_bucket *out, int max, const size_t *param_offset, i
         }
         /* Walk the layer downwards from hi, closing a bucket whenever it is full. */
         size_t top = hi;
-        int split = 0; /* a bucket closed inside this layer */
+        int split = 0; /* a bucket closed inside a layer larger than a bucket */
         while (top > lo) {
             if (!open) open = 1, open_hi = top, open_lo = top;
             size_t room = bucket_floats - (open_hi - open_lo);
@@ -132,7 +132,7 @@ int dt_bucket_plan_layers(dt_bucket *out, int max, const size_t *param_offset, i
                 if (nb >= max) return -1;
                 out[nb++] = (dt_bucket){open_lo, open_hi, i, 0};
                 open = 0;
-                split = 1;
+                split = hi - lo > bucket_floats;
             }
         }
         /* A bucket still open at a layer boundary keeps filling from the

@@ -254,10 +254,31 @@ static dt_status update_sfb_layers(ps_ctx *p, dt_trainer *t, float lr) {
     return DT_OK;
 }
 
+/* A wait inside the worker group names the group's ranks every
+ * --stall-timeout: one of them (or the leader's servers) is holding it up. */
+typedef struct {
+    const ps_ctx *p;
+    const char *what;
+} group_stall_info;
+
+static void on_group_stall(void *arg, double waited, int report) {
+    if (!report) return;
+    const group_stall_info *gi = arg;
+    const ps_ctx *p = gi->p;
+    int first = p->comm.nservers + p->comm.worker / p->k * p->k;
+    fprintf(stderr, "dtrain: rank %d: %s has waited %.0f s; its worker group is ranks %d-%d (leader %d)\n",
+            p->comm.rank, gi->what, waited, first, first + p->k - 1, first);
+}
+
+static dt_status group_wait(const ps_ctx *p, MPI_Request *reqs, int n, const char *what) {
+    group_stall_info gi = {p, what};
+    return dt_mpi_wait(reqs, n, p->cfg.stall_timeout, on_group_stall, &gi, what);
+}
+
 /* k > 1: the group's summed gradients, averaged; the leader pushes them
  * (layers last to first, the order the servers expect). */
 static dt_status group_reduce(ps_ctx *p) {
-    DT_TRY(dt_mpi_wait(p->sub_reqs, p->nsub_reqs, p->cfg.stall_timeout, NULL, NULL, "group gradient allreduce"));
+    DT_TRY(group_wait(p, p->sub_reqs, p->nsub_reqs, "group gradient allreduce"));
     float inv = 1.0f / (float)p->k;
     for (size_t i = 0; i < p->net->nparams; i++) p->net->grads[i] *= inv;
     for (int i = p->net->nlayers - 1; p->leader && i >= 0; i--)
@@ -282,7 +303,7 @@ static dt_status receive_replies(ps_ctx *p, const char *what) {
                         "parameters to the group (MPI_Ibcast)"));
     DT_TRY(dt_mpi_check(MPI_Ibcast(p->hdr, PS_HDR_LEN * p->comm.nservers, MPI_DOUBLE, 0, p->sub, &r[1]),
                         "parameters to the group (MPI_Ibcast)"));
-    return dt_mpi_wait(r, 2, p->cfg.stall_timeout, NULL, NULL, "parameters from the group's leader");
+    return group_wait(p, r, 2, "parameters from the group's leader");
 }
 
 static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
@@ -342,7 +363,7 @@ static dt_status ps_agree_stop(dt_sync *sy, int *stop) {
     MPI_Request r;
     DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, stop, 1, MPI_INT, MPI_MAX, p->sub, &r),
                         "stop agreement in the group (MPI_Iallreduce)"));
-    return dt_mpi_wait(&r, 1, p->cfg.stall_timeout, NULL, NULL, "stop agreement in the group");
+    return group_wait(p, &r, 1, "stop agreement in the group");
 }
 
 /* Worker 0 fetches the servers' momentum shards for a checkpoint. */

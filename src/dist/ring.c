@@ -17,12 +17,21 @@ static dt_status ring_step(dt_group *g, float *x, size_t n, int send, int recv, 
     int w = g->size, right = (g->rank + 1) % w, left = (g->rank + w - 1) % w;
     size_t s0 = chunk_lo(n, w, send), s1 = chunk_lo(n, w, send + 1);
     size_t r0 = chunk_lo(n, w, recv), r1 = chunk_lo(n, w, recv + 1);
-    MPI_Request req[2];
-    DT_TRY(dt_mpi_check(MPI_Irecv(dst, (int)(r1 - r0), MPI_FLOAT, left, TAG_RING, g->comm.workers, &req[0]),
-                        "ring allreduce (MPI_Irecv)"));
-    DT_TRY(dt_mpi_check(MPI_Isend(x + s0, (int)(s1 - s0), MPI_FLOAT, right, TAG_RING, g->comm.workers, &req[1]),
-                        "ring allreduce (MPI_Isend)"));
-    return dt_group_wait(g, req, 2);
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    dt_status s = dt_mpi_check(MPI_Irecv(dst, (int)(r1 - r0), MPI_FLOAT, left, TAG_RING, g->comm.workers, &req[0]),
+                               "ring allreduce (MPI_Irecv)");
+    if (s == DT_OK)
+        s = dt_mpi_check(MPI_Isend(x + s0, (int)(s1 - s0), MPI_FLOAT, right, TAG_RING, g->comm.workers, &req[1]),
+                         "ring allreduce (MPI_Isend)");
+    if (s == DT_OK) s = dt_group_wait(g, req, 2);
+    /* On failure no request may outlive the buffers: the job is about to
+     * end, but MPI could still write into tmp or x. */
+    for (int i = 0; s != DT_OK && i < 2; i++)
+        if (req[i] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&req[i]);
+            MPI_Wait(&req[i], MPI_STATUS_IGNORE);
+        }
+    return s;
 }
 
 dt_status dt_ring_allreduce(dt_group *g, float *x, size_t n, float *tmp, float scale) {
