@@ -145,13 +145,16 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     if (a->nbuckets < 0)
         return dt_fail(DT_ERR_USAGE, "--fusion-mb %g makes more than %d buckets; use a larger value",
                        a->cfg.fusion_mb, MAX_BUCKETS);
+    /* Scratch for the largest ring chunk; every message must fit an MPI count. */
     size_t scratch = 0;
     for (int k = 0; k < a->nbuckets; k++) {
-        size_t n = a->buckets[k].hi - a->buckets[k].lo, need = dt_ring_scratch_floats(n, a->comm.nworkers);
-        if (!a->buckets[k].sfb && (uses_ring(a, n) ? need : n) > INT_MAX)
+        if (a->buckets[k].sfb) continue;
+        size_t n = a->buckets[k].hi - a->buckets[k].lo;
+        size_t message = uses_ring(a, n) ? dt_ring_scratch_floats(n, a->comm.nworkers) : n;
+        if (message > INT_MAX)
             return dt_fail(DT_ERR_USAGE, "a gradient bucket of %zu floats exceeds an MPI count; use --fusion-mb "
                                          "below 8192 (or the ring)", n);
-        if (!a->buckets[k].sfb && uses_ring(a, n) && need > scratch) scratch = need;
+        if (uses_ring(a, n) && message > scratch) scratch = message;
     }
     if (scratch) DT_TRY(dt_alloc_floats(&a->ring_tmp, scratch, "ring allreduce scratch"));
     DT_TRY(dt_group_create(&a->group, &a->comm, a->cfg.stall_timeout));

@@ -31,9 +31,8 @@ static void dense_init(dt_layer *l, dt_rng *rng) {
  * blocking: oneDNN's sgemm (2.6, one thread, AVX-512) ran cnn's fc
  * (B 64, I 3136, O 1024) in 4.9 ms instead of 6.8, and was 1.03-1.9x faster
  * for I >= 1024 and O >= 512 at B >= 32, but 0.5-0.97x for I = 784, B = 8
- * or cifar's 2304 -> 384. The
- * choice depends on the shape only, so every run and rank computes the same
- * bits. */
+ * or cifar's 2304 -> 384. The choice depends on the shape only, so every
+ * run and rank computes the same bits. */
 static int forward_transposed(const dt_layer *l, int batch) {
     return batch >= 32 && dt_shape_size(l->in) >= 1024 && l->out.c >= 512;
 }
