@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Distributed throughput, side by side in one run: dtrain serial (1 thread),
 two serial trainers at once (no communication: what two ranks on this
-machine can compute at best; their img/s summed), allreduce (2 ranks x 1 thread), ps-sync (1 server + 2 workers), each of the
-two again with --sacp (sufficient factors where they move fewer bytes), and PyTorch
+machine can compute at best; their img/s summed), allreduce (2 ranks x 1
+thread; the default algorithm, shared memory here, and the ring for
+comparison), ps-sync (1 server + 2 workers), each of the two again with --sacp (sufficient factors where they move fewer bytes), and PyTorch
 DDP with gloo (2 processes x 1 thread, shared/reference/torch_ddp.py), for
 cnn and cifar at 64 images per worker. Alternates the runs for ROUNDS
 rounds and prints medians, the ratios against DDP, and the share of the
@@ -10,7 +11,8 @@ step spent waiting for communication that compute did not hide. Like
 torch_ddp.py, the first 5 steps (oneDNN builds its kernels there) are left
 out of the timing; dtrain's numbers come from worker 0's --log.
 
-usage: bench/bench_dist.py [--rounds 3] [--models cnn,cifar] [--steps 40]
+usage: bench/bench_dist.py [--rounds 3] [--models cnn,cifar] [--steps 60]
+                           [--only 'allreduce 2x1,allreduce ring 2x1']  (DDP always runs)
 """
 import argparse, json, os, re, statistics, subprocess, sys, tempfile
 
@@ -44,7 +46,7 @@ def read_log(log):
     t = sum(e['step_s'] for e in steps_ev)
     comm = sum(e['comm_s'] for e in steps_ev)
     wait = sum(e['comm_wait_s'] for e in steps_ev)
-    return (cfg['global_batch'] * len(steps_ev) / t, wait / t, 1 - wait / comm if comm > 0 else 0.0)
+    return (cfg['global_batch'] * len(steps_ev) / t, wait / t, max(0.0, 1 - wait / comm) if comm > 0 else 0.0)
 
 
 def dtrain(model, steps, ranks, mode, extra):
@@ -72,11 +74,19 @@ def main():
     ap.add_argument('--rounds', type=int, default=3)
     ap.add_argument('--models', default='cnn,cifar')
     ap.add_argument('--steps', type=int, default=60)
+    ap.add_argument('--only', help='comma-separated run names to keep')
     a = ap.parse_args()
     runs = [('serial 1x1', 1, 'serial', []), ('2 serial side by side', 1, 'pair', []),
             ('allreduce 2x1', 2, 'allreduce', []),
+            ('allreduce ring 2x1', 2, 'allreduce', ['--allreduce-algo', 'ring']),
             ('allreduce+sacp 2x1', 2, 'allreduce', ['--sacp']), ('ps-sync 1s+2w', 3, 'ps-sync', []),
             ('ps-sync+sacp 1s+2w', 3, 'ps-sync', ['--sacp'])]
+    if a.only:
+        keep = a.only.split(',')
+        unknown = [k for k in keep if k not in [r[0] for r in runs]]
+        if unknown:
+            sys.exit(f'bench_dist.py: --only: unknown run {unknown[0]!r}')
+        runs = [r for r in runs if r[0] in keep]
     result = {}
     for model in a.models.split(','):
         steps = a.steps if model == 'cnn' else max(a.steps // 2, 20)

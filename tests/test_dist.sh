@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Distributed modes through mpirun: allreduce and ps-sync with N workers of
 # batch b give the parameters (and optimiser state) of serial with batch N*b;
-# fused buckets equal unfused and buckets that split a layer; ps-sync
+# allreduce in the shared window (the default on one machine), as a ring
+# and as MPI_Iallreduce; fused buckets equal unfused and buckets that split
+# a layer; ps-sync
 # checkpoints (with 2 servers) resume exactly. Sufficient-factor
 # broadcasting (--sfb) and SACP (--sacp) give the same parameters as well.
 source "$(dirname "$0")/clilib.sh" "$1"
@@ -30,9 +32,9 @@ same() { # a b tol
 for N in 2 3; do
     B=$((N == 2 ? 8 : 7))   # 3 x 7 = 21 does not divide the 60000 samples: uneven tail dropped
     run serial$N 1 --batch $((N * B))
-    run ar$N "$N" --mode allreduce --batch $B
-    run ar${N}_unfused "$N" --mode allreduce --batch $B --fusion-mb 0
-    run ar${N}_split "$N" --mode allreduce --batch $B --fusion-mb 0.01   # 2621 floats: splits layers
+    run ar$N "$N" --mode allreduce --batch $B    # auto: the shared window
+    run ar${N}_unfused "$N" --mode allreduce --batch $B --allreduce-algo mpi --fusion-mb 0
+    run ar${N}_split "$N" --mode allreduce --batch $B --allreduce-algo mpi --fusion-mb 0.01 # 2621 floats: splits layers
     # dtrain's ring on every bucket (uneven chunks: 7334 floats, 2621-float buckets), and MPI's on every one
     run ar${N}_ring "$N" --mode allreduce --batch $B --allreduce-algo ring
     run ar${N}_ring_split "$N" --mode allreduce --batch $B --allreduce-algo ring --fusion-mb 0.01
@@ -46,13 +48,16 @@ for N in 2 3; do
     for m in ar$N ar${N}_unfused ar${N}_split ar${N}_ring ar${N}_ring_split ar${N}_mpi ar${N}_sfb_ring ps${N}_s1 ps${N}_s2 ar${N}_sfb ps${N}_s2_sfb ps${N}_s1_sacp; do
         same serial$N $m $TOL
     done
-    same ar${N} ar${N}_unfused 0
+    same ar${N}_mpi ar${N}_unfused 0
 done
 
-# The ring with 4 workers (three reduce-scatter and three allgather rounds).
+# 4 workers: the ring's three reduce-scatter and three allgather rounds,
+# and the window's four uneven shards (7334 parameters).
 run serial4x4 1 --batch 16
 run ar4_ring 4 --mode allreduce --batch 4 --allreduce-algo ring --fusion-mb 0.01
+run ar4_shm 4 --mode allreduce --batch 4 --allreduce-algo shm
 same serial4x4 ar4_ring $TOL
+same serial4x4 ar4_shm $TOL
 
 # Checkpoint with 2 servers, resume, same as uninterrupted (bit for bit).
 K=30
@@ -106,4 +111,6 @@ expect 2 "--sfb works with --mode allreduce or ps-sync, not ps-async" -- \
 expect 2 "exclude each other" -- "$DTRAIN" train "$TMP/net.cfg" --sfb --sacp
 expect 2 "--allreduce-algo: unknown algorithm 'tree'" -- "$DTRAIN" train "$TMP/net.cfg" --allreduce-algo tree
 expect 2 "--allreduce-algo applies to --mode allreduce, not serial" -- "$DTRAIN" train "$TMP/net.cfg" --allreduce-algo ring
+expect 2 "--allreduce-algo shm and --sacp exclude each other" -- "$DTRAIN" train "$TMP/net.cfg" --mode allreduce \
+    --allreduce-algo shm --sacp
 finish

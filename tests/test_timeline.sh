@@ -35,11 +35,18 @@ print(len(rows))')
 
 run serial 1
 check "serial timeline" "${CHECK[@]}" "$TMP/serial.json" --steps $K --layers "$LAYERS" --workers 0
-run ar 2 --mode allreduce --fusion-mb 0.01 # 2621-float buckets: several per step, overlapping backward
+# The ring's 2621-float buckets: several per step, overlapping backward.
+run ar 2 --mode allreduce --allreduce-algo ring --fusion-mb 0.01
 check "allreduce timeline" "${CHECK[@]}" "$TMP/ar.json" --steps $K --layers "$LAYERS" --workers 0,1 --comm
 check "allreduce: several buckets per step" /usr/bin/python3 -c "
 import json; ev = json.load(open('$TMP/ar.json'))['traceEvents']
 assert sum(e['name'] == 'allreduce bucket' for e in ev) > 2 * 2 * $K"
+# The shared window (the default here): one sum-and-update span per step and worker.
+run ar_shm 2 --mode allreduce
+check "allreduce shm timeline" "${CHECK[@]}" "$TMP/ar_shm.json" --steps $K --layers "$LAYERS" --workers 0,1 --comm
+check "allreduce shm: one span per step" /usr/bin/python3 -c "
+import json; ev = json.load(open('$TMP/ar_shm.json'))['traceEvents']
+assert sum(e['name'] == 'shared-memory allreduce + update' for e in ev) == 2 * $K"
 run ps 3 --mode ps-sync --servers 1
 check "ps-sync timeline" "${CHECK[@]}" "$TMP/ps.json" --steps $K --layers "$LAYERS" --workers 1,2 --servers 0 --comm
 run hogwild 3 --mode ps-hogwild --servers 1

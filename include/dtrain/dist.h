@@ -43,13 +43,15 @@ const char *dt_mode_name(dt_mode mode);
 typedef enum { DT_SFB_OFF = 0, DT_SFB_ALL, DT_SFB_AUTO } dt_sfb_policy;
 
 /* How --mode allreduce sums a fusion bucket (--allreduce-algo):
- *   DT_AR_AUTO  the ring for buckets of at least 16 Ki floats per worker,
+ *   DT_AR_AUTO  shm when every worker is on this machine; otherwise the
+ *               ring for buckets of at least 16 Ki floats per worker,
  *               MPI_Iallreduce for smaller (latency-bound) ones
+ *   DT_AR_SHM   in an MPI shared-memory window, no copies (shm.h)
  *   DT_AR_RING  always dtrain's ring (ring.h)
  *   DT_AR_MPI   always MPI_Iallreduce (Open MPI's algorithm choice) */
-typedef enum { DT_AR_AUTO = 0, DT_AR_RING, DT_AR_MPI } dt_ar_algo;
+typedef enum { DT_AR_AUTO = 0, DT_AR_RING, DT_AR_MPI, DT_AR_SHM } dt_ar_algo;
 
-/* "auto" | "ring" | "mpi" -> dt_ar_algo, -1 for anything else. */
+/* "auto" | "ring" | "mpi" | "shm" -> dt_ar_algo, -1 for anything else. */
 int dt_ar_algo_from_name(const char *name);
 
 typedef struct {

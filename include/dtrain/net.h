@@ -32,7 +32,8 @@ typedef struct dt_net {
     dt_shape input;
     int classes;
     int max_batch;
-    float *params, *grads;  /* (nparams) */
+    float *params, *grads;  /* (nparams); may be bound elsewhere (dt_net_bind_blocks) */
+    float *own_params, *own_grads; /* (nparams) the blocks the net allocated */
     size_t nparams;
     float *state;           /* (nstate) */
     size_t nstate;
@@ -74,6 +75,14 @@ double dt_net_loss(dt_net *net, const uint8_t *labels, int batch);
 /* Backward pass after dt_net_loss: fills grads; calls ready(ctx, i) after
  * each layer i with parameters, last to first (ready may be NULL). */
 void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx);
+
+/* Points the parameter and gradient blocks, and every layer's views into
+ * them, at params and grads (nparams floats each; NULL: the net's own
+ * block). The parameters are taken as they are in params (copy them there
+ * first); gradients are undefined until the next backward. A strategy binds
+ * memory its peers share (the shared-memory allreduce); the buffers must
+ * outlive the net's last pass (the net never frees them). */
+void dt_net_bind_blocks(dt_net *net, float *params, float *grads);
 
 /* Per-layer cost of a training step: runs `reps` forward passes, losses
  * and backward passes of x (batch, input) with labels (batch), timing every

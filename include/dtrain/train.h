@@ -121,6 +121,10 @@ dt_status dt_sync_serial_create(dt_sync **out);
 /* What strategies may use of the trainer. */
 dt_net *dt_trainer_net(dt_trainer *t);
 float *dt_trainer_momentum(dt_trainer *t);
+/* Points the velocity at momentum (nparams floats, values taken as they
+ * are; NULL: the trainer's own block), as dt_net_bind_blocks does for the
+ * net's blocks. */
+void dt_trainer_bind_momentum(dt_trainer *t, float *momentum);
 const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t);
 /* Optimiser steps done so far (the clock of the next step). */
 long dt_trainer_step(const dt_trainer *t);

@@ -35,8 +35,10 @@ static const char train_usage[] =
     "  --slow-worker R:MS    world rank R sleeps MS ms in every step\n"
     "  --servers S           ps-* modes: the first S ranks are parameter servers (default 1)\n"
     "  --fusion-mb X         allreduce: fusion bucket size in MiB (default 4; 0 = per layer)\n"
-    "  --allreduce-algo A    allreduce: auto (default: dtrain's ring for buckets of 16 Ki\n"
-    "                        floats per worker or more, MPI_Iallreduce below), ring, mpi\n"
+    "  --allreduce-algo A    allreduce: auto (default: shm when every worker is on one\n"
+    "                        machine and no --sfb/--sacp; else dtrain's ring for buckets of\n"
+    "                        16 Ki floats per worker or more, MPI_Iallreduce below), shm,\n"
+    "                        ring, mpi\n"
     "  --sfb                 allreduce, ps-sync: fully connected layers exchange sufficient\n"
     "                        factors between workers instead of their gradients\n"
     "  --sacp                allreduce, ps-sync: per layer, whichever of the two moves fewer\n"
@@ -153,7 +155,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
                       a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
                       a->group_size, NULL, DT_AR_AUTO};
     int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
-    if (algo < 0) return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (auto, ring, mpi)", a->ar_algo);
+    if (algo < 0) return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (auto, shm, ring, mpi)", a->ar_algo);
     dc.ar_algo = (dt_ar_algo)algo;
     DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks));
     if (a->ar_algo && dc.mode != DT_MODE_ALLREDUCE)

@@ -4,9 +4,19 @@
  * thread, so it runs while lower layers still compute. end_step waits,
  * averages and runs SGD on every worker.
  *
+ * When every worker is on this machine (--allreduce-algo auto or shm) the
+ * gradients never travel: the workers share one window of gradient slots,
+ * parameters and velocity, and end_step sums and updates a 1/W shard of
+ * the parameters per worker (shm.h). There are no buckets and no thread
+ * then: on a machine whose cores all compute, a sum run beside backprop
+ * only takes the core from it (docs/PERFORMANCE.md).
+ *
  * Fully connected layers the plan marks SFB (--sfb, --sacp) are a bucket of
  * their own: their sufficient factors are captured in grad_ready and
  * allgathered by the thread; end_step rebuilds their gradients (sfb.h).
+ *
+ * Across machines (or --allreduce-algo ring / mpi) a bucket is a ring
+ * (ring.h) or an MPI_Iallreduce, by size (dt_ring_pays).
  *
  * Threads: the trainer's thread enqueues buckets (grad_ready) and waits
  * (end_step); the communication thread makes every MPI call of a step. The
@@ -23,6 +33,7 @@
 #include "group.h"
 #include "ring.h"
 #include "sfb.h"
+#include "shm.h"
 
 #define MAX_BUCKETS 4096
 
@@ -36,6 +47,9 @@ typedef struct {
     dt_bucket *buckets;
     int nbuckets;
     float *ring_tmp;          /* scratch of the largest ring-reduced bucket */
+    int use_shm;              /* no buckets: end_step sums and updates in the window */
+    dt_shm shm;
+    int finished;             /* the run ended well: the window's free is collective */
     long step;                /* clock of the step in flight */
     /* Shared between the threads, under mu. */
     pthread_mutex_t mu;
@@ -138,8 +152,26 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     ar_ctx *a = s->ctx;
     a->net = dt_trainer_net(t);
     a->step = dt_trainer_step(t);
-    DT_TRY(dt_alloc_bytes((void **)&a->buckets, sizeof(dt_bucket) * MAX_BUCKETS, "buckets"));
     DT_TRY(dt_sfb_setup(s, &a->plan, &a->sfb, a->net, &a->cfg, &a->comm));
+    DT_TRY(dt_group_create(&a->group, &a->comm, a->cfg.stall_timeout));
+    /* The window, when every worker is here and no flag asked for network
+     * savings (--sfb/--sacp plan bytes on the wire). */
+    if (a->cfg.ar_algo == DT_AR_SHM || (a->cfg.ar_algo == DT_AR_AUTO && a->cfg.sfb == DT_SFB_OFF)) {
+        int one_node;
+        DT_TRY(dt_shm_one_node(&a->comm, &one_node));
+        if (!one_node && a->cfg.ar_algo == DT_AR_SHM)
+            return dt_fail(DT_ERR_USAGE, "--allreduce-algo shm needs every worker on one machine; "
+                                         "use ring or mpi across machines");
+        a->use_shm = one_node;
+    }
+    DT_TRY(dt_group_bcast_start(&a->group, a->net, dt_trainer_momentum(t)));
+    if (a->use_shm) { /* no buckets, no thread: end_step does it all */
+        DT_TRY(dt_shm_create(&a->shm, &a->group, a->net->nparams, a->net->params, dt_trainer_momentum(t)));
+        dt_net_bind_blocks(a->net, a->shm.params, dt_shm_slot(&a->shm));
+        dt_trainer_bind_momentum(t, a->shm.momentum);
+        return DT_OK;
+    }
+    DT_TRY(dt_alloc_bytes((void **)&a->buckets, sizeof(dt_bucket) * MAX_BUCKETS, "buckets"));
     size_t bucket_floats = (size_t)(a->cfg.fusion_mb * 1048576.0 / sizeof(float));
     a->nbuckets = dt_bucket_plan(a->buckets, MAX_BUCKETS, a->net, &a->plan, bucket_floats);
     if (a->nbuckets < 0)
@@ -157,8 +189,6 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
         if (uses_ring(a, n) && message > scratch) scratch = message;
     }
     if (scratch) DT_TRY(dt_alloc_floats(&a->ring_tmp, scratch, "ring allreduce scratch"));
-    DT_TRY(dt_group_create(&a->group, &a->comm, a->cfg.stall_timeout));
-    DT_TRY(dt_group_bcast_start(&a->group, a->net, dt_trainer_momentum(t)));
     if (pthread_create(&a->thread, NULL, comm_thread, a) != 0)
         return dt_fail(DT_ERR_INTERNAL, "cannot start the communication thread");
     a->thread_started = 1;
@@ -187,21 +217,41 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
     if (err != DT_OK) return dt_fail(err, "%s", a->errmsg);
     double waited = dt_now() - t0;
     dt_timeline_span(a->cfg.timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "wait allreduce", t0, t0 + waited, NULL, 0);
-    /* Ring allreduce moves about 2 (W-1)/W of its data each way; an
-     * allgather sends this worker's factors to, and receives from, W-1. */
-    double W = a->comm.nworkers;
-    uint64_t bytes = (uint64_t)(2.0 * (W - 1) / W * (double)a->plan.ps_n * sizeof(float) +
-                                dt_sfb_bytes_each_way(&a->sfb));
+    dt_net *net = a->net;
+    /* SFB layers are averaged as they are rebuilt; ring and MPI buckets
+     * arrived averaged, window buckets are averaged as they are summed. */
+    float inv = 1.0f / (float)a->comm.nworkers;
+    for (int k = 0; k < a->sfb.n; k++) dt_sfb_rebuild(&a->sfb, a->sfb.layers[k].layer, net, inv);
+    /* A ring moves about 2 (W-1)/W of its data each way; in the window a
+     * worker reads (W-1)/W of its shard from its peers' slots, and they as
+     * much from its own. An allgather sends this worker's factors to, and
+     * receives from, W-1. */
+    double W = a->comm.nworkers, share = (a->use_shm ? 1.0 : 2.0) * (W - 1) / W;
+    uint64_t bytes = (uint64_t)(share * (double)a->plan.ps_n * sizeof(float) + dt_sfb_bytes_each_way(&a->sfb));
+    if (a->use_shm) { /* the sums and the update, after backprop: nothing hides them */
+        double u0 = dt_now();
+        atomic_store(&a->group.hurry, 1);
+        dt_status st = dt_shm_update(&a->shm, &a->group, dt_trainer_sgd(t), lr, inv, a->step + 1);
+        atomic_store(&a->group.hurry, 0);
+        DT_TRY(st);
+        double u1 = dt_now();
+        dt_timeline_span(a->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "shared-memory allreduce + update", u0, u1,
+                         (dt_tl_arg[]){{"bytes", (double)bytes}}, 1);
+        comm += u1 - u0;
+        waited += u1 - u0;
+    } else {
+        dt_sgd_update(dt_trainer_sgd(t), lr, net->params, dt_trainer_momentum(t), net->grads, net->nparams);
+    }
     s->stats.comm_s += comm;
     s->stats.wait_s += waited;
     s->stats.bytes_sent += bytes;
     s->stats.bytes_recv += bytes;
+    return DT_OK;
+}
 
-    dt_net *net = a->net;
-    /* The buckets arrive averaged; SFB layers are averaged as they are rebuilt. */
-    float inv = 1.0f / (float)a->comm.nworkers;
-    for (int k = 0; k < a->sfb.n; k++) dt_sfb_rebuild(&a->sfb, a->sfb.layers[k].layer, net, inv);
-    dt_sgd_update(dt_trainer_sgd(t), lr, net->params, dt_trainer_momentum(t), net->grads, net->nparams);
+static dt_status ar_finish(dt_sync *s, dt_trainer *t) {
+    (void)t;
+    ((ar_ctx *)s->ctx)->finished = 1;
     return DT_OK;
 }
 
@@ -217,6 +267,7 @@ static void ar_free(dt_sync *s) {
     }
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
+    dt_shm_free(&a->shm, a->finished && a->err == DT_OK);
     dt_free(a->buckets);
     dt_free(a->ring_tmp);
     dt_sfb_free(&a->sfb);
@@ -240,6 +291,7 @@ dt_status dt_sync_allreduce_create(dt_sync **out, const dt_comm *c, const dt_dis
     s->begin_step = ar_begin_step;
     s->grad_ready = ar_grad_ready;
     s->end_step = ar_end_step;
+    s->finish = ar_finish;
     s->free = ar_free;
     return DT_OK;
 }

@@ -10,7 +10,7 @@
 static const char *const mode_names[] = {"serial", "allreduce", "ps-sync", "ps-async", "ps-ssp",
                                          "ps-async-nowait", "ps-hogwild"};
 
-static const char *const ar_algo_names[] = {"auto", "ring", "mpi"};
+static const char *const ar_algo_names[] = {"auto", "ring", "mpi", "shm"};
 
 /* Index of name in names (count entries), -1 if absent. */
 static int name_index(const char *const *names, int count, const char *name) {

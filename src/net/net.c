@@ -118,8 +118,8 @@ static dt_status check_fits(const dt_net *net, const char *path) {
 static dt_status allocate(dt_net *net, const net_sizes *sz) {
     float *acts, *dbuf, *saved;
     size_t dsize;
-    DT_TRY(dt_alloc_floats(&net->params, net->nparams, "parameters"));
-    DT_TRY(dt_alloc_floats(&net->grads, net->nparams, "gradients"));
+    DT_TRY(dt_alloc_floats(&net->own_params, net->nparams, "parameters"));
+    DT_TRY(dt_alloc_floats(&net->own_grads, net->nparams, "gradients"));
     DT_TRY(dt_alloc_floats(&net->state, net->nstate, "layer state"));
     DT_TRY(dt_alloc_floats(&net->ws, sz->ws, "workspace"));
     DT_TRY(dt_alloc_floats(&acts, sz->acts, "activations"));
@@ -137,11 +137,6 @@ static dt_status allocate(dt_net *net, const net_sizes *sz) {
     size_t state_off = 0;
     for (int i = 0; i < net->nlayers; i++) {
         dt_layer *l = &net->layers[i];
-        size_t off = net->param_offset[i];
-        l->w = net->params + off;
-        l->dw = net->grads + off;
-        l->b = l->w + l->nw;
-        l->db = l->dw + l->nw;
         l->state = net->state + state_off;
         state_off += l->nstate;
         l->saved = saved;
@@ -149,7 +144,20 @@ static dt_status allocate(dt_net *net, const net_sizes *sz) {
         net->act[i] = acts;
         acts += dt_shape_size(l->out) * (size_t)net->max_batch;
     }
+    dt_net_bind_blocks(net, NULL, NULL);
     return DT_OK;
+}
+
+void dt_net_bind_blocks(dt_net *net, float *params, float *grads) {
+    net->params = params ? params : net->own_params;
+    net->grads = grads ? grads : net->own_grads;
+    for (int i = 0; i < net->nlayers; i++) {
+        dt_layer *l = &net->layers[i];
+        l->w = net->params + net->param_offset[i];
+        l->b = l->w + l->nw;
+        l->dw = net->grads + net->param_offset[i];
+        l->db = l->dw + l->nw;
+    }
 }
 
 /* A net with its layers set up (shapes, sizes, net->bytes) but none of the
@@ -209,8 +217,8 @@ dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, 
 
 void dt_net_free(dt_net *net) {
     if (!net) return;
-    dt_free(net->params);
-    dt_free(net->grads);
+    dt_free(net->own_params);
+    dt_free(net->own_grads);
     dt_free(net->state);
     dt_free(net->ws);
     for (int i = 0; i < 4; i++) dt_free(net->blocks[i]);

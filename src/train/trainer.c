@@ -15,6 +15,7 @@ struct dt_trainer {
     const dt_train_opts *opts;
     dt_net *net;
     float *momentum;          /* (nparams) SGD velocity for strategies that update locally */
+    float *own_momentum;      /* the block momentum points at unless a strategy bound another */
     dt_dataset *train_ds, *test_ds;
     dt_loader *loader;
     dt_sync *sync;
@@ -38,6 +39,7 @@ struct dt_trainer {
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
 float *dt_trainer_momentum(dt_trainer *t) { return t->momentum; }
+void dt_trainer_bind_momentum(dt_trainer *t, float *momentum) { t->momentum = momentum ? momentum : t->own_momentum; }
 const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t) { return &t->spec->sgd; }
 long dt_trainer_step(const dt_trainer *t) { return t->step; }
 long dt_trainer_total_steps(const dt_trainer *t) { return t->total_steps; }
@@ -170,7 +172,8 @@ static dt_status setup(dt_trainer *t) {
                           o->quiet, o->progress_tty));
     DT_TRY(dt_net_create(&t->net, spec, spec->batch, o->seed));
     t->net->timeline = o->timeline;
-    DT_TRY(dt_alloc_floats(&t->momentum, t->net->nparams, "optimiser state"));
+    DT_TRY(dt_alloc_floats(&t->own_momentum, t->net->nparams, "optimiser state"));
+    t->momentum = t->own_momentum;
     DT_TRY(dt_dataset_load(&t->train_ds, o->dataset, o->data_dir, 1, spec->input, o->seed));
     DT_TRY(dt_dataset_load(&t->test_ds, o->dataset, o->data_dir, 0, spec->input, o->seed));
     const dt_dataset *d = t->train_ds;
@@ -360,7 +363,7 @@ static void teardown(dt_trainer *t) {
     dt_loader_free(t->loader);
     dt_dataset_free(t->train_ds);
     dt_dataset_free(t->test_ds);
-    dt_free(t->momentum);
+    dt_free(t->own_momentum);
     dt_net_free(t->net);
 }
 

@@ -1,0 +1,90 @@
+#include "shm.h"
+
+#include <stdint.h>
+#include <string.h>
+
+
+dt_status dt_shm_one_node(const dt_comm *c, int *yes) {
+    MPI_Comm node;
+    int n = 0;
+    DT_TRY(dt_mpi_check(MPI_Comm_split_type(c->workers, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                        "finding the workers on this machine (MPI_Comm_split_type)"));
+    dt_status s = dt_mpi_check(MPI_Comm_size(node, &n), "MPI_Comm_size");
+    MPI_Comm_free(&node);
+    *yes = s == DT_OK && n == c->nworkers;
+    return s;
+}
+
+/* Makes this worker's stores visible, waits for every worker to arrive,
+ * and makes theirs visible to this worker. */
+static dt_status barrier(dt_shm *s, dt_group *g) {
+    MPI_Request req;
+    DT_TRY(dt_group_enter(g, s->what));
+    DT_TRY(dt_mpi_check(MPI_Win_sync(s->win), "MPI_Win_sync"));
+    DT_TRY(dt_mpi_check(MPI_Ibarrier(g->comm.workers, &req), s->what));
+    DT_TRY(dt_group_wait(g, &req, 1));
+    return dt_mpi_check(MPI_Win_sync(s->win), "MPI_Win_sync");
+}
+
+dt_status dt_shm_create(dt_shm *s, dt_group *g, size_t n, const float *params, const float *momentum) {
+    memset(s, 0, sizeof *s);
+    s->rank = g->rank;
+    s->size = g->size;
+    s->n = n;
+    s->stride = (n + 15) / 16 * 16;
+    double bytes = (double)(s->size + 2) * (double)s->stride * sizeof(float);
+    if (bytes > (double)PTRDIFF_MAX / 2)
+        return dt_fail(DT_ERR_USAGE, "shared-memory allreduce: %zu parameters make too large a window", n);
+    MPI_Aint mine = s->rank == 0 ? (MPI_Aint)bytes : 0, size;
+    int disp;
+    void *base;
+    DT_TRY(dt_mpi_check(MPI_Win_allocate_shared(mine, sizeof(float), MPI_INFO_NULL, g->comm.workers, &base, &s->win),
+                        "mapping the shared gradient window (MPI_Win_allocate_shared; "
+                        "--allreduce-algo ring avoids it)"));
+    s->have_win = 1;
+    DT_TRY(dt_mpi_check(MPI_Win_shared_query(s->win, 0, &size, &disp, &base), "MPI_Win_shared_query"));
+    if ((double)size < bytes) return dt_fail(DT_ERR_INTERNAL, "shared gradient window smaller than asked");
+    s->base = base;
+    s->params = s->base + (size_t)s->size * s->stride;
+    s->momentum = s->params + s->stride;
+    /* A passive epoch for the whole run: MPI_Win_sync orders the workers'
+     * loads and stores around the barriers. */
+    DT_TRY(dt_mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win), "MPI_Win_lock_all"));
+    s->locked = 1;
+    if (s->rank == 0) {
+        memcpy(s->params, params, sizeof(float) * n);
+        memcpy(s->momentum, momentum, sizeof(float) * n);
+    }
+    snprintf(s->what, sizeof s->what, "shared-memory window set-up");
+    return barrier(s, g);
+}
+
+float *dt_shm_slot(const dt_shm *s) { return s->base + (size_t)s->rank * s->stride; }
+
+dt_status dt_shm_update(dt_shm *s, dt_group *g, const dt_sgd_cfg *sgd, float lr, float scale, long step) {
+    snprintf(s->what, sizeof s->what, "shared-memory gradients of step %ld", step);
+    DT_TRY(barrier(s, g));
+    size_t lo, hi;
+    dt_shard_range(s->n, s->size, s->rank, &lo, &hi);
+    enum { BLOCK = 1024 }; /* 4 KiB of sums: they stay in L1 while the slots stream by */
+    float sum[BLOCK];
+    for (size_t i0 = lo; i0 < hi; i0 += BLOCK) {
+        size_t m = hi - i0 < BLOCK ? hi - i0 : BLOCK;
+        memcpy(sum, s->base + i0, sizeof(float) * m);
+        for (int q = 1; q < s->size; q++) {
+            const float *x = s->base + (size_t)q * s->stride + i0;
+            for (size_t i = 0; i < m; i++) sum[i] += x[i];
+        }
+        for (size_t i = 0; i < m; i++) sum[i] *= scale;
+        dt_sgd_update(sgd, lr, s->params + i0, s->momentum + i0, sum, m);
+    }
+    snprintf(s->what, sizeof s->what, "shared-memory update of step %ld", step);
+    return barrier(s, g);
+}
+
+void dt_shm_free(dt_shm *s, int collective) {
+    if (!s->have_win || !collective) return;
+    if (s->locked) MPI_Win_unlock_all(s->win);
+    MPI_Win_free(&s->win);
+    s->have_win = 0;
+}

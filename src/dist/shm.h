@@ -1,0 +1,68 @@
+/* Shared-memory allreduce among workers on one machine (MPI-3 shared
+ * windows, MPI_Win_allocate_shared), fused with the optimiser step.
+ *
+ * One window holds every worker's gradient slot and a single copy of the
+ * parameters and SGD velocity, bound as the workers' own blocks
+ * (dt_net_bind_blocks, dt_trainer_bind_momentum): the backward pass writes
+ * a worker's gradients straight into its slot. At the end of a step, once
+ * every slot is final, worker r takes shard r of the parameters
+ * (dt_shard_range): it sums the shard over the W slots block by block into
+ * L1 (scaled to the average) and runs SGD with each block on the shared
+ * parameters and velocity. Nothing is copied: a worker reads (W-1)/W of the gradients from its peers' slots and
+ * updates 1/W of the parameters, where the ring sends and receives
+ * 2 (W-1)/W of them through MPI (a copy into and out of the transport each)
+ * and then every worker updates all of them.
+ *
+ * Synchronisation is MPI's: a barrier before the update (every slot final)
+ * and one after it (every chunk updated, so the next forward reads whole
+ * parameters and no slot is read again until the next step's update). The
+ * barriers wait through dt_group_wait, so a missing worker is named.
+ *
+ * The sums are plain CPU work: run beside backprop on a machine whose
+ * cores all compute, they would take a core from it, so they wait for the
+ * end of the step rather than start with each fusion bucket.
+ *
+ * Layout of the window (floats; stride = nparams rounded up to a cache
+ * line): slot q at q * stride for q < W, then the parameters, then the
+ * velocity. */
+#ifndef DTRAIN_DIST_SHM_H
+#define DTRAIN_DIST_SHM_H
+
+#include <stddef.h>
+
+#include "dtrain/optim.h"
+#include "group.h"
+
+typedef struct {
+    MPI_Win win;
+    int have_win, locked;
+    int rank, size;      /* in the workers' communicator */
+    size_t n, stride;    /* floats per block, floats between blocks */
+    float *base;         /* slot 0 */
+    float *params;       /* (n) shared parameters */
+    float *momentum;     /* (n) shared SGD velocity */
+    char what[96];       /* the barrier waited for (stall messages) */
+} dt_shm;
+
+/* Whether every worker of comm.workers is on this machine (collective over
+ * the workers; the same answer on every worker). */
+dt_status dt_shm_one_node(const dt_comm *c, int *yes);
+
+/* Maps the window for n-float blocks and fills its parameters and velocity
+ * from worker 0's params and momentum (collective over the workers, who
+ * must all be on one machine: dt_shm_one_node). */
+dt_status dt_shm_create(dt_shm *s, dt_group *g, size_t n, const float *params, const float *momentum);
+
+/* This worker's gradient slot (n floats). */
+float *dt_shm_slot(const dt_shm *s);
+
+/* The step's update: waits for every worker's slot, runs SGD with scale *
+ * the sum over the slots on this worker's shard, then waits for every
+ * worker's shard. Enters the group's collectives itself; step names them. */
+dt_status dt_shm_update(dt_shm *s, dt_group *g, const dt_sgd_cfg *sgd, float lr, float scale, long step);
+
+/* Unmaps the window. The free is collective: pass collective = 0 when the
+ * run failed (a peer may never join it; the job is ending). */
+void dt_shm_free(dt_shm *s, int collective);
+
+#endif
