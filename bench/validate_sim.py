@@ -12,7 +12,8 @@ it runs
     --shared-cores CORES --bandwidth B --latency L (compute measured on the
     spot at T threads; the workers share the machine's cores), and
   - the real run: dtrain launch -n P -- train MODEL --dataset synthetic
-    --batch 64 --threads T --max-steps WARMUP+STEPS --log X.jsonl (the serial
+    --batch 64 --threads T --max-steps WARMUP+STEPS --log X.jsonl, allreduce
+    with --allreduce-algo ring, the algorithm the model prices (the serial
     run without launch: mpirun -np 1 would bind its threads to one core), the
     median step_s of worker 0 after WARMUP steps,
 and prints predicted against measured step time and the error. B and L are
@@ -68,8 +69,10 @@ def measure(model, ranks, mode, threads, steps):
     if ranks == 1:
         run([DTRAIN] + train)
     else:
+        # The simulator models a cluster's allreduce as fusion buckets on a
+        # ring; on one machine dtrain would take its shared-memory window.
         run([DTRAIN, 'launch', '-n', str(ranks), '--', *train, '--mode', mode] +
-            (['--servers', '1'] if mode == 'ps-sync' else []))
+            (['--servers', '1'] if mode == 'ps-sync' else ['--allreduce-algo', 'ring']))
     with open(log) as f:
         steps_ev = [e for e in map(json.loads, f) if e['event'] == 'step'][WARMUP:]
     os.unlink(log)
