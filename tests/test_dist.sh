@@ -59,6 +59,19 @@ run ar4_shm 4 --mode allreduce --batch 4 --allreduce-algo shm
 same serial4x4 ar4_ring $TOL
 same serial4x4 ar4_shm $TOL
 
+# allreduce in the shared window: worker 0 checkpoints the shared
+# parameters while its peer runs ahead (every 5 steps); a resumed run gives
+# the uninterrupted one's parameters bit for bit.
+K=30
+run straight_shm 2 --mode allreduce --checkpoint-every 5
+K=12
+run half_shm 2 --mode allreduce
+timeout 300 $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps 30 --threads 1 \
+    --quiet --mode allreduce --resume "$TMP/half_shm.ckpt" --checkpoint "$TMP/resumed_shm.ckpt" \
+    > "$TMP/resumed_shm.out" 2>&1
+check "allreduce resume runs" test $? -eq 0 || tail -5 "$TMP/resumed_shm.out"
+same straight_shm resumed_shm 0
+
 # Checkpoint with 2 servers, resume, same as uninterrupted (bit for bit).
 K=30
 run straight 4 --mode ps-sync --servers 2 --max-steps 30

@@ -64,6 +64,10 @@ typedef struct dt_sync {
     /* After the last step: tell the servers to stop, wait for peers. */
     dt_status (*finish)(struct dt_sync *s, dt_trainer *t);
     void (*free)(struct dt_sync *s);
+    /* Set by the trainer when every worker ended the run at the same point
+     * (the last step, an agreed stop or an agreed divergence): free may then
+     * run collectives (after any other failure a peer may never join). */
+    int ended_together;
     dt_sync_stats stats;
     /* Set by start: bytes per step (sent + received by one worker) the
      * communication plan predicts; 0 when the strategy predicts none. */

@@ -49,7 +49,6 @@ typedef struct {
     float *ring_tmp;          /* scratch of the largest ring-reduced bucket */
     int use_shm;              /* no buckets: end_step sums and updates in the window */
     dt_shm shm;
-    int finished;             /* the run ended well: the window's free is collective */
     long step;                /* clock of the step in flight */
     /* Shared between the threads, under mu. */
     pthread_mutex_t mu;
@@ -154,6 +153,8 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     a->step = dt_trainer_step(t);
     DT_TRY(dt_sfb_setup(s, &a->plan, &a->sfb, a->net, &a->cfg, &a->comm));
     DT_TRY(dt_group_create(&a->group, &a->comm, a->cfg.stall_timeout));
+    /* First the broadcast, whose wait names a worker missing at start-up. */
+    DT_TRY(dt_group_bcast_start(&a->group, a->net, dt_trainer_momentum(t)));
     /* The window, when every worker is here and no flag asked for network
      * savings (--sfb/--sacp plan bytes on the wire). */
     if (a->cfg.ar_algo == DT_AR_SHM || (a->cfg.ar_algo == DT_AR_AUTO && a->cfg.sfb == DT_SFB_OFF)) {
@@ -164,7 +165,6 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
                                          "use ring or mpi across machines");
         a->use_shm = one_node;
     }
-    DT_TRY(dt_group_bcast_start(&a->group, a->net, dt_trainer_momentum(t)));
     if (a->use_shm) { /* no buckets, no thread: end_step does it all */
         DT_TRY(dt_shm_create(&a->shm, &a->group, a->net->nparams, a->net->params, dt_trainer_momentum(t)));
         dt_net_bind_blocks(a->net, a->shm.params, dt_shm_slot(&a->shm));
@@ -249,12 +249,6 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
     return DT_OK;
 }
 
-static dt_status ar_finish(dt_sync *s, dt_trainer *t) {
-    (void)t;
-    ((ar_ctx *)s->ctx)->finished = 1;
-    return DT_OK;
-}
-
 static void ar_free(dt_sync *s) {
     if (!s) return;
     ar_ctx *a = s->ctx;
@@ -267,7 +261,7 @@ static void ar_free(dt_sync *s) {
     }
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
-    dt_shm_free(&a->shm, a->finished && a->err == DT_OK);
+    dt_shm_free(&a->shm, s->ended_together && a->err == DT_OK);
     dt_free(a->buckets);
     dt_free(a->ring_tmp);
     dt_sfb_free(&a->sfb);
@@ -291,7 +285,6 @@ dt_status dt_sync_allreduce_create(dt_sync **out, const dt_comm *c, const dt_dis
     s->begin_step = ar_begin_step;
     s->grad_ready = ar_grad_ready;
     s->end_step = ar_end_step;
-    s->finish = ar_finish;
     s->free = ar_free;
     return DT_OK;
 }

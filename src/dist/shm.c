@@ -42,6 +42,9 @@ dt_status dt_shm_create(dt_shm *s, dt_group *g, size_t n, const float *params, c
                         "mapping the shared gradient window (MPI_Win_allocate_shared; "
                         "--allreduce-algo ring avoids it)"));
     s->have_win = 1;
+    /* A window does not inherit the communicator's handler: errors must
+     * come back to dt_mpi_check, not abort with MPI's own text. */
+    DT_TRY(dt_mpi_check(MPI_Win_set_errhandler(s->win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler"));
     DT_TRY(dt_mpi_check(MPI_Win_shared_query(s->win, 0, &size, &disp, &base), "MPI_Win_shared_query"));
     if ((double)size < bytes) return dt_fail(DT_ERR_INTERNAL, "shared gradient window smaller than asked");
     s->base = base;
@@ -84,7 +87,10 @@ dt_status dt_shm_update(dt_shm *s, dt_group *g, const dt_sgd_cfg *sgd, float lr,
 
 void dt_shm_free(dt_shm *s, int collective) {
     if (!s->have_win || !collective) return;
-    if (s->locked) MPI_Win_unlock_all(s->win);
-    MPI_Win_free(&s->win);
+    /* Teardown: a failure here cannot change the run's result; say it. */
+    if (s->locked && MPI_Win_unlock_all(s->win) != MPI_SUCCESS)
+        fprintf(stderr, "dtrain: warning: MPI_Win_unlock_all of the gradient window failed\n");
+    if (MPI_Win_free(&s->win) != MPI_SUCCESS)
+        fprintf(stderr, "dtrain: warning: MPI_Win_free of the gradient window failed\n");
     s->have_win = 0;
 }

@@ -61,8 +61,10 @@ float *dt_shm_slot(const dt_shm *s);
  * worker's shard. Enters the group's collectives itself; step names them. */
 dt_status dt_shm_update(dt_shm *s, dt_group *g, const dt_sgd_cfg *sgd, float lr, float scale, long step);
 
-/* Unmaps the window. The free is collective: pass collective = 0 when the
- * run failed (a peer may never join it; the job is ending). */
+/* Unmaps the window. The free is collective: pass collective = 0 unless
+ * every worker ended the run at the same point (dt_sync.ended_together);
+ * otherwise a peer may never join it, and the window stays mapped until
+ * the process ends. */
 void dt_shm_free(dt_shm *s, int collective);
 
 #endif

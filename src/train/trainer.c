@@ -90,6 +90,8 @@ static dt_status diverged(long step, int epoch, int nan) {
 static dt_status agree(dt_trainer *t, int *stop) {
     double v[2] = {t->opts->stop && *t->opts->stop, t->bad_step > 0};
     if (lockstep(t)) DT_TRY(t->sync->reduce_sum(t->sync, v, 2));
+    /* A divergence is seen by every lockstep worker here, at once. */
+    if (v[1] > 0 && lockstep(t)) t->sync->ended_together = 1;
     if (t->bad_step) return diverged(t->bad_step, t->bad_epoch, t->bad_nan);
     if (v[1] > 0)
         return dt_fail(DT_ERR_NUMERIC,
@@ -320,6 +322,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         if (stop) { /* in lockstep modes every worker stops at this step */
             DT_TRY(save_checkpoint(t, !t->sync->independent));
             if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
+            t->sync->ended_together = 1;
             return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step,
                            o->checkpoint_path && o->rank == 0 ? "; checkpoint written" : "");
         }
@@ -356,7 +359,9 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         DT_TRY(evaluate_and_log(t, pos == 0 ? epoch : epoch + 1, acc, test_loss));
     }
     DT_TRY(save_checkpoint(t, 1));
-    return t->sync->finish ? t->sync->finish(t->sync, t) : DT_OK;
+    if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
+    t->sync->ended_together = 1;
+    return DT_OK;
 }
 
 static void teardown(dt_trainer *t) {
