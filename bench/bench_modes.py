@@ -7,12 +7,13 @@
 2. Throughput (synthetic data, STEPS steps per worker) under transient
    stragglers (--straggle 0.1:50) and a persistent one (--slow-worker on
    worker 1, 50 ms a step), 1 server + 2 workers, and the ratio to ps-sync.
+--workers W runs both parts with W workers instead of 2.
 Every run uses --batch per worker (default 32: the model file's batch of 64
 split over the 2 workers, as `make run`, so every mode makes the updates of
 the serial reference run).
 
 usage: bench/bench_modes.py [--epochs 2] [--steps 200] [--batch 32] [--servers 1,2] [--seeds 1]
-                            [--skip-accuracy] [--skip-throughput]
+                            [--workers 2] [--skip-accuracy] [--skip-throughput]
 Prints markdown tables and a final JSON line.
 """
 import argparse, json, os, subprocess, sys
@@ -24,8 +25,8 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT='1', OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 MODES = [['ps-sync'], ['ps-async'], ['ps-async-nowait'], ['ps-hogwild'], ['ps-ssp', '--staleness', '3']]
 
 
-def run(servers, mode, extra, batch):
-    cmd = ['mpirun', '--oversubscribe', '--bind-to', 'none', '-np', str(servers + 2), DTRAIN, 'train', CNN,
+def run(servers, workers, mode, extra, batch):
+    cmd = ['mpirun', '--oversubscribe', '--bind-to', 'none', '-np', str(servers + workers), DTRAIN, 'train', CNN,
            '--threads', '1', '--quiet', '--batch', str(batch), '--mode'] + mode + ['--servers', str(servers)] + extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -43,6 +44,7 @@ def main():
     ap.add_argument('--servers', default='1,2', help='server counts of the accuracy runs')
     ap.add_argument('--seeds', type=int, default=1,
                     help='accuracy runs per mode (seeds 1..N; the table shows their mean)')
+    ap.add_argument('--workers', type=int, default=2)
     ap.add_argument('--skip-accuracy', action='store_true')
     ap.add_argument('--skip-throughput', action='store_true')
     a = ap.parse_args()
@@ -56,7 +58,7 @@ def main():
         for servers in (int(x) for x in a.servers.split(',')):
             sync_acc = None
             for mode in MODES:
-                runs = [run(servers, mode, ['--epochs', str(a.epochs), '--seed', str(s)], a.batch)
+                runs = [run(servers, a.workers, mode, ['--epochs', str(a.epochs), '--seed', str(s)], a.batch)
                         for s in range(1, a.seeds + 1)]
                 acc = [j['test_accuracy'] for j in runs]
                 mean = sum(acc) / len(acc)
@@ -79,13 +81,13 @@ def main():
     for label, extra in cases:
         base = None
         for mode in MODES:
-            j = run(1, mode, ['--dataset', 'synthetic', '--max-steps', str(a.steps)] + extra, a.batch)
+            j = run(1, a.workers, mode, ['--dataset', 'synthetic', '--max-steps', str(a.steps)] + extra, a.batch)
             base = base or j['images_per_sec']
             result["stragglers"].append(dict(j, mode=name(mode), stragglers=label))
             print(f'| {name(mode)} | {label} | {j["images_per_sec"]:.0f} | {j["images_per_sec"] / base:.2f} | '
                   f'{j["staleness_mean"]:.2f} | {j["max_clock_gap"]} |', flush=True)
     print(json.dumps({'event': 'bench_modes', 'epochs': a.epochs, 'steps': a.steps, 'batch': a.batch,
-                      'results': result}))
+                      'workers': a.workers, 'results': result}))
 
 
 if __name__ == '__main__':
