@@ -33,7 +33,7 @@ typedef struct dt_net {
     int classes;
     int max_batch;
     float *params, *grads;  /* (nparams); may be bound elsewhere (dt_net_bind_blocks) */
-    float *own_params, *own_grads; /* (nparams) the blocks the net allocated */
+    float *own_params, *own_grads; /* (nparams) the blocks the net allocated (NULL once bound) */
     size_t nparams;
     float *state;           /* (nstate) */
     size_t nstate;
@@ -77,8 +77,8 @@ double dt_net_loss(dt_net *net, const uint8_t *labels, int batch);
 void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx);
 
 /* Points the parameter and gradient blocks, and every layer's views into
- * them, at params and grads (nparams floats each; NULL: the net's own
- * block). The parameters are taken as they are in params (copy them there
+ * them, at params and grads (nparams floats each) and frees the net's own
+ * blocks. The parameters are taken as they are in params (copy them there
  * first); gradients are undefined until the next backward. A strategy binds
  * memory its peers share (the shared-memory allreduce); the buffers must
  * outlive the net's last pass (the net never frees them). */

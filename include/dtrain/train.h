@@ -126,8 +126,8 @@ dt_status dt_sync_serial_create(dt_sync **out);
 dt_net *dt_trainer_net(dt_trainer *t);
 float *dt_trainer_momentum(dt_trainer *t);
 /* Points the velocity at momentum (nparams floats, values taken as they
- * are; NULL: the trainer's own block), as dt_net_bind_blocks does for the
- * net's blocks. */
+ * are) and frees the trainer's own block, as dt_net_bind_blocks does for
+ * the net's blocks. */
 void dt_trainer_bind_momentum(dt_trainer *t, float *momentum);
 const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t);
 /* Optimiser steps done so far (the clock of the next step). */

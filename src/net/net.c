@@ -115,6 +115,17 @@ static dt_status check_fits(const dt_net *net, const char *path) {
     return DT_OK;
 }
 
+/* Every layer's w, b, dw, db: views into the net's current blocks. */
+static void bind_views(dt_net *net) {
+    for (int i = 0; i < net->nlayers; i++) {
+        dt_layer *l = &net->layers[i];
+        l->w = net->params + net->param_offset[i];
+        l->b = l->w + l->nw;
+        l->dw = net->grads + net->param_offset[i];
+        l->db = l->dw + l->nw;
+    }
+}
+
 static dt_status allocate(dt_net *net, const net_sizes *sz) {
     float *acts, *dbuf, *saved;
     size_t dsize;
@@ -144,20 +155,19 @@ static dt_status allocate(dt_net *net, const net_sizes *sz) {
         net->act[i] = acts;
         acts += dt_shape_size(l->out) * (size_t)net->max_batch;
     }
-    dt_net_bind_blocks(net, NULL, NULL);
+    net->params = net->own_params;
+    net->grads = net->own_grads;
+    bind_views(net);
     return DT_OK;
 }
 
 void dt_net_bind_blocks(dt_net *net, float *params, float *grads) {
-    net->params = params ? params : net->own_params;
-    net->grads = grads ? grads : net->own_grads;
-    for (int i = 0; i < net->nlayers; i++) {
-        dt_layer *l = &net->layers[i];
-        l->w = net->params + net->param_offset[i];
-        l->b = l->w + l->nw;
-        l->dw = net->grads + net->param_offset[i];
-        l->db = l->dw + l->nw;
-    }
+    dt_free(net->own_params);
+    dt_free(net->own_grads);
+    net->own_params = net->own_grads = NULL;
+    net->params = params;
+    net->grads = grads;
+    bind_views(net);
 }
 
 /* A net with its layers set up (shapes, sizes, net->bytes) but none of the

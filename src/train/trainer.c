@@ -15,7 +15,7 @@ struct dt_trainer {
     const dt_train_opts *opts;
     dt_net *net;
     float *momentum;          /* (nparams) SGD velocity for strategies that update locally */
-    float *own_momentum;      /* the block momentum points at unless a strategy bound another */
+    float *own_momentum;      /* the block the trainer allocated; NULL once a strategy bound another */
     dt_dataset *train_ds, *test_ds;
     dt_loader *loader;
     dt_sync *sync;
@@ -39,7 +39,11 @@ struct dt_trainer {
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
 float *dt_trainer_momentum(dt_trainer *t) { return t->momentum; }
-void dt_trainer_bind_momentum(dt_trainer *t, float *momentum) { t->momentum = momentum ? momentum : t->own_momentum; }
+void dt_trainer_bind_momentum(dt_trainer *t, float *momentum) {
+    dt_free(t->own_momentum);
+    t->own_momentum = NULL;
+    t->momentum = momentum;
+}
 const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t) { return &t->spec->sgd; }
 long dt_trainer_step(const dt_trainer *t) { return t->step; }
 long dt_trainer_total_steps(const dt_trainer *t) { return t->total_steps; }
