@@ -1,8 +1,8 @@
 #include "shm.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
-
 
 dt_status dt_shm_one_node(const dt_comm *c, int *yes) {
     MPI_Comm node;

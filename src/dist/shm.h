@@ -8,10 +8,11 @@
  * every slot is final, worker r takes shard r of the parameters
  * (dt_shard_range): it sums the shard over the W slots block by block into
  * L1 (scaled to the average) and runs SGD with each block on the shared
- * parameters and velocity. Nothing is copied: a worker reads (W-1)/W of the gradients from its peers' slots and
- * updates 1/W of the parameters, where the ring sends and receives
- * 2 (W-1)/W of them through MPI (a copy into and out of the transport each)
- * and then every worker updates all of them.
+ * parameters and velocity. Nothing is copied: a worker reads (W-1)/W of
+ * the gradients from its peers' slots and updates 1/W of the parameters,
+ * where the ring sends and receives 2 (W-1)/W of them through MPI (a copy
+ * into and out of the transport each) and then every worker updates all
+ * of them.
  *
  * Synchronisation is MPI's: a barrier before the update (every slot final)
  * and one after it (every chunk updated, so the next forward reads whole
