@@ -165,10 +165,11 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
                                          "use ring or mpi across machines");
         a->use_shm = one_node;
     }
-    if (a->use_shm) { /* no buckets, no thread: end_step does it all */
+    if (a->use_shm) { /* no buckets, no thread, nothing per layer: end_step does it all */
         DT_TRY(dt_shm_create(&a->shm, &a->group, a->net->nparams, a->net->params, dt_trainer_momentum(t)));
         dt_net_bind_blocks(a->net, a->shm.params, dt_shm_slot(&a->shm));
         dt_trainer_bind_momentum(t, a->shm.momentum);
+        s->grad_ready = NULL;
         return DT_OK;
     }
     DT_TRY(dt_alloc_bytes((void **)&a->buckets, sizeof(dt_bucket) * MAX_BUCKETS, "buckets"));
