@@ -2,7 +2,8 @@
 # --timeline: serial, allreduce (2 ranks), ps-sync (1 server + 2 workers)
 # and ps-hogwild (two applier threads) each write one valid Chrome trace
 # holding every rank: per-layer forward and backward spans in every step,
-# communication with byte counts, server receive/apply/reply spans, every
+# communication with byte counts, server receive/apply/reply spans (ps-sync
+# committing each clock segment by segment), every
 # track nested or disjoint (tests/timeline_check.py); the overlap script
 # reads it. A clean stop (SIGTERM) still merges the file; a killed run
 # leaves a part the script reads; a bad path stops the run before training.
@@ -49,6 +50,16 @@ import json; ev = json.load(open('$TMP/ar_shm.json'))['traceEvents']
 assert sum(e['name'] == 'shared-memory allreduce + update' for e in ev) == 2 * $K"
 run ps 3 --mode ps-sync --servers 1
 check "ps-sync timeline" "${CHECK[@]}" "$TMP/ps.json" --steps $K --layers "$LAYERS" --workers 1,2 --servers 0 --comm
+# Segmented replies: the server commits each clock layer by layer (the
+# three layers with parameters, top first), each segment sent to both workers
+# (and whole shards for the pulls before checkpoints and evaluation).
+check "ps-sync: clocks committed segment by segment" /usr/bin/python3 -c "
+import json, collections; ev = json.load(open('$TMP/ps.json'))['traceEvents']
+seg = collections.defaultdict(list)
+for e in ev:
+    if e.get('name') == 'apply clock': seg[e['args']['clock']].append(e['args']['segment'])
+assert sorted(seg) == list(range($K)) and all(v == [0, 1, 2] for v in seg.values()), dict(seg)
+assert sum(e.get('name') == 'reply' for e in ev) >= 2 * 3 * $K"
 run hogwild 3 --mode ps-hogwild --servers 1
 check "ps-hogwild timeline" "${CHECK[@]}" "$TMP/hogwild.json" --steps any --layers "$LAYERS" --workers 1,2 \
     --servers 0 --comm

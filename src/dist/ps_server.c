@@ -12,6 +12,13 @@
  *     shard the moment its gradient is complete, and the gradient is queued
  *     for applier threads: one applying under the shard's lock (nowait), or
  *     two applying at once without it (hogwild; see hogwild_* below).
+ * Segmented replies (ps-sync and ps-async, ps_proto.h): the shard is cut
+ * where the layers meet; a worker's gradient arrives segment by segment,
+ * top layer first, as backprop frees them, and each segment is applied
+ * (ps-async; ps-sync once every worker's is in) and sent back at once, so
+ * the top layers' parameters travel while the worker still runs the lower
+ * layers' backward. Per-element arithmetic is the same as applying the
+ * whole shard at once.
  * All MPI calls are made by the server's main thread; appliers only compute.
  * Waits by polling with a growing sleep, so an idle server takes no core. */
 #include <pthread.h>
@@ -46,6 +53,10 @@ typedef struct {
     int clocked;             /* ps-sync/ps-ssp (else ps-async) */
     int staleness;           /* clocked: s */
     int nslots;              /* gradient slots per worker: s + 2 clocked, 1 async */
+    int segmented;           /* replies segment by segment (ps_segmented) */
+    int nseg;                /* segments of the shard: its pieces of each held layer */
+    size_t *seg_lo, *seg_hi; /* (nseg) in arrival order (layers last to first), from lo */
+    int nreply;              /* reply requests per worker: header, then shard or segments */
     float *params, *mom;     /* (n) */
     float *recv;             /* (W, nslots, n) gradients of each worker's clocks */
     float *lr;               /* (W, nslots) the learning rate each clock came with */
@@ -55,8 +66,12 @@ typedef struct {
     double (*ctrl)[PS_CTRL_LEN]; /* (W) control receive buffers */
     MPI_Request *ctrl_req;   /* (W) */
     MPI_Request *grad_req;   /* (W, nlayers) */
-    MPI_Request *reply_req;  /* (W, 2) header and shard of the last reply */
+    MPI_Request *reply_req;  /* (W, nreply) header, then the shard or its segments */
     int *ngrad;              /* (W) gradient receives posted for the clock */
+    int *seg_done;           /* (W) of those, completed (they complete in order) */
+    float *seg_lr;           /* (W) ps-async: the step of the gradient arriving */
+    long *seg_lag;           /* (W) ps-async: its lag */
+    long *seg_version;       /* (W) ps-async: the version w reads in the reply being sent */
     int *receiving;          /* (W) gradients of clock wclock[w] on their way */
     int *awaiting;           /* (W) finished wclock[w], waiting for its reply */
     int *stopped;            /* (W) */
@@ -109,16 +124,12 @@ static dt_status post_ctrl(server *sv, int w) {
 static dt_status post_grads(server *sv, int w) {
     MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
     float *dst = slot_of(sv, w, sv->wclock[w]);
-    int k = 0;
-    for (int i = sv->net->nlayers - 1; i >= 0; i--) {
-        size_t a, b;
-        ps_overlap(sv->plan.ps_offset, i, sv->lo, sv->hi, &a, &b);
-        if (a == b) continue;
-        DT_TRY(dt_mpi_check(MPI_Irecv(dst + (a - sv->lo), (int)(b - a), MPI_FLOAT, world_rank_of(sv, w),
-                                      PS_TAG_GRAD, sv->comm->world, &r[k++]),
+    for (int k = 0; k < sv->nseg; k++)
+        DT_TRY(dt_mpi_check(MPI_Irecv(dst + sv->seg_lo[k], (int)(sv->seg_hi[k] - sv->seg_lo[k]), MPI_FLOAT,
+                                      world_rank_of(sv, w), PS_TAG_GRAD, sv->comm->world, &r[k]),
                             "gradient receive (MPI_Irecv)"));
-    }
-    sv->ngrad[w] = k;
+    sv->ngrad[w] = sv->nseg;
+    sv->seg_done[w] = 0;
     sv->receiving[w] = 1;
     sv->grad_posted[w] = dt_now();
     return DT_OK;
@@ -199,19 +210,20 @@ __attribute__((noinline)) static void hogwild_apply(server *sv, float lr, const 
     dt_sgd_update(&sv->spec->sgd, lr, sv->params + start, sv->mom + start, g + start, sv->n - start);
     dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, g, start);
 }
-__attribute__((noinline)) static void hogwild_snapshot(const server *sv, float *snap) {
-    memcpy(snap, sv->params, sizeof(float) * sv->n);
+__attribute__((noinline)) static void hogwild_snapshot(const server *sv, float *snap, size_t lo, size_t hi) {
+    memcpy(snap + lo, sv->params + lo, sizeof(float) * (hi - lo));
 }
 
-static void take_snapshot(server *sv, float *snap) {
+/* Copies [lo, hi) of the shard into the same place of snap. */
+static void take_snapshot(server *sv, float *snap, size_t lo, size_t hi) {
     if (sv->hogwild) {
-        hogwild_snapshot(sv, snap);
+        hogwild_snapshot(sv, snap, lo, hi);
         return;
     }
     /* Only nowait's applier changes params concurrently; elsewhere pmu is
      * uncontended. */
     pthread_mutex_lock(&sv->pmu);
-    memcpy(snap, sv->params, sizeof(float) * sv->n);
+    memcpy(snap + lo, sv->params + lo, sizeof(float) * (hi - lo));
     pthread_mutex_unlock(&sv->pmu);
 }
 
@@ -281,14 +293,26 @@ static void drain_queue(server *sv) {
     pthread_mutex_unlock(&sv->qmu);
 }
 
-/* Sends w a snapshot of the shard with its header. */
-static dt_status reply(server *sv, int w, long lag) {
-    MPI_Request *r = sv->reply_req + 2 * (size_t)w;
-    double t0 = dt_now();
-    /* w received our previous reply before it could start this clock. */
-    DT_TRY(dt_mpi_check(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), "MPI_Waitall"));
-    float *snap = sv->reply + (size_t)w * sv->n;
-    take_snapshot(sv, snap);
+static MPI_Request *reply_reqs(const server *sv, int w) { return sv->reply_req + (size_t)w * (size_t)sv->nreply; }
+
+/* w received our previous reply before it could start this clock: its
+ * buffers are free (these complete at once). */
+static dt_status wait_replies(server *sv, int w) {
+    return dt_mpi_check(MPI_Waitall(sv->nreply, reply_reqs(sv, w), MPI_STATUSES_IGNORE), "MPI_Waitall");
+}
+
+static long current_version(server *sv) {
+    pthread_mutex_lock(&sv->qmu);
+    long v = sv->version;
+    pthread_mutex_unlock(&sv->qmu);
+    return v;
+}
+
+/* Sends w the header of its reply: the shard's version and w's lag; w's
+ * next gradient will be computed on version v_read. */
+static dt_status send_header(server *sv, int w, long lag, long v_read) {
+    MPI_Request *r = reply_reqs(sv, w);
+    DT_TRY(dt_mpi_check(MPI_Wait(&r[0], MPI_STATUS_IGNORE), "MPI_Wait"));
     double *h = sv->hdr[w];
     pthread_mutex_lock(&sv->qmu);
     h[0] = (double)sv->version;
@@ -296,16 +320,96 @@ static dt_status reply(server *sv, int w, long lag) {
     h[2] = (double)sv->committed;
     /* Queued gradients count as spent: they will be applied. */
     h[3] = sv->budget > 0 && sv->applied + sv->qlen + sv->inflight >= sv->budget;
-    sv->v_read[w] = sv->version;
+    sv->v_read[w] = v_read;
     pthread_mutex_unlock(&sv->qmu);
     sv->awaiting[w] = 0;
+    return dt_mpi_check(MPI_Isend(h, PS_HDR_LEN, MPI_DOUBLE, world_rank_of(sv, w), PS_TAG_HDR, sv->comm->world,
+                                  &r[0]),
+                        "parameter reply (MPI_Isend)");
+}
+
+/* Sends w floats [lo, hi) of src (the shard, or a snapshot of it) as
+ * request `slot` of its reply. */
+static dt_status send_params(server *sv, int w, const float *src, size_t lo, size_t hi, int slot) {
+    double t0 = dt_now();
     int to = world_rank_of(sv, w);
-    DT_TRY(dt_mpi_check(MPI_Isend(h, PS_HDR_LEN, MPI_DOUBLE, to, PS_TAG_HDR, sv->comm->world, &r[0]),
-                        "parameter reply (MPI_Isend)"));
-    DT_TRY(dt_mpi_check(MPI_Isend(snap, (int)sv->n, MPI_FLOAT, to, PS_TAG_PARAM, sv->comm->world, &r[1]),
+    DT_TRY(dt_mpi_check(MPI_Isend(src + lo, (int)(hi - lo), MPI_FLOAT, to, PS_TAG_PARAM, sv->comm->world,
+                                  &reply_reqs(sv, w)[slot]),
                         "parameter reply (MPI_Isend)"));
     dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_COMM, "reply", t0, dt_now(),
-                     (dt_tl_arg[]){{"worker", to}, {"bytes", (double)(sv->n * sizeof(float))}}, 2);
+                     (dt_tl_arg[]){{"worker", to}, {"bytes", (double)((hi - lo) * sizeof(float))}}, 2);
+    return DT_OK;
+}
+
+/* Sends w a snapshot of the whole shard with its header. */
+static dt_status reply(server *sv, int w, long lag) {
+    DT_TRY(wait_replies(sv, w));
+    float *snap = sv->reply + (size_t)w * sv->n;
+    take_snapshot(sv, snap, 0, sv->n);
+    DT_TRY(send_header(sv, w, lag, current_version(sv)));
+    return send_params(sv, w, snap, 0, sv->n, 1);
+}
+
+/* ps-async: the first segment of w's gradient is here (or, on a shard
+ * without segments, all of it): its previous reply has gone; this
+ * gradient's lag and step are fixed, and the version w will read is the
+ * shard's now plus this gradient (later segments may carry more). */
+static dt_status async_reply_begins(server *sv, int w) {
+    DT_TRY(wait_replies(sv, w));
+    sv->seg_lag[w] = sv->version - sv->v_read[w]; /* others' updates since w read */
+    sv->seg_lr[w] = async_lr(sv, *lr_of(sv, w, sv->wclock[w]), sv->seg_lag[w]);
+    sv->seg_version[w] = sv->version + 1;
+    return DT_OK;
+}
+
+/* ps-async: w's gradient segment k is here; applied, it goes straight back
+ * (a snapshot: another worker's update may change the shard while this
+ * reply is still being read). */
+static dt_status async_segment(server *sv, int w, int k) {
+    size_t lo = sv->seg_lo[k], hi = sv->seg_hi[k];
+    if (k == 0) DT_TRY(async_reply_begins(sv, w));
+    double t0 = dt_now();
+    const float *g = slot_of(sv, w, sv->wclock[w]);
+    dt_sgd_update(&sv->spec->sgd, sv->seg_lr[w], sv->params + lo, sv->mom + lo, g + lo, hi - lo);
+    dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply", t0, dt_now(),
+                     (dt_tl_arg[]){{"worker", world_rank_of(sv, w)}, {"clock", sv->wclock[w]}, {"segment", k}},
+                     3);
+    float *snap = sv->reply + (size_t)w * sv->n;
+    take_snapshot(sv, snap, lo, hi);
+    return send_params(sv, w, snap, lo, hi, 1 + k);
+}
+
+/* Clock `committed`'s step on [lo, hi) of the shard: every worker's
+ * gradient averaged in worker order, one SGD step (segment k, or -1 for
+ * the whole shard, names it in the timeline). */
+static void average_and_apply(server *sv, size_t lo, size_t hi, int k) {
+    long c = sv->committed;
+    double t0 = dt_now();
+    memcpy(sv->sum + lo, slot_of(sv, 0, c) + lo, sizeof(float) * (hi - lo));
+    for (int w = 1; w < sv->W; w++) {
+        const float *g = slot_of(sv, w, c);
+        for (size_t i = lo; i < hi; i++) sv->sum[i] += g[i];
+    }
+    float inv = 1.0f / (float)sv->W;
+    for (size_t i = lo; i < hi; i++) sv->sum[i] *= inv;
+    dt_sgd_update(&sv->spec->sgd, *lr_of(sv, 0, c), sv->params + lo, sv->mom + lo, sv->sum + lo, hi - lo);
+    dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply clock", t0, dt_now(),
+                     (dt_tl_arg[]){{"clock", c}, {"segment", k}}, 2);
+}
+
+/* ps-sync: once every worker has delivered segment k of the clock, it is
+ * committed and sent to all of them straight from the shard (nothing
+ * changes it before they all have it: they must first push this segment of
+ * their next clock). */
+static dt_status clocked_segment(server *sv, int k) {
+    for (int v = 0; v < sv->W; v++)
+        if (sv->arrived[v] <= sv->committed && !(sv->receiving[v] && sv->seg_done[v] > k)) return DT_OK;
+    /* MPI wants the last clock's sends of it complete before it changes;
+     * they are (see above). */
+    for (int v = 0; v < sv->W; v++)
+        DT_TRY(dt_mpi_check(MPI_Wait(&reply_reqs(sv, v)[1 + k], MPI_STATUS_IGNORE), "MPI_Wait"));
+    average_and_apply(sv, sv->seg_lo[k], sv->seg_hi[k], k);
+    for (int v = 0; v < sv->W; v++) DT_TRY(send_params(sv, v, sv->params, sv->seg_lo[k], sv->seg_hi[k], 1 + k));
     return DT_OK;
 }
 
@@ -315,18 +419,7 @@ static void commit_ready_clocks(server *sv) {
     for (;;) {
         for (int w = 0; w < sv->W; w++)
             if (sv->arrived[w] <= sv->committed) return;
-        long c = sv->committed;
-        double t0 = dt_now();
-        memcpy(sv->sum, slot_of(sv, 0, c), sizeof(float) * sv->n);
-        for (int w = 1; w < sv->W; w++) {
-            const float *g = slot_of(sv, w, c);
-            for (size_t i = 0; i < sv->n; i++) sv->sum[i] += g[i];
-        }
-        float inv = 1.0f / (float)sv->W;
-        for (size_t i = 0; i < sv->n; i++) sv->sum[i] *= inv;
-        dt_sgd_update(&sv->spec->sgd, *lr_of(sv, 0, c), sv->params, sv->mom, sv->sum, sv->n);
-        dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply clock", t0, dt_now(),
-                         (dt_tl_arg[]){{"clock", c}}, 1);
+        average_and_apply(sv, 0, sv->n, -1);
         sv->committed++;
         sv->version++;
         sv->applied += sv->W;
@@ -341,24 +434,26 @@ static dt_status gradient_complete(server *sv, int w) {
     dt_timeline_span(sv->cfg->timeline, DT_TL_RECV + w, DT_TL_CAT_COMM, "receive gradients", sv->grad_posted[w],
                      dt_now(), (dt_tl_arg[]){{"clock", c}, {"bytes", (double)(sv->n * sizeof(float))}}, 2);
     if (sv->deferred) {
-        pthread_mutex_lock(&sv->qmu);
-        long lag = sv->version - sv->v_read[w];
-        pthread_mutex_unlock(&sv->qmu);
+        long lag = current_version(sv) - sv->v_read[w];
         enqueue(sv, w, c);
         return reply(sv, w, lag);
     }
-    if (!sv->clocked) {
-        long lag = sv->version - sv->v_read[w]; /* others' updates since w read */
-        float lr = async_lr(sv, *lr_of(sv, w, c), lag);
-        double t0 = dt_now();
-        dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, slot_of(sv, w, c), sv->n);
-        dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply", t0, dt_now(),
-                         (dt_tl_arg[]){{"worker", world_rank_of(sv, w)}, {"clock", c}, {"lag", lag}}, 3);
+    if (!sv->clocked) { /* ps-async: its segments have all gone back */
+        if (sv->nseg == 0) DT_TRY(async_reply_begins(sv, w));
         sv->version++;
         sv->applied++;
-        return reply(sv, w, lag);
+        return send_header(sv, w, sv->seg_lag[w], sv->seg_version[w]);
     }
     sv->awaiting[w] = 1;
+    if (sv->segmented) { /* the clock's segments are committed once every worker's gradient is in */
+        for (int v = 0; v < sv->W; v++)
+            if (sv->arrived[v] <= sv->committed) return DT_OK;
+        sv->committed++;
+        sv->version++;
+        sv->applied += sv->W;
+        for (int v = 0; v < sv->W; v++) DT_TRY(send_header(sv, v, 0, sv->version));
+        return DT_OK;
+    }
     commit_ready_clocks(sv);
     /* Everyone waiting whose next clock may now read: clocks up to
      * (its clock - staleness) committed. */
@@ -390,6 +485,22 @@ static dt_status serve_pulls(server *sv, int *progressed) {
 
 /* Takes in control messages and completed gradients; 1 in *progressed if
  * anything happened, 0 in *active once every worker has stopped. */
+/* Takes in w's gradient segments that have arrived (they complete in the
+ * order they were sent), and the gradient once all are here. */
+static dt_status take_segments(server *sv, int w, int *progressed) {
+    MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
+    while (sv->seg_done[w] < sv->ngrad[w]) {
+        int done = 0;
+        DT_TRY(dt_mpi_check(MPI_Test(&r[sv->seg_done[w]], &done, MPI_STATUS_IGNORE), "MPI_Test"));
+        if (!done) return DT_OK;
+        int k = sv->seg_done[w]++;
+        *progressed = 1;
+        if (sv->segmented) DT_TRY(sv->clocked ? clocked_segment(sv, k) : async_segment(sv, w, k));
+    }
+    *progressed = 1;
+    return gradient_complete(sv, w);
+}
+
 static dt_status poll_once(server *sv, int *progressed, int *active) {
     *progressed = *active = 0;
     for (int w = 0; w < sv->W; w++) {
@@ -406,13 +517,7 @@ static dt_status poll_once(server *sv, int *progressed, int *active) {
             DT_TRY(post_grads(sv, w));
             *progressed = 1;
         }
-        if (!sv->receiving[w]) continue;
-        MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
-        DT_TRY(dt_mpi_check(MPI_Testall(sv->ngrad[w], r, &done, MPI_STATUSES_IGNORE), "MPI_Testall"));
-        if (done) {
-            DT_TRY(gradient_complete(sv, w));
-            *progressed = 1;
-        }
+        if (sv->receiving[w]) DT_TRY(take_segments(sv, w, progressed));
     }
     return serve_pulls(sv, progressed);
 }
@@ -438,7 +543,7 @@ static dt_status check_counts(server *sv) {
     if (sv->applied != delivered || (sv->clocked && sv->committed * sv->W - sv->first_clock * sv->W != delivered))
         return dt_fail(DT_ERR_INTERNAL, "server rank %d: %ld gradients delivered but %ld applied",
                        sv->comm->rank, delivered, sv->applied);
-    return dt_mpi_check(MPI_Waitall(2 * sv->W, sv->reply_req, MPI_STATUSES_IGNORE), "MPI_Waitall");
+    return dt_mpi_check(MPI_Waitall(sv->nreply * sv->W, sv->reply_req, MPI_STATUSES_IGNORE), "MPI_Waitall");
 }
 
 static dt_status serve(server *sv) {
@@ -479,7 +584,18 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch));
     dt_shard_range(sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
     sv->n = sv->hi - sv->lo;
+    sv->segmented = ps_segmented(sv->cfg->mode, sv->staleness);
     size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn;
+    DT_TRY(dt_alloc_bytes((void **)&sv->seg_lo, L * sizeof(size_t), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->seg_hi, L * sizeof(size_t), "server"));
+    for (int i = sv->net->nlayers - 1; i >= 0; i--) {
+        size_t a, b;
+        ps_overlap(sv->plan.ps_offset, i, sv->lo, sv->hi, &a, &b);
+        if (a == b) continue;
+        sv->seg_lo[sv->nseg] = a - sv->lo;
+        sv->seg_hi[sv->nseg++] = b - sv->lo;
+    }
+    sv->nreply = sv->nseg + 1 > 2 ? sv->nseg + 1 : 2;
     DT_TRY(dt_mul_size(&wn, W, sv->n, "server buffers"));
     DT_TRY(dt_mul_size(&rn, wn, S, "server buffers"));
     DT_TRY(dt_alloc_floats(&sv->params, sv->n, "server shard"));
@@ -491,9 +607,13 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_alloc_bytes((void **)&sv->hdr, W * sizeof *sv->hdr, "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->ctrl, W * sizeof *sv->ctrl, "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->ctrl_req, W * sizeof(MPI_Request), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->reply_req, 2 * W * sizeof(MPI_Request), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->reply_req, (size_t)sv->nreply * W * sizeof(MPI_Request), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->grad_req, W * L * sizeof(MPI_Request), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->ngrad, W * sizeof(int), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->seg_done, W * sizeof(int), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->seg_lr, W * sizeof(float), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->seg_lag, W * sizeof(long), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->seg_version, W * sizeof(long), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->receiving, W * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->awaiting, W * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->stopped, W * sizeof(int), "server"));
@@ -505,10 +625,8 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_alloc_bytes((void **)&sv->queue, W * S * sizeof(apply_job), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->slot_busy, W * S * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->post_pending, W * sizeof(int), "server"));
-    for (size_t w = 0; w < W; w++) {
-        sv->reply_req[2 * w] = sv->reply_req[2 * w + 1] = MPI_REQUEST_NULL;
-        sv->wclock[w] = -1;
-    }
+    for (size_t i = 0; i < (size_t)sv->nreply * W; i++) sv->reply_req[i] = MPI_REQUEST_NULL;
+    for (size_t w = 0; w < W; w++) sv->wclock[w] = -1;
     /* Worker 0 sends this shard's parameters and optimiser state, the budget
      * of gradients (ps-async) and the clock the run starts at (resume). */
     int w0 = world_rank_of(sv, 0);
@@ -523,7 +641,7 @@ static dt_status setup(server *sv) {
                         "server initialisation (MPI_Recv)"));
     sv->budget = (long)run[0];
     sv->first_clock = sv->committed = sv->version = (long)run[1];
-    for (size_t w = 0; w < W; w++) sv->arrived[w] = sv->v_read[w] = sv->committed;
+    for (size_t w = 0; w < W; w++) sv->arrived[w] = sv->v_read[w] = sv->seg_version[w] = sv->committed;
     for (int i = 0; sv->deferred && i < (sv->hogwild ? HOGWILD_APPLIERS : 1); i++) {
         if (pthread_create(&sv->appliers[i], NULL, applier, sv) != 0)
             return dt_fail(DT_ERR_INTERNAL, "server rank %d: cannot start an applier thread", sv->comm->rank);
@@ -547,7 +665,8 @@ static void teardown(server *sv) {
     void *bufs[] = {sv->params, sv->mom, sv->sum, sv->recv, sv->reply, sv->lr, sv->hdr, sv->ctrl,
                     sv->ctrl_req, sv->reply_req, sv->grad_req, sv->ngrad, sv->receiving, sv->awaiting,
                     sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,
-                    sv->slot_busy, sv->post_pending, sv->grad_posted};
+                    sv->slot_busy, sv->post_pending, sv->grad_posted, sv->seg_lo, sv->seg_hi, sv->seg_done,
+                    sv->seg_lr, sv->seg_lag, sv->seg_version};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dt_free(bufs[i]);
 }
 

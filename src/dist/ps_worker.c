@@ -1,6 +1,9 @@
 /* ps-* modes, worker side: push each layer's gradients to the servers that
- * own them as soon as the layer's backward is done, receive the shards at
- * the end of the step when the mode lets the server reply (ps_proto.h). The
+ * own them as soon as the layer's backward is done, and receive the shards
+ * when the mode lets the servers reply (ps_proto.h): segmented replies land
+ * layer by layer in the parameters (a layer's parameters are not read again
+ * in a step once its backward is done), so the top layers' come back while
+ * the lower layers still run backward; the step ends when all are in. The
  * update itself runs on the servers.
  * ps-ssp's read-my-writes: the shards a worker receives may lack its own
  * latest clocks (up to s); it applies its own gradients of those clocks
@@ -32,8 +35,10 @@ typedef struct {
     int nsfb_reqs;
     size_t *shard_lo, *shard_hi;  /* (nservers) ranges of the servers' vector */
     MPI_Datatype *shard_type;     /* (nservers) shard s within the flat parameters */
-    MPI_Request *reqs;            /* gradient sends then parameter receives, this step */
+    MPI_Request *reqs;            /* gradient sends and parameter receives, this step */
     int nreqs, maxreqs;
+    int segmented;                /* replies come segment by segment (ps_segmented) */
+    int *last_recv;               /* (nservers) index in reqs of server s's last receive */
     double ctrl[PS_CTRL_LEN];     /* send buffer of the step's control message */
     MPI_Request ctrl_reqs[1024];  /* one per server */
     dt_status err;                /* first failure inside grad_ready */
@@ -80,10 +85,15 @@ static dt_status push_layer(ps_ctx *p, int layer) {
         size_t a, b;
         ps_overlap(off, layer, p->shard_lo[s], p->shard_hi[s], &a, &b);
         if (a == b) continue;
-        float *g = p->net->grads + p->net->param_offset[layer] + (a - off[layer]);
-        DT_TRY(add_req(p, MPI_Isend(g, (int)(b - a), MPI_FLOAT, s, PS_TAG_GRAD, p->comm.world,
+        size_t at = p->net->param_offset[layer] + (a - off[layer]);
+        DT_TRY(add_req(p, MPI_Isend(p->net->grads + at, (int)(b - a), MPI_FLOAT, s, PS_TAG_GRAD, p->comm.world,
                                     &p->reqs[p->nreqs]),
                        "gradient push (MPI_Isend)"));
+        if (!p->segmented) continue;
+        p->last_recv[s] = p->nreqs;
+        DT_TRY(add_req(p, MPI_Irecv(p->net->params + at, (int)(b - a), MPI_FLOAT, s, PS_TAG_PARAM, p->comm.world,
+                                    &p->reqs[p->nreqs]),
+                       "parameter pull (MPI_Irecv)"));
     }
     return DT_OK;
 }
@@ -135,7 +145,8 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     int S = p->comm.nservers;
     DT_TRY(dt_alloc_bytes((void **)&p->shard_lo, sizeof(size_t) * (size_t)S, "shards"));
     DT_TRY(dt_alloc_bytes((void **)&p->shard_hi, sizeof(size_t) * (size_t)S, "shards"));
-    p->maxreqs = (p->net->nlayers + 3) * S;
+    p->maxreqs = (2 * p->net->nlayers + 3) * S;
+    DT_TRY(dt_alloc_bytes((void **)&p->last_recv, sizeof(int) * (size_t)S, "requests"));
     DT_TRY(dt_alloc_bytes((void **)&p->reqs, sizeof(MPI_Request) * (size_t)p->maxreqs, "requests"));
     DT_TRY(dt_alloc_bytes((void **)&p->sfb_reqs, sizeof(MPI_Request) * 2 * (size_t)p->net->nlayers,
                           "requests"));
@@ -190,20 +201,14 @@ static dt_status ps_begin_step(dt_sync *sy, dt_trainer *t, float lr) {
     return p->leader ? send_ctrl(p, PS_CTRL_STEP, p->clock, lr) : DT_OK;
 }
 
-typedef struct {
-    ps_ctx *p;
-    int first_recv;  /* index in reqs of server 0's reply (header, then shard, per server) */
-} stall_info;
-
 static void on_stall(void *arg, double waited, int report) {
     if (!report) return;
-    stall_info *si = arg;
-    ps_ctx *p = si->p;
+    ps_ctx *p = arg;
     char missing[256] = "";
     size_t used = 0;
     for (int s = 0; s < p->comm.nservers && used + 1 < sizeof missing; s++) {
         int done = 0;
-        MPI_Test(&p->reqs[si->first_recv + 2 * s + 1], &done, MPI_STATUS_IGNORE);
+        MPI_Test(&p->reqs[p->last_recv[s]], &done, MPI_STATUS_IGNORE);
         if (!done) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", s);
     }
     fprintf(stderr,
@@ -211,12 +216,17 @@ static void on_stall(void *arg, double waited, int report) {
             p->comm.rank, p->clock + 1, waited, missing[0] ? missing : "(sends pending)");
 }
 
-/* Posts the receives of every server's reply (header, shard) into reqs. */
-static dt_status post_replies(ps_ctx *p) {
+/* Posts the receives of every server's reply into reqs: the header, then
+ * the whole shard unless its segments are already on their way (the
+ * header comes last, so it is then the last receive to wait for). */
+static dt_status post_replies(ps_ctx *p, int whole) {
     for (int s = 0; s < p->comm.nservers; s++) {
+        if (!whole) p->last_recv[s] = p->nreqs;
         DT_TRY(add_req(p, MPI_Irecv(p->hdr[s], PS_HDR_LEN, MPI_DOUBLE, s, PS_TAG_HDR, p->comm.world,
                                     &p->reqs[p->nreqs]),
                        "parameter pull (MPI_Irecv)"));
+        if (!whole) continue;
+        p->last_recv[s] = p->nreqs;
         DT_TRY(add_req(p, MPI_Irecv(p->net->params, 1, p->shard_type[s], s, PS_TAG_PARAM, p->comm.world,
                                     &p->reqs[p->nreqs]),
                        "parameter pull (MPI_Irecv)"));
@@ -286,16 +296,15 @@ static dt_status group_reduce(ps_ctx *p) {
     return DT_OK;
 }
 
-/* The servers' replies: a leader receives them, its group gets parameters
- * and headers from it. */
-static dt_status receive_replies(ps_ctx *p, const char *what) {
+/* The servers' replies (whole shards, or the headers after segments
+ * already posted): a leader receives them, its group gets parameters and
+ * headers from it. */
+static dt_status receive_replies(ps_ctx *p, int whole, const char *what) {
     if (p->leader) {
-        int first_recv = p->nreqs;
-        DT_TRY(post_replies(p));
-        stall_info si = {p, first_recv};
+        DT_TRY(post_replies(p, whole));
         /* The trainer itself waits here: its core is free to poll. */
         static const atomic_int trainer_waits = 1;
-        DT_TRY(dt_mpi_wait_hurry(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, &si, what, &trainer_waits));
+        DT_TRY(dt_mpi_wait_hurry(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, p, what, &trainer_waits));
     }
     if (p->k == 1) return DT_OK;
     MPI_Request r[2];
@@ -318,8 +327,8 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     double t0 = dt_now();
     if (p->k > 1) DT_TRY(group_reduce(p));
     /* Parameters land in net->params only now: forward/backward are done with them. */
-    double t_post = dt_now();
-    DT_TRY(receive_replies(p, "parameter exchange"));
+    double t_post = p->segmented ? p->first_send : dt_now();
+    DT_TRY(receive_replies(p, !p->segmented, "parameter exchange"));
     DT_TRY(update_sfb_layers(p, t, lr));
     double t1 = dt_now();
     if (p->nown) read_my_writes(p);
@@ -330,7 +339,8 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     double bytes = ((p->leader ? n : 0) + (k > 1 ? (2 * (k - 1) / k + 1) * n : 0)) * sizeof(float) +
                    dt_sfb_bytes_each_way(&p->sfb);
     /* Gradients are in flight from the first push until the exchange is
-     * complete, replies from their receives being posted. */
+     * complete, replies from their receives being posted (segmented: with
+     * the first push). */
     dt_tl_arg arg[] = {{"bytes", bytes}};
     dt_timeline_span(p->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "ps push", p->first_send, t1, arg, 1);
     dt_timeline_span(p->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "ps pull", t_post, t1, arg, 1);
@@ -353,7 +363,7 @@ static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t, int all) {
     ps_ctx *p = sy->ctx;
     if (p->leader) DT_TRY(send_ctrl(p, PS_CTRL_PULL, dt_trainer_step(t), 0));
     p->nreqs = 0;
-    DT_TRY(receive_replies(p, "parameter pull"));
+    DT_TRY(receive_replies(p, 1, "parameter pull"));
     return dt_group_state_hook(sy, t, all);
 }
 
@@ -410,6 +420,7 @@ static void ps_free(dt_sync *sy) {
     dt_free(p->shard_lo);
     dt_free(p->shard_hi);
     dt_free(p->reqs);
+    dt_free(p->last_recv);
     dt_free(p->hdr);
     dt_free(p->own);
     dt_free(p->own_lr);
@@ -427,6 +438,7 @@ dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *
     p->cfg = *cfg;
     p->k = cfg->group_size;
     p->leader = c->worker % p->k == 0;
+    p->segmented = ps_segmented(cfg->mode, cfg->staleness);
     p->sub = MPI_COMM_NULL;
     sy->name = dt_mode_name(cfg->mode);
     sy->start = ps_start;
