@@ -30,6 +30,11 @@ same sync ssp0 0
 train serial 1 --max-steps 30
 train async1 2 --mode ps-async --max-steps 30
 same serial async1 1e-6
+# So is ps-ssp with one worker (every segment commits as it arrives, so
+# read-my-writes has nothing to re-apply), here with 2 servers: segments,
+# their committed counts and the shards all land where they belong.
+train ssp1 3 --mode ps-ssp --staleness 2 --servers 2 --max-steps 30
+same serial ssp1 1e-6
 
 # Worker groups: a group of every worker is one client of the servers, so
 # ps-async with it is ps-sync (2 workers, 2 servers), bit for bit; groups of

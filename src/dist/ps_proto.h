@@ -7,17 +7,17 @@
  *                                        layer ∩ shard, layers last to first; MPI's
  *                                        non-overtaking order tells s where each lands
  *   s -> w  the parameters for w's next clock, when the mode allows. Segmented
- *           (ps-sync, ps-ssp s = 0, ps-async): PARAM segment by segment, in the
- *           order they came, each as soon as it is ready, then HDR
- *           {version, lag, committed, done}; w receives each layer's segment
- *           into its parameters while the layers below still run backward:
- *             ps-sync: a segment once every worker's gradient for it is
- *               averaged and applied;
+ *           (every mode but the deferred ones): PARAM segment by segment, in
+ *           the order they came, each as soon as it may be read, then HDR;
+ *           w receives each layer's segment into its parameters while the
+ *           layers below still run backward:
+ *             ps-sync / ps-ssp: a segment once it holds every worker's
+ *               clocks up to (w's clock - staleness) (a segment commits a
+ *               clock when every worker's gradient for it is in);
  *             ps-async: right after w's own gradient segment is applied.
- *           Whole: HDR then the PARAM shard in one message,
- *             ps-ssp s > 0: once clocks up to (w's clock - s) are committed;
- *             ps-async-nowait / ps-hogwild: the shard as it is, as soon as
- *               w's gradient is complete (queued, not yet applied)
+ *           Whole (ps-async-nowait / ps-hogwild): HDR then the PARAM shard
+ *           in one message, as it is, as soon as w's gradient is complete
+ *           (queued, not yet applied)
  * Outside clocks:
  *   w0 -> s INIT params, momentum, {budget, first clock}  at start (fresh or resumed):
  *           budget is ps-async's total of gradients to apply before replies say
@@ -40,22 +40,20 @@ enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP, PS_CTRL_PULL };
 /* A control message: {kind, clock, lr} as doubles. */
 #define PS_CTRL_LEN 3
 /* A reply header: {version of the shard sent, version lag of the params
- * for w's next step, clocks committed, done (ps-async budget reached)}. */
+ * for w's next step, clocks committed, done (ps-async budget reached)},
+ * then per segment the clocks committed on it when it was sent (ps-ssp's
+ * read-my-writes; a segment may be ahead of the whole shard's count). */
 #define PS_HDR_LEN 4
 /* Server statistics to worker 0 at the end: {cpu_s, wall_s, updates,
  * largest clock gap seen between workers, gradients applied}. */
 #define PS_STATS_LEN 5
 
-/* Whether a mode's replies go out segment by segment (above). ps-ssp with
- * s > 0 replies when other workers' clocks commit, and its workers re-apply
- * their own clocks over the whole shard (read-my-writes). The deferred
- * modes reply at once anyway; sent segment by segment, the top layers would
- * be copied before the worker's previous gradient is applied (measured:
- * version lag 1.9 -> 2.4 for 5 % more img/s on 2 cores), so they send the
- * shard as it is when the gradient is complete. */
-static inline int ps_segmented(dt_mode mode, int staleness) {
-    return mode == DT_MODE_PS_SYNC || mode == DT_MODE_PS_ASYNC || (mode == DT_MODE_PS_SSP && staleness == 0);
-}
+/* Whether a mode's replies go out segment by segment (above). The
+ * deferred modes reply at once anyway; sent segment by segment, the top
+ * layers would be copied before the worker's previous gradient is applied
+ * (measured: version lag 1.9 -> 2.4 for 5 % more img/s on 2 cores), so they
+ * send the shard as it is when the gradient is complete. */
+static inline int ps_segmented(dt_mode mode) { return mode != DT_MODE_PS_NOWAIT && mode != DT_MODE_PS_HOGWILD; }
 
 /* The servers' vector is the parameters of every layer that is not SFB,
  * end to end (dt_comm_plan ps_offset); shards are ranges of it.

@@ -12,13 +12,15 @@
  *     shard the moment its gradient is complete, and the gradient is queued
  *     for applier threads: one applying under the shard's lock (nowait), or
  *     two applying at once without it (hogwild; see hogwild_* below).
- * Segmented replies (ps-sync and ps-async, ps_proto.h): the shard is cut
- * where the layers meet; a worker's gradient arrives segment by segment,
- * top layer first, as backprop frees them, and each segment is applied
- * (ps-async; ps-sync once every worker's is in) and sent back at once, so
- * the top layers' parameters travel while the worker still runs the lower
- * layers' backward. Per-element arithmetic is the same as applying the
- * whole shard at once.
+ * Segmented replies (all but the deferred modes, ps_proto.h): the shard is
+ * cut where the layers meet; a worker's gradient arrives segment by
+ * segment, top layer first, as backprop frees them. ps-async applies each
+ * segment and sends it back at once; the clocked modes commit each segment
+ * clock by clock as soon as every worker has delivered it, and send a
+ * worker each segment as soon as it holds the clocks that worker may read.
+ * So the top layers' parameters travel while the worker still runs the
+ * lower layers' backward. Per-element arithmetic is the same as applying
+ * the whole shard at once.
  * All MPI calls are made by the server's main thread; appliers only compute.
  * Waits by polling with a growing sleep, so an idle server takes no core. */
 #include <pthread.h>
@@ -62,13 +64,16 @@ typedef struct {
     float *lr;               /* (W, nslots) the learning rate each clock came with */
     float *sum;              /* (n) */
     float *reply;            /* (W, n) snapshot being sent to each worker */
-    double (*hdr)[PS_HDR_LEN];   /* (W) reply headers */
+    int hdr_len;             /* PS_HDR_LEN + nseg */
+    double *hdr;             /* (W, hdr_len) reply headers */
     double (*ctrl)[PS_CTRL_LEN]; /* (W) control receive buffers */
     MPI_Request *ctrl_req;   /* (W) */
     MPI_Request *grad_req;   /* (W, nlayers) */
     MPI_Request *reply_req;  /* (W, nreply) header, then the shard or its segments */
     int *ngrad;              /* (W) gradient receives posted for the clock */
     int *seg_done;           /* (W) of those, completed (they complete in order) */
+    long *seg_committed;     /* (nseg) clocked: clocks committed on each segment */
+    int *seg_sent;           /* (W) clocked: segments of w's reply sent this clock */
     float *seg_lr;           /* (W) ps-async: the step of the gradient arriving */
     long *seg_lag;           /* (W) ps-async: its lag */
     long *seg_version;       /* (W) ps-async: the version w reads in the reply being sent */
@@ -129,7 +134,7 @@ static dt_status post_grads(server *sv, int w) {
                                       world_rank_of(sv, w), PS_TAG_GRAD, sv->comm->world, &r[k]),
                             "gradient receive (MPI_Irecv)"));
     sv->ngrad[w] = sv->nseg;
-    sv->seg_done[w] = 0;
+    sv->seg_done[w] = sv->seg_sent[w] = 0;
     sv->receiving[w] = 1;
     sv->grad_posted[w] = dt_now();
     return DT_OK;
@@ -313,7 +318,7 @@ static long current_version(server *sv) {
 static dt_status send_header(server *sv, int w, long lag, long v_read) {
     MPI_Request *r = reply_reqs(sv, w);
     DT_TRY(dt_mpi_check(MPI_Wait(&r[0], MPI_STATUS_IGNORE), "MPI_Wait"));
-    double *h = sv->hdr[w];
+    double *h = sv->hdr + (size_t)w * (size_t)sv->hdr_len;
     pthread_mutex_lock(&sv->qmu);
     h[0] = (double)sv->version;
     h[1] = (double)lag;
@@ -323,7 +328,7 @@ static dt_status send_header(server *sv, int w, long lag, long v_read) {
     sv->v_read[w] = v_read;
     pthread_mutex_unlock(&sv->qmu);
     sv->awaiting[w] = 0;
-    return dt_mpi_check(MPI_Isend(h, PS_HDR_LEN, MPI_DOUBLE, world_rank_of(sv, w), PS_TAG_HDR, sv->comm->world,
+    return dt_mpi_check(MPI_Isend(h, sv->hdr_len, MPI_DOUBLE, world_rank_of(sv, w), PS_TAG_HDR, sv->comm->world,
                                   &r[0]),
                         "parameter reply (MPI_Isend)");
 }
@@ -379,11 +384,11 @@ static dt_status async_segment(server *sv, int w, int k) {
     return send_params(sv, w, snap, lo, hi, 1 + k);
 }
 
-/* Clock `committed`'s step on [lo, hi) of the shard: every worker's
- * gradient averaged in worker order, one SGD step (segment k, or -1 for
- * the whole shard, names it in the timeline). */
-static void average_and_apply(server *sv, size_t lo, size_t hi, int k) {
-    long c = sv->committed;
+/* Clock c's step on segment k of the shard: every worker's gradient
+ * averaged in worker order, one SGD step (so ps-sync and ps-ssp
+ * --staleness 0 give serial's numbers). */
+static void average_and_apply(server *sv, long c, int k) {
+    size_t lo = sv->seg_lo[k], hi = sv->seg_hi[k];
     double t0 = dt_now();
     memcpy(sv->sum + lo, slot_of(sv, 0, c) + lo, sizeof(float) * (hi - lo));
     for (int w = 1; w < sv->W; w++) {
@@ -397,33 +402,66 @@ static void average_and_apply(server *sv, size_t lo, size_t hi, int k) {
                      (dt_tl_arg[]){{"clock", c}, {"segment", k}}, 2);
 }
 
-/* ps-sync: once every worker has delivered segment k of the clock, it is
- * committed and sent to all of them straight from the shard (nothing
- * changes it before they all have it: they must first push this segment of
- * their next clock). */
-static dt_status clocked_segment(server *sv, int k) {
-    for (int v = 0; v < sv->W; v++)
-        if (sv->arrived[v] <= sv->committed && !(sv->receiving[v] && sv->seg_done[v] > k)) return DT_OK;
-    /* MPI wants the last clock's sends of it complete before it changes;
-     * they are (see above). */
-    for (int v = 0; v < sv->W; v++)
-        DT_TRY(dt_mpi_check(MPI_Wait(&reply_reqs(sv, v)[1 + k], MPI_STATUS_IGNORE), "MPI_Wait"));
-    average_and_apply(sv, sv->seg_lo[k], sv->seg_hi[k], k);
-    for (int v = 0; v < sv->W; v++) DT_TRY(send_params(sv, v, sv->params, sv->seg_lo[k], sv->seg_hi[k], 1 + k));
-    return DT_OK;
+/* Has worker v delivered segment k of clock c? */
+static int delivered(const server *sv, int v, int k, long c) {
+    return sv->arrived[v] > c || (sv->receiving[v] && sv->wclock[v] == c && sv->seg_done[v] > k);
 }
 
-/* Commits every clock all workers have delivered: average in worker order
- * (so ps-sync and ps-ssp --staleness 0 give serial's numbers), one step. */
-static void commit_ready_clocks(server *sv) {
+/* Commits segment k clock by clock while every worker has delivered it.
+ * ps-sync sends segments straight from the shard (below): MPI wants those
+ * sends complete before it changes, and they are, since every worker
+ * received the last clock before it could deliver this one. */
+static dt_status commit_segment(server *sv, int k) {
     for (;;) {
-        for (int w = 0; w < sv->W; w++)
-            if (sv->arrived[w] <= sv->committed) return;
-        average_and_apply(sv, 0, sv->n, -1);
+        long c = sv->seg_committed[k];
+        for (int v = 0; v < sv->W; v++)
+            if (!delivered(sv, v, k, c)) return DT_OK;
+        for (int v = 0; sv->staleness == 0 && v < sv->W; v++)
+            DT_TRY(dt_mpi_check(MPI_Wait(&reply_reqs(sv, v)[1 + k], MPI_STATUS_IGNORE), "MPI_Wait"));
+        average_and_apply(sv, c, k);
+        sv->seg_committed[k]++;
+    }
+}
+
+/* Sends w what its next clock may read: segment by segment, each once w
+ * has delivered it and it holds every clock up to (w's clock - s); then,
+ * once w's gradient is complete, the header with each segment's committed
+ * clocks (for w's read-my-writes). With s = 0 nothing changes a segment
+ * before every worker has it, so it goes straight from the shard; with
+ * s > 0 a faster worker's clock may commit on it meanwhile: a snapshot. */
+static dt_status advance_reply(server *sv, int w) {
+    if (!sv->receiving[w] && !sv->awaiting[w]) return DT_OK;
+    long c = sv->wclock[w];
+    double *h = sv->hdr + (size_t)w * (size_t)sv->hdr_len;
+    for (int k; (k = sv->seg_sent[w]) < sv->nseg; sv->seg_sent[w]++) {
+        if (!delivered(sv, w, k, c) || sv->seg_committed[k] < c + 1 - sv->staleness) return DT_OK;
+        if (k == 0) DT_TRY(wait_replies(sv, w));
+        const float *src = sv->params;
+        if (sv->staleness > 0) {
+            src = sv->reply + (size_t)w * sv->n;
+            take_snapshot(sv, sv->reply + (size_t)w * sv->n, sv->seg_lo[k], sv->seg_hi[k]);
+        }
+        h[PS_HDR_LEN + k] = (double)sv->seg_committed[k];
+        DT_TRY(send_params(sv, w, src, sv->seg_lo[k], sv->seg_hi[k], 1 + k));
+    }
+    return sv->awaiting[w] ? send_header(sv, w, c + 1 - sv->committed, sv->version) : DT_OK;
+}
+
+/* The clocked modes after a segment or a gradient arrived: commit what
+ * every worker has delivered, count whole clocks, send what may be read. */
+static dt_status clocked_progress(server *sv) {
+    for (int k = 0; k < sv->nseg; k++) DT_TRY(commit_segment(sv, k));
+    for (;;) {
+        int whole = 1;
+        for (int k = 0; k < sv->nseg; k++) whole &= sv->seg_committed[k] > sv->committed;
+        for (int v = 0; v < sv->W; v++) whole &= sv->arrived[v] > sv->committed;
+        if (!whole) break;
         sv->committed++;
         sv->version++;
         sv->applied += sv->W;
     }
+    for (int w = 0; w < sv->W; w++) DT_TRY(advance_reply(sv, w));
+    return DT_OK;
 }
 
 /* Worker w's gradients for its clock are all here. */
@@ -445,22 +483,7 @@ static dt_status gradient_complete(server *sv, int w) {
         return send_header(sv, w, sv->seg_lag[w], sv->seg_version[w]);
     }
     sv->awaiting[w] = 1;
-    if (sv->segmented) { /* the clock's segments are committed once every worker's gradient is in */
-        for (int v = 0; v < sv->W; v++)
-            if (sv->arrived[v] <= sv->committed) return DT_OK;
-        sv->committed++;
-        sv->version++;
-        sv->applied += sv->W;
-        for (int v = 0; v < sv->W; v++) DT_TRY(send_header(sv, v, 0, sv->version));
-        return DT_OK;
-    }
-    commit_ready_clocks(sv);
-    /* Everyone waiting whose next clock may now read: clocks up to
-     * (its clock - staleness) committed. */
-    for (int v = 0; v < sv->W; v++)
-        if (sv->awaiting[v] && sv->committed >= sv->wclock[v] - sv->staleness + 1)
-            DT_TRY(reply(sv, v, sv->wclock[v] + 1 - sv->committed));
-    return DT_OK;
+    return clocked_progress(sv);
 }
 
 /* A PULL is answered with every clock the pulling worker delivered
@@ -495,7 +518,7 @@ static dt_status take_segments(server *sv, int w, int *progressed) {
         if (!done) return DT_OK;
         int k = sv->seg_done[w]++;
         *progressed = 1;
-        if (sv->segmented) DT_TRY(sv->clocked ? clocked_segment(sv, k) : async_segment(sv, w, k));
+        if (sv->segmented) DT_TRY(sv->clocked ? clocked_progress(sv) : async_segment(sv, w, k));
     }
     *progressed = 1;
     return gradient_complete(sv, w);
@@ -584,7 +607,7 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch));
     dt_shard_range(sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
     sv->n = sv->hi - sv->lo;
-    sv->segmented = ps_segmented(sv->cfg->mode, sv->staleness);
+    sv->segmented = ps_segmented(sv->cfg->mode);
     size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn;
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_lo, L * sizeof(size_t), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_hi, L * sizeof(size_t), "server"));
@@ -596,6 +619,7 @@ static dt_status setup(server *sv) {
         sv->seg_hi[sv->nseg++] = b - sv->lo;
     }
     sv->nreply = sv->nseg + 1 > 2 ? sv->nseg + 1 : 2;
+    sv->hdr_len = PS_HDR_LEN + sv->nseg;
     DT_TRY(dt_mul_size(&wn, W, sv->n, "server buffers"));
     DT_TRY(dt_mul_size(&rn, wn, S, "server buffers"));
     DT_TRY(dt_alloc_floats(&sv->params, sv->n, "server shard"));
@@ -604,7 +628,9 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_alloc_floats(&sv->recv, rn, "server gradients"));
     DT_TRY(dt_alloc_floats(&sv->reply, wn, "server replies"));
     DT_TRY(dt_alloc_floats(&sv->lr, W * S, "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->hdr, W * sizeof *sv->hdr, "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->hdr, W * (size_t)sv->hdr_len * sizeof(double), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->seg_committed, L * sizeof(long), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->seg_sent, W * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->ctrl, W * sizeof *sv->ctrl, "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->ctrl_req, W * sizeof(MPI_Request), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->reply_req, (size_t)sv->nreply * W * sizeof(MPI_Request), "server"));
@@ -642,6 +668,7 @@ static dt_status setup(server *sv) {
     sv->budget = (long)run[0];
     sv->first_clock = sv->committed = sv->version = (long)run[1];
     for (size_t w = 0; w < W; w++) sv->arrived[w] = sv->v_read[w] = sv->seg_version[w] = sv->committed;
+    for (int k = 0; k < sv->nseg; k++) sv->seg_committed[k] = sv->committed;
     for (int i = 0; sv->deferred && i < (sv->hogwild ? HOGWILD_APPLIERS : 1); i++) {
         if (pthread_create(&sv->appliers[i], NULL, applier, sv) != 0)
             return dt_fail(DT_ERR_INTERNAL, "server rank %d: cannot start an applier thread", sv->comm->rank);
@@ -666,7 +693,7 @@ static void teardown(server *sv) {
                     sv->ctrl_req, sv->reply_req, sv->grad_req, sv->ngrad, sv->receiving, sv->awaiting,
                     sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,
                     sv->slot_busy, sv->post_pending, sv->grad_posted, sv->seg_lo, sv->seg_hi, sv->seg_done,
-                    sv->seg_lr, sv->seg_lag, sv->seg_version};
+                    sv->seg_lr, sv->seg_lag, sv->seg_version, sv->seg_committed, sv->seg_sent};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dt_free(bufs[i]);
 }
 

@@ -45,7 +45,8 @@ typedef struct {
     char errmsg[512];
     double first_send;
     long clock;
-    double (*hdr)[PS_HDR_LEN];    /* (nservers) reply headers */
+    int hdr_len;                  /* PS_HDR_LEN + nlayers: room for any server's segments */
+    double *hdr;                  /* (nservers, hdr_len) reply headers */
     float *own;                   /* ps-ssp: (s + 1, nparams) this worker's recent gradients */
     float *own_lr;                /* (s + 1) their learning rates */
     int nown;                     /* s + 1, or 0 when not ps-ssp */
@@ -157,7 +158,8 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
                             "worker groups (MPI_Comm_split)"));
     for (int s = 0; s < S; s++) p->shard_type[s] = MPI_DATATYPE_NULL;
     DT_TRY(dt_sfb_setup(sy, &p->plan, &p->sfb, p->net, &p->cfg, &p->comm));
-    DT_TRY(dt_alloc_bytes((void **)&p->hdr, sizeof *p->hdr * (size_t)S, "reply headers"));
+    p->hdr_len = PS_HDR_LEN + p->net->nlayers;
+    DT_TRY(dt_alloc_bytes((void **)&p->hdr, sizeof(double) * (size_t)p->hdr_len * (size_t)S, "reply headers"));
     if (p->cfg.mode == DT_MODE_PS_SSP && p->cfg.staleness > 0) {
         size_t n;
         p->nown = p->cfg.staleness + 1;
@@ -216,13 +218,16 @@ static void on_stall(void *arg, double waited, int report) {
             p->comm.rank, p->clock + 1, waited, missing[0] ? missing : "(sends pending)");
 }
 
+/* Server s's reply header (PS_HDR_LEN, then its segments' committed clocks). */
+static double *hdr_of(const ps_ctx *p, int s) { return p->hdr + (size_t)s * (size_t)p->hdr_len; }
+
 /* Posts the receives of every server's reply into reqs: the header, then
  * the whole shard unless its segments are already on their way (the
  * header comes last, so it is then the last receive to wait for). */
 static dt_status post_replies(ps_ctx *p, int whole) {
     for (int s = 0; s < p->comm.nservers; s++) {
         if (!whole) p->last_recv[s] = p->nreqs;
-        DT_TRY(add_req(p, MPI_Irecv(p->hdr[s], PS_HDR_LEN, MPI_DOUBLE, s, PS_TAG_HDR, p->comm.world,
+        DT_TRY(add_req(p, MPI_Irecv(hdr_of(p, s), p->hdr_len, MPI_DOUBLE, s, PS_TAG_HDR, p->comm.world,
                                     &p->reqs[p->nreqs]),
                        "parameter pull (MPI_Irecv)"));
         if (!whole) continue;
@@ -234,17 +239,24 @@ static dt_status post_replies(ps_ctx *p, int whole) {
     return DT_OK;
 }
 
-/* ps-ssp: re-apply this worker's own clocks the servers have not committed
- * yet (clock `committed` of each shard up to the current one). ps-ssp has
- * no SFB layers, so shards are ranges of the flat parameters. */
+/* ps-ssp: re-apply this worker's own clocks the servers had not committed
+ * on a segment when they sent it (from its committed count up to the
+ * current clock). ps-ssp has no SFB layers, so the servers' vector is the
+ * flat parameters and server s's segments are its pieces of each layer,
+ * last layer first. */
 static void read_my_writes(ps_ctx *p) {
     float inv_w = 1.0f / (float)p->comm.nworkers;
     for (int s = 0; s < p->comm.nservers; s++)
-        for (long j = (long)p->hdr[s][2]; j <= p->clock; j++) {
-            size_t slot = (size_t)(j % p->nown);
-            const float *g = p->own + slot * p->net->nparams;
-            float step = p->own_lr[slot] * inv_w;
-            for (size_t i = p->shard_lo[s]; i < p->shard_hi[s]; i++) p->net->params[i] -= step * g[i];
+        for (int i = p->net->nlayers - 1, k = 0; i >= 0; i--) {
+            size_t a, b;
+            ps_overlap(p->plan.ps_offset, i, p->shard_lo[s], p->shard_hi[s], &a, &b);
+            if (a == b) continue;
+            for (long j = (long)hdr_of(p, s)[PS_HDR_LEN + k++]; j <= p->clock; j++) {
+                size_t slot = (size_t)(j % p->nown);
+                const float *g = p->own + slot * p->net->nparams;
+                float step = p->own_lr[slot] * inv_w;
+                for (size_t x = a; x < b; x++) p->net->params[x] -= step * g[x];
+            }
         }
 }
 
@@ -310,7 +322,7 @@ static dt_status receive_replies(ps_ctx *p, int whole, const char *what) {
     MPI_Request r[2];
     DT_TRY(dt_mpi_check(MPI_Ibcast(p->net->params, (int)p->net->nparams, MPI_FLOAT, 0, p->sub, &r[0]),
                         "parameters to the group (MPI_Ibcast)"));
-    DT_TRY(dt_mpi_check(MPI_Ibcast(p->hdr, PS_HDR_LEN * p->comm.nservers, MPI_DOUBLE, 0, p->sub, &r[1]),
+    DT_TRY(dt_mpi_check(MPI_Ibcast(p->hdr, p->hdr_len * p->comm.nservers, MPI_DOUBLE, 0, p->sub, &r[1]),
                         "parameters to the group (MPI_Ibcast)"));
     return group_wait(p, r, 2, "parameters from the group's leader");
 }
@@ -349,10 +361,11 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     sy->stats.wait_s += t1 - t0;
     sy->stats.bytes_sent += (uint64_t)bytes;
     sy->stats.bytes_recv += (uint64_t)bytes;
-    sy->stats.version = p->hdr[0][0];
+    sy->stats.version = hdr_of(p, 0)[0];
     for (int s = 0; s < p->comm.nservers; s++) {
-        if (p->hdr[s][1] > sy->stats.lag) sy->stats.lag = p->hdr[s][1];
-        if (p->hdr[s][3] != 0) sy->stats.done = 1;
+        const double *h = hdr_of(p, s);
+        if (h[1] > sy->stats.lag) sy->stats.lag = h[1];
+        if (h[3] != 0) sy->stats.done = 1;
     }
     return DT_OK;
 }
@@ -438,7 +451,7 @@ dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *
     p->cfg = *cfg;
     p->k = cfg->group_size;
     p->leader = c->worker % p->k == 0;
-    p->segmented = ps_segmented(cfg->mode, cfg->staleness);
+    p->segmented = ps_segmented(cfg->mode);
     p->sub = MPI_COMM_NULL;
     sy->name = dt_mode_name(cfg->mode);
     sy->start = ps_start;
