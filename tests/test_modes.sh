@@ -24,6 +24,7 @@ field() { sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p" "$TMP/$1.out" | tail -n1; }
 train sync 4 --mode ps-sync --servers 2 --max-steps 30
 train ssp0 4 --mode ps-ssp --staleness 0 --servers 2 --max-steps 30
 same sync ssp0 0
+check "ps-sync reads no stale parameters" test "$(field sync staleness_max)" = 0
 
 # ps-async with one worker is serial (one gradient, one update, in order,
 # lr / W = lr, never stale).

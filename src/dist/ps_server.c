@@ -451,10 +451,10 @@ static dt_status advance_reply(server *sv, int w) {
  * every worker has delivered, count whole clocks, send what may be read. */
 static dt_status clocked_progress(server *sv) {
     for (int k = 0; k < sv->nseg; k++) DT_TRY(commit_segment(sv, k));
-    for (;;) {
+    for (;;) { /* a clock is whole once all its segments are (or all gradients, on an empty shard) */
         int whole = 1;
         for (int k = 0; k < sv->nseg; k++) whole &= sv->seg_committed[k] > sv->committed;
-        for (int v = 0; v < sv->W; v++) whole &= sv->arrived[v] > sv->committed;
+        for (int v = 0; sv->nseg == 0 && v < sv->W; v++) whole &= sv->arrived[v] > sv->committed;
         if (!whole) break;
         sv->committed++;
         sv->version++;
