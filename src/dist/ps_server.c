@@ -438,8 +438,9 @@ static dt_status advance_reply(server *sv, int w) {
         if (k == 0) DT_TRY(wait_replies(sv, w));
         const float *src = sv->params;
         if (sv->staleness > 0) {
-            src = sv->reply + (size_t)w * sv->n;
-            take_snapshot(sv, sv->reply + (size_t)w * sv->n, sv->seg_lo[k], sv->seg_hi[k]);
+            float *snap = sv->reply + (size_t)w * sv->n;
+            take_snapshot(sv, snap, sv->seg_lo[k], sv->seg_hi[k]);
+            src = snap;
         }
         h[PS_HDR_LEN + k] = (double)sv->seg_committed[k];
         DT_TRY(send_params(sv, w, src, sv->seg_lo[k], sv->seg_hi[k], 1 + k));
@@ -506,8 +507,6 @@ static dt_status serve_pulls(server *sv, int *progressed) {
     return DT_OK;
 }
 
-/* Takes in control messages and completed gradients; 1 in *progressed if
- * anything happened, 0 in *active once every worker has stopped. */
 /* Takes in w's gradient segments that have arrived (they complete in the
  * order they were sent), and the gradient once all are here. */
 static dt_status take_segments(server *sv, int w, int *progressed) {
@@ -524,6 +523,8 @@ static dt_status take_segments(server *sv, int w, int *progressed) {
     return gradient_complete(sv, w);
 }
 
+/* Takes in control messages and gradient segments; 1 in *progressed if
+ * anything happened, 0 in *active once every worker has stopped. */
 static dt_status poll_once(server *sv, int *progressed, int *active) {
     *progressed = *active = 0;
     for (int w = 0; w < sv->W; w++) {
