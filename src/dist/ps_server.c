@@ -71,7 +71,7 @@ typedef struct {
     MPI_Request *grad_req;   /* (W, nlayers) */
     MPI_Request *reply_req;  /* (W, nreply) header, then the shard or its segments */
     int *ngrad;              /* (W) gradient receives posted for the clock */
-    int *seg_done;           /* (W) of those, completed (they complete in order) */
+    int *seg_done;           /* (W) of those, completed (tested in the order they match) */
     long *seg_committed;     /* (nseg) clocked: clocks committed on each segment */
     int *seg_sent;           /* (W) clocked: segments of w's reply sent this clock */
     float *seg_lr;           /* (W) ps-async: the step of the gradient arriving */
@@ -314,8 +314,9 @@ static long current_version(server *sv) {
 }
 
 /* Sends w the header of its reply: the shard's version and w's lag; w's
- * next gradient will be computed on version v_read. */
-static dt_status send_header(server *sv, int w, long lag, long v_read) {
+ * next gradient will be computed on version *v_read (NULL: the version in
+ * this header, read under the same lock). */
+static dt_status send_header(server *sv, int w, long lag, const long *v_read) {
     MPI_Request *r = reply_reqs(sv, w);
     DT_TRY(dt_mpi_check(MPI_Wait(&r[0], MPI_STATUS_IGNORE), "MPI_Wait"));
     double *h = sv->hdr + (size_t)w * (size_t)sv->hdr_len;
@@ -325,7 +326,7 @@ static dt_status send_header(server *sv, int w, long lag, long v_read) {
     h[2] = (double)sv->committed;
     /* Queued gradients count as spent: they will be applied. */
     h[3] = sv->budget > 0 && sv->applied + sv->qlen + sv->inflight >= sv->budget;
-    sv->v_read[w] = v_read;
+    sv->v_read[w] = v_read ? *v_read : sv->version;
     pthread_mutex_unlock(&sv->qmu);
     sv->awaiting[w] = 0;
     return dt_mpi_check(MPI_Isend(h, sv->hdr_len, MPI_DOUBLE, world_rank_of(sv, w), PS_TAG_HDR, sv->comm->world,
@@ -351,7 +352,7 @@ static dt_status reply(server *sv, int w, long lag) {
     DT_TRY(wait_replies(sv, w));
     float *snap = sv->reply + (size_t)w * sv->n;
     take_snapshot(sv, snap, 0, sv->n);
-    DT_TRY(send_header(sv, w, lag, current_version(sv)));
+    DT_TRY(send_header(sv, w, lag, NULL));
     return send_params(sv, w, snap, 0, sv->n, 1);
 }
 
@@ -445,7 +446,10 @@ static dt_status advance_reply(server *sv, int w) {
         h[PS_HDR_LEN + k] = (double)sv->seg_committed[k];
         DT_TRY(send_params(sv, w, src, sv->seg_lo[k], sv->seg_hi[k], 1 + k));
     }
-    return sv->awaiting[w] ? send_header(sv, w, c + 1 - sv->committed, sv->version) : DT_OK;
+    /* (With segments all sent the whole clocks are there too; an empty
+     * shard has only them to wait for.) */
+    if (!sv->awaiting[w] || sv->committed < c + 1 - sv->staleness) return DT_OK;
+    return send_header(sv, w, c + 1 - sv->committed, NULL);
 }
 
 /* The clocked modes after a segment or a gradient arrived: commit what
@@ -481,7 +485,7 @@ static dt_status gradient_complete(server *sv, int w) {
         if (sv->nseg == 0) DT_TRY(async_reply_begins(sv, w));
         sv->version++;
         sv->applied++;
-        return send_header(sv, w, sv->seg_lag[w], sv->seg_version[w]);
+        return send_header(sv, w, sv->seg_lag[w], &sv->seg_version[w]);
     }
     sv->awaiting[w] = 1;
     return clocked_progress(sv);
@@ -507,8 +511,9 @@ static dt_status serve_pulls(server *sv, int *progressed) {
     return DT_OK;
 }
 
-/* Takes in w's gradient segments that have arrived (they complete in the
- * order they were sent), and the gradient once all are here. */
+/* Takes in w's gradient segments that have arrived, tested in the order
+ * they were sent (the order MPI matches them in), and the gradient once all
+ * are here. */
 static dt_status take_segments(server *sv, int w, int *progressed) {
     MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
     while (sv->seg_done[w] < sv->ngrad[w]) {

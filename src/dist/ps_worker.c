@@ -38,7 +38,7 @@ typedef struct {
     MPI_Request *reqs;            /* gradient sends and parameter receives, this step */
     int nreqs, maxreqs;
     int segmented;                /* replies come segment by segment (ps_segmented) */
-    int *last_recv;               /* (nservers) index in reqs of server s's last receive */
+    int *req_from;                /* (maxreqs) the server each request receives from, -1 for a send */
     double ctrl[PS_CTRL_LEN];     /* send buffer of the step's control message */
     MPI_Request ctrl_reqs[1024];  /* one per server */
     dt_status err;                /* first failure inside grad_ready */
@@ -63,9 +63,11 @@ static dt_status send_ctrl(ps_ctx *p, int kind, long clock, float lr) {
     return DT_OK;
 }
 
-static dt_status add_req(ps_ctx *p, int rc, const char *what) {
+/* Counts the request just posted into reqs: a receive from server `from`,
+ * or a send (-1). */
+static dt_status add_req(ps_ctx *p, int rc, int from, const char *what) {
     DT_TRY(dt_mpi_check(rc, what));
-    p->nreqs++;
+    p->req_from[p->nreqs++] = from;
     return DT_OK;
 }
 
@@ -89,12 +91,11 @@ static dt_status push_layer(ps_ctx *p, int layer) {
         size_t at = p->net->param_offset[layer] + (a - off[layer]);
         DT_TRY(add_req(p, MPI_Isend(p->net->grads + at, (int)(b - a), MPI_FLOAT, s, PS_TAG_GRAD, p->comm.world,
                                     &p->reqs[p->nreqs]),
-                       "gradient push (MPI_Isend)"));
+                       -1, "gradient push (MPI_Isend)"));
         if (!p->segmented) continue;
-        p->last_recv[s] = p->nreqs;
         DT_TRY(add_req(p, MPI_Irecv(p->net->params + at, (int)(b - a), MPI_FLOAT, s, PS_TAG_PARAM, p->comm.world,
                                     &p->reqs[p->nreqs]),
-                       "parameter pull (MPI_Irecv)"));
+                       s, "parameter pull (MPI_Irecv)"));
     }
     return DT_OK;
 }
@@ -147,7 +148,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     DT_TRY(dt_alloc_bytes((void **)&p->shard_lo, sizeof(size_t) * (size_t)S, "shards"));
     DT_TRY(dt_alloc_bytes((void **)&p->shard_hi, sizeof(size_t) * (size_t)S, "shards"));
     p->maxreqs = (2 * p->net->nlayers + 3) * S;
-    DT_TRY(dt_alloc_bytes((void **)&p->last_recv, sizeof(int) * (size_t)S, "requests"));
+    DT_TRY(dt_alloc_bytes((void **)&p->req_from, sizeof(int) * (size_t)p->maxreqs, "requests"));
     DT_TRY(dt_alloc_bytes((void **)&p->reqs, sizeof(MPI_Request) * (size_t)p->maxreqs, "requests"));
     DT_TRY(dt_alloc_bytes((void **)&p->sfb_reqs, sizeof(MPI_Request) * 2 * (size_t)p->net->nlayers,
                           "requests"));
@@ -206,13 +207,17 @@ static dt_status ps_begin_step(dt_sync *sy, dt_trainer *t, float lr) {
 static void on_stall(void *arg, double waited, int report) {
     if (!report) return;
     ps_ctx *p = arg;
+    unsigned char late[1024] = {0}; /* (nservers) a receive from s is not done */
+    for (int i = 0; i < p->nreqs; i++) {
+        int done = 0, s = p->req_from[i];
+        if (s < 0 || late[s]) continue;
+        MPI_Test(&p->reqs[i], &done, MPI_STATUS_IGNORE);
+        late[s] = !done;
+    }
     char missing[256] = "";
     size_t used = 0;
-    for (int s = 0; s < p->comm.nservers && used + 1 < sizeof missing; s++) {
-        int done = 0;
-        MPI_Test(&p->reqs[p->last_recv[s]], &done, MPI_STATUS_IGNORE);
-        if (!done) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", s);
-    }
+    for (int s = 0; s < p->comm.nservers && used + 1 < sizeof missing; s++)
+        if (late[s]) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", s);
     fprintf(stderr,
             "dtrain: rank %d: step %ld has waited %.0f s for parameters from server rank(s) %s\n",
             p->comm.rank, p->clock + 1, waited, missing[0] ? missing : "(sends pending)");
@@ -222,19 +227,16 @@ static void on_stall(void *arg, double waited, int report) {
 static double *hdr_of(const ps_ctx *p, int s) { return p->hdr + (size_t)s * (size_t)p->hdr_len; }
 
 /* Posts the receives of every server's reply into reqs: the header, then
- * the whole shard unless its segments are already on their way (the
- * header comes last, so it is then the last receive to wait for). */
+ * the whole shard unless its segments are already on their way. */
 static dt_status post_replies(ps_ctx *p, int whole) {
     for (int s = 0; s < p->comm.nservers; s++) {
-        if (!whole) p->last_recv[s] = p->nreqs;
         DT_TRY(add_req(p, MPI_Irecv(hdr_of(p, s), p->hdr_len, MPI_DOUBLE, s, PS_TAG_HDR, p->comm.world,
                                     &p->reqs[p->nreqs]),
-                       "parameter pull (MPI_Irecv)"));
-        if (!whole) continue;
-        p->last_recv[s] = p->nreqs;
-        DT_TRY(add_req(p, MPI_Irecv(p->net->params, 1, p->shard_type[s], s, PS_TAG_PARAM, p->comm.world,
-                                    &p->reqs[p->nreqs]),
-                       "parameter pull (MPI_Irecv)"));
+                       s, "parameter pull (MPI_Irecv)"));
+        if (whole)
+            DT_TRY(add_req(p, MPI_Irecv(p->net->params, 1, p->shard_type[s], s, PS_TAG_PARAM, p->comm.world,
+                                        &p->reqs[p->nreqs]),
+                           s, "parameter pull (MPI_Irecv)"));
     }
     return DT_OK;
 }
@@ -338,7 +340,8 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     }
     double t0 = dt_now();
     if (p->k > 1) DT_TRY(group_reduce(p));
-    /* Parameters land in net->params only now: forward/backward are done with them. */
+    /* Whole replies land in net->params only now, segmented ones have been
+     * landing layer by layer; either way the step ends with all of them in. */
     double t_post = p->segmented ? p->first_send : dt_now();
     DT_TRY(receive_replies(p, !p->segmented, "parameter exchange"));
     DT_TRY(update_sfb_layers(p, t, lr));
@@ -433,7 +436,7 @@ static void ps_free(dt_sync *sy) {
     dt_free(p->shard_lo);
     dt_free(p->shard_hi);
     dt_free(p->reqs);
-    dt_free(p->last_recv);
+    dt_free(p->req_from);
     dt_free(p->hdr);
     dt_free(p->own);
     dt_free(p->own_lr);
