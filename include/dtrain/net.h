@@ -83,6 +83,9 @@ void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn re
  * memory its peers share (the shared-memory allreduce); the buffers must
  * outlive the net's last pass (the net never frees them). */
 void dt_net_bind_blocks(dt_net *net, float *params, float *grads);
+/* The same for the gradient block alone (cheap: a strategy may move it
+ * every step, as ps-ssp does through its ring of recent gradients). */
+void dt_net_bind_grads(dt_net *net, float *grads);
 
 /* Per-layer cost of a training step: runs `reps` forward passes, losses
  * and backward passes of x (batch, input) with labels (batch), timing every

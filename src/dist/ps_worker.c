@@ -47,7 +47,8 @@ typedef struct {
     long clock;
     int hdr_len;                  /* PS_HDR_LEN + nlayers: room for any server's segments */
     double *hdr;                  /* (nservers, hdr_len) reply headers */
-    float *own;                   /* ps-ssp: (s + 1, nparams) this worker's recent gradients */
+    float *own;                   /* ps-ssp: (s + 1, nparams) this worker's recent gradients;
+                                   * backward writes clock c's into slot c % (s + 1) */
     float *own_lr;                /* (s + 1) their learning rates */
     int nown;                     /* s + 1, or 0 when not ps-ssp */
 } ps_ctx;
@@ -141,6 +142,9 @@ static dt_status make_shard_type(ps_ctx *p, int s) {
     return st;
 }
 
+/* ps-ssp: where clock c's gradients live. */
+static float *own_slot(const ps_ctx *p, long c) { return p->own + (size_t)(c % p->nown) * p->net->nparams; }
+
 static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     ps_ctx *p = sy->ctx;
     p->net = dt_trainer_net(t);
@@ -167,6 +171,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
         DT_TRY(dt_mul_size(&n, (size_t)p->nown, p->net->nparams, "own gradients"));
         DT_TRY(dt_alloc_floats(&p->own, n, "own gradients"));
         DT_TRY(dt_alloc_floats(&p->own_lr, (size_t)p->nown, "own gradients"));
+        dt_net_bind_grads(p->net, own_slot(p, dt_trainer_step(t)));
     }
     for (int s = 0; s < S; s++) {
         dt_shard_range(p->plan.ps_n, S, s, &p->shard_lo[s], &p->shard_hi[s]);
@@ -254,9 +259,8 @@ static void read_my_writes(ps_ctx *p) {
             ps_overlap(p->plan.ps_offset, i, p->shard_lo[s], p->shard_hi[s], &a, &b);
             if (a == b) continue;
             for (long j = (long)hdr_of(p, s)[PS_HDR_LEN + k++]; j <= p->clock; j++) {
-                size_t slot = (size_t)(j % p->nown);
-                const float *g = p->own + slot * p->net->nparams;
-                float step = p->own_lr[slot] * inv_w;
+                const float *g = own_slot(p, j);
+                float step = p->own_lr[j % p->nown] * inv_w;
                 for (size_t x = a; x < b; x++) p->net->params[x] -= step * g[x];
             }
         }
@@ -333,11 +337,7 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     ps_ctx *p = sy->ctx;
     if (p->err != DT_OK) return dt_fail(p->err, "%s", p->errmsg);
     if (p->nreqs == 0 && p->nsfb_reqs == 0 && p->nsub_reqs == 0) p->first_send = dt_now();
-    if (p->nown) { /* kept before params are overwritten; grads stay until next backward */
-        size_t slot = (size_t)(p->clock % p->nown);
-        memcpy(p->own + slot * p->net->nparams, p->net->grads, sizeof(float) * p->net->nparams);
-        p->own_lr[slot] = lr;
-    }
+    if (p->nown) p->own_lr[p->clock % p->nown] = lr; /* the gradients are in their slot already */
     double t0 = dt_now();
     if (p->k > 1) DT_TRY(group_reduce(p));
     /* Whole replies land in net->params only now, segmented ones have been
@@ -346,7 +346,12 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     DT_TRY(receive_replies(p, !p->segmented, "parameter exchange"));
     DT_TRY(update_sfb_layers(p, t, lr));
     double t1 = dt_now();
-    if (p->nown) read_my_writes(p);
+    if (p->nown) {
+        read_my_writes(p);
+        /* The next clock's slot held clock - s, which every segment has
+         * committed (the reply required it), and its sends are done. */
+        dt_net_bind_grads(p->net, own_slot(p, p->clock + 1));
+    }
     /* Each way: the servers' vector (a leader's push and pull), the factors,
      * and in a group about 2 (k-1)/k of the gradients (ring allreduce) plus
      * the broadcast parameters. */

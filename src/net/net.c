@@ -161,13 +161,18 @@ static dt_status allocate(dt_net *net, const net_sizes *sz) {
     return DT_OK;
 }
 
-void dt_net_bind_blocks(dt_net *net, float *params, float *grads) {
-    dt_free(net->own_params);
+void dt_net_bind_grads(dt_net *net, float *grads) {
     dt_free(net->own_grads);
-    net->own_params = net->own_grads = NULL;
-    net->params = params;
+    net->own_grads = NULL;
     net->grads = grads;
     bind_views(net);
+}
+
+void dt_net_bind_blocks(dt_net *net, float *params, float *grads) {
+    dt_free(net->own_params);
+    net->own_params = NULL;
+    net->params = params;
+    dt_net_bind_grads(net, grads);
 }
 
 /* A net with its layers set up (shapes, sizes, net->bytes) but none of the
