@@ -55,7 +55,6 @@ typedef struct {
     int clocked;             /* ps-sync/ps-ssp (else ps-async) */
     int staleness;           /* clocked: s */
     int nslots;              /* gradient slots per worker: s + 2 clocked, 1 async */
-    int segmented;           /* replies segment by segment (ps_segmented) */
     int nseg;                /* segments of the shard: its pieces of each held layer */
     size_t *seg_lo, *seg_hi; /* (nseg) in arrival order (layers last to first), from lo */
     int nreply;              /* reply requests per worker: header, then shard or segments */
@@ -522,7 +521,7 @@ static dt_status take_segments(server *sv, int w, int *progressed) {
         if (!done) return DT_OK;
         int k = sv->seg_done[w]++;
         *progressed = 1;
-        if (sv->segmented) DT_TRY(sv->clocked ? clocked_progress(sv) : async_segment(sv, w, k));
+        if (ps_segmented(sv->cfg->mode)) DT_TRY(sv->clocked ? clocked_progress(sv) : async_segment(sv, w, k));
     }
     *progressed = 1;
     return gradient_complete(sv, w);
@@ -613,7 +612,6 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch));
     dt_shard_range(sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
     sv->n = sv->hi - sv->lo;
-    sv->segmented = ps_segmented(sv->cfg->mode);
     size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn;
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_lo, L * sizeof(size_t), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_hi, L * sizeof(size_t), "server"));

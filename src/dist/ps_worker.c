@@ -9,7 +9,6 @@
  * latest clocks (up to s); it applies its own gradients of those clocks
  * (as a plain SGD step of lr/W each, its share of the averaged update) on
  * top, so its own updates are visible to it at once. */
-#include <string.h>
 
 #include "dtrain/dist.h"
 #include "dtrain/mem.h"
