@@ -47,9 +47,10 @@ typedef struct dt_sync {
     dt_grad_ready_fn grad_ready;
     dt_status (*end_step)(struct dt_sync *s, dt_trainer *t, float lr);
     /* Independent workers that still move in lockstep with some peers
-     * (worker groups): makes *stop (SIGINT/SIGTERM seen) 1 for all of them
-     * if it is 1 for any, so they stop at the same step. NULL: no peers. */
-    dt_status (*agree_stop)(struct dt_sync *s, int *stop);
+     * (worker groups): replaces *flags by its maximum over them, so that
+     * they stop at the same step (the trainer's flags: 1 SIGINT/SIGTERM
+     * seen, 2 loss diverged). NULL: no peers. */
+    dt_status (*agree_stop)(struct dt_sync *s, int *flags);
     /* Sums vals[0..n) over all workers in place (metrics, evaluation). */
     dt_status (*reduce_sum)(struct dt_sync *s, double *vals, int n);
     /* Before evaluation and checkpoints: bring the net's parameters up to
@@ -105,6 +106,9 @@ typedef struct {
     double bytes_per_step;       /* sent + received by worker 0 */
     long steps;
     double epochs;               /* fractional epochs done */
+    int has_staleness;           /* parameter servers: the three below are set */
+    double staleness_mean, staleness_max; /* version lag of the parameters each step used */
+    long max_clock_gap;          /* largest gap between the workers' clocks */
 } dt_train_summary;
 
 /* Trains spec (already resolved: command-line overrides applied) with the

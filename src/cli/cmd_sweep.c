@@ -4,11 +4,12 @@
  * The grid's trials (the cartesian product of its axes) are spread over the
  * job's ranks: MPI_COMM_WORLD is split into groups of n consecutive ranks and
  * group g runs trials g, g + G, g + 2G, ... (round-robin), each a train run
- * on the group's communicator (serial for n = 1, allreduce otherwise) with
- * the train flags given plus the trial's grid values. A trial that fails
- * (diverges, a batch the data cannot fill) is recorded with its message and
- * the sweep goes on. Then rank 0 gathers every outcome, writes one JSON
- * record per trial to --out and prints the table and a summary line.
+ * on the group's communicator (serial for n = 1, allreduce otherwise, or
+ * the trial's --mode, parameter servers included) with the train flags
+ * given plus the trial's grid values. A trial that fails (diverges, a batch
+ * the data cannot fill) is recorded with its message and the sweep goes on.
+ * Then rank 0 gathers every outcome, writes one JSON record per trial to
+ * --out and prints the table and a summary line.
  *
  * Every rank checks the whole command and every trial's flags before any
  * trial runs, so bad input is the same usage error (exit 2) everywhere. */
@@ -30,14 +31,18 @@ static const char sweep_usage[] =
     "  runs every combination of the grid's values as a training run; started by\n"
     "  dtrain launch -n N (or mpirun), the trials are spread over the ranks\n"
     "  --grid KEY=V1,V2,...    keys: lr, batch, momentum, decay, epochs, max-steps, seed,\n"
-    "                          warmup-epochs, lr-scaling (each is the train flag --KEY)\n"
-    "  --ranks-per-trial n     ranks of one trial (allreduce when n > 1; default 1);\n"
-    "                          n must divide the job's ranks\n"
-    "  --out F.jsonl           one JSON record per trial: grid values, status, error,\n"
-    "                          test accuracy and loss, train loss, img/s, wall time\n"
+    "                          warmup-epochs, lr-scaling, mode, servers, staleness,\n"
+    "                          straggle, slow-worker (each is the train flag --KEY)\n"
+    "  --ranks-per-trial n     ranks of one trial (default 1; --mode allreduce when\n"
+    "                          n > 1 unless --mode or the grid says another); n must\n"
+    "                          divide the job's ranks\n"
+    "  --out F.jsonl           one JSON record per trial: grid values, mode, status,\n"
+    "                          error, test accuracy and loss, train loss, img/s, wall\n"
+    "                          time, parameter servers' staleness and clock gap\n"
     "  --quiet                 no line per finished trial (stderr)\n"
     "  train flags             given to every trial (--epochs, --max-steps, --dataset,\n"
-    "                          --threads ...; not --log, --checkpoint, --resume, --mode)\n"
+    "                          --mode, --servers, --straggle, --threads ...; not --log,\n"
+    "                          --timeline, --checkpoint, --resume)\n"
     "exit status: 0 if at least one trial succeeded, 1 if none did, the sweep was\n"
     "  interrupted or --out could not be written, 2 for bad usage (nothing runs)\n";
 
@@ -105,9 +110,6 @@ static dt_status check_base(const sweep *sw, const cli_train_args *a) {
     if (a->ckpt || a->ckpt_every || a->resume)
         return dt_fail(DT_ERR_USAGE, "--%s: not for a sweep (trials keep no checkpoints)",
                        a->resume ? "resume" : "checkpoint");
-    if (a->mode)
-        return dt_fail(DT_ERR_USAGE, "--mode: not for a sweep (a trial runs serial on one rank, allreduce on "
-                       "--ranks-per-trial > 1)");
     for (int i = 0; i < sw->grid.naxes; i++) {
         const char *flag = sw->grid.axes[i].flag;
         size_t n = strlen(flag);
@@ -167,8 +169,29 @@ static dt_status group_stopped(const sweep *sw, volatile sig_atomic_t *stop, int
     return DT_OK;
 }
 
-static void run_trial(const sweep *sw, long t, const cli_env *env, volatile sig_atomic_t *stop,
-                      cli_train_plan *plan, cli_trial *r) {
+/* The trial's outcome on the group's leader from every rank of the group
+ * (peers: one per rank, in group order): failed if any rank failed, with
+ * the first one's message (servers come first, so a server's failure is
+ * named before the workers' that follow from it); otherwise the outcome of
+ * worker 0, the first rank that trained (a server trains no steps). */
+static void merge_outcomes(cli_trial *r, const cli_trial *peers, int n) {
+    for (int i = 0; i < n; i++)
+        if (peers[i].state != TRIAL_OK) {
+            *r = peers[i];
+            return;
+        }
+    for (int i = 0; i < n; i++)
+        if (peers[i].steps > 0) {
+            *r = peers[i];
+            return;
+        }
+}
+
+/* Runs trial t on this rank's group; r: the outcome (the whole group's on
+ * the leader, given peers to gather into). Fails only if the group could
+ * not exchange the outcomes. */
+static dt_status run_trial(const sweep *sw, long t, const cli_env *env, volatile sig_atomic_t *stop,
+                           cli_train_plan *plan, cli_trial *peers, cli_trial *r) {
     memset(r, 0, sizeof *r);
     r->trial = t;
     r->group = sw->gid;
@@ -177,7 +200,10 @@ static void run_trial(const sweep *sw, long t, const cli_env *env, volatile sig_
     memset(&sum, 0, sizeof sum);
     double t0 = dt_now();
     dt_status s = prepare_trial(sw, t, plan);
-    if (s == DT_OK) s = cli_train_run(plan, sw->group, env, stop, NULL, &sum);
+    if (s == DT_OK) {
+        snprintf(r->mode, sizeof r->mode, "%s", dt_mode_name(plan->dist.mode));
+        s = cli_train_run(plan, sw->group, env, stop, NULL, &sum);
+    }
     r->wall_s = dt_now() - t0;
     r->status = s;
     r->state = s == DT_OK ? TRIAL_OK : TRIAL_FAILED;
@@ -187,6 +213,18 @@ static void run_trial(const sweep *sw, long t, const cli_env *env, volatile sig_
     r->test_loss = sum.test_loss;
     r->train_loss = sum.train_loss;
     r->images_per_sec = sum.images_per_sec;
+    r->has_staleness = sum.has_staleness;
+    r->staleness_mean = sum.staleness_mean;
+    r->staleness_max = sum.staleness_max;
+    r->max_clock_gap = sum.max_clock_gap;
+    if (sw->ranks_per_trial == 1) return DT_OK;
+    MPI_Request req;
+    DT_TRY(dt_mpi_check(MPI_Igather(r, (int)sizeof *r, MPI_BYTE, peers, (int)sizeof *r, MPI_BYTE, 0, sw->group,
+                                    &req),
+                        "trial outcome (MPI_Igather)"));
+    DT_TRY(dt_mpi_wait(&req, 1, 0, NULL, NULL, "trial outcome (MPI_Igather)"));
+    if (sw->leader) merge_outcomes(r, peers, sw->ranks_per_trial);
+    return DT_OK;
 }
 
 /* "trial 3/8 (lr=0.05 batch=64) on ranks 2-3: ok, test accuracy 0.8123, 12.3 s" */
@@ -210,6 +248,7 @@ static void print_trial(const sweep *sw, const cli_trial *r, int world_rank) {
 typedef struct {
     cli_trial *mine;            /* leaders: this group's trials, in the order run */
     int nmine;
+    cli_trial *peers;           /* leaders of groups of n > 1: one trial's outcome on each rank */
     int *counts, *displs;       /* rank 0: bytes from each rank and where they land */
     cli_trial *got, *all;       /* rank 0: as received; by trial index */
     FILE *out;                  /* rank 0: --out, or NULL */
@@ -219,6 +258,9 @@ static dt_status results_open(results *res, const sweep *sw, const cli_env *env)
     long n = sw->grid.ntrials;
     res->nmine = sw->gid < n ? (int)((n - sw->gid + sw->ngroups - 1) / sw->ngroups) : 0;
     DT_TRY(dt_alloc_bytes((void **)&res->mine, (size_t)res->nmine * sizeof *res->mine, "sweep results"));
+    if (sw->leader && sw->ranks_per_trial > 1)
+        DT_TRY(dt_alloc_bytes((void **)&res->peers, (size_t)sw->ranks_per_trial * sizeof *res->peers,
+                              "sweep results"));
     if (env->rank != 0) return DT_OK;
     DT_TRY(dt_alloc_bytes((void **)&res->counts, (size_t)env->world * sizeof *res->counts, "sweep results"));
     DT_TRY(dt_alloc_bytes((void **)&res->displs, (size_t)env->world * sizeof *res->displs, "sweep results"));
@@ -233,6 +275,7 @@ static dt_status results_open(results *res, const sweep *sw, const cli_env *env)
 static void results_free(results *res) {
     if (res->out) fclose(res->out);
     dt_free(res->mine);
+    dt_free(res->peers);
     dt_free(res->counts);
     dt_free(res->displs);
     dt_free(res->got);
@@ -319,8 +362,8 @@ static int run_sweep(const sweep *sw, results *res, cli_train_plan *plan, const 
             r = (cli_trial){.trial = t, .state = TRIAL_SKIPPED, .status = DT_ERR_INTERRUPTED, .group = sw->gid,
                             .ranks = sw->ranks_per_trial};
             snprintf(r.error, sizeof r.error, "not run: the sweep was interrupted");
-        } else {
-            run_trial(sw, t, env, stop, plan, &r);
+        } else if ((s = run_trial(sw, t, env, stop, plan, res->peers, &r)) != DT_OK) {
+            return fatal(s, env);
         }
         if (!sw->leader) continue;
         res->mine[k] = r;

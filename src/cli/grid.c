@@ -4,7 +4,8 @@
 #include <string.h>
 
 /* What a sweep may vary: the train flags that change one run's
- * optimisation, not where it reads or writes. */
+ * optimisation or its synchronisation scheme, not where it reads or
+ * writes. */
 static const struct {
     const char *key, *flag;
     int numeric;
@@ -12,7 +13,8 @@ static const struct {
     {"lr", "--lr", 1},           {"batch", "--batch", 1},           {"momentum", "--momentum", 1},
     {"decay", "--decay", 1},     {"epochs", "--epochs", 1},         {"max-steps", "--max-steps", 1},
     {"seed", "--seed", 1},       {"warmup-epochs", "--warmup-epochs", 1},
-    {"lr-scaling", "--lr-scaling", 0},
+    {"lr-scaling", "--lr-scaling", 0}, {"mode", "--mode", 0},       {"servers", "--servers", 1},
+    {"staleness", "--staleness", 1}, {"straggle", "--straggle", 0}, {"slow-worker", "--slow-worker", 0},
 };
 #define NKEYS ((int)(sizeof keys / sizeof *keys))
 

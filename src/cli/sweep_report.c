@@ -55,21 +55,38 @@ static const char *metric(char *buf, size_t cap, const cli_trial *t, double v, c
     return buf;
 }
 
+/* A parameter-server metric, or null when the trial ran none. */
+static const char *ps_metric(char *buf, size_t cap, const cli_trial *t, double v, const char *fmt) {
+    if (!t->has_staleness) return "null";
+    return metric(buf, cap, t, v, fmt);
+}
+
+/* "\"ps-async\"", or null for a trial whose flags were not read. */
+static const char *mode_json(char *buf, size_t cap, const cli_trial *t) {
+    if (!t->mode[0]) return "null";
+    snprintf(buf, cap, "\"%s\"", t->mode);
+    return buf;
+}
+
 dt_status cli_sweep_write_jsonl(FILE *f, const char *path, const cli_grid *g, const cli_trial *t, long n) {
     for (long i = 0; i < n; i++) {
-        char grid[1024], err[600] = "null", esc[560], m[5][32], steps[32], wall[32] = "null";
+        char grid[1024], err[600] = "null", esc[560], m[7][32], steps[32], wall[32] = "null", mode[32];
         grid_json(grid, sizeof grid, g, t[i].trial);
         if (t[i].state != TRIAL_OK) snprintf(err, sizeof err, "\"%s\"", dt_json_escape(esc, sizeof esc, t[i].error));
         if (t[i].state != TRIAL_SKIPPED) snprintf(wall, sizeof wall, "%.2f", t[i].wall_s);
         if (fprintf(f,
-                    "{\"trial\":%ld,\"grid\":%s,\"status\":\"%s\",\"error\":%s,\"test_accuracy\":%s,"
-                    "\"test_loss\":%s,\"train_loss\":%s,\"images_per_sec\":%s,\"wall_s\":%s,\"steps\":%s,"
-                    "\"group\":%d,\"ranks\":%d}\n",
-                    t[i].trial + 1, grid, state_names[t[i].state], err,
+                    "{\"trial\":%ld,\"grid\":%s,\"mode\":%s,\"status\":\"%s\",\"error\":%s,"
+                    "\"test_accuracy\":%s,\"test_loss\":%s,\"train_loss\":%s,\"images_per_sec\":%s,"
+                    "\"staleness_mean\":%s,\"staleness_max\":%s,\"max_clock_gap\":%s,\"wall_s\":%s,"
+                    "\"steps\":%s,\"group\":%d,\"ranks\":%d}\n",
+                    t[i].trial + 1, grid, mode_json(mode, sizeof mode, &t[i]), state_names[t[i].state], err,
                     metric(m[0], sizeof m[0], &t[i], t[i].test_accuracy, "%.4f"),
                     metric(m[1], sizeof m[1], &t[i], t[i].test_loss, "%.4f"),
                     metric(m[2], sizeof m[2], &t[i], t[i].train_loss, "%.4f"),
-                    metric(m[3], sizeof m[3], &t[i], t[i].images_per_sec, "%.1f"), wall,
+                    metric(m[3], sizeof m[3], &t[i], t[i].images_per_sec, "%.1f"),
+                    ps_metric(m[4], sizeof m[4], &t[i], t[i].staleness_mean, "%.3f"),
+                    ps_metric(m[5], sizeof m[5], &t[i], t[i].staleness_max, "%.0f"),
+                    ps_metric(m[6], sizeof m[6], &t[i], (double)t[i].max_clock_gap, "%.0f"), wall,
                     metric(steps, sizeof steps, &t[i], (double)t[i].steps, "%.0f"), t[i].group,
                     t[i].ranks) < 0)
             return dt_fail(DT_ERR_IO, "--out %s: write failed: %s", path, strerror(errno));
@@ -106,19 +123,30 @@ void cli_sweep_print_table(FILE *out, const cli_grid *g, const cli_trial *t, lon
         }
         fprintf(out, "  %-*s", width[a], g->axes[a].key);
     }
-    fprintf(out, "  %8s  %9s  %10s  %9s  %7s  status\n", "test_acc", "test_loss", "train_loss", "img/s",
-            "wall_s");
+    int ps = 0;
+    for (long i = 0; i < n; i++) ps |= t[i].has_staleness;
+    fprintf(out, "  %8s  %9s  %10s  %9s", "test_acc", "test_loss", "train_loss", "img/s");
+    if (ps) fprintf(out, "  %8s  %7s  %9s", "lag_mean", "lag_max", "clock_gap");
+    fprintf(out, "  %7s  status\n", "wall_s");
     for (long i = 0; i < n; i++) {
         const cli_trial *r = order[i];
         fprintf(out, "%5ld", r->trial + 1);
         for (int a = 0; a < g->naxes; a++) fprintf(out, "  %-*s", width[a], cli_grid_value(g, r->trial, a));
         if (r->state == TRIAL_OK)
-            fprintf(out, "  %8.4f  %9.4f  %10.4f  %9.1f  %7.1f  ok\n", r->test_accuracy, r->test_loss,
-                    r->train_loss, r->images_per_sec, r->wall_s);
-        else if (r->state == TRIAL_FAILED)
-            fprintf(out, "  %8s  %9s  %10s  %9s  %7.1f  failed: %s\n", "-", "-", "-", "-", r->wall_s, r->error);
+            fprintf(out, "  %8.4f  %9.4f  %10.4f  %9.1f", r->test_accuracy, r->test_loss, r->train_loss,
+                    r->images_per_sec);
         else
-            fprintf(out, "  %8s  %9s  %10s  %9s  %7s  skipped: %s\n", "-", "-", "-", "-", "-", r->error);
+            fprintf(out, "  %8s  %9s  %10s  %9s", "-", "-", "-", "-");
+        if (ps && r->state == TRIAL_OK && r->has_staleness)
+            fprintf(out, "  %8.2f  %7.0f  %9ld", r->staleness_mean, r->staleness_max, r->max_clock_gap);
+        else if (ps)
+            fprintf(out, "  %8s  %7s  %9s", "-", "-", "-");
+        if (r->state == TRIAL_OK)
+            fprintf(out, "  %7.1f  ok\n", r->wall_s);
+        else if (r->state == TRIAL_FAILED)
+            fprintf(out, "  %7.1f  failed: %s\n", r->wall_s, r->error);
+        else
+            fprintf(out, "  %7s  skipped: %s\n", "-", r->error);
     }
     dt_free(order);
 }

@@ -19,15 +19,22 @@ typedef struct {
     int group, ranks;           /* group that ran it and its size */
     long steps;
     double test_accuracy, test_loss, train_loss, images_per_sec, wall_s;
+    char mode[24];              /* its --mode ("" if its flags were not read) */
+    int has_staleness;          /* parameter servers: the three below are set */
+    double staleness_mean, staleness_max;
+    long max_clock_gap;
     char error[512];            /* failed/skipped: the one-line message */
 } cli_trial;
 
-/* One JSON object per trial, in trial order: the grid values, status,
- * error (null when ok), metrics (null unless ok), steps, group, ranks. */
+/* One JSON object per trial, in trial order: the grid values, mode,
+ * status, error (null when ok), metrics (null unless ok; staleness and
+ * clock gap also null unless the trial ran parameter servers), steps,
+ * group, ranks. */
 dt_status cli_sweep_write_jsonl(FILE *f, const char *path, const cli_grid *g, const cli_trial *t, long n);
 
 /* The table: successful trials by test accuracy (best first), then the
- * failed and skipped ones in trial order with their message. */
+ * failed and skipped ones in trial order with their message. Columns of
+ * staleness and clock gap when a trial ran parameter servers. */
 void cli_sweep_print_table(FILE *out, const cli_grid *g, const cli_trial *t, long n);
 
 /* The closing JSON line: counts, wall time and the best trial. */

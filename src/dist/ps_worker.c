@@ -388,10 +388,10 @@ static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t, int all) {
 }
 
 /* ps-async groups: a group stops together (see dt_sync.agree_stop). */
-static dt_status ps_agree_stop(dt_sync *sy, int *stop) {
+static dt_status ps_agree_stop(dt_sync *sy, int *flags) {
     ps_ctx *p = sy->ctx;
     MPI_Request r;
-    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, stop, 1, MPI_INT, MPI_MAX, p->sub, &r),
+    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, flags, 1, MPI_INT, MPI_MAX, p->sub, &r),
                         "stop agreement in the group (MPI_Iallreduce)"));
     return group_wait(p, &r, 1, "stop agreement in the group");
 }

@@ -84,27 +84,48 @@ static dt_status diverged(long step, int epoch, int nan) {
                    nan ? "NaN" : "infinite", step, epoch);
 }
 
+/* Peers or servers expect every step this worker starts to be finished:
+ * lockstep workers, and any worker of parameter servers (a server waits
+ * for the gradients of a step it was told of, and for each worker's stop). */
+static int finishes_steps(const dt_trainer *t) { return lockstep(t) || t->sync->finish; }
+
+/* A non-finite loss seen here (this worker's or, agreed, another's): the
+ * servers are told to stop like at the end of a run, so that they end and
+ * the job (or the sweep's next trial) is not left waiting for them. */
+static dt_status end_diverged(dt_trainer *t) {
+    if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
+    if (t->bad_step) return diverged(t->bad_step, t->bad_epoch, t->bad_nan);
+    return dt_fail(DT_ERR_NUMERIC,
+                   "training diverged: another worker's loss became NaN or infinite by step %ld; "
+                   "the last checkpoint was left as it was; try a lower --lr", t->step);
+}
+
 /* Lockstep workers must stop together: one that stopped alone would leave
  * the others waiting in the next collective for ever. So a stop request
  * (SIGINT/SIGTERM) and a non-finite loss on any worker are agreed on in one
  * small reduction: every 10 steps (off the hot path), before every
  * evaluation and before every checkpoint (so none holds diverged
- * parameters). Serial and independent workers decide alone. stop may be
- * NULL (the request is then seen at the next agreement). */
+ * parameters). Independent workers decide alone at every step, or with
+ * the peers of their worker group (agree_stop; a divergence wins over a
+ * stop request). stop may be NULL (the request is then seen at the next
+ * agreement). */
 static dt_status agree(dt_trainer *t, int *stop) {
     double v[2] = {t->opts->stop && *t->opts->stop, t->bad_step > 0};
-    if (lockstep(t)) DT_TRY(t->sync->reduce_sum(t->sync, v, 2));
-    /* A divergence is seen by every lockstep worker here, at once. */
-    if (v[1] > 0 && lockstep(t)) t->sync->ended_together = 1;
-    if (t->bad_step) return diverged(t->bad_step, t->bad_epoch, t->bad_nan);
-    if (v[1] > 0)
-        return dt_fail(DT_ERR_NUMERIC,
-                       "training diverged: another worker's loss became NaN or infinite by step %ld; "
-                       "the last checkpoint was left as it was; try a lower --lr", t->step);
-    if (!stop) return DT_OK;
-    *stop = v[0] > 0;
-    /* Independent workers in lockstep with a few peers (worker groups). */
-    return !lockstep(t) && t->sync->agree_stop ? t->sync->agree_stop(t->sync, stop) : DT_OK;
+    if (lockstep(t)) {
+        DT_TRY(t->sync->reduce_sum(t->sync, v, 2));
+    } else if (stop && t->sync->agree_stop) {
+        int flags = (v[0] > 0) | (v[1] > 0) << 1; /* reduced by MAX: 2 or 3 if any peer diverged */
+        DT_TRY(t->sync->agree_stop(t->sync, &flags));
+        v[0] = flags == 1 || flags == 3;
+        v[1] = flags >= 2;
+    }
+    if (v[1] > 0) {
+        /* A divergence is seen by every lockstep worker here, at once. */
+        if (lockstep(t)) t->sync->ended_together = 1;
+        return end_diverged(t);
+    }
+    if (stop) *stop = v[0] > 0;
+    return DT_OK;
 }
 
 static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
@@ -272,10 +293,11 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     dt_net_forward(net, x, n, 1);
     double loss = dt_net_loss(net, y, n);
     if (!isfinite(loss)) {
-        if (!lockstep(t)) return diverged(t->step + 1, epoch + 1, isnan(loss));
-        /* The peers are entering this step's collectives: finish it with
-         * them (the non-finite gradient reaches every worker's parameters)
-         * and stop together at the next agreement. */
+        if (!finishes_steps(t)) return diverged(t->step + 1, epoch + 1, isnan(loss));
+        /* The peers are entering this step's collectives, or the servers
+         * expect its gradients: finish it (the non-finite gradient reaches
+         * every worker's parameters, so independent workers diverge too)
+         * and stop at the next agreement. */
         if (!t->bad_step) {
             t->bad_step = t->step + 1;
             t->bad_epoch = epoch + 1;
@@ -408,12 +430,16 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
         summary->bytes_per_step =
             t.steps_run ? (double)(t.comm.bytes_sent + t.comm.bytes_recv) / (double)t.steps_run : 0;
         char extra_json[256] = "";
-        if (sync->stats.server_cpu_share >= 0)
+        summary->has_staleness = sync->stats.server_cpu_share >= 0;
+        summary->staleness_mean = t.steps_run ? t.lag_sum / (double)t.steps_run : 0;
+        summary->staleness_max = t.lag_max;
+        summary->max_clock_gap = sync->stats.max_clock_gap;
+        if (summary->has_staleness)
             snprintf(extra_json, sizeof extra_json,
                      ",\"server_cpu_share\":%.3f,\"staleness_mean\":%.3f,\"staleness_max\":%.0f,"
                      "\"max_clock_gap\":%ld",
-                     sync->stats.server_cpu_share, t.steps_run ? t.lag_sum / (double)t.steps_run : 0,
-                     t.lag_max, sync->stats.max_clock_gap);
+                     sync->stats.server_cpu_share, summary->staleness_mean, summary->staleness_max,
+                     summary->max_clock_gap);
         if (sync->plan_bytes > 0) {
             size_t used = strlen(extra_json);
             snprintf(extra_json + used, sizeof extra_json - used, ",\"plan_bytes_per_step\":%.0f",
