@@ -114,6 +114,25 @@ same serial_lb ar_lb $TOL
 expect 1 "training diverged" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --lr 1e6 \
     --max-steps 200 --threads 1 --quiet --checkpoint "$TMP/nan.ckpt"
 check "no checkpoint of diverged parameters" test ! -e "$TMP/nan.ckpt"
+# Under parameter servers, independent workers too: each finishes its step,
+# tells the servers to stop and meets the others at the end; the job ends
+# without MPI_Abort and no checkpoint is written.
+for m in ps-sync ps-async ps-hogwild; do
+    out=$($MPIRUN -np 3 "$DTRAIN" train "$TMP/net.cfg" --mode $m --dataset synthetic --lr 1e6 --max-steps 200 \
+        --threads 1 --quiet --checkpoint "$TMP/nan_$m.ckpt" --checkpoint-every 1 2>&1); rc=$?
+    check "$m divergence: exit 1, said by both workers" test $rc -eq 1 -a \
+        "$(grep -c '^dtrain: rank [12]: training diverged' <<<"$out")" -eq 2 || echo "$out" | tail -5
+    check "$m divergence: no MPI_Abort" test "$(grep -c MPI_ABORT <<<"$out")" -eq 0
+    check "$m divergence: the checkpoint is from before it, finite" /usr/bin/python3 -c "
+import re, struct, sys
+import numpy as np
+first = min(int(x) for x in re.findall(r'loss is \w+ at step (\d+)', sys.argv[1]))
+raw = open(sys.argv[2], 'rb').read()
+step = struct.unpack_from('<Q', raw, 32)[0]
+n = sum(struct.unpack_from('<QQQ', raw, 56))
+assert step < first and np.isfinite(np.frombuffer(raw, '<f4', n, 80)).all(), (step, first)
+" "$out" "$TMP/nan_$m.ckpt"
+done
 
 # Usage errors.
 expect 2 "needs at least 3 ranks" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --mode ps-sync --servers 2

@@ -113,8 +113,9 @@ typedef struct {
 
 /* Trains spec (already resolved: command-line overrides applied) with the
  * given sync strategy. Writes progress, the JSONL log and the summary line.
- * On a NaN/inf loss stops with DT_ERR_NUMERIC naming the step and leaves the
- * last checkpoint as it was. */
+ * On a NaN/inf loss (or parameters found non-finite before a checkpoint)
+ * stops with DT_ERR_NUMERIC naming the step, after telling any servers to
+ * stop, and leaves the last checkpoint as it was. */
 dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_sync *sync,
                        dt_train_summary *summary);
 

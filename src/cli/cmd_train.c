@@ -293,8 +293,9 @@ int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) 
     if (s == DT_OK) s = cli_train_prepare(&p, &a, env->world);
     dt_train_summary sum;
     if (s == DT_OK) s = cli_train_run(&p, MPI_COMM_WORLD, env, stop, stdout, &sum);
-    /* Interrupted: every worker stopped at a step, the servers were told to
-     * stop, so the job can end without MPI_Abort. */
-    env->orderly = s == DT_ERR_INTERRUPTED;
+    /* Interrupted or diverged: every worker stopped at a step (together,
+     * or independent ones at their end of the run) and the servers were
+     * told to stop, so the job can end without MPI_Abort. */
+    env->orderly = s == DT_ERR_INTERRUPTED || s == DT_ERR_NUMERIC;
     return cli_report(s, env);
 }

@@ -33,8 +33,10 @@ struct dt_trainer {
     dt_sync_stats comm;       /* communication totals over steps_run */
     double lag_sum, lag_max;  /* ps modes: version lag of the parameters each step used */
     int done;                 /* the strategy ended the run (ps-async budget) */
-    long bad_step;            /* lockstep peers: first step with a non-finite loss here (0: none) */
-    int bad_epoch, bad_nan;   /* its epoch (1-based) and whether the loss was NaN */
+    int diverging;            /* independent worker with peers: a divergence was seen, train no more */
+    long bad_step;            /* first step with a non-finite loss here, when steps are finished (0: none) */
+    int bad_epoch;            /* its epoch (1-based) */
+    const char *bad_what;     /* "loss is NaN", ... */
 };
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
@@ -77,11 +79,20 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
 /* Workers that run every step together (allreduce, ps-sync, ps-ssp). */
 static int lockstep(const dt_trainer *t) { return t->opts->world > 1 && !t->sync->independent; }
 
-static dt_status diverged(long step, int epoch, int nan) {
+static dt_status diverged(const char *what, long step, int epoch) {
     return dt_fail(DT_ERR_NUMERIC,
-                   "training diverged: loss is %s at step %ld (epoch %d); the last checkpoint was "
+                   "training diverged: %s at step %ld (epoch %d); the last checkpoint was "
                    "left as it was; try a lower --lr",
-                   nan ? "NaN" : "infinite", step, epoch);
+                   what, step, epoch);
+}
+
+/* The first sign of divergence on this worker, kept until the workers
+ * agree on it. */
+static void note_divergence(dt_trainer *t, const char *what, long step, int epoch) {
+    if (t->bad_step) return;
+    t->bad_step = step;
+    t->bad_epoch = epoch;
+    t->bad_what = what;
 }
 
 /* Peers or servers expect every step this worker starts to be finished:
@@ -91,10 +102,11 @@ static int finishes_steps(const dt_trainer *t) { return lockstep(t) || t->sync->
 
 /* A non-finite loss seen here (this worker's or, agreed, another's): the
  * servers are told to stop like at the end of a run, so that they end and
- * the job (or the sweep's next trial) is not left waiting for them. */
+ * the job (or the sweep's next trial) is not left waiting for them. Every
+ * worker returns here together, so the job can end without MPI_Abort. */
 static dt_status end_diverged(dt_trainer *t) {
     if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
-    if (t->bad_step) return diverged(t->bad_step, t->bad_epoch, t->bad_nan);
+    if (t->bad_step) return diverged(t->bad_what, t->bad_step, t->bad_epoch);
     return dt_fail(DT_ERR_NUMERIC,
                    "training diverged: another worker's loss became NaN or infinite by step %ld; "
                    "the last checkpoint was left as it was; try a lower --lr", t->step);
@@ -107,8 +119,10 @@ static dt_status end_diverged(dt_trainer *t) {
  * evaluation and before every checkpoint (so none holds diverged
  * parameters). Independent workers decide alone at every step, or with
  * the peers of their worker group (agree_stop; a divergence wins over a
- * stop request). stop may be NULL (the request is then seen at the next
- * agreement). */
+ * stop request); one that saw a divergence trains no more and meets the
+ * others at the end of the run (agree_at_end), where they all stop: the
+ * others follow soon, their next parameters hold its non-finite gradient.
+ * stop may be NULL (the request is then seen at the next agreement). */
 static dt_status agree(dt_trainer *t, int *stop) {
     double v[2] = {t->opts->stop && *t->opts->stop, t->bad_step > 0};
     if (lockstep(t)) {
@@ -119,13 +133,26 @@ static dt_status agree(dt_trainer *t, int *stop) {
         v[0] = flags == 1 || flags == 3;
         v[1] = flags >= 2;
     }
-    if (v[1] > 0) {
+    if (v[1] > 0 && !lockstep(t) && t->opts->world > 1) {
+        t->diverging = t->done = 1;
+    } else if (v[1] > 0) {
         /* A divergence is seen by every lockstep worker here, at once. */
         if (lockstep(t)) t->sync->ended_together = 1;
         return end_diverged(t);
     }
     if (stop) *stop = v[0] > 0;
     return DT_OK;
+}
+
+/* Independent workers with peers meet once, after their last step: a
+ * divergence any of them saw stops them all here, before anything is
+ * evaluated or saved. */
+static dt_status agree_at_end(dt_trainer *t) {
+    if (lockstep(t) || t->opts->world == 1) return DT_OK;
+    double v = t->diverging;
+    DT_TRY(t->sync->reduce_sum(t->sync, &v, 1));
+    if (v > 0) t->sync->ended_together = 1;
+    return v > 0 ? end_diverged(t) : DT_OK;
 }
 
 static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
@@ -138,7 +165,18 @@ static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
  * servers, through gather), every worker calls it at the same step; all =
  * 0: an independent worker's own checkpoint (only worker 0's is written). */
 static dt_status write_checkpoint(dt_trainer *t, int all) {
+    /* A step can overflow the parameters before any loss shows it (the
+     * next forward would): such a checkpoint could not be resumed, so it
+     * counts as a divergence here. */
+    const float *p = t->net->params;
+    for (size_t i = 0; i < t->net->nparams && !t->bad_step; i++)
+        if (!isfinite(p[i])) {
+            int epoch, pos;
+            dt_loader_position(t->loader, &epoch, &pos);
+            note_divergence(t, "a parameter became NaN or infinite", t->step, epoch + 1);
+        }
     DT_TRY(agree(t, NULL));
+    if (t->diverging) return DT_OK; /* the last checkpoint stays as it was */
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, all));
     if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     if (t->opts->rank != 0) return DT_OK;
@@ -293,16 +331,13 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     dt_net_forward(net, x, n, 1);
     double loss = dt_net_loss(net, y, n);
     if (!isfinite(loss)) {
-        if (!finishes_steps(t)) return diverged(t->step + 1, epoch + 1, isnan(loss));
+        const char *what = isnan(loss) ? "loss is NaN" : "loss is infinite";
+        if (!finishes_steps(t)) return diverged(what, t->step + 1, epoch + 1);
         /* The peers are entering this step's collectives, or the servers
          * expect its gradients: finish it (the non-finite gradient reaches
          * every worker's parameters, so independent workers diverge too)
          * and stop at the next agreement. */
-        if (!t->bad_step) {
-            t->bad_step = t->step + 1;
-            t->bad_epoch = epoch + 1;
-            t->bad_nan = isnan(loss);
-        }
+        note_divergence(t, what, t->step + 1, epoch + 1);
     }
     dt_net_backward(net, x, n, s->grad_ready, s->ctx);
     double t_end = dt_now();
@@ -345,6 +380,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         dt_loader_position(t->loader, &epoch, &pos);
         int stop = 0;
         if (!lockstep(t) || t->step % 10 == 0) DT_TRY(agree(t, &stop));
+        if (t->diverging) break;
         if (stop) { /* in lockstep modes every worker stops at this step */
             DT_TRY(save_checkpoint(t, !t->sync->independent));
             if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
@@ -379,6 +415,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
                            ips * o->world, eta, 0);
     }
     if (t->loss_count) t->last_epoch_loss = t->loss_sum / (double)t->loss_count;
+    DT_TRY(agree_at_end(t));
     if (evaluated_at_step != t->step) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
