@@ -46,7 +46,7 @@ expect 2 "\-\-profile .*p.json has 4 layers, .*cnn.cfg has 10" -- "$DTRAIN" simu
 expect 2 "\-\-threads and --reps set the measurement" -- "$DTRAIN" simulate --profile "$TMP/p.json" --threads 2
 expect 1 "missing.json: cannot open" -- "$DTRAIN" simulate --profile "$TMP/missing.json"
 printf '{"format":"dtrain-profile","version":1,\n"batch":' > "$TMP/bad.json"
-expect 1 "bad.json:2: unexpected character" -- "$DTRAIN" simulate --profile "$TMP/bad.json"
+expect 1 "bad.json:2: expected a value" -- "$DTRAIN" simulate --profile "$TMP/bad.json"
 expect 1 "cannot create" -- "$DTRAIN" bench "$M" --steps 1 --threads 1 --profile-out "$TMP/no/such/dir/p.json"
 
 finish

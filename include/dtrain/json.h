@@ -4,8 +4,8 @@
  * comments, no NaN), except \u0000 in strings (callers get C strings), and
  * indexes the object's top-level fields; nested arrays and objects are
  * checked and skipped. It allocates nothing: fields point into the text.
- * A second reader, dt_json_scan, walks a whole small JSON file (the
- * simulator's profiles) and hands every scalar to a callback by path. */
+ * dt_json_scan is the same parser walking a whole small JSON file (the
+ * simulator's profiles), handing every scalar to a callback by path. */
 #ifndef DTRAIN_JSON_H
 #define DTRAIN_JSON_H
 
@@ -77,9 +77,10 @@ typedef dt_json_type dt_json_kind;
 typedef dt_status (*dt_json_fn)(void *ctx, const char *path, dt_json_kind kind, double num,
                                 const char *str);
 
-/* Scans text (NUL-terminated). Malformed JSON, nesting deeper than 32,
- * paths over 255 bytes or strings over 1023 bytes are DT_ERR_FORMAT
- * "NAME:LINE: message" (name stands for the file in messages). */
+/* Scans text (NUL-terminated; any JSON value at the root). JSON the line
+ * reader refuses (above), nesting deeper than 32, paths over 255 bytes or
+ * strings over 1023 bytes are DT_ERR_FORMAT "NAME:LINE: message" (name
+ * stands for the file in messages). */
 dt_status dt_json_scan(const char *text, const char *name, dt_json_fn fn, void *ctx);
 
 #endif

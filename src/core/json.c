@@ -50,13 +50,24 @@ size_t dt_utf8_char_len(const unsigned char *p, size_t n) {
 /* Nesting deeper than this is refused rather than recursed into. */
 #define MAX_DEPTH 32
 
+/* One recursive-descent parser serves both readers: dt_json_parse_object
+ * keeps the top-level fields of a line, dt_json_scan hands every scalar to
+ * a callback with its path. */
 typedef struct {
-    const char *text; /* start, for column numbers */
+    const char *text; /* start, for positions in messages */
     const char *p;    /* next character */
+    const char *name; /* dt_json_scan: the file ("NAME:LINE: ..."); NULL: "column N: ..." */
+    dt_json_fn fn;    /* dt_json_scan: called for every scalar; NULL: none */
+    void *ctx;
+    char path[256];   /* dt_json_scan: dotted path of the value being parsed */
+    char str[1024];   /* dt_json_scan: the scalar string being handed over, decoded */
 } parser;
 
 static dt_status fail_at(const parser *ps, const char *what) {
-    return dt_fail(DT_ERR_FORMAT, "column %ld: %s", (long)(ps->p - ps->text) + 1, what);
+    if (!ps->name) return dt_fail(DT_ERR_FORMAT, "column %ld: %s", (long)(ps->p - ps->text) + 1, what);
+    int line = 1;
+    for (const char *q = ps->text; q < ps->p; q++) line += *q == '\n';
+    return dt_fail(DT_ERR_FORMAT, "%s:%d: %s", ps->name, line, what);
 }
 
 static void skip_ws(parser *ps) {
@@ -150,90 +161,6 @@ static dt_status parse_number(parser *ps, double *out) {
     return DT_OK;
 }
 
-static dt_status parse_value(parser *ps, int depth, dt_json_field *f);
-
-/* The members of an object or elements of an array, from just after its
- * opening bracket; fields (top level only, else NULL) receives the members. */
-static dt_status parse_container(parser *ps, char close, int depth, dt_json_object *fields) {
-    const int is_object = close == '}';
-    if (depth > MAX_DEPTH) return fail_at(ps, "nested too deeply");
-    skip_ws(ps);
-    if (*ps->p == close) {
-        ps->p++;
-        return DT_OK;
-    }
-    for (;;) {
-        dt_json_field f = {0};
-        if (is_object) {
-            if (*ps->p != '"') return fail_at(ps, "expected a string key");
-            DT_TRY(parse_string(ps, &f.key, &f.key_len));
-            skip_ws(ps);
-            if (*ps->p != ':') return fail_at(ps, "expected ':' after the key");
-            ps->p++;
-            skip_ws(ps);
-        }
-        DT_TRY(parse_value(ps, depth + 1, &f));
-        if (fields) {
-            if (fields->nfields == DT_JSON_MAX_FIELDS) return fail_at(ps, "too many fields");
-            fields->fields[fields->nfields++] = f;
-        }
-        skip_ws(ps);
-        if (*ps->p == close) {
-            ps->p++;
-            return DT_OK;
-        }
-        if (*ps->p != ',') return fail_at(ps, is_object ? "expected ',' or '}'" : "expected ',' or ']'");
-        ps->p++;
-        skip_ws(ps);
-    }
-}
-
-static dt_status parse_value(parser *ps, int depth, dt_json_field *f) {
-    static const struct {
-        const char *word;
-        dt_json_type type;
-        double number;
-    } words[] = {{"true", DT_JSON_BOOL, 1}, {"false", DT_JSON_BOOL, 0}, {"null", DT_JSON_NULL, 0}};
-    const char *start = ps->p;
-    f->number = 0;
-    if (*ps->p == '"') {
-        f->type = DT_JSON_STRING;
-        return parse_string(ps, &f->raw, &f->raw_len);
-    }
-    if (*ps->p == '{' || *ps->p == '[') {
-        f->type = *ps->p == '{' ? DT_JSON_OBJECT : DT_JSON_ARRAY;
-        ps->p++;
-        DT_TRY(parse_container(ps, f->type == DT_JSON_OBJECT ? '}' : ']', depth, NULL));
-    } else {
-        int i = 0, nwords = (int)(sizeof words / sizeof *words);
-        while (i < nwords && strncmp(ps->p, words[i].word, strlen(words[i].word)) != 0) i++;
-        if (i < nwords) {
-            f->type = words[i].type;
-            f->number = words[i].number;
-            ps->p += strlen(words[i].word);
-        } else {
-            f->type = DT_JSON_NUMBER;
-            DT_TRY(parse_number(ps, &f->number));
-        }
-    }
-    f->raw = start;
-    f->raw_len = (size_t)(ps->p - start);
-    return DT_OK;
-}
-
-dt_status dt_json_parse_object(dt_json_object *obj, const char *text) {
-    parser ps = {text, text};
-    obj->nfields = 0;
-    skip_ws(&ps);
-    if (*ps.p == '\0') return dt_fail(DT_ERR_FORMAT, "empty line, expected a JSON object");
-    if (*ps.p != '{') return fail_at(&ps, "expected '{'");
-    ps.p++;
-    DT_TRY(parse_container(&ps, '}', 1, obj));
-    skip_ws(&ps);
-    if (*ps.p) return fail_at(&ps, "text after the object");
-    return DT_OK;
-}
-
 /* Decodes the next character of a raw string that parse_string accepted
  * into out (UTF-8, at most 4 bytes), advancing *p; returns its length. */
 static size_t decode_char(const char **p, char out[4]) {
@@ -286,6 +213,122 @@ static int decode_string(char *dst, size_t cap, const char *raw, size_t len) {
     return 1;
 }
 
+/* Scanning: extends the path with ".key" (or "key" at the root), key
+ * given raw (len bytes, escapes not decoded); *old = the length to cut
+ * back to. */
+static dt_status push_path(parser *ps, const char *key, size_t len, size_t *old) {
+    *old = strlen(ps->path);
+    char *at = ps->path + *old;
+    size_t room = sizeof ps->path - *old;
+    if (*old) {
+        if (room < 2) return fail_at(ps, "path too long");
+        *at++ = '.';
+        room--;
+    }
+    if (!decode_string(at, room, key, len)) return fail_at(ps, "path too long");
+    return DT_OK;
+}
+
+/* Scanning: hands the scalar f to the callback under the current path. */
+static dt_status visit(parser *ps, const dt_json_field *f) {
+    if (!ps->fn) return DT_OK;
+    if (f->type == DT_JSON_STRING && !decode_string(ps->str, sizeof ps->str, f->raw, f->raw_len))
+        return fail_at(ps, "string too long");
+    return ps->fn(ps->ctx, ps->path, f->type, f->number, f->type == DT_JSON_STRING ? ps->str : NULL);
+}
+
+static dt_status parse_value(parser *ps, int depth, dt_json_field *f);
+
+/* The members of an object or elements of an array, from just after its
+ * opening bracket; fields (top level only, else NULL) receives the members. */
+static dt_status parse_container(parser *ps, char close, int depth, dt_json_object *fields) {
+    const int is_object = close == '}';
+    if (depth > MAX_DEPTH) return fail_at(ps, "nested too deeply");
+    skip_ws(ps);
+    if (*ps->p == close) {
+        ps->p++;
+        return DT_OK;
+    }
+    for (long index = 0;; index++) {
+        dt_json_field f = {0};
+        char num[24];
+        if (is_object) {
+            if (*ps->p != '"') return fail_at(ps, "expected a string key");
+            DT_TRY(parse_string(ps, &f.key, &f.key_len));
+            skip_ws(ps);
+            if (*ps->p != ':') return fail_at(ps, "expected ':' after the key");
+            ps->p++;
+            skip_ws(ps);
+        } else {
+            f.key_len = (size_t)snprintf(num, sizeof num, "%ld", index);
+            f.key = num;
+        }
+        size_t old = 0;
+        if (ps->fn) DT_TRY(push_path(ps, f.key, f.key_len, &old));
+        DT_TRY(parse_value(ps, depth + 1, &f));
+        if (ps->fn) ps->path[old] = '\0';
+        if (fields) {
+            if (fields->nfields == DT_JSON_MAX_FIELDS) return fail_at(ps, "too many fields");
+            fields->fields[fields->nfields++] = f;
+        }
+        skip_ws(ps);
+        if (*ps->p == close) {
+            ps->p++;
+            return DT_OK;
+        }
+        if (*ps->p != ',') return fail_at(ps, is_object ? "expected ',' or '}'" : "expected ',' or ']'");
+        ps->p++;
+        skip_ws(ps);
+    }
+}
+
+static dt_status parse_value(parser *ps, int depth, dt_json_field *f) {
+    static const struct {
+        const char *word;
+        dt_json_type type;
+        double number;
+    } words[] = {{"true", DT_JSON_BOOL, 1}, {"false", DT_JSON_BOOL, 0}, {"null", DT_JSON_NULL, 0}};
+    const char *start = ps->p;
+    f->number = 0;
+    if (*ps->p == '"') {
+        f->type = DT_JSON_STRING;
+        DT_TRY(parse_string(ps, &f->raw, &f->raw_len));
+        return visit(ps, f);
+    }
+    if (*ps->p == '{' || *ps->p == '[') {
+        f->type = *ps->p == '{' ? DT_JSON_OBJECT : DT_JSON_ARRAY;
+        ps->p++;
+        DT_TRY(parse_container(ps, f->type == DT_JSON_OBJECT ? '}' : ']', depth, NULL));
+    } else {
+        int i = 0, nwords = (int)(sizeof words / sizeof *words);
+        while (i < nwords && strncmp(ps->p, words[i].word, strlen(words[i].word)) != 0) i++;
+        if (i < nwords) {
+            f->type = words[i].type;
+            f->number = words[i].number;
+            ps->p += strlen(words[i].word);
+        } else {
+            f->type = DT_JSON_NUMBER;
+            DT_TRY(parse_number(ps, &f->number));
+        }
+    }
+    f->raw = start;
+    f->raw_len = (size_t)(ps->p - start);
+    return f->type == DT_JSON_OBJECT || f->type == DT_JSON_ARRAY ? DT_OK : visit(ps, f);
+}
+
+dt_status dt_json_parse_object(dt_json_object *obj, const char *text) {
+    parser ps = {.text = text, .p = text};
+    obj->nfields = 0;
+    skip_ws(&ps);
+    if (*ps.p == '\0') return dt_fail(DT_ERR_FORMAT, "empty line, expected a JSON object");
+    if (*ps.p != '{') return fail_at(&ps, "expected '{'");
+    ps.p++;
+    DT_TRY(parse_container(&ps, '}', 1, obj));
+    skip_ws(&ps);
+    if (*ps.p) return fail_at(&ps, "text after the object");
+    return DT_OK;
+}
+
 const dt_json_field *dt_json_find(const dt_json_object *obj, const char *key) {
     for (int i = 0; i < obj->nfields; i++) {
         const dt_json_field *f = &obj->fields[i];
@@ -317,202 +360,13 @@ dt_status dt_json_get_string(const dt_json_object *obj, const char *key, char *d
     return DT_OK;
 }
 
-/* dt_json_scan: recursive descent over the text; `path` holds the dotted
- * path of the value being parsed, extended and cut back as it descends. */
-typedef struct {
-    const char *text, *p, *name;
-    dt_json_fn fn;
-    void *ctx;
-    char path[256];
-    char str[1024];
-} json_scan;
-
-#define JSON_MAX_DEPTH 32
-
-static dt_status json_error(const json_scan *j, const char *what) {
-    int line = 1;
-    for (const char *q = j->text; q < j->p; q++) line += *q == '\n';
-    return dt_fail(DT_ERR_FORMAT, "%s:%d: %s", j->name, line, what);
-}
-
-static void json_skip_ws(json_scan *j) {
-    while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r') j->p++;
-}
-
-static int scan_hex4(const char *s, unsigned *out) {
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return 0;
-        v = v * 16 + (unsigned)d;
-    }
-    *out = v;
-    return 1;
-}
-
-/* Appends code point cp as UTF-8 at out[*n] (room checked by the caller). */
-static void put_utf8(char *out, size_t *n, unsigned cp) {
-    if (cp < 0x80) {
-        out[(*n)++] = (char)cp;
-    } else if (cp < 0x800) {
-        out[(*n)++] = (char)(0xc0 | cp >> 6);
-        out[(*n)++] = (char)(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        out[(*n)++] = (char)(0xe0 | cp >> 12);
-        out[(*n)++] = (char)(0x80 | (cp >> 6 & 0x3f));
-        out[(*n)++] = (char)(0x80 | (cp & 0x3f));
-    } else {
-        out[(*n)++] = (char)(0xf0 | cp >> 18);
-        out[(*n)++] = (char)(0x80 | (cp >> 12 & 0x3f));
-        out[(*n)++] = (char)(0x80 | (cp >> 6 & 0x3f));
-        out[(*n)++] = (char)(0x80 | (cp & 0x3f));
-    }
-}
-
-/* A string at j->p (at its opening quote) into out (capacity cap). */
-static dt_status json_string(json_scan *j, char *out, size_t cap) {
-    size_t n = 0;
-    j->p++;
-    for (;;) {
-        unsigned char c = (unsigned char)*j->p;
-        if (c == '"') break;
-        if (c == '\0') return json_error(j, "unterminated string");
-        if (c < 0x20) return json_error(j, "control character in a string");
-        if (n + 5 > cap) return json_error(j, "string too long");
-        j->p++;
-        if (c != '\\') {
-            out[n++] = (char)c;
-            continue;
-        }
-        char e = *j->p++;
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e != '\0' && simple) {
-            out[n++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-            continue;
-        }
-        unsigned cp, lo;
-        if (e != 'u' || !scan_hex4(j->p, &cp)) return json_error(j, "bad escape in a string");
-        j->p += 4;
-        /* A high surrogate must pair with a low one (\uD83D\uDE00). */
-        if (cp >= 0xd800 && cp < 0xdc00) {
-            if (j->p[0] != '\\' || j->p[1] != 'u' || !scan_hex4(j->p + 2, &lo) || lo < 0xdc00 || lo >= 0xe000)
-                return json_error(j, "unpaired surrogate in a string");
-            j->p += 6;
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-        } else if (cp >= 0xdc00 && cp < 0xe000) {
-            return json_error(j, "unpaired surrogate in a string");
-        }
-        put_utf8(out, &n, cp);
-    }
-    j->p++;
-    out[n] = '\0';
-    return DT_OK;
-}
-
-/* A number per JSON's grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
-static dt_status json_number(json_scan *j, double *out) {
-    const char *q = j->p;
-    if (*q == '-') q++;
-    if (*q == '0') {
-        q++;
-    } else if (*q >= '1' && *q <= '9') {
-        while (*q >= '0' && *q <= '9') q++;
-    } else {
-        return json_error(j, "unexpected character");
-    }
-    if (*q == '.') {
-        if (!(*++q >= '0' && *q <= '9')) return json_error(j, "bad number");
-        while (*q >= '0' && *q <= '9') q++;
-    }
-    if (*q == 'e' || *q == 'E') {
-        q++;
-        if (*q == '+' || *q == '-') q++;
-        if (!(*q >= '0' && *q <= '9')) return json_error(j, "bad number");
-        while (*q >= '0' && *q <= '9') q++;
-    }
-    *out = strtod(j->p, NULL); /* the grammar above is a subset of strtod's */
-    if (!isfinite(*out)) return json_error(j, "number out of range");
-    j->p = q;
-    return DT_OK;
-}
-
-/* Extends the path with ".key" (or "key" at the root); returns the old length. */
-static dt_status json_push(json_scan *j, const char *key, size_t *old) {
-    *old = strlen(j->path);
-    int n = snprintf(j->path + *old, sizeof j->path - *old, "%s%s", *old ? "." : "", key);
-    if (n < 0 || (size_t)n >= sizeof j->path - *old) return json_error(j, "path too long");
-    return DT_OK;
-}
-
-static dt_status json_value(json_scan *j, int depth);
-
-/* An object or array at j->p (at '{' or '['): each member's value under its key or index. */
-static dt_status json_container(json_scan *j, int depth) {
-    char close = *j->p == '{' ? '}' : ']';
-    j->p++;
-    json_skip_ws(j);
-    if (*j->p == close) {
-        j->p++;
-        return DT_OK;
-    }
-    for (long index = 0;; index++) {
-        char key[256];
-        if (close == '}') {
-            if (*j->p != '"') return json_error(j, "expected a key");
-            DT_TRY(json_string(j, key, sizeof key));
-            json_skip_ws(j);
-            if (*j->p++ != ':') return json_error(j, "expected ':'");
-        } else {
-            snprintf(key, sizeof key, "%ld", index);
-        }
-        size_t old;
-        DT_TRY(json_push(j, key, &old));
-        DT_TRY(json_value(j, depth + 1));
-        j->path[old] = '\0';
-        json_skip_ws(j);
-        if (*j->p == close) {
-            j->p++;
-            return DT_OK;
-        }
-        if (*j->p++ != ',')
-            return json_error(j, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
-        json_skip_ws(j);
-    }
-}
-
-static dt_status json_value(json_scan *j, int depth) {
-    if (depth > JSON_MAX_DEPTH) return json_error(j, "nesting too deep");
-    json_skip_ws(j);
-    char c = *j->p;
-    if (c == '{' || c == '[') return json_container(j, depth);
-    if (c == '"') {
-        DT_TRY(json_string(j, j->str, sizeof j->str));
-        return j->fn(j->ctx, j->path, DT_JSON_STRING, 0, j->str);
-    }
-    static const struct {
-        const char *word;
-        dt_json_kind kind;
-        double num;
-    } words[] = {{"true", DT_JSON_BOOL, 1}, {"false", DT_JSON_BOOL, 0}, {"null", DT_JSON_NULL, 0}};
-    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
-        size_t n = strlen(words[i].word);
-        if (strncmp(j->p, words[i].word, n) == 0) {
-            j->p += n;
-            return j->fn(j->ctx, j->path, words[i].kind, words[i].num, NULL);
-        }
-    }
-    double num = 0;
-    DT_TRY(json_number(j, &num));
-    return j->fn(j->ctx, j->path, DT_JSON_NUMBER, num, NULL);
-}
-
 dt_status dt_json_scan(const char *text, const char *name, dt_json_fn fn, void *ctx) {
-    json_scan j = {.text = text, .p = text, .name = name, .fn = fn, .ctx = ctx};
-    if (*text == '\0') return json_error(&j, "empty file");
-    DT_TRY(json_value(&j, 0));
-    json_skip_ws(&j);
-    if (*j.p != '\0') return json_error(&j, "text after the JSON value");
+    parser ps = {.text = text, .p = text, .name = name, .fn = fn, .ctx = ctx};
+    skip_ws(&ps);
+    if (*ps.p == '\0') return fail_at(&ps, "empty file");
+    dt_json_field f;
+    DT_TRY(parse_value(&ps, 0, &f));
+    skip_ws(&ps);
+    if (*ps.p != '\0') return fail_at(&ps, "text after the JSON value");
     return DT_OK;
 }
