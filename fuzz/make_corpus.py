@@ -168,6 +168,32 @@ def checkpoint_seeds(dtrain):
         with_crc(body[:32] + struct.pack("<Q", 1 << 63) + body[40:]))
 
 
+def json_seeds():
+    """Run-log lines and a profile-like file, then the odd corners: escapes,
+    surrogate pairs, deep nesting, long strings and paths, cut and broken
+    text."""
+    step = (b'{"event":"step","step":12,"epoch":1,"loss":0.53125,"lr":0.02,"step_s":0.0312,'
+            b'"bytes_sent":0,"lag":1,"mode":"ps-async"}')
+    profile = (b'{"format":"dtrain-profile","version":1,"batch":16,"reps":3,\n'
+               b' "layers":[{"name":"conv1","fwd_s":0.001,"bwd_s":0.002,"params":456},\n'
+               b'            {"name":"fc","fwd_s":1e-4,"bwd_s":2.5E-4,"params":7850,"fc_in":784}]}\n')
+    put("json", "step.json", step)
+    put("json", "profile.json", profile)
+    put("json", "escapes.json", b'{"a":"\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00","\\u0061":[true,false,null]}')
+    put("json", "utf8.json", '{"k\u00e9":"\u4e2d\u6587 \U0001f600"}'.encode("utf-8"))
+    put("json", "deep.json", b"[" * 31 + b"1" + b"]" * 31)
+    put("json", "too_deep.json", b"[" * 40 + b"]" * 40)
+    put("json", "long_string.json", b'{"s":"' + b"x" * 1500 + b'"}')
+    put("json", "long_path.json", b'{"' + b"k" * 200 + b'":{"' + b"j" * 80 + b'":1}}')
+    put("json", "many_fields.json", b"{" + b",".join(b'"f%d":%d' % (i, i) for i in range(70)) + b"}")
+    put("json", "numbers.json", b"[0,-0,1.5,-2e-3,1E+2,1e999,01,1.,.5,+1,-]")
+    put("json", "cut.json", step[: len(step) // 2])
+    put("json", "bad_utf8.json", b'{"a":"\xc0\xaf\xff"}')
+    put("json", "lone_surrogate.json", b'{"a":"\\udc00","b":"\\ud800x"}')
+    put("json", "nul_escape.json", b'{"a":"\\u0000"}')
+    put("json", "trailing.json", b'{"a":1} x')
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_corpus.py PATH/TO/dtrain")
@@ -177,6 +203,7 @@ def main():
     idx_seeds()
     cifar_seeds()
     checkpoint_seeds(sys.argv[1])
+    json_seeds()
     for h in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, h))
         size = sum(os.path.getsize(os.path.join(CORPUS, h, f)) for f in files)
