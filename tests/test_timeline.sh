@@ -71,19 +71,28 @@ check "overlap rows allreduce" overlap_rows "$TMP/ar.json" 2
 check "overlap rows ps-sync" overlap_rows "$TMP/ps.json" 2
 cat "$TMP/ar.overlap"
 
-# A clean stop (SIGTERM to both ranks): the workers stop at the same step
-# and the file is still merged.
-$MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --epochs 50 --threads 1 --seed 13 \
-    --log "$TMP/stop.jsonl" --timeline "$TMP/stop.json" > "$TMP/stop.out" 2>&1 &
-job=$!
-wait_for "$TMP/stop.jsonl" '"step":20,' 120
-kill -TERM $(rank_pid "$TMP/stop.jsonl" 0) $(rank_pid "$TMP/stop.jsonl" 1)
-timeout 60 tail --pid=$job -f /dev/null
-wait $job
-check "stopped run exits 1" test $? -eq 1
-check "stopped run says interrupted" grep -q "interrupted at step" "$TMP/stop.out"
-check "stopped run: merged timeline" "${CHECK[@]}" "$TMP/stop.json" --steps any --layers "$LAYERS" \
-    --workers 0,1 --comm
+# A clean stop (SIGTERM to every rank): allreduce workers stop at the same
+# step; ps-async workers each after their step, then they meet and stop the
+# server, which ends too. The file is merged either way.
+stop_run() { # NAME NP CHECK-ARGS... -- TRAIN-ARGS...
+    local name=$1 np=$2; shift 2
+    local checks=()
+    while [ "$1" != "--" ]; do checks+=("$1"); shift; done
+    shift
+    $MPIRUN -np $np "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --epochs 50 --threads 1 --seed 13 \
+        --log "$TMP/$name.jsonl" --timeline "$TMP/$name.json" "$@" > "$TMP/$name.out" 2>&1 &
+    local job=$! pids=()
+    wait_for "$TMP/$name.jsonl" '"step":20,' 120
+    for r in $(seq 0 $((np - 1))); do pids+=($(rank_pid "$TMP/$name.jsonl" $r)); done
+    kill -TERM "${pids[@]}"
+    timeout 60 tail --pid=$job -f /dev/null
+    wait $job
+    check "$name: stopped run exits 1" test $? -eq 1
+    check "$name: stopped run says interrupted" grep -q "interrupted at step" "$TMP/$name.out"
+    check "$name: merged timeline" "${CHECK[@]}" "$TMP/$name.json" --steps any --layers "$LAYERS" "${checks[@]}"
+}
+stop_run stop 2 --workers 0,1 --comm --
+stop_run stop_async 3 --workers 1,2 --servers 0 --comm -- --mode ps-async --servers 1
 
 # A killed run: the part holds every event up to the last checkpoint.
 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --epochs 50 --threads 1 --checkpoint "$TMP/kill.ckpt" \

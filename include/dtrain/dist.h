@@ -104,11 +104,12 @@ dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char 
 /* --timeline FILE: each rank opens its part with a clock origin shared by
  * every rank (collective over world; see comm_timeline.c for clusters). */
 dt_status dt_comm_timeline_open(dt_timeline **out, const dt_comm *c, const char *path);
-/* After the run (run: how it ended; lockstep: workers stop together): the
- * rank flushes its part; after a clean end (every rank) or a clean stop
- * in a lockstep mode (the workers), worker 0 merges the parts into FILE.
- * Otherwise the parts are left as they are. No-op when tl is NULL. */
-dt_status dt_comm_timeline_close(dt_timeline *tl, const dt_comm *c, dt_status run, int lockstep);
+/* After the run (run: how it ended): the rank flushes its part; after a
+ * clean end, an agreed stop (DT_ERR_INTERRUPTED) or an agreed divergence
+ * (DT_ERR_NUMERIC), which every rank reaches, worker 0 merges the parts
+ * into FILE once all have flushed. Otherwise the parts are left as they
+ * are. No-op when tl is NULL. */
+dt_status dt_comm_timeline_close(dt_timeline *tl, const dt_comm *c, dt_status run);
 
 /* Called by dt_mpi_wait every quarter of stall_timeout while requests are
  * pending (ctx is the caller's): report is 1 once per full stall_timeout,

@@ -183,13 +183,12 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
 /* Flushes (and, when the run allows it, merges) the timeline after the
  * run, which ended with status run; the run's own error stays the one
  * returned, a timeline error after a failed run is only printed. */
-static dt_status close_timeline(dt_timeline *tl, const dt_comm *comm, const dt_dist_cfg *dc, dt_status run,
-                                const cli_env *env) {
+static dt_status close_timeline(dt_timeline *tl, const dt_comm *comm, dt_status run, const cli_env *env) {
     if (!tl) return run;
-    if (run == DT_OK) return dt_comm_timeline_close(tl, comm, run, !dt_mode_is_async(dc->mode));
+    if (run == DT_OK) return dt_comm_timeline_close(tl, comm, run);
     char msg[512];
     snprintf(msg, sizeof msg, "%s", dt_last_error());
-    dt_status s = dt_comm_timeline_close(tl, comm, run, !dt_mode_is_async(dc->mode));
+    dt_status s = dt_comm_timeline_close(tl, comm, run);
     if (s != DT_OK) cli_report(s, env);
     return dt_fail(run, "%s", msg);
 }
@@ -253,7 +252,7 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
     else
         s = dt_sync_ps_create(&sync, comm, &p->dist);
     if (s == DT_OK) s = dt_train_run(&p->spec, o, sync, sum);
-    s = close_timeline(p->dist.timeline, comm, &p->dist, s, env);
+    s = close_timeline(p->dist.timeline, comm, s, env);
     if (sync) sync->free(sync); /* before the timeline: its threads record until it is freed */
     return s;
 }
@@ -272,7 +271,7 @@ dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
     if (s == DT_OK && comm.worker < 0) {
         cli_set_threads(1, env); /* a server only sums and steps its shard */
         s = dt_server_run(&comm, &p->dist, &p->spec);
-        s = close_timeline(p->dist.timeline, &comm, &p->dist, s, env);
+        s = close_timeline(p->dist.timeline, &comm, s, env);
     } else if (s == DT_OK) {
         s = run_worker(p, &comm, env, stop, out, sum);
     }

@@ -33,22 +33,16 @@ dt_status dt_comm_timeline_open(dt_timeline **out, const dt_comm *c, const char 
     return dt_timeline_create(out, path, c->rank, c->worker, origin);
 }
 
-dt_status dt_comm_timeline_close(dt_timeline *tl, const dt_comm *c, dt_status run, int lockstep) {
+dt_status dt_comm_timeline_close(dt_timeline *tl, const dt_comm *c, dt_status run) {
     if (!tl) return DT_OK;
     dt_status s = dt_timeline_flush(tl);
-    /* Who is still here to wait for: every rank after a clean end; after a
-     * clean stop (SIGINT/SIGTERM) the workers, which stop at the same step
-     * in lockstep modes, while servers keep serving until the job ends.
-     * Otherwise each rank's part stays as it is. */
-    MPI_Comm over;
-    if (run == DT_OK)
-        over = c->world;
-    else if (run == DT_ERR_INTERRUPTED && lockstep && c->worker >= 0)
-        over = c->workers;
-    else
-        return s;
+    /* Every rank is still here after a clean end, an agreed stop
+     * (SIGINT/SIGTERM) or an agreed divergence: the workers end together
+     * and tell the servers to stop, which then end cleanly. Otherwise each
+     * rank's part stays as it is. */
+    if (run != DT_OK && run != DT_ERR_INTERRUPTED && run != DT_ERR_NUMERIC) return s;
     MPI_Request req;
-    DT_TRY(dt_mpi_check(MPI_Ibarrier(over, &req), "timeline (MPI_Ibarrier)"));
+    DT_TRY(dt_mpi_check(MPI_Ibarrier(c->world, &req), "timeline (MPI_Ibarrier)"));
     DT_TRY(dt_mpi_wait(&req, 1, 0, NULL, NULL, "timeline (MPI_Ibarrier)"));
     if (s != DT_OK || c->worker != 0) return s;
     /* Servers stopped early have flushed at the last checkpoint, or not at all. */

@@ -33,7 +33,7 @@ struct dt_trainer {
     dt_sync_stats comm;       /* communication totals over steps_run */
     double lag_sum, lag_max;  /* ps modes: version lag of the parameters each step used */
     int done;                 /* the strategy ended the run (ps-async budget) */
-    int diverging;            /* independent worker with peers: a divergence was seen, train no more */
+    int diverging;            /* meets_at_end worker: a divergence was seen, train no more */
     long bad_step;            /* first step with a non-finite loss here, when steps are finished (0: none) */
     int bad_epoch;            /* its epoch (1-based) */
     const char *bad_what;     /* "loss is NaN", ... */
@@ -108,51 +108,50 @@ static dt_status end_diverged(dt_trainer *t) {
     if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
     if (t->bad_step) return diverged(t->bad_what, t->bad_step, t->bad_epoch);
     return dt_fail(DT_ERR_NUMERIC,
-                   "training diverged: another worker's loss became NaN or infinite by step %ld; "
+                   "training diverged: another worker's loss or parameters became NaN or infinite by step %ld; "
                    "the last checkpoint was left as it was; try a lower --lr", t->step);
 }
 
-/* Lockstep workers must stop together: one that stopped alone would leave
- * the others waiting in the next collective for ever. So a stop request
- * (SIGINT/SIGTERM) and a non-finite loss on any worker are agreed on in one
- * small reduction: every 10 steps (off the hot path), before every
- * evaluation and before every checkpoint (so none holds diverged
- * parameters). Independent workers decide alone at every step, or with
- * the peers of their worker group (agree_stop; a divergence wins over a
- * stop request); one that saw a divergence trains no more and meets the
- * others at the end of the run (agree_at_end), where they all stop: the
- * others follow soon, their next parameters hold its non-finite gradient.
- * stop may be NULL (the request is then seen at the next agreement). */
-static dt_status agree(dt_trainer *t, int *stop) {
-    double v[2] = {t->opts->stop && *t->opts->stop, t->bad_step > 0};
-    if (lockstep(t)) {
+/* Independent workers with peers (ps-async and kin on 2+ workers): each
+ * steps on its own, so a stop request or a divergence on one is not seen
+ * by the others at once; instead of stopping alone (leaving the others
+ * without it in the end-of-run collectives) it trains no more and they all
+ * meet after their last step (run_loop), where they stop together. */
+static int meets_at_end(const dt_trainer *t) { return !lockstep(t) && t->opts->world > 1; }
+
+/* Workers must stop together: one that stopped alone would leave the
+ * others waiting in the next collective for ever. So a stop request
+ * (SIGINT/SIGTERM) and a divergence on any worker are agreed on in one
+ * small reduction: lockstep workers every 10 steps (off the hot path),
+ * and every worker before every evaluation and checkpoint (so none holds
+ * diverged parameters), over all workers when `all` (every worker is at
+ * this point: lockstep, or independent ones at the end of the run).
+ * Otherwise an independent worker decides alone at every step, or with the
+ * peers of its worker group (agree_stop; a divergence wins over a stop
+ * request), and one that saw a divergence trains no more (done) and meets
+ * the others at the end: they follow soon, as their next parameters hold
+ * its non-finite gradient. stop may be NULL (the request is then seen at
+ * the next agreement). */
+static dt_status agree(dt_trainer *t, int *stop, int all) {
+    double v[2] = {t->opts->stop && *t->opts->stop, t->bad_step > 0 || t->diverging};
+    int together = lockstep(t) || (all && t->opts->world > 1);
+    if (together) {
         DT_TRY(t->sync->reduce_sum(t->sync, v, 2));
-    } else if (stop && t->sync->agree_stop) {
+    } else if (t->sync->agree_stop) {
         int flags = (v[0] > 0) | (v[1] > 0) << 1; /* reduced by MAX: 2 or 3 if any peer diverged */
         DT_TRY(t->sync->agree_stop(t->sync, &flags));
         v[0] = flags == 1 || flags == 3;
         v[1] = flags >= 2;
     }
-    if (v[1] > 0 && !lockstep(t) && t->opts->world > 1) {
+    if (v[1] > 0 && !together && meets_at_end(t)) {
         t->diverging = t->done = 1;
     } else if (v[1] > 0) {
-        /* A divergence is seen by every lockstep worker here, at once. */
-        if (lockstep(t)) t->sync->ended_together = 1;
+        /* A divergence is seen by every worker of the reduction here, at once. */
+        if (together) t->sync->ended_together = 1;
         return end_diverged(t);
     }
     if (stop) *stop = v[0] > 0;
     return DT_OK;
-}
-
-/* Independent workers with peers meet once, after their last step: a
- * divergence any of them saw stops them all here, before anything is
- * evaluated or saved. */
-static dt_status agree_at_end(dt_trainer *t) {
-    if (lockstep(t) || t->opts->world == 1) return DT_OK;
-    double v = t->diverging;
-    DT_TRY(t->sync->reduce_sum(t->sync, &v, 1));
-    if (v > 0) t->sync->ended_together = 1;
-    return v > 0 ? end_diverged(t) : DT_OK;
 }
 
 static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
@@ -164,20 +163,25 @@ static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
 /* Worker 0 writes the file. all = 1: collective over the workers (and
  * servers, through gather), every worker calls it at the same step; all =
  * 0: an independent worker's own checkpoint (only worker 0's is written). */
+static int all_finite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
 static dt_status write_checkpoint(dt_trainer *t, int all) {
-    /* A step can overflow the parameters before any loss shows it (the
-     * next forward would): such a checkpoint could not be resumed, so it
-     * counts as a divergence here. */
-    const float *p = t->net->params;
-    for (size_t i = 0; i < t->net->nparams && !t->bad_step; i++)
-        if (!isfinite(p[i])) {
-            int epoch, pos;
-            dt_loader_position(t->loader, &epoch, &pos);
-            note_divergence(t, "a parameter became NaN or infinite", t->step, epoch + 1);
-        }
-    DT_TRY(agree(t, NULL));
-    if (t->diverging) return DT_OK; /* the last checkpoint stays as it was */
+    /* The parameters as they will be written: pulled from any servers. */
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, all));
+    /* A step can overflow them before any loss shows it (the next forward
+     * would): a checkpoint of them could not be resumed, so they count as
+     * a divergence, agreed on like one. */
+    if (!all_finite(t->net->params, t->net->nparams) || !all_finite(t->net->state, t->net->nstate)) {
+        int epoch, pos;
+        dt_loader_position(t->loader, &epoch, &pos);
+        note_divergence(t, "a parameter became NaN or infinite", t->step, epoch + 1);
+    }
+    DT_TRY(agree(t, NULL, all));
+    if (t->diverging) return DT_OK; /* the last checkpoint stays as it was */
     if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     if (t->opts->rank != 0) return DT_OK;
     int epoch, step_in_epoch;
@@ -285,7 +289,7 @@ static dt_status setup(dt_trainer *t) {
 
 static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double *loss) {
     double t0 = dt_now();
-    DT_TRY(agree(t, NULL));
+    DT_TRY(agree(t, NULL, 1));
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
     DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->rank, t->opts->world, t->spec->batch,
                        acc, loss));
@@ -372,6 +376,16 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     return dt_report_log(&t->rep, json);
 }
 
+/* SIGINT/SIGTERM agreed on: a checkpoint (collective when all), the
+ * servers told to stop, DT_ERR_INTERRUPTED. */
+static dt_status stop_run(dt_trainer *t, int all) {
+    DT_TRY(save_checkpoint(t, all));
+    if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
+    t->sync->ended_together = 1;
+    return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step,
+                   t->opts->checkpoint_path && t->opts->rank == 0 ? "; checkpoint written" : "");
+}
+
 static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
     const dt_train_opts *o = t->opts;
     long evaluated_at_step = -1;
@@ -379,15 +393,9 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
         int stop = 0;
-        if (!lockstep(t) || t->step % 10 == 0) DT_TRY(agree(t, &stop));
-        if (t->diverging) break;
-        if (stop) { /* in lockstep modes every worker stops at this step */
-            DT_TRY(save_checkpoint(t, !t->sync->independent));
-            if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
-            t->sync->ended_together = 1;
-            return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step,
-                           o->checkpoint_path && o->rank == 0 ? "; checkpoint written" : "");
-        }
+        if (!lockstep(t) || t->step % 10 == 0) DT_TRY(agree(t, &stop, 0));
+        if (t->diverging || (stop && meets_at_end(t))) break;
+        if (stop) return stop_run(t, !t->sync->independent); /* lockstep: every worker at this step */
         const float *x;
         const uint8_t *y;
         int n;
@@ -415,7 +423,11 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
                            ips * o->world, eta, 0);
     }
     if (t->loss_count) t->last_epoch_loss = t->loss_sum / (double)t->loss_count;
-    DT_TRY(agree_at_end(t));
+    if (meets_at_end(t)) { /* a divergence, a stop request or the end: all of them together */
+        int stop = 0;
+        DT_TRY(agree(t, &stop, 1));
+        if (stop) return stop_run(t, 1);
+    }
     if (evaluated_at_step != t->step) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
