@@ -127,11 +127,12 @@ for m in ps-sync ps-async ps-hogwild; do
 import os, re, struct, sys
 import numpy as np
 if not os.path.exists(sys.argv[2]): sys.exit(0)  # the parameters were non-finite at the first checkpoint
-first = min(int(x) for x in re.findall(r'(?:loss is \w+|a parameter became NaN or infinite) at step (\d+)', sys.argv[1]))
+# Worker 0 (rank 1) writes it; its own step count names where it stopped.
+first = int(re.search(r'rank 1: training diverged: .* (?:at|by) step (\d+)', sys.argv[1]).group(1))
 raw = open(sys.argv[2], 'rb').read()
 step = struct.unpack_from('<Q', raw, 32)[0]
 n = sum(struct.unpack_from('<QQQ', raw, 56))
-assert step < first and np.isfinite(np.frombuffer(raw, '<f4', n, 80)).all(), (step, first)
+assert step <= first and np.isfinite(np.frombuffer(raw, '<f4', n, 80)).all(), (step, first)
 " "$out" "$TMP/nan_$m.ckpt"
 done
 
