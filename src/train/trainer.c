@@ -160,15 +160,15 @@ static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
     return a;
 }
 
-/* Worker 0 writes the file. all = 1: collective over the workers (and
- * servers, through gather), every worker calls it at the same step; all =
- * 0: an independent worker's own checkpoint (only worker 0's is written). */
 static int all_finite(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (!isfinite(x[i])) return 0;
     return 1;
 }
 
+/* Worker 0 writes the file. all = 1: collective over the workers (and
+ * servers, through gather), every worker calls it at the same step; all =
+ * 0: an independent worker's own checkpoint (only worker 0's is written). */
 static dt_status write_checkpoint(dt_trainer *t, int all) {
     /* The parameters as they will be written: pulled from any servers. */
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, all));
