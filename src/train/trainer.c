@@ -34,9 +34,12 @@ struct dt_trainer {
     double lag_sum, lag_max;  /* ps modes: version lag of the parameters each step used */
     int done;                 /* the strategy ended the run (ps-async budget) */
     int diverging;            /* meets_at_end worker: a divergence was seen, train no more */
-    long bad_step;            /* first step with a non-finite loss here, when steps are finished (0: none) */
-    int bad_epoch;            /* its epoch (1-based) */
-    const char *bad_what;     /* "loss is NaN", ... */
+    /* The first sign of divergence here, until agreed on: the step of a
+     * non-finite loss or of parameters found non-finite before a
+     * checkpoint (0: none), its epoch (1-based), what ("loss is NaN"). */
+    long bad_step;
+    int bad_epoch;
+    const char *bad_what;
 };
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
