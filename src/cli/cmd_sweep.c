@@ -136,14 +136,14 @@ static dt_status prepare_trial(const sweep *sw, long t, cli_train_plan *plan) {
     char *words[MAX_WORDS + 2 * CLI_GRID_MAX_AXES];
     cli_train_args a;
     DT_TRY(cli_train_parse(&a, trial_words(sw, t, words), words));
-    return cli_train_prepare(plan, &a, sw->ranks_per_trial);
+    return cli_train_prepare(plan, &a, sw->ranks_per_trial, 1);
 }
 
 /* Every trial's flags, before anything runs: a bad value is a usage error
  * naming the trial, not a failed trial. The common flags first, so that
  * their errors (a missing model file) do not name a trial. */
 static dt_status check_trials(const sweep *sw, const cli_train_args *base, cli_train_plan *plan) {
-    DT_TRY(cli_train_prepare(plan, base, sw->ranks_per_trial));
+    DT_TRY(cli_train_prepare(plan, base, sw->ranks_per_trial, 1));
     for (long t = 0; t < sw->grid.ntrials; t++) {
         dt_status s = prepare_trial(sw, t, plan);
         if (s == DT_OK) continue;

@@ -51,7 +51,16 @@ static const char train_usage[] =
     "  --quiet               only the final summary line\n";
 
 /* --mode/--servers/--sfb/--sacp/--group-size against the run's ranks. */
-static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, int ranks) {
+/* "this job has 3 ranks" for a train run, "a trial has 3 ranks
+ * (--ranks-per-trial)" for a sweep's. */
+static const char *ranks_said(char *buf, size_t cap, int ranks, int in_sweep) {
+    snprintf(buf, cap, "%s has %d rank%s%s", in_sweep ? "a trial" : "this job", ranks, ranks == 1 ? "" : "s",
+             in_sweep ? " (--ranks-per-trial)" : "");
+    return buf;
+}
+
+static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, int ranks, int in_sweep) {
+    char has[64];
     if (!name) name = ranks > 1 ? "allreduce" : "serial";
     int m = dt_mode_from_name(name);
     if (m < 0)
@@ -59,13 +68,13 @@ static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, in
                        "ps-async-nowait, ps-hogwild, ps-ssp)", name);
     dc->mode = (dt_mode)m;
     if (dc->mode == DT_MODE_SERIAL && ranks > 1)
-        return dt_fail(DT_ERR_USAGE, "--mode serial runs on one rank, this job has %d (use allreduce or "
-                       "ps-sync)", ranks);
+        return dt_fail(DT_ERR_USAGE, "--mode serial runs on one rank, %s (use allreduce or ps-sync)",
+                       ranks_said(has, sizeof has, ranks, in_sweep));
     dc->servers = dt_mode_is_ps(dc->mode) ? servers : 0;
     if (dt_mode_is_ps(dc->mode) && ranks < servers + 1)
-        return dt_fail(DT_ERR_USAGE, "--mode %s --servers %d needs at least %d ranks, this job has %d "
-                       "(start it with dtrain launch -n N or mpirun -np N)", name, servers, servers + 1,
-                       ranks);
+        return dt_fail(DT_ERR_USAGE, "--mode %s --servers %d needs at least %d ranks, %s%s", name, servers,
+                       servers + 1, ranks_said(has, sizeof has, ranks, in_sweep),
+                       in_sweep ? "" : " (start it with dtrain launch -n N or mpirun -np N)");
     return dt_dist_cfg_check(dc, ranks - dc->servers);
 }
 
@@ -133,7 +142,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
     return DT_OK;
 }
 
-dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int ranks) {
+dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int ranks, int in_sweep) {
     memset(p, 0, sizeof *p);
     if (a->ckpt_every && !a->ckpt) return dt_fail(DT_ERR_USAGE, "--checkpoint-every needs --checkpoint FILE");
     int rule = dt_lr_scaling_from_name(a->lr_scaling ? a->lr_scaling : "none");
@@ -157,7 +166,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
     if (algo < 0) return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (auto, shm, ring, mpi)", a->ar_algo);
     dc.ar_algo = (dt_ar_algo)algo;
-    DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks));
+    DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks, in_sweep));
     if (a->ar_algo && dc.mode != DT_MODE_ALLREDUCE)
         return dt_fail(DT_ERR_USAGE, "--allreduce-algo applies to --mode allreduce, not %s", dt_mode_name(dc.mode));
     p->dist = dc;
@@ -289,7 +298,7 @@ int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) 
         return 0;
     }
     cli_train_plan p;
-    if (s == DT_OK) s = cli_train_prepare(&p, &a, env->world);
+    if (s == DT_OK) s = cli_train_prepare(&p, &a, env->world, 0);
     dt_train_summary sum;
     if (s == DT_OK) s = cli_train_run(&p, MPI_COMM_WORLD, env, stop, stdout, &sum);
     /* Interrupted or diverged: every worker stopped at a step (together,

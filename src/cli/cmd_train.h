@@ -41,8 +41,9 @@ typedef struct {
 dt_status cli_train_parse(cli_train_args *a, int argc, char **argv);
 
 /* Resolves a for a run on `ranks` ranks: loads the model file, applies the
- * overrides and checks the combination of flags. */
-dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int ranks);
+ * overrides and checks the combination of flags. in_sweep: the ranks are a
+ * sweep trial's (--ranks-per-trial), which messages say instead of the job's. */
+dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int ranks, int in_sweep);
 
 /* Trains p on the ranks of comm (each calls it; every rank of comm must be
  * given the same plan): server ranks serve, worker 0 prints the start-up
