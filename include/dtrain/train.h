@@ -111,6 +111,14 @@ typedef struct {
     long max_clock_gap;          /* largest gap between the workers' clocks */
 } dt_train_summary;
 
+/* Whether a run that returned s ended together on every rank: finished,
+ * or stopped by an agreed SIGINT/SIGTERM or divergence, every worker at
+ * its end and every server told to stop. Then no rank waits on another,
+ * and end-of-run collectives over all ranks are safe. */
+static inline int dt_run_ended_together(dt_status s) {
+    return s == DT_OK || s == DT_ERR_INTERRUPTED || s == DT_ERR_NUMERIC;
+}
+
 /* Trains spec (already resolved: command-line overrides applied) with the
  * given sync strategy. Writes progress, the JSONL log and the summary line.
  * On a NaN/inf loss (or parameters found non-finite before a checkpoint)

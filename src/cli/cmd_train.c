@@ -50,7 +50,6 @@ static const char train_usage[] =
     "  --stall-timeout S     name the missing ranks after S seconds of waiting (default 60)\n"
     "  --quiet               only the final summary line\n";
 
-/* --mode/--servers/--sfb/--sacp/--group-size against the run's ranks. */
 /* "this job has 3 ranks" for a train run, "a trial has 3 ranks
  * (--ranks-per-trial)" for a sweep's. */
 static const char *ranks_said(char *buf, size_t cap, int ranks, int in_sweep) {
@@ -59,6 +58,7 @@ static const char *ranks_said(char *buf, size_t cap, int ranks, int in_sweep) {
     return buf;
 }
 
+/* --mode/--servers/--sfb/--sacp/--group-size against the run's ranks. */
 static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, int ranks, int in_sweep) {
     char has[64];
     if (!name) name = ranks > 1 ? "allreduce" : "serial";
@@ -301,9 +301,7 @@ int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) 
     if (s == DT_OK) s = cli_train_prepare(&p, &a, env->world, 0);
     dt_train_summary sum;
     if (s == DT_OK) s = cli_train_run(&p, MPI_COMM_WORLD, env, stop, stdout, &sum);
-    /* Interrupted or diverged: every worker stopped at a step (together,
-     * or independent ones at their end of the run) and the servers were
-     * told to stop, so the job can end without MPI_Abort. */
-    env->orderly = s == DT_ERR_INTERRUPTED || s == DT_ERR_NUMERIC;
+    /* Interrupted or diverged, every rank ends by itself: no MPI_Abort. */
+    env->orderly = dt_run_ended_together(s);
     return cli_report(s, env);
 }

@@ -36,15 +36,13 @@ dt_status dt_comm_timeline_open(dt_timeline **out, const dt_comm *c, const char 
 dt_status dt_comm_timeline_close(dt_timeline *tl, const dt_comm *c, dt_status run) {
     if (!tl) return DT_OK;
     dt_status s = dt_timeline_flush(tl);
-    /* Every rank is still here after a clean end, an agreed stop
-     * (SIGINT/SIGTERM) or an agreed divergence: the workers end together
-     * and tell the servers to stop, which then end cleanly. Otherwise each
-     * rank's part stays as it is. */
-    if (run != DT_OK && run != DT_ERR_INTERRUPTED && run != DT_ERR_NUMERIC) return s;
+    /* After any other end a rank may never come: each part stays as it is. */
+    if (!dt_run_ended_together(run)) return s;
     MPI_Request req;
     DT_TRY(dt_mpi_check(MPI_Ibarrier(c->world, &req), "timeline (MPI_Ibarrier)"));
     DT_TRY(dt_mpi_wait(&req, 1, 0, NULL, NULL, "timeline (MPI_Ibarrier)"));
     if (s != DT_OK || c->worker != 0) return s;
-    /* Servers stopped early have flushed at the last checkpoint, or not at all. */
+    /* A clean end needs every rank's part; after an agreed stop or
+     * divergence a missing part is skipped. */
     return dt_timeline_merge(dt_timeline_path(tl), c->size, run == DT_OK);
 }

@@ -66,4 +66,22 @@ static inline void ps_overlap(const size_t *ps_offset, int i, size_t lo, size_t 
     if (*b < *a) *b = *a;
 }
 
+/* The segments of shard [lo, hi) of the servers' vector: its pieces of
+ * each layer in the order backward frees them (last layer first), which is
+ * the order a worker pushes them in and the order of the committed clocks
+ * in a reply header. Writes segment k as [a[k], b[k]) less `from` (room
+ * for nlayers) and returns how many there are. */
+static inline int ps_segments(const size_t *ps_offset, int nlayers, size_t lo, size_t hi, size_t from, size_t *a,
+                              size_t *b) {
+    int n = 0;
+    for (int i = nlayers - 1; i >= 0; i--) {
+        size_t l, h;
+        ps_overlap(ps_offset, i, lo, hi, &l, &h);
+        if (l == h) continue;
+        a[n] = l - from;
+        b[n++] = h - from;
+    }
+    return n;
+}
+
 #endif

@@ -218,17 +218,20 @@ __attribute__((noinline)) static void hogwild_snapshot(const server *sv, float *
     memcpy(snap + lo, sv->params + lo, sizeof(float) * (hi - lo));
 }
 
-/* Copies [lo, hi) of the shard into the same place of snap. */
-static void take_snapshot(server *sv, float *snap, size_t lo, size_t hi) {
+/* Copies [lo, hi) of the shard into the same place of w's reply buffer,
+ * which it returns (the snapshot to send from). */
+static const float *take_snapshot(server *sv, int w, size_t lo, size_t hi) {
+    float *snap = sv->reply + (size_t)w * sv->n;
     if (sv->hogwild) {
         hogwild_snapshot(sv, snap, lo, hi);
-        return;
+        return snap;
     }
     /* Only nowait's applier changes params concurrently; elsewhere pmu is
      * uncontended. */
     pthread_mutex_lock(&sv->pmu);
     memcpy(snap + lo, sv->params + lo, sizeof(float) * (hi - lo));
     pthread_mutex_unlock(&sv->pmu);
+    return snap;
 }
 
 /* The step of one gradient in the asynchronous modes. Its share of a
@@ -349,8 +352,7 @@ static dt_status send_params(server *sv, int w, const float *src, size_t lo, siz
 /* Sends w a snapshot of the whole shard with its header. */
 static dt_status reply(server *sv, int w, long lag) {
     DT_TRY(wait_replies(sv, w));
-    float *snap = sv->reply + (size_t)w * sv->n;
-    take_snapshot(sv, snap, 0, sv->n);
+    const float *snap = take_snapshot(sv, w, 0, sv->n);
     DT_TRY(send_header(sv, w, lag, NULL));
     return send_params(sv, w, snap, 0, sv->n, 1);
 }
@@ -379,9 +381,7 @@ static dt_status async_segment(server *sv, int w, int k) {
     dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply", t0, dt_now(),
                      (dt_tl_arg[]){{"worker", world_rank_of(sv, w)}, {"clock", sv->wclock[w]}, {"segment", k}},
                      3);
-    float *snap = sv->reply + (size_t)w * sv->n;
-    take_snapshot(sv, snap, lo, hi);
-    return send_params(sv, w, snap, lo, hi, 1 + k);
+    return send_params(sv, w, take_snapshot(sv, w, lo, hi), lo, hi, 1 + k);
 }
 
 /* Clock c's step on segment k of the shard: every worker's gradient
@@ -436,12 +436,7 @@ static dt_status advance_reply(server *sv, int w) {
     for (int k; (k = sv->seg_sent[w]) < sv->nseg; sv->seg_sent[w]++) {
         if (!delivered(sv, w, k, c) || sv->seg_committed[k] < c + 1 - sv->staleness) return DT_OK;
         if (k == 0) DT_TRY(wait_replies(sv, w));
-        const float *src = sv->params;
-        if (sv->staleness > 0) {
-            float *snap = sv->reply + (size_t)w * sv->n;
-            take_snapshot(sv, snap, sv->seg_lo[k], sv->seg_hi[k]);
-            src = snap;
-        }
+        const float *src = sv->staleness > 0 ? take_snapshot(sv, w, sv->seg_lo[k], sv->seg_hi[k]) : sv->params;
         h[PS_HDR_LEN + k] = (double)sv->seg_committed[k];
         DT_TRY(send_params(sv, w, src, sv->seg_lo[k], sv->seg_hi[k], 1 + k));
     }
@@ -615,13 +610,7 @@ static dt_status setup(server *sv) {
     size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn;
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_lo, L * sizeof(size_t), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_hi, L * sizeof(size_t), "server"));
-    for (int i = sv->net->nlayers - 1; i >= 0; i--) {
-        size_t a, b;
-        ps_overlap(sv->plan.ps_offset, i, sv->lo, sv->hi, &a, &b);
-        if (a == b) continue;
-        sv->seg_lo[sv->nseg] = a - sv->lo;
-        sv->seg_hi[sv->nseg++] = b - sv->lo;
-    }
+    sv->nseg = ps_segments(sv->plan.ps_offset, sv->net->nlayers, sv->lo, sv->hi, sv->lo, sv->seg_lo, sv->seg_hi);
     sv->nreply = sv->nseg + 1 > 2 ? sv->nseg + 1 : 2;
     sv->hdr_len = PS_HDR_LEN + sv->nseg;
     DT_TRY(dt_mul_size(&wn, W, sv->n, "server buffers"));

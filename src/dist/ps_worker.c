@@ -36,7 +36,6 @@ typedef struct {
     MPI_Datatype *shard_type;     /* (nservers) shard s within the flat parameters */
     MPI_Request *reqs;            /* gradient sends and parameter receives, this step */
     int nreqs, maxreqs;
-    int segmented;                /* replies come segment by segment (ps_segmented) */
     int *req_from;                /* (maxreqs) the server each request receives from, -1 for a send */
     double ctrl[PS_CTRL_LEN];     /* send buffer of the step's control message */
     MPI_Request ctrl_reqs[1024];  /* one per server */
@@ -92,7 +91,7 @@ static dt_status push_layer(ps_ctx *p, int layer) {
         DT_TRY(add_req(p, MPI_Isend(p->net->grads + at, (int)(b - a), MPI_FLOAT, s, PS_TAG_GRAD, p->comm.world,
                                     &p->reqs[p->nreqs]),
                        -1, "gradient push (MPI_Isend)"));
-        if (!p->segmented) continue;
+        if (!ps_segmented(p->cfg.mode)) continue;
         DT_TRY(add_req(p, MPI_Irecv(p->net->params + at, (int)(b - a), MPI_FLOAT, s, PS_TAG_PARAM, p->comm.world,
                                     &p->reqs[p->nreqs]),
                        s, "parameter pull (MPI_Irecv)"));
@@ -252,17 +251,16 @@ static dt_status post_replies(ps_ctx *p, int whole) {
  * last layer first. */
 static void read_my_writes(ps_ctx *p) {
     float inv_w = 1.0f / (float)p->comm.nworkers;
-    for (int s = 0; s < p->comm.nservers; s++)
-        for (int i = p->net->nlayers - 1, k = 0; i >= 0; i--) {
-            size_t a, b;
-            ps_overlap(p->plan.ps_offset, i, p->shard_lo[s], p->shard_hi[s], &a, &b);
-            if (a == b) continue;
-            for (long j = (long)hdr_of(p, s)[PS_HDR_LEN + k++]; j <= p->clock; j++) {
+    size_t a[DT_MAX_LAYERS], b[DT_MAX_LAYERS];
+    for (int s = 0; s < p->comm.nservers; s++) {
+        int nseg = ps_segments(p->plan.ps_offset, p->net->nlayers, p->shard_lo[s], p->shard_hi[s], 0, a, b);
+        for (int k = 0; k < nseg; k++)
+            for (long j = (long)hdr_of(p, s)[PS_HDR_LEN + k]; j <= p->clock; j++) {
                 const float *g = own_slot(p, j);
                 float step = p->own_lr[j % p->nown] * inv_w;
-                for (size_t x = a; x < b; x++) p->net->params[x] -= step * g[x];
+                for (size_t x = a[k]; x < b[k]; x++) p->net->params[x] -= step * g[x];
             }
-        }
+    }
 }
 
 /* The SFB layers' update, the same on every worker: their summed factors
@@ -341,8 +339,9 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     if (p->k > 1) DT_TRY(group_reduce(p));
     /* Whole replies land in net->params only now, segmented ones have been
      * landing layer by layer; either way the step ends with all of them in. */
-    double t_post = p->segmented ? p->first_send : dt_now();
-    DT_TRY(receive_replies(p, !p->segmented, "parameter exchange"));
+    int segmented = ps_segmented(p->cfg.mode);
+    double t_post = segmented ? p->first_send : dt_now();
+    DT_TRY(receive_replies(p, !segmented, "parameter exchange"));
     DT_TRY(update_sfb_layers(p, t, lr));
     double t1 = dt_now();
     if (p->nown) {
@@ -458,7 +457,6 @@ dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *
     p->cfg = *cfg;
     p->k = cfg->group_size;
     p->leader = c->worker % p->k == 0;
-    p->segmented = ps_segmented(cfg->mode);
     p->sub = MPI_COMM_NULL;
     sy->name = dt_mode_name(cfg->mode);
     sy->start = ps_start;
