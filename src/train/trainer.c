@@ -35,8 +35,8 @@ struct dt_trainer {
     int done;                 /* the strategy ended the run (ps-async budget) */
     int diverging;            /* meets_at_end worker: a divergence was seen, train no more */
     /* The first sign of divergence here, until agreed on: the step of a
-     * non-finite loss or of parameters found non-finite before a
-     * checkpoint (0: none), its epoch (1-based), what ("loss is NaN"). */
+     * non-finite loss or of parameters or momentum found non-finite before
+     * a checkpoint (0: none), its epoch (1-based), what ("loss is NaN"). */
     long bad_step;
     int bad_epoch;
     const char *bad_what;
@@ -173,25 +173,27 @@ static int all_finite(const float *x, size_t n) {
  * servers, through gather), every worker calls it at the same step; all =
  * 0: an independent worker's own checkpoint (only worker 0's is written). */
 static dt_status write_checkpoint(dt_trainer *t, int all) {
-    /* The parameters as they will be written: pulled from any servers. */
+    /* What will be written: the parameters pulled from any servers, their
+     * optimiser state fetched by worker 0. */
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, all));
+    if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     /* A step can overflow them before any loss shows it (the next forward
      * would): a checkpoint of them could not be resumed, so they count as
      * a divergence, agreed on like one. */
-    if (!all_finite(t->net->params, t->net->nparams) || !all_finite(t->net->state, t->net->nstate)) {
+    dt_ckpt_arrays a = ckpt_arrays(t);
+    if (!all_finite(a.params, a.nparams) || !all_finite(a.state, a.nstate) ||
+        !all_finite(a.momentum, a.nmomentum)) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
-        note_divergence(t, "a parameter became NaN or infinite", t->step, epoch + 1);
+        note_divergence(t, "the parameters or their optimiser state became NaN or infinite", t->step, epoch + 1);
     }
     DT_TRY(agree(t, NULL, all));
     if (t->diverging) return DT_OK; /* the last checkpoint stays as it was */
-    if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     if (t->opts->rank != 0) return DT_OK;
     int epoch, step_in_epoch;
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
     dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch,
                       step_in_epoch};
-    dt_ckpt_arrays a = ckpt_arrays(t);
     double t0 = dt_now();
     DT_TRY(dt_checkpoint_save(t->opts->checkpoint_path, &m, &a));
     char json[2048], path[1024];
