@@ -3,7 +3,7 @@
 # Called by the Makefile before configuring; safe to run repeatedly.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin
-      zlib1g-dev libcairo2-dev dataset-fashion-mnist python3-torch python3-numpy clang libclang-rt-14-dev)
+      zlib1g-dev libcairo2-dev graphviz dataset-fashion-mnist python3-torch python3-numpy clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
