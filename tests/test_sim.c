@@ -1,5 +1,6 @@
 /* Scaling simulator: the alpha-beta formulas against hand-computed step
- * times, Poseidon's byte counts, monotonicity in bandwidth and latency, one
+ * times, Poseidon's byte counts, sacp's choice by simulated step (never
+ * slower than ps-sync or sfb), monotonicity in bandwidth and latency, one
  * node without communication, unit parsing, profile files, and the per-layer
  * timing entry point (same gradients as a plain step). */
 #include <math.h>
@@ -115,14 +116,45 @@ static void test_sfb_by_hand(void) {
     CHECK_CLOSE(r.step_s, 0.033 + 2 * (9.6e-6 + 20e-6) + 0.0008 + 0.003, 1e-12, 1e-12);
     CHECK_CLOSE(r.bytes_sent, 2 * 10 * 300 * 4, 1e-9, 0);
     CHECK(r.fc_sfb == 1);
-    /* sacp: SFB moves 2 x 10 x 2 x 300 x 4 = 48 kB against PS's 160 kB. */
+    /* sacp on 3 workers: SFB is faster than the server (and moves 48 kB
+     * against PS's 160 kB). */
     c.mode = DT_SIM_SACP;
     CHECK_OK(dt_sim_run(&r, prof, &c));
     CHECK(r.fc_sfb == 1);
-    /* With 100 workers SFB would move 2 x 10 x 99 x 300 x 4 = 2.4 MB: PS wins. */
+    CHECK_CLOSE(r.step_s, 0.033 + 2 * (9.6e-6 + 20e-6) + 0.0008 + 0.003, 1e-12, 1e-12);
+
+    /* 100 workers. SFB moves 2 x 10 x 99 x 300 x 4 = 2.4 MB per worker,
+     * Poseidon's byte rule's PS 160 kB, but the one server's link takes
+     * 100 x 80.4 kB each way and the server sums 100 gradients:
+     * ps-sync: the pushes arrive by 33 + 100 x 0.06432 + 0.02 = 39.452 ms;
+     * 201 sums and copies (2 ms each) and the update (3 ms): 444.452; the
+     * replies: + 0.02 + 6.432 = 450.904 ms.
+     * sfb: 99 x (9.6 + 20) us of factors after backward, then the rebuild,
+     * 99 x 2 x 10 x 100 x 200 flops = 39.6 ms, and the update: 78.5304 ms. */
     c.nodes = 100;
+    c.mode = DT_SIM_PS_SYNC;
+    CHECK_CLOSE(step(prof, &c), 0.450904, 1e-12, 1e-12);
+    c.mode = DT_SIM_SFB;
+    CHECK_CLOSE(step(prof, &c), 0.0785304, 1e-12, 1e-12);
+    CHECK(dt_sim_sfb_bytes(100, 200, 10, 100) > dt_sim_ps_bytes(100, 200)); /* the byte rule: PS */
+    c.mode = DT_SIM_SACP; /* the simulated steps: SFB */
+    CHECK_OK(dt_sim_run(&r, prof, &c));
+    CHECK(r.fc_sfb == 1);
+    CHECK_CLOSE(r.step_s, 0.0785304, 1e-12, 1e-12);
+    CHECK_CLOSE(r.bytes_sent, 99 * 10 * 300 * 4, 1e-9, 0);
+
+    /* 100 servers of 201 floats each: a worker sends 100 messages of 804 B
+     * (20.6432 us each) from 33 ms; the last server has its parts from the
+     * 100 workers at 33 + 99 x 0.0206432 + 0.08432 ms, applies them in
+     * 4.05 ms and replies in 0.02 + 0.06432 ms: 39.2623168 ms. The server
+     * path wins now. */
+    c.servers = 100;
+    c.mode = DT_SIM_PS_SYNC;
+    CHECK_CLOSE(step(prof, &c), 0.0392623168, 1e-12, 1e-12);
+    c.mode = DT_SIM_SACP;
     CHECK_OK(dt_sim_run(&r, prof, &c));
     CHECK(r.fc_sfb == 0);
+    CHECK_CLOSE(r.step_s, 0.0392623168, 1e-12, 1e-12);
     CHECK_CLOSE(r.bytes_sent, (100 * 200 + 100) * 4, 1e-9, 0);
 }
 
@@ -146,6 +178,119 @@ static dt_profile *cnn_like(void) {
     set_layer(prof, 4, "softmax", 0.000004, 0.000007, 0, 0, 0);
     prof->update_s = 0.0012, prof->sum_s = 0.0006, prof->gemm_gflops = 60;
     return prof;
+}
+
+/* docs/profiles/cnn-1t.json (examples/cnn.cfg, batch 64, one thread). */
+static dt_profile *cnn_1t(void) {
+    memset(prof, 0, sizeof *prof);
+    prof->batch = 64, prof->threads = 1, prof->reps = 30, prof->nlayers = 10;
+    set_layer(prof, 0, "convolutional", 0.001376054, 0.0014455115, 832, 0, 0);
+    set_layer(prof, 1, "activation", 0.0004258305, 0.0006345755, 0, 0, 0);
+    set_layer(prof, 2, "maxpool", 0.00225119, 0.000619708, 0, 0, 0);
+    set_layer(prof, 3, "convolutional", 0.0105119045, 0.021130302, 51264, 0, 0);
+    set_layer(prof, 4, "activation", 0.000193567001, 0.000326904001, 0, 0, 0);
+    set_layer(prof, 5, "maxpool", 0.0011904535, 0.000270085, 0, 0, 0);
+    set_layer(prof, 6, "connected", 0.0065590775, 0.008175057, 3212288, 1024, 3136);
+    set_layer(prof, 7, "activation", 1.53174997e-05, 1.64940002e-05, 0, 0, 0);
+    set_layer(prof, 8, "connected", 4.69800007e-05, 5.66540002e-05, 10250, 10, 1024);
+    set_layer(prof, 9, "softmax", 4.02600017e-06, 7.26100006e-06, 0, 0, 0);
+    prof->update_s = 0.0011252125, prof->sum_s = 0.000565257501, prof->gemm_gflops = 62.4204;
+    return prof;
+}
+
+/* sacp chooses by the simulated step, servers' links included: never slower
+ * than ps-sync or sfb. The cnn's fc1024 takes SFB at every node count here
+ * (Poseidon's byte rule sent it to the single server from 14 workers on, and
+ * sacp then predicted ps-sync's step: 3399 ms at 1 Gbit/s on 16 nodes where
+ * sfb predicts 283), its fc10 the servers. */
+static void test_sacp_cnn(void) {
+    dt_profile *p = cnn_1t();
+    static const int nodes[] = {2, 4, 8, 16, 32};
+    /* sacp's step in ms at 1 and 10 Gbit/s, one server. */
+    static const double want[2][5] = {{62.9458, 77.3079, 137.8068, 258.8047, 500.8005},
+                                      {62.9458, 76.1159, 102.4561, 155.1366, 263.1014}};
+    for (int g = 0; g < 2; g++)
+        for (int n = 0; n < 5; n++) {
+            dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, nodes[n]);
+            c.bandwidth = g ? GBPS10 : GBPS10 / 10;
+            double ps = step(p, &c);
+            c.mode = DT_SIM_SFB;
+            double sfb = step(p, &c);
+            c.mode = DT_SIM_SACP;
+            dt_sim_result r;
+            CHECK_OK(dt_sim_run(&r, p, &c));
+            if (!(r.step_s <= fmin(ps, sfb))) {
+                fprintf(stderr, "%d nodes, %d Gbps: sacp %g s, ps-sync %g, sfb %g\n", nodes[n], g ? 10 : 1,
+                        r.step_s, ps, sfb);
+                CHECK(r.step_s <= fmin(ps, sfb));
+            }
+            CHECK_CLOSE(r.step_s * 1e3, want[g][n], 1e-4, 0);
+            /* fc1024 by factors, the rest (conv 832 + 51264, fc10 10250) by the server. */
+            double P = nodes[n];
+            CHECK(r.fc_sfb == 1);
+            CHECK_CLOSE(r.bytes_sent, (P - 1) * 64 * (1024 + 3136) * 4 + (832 + 51264 + 10250) * 4, 1e-6, 0);
+        }
+    /* 1 Gbit/s, 16 and 32 nodes: ps-sync 3398.67 and 6767.06 ms, sfb 282.68
+     * and 558.88, sacp 258.80 and 500.80. The 2-node choice is the byte
+     * rule's: 62.95 ms, 1.3143 MB. */
+    dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 16);
+    c.bandwidth = GBPS10 / 10;
+    CHECK_CLOSE(step(p, &c) * 1e3, 3398.6658, 1e-4, 0);
+    c.mode = DT_SIM_SFB;
+    CHECK_CLOSE(step(p, &c) * 1e3, 282.6776, 1e-4, 0);
+    c.nodes = 32;
+    CHECK_CLOSE(step(p, &c) * 1e3, 558.8755, 1e-4, 0);
+    c.mode = DT_SIM_PS_SYNC;
+    CHECK_CLOSE(step(p, &c) * 1e3, 6767.0557, 1e-4, 0);
+    CHECK(dt_sim_sfb_bytes(1024, 3136, 64, 16) > dt_sim_ps_bytes(1024, 3136));
+    CHECK(dt_sim_sfb_bytes(1024, 3136, 64, 2) < dt_sim_ps_bytes(1024, 3136));
+    CHECK(dt_sim_sfb_bytes(10, 1024, 64, 2) > dt_sim_ps_bytes(10, 1024));
+
+    /* With 16 servers on 32 workers at 10 Gbit/s each server's link carries
+     * 32 x 13.1 / 16 MB each way (21 ms), far less than the fc1024's rebuild
+     * from 31 peers (204 ms): everything goes through the servers, as
+     * ps-sync (84.43 ms; sfb 263.10). */
+    c = cfg(DT_SIM_SACP, 32);
+    c.servers = 16;
+    dt_sim_result r;
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK(r.fc_sfb == 0);
+    c.mode = DT_SIM_PS_SYNC;
+    CHECK_CLOSE(r.step_s, step(p, &c), 0, 0);
+    CHECK_CLOSE(r.step_s * 1e3, 84.43, 5e-3, 0);
+}
+
+/* More than 8 fully connected layers: sacp descends from the faster of
+ * ps-sync and sfb instead of trying every assignment; still never slower
+ * than either, and strictly faster where the layers want different paths. */
+static void test_sacp_many_fc(void) {
+    memset(prof, 0, sizeof *prof);
+    prof->batch = 32, prof->threads = 1, prof->reps = 1, prof->nlayers = 11;
+    for (int i = 0; i < 10; i++) {
+        int m = i % 2 ? 2048 : 16, n = i % 3 ? 1024 : 64; /* wide layers and thin ones */
+        set_layer(prof, i, "connected", 0.001, 0.002, (size_t)m * n + (size_t)m, m, n);
+    }
+    set_layer(prof, 10, "softmax", 0.00001, 0.00001, 0, 0, 0);
+    prof->update_s = 0.004, prof->sum_s = 0.002, prof->gemm_gflops = 50;
+    int mixed = 0;
+    static const int nodes[] = {2, 8, 32};
+    for (size_t n = 0; n < sizeof nodes / sizeof *nodes; n++)
+        for (int servers = 1; servers <= 8; servers *= 8)
+            for (int g = 0; g < 2; g++) {
+                dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, nodes[n]);
+                c.servers = servers;
+                c.bandwidth = g ? GBPS10 : GBPS10 / 10;
+                double ps = step(prof, &c);
+                c.mode = DT_SIM_SFB;
+                double sfb = step(prof, &c);
+                c.mode = DT_SIM_SACP;
+                dt_sim_result r;
+                CHECK_OK(dt_sim_run(&r, prof, &c));
+                CHECK(r.step_s <= fmin(ps, sfb));
+                CHECK(r.fc_sfb >= 0 && r.fc_sfb <= 10);
+                mixed += r.fc_sfb > 0 && r.fc_sfb < 10 && r.step_s < fmin(ps, sfb);
+            }
+    CHECK(mixed > 0);
 }
 
 static void test_monotonic(void) {
@@ -390,6 +535,8 @@ int main(void) {
     test_ps_by_hand();
     test_sfb_by_hand();
     test_byte_counts();
+    test_sacp_cnn();
+    test_sacp_many_fc();
     test_monotonic();
     test_one_node();
     test_shared_cores();

@@ -32,9 +32,16 @@
  *     worker rebuilds the (M, N) gradient from the others' factors,
  *     (P-1) * 2 K M N flops at the profile's GEMM rate, on its compute cores
  *     after backward, and updates the layer itself.
- *   sacp: as sfb, but each fully connected layer takes whichever of PS and
- *     SFB moves fewer bytes (Poseidon's HybComm):
- *     min(2 M N 4, 2 K (P-1) (M+N) 4).
+ *   sacp: each fully connected layer goes through the servers (as ps-sync)
+ *     or by sufficient factors (as sfb), whichever assignment of the F fully
+ *     connected layers gives the shortest simulated step: all 2^F are
+ *     simulated when F <= 8 (otherwise a descent from the faster of all-PS
+ *     and all-SFB, one layer moved at a time while the step shortens). So
+ *     the servers' links (P x the layer's part each way), their sums and the
+ *     SFB rebuild all count, not only the worker's bytes that Poseidon's
+ *     HybComm compares (dt_sim_ps_bytes against dt_sim_sfb_bytes, the
+ *     trainer's --sacp rule), and sacp's step is never longer than ps-sync's
+ *     or sfb's (both are candidates; ties keep the servers).
  * One node (P = 1) is the serial step in every mode: nothing to exchange. */
 #ifndef DTRAIN_SIM_H
 #define DTRAIN_SIM_H
@@ -114,7 +121,7 @@ typedef struct {
     double compute_scale;  /* factor applied to the profile's compute (shared cores) */
     double link_busy_s;    /* time the worker's link is busy */
     double bytes_sent;     /* bytes a worker sends per step (it receives as many) */
-    int fc_sfb;            /* fully connected layers sent as sufficient factors */
+    int fc_sfb;            /* fully connected layers sent as sufficient factors (sacp: its choice) */
 } dt_sim_result;
 
 /* Predicts one configuration. DT_ERR_USAGE for nodes/servers < 1, a
@@ -122,7 +129,10 @@ typedef struct {
 dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *cfg);
 
 /* Bytes a worker sends plus receives per step for one fully connected
- * layer with an (M, N) weight, batch K, P workers (Poseidon's counts). */
+ * layer with an (M, N) weight, batch K, P workers (Poseidon's counts, which
+ * the trainer's --sacp compares; they leave out the servers' links, which
+ * carry P x the layer each way, so the simulator's sacp chooses by the
+ * simulated step instead). */
 double dt_sim_ps_bytes(int m, int n);                /* 2 M N 4 */
 double dt_sim_sfb_bytes(int m, int n, int k, int p); /* 2 K (P-1) (M+N) 4 */
 

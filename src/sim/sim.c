@@ -97,16 +97,12 @@ static dt_status run_allreduce(sim_step *st) {
     return DT_OK;
 }
 
-/* Whether fully connected layer l goes by sufficient factors. */
-static int uses_sfb(const dt_sim_cfg *c, const dt_sim_layer *l, int k) {
-    if (l->fc_out <= 0 || l->fc_in <= 0 || c->mode == DT_SIM_PS_SYNC) return 0;
-    return c->mode == DT_SIM_SFB ||
-           dt_sim_sfb_bytes(l->fc_out, l->fc_in, k, c->nodes) < dt_sim_ps_bytes(l->fc_out, l->fc_in);
-}
+/* Whether layer l can go by sufficient factors: a fully connected layer. */
+static int is_fc(const dt_sim_layer *l) { return l->fc_out > 0 && l->fc_in > 0 && l->params > 0; }
 
-/* Parameter servers for most layers, sufficient factors for the FC layers
- * that use them (sfb, sacp). */
-static dt_status run_ps(sim_step *st, dt_sim_result *r) {
+/* Parameter servers for every layer but those marked in sfb[] (fully
+ * connected), which broadcast sufficient factors. */
+static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     const dt_profile *p = st->p;
     const dt_sim_cfg *c = st->c;
     int L = p->nlayers, S = c->servers, K = p->batch;
@@ -123,13 +119,14 @@ static dt_status run_ps(sim_step *st, dt_sim_result *r) {
     }
     for (int i = 0; i < L; i++) {
         ps_off[i] = ps_total;
-        if (!uses_sfb(c, &p->layers[i], K)) ps_total += p->layers[i].params;
+        if (!sfb[i]) ps_total += p->layers[i].params;
     }
+    *fc_sfb = 0;
     double cpu = st->bwd_end; /* the compute cores, free after backward */
     for (int i = L - 1; i >= 0; i--) {
         const dt_sim_layer *l = &p->layers[i];
         if (l->params == 0) continue;
-        if (uses_sfb(c, l, K)) {
+        if (sfb[i]) {
             /* Allgather of the factors, then the rebuild and the layer's own
              * update on the compute cores once they are free. */
             double factors = (double)K * (l->fc_out + l->fc_in) * sizeof(float);
@@ -139,7 +136,7 @@ static dt_status run_ps(sim_step *st, dt_sim_result *r) {
             cpu = fmax(cpu, got) + rebuild;
             st->compute += rebuild;
             st->bytes_sent += (P - 1) * factors;
-            r->fc_sfb++;
+            (*fc_sfb)++;
             continue;
         }
         for (int k = 0; k < S; k++) {
@@ -183,6 +180,81 @@ static dt_status run_ps(sim_step *st, dt_sim_result *r) {
     return DT_OK;
 }
 
+/* The parameter-server model with assignment sfb[], from `base` (the step
+ * after the compute pass) into *out. */
+static dt_status run_plan(const sim_step *base, const unsigned char *sfb, sim_step *out, int *fc_sfb) {
+    *out = *base;
+    return run_ps(out, sfb, fc_sfb);
+}
+
+/* sacp: each fully connected layer goes through the servers or by factors,
+ * by the simulated step (the same run_ps that prices ps-sync and sfb, so the
+ * servers' links, their work and the rebuild all count). With F fully
+ * connected layers, F <= SACP_EXHAUSTIVE: every one of the 2^F assignments,
+ * the fastest kept (ties: the first, in the order all through the servers,
+ * then by binary count). With more: a descent from the faster of all through
+ * the servers and all by factors, moving one layer at a time (last to first)
+ * while the step gets strictly shorter. Both uniform assignments, which are
+ * ps-sync and sfb, are candidates either way, so sacp's step is never longer
+ * than the shorter of theirs. sfb[] (L, zeroed) returns the choice. */
+#define SACP_EXHAUSTIVE 8
+
+static dt_status run_sacp(sim_step *st, unsigned char *sfb, int *fc_sfb) {
+    const dt_profile *p = st->p;
+    int idx[DT_MAX_LAYERS], F = 0;
+    for (int i = 0; i < p->nlayers; i++)
+        if (is_fc(&p->layers[i])) idx[F++] = i;
+    sim_step best = *st, t = *st;
+    int best_fc = 0, fc;
+    if (F <= SACP_EXHAUSTIVE) {
+        unsigned best_bits = 0;
+        for (unsigned bits = 0; bits < 1u << F; bits++) {
+            for (int j = 0; j < F; j++) sfb[idx[j]] = (unsigned char)(bits >> j & 1);
+            DT_TRY(run_plan(st, sfb, &t, &fc));
+            if (bits == 0 || t.link < best.link) best = t, best_fc = fc, best_bits = bits;
+        }
+        for (int j = 0; j < F; j++) sfb[idx[j]] = (unsigned char)(best_bits >> j & 1);
+    } else {
+        DT_TRY(run_plan(st, sfb, &best, &best_fc)); /* all through the servers */
+        for (int j = 0; j < F; j++) sfb[idx[j]] = 1;
+        DT_TRY(run_plan(st, sfb, &t, &fc));
+        if (t.link < best.link)
+            best = t, best_fc = fc;
+        else
+            for (int j = 0; j < F; j++) sfb[idx[j]] = 0;
+        for (int changed = 1; changed;) { /* each move shortens the step: it ends */
+            changed = 0;
+            for (int j = F - 1; j >= 0; j--) {
+                sfb[idx[j]] ^= 1;
+                DT_TRY(run_plan(st, sfb, &t, &fc));
+                if (t.link < best.link)
+                    best = t, best_fc = fc, changed = 1;
+                else
+                    sfb[idx[j]] ^= 1;
+            }
+        }
+    }
+    *st = best;
+    *fc_sfb = best_fc;
+    return DT_OK;
+}
+
+/* ps-sync, sfb and sacp: the assignment of the fully connected layers. */
+static dt_status run_servers(sim_step *st, dt_sim_result *r) {
+    const dt_profile *p = st->p;
+    unsigned char *sfb;
+    DT_TRY(dt_alloc_bytes((void **)&sfb, (size_t)p->nlayers, "simulator"));
+    dt_status s;
+    if (st->c->mode == DT_SIM_SACP) {
+        s = run_sacp(st, sfb, &r->fc_sfb);
+    } else {
+        for (int i = 0; i < p->nlayers; i++) sfb[i] = st->c->mode == DT_SIM_SFB && is_fc(&p->layers[i]);
+        s = run_ps(st, sfb, &r->fc_sfb);
+    }
+    dt_free(sfb);
+    return s;
+}
+
 dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c) {
     memset(r, 0, sizeof *r);
     if (c->nodes < 1 || c->servers < 1)
@@ -222,7 +294,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
     } else if (c->mode == DT_SIM_ALLREDUCE) {
         s = run_allreduce(&st);
     } else {
-        s = run_ps(&st, r);
+        s = run_servers(&st, r);
     }
     dt_free(st.ready);
     if (s != DT_OK) return s;
