@@ -6,7 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "dtrain/checkpoint.h"
+#include "dtrain/ckptdir.h"
 #include "testutil.h"
 
 #define NP 1000
@@ -60,6 +63,92 @@ static void expect_reject(const char *path, uint64_t hash, dt_status want, const
     CHECK(p[0] == -7.0f && p[NP - 1] == -7.0f + (NP - 1) * 0.5f && m[3] == -5.5f);
 }
 
+/* A version 1 file (no loss figures: what dtrain wrote before them) still
+ * loads, its figures unknown. Made from v2's bytes: version 1, the 24
+ * trailer bytes dropped, the CRC recomputed. */
+static void check_version1(const char *v2, const char *v1) {
+    FILE *f = fopen(v2, "rb");
+    static unsigned char buf[80 + (2 * NP + NS) * 4 + 24 + 4];
+    CHECK(f && fread(buf, 1, sizeof buf, f) == sizeof buf);
+    if (f) fclose(f);
+    buf[8] = 1;
+    size_t n = sizeof buf - 24 - 4;
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), buf, (uInt)n);
+    memcpy(buf + n, &crc, 4);
+    f = fopen(v1, "wb");
+    CHECK(f && fwrite(buf, 1, n + 4, f) == n + 4);
+    if (f) fclose(f);
+    float p[NP], s[NS], m[NP];
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP};
+    dt_ckpt_meta got;
+    CHECK_OK(dt_checkpoint_load(v1, 0xabcdef, &got, &a));
+    CHECK(got.step == 1234 && got.loss == 0 && got.best_loss == 0 && got.best_accuracy == -1 && p[1] == 1.5f);
+}
+
+/* try_one of dt_ckptdir_newest: the file must load. */
+static dt_status loads(const char *path, void *ctx) {
+    (void)ctx;
+    float p[NP], s[NS], m[NP];
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP};
+    dt_ckpt_meta got;
+    return dt_checkpoint_load(path, 0xabcdef, &got, &a);
+}
+
+static int count_skipped;
+static void skipped(const char *path, const char *why, void *ctx) {
+    (void)path, (void)why, (void)ctx;
+    count_skipped++;
+}
+
+static int exists_step(const char *d, long step) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/step-%ld.ckpt", d, step);
+    return access(p, F_OK) == 0;
+}
+
+/* A checkpoint directory: rotation keeps K, latest names the newest, the
+ * newest complete one is found even when latest's target is damaged, and
+ * a resumed run's abandoned future is removed. */
+static void check_directory(const dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
+    char d[300], path[512], link[64], chosen[512];
+    snprintf(d, sizeof d, "%s/ckdir", dir);
+    CHECK_OK(dt_ckptdir_prepare(d)); /* created */
+    char none[512];
+    CHECK(dt_ckptdir_newest(d, loads, skipped, NULL, none, sizeof none) == DT_ERR_IO);
+    CHECK(strstr(dt_last_error(), "no checkpoint in it") != NULL);
+    for (long step = 10; step <= 50; step += 10) {
+        CHECK_OK(dt_ckptdir_step_path(path, sizeof path, d, step));
+        CHECK_OK(dt_checkpoint_save(path, meta, a));
+        CHECK_OK(dt_ckptdir_commit(d, step, 3));
+    }
+    CHECK(!exists_step(d, 10) && !exists_step(d, 20) && exists_step(d, 30) && exists_step(d, 40) && exists_step(d, 50));
+    snprintf(path, sizeof path, "%s/latest", d);
+    ssize_t len = readlink(path, link, sizeof link - 1);
+    CHECK(len > 0);
+    if (len > 0) link[len] = 0;
+    CHECK(len > 0 && strcmp(link, "step-50.ckpt") == 0);
+    CHECK_OK(dt_ckptdir_newest(d, loads, skipped, NULL, chosen, sizeof chosen));
+    CHECK(strstr(chosen, "step-50.ckpt") != NULL && count_skipped == 0);
+    /* latest's target damaged (a disk error): the next newest is taken. */
+    CHECK_OK(dt_ckptdir_step_path(path, sizeof path, d, 50));
+    flip_byte(path, 90);
+    CHECK_OK(dt_ckptdir_newest(d, loads, skipped, NULL, chosen, sizeof chosen));
+    CHECK(strstr(chosen, "step-40.ckpt") != NULL && count_skipped == 1);
+    /* Resumed from 40, it writes 45: 50 (the abandoned future) goes. */
+    CHECK_OK(dt_ckptdir_step_path(path, sizeof path, d, 45));
+    CHECK_OK(dt_checkpoint_save(path, meta, a));
+    CHECK_OK(dt_ckptdir_commit(d, 45, 2));
+    CHECK(!exists_step(d, 50) && exists_step(d, 45) && exists_step(d, 40) && !exists_step(d, 30));
+    /* Not a directory, or not writable. */
+    CHECK(dt_ckptdir_prepare(path) == DT_ERR_USAGE);
+    CHECK(strstr(dt_last_error(), "not a directory") != NULL);
+    snprintf(path, sizeof path, "%s/no/such/parent", dir);
+    CHECK(dt_ckptdir_prepare(path) == DT_ERR_IO);
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", d);
+    CHECK(system(rm) == 0);
+}
+
 int main(void) {
     CHECK(mkdtemp(dir) != NULL);
     char path[256], other[256];
@@ -68,7 +157,7 @@ int main(void) {
 
     float p[NP], s[NS], m[NP];
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
-    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17};
+    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875};
     dt_ckpt_arrays a = {p, NP, s, NS, m, NP};
     CHECK_OK(dt_checkpoint_save(path, &meta, &a));
     char tmp[300];
@@ -82,14 +171,16 @@ int main(void) {
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &b));
     CHECK(memcmp(p, p2, sizeof p) == 0 && memcmp(s, s2, sizeof s) == 0 && memcmp(m, m2, sizeof m) == 0);
     CHECK(got.seed == 42 && got.step == 1234 && got.net_step == 1300 && got.epoch == 3 &&
-          got.step_in_epoch == 17);
+          got.step_in_epoch == 17 && got.loss == 0.25 && got.best_loss == 0.125 && got.best_accuracy == 0.875);
     /* Eval readers skip the momentum. */
     dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0};
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &c));
 
     /* Damage of every kind. */
     long size = file_size(path);
-    CHECK(size == 80 + (2 * NP + NS) * 4 + 4);
+    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 4);
+    check_version1(path, other);
+    expect_reject(dir, 0xabcdef, DT_ERR_USAGE, "is a directory, not a checkpoint file");
     expect_reject(path, 0x1234, DT_ERR_FORMAT, "different model");
     copy_file(path, other, -1);
     flip_byte(other, 80 + 4 * 500); /* one parameter byte */
@@ -143,6 +234,8 @@ int main(void) {
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &b));
     CHECK_OK(dt_checkpoint_save(path, &meta, &a));
     CHECK(access(tmp, F_OK) != 0);
+
+    check_directory(&meta, &a);
 
     unlink(path);
     unlink(other);

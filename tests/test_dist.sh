@@ -74,7 +74,7 @@ same straight_shm resumed_shm 0
 
 # Checkpoint with 2 servers, resume, same as uninterrupted (bit for bit).
 K=30
-run straight 4 --mode ps-sync --servers 2 --max-steps 30
+run straight 4 --mode ps-sync --servers 2
 K=12
 run half 4 --mode ps-sync --servers 2
 timeout 300 $MPIRUN -np 4 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps 30 --threads 1 \

@@ -5,7 +5,9 @@
  *   u64 shape_hash | u64 seed | u64 step | u64 net_step | i32 epoch | i32 step_in_epoch
  *   u64 nparams | u64 nstate | u64 nmomentum
  *   f32 params[nparams] | f32 state[nstate] | f32 momentum[nmomentum]
+ *   version 2 only: f64 loss | f64 best_loss | f64 best_accuracy
  *   u32 crc32 of every byte before it
+ * Version 1 files (no loss figures) still load.
  * Written to "PATH.tmp", fsync'd, renamed over PATH and the directory
  * fsync'd, so a crash at any moment leaves either the old or the new file. */
 #ifndef DTRAIN_CHECKPOINT_H
@@ -16,7 +18,7 @@
 
 #include "dtrain/status.h"
 
-#define DT_CKPT_VERSION 1
+#define DT_CKPT_VERSION 2
 
 typedef struct {
     uint64_t shape_hash;   /* must match the net that loads it */
@@ -25,6 +27,11 @@ typedef struct {
     uint64_t net_step;     /* the net's training forward counter (dropout) */
     int32_t epoch;         /* epoch of the next step */
     int32_t step_in_epoch; /* step within that epoch of the next step */
+    /* What keeps a bad checkpoint from replacing good ones across a resume
+     * (version 1 files load as 0, 0, -1: unknown): */
+    double loss;           /* smoothed training loss when it was written (0: unknown) */
+    double best_loss;      /* lowest smoothed training loss of the run so far (0: unknown) */
+    double best_accuracy;  /* best test accuracy of the run so far (-1: none evaluated) */
 } dt_ckpt_meta;
 
 /* The float arrays a checkpoint carries (views, not owned). On load, n* must
@@ -42,9 +49,14 @@ dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const d
 
 /* Reads and verifies (magic, version, CRC, shape hash == expect_hash, sizes)
  * before touching the arrays: a bad file leaves them unchanged. With
- * a->momentum == NULL the momentum section is verified but not returned. */
+ * a->momentum == NULL the momentum section is verified but not returned;
+ * a == NULL verifies the file and returns only meta. */
 dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
                              const dt_ckpt_arrays *a);
+
+/* Whether path is a whole, uncorrupted checkpoint (magic, version, sizes,
+ * CRC), whatever model it is for; its meta in *meta. */
+dt_status dt_checkpoint_verify(const char *path, dt_ckpt_meta *meta);
 
 /* The same from a descriptor open for reading: the checkpoint runs from its
  * current offset to its end; fd is left open; name stands for the file in

@@ -71,6 +71,9 @@ typedef struct {
     int group_size;
     dt_timeline *timeline;  /* spans of the strategies and servers go here (NULL: off) */
     dt_ar_algo ar_algo;     /* allreduce: how buckets are summed */
+    /* Set by SIGINT/SIGTERM on this rank (NULL: never): a server passes it
+     * to the workers in its reply headers, so they stop at an agreed step. */
+    const atomic_int *stop;
 } dt_dist_cfg;
 
 /* The combination of mode, --sfb/--sacp and --group-size is one dtrain
@@ -97,8 +100,18 @@ typedef struct {
 dt_status dt_comm_create(dt_comm *c, MPI_Comm world, int nservers);
 void dt_comm_free(dt_comm *c);
 
-/* Every rank must build the same model: compares shape hashes over world
- * and names the ranks that differ. */
+/* Every rank of world must read the same model file, in meaning: each
+ * rank reads model_path again, rank 0 broadcasts its file, and files are
+ * compared by their section headers and key=value lines (comments, blank
+ * lines and spacing ignored; keys of a section in any order; numbers by
+ * value, so 0.01 equals 1e-2), then the shape hashes of the built nets.
+ * Collective over world; every rank returns the same status and message:
+ * DT_ERR_CONFIG "ranks disagree on the model: rank(s) 1, 3 read a different
+ * model file than rank 0: rank 0 has [net] learning_rate=0.05 (a.cfg line
+ * 8), rank 1 has [net] learning_rate=0.01 (b.cfg line 8); give every rank
+ * the same model file" (the first differing rank's first difference), or
+ * the first rank's failure to read its file. DT_ERR_MPI if a collective
+ * fails. */
 dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char *model_path);
 
 /* --timeline FILE: each rank opens its part with a clock origin shared by

@@ -28,8 +28,9 @@ typedef struct {
 /* Reads the log at path into *log (owned by the caller: dt_runlog_free).
  * Strict: every line must be one JSON object with a string "event"; step
  * records need numbers step, loss and elapsed_s, eval records step,
- * test_accuracy and elapsed_s; other events (config, checkpoint, summary)
- * are skipped; at least one step record is required. Errors: DT_ERR_IO
+ * test_accuracy and elapsed_s; a resume record (a run continued from a
+ * checkpoint at its "step") drops the points after that step, which the
+ * resumed part redoes; other events (config, checkpoint, summary) are skipped; at least one step record is required. Errors: DT_ERR_IO
  * (cannot open or read), DT_ERR_FORMAT ("PATH:LINE: message"), DT_ERR_NOMEM.
  * On failure *log is left empty. */
 dt_status dt_runlog_read(dt_runlog *log, const char *path);

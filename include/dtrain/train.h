@@ -9,7 +9,7 @@
 #ifndef DTRAIN_TRAIN_H
 #define DTRAIN_TRAIN_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "dtrain/data.h"
@@ -69,6 +69,9 @@ typedef struct dt_sync {
      * (the last step, an agreed stop or an agreed divergence): free may then
      * run collectives (after any other failure a peer may never join). */
     int ended_together;
+    /* Set by the strategy when a peer that is not a worker (a parameter
+     * server) got SIGINT/SIGTERM: the workers stop as if they had. */
+    int stop_requested;
     dt_sync_stats stats;
     /* Set by start: bytes per step (sent + received by one worker) the
      * communication plan predicts; 0 when the strategy predicts none. */
@@ -84,12 +87,18 @@ typedef struct {
     const char *log_path;        /* JSONL log, or NULL */
     const char *checkpoint_path; /* written at checkpoint_every steps and at the end */
     long checkpoint_every;       /* 0: only at the end */
-    const char *resume_path;     /* continue from this checkpoint, or NULL */
+    const char *checkpoint_dir;  /* or: D/step-N.ckpt, D/latest, D/best.ckpt (ckptdir.h), or NULL */
+    int keep;                    /* checkpoint_dir: step-N.ckpt files kept */
+    double max_loss_ratio;       /* a checkpoint whose smoothed loss is over this x the run's
+                                  * best is not written over good ones (0: no such check) */
+    const char *resume_path;     /* checkpoint file, checkpoint directory, "auto" (the newest in
+                                  * checkpoint_dir, or a fresh start), or NULL */
     int quiet;                   /* no progress output, only the summary line */
     int progress_tty;            /* 1: redraw a progress bar; 0: periodic plain lines */
     int rank, world;             /* this worker's index among the workers, and their count */
     int prefetch;                /* loader thread */
-    volatile sig_atomic_t *stop; /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
+    const atomic_int *stop;      /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
+    atomic_int *progress_request; /* set by SIGUSR1: print a progress line (cleared here); may be NULL */
     int world_rank;              /* this process's rank in MPI_COMM_WORLD (stragglers) */
     double straggle_p;           /* --straggle P:MS: each step sleeps MS ms with probability P */
     double straggle_ms;

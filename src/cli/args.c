@@ -61,6 +61,7 @@ dt_status cli_parse(int argc, char **argv, cli_flag *flags, int nflags, const ch
         name[len] = '\0';
         cli_flag *f = (cli_flag *)cli_flag_get(flags, nflags, name);
         if (!f) return dt_fail(DT_ERR_USAGE, "unknown flag '%s' (see --help)", name);
+        if (f->seen) return dt_fail(DT_ERR_USAGE, "%s is given twice", name);
         if (f->type == ARG_FLAG) {
             if (eq) return dt_fail(DT_ERR_USAGE, "%s takes no value", name);
             *(int *)f->dest = 1;

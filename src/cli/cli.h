@@ -3,11 +3,10 @@
 #ifndef DTRAIN_CLI_H
 #define DTRAIN_CLI_H
 
-#include <signal.h>
-
 #include "dtrain/data.h"
 #include "dtrain/model.h"
 #include "dtrain/status.h"
+#include "signals.h"
 
 /* MPI process layout (world size 1 for a plain run). */
 typedef struct {
@@ -17,9 +16,9 @@ typedef struct {
                         (an interrupted run): main finalises MPI instead of aborting */
 } cli_env;
 
-int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop);
+int cmd_train(int argc, char **argv, cli_env *env, cli_signals *sig);
 /* Every rank returns the same exit code (the ranks agree on the outcome). */
-int cmd_sweep(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *stop);
+int cmd_sweep(int argc, char **argv, const cli_env *env, cli_signals *sig);
 int cmd_eval(int argc, char **argv, const cli_env *env);
 int cmd_info(int argc, char **argv, const cli_env *env);
 int cmd_bench(int argc, char **argv, const cli_env *env);
@@ -32,6 +31,13 @@ int cmd_plot(int argc, char **argv);
 /* Prints "dtrain: <message>" (with the rank when world > 1) for a failed
  * status and returns its exit code. */
 int cli_report(dt_status s, const cli_env *env);
+
+/* A command's start-up result s on every rank (a bad flag fails on every
+ * rank alike, an unwritable path only where it is checked): every rank
+ * returns the exit code of the first rank that failed, which alone prints
+ * its message, or 0 when none did; after a failure, env->orderly is set
+ * (no rank waits for another: MPI is finalised, not aborted). */
+int cli_agree_start(dt_status s, cli_env *env);
 
 /* Parses the model file and applies --batch/--lr/--epochs overrides
  * (0 = keep the file's value). */

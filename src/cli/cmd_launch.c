@@ -1,36 +1,244 @@
-/* dtrain launch -n N [--hostfile F] -- train|sweep MODEL.cfg ...: runs mpirun with
- * the flags this kind of machine needs (like horovodrun): as root, more
- * ranks than cores, CPU binding only when every rank has a core. */
+/* dtrain launch -n N [--hostfile F] [--max-restarts K] -- train|sweep MODEL.cfg ...:
+ * runs mpirun with the flags this kind of machine needs (like horovodrun):
+ * as root, more ranks than cores, CPU binding only when every rank has a
+ * core. With --max-restarts (torchrun's model) it stays as mpirun's parent:
+ * when a rank dies or the job fails, mpirun ends every rank, and the
+ * launcher starts the job again from the newest complete checkpoint of
+ * --checkpoint-dir (--resume auto), up to K times, logging each restart. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "args.h"
 #include "cli.h"
+#include "dtrain/checkpoint.h"
+#include "dtrain/ckptdir.h"
+#include "dtrain/json.h"
 
 #define MAX_ARGS 512
 
 static const char launch_usage[] =
-    "usage: dtrain launch -n N [--hostfile F] [--dry-run] -- train|sweep MODEL.cfg [flags]\n"
+    "usage: dtrain launch -n N [--hostfile F] [--max-restarts K] [--dry-run] -- train|sweep MODEL.cfg [flags]\n"
     "  runs N ranks of this dtrain with mpirun (as root: --allow-run-as-root;\n"
-    "  more ranks than cores: --oversubscribe and no CPU binding)\n";
+    "  more ranks than cores: --oversubscribe and no CPU binding)\n"
+    "  --hostfile F        Open MPI hostfile: the ranks are spread over its hosts\n"
+    "  --max-restarts K    when a rank dies or the job fails (exit 1), start it again from\n"
+    "                      the newest complete checkpoint in the train command's\n"
+    "                      --checkpoint-dir (--resume auto), up to K times; each restart\n"
+    "                      is printed and logged (--log) with the rank that failed, the\n"
+    "                      step resumed and the work lost\n"
+    "  --dry-run           print the mpirun command instead of running it\n"
+    "  Ctrl-C (SIGINT/SIGTERM to the launcher) stops every rank at an agreed step with a\n"
+    "  final checkpoint; it is never restarted.\n";
+
+/* The value of --name in the command's flags (after --), or NULL; *at is
+ * its flag's index (-1 when absent). */
+static const char *flag_value(const char **args, int n, const char *name, int *at) {
+    size_t len = strlen(name);
+    *at = -1;
+    for (int i = 0; i < n; i++) {
+        if (strncmp(args[i], name, len) != 0) continue;
+        if (args[i][len] == '=') return *at = i, args[i] + len + 1;
+        if (args[i][len] == '\0' && i + 1 < n) return *at = i, args[i + 1];
+    }
+    return NULL;
+}
+
+/* Forwarded to mpirun, which passes SIGINT/SIGTERM on to every rank. */
+static volatile sig_atomic_t child_pid = 0, signalled = 0;
+
+static void forward(int sig) {
+    signalled = sig;
+    if (child_pid > 0) kill((pid_t)child_pid, sig);
+}
+
+/* What mpirun said of the rank that failed ("process rank 1 ... exited on
+ * signal 9", "Process name: [[x,y],1] ... Exit code: 1"). */
+typedef struct {
+    int rank, signal, exit_code;
+} failure;
+
+static void scan_line(const char *line, failure *f) {
+    const char *p;
+    if ((p = strstr(line, "process rank ")) && sscanf(p, "process rank %d", &f->rank) == 1 && f->signal < 0 &&
+        (p = strstr(line, "on signal ")))
+        sscanf(p, "on signal %d", &f->signal);
+    if ((p = strstr(line, "Process name: [[")) && (p = strstr(p, "],")) && f->rank < 0) sscanf(p, "],%d]", &f->rank);
+    if ((p = strstr(line, "Exit code:")) && f->exit_code < 0) sscanf(p, "Exit code: %d", &f->exit_code);
+}
+
+/* Runs args (mpirun ...) to its end, echoing its stderr and reading what
+ * it says of a failed rank. Returns its exit status (128 + signal if it
+ * was killed), -1 if it could not be started. */
+static int run_job(const char **args, failure *f) {
+    f->rank = f->signal = f->exit_code = -1;
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execvp("mpirun", (char *const *)args);
+        fprintf(stderr, "dtrain: launch: cannot run mpirun: %s (install openmpi-bin)\n", strerror(errno));
+        _exit(127);
+    }
+    child_pid = pid;
+    close(fds[1]);
+    FILE *in = fdopen(fds[0], "r");
+    char line[4096];
+    while (in) {
+        errno = 0;
+        if (!fgets(line, sizeof line, in)) {
+            if (errno == EINTR) {
+                clearerr(in);
+                continue;
+            }
+            break;
+        }
+        fputs(line, stderr);
+        scan_line(line, f);
+    }
+    if (in) fclose(in);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    child_pid = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The last "step" of a run log (-1 if none). */
+static long last_logged_step(const char *log) {
+    FILE *f = log ? fopen(log, "r") : NULL;
+    if (!f) return -1;
+    char *line = NULL;
+    size_t cap = 0;
+    long step = -1;
+    while (getline(&line, &cap, f) > 0) {
+        dt_json_object o;
+        char ev[16];
+        double v;
+        if (dt_json_parse_object(&o, line) == DT_OK && dt_json_get_string(&o, "event", ev, sizeof ev) == DT_OK &&
+            strcmp(ev, "step") == 0 && dt_json_get_number(&o, "step", &v) == DT_OK)
+            step = (long)v;
+    }
+    free(line);
+    fclose(f);
+    return step;
+}
+
+static dt_status verify_one(const char *path, void *ctx) { return dt_checkpoint_verify(path, ctx); }
+
+/* Prints (and appends to the run log) what a restart throws away: the
+ * rank that failed, the checkpoint it goes on from, the steps and seconds
+ * of training since that checkpoint. */
+static void log_restart(int attempt, int max, const failure *f, int code, const char *dir, const char *log,
+                        double failed_at) {
+    dt_ckpt_meta m;
+    char ck[4096] = "", why[64], esc[8192], json[8192 + 512];
+    long from = -1, last = last_logged_step(log);
+    double lost_s = -1;
+    struct stat st;
+    if (dt_ckptdir_newest(dir, verify_one, NULL, &m, ck, sizeof ck) == DT_OK) {
+        from = (long)m.step;
+        if (stat(ck, &st) == 0) lost_s = failed_at - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
+    }
+    if (f->signal > 0) snprintf(why, sizeof why, "died of signal %d (%s)", f->signal, strsignal(f->signal));
+    else snprintf(why, sizeof why, "exited with status %d", f->exit_code >= 0 ? f->exit_code : code);
+    fprintf(stderr, "dtrain launch: restart %d of %d: rank %d %s; resuming from %s (step %ld)", attempt, max, f->rank,
+            why, ck[0] ? ck : "the beginning (no checkpoint yet)", from < 0 ? 0 : from);
+    if (last >= 0) fprintf(stderr, "; %ld steps lost", last - (from < 0 ? 0 : from));
+    if (lost_s >= 0) fprintf(stderr, " (%.1f s of training since that checkpoint)", lost_s);
+    fputc('\n', stderr);
+    FILE *lf = log ? fopen(log, "a") : NULL;
+    if (!lf) return;
+    dt_json_escape(esc, sizeof esc, ck);
+    snprintf(json, sizeof json,
+             "{\"event\":\"restart\",\"attempt\":%d,\"max_restarts\":%d,\"failed_rank\":%d,\"signal\":%d,"
+             "\"exit_code\":%d,\"checkpoint\":\"%s\",\"resume_step\":%ld,\"lost_steps\":%ld,\"lost_s\":%.3f}",
+             attempt, max, f->rank, f->signal, f->exit_code, esc, from < 0 ? 0 : from,
+             last >= 0 ? last - (from < 0 ? 0 : from) : -1, lost_s);
+    fprintf(lf, "%s\n", json);
+    fclose(lf);
+}
+
+/* --max-restarts: the job, then again with --resume auto after each failure. */
+static int supervise(const char **args, int k, int cmd_at, int max) {
+    const char **cmd = args + cmd_at;
+    int ncmd = k - cmd_at, at;
+    const char *dir = flag_value(cmd, ncmd, "--checkpoint-dir", &at);
+    const char *log = flag_value(cmd, ncmd, "--log", &at);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward; /* this process computes nothing: a handler is safe here */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    for (int attempt = 0;; attempt++) {
+        failure f;
+        int code = run_job(args, &f);
+        if (code == 0 || code == 2 || code < 0 || signalled || attempt == max) {
+            if (code != 0 && attempt == max && max > 0 && !signalled && code != 2)
+                fprintf(stderr, "dtrain launch: the job failed after %d restart%s; giving up\n", max, max == 1 ? "" : "s");
+            return code < 0 ? 1 : code;
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        log_restart(attempt + 1, max, &f, code, dir, log, (double)now.tv_sec + 1e-9 * (double)now.tv_nsec);
+        if (attempt == 0) { /* from now on: --resume auto in place of any --resume */
+            const char *v = flag_value(cmd, ncmd, "--resume", &at);
+            if (v) {
+                int width = strchr(cmd[at], '=') ? 1 : 2;
+                memmove(&cmd[at], &cmd[at + width], sizeof *cmd * (size_t)(ncmd - at - width + 1));
+                ncmd -= width;
+                k -= width;
+            }
+            args[k++] = "--resume";
+            args[k++] = "auto";
+            args[k] = NULL;
+        }
+    }
+}
 
 int cmd_launch(int argc, char **argv) {
-    int n = 0, dry = 0;
+    int n = 0, dry = 0, help = 0, max_restarts = 0;
     const char *hostfile = NULL;
     cli_flag flags[] = {
         {"-n", ARG_INT, &n, 1, 65536, 0},
         {"--hostfile", ARG_STR, &hostfile, 0, 0, 0},
+        {"--max-restarts", ARG_INT, &max_restarts, 0, 1000, 0},
         {"--dry-run", ARG_FLAG, &dry, 0, 0, 0},
+        {"--help", ARG_FLAG, &help, 0, 0, 0},
     };
-    const char *rest[MAX_ARGS - 16];
-    int nrest;
+    const char *rest[MAX_ARGS - 24];
+    int nrest, dashes = 0;
     cli_env env = {0, 1, 1, 0};
-    dt_status s = cli_parse(argc, argv, flags, 3, rest, MAX_ARGS - 16, &nrest);
+    for (int i = 0; i < argc && !dashes; i++) dashes = strcmp(argv[i], "--") == 0;
+    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), rest, MAX_ARGS - 24, &nrest);
+    if (help) {
+        fputs(launch_usage, stdout);
+        return 0;
+    }
+    if (!dashes && (s != DT_OK || nrest > 0))
+        s = dt_fail(DT_ERR_USAGE, "launch: put -- between launch's flags and the command: dtrain launch -n N -- "
+                    "train MODEL.cfg [flags]");
     if (s == DT_OK && (n < 1 || nrest < 1))
         s = dt_fail(DT_ERR_USAGE, "launch: needs -n N and a command after --\n%s", launch_usage);
+    int at;
+    if (s == DT_OK && max_restarts > 0 && strcmp(rest[0], "train") != 0)
+        s = dt_fail(DT_ERR_USAGE, "launch: --max-restarts restarts train runs, not '%s'", rest[0]);
+    if (s == DT_OK && max_restarts > 0 && !flag_value(rest, nrest, "--checkpoint-dir", &at))
+        s = dt_fail(DT_ERR_USAGE, "launch: --max-restarts needs the train command's --checkpoint-dir DIR "
+                    "(the restarts resume from its newest checkpoint)");
     if (s != DT_OK) return cli_report(s, &env);
 
     char self[4096];
@@ -55,7 +263,12 @@ int cmd_launch(int argc, char **argv) {
     }
     args[k++] = "--bind-to";
     args[k++] = (!hostfile && n > cores) ? "none" : "core";
+    /* Open MPI gives every rank a pty, so the ranks cannot tell whether the
+     * user's output is a terminal: the launcher says (progress bar or lines). */
+    args[k++] = "-x";
+    args[k++] = isatty(STDOUT_FILENO) ? "DT_PROGRESS_TTY=1" : "DT_PROGRESS_TTY=0";
     args[k++] = self;
+    int cmd_at = k;
     for (int i = 0; i < nrest; i++) args[k++] = rest[i];
     args[k] = NULL;
     if (dry) {
@@ -63,6 +276,7 @@ int cmd_launch(int argc, char **argv) {
         printf("\n");
         return 0;
     }
+    if (max_restarts > 0) return supervise(args, k, cmd_at, max_restarts);
     fflush(stdout);
     execvp("mpirun", (char *const *)args);
     return cli_report(dt_fail(DT_ERR_IO, "launch: cannot run mpirun: %s (install openmpi-bin)",

@@ -157,8 +157,8 @@ static dt_status check_trials(const sweep *sw, const cli_train_args *base, cli_t
 
 /* SIGINT/SIGTERM on any rank of the group: the group's ranks must agree
  * before starting a trial, or some would wait in it for the others. */
-static dt_status group_stopped(const sweep *sw, volatile sig_atomic_t *stop, int *stopped) {
-    int v = stop && *stop;
+static dt_status group_stopped(const sweep *sw, cli_signals *sig, int *stopped) {
+    int v = atomic_load(&sig->stop);
     if (sw->ranks_per_trial > 1) {
         MPI_Request req;
         DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, sw->group, &req),
@@ -190,7 +190,7 @@ static void merge_outcomes(cli_trial *r, const cli_trial *peers, int n) {
 /* Runs trial t on this rank's group; r: the outcome (the whole group's on
  * the leader, given peers to gather into). Fails only if the group could
  * not exchange the outcomes. */
-static dt_status run_trial(const sweep *sw, long t, const cli_env *env, volatile sig_atomic_t *stop,
+static dt_status run_trial(const sweep *sw, long t, const cli_env *env, cli_signals *sig,
                            cli_train_plan *plan, cli_trial *peers, cli_trial *r) {
     memset(r, 0, sizeof *r);
     r->trial = t;
@@ -202,7 +202,7 @@ static dt_status run_trial(const sweep *sw, long t, const cli_env *env, volatile
     dt_status s = prepare_trial(sw, t, plan);
     if (s == DT_OK) {
         snprintf(r->mode, sizeof r->mode, "%s", dt_mode_name(plan->dist.mode));
-        s = cli_train_run(plan, sw->group, env, stop, NULL, &sum);
+        s = cli_train_run(plan, sw->group, env, sig, NULL, &sum);
     }
     r->wall_s = dt_now() - t0;
     r->status = s;
@@ -352,17 +352,17 @@ static int fatal(dt_status s, const cli_env *env) {
 /* This group's trials, then the gathering and rank 0's report; every rank
  * returns rank 0's exit code. */
 static int run_sweep(const sweep *sw, results *res, cli_train_plan *plan, const cli_env *env,
-                     volatile sig_atomic_t *stop, double start) {
+                     cli_signals *sig, double start) {
     dt_status s = DT_OK;
     int stopped = 0;
     for (long t = sw->gid, k = 0; t < sw->grid.ntrials; t += sw->ngroups, k++) {
         cli_trial r;
-        if (!stopped && (s = group_stopped(sw, stop, &stopped)) != DT_OK) return fatal(s, env);
+        if (!stopped && (s = group_stopped(sw, sig, &stopped)) != DT_OK) return fatal(s, env);
         if (stopped) {
             r = (cli_trial){.trial = t, .state = TRIAL_SKIPPED, .status = DT_ERR_INTERRUPTED, .group = sw->gid,
                             .ranks = sw->ranks_per_trial};
             snprintf(r.error, sizeof r.error, "not run: the sweep was interrupted");
-        } else if ((s = run_trial(sw, t, env, stop, plan, res->peers, &r)) != DT_OK) {
+        } else if ((s = run_trial(sw, t, env, sig, plan, res->peers, &r)) != DT_OK) {
             return fatal(s, env);
         }
         if (!sw->leader) continue;
@@ -377,7 +377,7 @@ static int run_sweep(const sweep *sw, results *res, cli_train_plan *plan, const 
     return s == DT_OK ? code : fatal(s, env);
 }
 
-int cmd_sweep(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *stop) {
+int cmd_sweep(int argc, char **argv, const cli_env *env, cli_signals *sig) {
     double start = dt_now();
     sweep sw;
     memset(&sw, 0, sizeof sw);
@@ -416,7 +416,7 @@ int cmd_sweep(int argc, char **argv, const cli_env *env, volatile sig_atomic_t *
     else if (!ok)
         code = 1; /* another rank could not start and said why */
     else
-        code = run_sweep(&sw, &res, &plan, env, stop, start);
+        code = run_sweep(&sw, &res, &plan, env, sig, start);
     results_free(&res);
     if (sw.group != MPI_COMM_NULL) MPI_Comm_free(&sw.group);
     return code;

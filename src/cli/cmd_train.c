@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "cmd_train.h"
+#include "paths.h"
 
 static const char train_usage[] =
     "usage: dtrain train MODEL.cfg [flags]\n"
@@ -24,8 +25,15 @@ static const char train_usage[] =
     "  --threads N           BLAS threads per rank (default: cores / ranks on the node)\n"
     "  --log F.jsonl         one JSON object per line: config, steps, evaluations, summary\n"
     "  --checkpoint F        write a checkpoint here (at the end and every --checkpoint-every)\n"
+    "  --checkpoint-dir D    or keep checkpoints in D: step-N.ckpt (the last --keep), latest\n"
+    "                        (a link to the newest) and best.ckpt (best test accuracy)\n"
+    "  --keep K              --checkpoint-dir: step-N.ckpt files kept (default 3)\n"
     "  --checkpoint-every N  also every N steps\n"
-    "  --resume F            continue exactly from checkpoint F\n"
+    "  --max-loss-ratio R    a checkpoint whose smoothed training loss is over R x the run's\n"
+    "                        best is not written (the good ones stay; default 100, 0 = off)\n"
+    "  --resume F|D|auto     continue exactly from checkpoint F, from the newest complete one\n"
+    "                        in directory D, or (auto) in --checkpoint-dir if it has one;\n"
+    "                        --log then appends to the existing log\n"
     "  --no-prefetch         build batches in the training thread\n"
     "  --mode M              serial | allreduce | ps-sync | ps-async | ps-async-nowait |\n"
     "                        ps-hogwild | ps-ssp (default: serial, or allreduce when\n"
@@ -102,6 +110,8 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
     a->stall_timeout = 60;
     a->group_size = 1;
     a->momentum = a->decay = a->warmup_epochs = -1;
+    a->keep = 3;
+    a->max_loss_ratio = 100;
     cli_flag flags[] = {
         {"--dataset", ARG_STR, &a->dataset, 0, 0, 0},
         {"--data-dir", ARG_STR, &a->data_dir, 0, 0, 0},
@@ -118,6 +128,9 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--log", ARG_STR, &a->log, 0, 0, 0},
         {"--checkpoint", ARG_STR, &a->ckpt, 0, 0, 0},
         {"--checkpoint-every", ARG_LONG, &a->ckpt_every, 1, 1e15, 0},
+        {"--checkpoint-dir", ARG_STR, &a->ckpt_dir, 0, 0, 0},
+        {"--keep", ARG_INT, &a->keep, 1, 1000000, 0},
+        {"--max-loss-ratio", ARG_DOUBLE, &a->max_loss_ratio, 0, 1e30, 0},
         {"--resume", ARG_STR, &a->resume, 0, 0, 0},
         {"--no-prefetch", ARG_FLAG, &a->no_prefetch, 0, 0, 0},
         {"--quiet", ARG_FLAG, &a->quiet, 0, 0, 0},
@@ -135,16 +148,51 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--group-size", ARG_INT, &a->group_size, 1, 1 << 20, 0},
         {"--timeline", ARG_STR, &a->timeline, 0, 0, 0},
     };
-    int npos;
-    DT_TRY(cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), &a->model, 1, &npos));
+    int npos, n = (int)(sizeof flags / sizeof *flags);
+    DT_TRY(cli_parse(argc, argv, flags, n, &a->model, 1, &npos));
+    a->given_servers = cli_flag_get(flags, n, "--servers")->seen;
+    a->given_staleness = cli_flag_get(flags, n, "--staleness")->seen;
+    a->given_fusion = cli_flag_get(flags, n, "--fusion-mb")->seen;
+    a->given_group = cli_flag_get(flags, n, "--group-size")->seen;
+    a->given_keep = cli_flag_get(flags, n, "--keep")->seen;
     if (a->help) return DT_OK;
     if (npos != 1) return dt_fail(DT_ERR_USAGE, "expected one MODEL.cfg (see --help)");
     return DT_OK;
 }
 
+/* --checkpoint, --checkpoint-dir, --keep, --checkpoint-every, --resume auto. */
+static dt_status check_checkpoint_flags(const cli_train_args *a) {
+    if (a->ckpt && a->ckpt_dir)
+        return dt_fail(DT_ERR_USAGE, "--checkpoint and --checkpoint-dir exclude each other (one file, or a "
+                       "directory of them)");
+    if (a->ckpt_every && !a->ckpt && !a->ckpt_dir)
+        return dt_fail(DT_ERR_USAGE, "--checkpoint-every needs --checkpoint FILE or --checkpoint-dir DIR");
+    if (a->given_keep && !a->ckpt_dir) return dt_fail(DT_ERR_USAGE, "--keep needs --checkpoint-dir DIR");
+    if (a->resume && strcmp(a->resume, "auto") == 0 && !a->ckpt_dir)
+        return dt_fail(DT_ERR_USAGE, "--resume auto needs --checkpoint-dir DIR (it resumes from there)");
+    return DT_OK;
+}
+
+/* Flags that would do nothing in the mode chosen are errors, not ignored. */
+static dt_status check_mode_flags(const cli_train_args *a, const dt_dist_cfg *dc) {
+    const char *m = dt_mode_name(dc->mode);
+    if (a->given_servers && !dt_mode_is_ps(dc->mode))
+        return dt_fail(DT_ERR_USAGE, "--servers applies to the ps-* modes, not %s", m);
+    if (a->given_staleness && dc->mode != DT_MODE_PS_SSP)
+        return dt_fail(DT_ERR_USAGE, "--staleness applies to --mode ps-ssp, not %s", m);
+    if (a->ar_algo && dc->mode != DT_MODE_ALLREDUCE)
+        return dt_fail(DT_ERR_USAGE, "--allreduce-algo applies to --mode allreduce, not %s", m);
+    if (a->given_fusion && (dc->mode != DT_MODE_ALLREDUCE || dc->ar_algo == DT_AR_SHM))
+        return dt_fail(DT_ERR_USAGE, "--fusion-mb applies to --mode allreduce with buckets (--allreduce-algo "
+                       "auto, ring or mpi), not %s%s", m, dc->ar_algo == DT_AR_SHM ? " --allreduce-algo shm" : "");
+    if (a->given_group && dc->mode != DT_MODE_PS_SYNC && dc->mode != DT_MODE_PS_ASYNC)
+        return dt_fail(DT_ERR_USAGE, "--group-size applies to --mode ps-sync and ps-async, not %s", m);
+    return DT_OK;
+}
+
 dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int ranks, int in_sweep) {
     memset(p, 0, sizeof *p);
-    if (a->ckpt_every && !a->ckpt) return dt_fail(DT_ERR_USAGE, "--checkpoint-every needs --checkpoint FILE");
+    DT_TRY(check_checkpoint_flags(a));
     int rule = dt_lr_scaling_from_name(a->lr_scaling ? a->lr_scaling : "none");
     if (rule < 0)
         return dt_fail(DT_ERR_USAGE, "--lr-scaling: unknown rule '%s' (linear, none)", a->lr_scaling);
@@ -162,18 +210,20 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     dt_dist_cfg dc = {DT_MODE_SERIAL, 0, a->fusion_mb, a->stall_timeout, a->staleness,
                       a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
-                      a->group_size, NULL, DT_AR_AUTO};
+                      a->group_size, NULL, DT_AR_AUTO, NULL};
     int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
     if (algo < 0) return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (auto, shm, ring, mpi)", a->ar_algo);
     dc.ar_algo = (dt_ar_algo)algo;
     DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks, in_sweep));
-    if (a->ar_algo && dc.mode != DT_MODE_ALLREDUCE)
-        return dt_fail(DT_ERR_USAGE, "--allreduce-algo applies to --mode allreduce, not %s", dt_mode_name(dc.mode));
+    DT_TRY(check_mode_flags(a, &dc));
     p->dist = dc;
     if (a->straggle) DT_TRY(parse_pair(a->straggle, "--straggle", "P:MS", 0, 1, &o->straggle_p, &o->straggle_ms));
     double slow_rank = 0;
     if (a->slow) DT_TRY(parse_pair(a->slow, "--slow-worker", "RANK:MS", 0, 65535, &slow_rank, &o->slow_ms));
     o->slow_rank = (int)slow_rank;
+    if (a->slow && (o->slow_rank < dc.servers || o->slow_rank >= ranks))
+        return dt_fail(DT_ERR_USAGE, "--slow-worker %s: rank %d is not a worker (the workers are ranks %d to %d)",
+                       a->slow, o->slow_rank, dc.servers, ranks - 1);
     o->data_dir = a->data_dir;
     o->epochs = spec->epochs;
     o->max_steps = a->max_steps;
@@ -181,6 +231,9 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     o->log_path = a->log;
     o->checkpoint_path = a->ckpt;
     o->checkpoint_every = a->ckpt_every;
+    o->checkpoint_dir = a->ckpt_dir;
+    o->keep = a->keep;
+    o->max_loss_ratio = a->max_loss_ratio;
     o->resume_path = a->resume;
     o->quiet = a->quiet;
     o->prefetch = !a->no_prefetch;
@@ -238,15 +291,25 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
     fprintf(out, "\n");
 }
 
+/* Whether to redraw a progress bar on out. Under mpirun every rank's
+ * output is a pty whatever the user's is, so there only `dtrain launch`
+ * knows (DT_PROGRESS_TTY); plain mpirun gets plain lines. */
+static int progress_tty(FILE *out) {
+    const char *said = getenv("DT_PROGRESS_TTY");
+    if (said) return strcmp(said, "1") == 0;
+    return !getenv("OMPI_COMM_WORLD_SIZE") && isatty(fileno(out));
+}
+
 static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_env *env,
-                            volatile sig_atomic_t *stop, FILE *out, dt_train_summary *sum) {
+                            cli_signals *sig, FILE *out, dt_train_summary *sum) {
     int nthreads = cli_set_threads(p->threads, env);
     dt_train_opts *o = &p->opts;
-    o->progress_tty = out && isatty(fileno(out));
+    o->progress_tty = out && progress_tty(out);
     o->rank = comm->worker;
     o->world_rank = comm->rank;
     o->world = comm->nworkers;
-    o->stop = stop;
+    o->stop = &sig->stop;
+    o->progress_request = &sig->progress;
     o->out = comm->worker == 0 ? out : NULL;
     if (!o->quiet && o->out) {
         print_start(o->out, p, comm, nthreads);
@@ -267,7 +330,7 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
 }
 
 dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
-                        volatile sig_atomic_t *stop, FILE *out, dt_train_summary *sum) {
+                        cli_signals *sig, FILE *out, dt_train_summary *sum) {
     dt_comm comm;
     dt_status s = dt_comm_create(&comm, world, p->dist.servers);
     if (s == DT_OK) s = check_model(&comm, &p->spec);
@@ -277,12 +340,13 @@ dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
     /* Before anything trains, so a bad path stops the run at once. */
     if (s == DT_OK && p->timeline_path) s = dt_comm_timeline_open(&p->dist.timeline, &comm, p->timeline_path);
     p->opts.timeline = p->dist.timeline;
+    p->dist.stop = &sig->stop;
     if (s == DT_OK && comm.worker < 0) {
         cli_set_threads(1, env); /* a server only sums and steps its shard */
         s = dt_server_run(&comm, &p->dist, &p->spec);
         s = close_timeline(p->dist.timeline, &comm, s, env);
     } else if (s == DT_OK) {
-        s = run_worker(p, &comm, env, stop, out, sum);
+        s = run_worker(p, &comm, env, sig, out, sum);
     }
     dt_timeline_free(p->dist.timeline);
     p->dist.timeline = NULL;
@@ -290,7 +354,7 @@ dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
     return s;
 }
 
-int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) {
+int cmd_train(int argc, char **argv, cli_env *env, cli_signals *sig) {
     cli_train_args a;
     dt_status s = cli_train_parse(&a, argc, argv);
     if (s == DT_OK && a.help) {
@@ -299,8 +363,13 @@ int cmd_train(int argc, char **argv, cli_env *env, volatile sig_atomic_t *stop) 
     }
     cli_train_plan p;
     if (s == DT_OK) s = cli_train_prepare(&p, &a, env->world, 0);
+    if (s == DT_OK) s = cli_check_path_collisions(&a);
+    /* Worker 0 writes the log and the checkpoints. */
+    if (s == DT_OK && env->rank == p.dist.servers) s = cli_check_outputs_writable(&a);
+    int code = cli_agree_start(s, env);
+    if (code != 0) return code;
     dt_train_summary sum;
-    if (s == DT_OK) s = cli_train_run(&p, MPI_COMM_WORLD, env, stop, stdout, &sum);
+    if (s == DT_OK) s = cli_train_run(&p, MPI_COMM_WORLD, env, sig, stdout, &sum);
     /* Interrupted or diverged, every rank ends by itself: no MPI_Abort. */
     env->orderly = dt_run_ended_together(s);
     return cli_report(s, env);

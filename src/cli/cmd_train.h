@@ -9,7 +9,6 @@
 #define DTRAIN_CLI_CMD_TRAIN_H
 
 #include <mpi.h>
-#include <signal.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -21,10 +20,13 @@
 typedef struct {
     const char *model;
     const char *dataset, *data_dir, *log, *ckpt, *resume, *mode, *straggle, *slow, *lr_scaling, *timeline;
-    int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size;
+    const char *ckpt_dir;
+    int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size, keep;
     long max_steps, ckpt_every, seed;
-    double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout;
+    double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout, max_loss_ratio;
     const char *ar_algo;
+    /* Flags that apply to some modes only, given or not (an error where they do nothing). */
+    int given_servers, given_staleness, given_fusion, given_group, given_keep;
 } cli_train_args;
 
 typedef struct {
@@ -50,6 +52,6 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
  * line and progress to out (NULL: nothing) and fills *sum. Scales the
  * learning rate for the global batch (--lr-scaling). */
 dt_status cli_train_run(cli_train_plan *p, MPI_Comm comm, const cli_env *env,
-                        volatile sig_atomic_t *stop, FILE *out, dt_train_summary *sum);
+                        cli_signals *sig, FILE *out, dt_train_summary *sum);
 
 #endif

@@ -1,3 +1,4 @@
+#include <mpi.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,20 @@ int cli_report(dt_status s, const cli_env *env) {
     else
         fprintf(stderr, "dtrain: %s\n", dt_last_error());
     return dt_status_exit_code(s);
+}
+
+int cli_agree_start(dt_status s, cli_env *env) {
+    if (env->world == 1) return cli_report(s, env);
+    int mine = s == DT_OK ? env->world : env->rank, first, code = dt_status_exit_code(s);
+    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS ||
+        (first < env->world && MPI_Bcast(&code, 1, MPI_INT, first, MPI_COMM_WORLD) != MPI_SUCCESS)) {
+        fprintf(stderr, "dtrain: rank %d: the ranks could not agree on how start-up went (MPI failed)\n", env->rank);
+        return 1;
+    }
+    if (first == env->world) return 0;
+    if (env->rank == first) fprintf(stderr, "dtrain: %s\n", dt_last_error());
+    env->orderly = 1;
+    return code;
 }
 
 dt_status cli_load_model(dt_model_spec *spec, const char *path, int batch, double lr, int epochs) {

@@ -1,6 +1,5 @@
 /* dtrain: distributed deep-learning training on CPUs over MPI. */
 #include <mpi.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,23 +30,6 @@ static const char usage[] =
     "exit status: 0 success, 1 runtime error, 2 usage or input error (model file, run log)\n"
     "  (sweep: 0 if at least one trial succeeded)\n";
 
-/* Set by SIGINT/SIGTERM; the trainer checks it between steps. */
-static volatile sig_atomic_t stop_requested = 0;
-
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
-
-static void install_signal_handlers(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 /* Ranks sharing this node, from Open MPI's environment (1 if not launched by mpirun). */
 static int local_ranks(void) {
     const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -63,6 +45,13 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "launch") == 0) return cmd_launch(argc - 2, argv + 2);
     if (strcmp(cmd, "plot") == 0) return cmd_plot(argc - 2, argv + 2);
+    /* Before MPI_Init: every thread MPI, OpenMP and dtrain start from here
+     * on inherits the mask, so only the signal thread ever takes them. */
+    static cli_signals sig;
+    if (cli_signals_block() != DT_OK) {
+        fprintf(stderr, "dtrain: %s\n", dt_last_error());
+        return 1;
+    }
     cli_env env = {0, 1, local_ranks(), 0};
     int provided;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
@@ -78,13 +67,18 @@ int main(int argc, char **argv) {
                         "MPI_THREAD_SERIALIZED or better\n", provided);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    install_signal_handlers();
+    sig.rank = env.rank;
+    sig.world = env.world;
+    if (cli_signals_start(&sig) != DT_OK) {
+        fprintf(stderr, "dtrain: %s\n", dt_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
 
     int code;
     if (strcmp(cmd, "train") == 0)
-        code = cmd_train(argc - 2, argv + 2, &env, &stop_requested);
+        code = cmd_train(argc - 2, argv + 2, &env, &sig);
     else if (strcmp(cmd, "sweep") == 0) {
-        code = cmd_sweep(argc - 2, argv + 2, &env, &stop_requested);
+        code = cmd_sweep(argc - 2, argv + 2, &env, &sig);
         env.orderly = 1; /* the ranks agree on the outcome */
     }
     else if (strcmp(cmd, "eval") == 0)

@@ -40,10 +40,11 @@ enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP, PS_CTRL_PULL };
 /* A control message: {kind, clock, lr} as doubles. */
 #define PS_CTRL_LEN 3
 /* A reply header: {version of the shard sent, version lag of the params
- * for w's next step, clocks committed, done (ps-async budget reached)},
+ * for w's next step, clocks committed, done (ps-async budget reached),
+ * stop (the server got SIGINT/SIGTERM: the workers stop at an agreed step)},
  * then per segment the clocks committed on it when it was sent (ps-ssp's
  * read-my-writes; a segment may be ahead of the whole shard's count). */
-#define PS_HDR_LEN 4
+#define PS_HDR_LEN 5
 /* Server statistics to worker 0 at the end: {cpu_s, wall_s, updates,
  * largest clock gap seen between workers, gradients applied}. */
 #define PS_STATS_LEN 5

@@ -318,6 +318,9 @@ static long current_version(server *sv) {
 /* Sends w the header of its reply: the shard's version and w's lag; w's
  * next gradient will be computed on version *v_read (NULL: the version in
  * this header, read under the same lock). */
+/* SIGINT/SIGTERM on this server's rank: passed on in every reply header. */
+static int signalled(const server *sv) { return sv->cfg->stop && atomic_load(sv->cfg->stop); }
+
 static dt_status send_header(server *sv, int w, long lag, const long *v_read) {
     MPI_Request *r = reply_reqs(sv, w);
     DT_TRY(dt_mpi_check(MPI_Wait(&r[0], MPI_STATUS_IGNORE), "MPI_Wait"));
@@ -328,6 +331,7 @@ static dt_status send_header(server *sv, int w, long lag, const long *v_read) {
     h[2] = (double)sv->committed;
     /* Queued gradients count as spent: they will be applied. */
     h[3] = sv->budget > 0 && sv->applied + sv->qlen + sv->inflight >= sv->budget;
+    h[4] = signalled(sv);
     sv->v_read[w] = v_read ? *v_read : sv->version;
     pthread_mutex_unlock(&sv->qmu);
     sv->awaiting[w] = 0;
@@ -714,6 +718,8 @@ dt_status dt_server_run(const dt_comm *c, const dt_dist_cfg *cfg, const dt_model
         s = dt_mpi_check(MPI_Send(st, PS_STATS_LEN, MPI_DOUBLE, world_rank_of(&sv, 0), PS_TAG_STATS, c->world),
                          "server statistics (MPI_Send)");
     }
+    /* The workers stopped at an agreed step because of it (they say where). */
+    if (s == DT_OK && signalled(&sv)) s = dt_fail(DT_ERR_INTERRUPTED, "server rank %d: interrupted", c->rank);
     teardown(&sv);
     return s;
 }

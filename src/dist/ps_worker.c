@@ -372,6 +372,7 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
         const double *h = hdr_of(p, s);
         if (h[1] > sy->stats.lag) sy->stats.lag = h[1];
         if (h[3] != 0) sy->stats.done = 1;
+        if (h[4] != 0) sy->stop_requested = 1;
     }
     return DT_OK;
 }

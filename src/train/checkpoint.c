@@ -65,6 +65,8 @@ static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_a
     DT_TRY(write_all(w, a->params, a->nparams * sizeof(float)));
     DT_TRY(write_all(w, a->state, a->nstate * sizeof(float)));
     DT_TRY(write_all(w, a->momentum, a->nmomentum * sizeof(float)));
+    double figures[3] = {meta->loss, meta->best_loss, meta->best_accuracy};
+    DT_TRY(write_all(w, figures, sizeof figures));
     uint32_t crc = (uint32_t)w->crc;
     return write_all(w, &crc, sizeof crc);
 }
@@ -113,13 +115,17 @@ static dt_status read_exact(FILE *f, void *buf, size_t n, uLong *crc, const char
     return DT_OK;
 }
 
+static dt_status check_position(const disk_header *h, const char *path);
+
+/* a == NULL (verify only): magic, version and position, not the model. */
 static dt_status check_header(const disk_header *h, uint64_t expect_hash, const dt_ckpt_arrays *a,
                               const char *path) {
     if (memcmp(h->magic, magic, sizeof magic) != 0)
         return dt_fail(DT_ERR_FORMAT, "%s: not a dtrain checkpoint (bad magic)", path);
-    if (h->version != DT_CKPT_VERSION)
-        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint version %u, this dtrain reads version %d",
+    if (h->version < 1 || h->version > DT_CKPT_VERSION)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint version %u, this dtrain reads versions 1 to %d",
                        path, h->version, DT_CKPT_VERSION);
+    if (!a) return check_position(h, path); /* dt_checkpoint_verify: no model to compare with */
     if (h->shape_hash != expect_hash)
         return dt_fail(DT_ERR_FORMAT,
                        "%s: checkpoint is for a different model (shape hash %016llx, model has "
@@ -132,6 +138,10 @@ static dt_status check_header(const disk_header *h, uint64_t expect_hash, const 
     if (a->momentum && h->nmomentum != a->nmomentum)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint holds %llu optimiser values, expected %zu",
                        path, (unsigned long long)h->nmomentum, a->nmomentum);
+    return check_position(h, path);
+}
+
+static dt_status check_position(const disk_header *h, const char *path) {
     if (h->epoch < 0 || h->step_in_epoch < 0)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint has a negative position", path);
     /* The trainer counts steps in signed 64-bit integers. */
@@ -141,10 +151,14 @@ static dt_status check_header(const disk_header *h, uint64_t expect_hash, const 
     return DT_OK;
 }
 
+/* Version 2's loss figures after the arrays (bytes). */
+static size_t trailer_bytes(const disk_header *h) { return h->version >= 2 ? 3 * sizeof(double) : 0; }
+
 /* Reads the arrays into one scratch block, checks the CRC, and only then
- * copies into the caller's arrays, so a corrupt file changes nothing. */
+ * copies into the caller's arrays, so a corrupt file changes nothing.
+ * figures: the version 2 trailer (left as it is for version 1). */
 static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const dt_ckpt_arrays *a,
-                               const char *path) {
+                               double figures[3], const char *path) {
     size_t total = (size_t)(h->nparams + h->nstate + h->nmomentum), bytes;
     if (h->nmomentum > (uint64_t)SIZE_MAX / 8 || total < h->nmomentum)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint sizes overflow", path);
@@ -156,25 +170,29 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     if (fstat(fileno(f), &st) != 0 || at < 0)
         return dt_fail(DT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     uint64_t left = st.st_size > at ? (uint64_t)(st.st_size - at) : 0;
-    if (left != (uint64_t)bytes + sizeof(uint32_t))
+    uint64_t promised = (uint64_t)bytes + trailer_bytes(h) + sizeof(uint32_t);
+    if (left != promised)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is %llu bytes, its header promises %llu: "
                        "truncated or corrupt", path, (unsigned long long)(sizeof *h + left),
-                       (unsigned long long)(sizeof *h + bytes + sizeof(uint32_t)));
+                       (unsigned long long)(sizeof *h + promised));
     float *buf;
     DT_TRY(dt_alloc_floats(&buf, total, path));
     uint32_t stored;
+    double trailer[3];
     dt_status s = read_exact(f, buf, bytes, &crc, path);
+    if (s == DT_OK) s = read_exact(f, trailer, trailer_bytes(h), &crc, path);
     if (s == DT_OK && fread(&stored, 1, sizeof stored, f) != sizeof stored)
         s = dt_fail(DT_ERR_FORMAT, "%s: truncated checkpoint (no checksum)", path);
     if (s == DT_OK && stored != (uint32_t)crc)
         s = dt_fail(DT_ERR_FORMAT, "%s: checksum mismatch (file %08x, computed %08x): corrupt checkpoint",
                     path, stored, (uint32_t)crc);
-    if (s == DT_OK) {
+    if (s == DT_OK && a) {
         memcpy(a->params, buf, a->nparams * sizeof(float));
         memcpy(a->state, buf + a->nparams, a->nstate * sizeof(float));
         if (a->momentum)
             memcpy(a->momentum, buf + a->nparams + a->nstate, a->nmomentum * sizeof(float));
     }
+    if (s == DT_OK && trailer_bytes(h)) memcpy(figures, trailer, sizeof trailer);
     dt_free(buf);
     return s;
 }
@@ -191,9 +209,10 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
     }
     disk_header h;
     uLong crc = crc32(0L, Z_NULL, 0);
+    double figures[3] = {0, 0, -1}; /* version 1: unknown */
     dt_status s = read_exact(f, &h, sizeof h, &crc, name);
     if (s == DT_OK) s = check_header(&h, expect_hash, a, name);
-    if (s == DT_OK) s = read_verified(f, &h, crc, a, name);
+    if (s == DT_OK) s = read_verified(f, &h, crc, a, figures, name);
     fclose(f);
     if (s != DT_OK) return s;
     meta->shape_hash = h.shape_hash;
@@ -202,6 +221,9 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
     meta->net_step = h.net_step;
     meta->epoch = h.epoch;
     meta->step_in_epoch = h.step_in_epoch;
+    meta->loss = figures[0];
+    meta->best_loss = figures[1];
+    meta->best_accuracy = figures[2];
     return DT_OK;
 }
 
@@ -209,7 +231,17 @@ dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_met
                              const dt_ckpt_arrays *a) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        return dt_fail(DT_ERR_USAGE, "%s is a directory, not a checkpoint file (in a checkpoint directory "
+                       "name a file: %s/latest, %s/best.ckpt)", path, path, path);
+    }
     dt_status s = dt_checkpoint_load_fd(fd, path, expect_hash, meta, a);
     close(fd);
     return s;
+}
+
+dt_status dt_checkpoint_verify(const char *path, dt_ckpt_meta *meta) {
+    return dt_checkpoint_load(path, 0, meta, NULL);
 }

@@ -1,16 +1,49 @@
 #include "report.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-dt_status dt_report_open(dt_report *r, FILE *out, const char *log_path, int quiet, int tty) {
+#include "dtrain/json.h"
+
+/* The resumed log: drops a last line a crash tore (no newline), and finds
+ * the last elapsed_s (0 in a missing or empty log). */
+static dt_status continue_log(const char *path, double *elapsed) {
+    *elapsed = 0;
+    FILE *f = fopen(path, "r+");
+    if (!f) return errno == ENOENT ? DT_OK : dt_fail(DT_ERR_IO, "--log %s: cannot open: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long whole = 0; /* bytes in complete lines */
+    while ((len = getline(&line, &cap, f)) > 0) {
+        if (line[len - 1] != '\n') break;
+        whole += len;
+        dt_json_object obj;
+        double e;
+        if (dt_json_parse_object(&obj, line) == DT_OK && dt_json_get_number(&obj, "elapsed_s", &e) == DT_OK)
+            *elapsed = e;
+    }
+    free(line);
+    dt_status s = DT_OK;
+    if (ferror(f)) s = dt_fail(DT_ERR_IO, "--log %s: read failed: %s", path, strerror(errno));
+    else if (ftruncate(fileno(f), whole) != 0) s = dt_fail(DT_ERR_IO, "--log %s: %s", path, strerror(errno));
+    fclose(f);
+    return s;
+}
+
+dt_status dt_report_open(dt_report *r, FILE *out, const char *log_path, int quiet, int tty, int append) {
     memset(r, 0, sizeof *r);
     r->out = out;
     r->quiet = quiet;
     r->tty = tty;
     r->start = r->last_print = dt_now();
     if (log_path) {
-        r->log = fopen(log_path, "w");
+        double before = 0;
+        if (append) DT_TRY(continue_log(log_path, &before));
+        r->start -= before;
+        r->log = fopen(log_path, append ? "a" : "w");
         if (!r->log) return dt_fail(DT_ERR_IO, "--log %s: cannot open: %s", log_path, strerror(errno));
     }
     return DT_OK;

@@ -18,7 +18,10 @@ typedef struct {
     double last_print;
 } dt_report;
 
-dt_status dt_report_open(dt_report *r, FILE *out, const char *log_path, int quiet, int tty);
+/* append (a resumed run): an existing log is continued, not truncated: a
+ * last line torn by a crash is dropped, and elapsed_s goes on from the
+ * log's last value (start is set back by it). */
+dt_status dt_report_open(dt_report *r, FILE *out, const char *log_path, int quiet, int tty, int append);
 /* Appends one JSON object (without newline) to the log. */
 dt_status dt_report_log(dt_report *r, const char *json);
 /* Redraws/prints progress at most every few seconds (always when force). */

@@ -63,6 +63,11 @@ static void make_label(char *dst, size_t cap, const char *path) {
     dst[o] = '\0';
 }
 
+/* Drops the trailing points past step (a log is in step order). */
+static void series_drop_after(dt_series *s, double step) {
+    while (s->n > 0 && s->step[s->n - 1] > step) s->n--;
+}
+
 static dt_status need_number(const dt_json_object *obj, const char *event, const char *key,
                              double *out) {
     if (dt_json_get_number(obj, key, out) == DT_OK) return DT_OK;
@@ -76,8 +81,14 @@ static dt_status read_record(dt_runlog *log, const char *line) {
     char event[256]; /* names are short: one this long is refused as malformed */
     DT_TRY(dt_json_get_string(&obj, "event", event, sizeof event));
     const int is_step = strcmp(event, "step") == 0;
-    if (!is_step && strcmp(event, "eval") != 0) return DT_OK;
     double step, elapsed, value;
+    if (strcmp(event, "resume") == 0) { /* what the crashed part did after its checkpoint was redone */
+        DT_TRY(need_number(&obj, event, "step", &step));
+        series_drop_after(&log->loss, step);
+        series_drop_after(&log->accuracy, step);
+        return DT_OK;
+    }
+    if (!is_step && strcmp(event, "eval") != 0) return DT_OK;
     DT_TRY(need_number(&obj, event, "step", &step));
     DT_TRY(need_number(&obj, event, is_step ? "loss" : "test_accuracy", &value));
     DT_TRY(need_number(&obj, event, "elapsed_s", &elapsed));

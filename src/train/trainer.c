@@ -1,9 +1,11 @@
 /* The training loop shared by every mode (see train.h). */
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "dtrain/checkpoint.h"
+#include "dtrain/ckptdir.h"
 #include "dtrain/json.h"
 #include "dtrain/mem.h"
 #include "dtrain/rng.h"
@@ -40,6 +42,14 @@ struct dt_trainer {
     long bad_step;
     int bad_epoch;
     const char *bad_what;
+    /* Checkpoints (--checkpoint, --checkpoint-dir): */
+    double ema, ema_slow;     /* the running averages behind smoothed_loss and best_loss, over ema_n steps */
+    long ema_n;
+    double best_loss;         /* lowest slow smoothed loss of the run (0: none yet) */
+    double best_acc;          /* best test accuracy of the run (-1: none yet) */
+    long good_step;           /* step of the last checkpoint written (or resumed from) */
+    long skipped_step;        /* step of a checkpoint refused as exploding, if the last one was (-1) */
+    long saved_step;          /* step of the last (periodic) checkpoint, on every worker (-1: none) */
 };
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
@@ -136,7 +146,8 @@ static int meets_at_end(const dt_trainer *t) { return !lockstep(t) && t->opts->w
  * its non-finite gradient. stop may be NULL (the request is then seen at
  * the next agreement). */
 static dt_status agree(dt_trainer *t, int *stop, int all) {
-    double v[2] = {t->opts->stop && *t->opts->stop, t->bad_step > 0 || t->diverging};
+    int asked = (t->opts->stop && atomic_load(t->opts->stop)) || t->sync->stop_requested;
+    double v[2] = {asked, t->bad_step > 0 || t->diverging};
     int together = lockstep(t) || (all && t->opts->world > 1);
     if (together) {
         DT_TRY(t->sync->reduce_sum(t->sync, v, 2));
@@ -169,10 +180,66 @@ static int all_finite(const float *x, size_t n) {
     return 1;
 }
 
+/* Two smoothed training losses, exponential moving averages of each
+ * step's mean loss, bias-corrected as Adam's moments are: a fast one over
+ * about 50 steps judges a checkpoint (one batch's loss is too noisy), and
+ * the lowest value of a slow one over about 500 steps is the run's best
+ * (the fast one's minimum is not: on easy data a run of lucky batches
+ * takes it near 0, and a healthy run would look 100x worse than its best). */
+#define LOSS_FAST_BETA 0.98
+#define LOSS_SLOW_BETA 0.998
+#define LOSS_MIN_STEPS 10  /* before this many steps the fast one says nothing */
+#define LOSS_BEST_STEPS 50 /* ... and the slow one */
+
+static double debias(double ema, double beta, long n, long min_n) {
+    return n >= min_n ? ema / (1 - pow(beta, (double)n)) : 0;
+}
+
+static double smoothed_loss(const dt_trainer *t) { return debias(t->ema, LOSS_FAST_BETA, t->ema_n, LOSS_MIN_STEPS); }
+
+static void track_loss(dt_trainer *t, double step_loss) {
+    t->ema = LOSS_FAST_BETA * t->ema + (1 - LOSS_FAST_BETA) * step_loss;
+    t->ema_slow = LOSS_SLOW_BETA * t->ema_slow + (1 - LOSS_SLOW_BETA) * step_loss;
+    t->ema_n++;
+    double l = debias(t->ema_slow, LOSS_SLOW_BETA, t->ema_n, LOSS_BEST_STEPS);
+    if (l > 0 && isfinite(l) && (t->best_loss <= 0 || l < t->best_loss)) t->best_loss = l;
+}
+
+/* Both averages go on from a checkpoint's smoothed loss, as if it had held
+ * for LOSS_BEST_STEPS steps. */
+static void resume_loss(dt_trainer *t, double loss) {
+    if (loss <= 0) return;
+    t->ema_n = LOSS_BEST_STEPS;
+    t->ema = loss * (1 - pow(LOSS_FAST_BETA, LOSS_BEST_STEPS));
+    t->ema_slow = loss * (1 - pow(LOSS_SLOW_BETA, LOSS_BEST_STEPS));
+}
+
+/* A checkpoint that must not replace good ones although its numbers are
+ * finite: the smoothed loss above --max-loss-ratio x the run's best (a run
+ * exploding, like one at test loss 1e35). Says why in why. */
+static int exploding(const dt_trainer *t, char *why, size_t cap) {
+    double l = smoothed_loss(t), r = t->opts->max_loss_ratio;
+    if (r <= 0 || l <= 0 || t->best_loss <= 0 || l <= r * t->best_loss) return 0;
+    snprintf(why, cap, "its smoothed training loss %.4g is over %g x the run's best %.4g (--max-loss-ratio)", l, r,
+             t->best_loss);
+    return 1;
+}
+
+/* Where a checkpoint of this step goes: --checkpoint F, D/step-N.ckpt or
+ * D/best.ckpt. */
+static dt_status ckpt_target(const dt_trainer *t, int best, char *buf, size_t cap) {
+    const char *dir = t->opts->checkpoint_dir;
+    if (best) return dt_ckptdir_best_path(buf, cap, dir);
+    if (dir) return dt_ckptdir_step_path(buf, cap, dir, t->step);
+    snprintf(buf, cap, "%s", t->opts->checkpoint_path);
+    return DT_OK;
+}
+
 /* Worker 0 writes the file. all = 1: collective over the workers (and
  * servers, through gather), every worker calls it at the same step; all =
- * 0: an independent worker's own checkpoint (only worker 0's is written). */
-static dt_status write_checkpoint(dt_trainer *t, int all) {
+ * 0: an independent worker's own checkpoint (only worker 0's is written).
+ * best: D/best.ckpt (after an evaluation that beat the best accuracy). */
+static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
     /* What will be written: the parameters pulled from any servers, their
      * optimiser state fetched by worker 0. */
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, all));
@@ -190,25 +257,43 @@ static dt_status write_checkpoint(dt_trainer *t, int all) {
     DT_TRY(agree(t, NULL, all));
     if (t->diverging) return DT_OK; /* the last checkpoint stays as it was */
     if (t->opts->rank != 0) return DT_OK;
+    char why[256], path[4096], esc[4096 * 2], json[sizeof esc + 512];
+    DT_TRY(ckpt_target(t, best, path, sizeof path));
+    dt_json_escape(esc, sizeof esc, path);
+    if (!best && exploding(t, why, sizeof why)) {
+        t->skipped_step = t->step;
+        snprintf(json, sizeof json, "checkpoint at step %ld not written: %s; the last good one (step %ld) stays",
+                 t->step, why, t->good_step);
+        dt_report_line(&t->rep, json);
+        snprintf(json, sizeof json, "{\"event\":\"checkpoint_skipped\",\"step\":%ld,\"path\":\"%s\",\"loss\":%.6g,"
+                 "\"best_loss\":%.6g,\"last_good_step\":%ld}", t->step, esc, smoothed_loss(t), t->best_loss,
+                 t->good_step);
+        return dt_report_log(&t->rep, json);
+    }
     int epoch, step_in_epoch;
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
-    dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch,
-                      step_in_epoch};
+    dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch, step_in_epoch,
+                      smoothed_loss(t), t->best_loss, t->best_acc};
     double t0 = dt_now();
-    DT_TRY(dt_checkpoint_save(t->opts->checkpoint_path, &m, &a));
-    char json[2048], path[1024];
-    dt_json_escape(path, sizeof path, t->opts->checkpoint_path);
-    snprintf(json, sizeof json, "{\"event\":\"checkpoint\",\"step\":%ld,\"path\":\"%s\",\"write_s\":%.3f}",
-             t->step, path, dt_now() - t0);
+    DT_TRY(dt_checkpoint_save(path, &m, &a));
+    if (!best) {
+        if (t->opts->checkpoint_dir) DT_TRY(dt_ckptdir_commit(t->opts->checkpoint_dir, t->step, t->opts->keep));
+        t->good_step = t->step;
+        t->skipped_step = -1;
+    }
+    snprintf(json, sizeof json, "{\"event\":\"checkpoint\",\"step\":%ld,\"path\":\"%s\",\"write_s\":%.3f%s}",
+             t->step, esc, dt_now() - t0, best ? ",\"best\":true" : "");
     return dt_report_log(&t->rep, json);
 }
 
-static dt_status save_checkpoint(dt_trainer *t, int all) {
-    if (!t->opts->checkpoint_path) return DT_OK;
+static dt_status save_checkpoint(dt_trainer *t, int all, int best) {
+    if (!t->opts->checkpoint_path && !t->opts->checkpoint_dir) return DT_OK;
+    if (!best && t->saved_step == t->step) return DT_OK; /* a run that ends or stops right after one */
+    if (!best) t->saved_step = t->step;
     double t0 = dt_now();
-    DT_TRY(write_checkpoint(t, all));
-    dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_CHECKPOINT, "checkpoint", t0, dt_now(),
-                     (dt_tl_arg[]){{"step", t->step}}, 1);
+    DT_TRY(write_checkpoint(t, all, best));
+    dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_CHECKPOINT, best ? "best checkpoint" : "checkpoint",
+                     t0, dt_now(), (dt_tl_arg[]){{"step", t->step}}, 1);
     /* A run killed later leaves this rank's events up to here in its part. */
     t0 = dt_now();
     DT_TRY(dt_timeline_flush(t->opts->timeline));
@@ -217,33 +302,81 @@ static dt_status save_checkpoint(dt_trainer *t, int all) {
     return DT_OK;
 }
 
+typedef struct {
+    dt_trainer *t;
+    dt_ckpt_meta *m;
+} resume_try;
+
+static dt_status load_into(const char *path, void *ctx) {
+    resume_try *r = ctx;
+    dt_ckpt_arrays a = ckpt_arrays(r->t);
+    return dt_checkpoint_load(path, r->t->net->shape_hash, r->m, &a);
+}
+
+static void report_skipped(const char *path, const char *why, void *ctx) {
+    char line[1024];
+    snprintf(line, sizeof line, "not resuming from %s: %s", path, why);
+    dt_report_line(&((resume_try *)ctx)->t->rep, line);
+}
+
+/* --resume F, --resume D (its newest complete checkpoint) or --resume auto
+ * (--checkpoint-dir's newest, a fresh start when it has none): loads it
+ * into *m and the net, and names it in path ("" when starting fresh). */
+static dt_status load_resume(dt_trainer *t, dt_ckpt_meta *m, char *path, size_t cap) {
+    const char *from = t->opts->resume_path;
+    resume_try r = {t, m};
+    int is_auto = strcmp(from, "auto") == 0;
+    struct stat st;
+    if (!is_auto && (stat(from, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        snprintf(path, cap, "%s", from);
+        return load_into(from, &r);
+    }
+    const char *dir = is_auto ? t->opts->checkpoint_dir : from;
+    dt_status s = dt_ckptdir_newest(dir, load_into, report_skipped, &r, path, cap);
+    if (s == DT_ERR_IO && is_auto && strstr(dt_last_error(), "no checkpoint in it")) {
+        path[0] = '\0';
+        dt_report_line(&t->rep, "--resume auto: no checkpoint yet; starting from the beginning");
+        return DT_OK;
+    }
+    return s;
+}
+
 static dt_status resume(dt_trainer *t) {
     dt_ckpt_meta m;
-    dt_ckpt_arrays a = ckpt_arrays(t);
-    DT_TRY(dt_checkpoint_load(t->opts->resume_path, t->net->shape_hash, &m, &a));
+    char from[4096], line[4352];
+    DT_TRY(load_resume(t, &m, from, sizeof from));
+    if (!from[0]) return DT_OK;
     if (m.seed != t->opts->seed)
         return dt_fail(DT_ERR_USAGE, "--resume %s: checkpoint was written with --seed %llu, this run "
-                       "has --seed %llu", t->opts->resume_path, (unsigned long long)m.seed,
-                       (unsigned long long)t->opts->seed);
-    t->step = (long)m.step;
+                       "has --seed %llu", from, (unsigned long long)m.seed, (unsigned long long)t->opts->seed);
+    t->step = t->good_step = (long)m.step;
     t->net->step = m.net_step;
+    t->best_loss = m.best_loss;
+    t->best_acc = m.best_accuracy;
+    resume_loss(t, m.loss);
     /* Batch size and data set are not part of the model's shape hash. */
     if (dt_loader_seek(t->loader, m.epoch, m.step_in_epoch) != DT_OK)
         return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint stopped at step %d of an epoch, "
                        "this run's epochs have %d steps (another --batch or data set?)",
-                       t->opts->resume_path, m.step_in_epoch, t->steps_per_epoch);
-    char line[256];
-    snprintf(line, sizeof line, "resumed from %s at step %ld (epoch %d, step %d of the epoch)",
-             t->opts->resume_path, t->step, m.epoch + 1, m.step_in_epoch);
+                       from, m.step_in_epoch, t->steps_per_epoch);
+    if (t->step >= t->total_steps)
+        return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint is at step %ld, and this run ends at step %ld "
+                       "(--max-steps or --epochs): nothing left to train", from, t->step, t->total_steps);
+    snprintf(line, sizeof line, "resumed from %s at step %ld (epoch %d, step %d of the epoch)", from, t->step,
+             m.epoch + 1, m.step_in_epoch);
     dt_report_line(&t->rep, line);
-    return DT_OK;
+    char esc[8192], json[8192 + 256];
+    dt_json_escape(esc, sizeof esc, from);
+    snprintf(json, sizeof json, "{\"event\":\"resume\",\"step\":%ld,\"checkpoint\":\"%s\",\"elapsed_s\":%.4f}",
+             t->step, esc, dt_now() - t->rep.start);
+    return dt_report_log(&t->rep, json);
 }
 
 static dt_status setup(dt_trainer *t) {
     const dt_train_opts *o = t->opts;
     const dt_model_spec *spec = t->spec;
     DT_TRY(dt_report_open(&t->rep, o->rank == 0 ? o->out : NULL, o->rank == 0 ? o->log_path : NULL,
-                          o->quiet, o->progress_tty));
+                          o->quiet, o->progress_tty, o->resume_path != NULL));
     DT_TRY(dt_net_create(&t->net, spec, spec->batch, o->seed));
     t->net->timeline = o->timeline;
     DT_TRY(dt_alloc_floats(&t->own_momentum, t->net->nparams, "optimiser state"));
@@ -310,6 +443,11 @@ static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double 
     snprintf(line, sizeof line, "epoch %d: test accuracy %.4f, test loss %.4f, train loss %.4f",
              epoch, *acc, *loss, t->last_epoch_loss);
     dt_report_line(&t->rep, line);
+    /* Every worker is here at the same step (the caller's contract). */
+    if (t->opts->checkpoint_dir && *acc > t->best_acc) {
+        t->best_acc = *acc;
+        DT_TRY(save_checkpoint(t, 1, 1));
+    }
     return DT_OK;
 }
 
@@ -360,6 +498,7 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     t->step++;
     t->steps_run++;
     t->loss_sum += loss;
+    track_loss(t, loss / n);
     t->loss_count += n;
     dt_sync_stats st = s->stats;
     memset(&s->stats, 0, sizeof s->stats);
@@ -384,11 +523,11 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
 /* SIGINT/SIGTERM agreed on: a checkpoint (collective when all), the
  * servers told to stop, DT_ERR_INTERRUPTED. */
 static dt_status stop_run(dt_trainer *t, int all) {
-    DT_TRY(save_checkpoint(t, all));
+    DT_TRY(save_checkpoint(t, all, 0));
     if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
     t->sync->ended_together = 1;
-    return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step,
-                   t->opts->checkpoint_path && t->opts->rank == 0 ? "; checkpoint written" : "");
+    int wrote = t->opts->rank == 0 && t->good_step == t->step && (t->opts->checkpoint_path || t->opts->checkpoint_dir);
+    return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step, wrote ? "; checkpoint written" : "");
 }
 
 static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
@@ -420,12 +559,13 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         }
         DT_TRY(train_step(t, x, y, n, epoch));
         if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0)
-            DT_TRY(save_checkpoint(t, !t->sync->independent));
+            DT_TRY(save_checkpoint(t, !t->sync->independent, 0));
         double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
         double eta = ips > 0 ? (double)(t->total_steps - t->step) * t->spec->batch / ips : 0;
+        int asked = o->progress_request && atomic_exchange(o->progress_request, 0); /* SIGUSR1 */
         dt_report_progress(&t->rep, epoch, t->spec->epochs, pos + 1, t->steps_per_epoch,
                            t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr,
-                           ips * o->world, eta, 0);
+                           ips * o->world, eta, asked);
     }
     if (t->loss_count) t->last_epoch_loss = t->loss_sum / (double)t->loss_count;
     if (meets_at_end(t)) { /* a divergence, a stop request or the end: all of them together */
@@ -438,7 +578,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         dt_loader_position(t->loader, &epoch, &pos);
         DT_TRY(evaluate_and_log(t, pos == 0 ? epoch : epoch + 1, acc, test_loss));
     }
-    DT_TRY(save_checkpoint(t, 1));
+    DT_TRY(save_checkpoint(t, 1, 0));
     if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
     t->sync->ended_together = 1;
     return DT_OK;
@@ -458,6 +598,8 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     memset(&t, 0, sizeof t);
     t.spec = spec;
     t.opts = opts;
+    t.best_acc = -1;
+    t.good_step = t.skipped_step = t.saved_step = -1;
     t.sync = sync;
     sync->stats.server_cpu_share = -1;
     memset(summary, 0, sizeof *summary);
@@ -510,6 +652,9 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
                  summary->bytes_per_step, extra_json);
         s = dt_report_summary(&t.rep, json);
     }
+    if (s == DT_OK && t.skipped_step >= 0)
+        s = dt_fail(DT_ERR_NUMERIC, "training exploded: the checkpoint at step %ld was not written (see the log); "
+                    "the last good checkpoint is at step %ld", t.skipped_step, t.good_step);
     dt_status c = dt_report_close(&t.rep);
     if (s == DT_OK) s = c;
     teardown(&t);

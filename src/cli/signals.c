@@ -1,0 +1,59 @@
+#include "signals.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+static sigset_t handled_set(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    return set;
+}
+
+dt_status cli_signals_block(void) {
+    sigset_t set = handled_set();
+    int rc = pthread_sigmask(SIG_BLOCK, &set, NULL);
+    if (rc != 0) return dt_fail(DT_ERR_INTERNAL, "cannot block signals: %s", strerror(rc));
+    return DT_OK;
+}
+
+void cli_signals_unblock(void) {
+    sigset_t set = handled_set();
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+static void *receive(void *arg) {
+    cli_signals *s = arg;
+    sigset_t set = handled_set();
+    for (;;) {
+        int sig;
+        if (sigwait(&set, &sig) != 0) continue;
+        if (sig == SIGUSR1) {
+            atomic_store(&s->progress, 1);
+            continue;
+        }
+        if (atomic_exchange(&s->stop, 1)) continue; /* said once */
+        char where[32] = "";
+        if (s->world > 1) snprintf(where, sizeof where, "rank %d: ", s->rank);
+        fprintf(stderr, "dtrain: %s%s received; stopping at the next step all ranks agree on, with a final "
+                        "checkpoint where one is configured\n", where, strsignal(sig));
+    }
+    return NULL;
+}
+
+dt_status cli_signals_start(cli_signals *sig) {
+    pthread_attr_t attr;
+    pthread_t th;
+    if (pthread_attr_init(&attr) != 0) return dt_fail(DT_ERR_INTERNAL, "cannot start the signal thread");
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&th, &attr, receive, sig);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) return dt_fail(DT_ERR_INTERNAL, "cannot start the signal thread: %s", strerror(rc));
+    return DT_OK;
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Signals never crash a run (oneDNN #4845: a handler on a thread inside a
+# JIT GEMM corrupts the heap, so dtrain takes signals on a thread of its
+# own). Each run trains with oneDNN GEMMs on every rank, gets a burst of a
+# harmless signal at 100 Hz (SIGUSR1: print a progress line), then SIGINT or
+# SIGTERM to one random rank (worker or server) or to every rank, while the
+# burst goes on until the job ends. Every run must exit 1, say where it
+# stopped, leave a checkpoint `dtrain eval` reads, and print no sanitizer
+# report, heap corruption or MPI_ABORT.
+#   DT_SIGNAL_RUNS   runs per mode (default 2; `make soak` runs 20)
+#   DT_SIGNAL_BURST  the burst's signal (USR1; INT measures the old handler)
+source "$(dirname "$0")/clilib.sh" "$1"
+RUNS=${DT_SIGNAL_RUNS:-2}
+BURST=${DT_SIGNAL_BURST:-USR1}
+MPIRUN="mpirun --oversubscribe --bind-to none"
+if [ -n "${DT_SANITIZE:-}" ]; then MODEL=$SRC/tests/data/small_net.cfg; DATA=(--dataset synthetic); else
+    MODEL=$SRC/examples/cnn.cfg; DATA=(--dataset synthetic --batch 32); fi
+declare -A NP=([serial]=1 [allreduce]=2 [ps-sync]=3)
+runs=0; crashes=0
+
+burst() { # pids...: SIGBURST to each at 100 Hz until they are gone
+    while kill -0 "$@" 2>/dev/null; do kill -"$BURST" "$@" 2>/dev/null; sleep 0.01; done
+}
+
+for mode in serial allreduce ps-sync; do
+    for i in $(seq 1 "$RUNS"); do
+        d=$TMP/$mode-$i; mkdir -p "$d"
+        if [ "$mode" = serial ]; then launch=("$DTRAIN"); else launch=($MPIRUN -np "${NP[$mode]}" "$DTRAIN"); fi
+        "${launch[@]}" train "$MODEL" "${DATA[@]}" --mode "$mode" --threads 1 --max-steps 100000 --seed $i \
+            --checkpoint "$d/run.ckpt" --log "$d/run.jsonl" > "$d/out" 2>&1 &
+        job=$!
+        wait_for "$d/run.jsonl" '"event":"step"' 120
+        pids=($(pgrep -f "^[^ ]*dtrain train .*$d/run.jsonl"))
+        burst "${pids[@]}" & bp=$!
+        sleep "$((RANDOM % 2)).$((RANDOM % 10))"
+        stopsig=$([ $((RANDOM % 2)) = 0 ] && echo INT || echo TERM)
+        if [ $((RANDOM % 3)) = 0 ]; then victims=("${pids[@]}"); else victims=(${pids[$((RANDOM % ${#pids[@]}))]}); fi
+        kill -"$stopsig" "${victims[@]}" 2>/dev/null
+        timeout 120 tail --pid=$job -f /dev/null; wait $job; rc=$?
+        kill $bp 2>/dev/null; wait $bp 2>/dev/null
+        runs=$((runs + 1))
+        ok=1
+        [ "$rc" -eq 1 ] || ok=0
+        grep -q "interrupted at step [0-9]*; checkpoint written" "$d/out" || ok=0
+        grep -qiE "sanitizer|runtime error|corrupted|double free|free\(\)|MPI_ABORT|segmentation" "$d/out" && ok=0
+        "$DTRAIN" eval "$MODEL" --dataset synthetic --weights "$d/run.ckpt" > "$d/eval" 2>&1 || ok=0
+        if [ $ok = 0 ]; then
+            crashes=$((crashes + 1))
+            echo "$mode run $i: SIG$stopsig to ${#victims[@]} of ${#pids[@]} rank(s): exit $rc"; tail -5 "$d/out"
+        fi
+        check "$mode run $i: SIG$stopsig during a SIG$BURST burst ends in order" test $ok = 1
+    done
+done
+echo "signals: $runs runs, $crashes crashes (burst SIG$BURST)"
+finish
