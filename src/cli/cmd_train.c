@@ -333,7 +333,10 @@ dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
                         cli_signals *sig, FILE *out, dt_train_summary *sum) {
     dt_comm comm;
     dt_status s = dt_comm_create(&comm, world, p->dist.servers);
-    if (s == DT_OK) s = check_model(&comm, &p->spec);
+    if (s == DT_OK) {
+        s = check_model(&comm, &p->spec);
+        p->agreed_failure = s != DT_OK && s != DT_ERR_MPI; /* the same verdict on every rank */
+    }
     /* The recipe needs the global batch, known once the ranks are split. */
     if (s == DT_OK)
         s = dt_lr_scale(&p->spec.sched, p->scaling, p->base_batch, p->spec.batch * comm.nworkers);
@@ -371,6 +374,7 @@ int cmd_train(int argc, char **argv, cli_env *env, cli_signals *sig) {
     dt_train_summary sum;
     if (s == DT_OK) s = cli_train_run(&p, MPI_COMM_WORLD, env, sig, stdout, &sum);
     /* Interrupted or diverged, every rank ends by itself: no MPI_Abort. */
-    env->orderly = dt_run_ended_together(s);
+    env->orderly = dt_run_ended_together(s) || p.agreed_failure;
+    if (p.agreed_failure && env->rank != 0) return dt_status_exit_code(s); /* rank 0 says it */
     return cli_report(s, env);
 }

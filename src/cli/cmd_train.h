@@ -37,6 +37,8 @@ typedef struct {
     dt_dist_cfg dist;
     int threads;            /* --threads (0: cores / ranks on the node) */
     const char *timeline_path; /* --timeline, or NULL */
+    int agreed_failure;     /* set by cli_train_run: it failed alike on every rank, before training
+                               (ranks disagree on the model), and every rank returned */
 } cli_train_plan;
 
 /* Parses argv (after "train"). With --help only a->help is meaningful. */

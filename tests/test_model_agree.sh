@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Ranks must read the same model file, in meaning: files that differ in any
+# value (the learning rate as much as a layer's size) are refused at
+# start-up with exit 2 and one message, the same on every rank, naming the
+# first difference with both values and where they are; the job ends
+# without MPI_Abort. Files that differ only in comments, spacing, key order
+# or how a number is written are accepted.
+source "$(dirname "$0")/clilib.sh" "$1"
+MPIRUN="mpirun --oversubscribe --bind-to none"
+NET=$SRC/tests/data/small_net.cfg   # learning_rate=0.05 on line 8, output=32 on line 20
+
+# Each rank trains DIR/rankR.cfg, R its world rank: mpirun gives every rank
+# the same command line, this gives them different files.
+cat > "$TMP/pick.sh" <<'EOF'
+#!/usr/bin/env bash
+dtrain=$1 dir=$2; shift 2
+exec "$dtrain" train "$dir/rank${OMPI_COMM_WORLD_RANK:?not started by Open MPI}.cfg" "$@"
+EOF
+chmod +x "$TMP/pick.sh"
+
+# job NAME NP: runs the rank files in $TMP/NAME; output in $out, status in $rc.
+job() {
+    out=$(timeout 120 $MPIRUN -np "$2" "$TMP/pick.sh" "$DTRAIN" "$TMP/$1" --dataset synthetic --threads 1 \
+        --max-steps 2 --quiet 2>&1); rc=$?
+}
+
+# refused NAME PATTERN: exit 2, the message matches, every rank that says
+# it says the same, and no rank was aborted. (Once the first rank exits
+# non-zero, mpirun may SIGTERM the others while they finalise; what they
+# print then is not the check's.)
+refused() {
+    local name=$1 pattern=$2
+    check "$name: exit 2 (got $rc)" test "$rc" -eq 2 || echo "$out" | tail -5
+    check "$name: message /$pattern/" grep -qE -- "$pattern" <<<"$out" || echo "$out" | tail -5
+    check "$name: the same message on every rank" test "$(grep '^dtrain: rank [0-9]*: ranks disagree' <<<"$out" |
+        sed 's/^dtrain: rank [0-9]*: //' | sort -u | wc -l)" -eq 1
+    check "$name: no MPI_Abort" test "$(grep -c MPI_ABORT <<<"$out")" -eq 0 || echo "$out" | tail -5
+}
+
+# The learning rate differs (same shapes): refused, both values named.
+mkdir -p "$TMP/lr"
+cp "$NET" "$TMP/lr/rank0.cfg"
+sed 's/^learning_rate=0.05$/learning_rate=0.01/' "$NET" > "$TMP/lr/rank1.cfg"
+job lr 2
+refused lr "ranks disagree on the model: rank\(s\) 1 read a different model file than rank 0: rank 0 has \[net\] learning_rate=0\.05 \($TMP/lr/rank0\.cfg line 8\), rank 1 has \[net\] learning_rate=0\.01 \($TMP/lr/rank1\.cfg line 8\); give every rank the same model file"
+
+# Only comments, blank lines, spacing, CRLF, key order within a section
+# and the spelling of numbers differ: the job runs.
+mkdir -p "$TMP/same"
+cp "$NET" "$TMP/same/rank0.cfg"
+{
+    echo "# the same net, written differently"
+    echo
+    echo "  [net]   ; input"
+    echo "height = 12"
+    echo "channels=1   # grey"
+    echo "width=12"
+    echo "batch=8"
+    echo "learning_rate = 5e-2"
+    echo "momentum=0.90"
+    echo "decay=5e-4"
+    echo "epochs=1"
+    echo
+    sed -n '/^\[convolutional\]/,$p' "$NET" | sed 's/=/ = /; s/$/\r/'
+} > "$TMP/same/rank1.cfg"
+job same 2
+check "comments and spacing only: runs (exit $rc)" test "$rc" -eq 0 || echo "$out" | tail -5
+
+# A layer's size differs: still refused, naming the section.
+mkdir -p "$TMP/shape"
+cp "$NET" "$TMP/shape/rank0.cfg"
+sed 's/^output=32$/output=64/' "$NET" > "$TMP/shape/rank1.cfg"
+job shape 2
+refused shape "rank 0 has \[connected\] output=32 \($TMP/shape/rank0\.cfg line 20\), rank 1 has \[connected\] output=64 \($TMP/shape/rank1\.cfg line 20\)"
+
+# A key one file leaves to its default: refused (say so, not silently
+# equal), naming the section it is missing from.
+mkdir -p "$TMP/missing"
+cp "$NET" "$TMP/missing/rank0.cfg"
+grep -v '^momentum=' "$NET" > "$TMP/missing/rank1.cfg"
+job missing 2
+refused missing "rank 0 has \[net\] momentum=0\.9 \($TMP/missing/rank0\.cfg line 9\), rank 1 has no momentum= in \[net\] \($TMP/missing/rank1\.cfg line 3\)"
+
+# Three ranks, only rank 2 differs, by a section: the message names rank 2.
+mkdir -p "$TMP/extra"
+cp "$NET" "$TMP/extra/rank0.cfg"
+cp "$NET" "$TMP/extra/rank1.cfg"
+sed 's/^\[softmax\]$/[dropout]\n[softmax]/' "$NET" > "$TMP/extra/rank2.cfg"
+job extra 3
+refused extra "rank\(s\) 2 read a different model file than rank 0: rank 0 has \[softmax\] \($TMP/extra/rank0\.cfg line 24\), rank 2 has \[dropout\] \($TMP/extra/rank2\.cfg line 24\)"
+finish
