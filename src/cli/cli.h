@@ -3,6 +3,8 @@
 #ifndef DTRAIN_CLI_H
 #define DTRAIN_CLI_H
 
+#include <stdio.h>
+
 #include "dtrain/data.h"
 #include "dtrain/model.h"
 #include "dtrain/status.h"
@@ -38,6 +40,10 @@ int cli_report(dt_status s, const cli_env *env);
  * its message, or 0 when none did; after a failure, env->orderly is set
  * (no rank waits for another: MPI is finalised, not aborted). */
 int cli_agree_start(dt_status s, cli_env *env);
+
+/* dtrain --version: version, build options, the libraries' versions
+ * (callable before MPI_Init). */
+void cli_print_version(FILE *out);
 
 /* Parses the model file and applies --batch/--lr/--epochs overrides
  * (0 = keep the file's value). */

@@ -71,10 +71,19 @@ static dt_status write_profile(const dt_model_spec *spec, int threads, int steps
     return s;
 }
 
+static const char bench_usage[] =
+    "usage: dtrain bench MODEL.cfg [flags]\n"
+    "  times training steps (forward, backward, SGD) on random data: img/s and per layer\n"
+    "  --batch N           batch (default: the model file's)\n"
+    "  --steps N           timed steps (default 50)\n"
+    "  --threads N         threads (default: all cores)\n"
+    "  --profile-out F     write the per-layer profile as JSON (input of dtrain simulate)\n";
+
 int cmd_bench(int argc, char **argv, const cli_env *env) {
-    int batch = 0, steps = 50, threads = 0;
+    int batch = 0, steps = 50, threads = 0, help = 0;
     const char *profile_out = NULL;
     cli_flag flags[] = {
+        {"--help", ARG_FLAG, &help, 0, 0, 0},
         {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
         {"--steps", ARG_INT, &steps, 1, 1000000, 0},
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
@@ -83,9 +92,11 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
     const char *pos[1];
     int npos;
     dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
-    if (s == DT_OK && npos != 1)
-        s = dt_fail(DT_ERR_USAGE, "usage: dtrain bench MODEL.cfg [--batch N] [--steps N] [--threads N] "
-                                  "[--profile-out F.json]");
+    if (s == DT_OK && help) {
+        fputs(bench_usage, stdout);
+        return 0;
+    }
+    if (s == DT_OK && npos != 1) s = dt_fail(DT_ERR_USAGE, "bench: expected one MODEL.cfg (see dtrain bench --help)");
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
     if (s != DT_OK) return cli_report(s, env);

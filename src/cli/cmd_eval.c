@@ -37,10 +37,20 @@ static dt_status eval_run(const char *model, const char *weights, const char *da
     return s;
 }
 
+static const char eval_usage[] =
+    "usage: dtrain eval MODEL.cfg --weights CHECKPOINT [flags]\n"
+    "  test accuracy and loss of a checkpoint's parameters on the test set\n"
+    "  --weights F       checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt)\n"
+    "  --dataset D       fashion-mnist | mnist | cifar10 | synthetic (default: the model file's)\n"
+    "  --data-dir DIR    dataset directory (default /usr/share/datasets/fashion-mnist)\n"
+    "  --batch N         evaluation batch (default: the model file's)\n"
+    "  --threads N       threads (default: all cores)\n";
+
 int cmd_eval(int argc, char **argv, const cli_env *env) {
     const char *weights = NULL, *dataset = NULL, *data_dir = NULL;
-    int batch = 0, threads = 0;
+    int batch = 0, threads = 0, help = 0;
     cli_flag flags[] = {
+        {"--help", ARG_FLAG, &help, 0, 0, 0},
         {"--weights", ARG_STR, &weights, 0, 0, 0},
         {"--dataset", ARG_STR, &dataset, 0, 0, 0},
         {"--data-dir", ARG_STR, &data_dir, 0, 0, 0},
@@ -50,9 +60,12 @@ int cmd_eval(int argc, char **argv, const cli_env *env) {
     const char *pos[1];
     int npos;
     dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
+    if (s == DT_OK && help) {
+        fputs(eval_usage, stdout);
+        return 0;
+    }
     if (s == DT_OK && (npos != 1 || !weights))
-        s = dt_fail(DT_ERR_USAGE, "usage: dtrain eval MODEL.cfg --weights CHECKPOINT [--dataset D] "
-                                  "[--data-dir DIR] [--batch N] [--threads N]");
+        s = dt_fail(DT_ERR_USAGE, "eval: needs MODEL.cfg and --weights CHECKPOINT (see dtrain eval --help)");
     if (s != DT_OK) return cli_report(s, env);
     cli_set_threads(threads, env);
     return cli_report(eval_run(pos[0], weights, dataset, data_dir, batch, env), env);

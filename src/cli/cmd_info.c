@@ -106,10 +106,23 @@ static dt_status print_plan(const dt_net *net, const dt_model_spec *spec, const 
     return DT_OK;
 }
 
+static const char info_usage[] =
+    "usage: dtrain info MODEL.cfg [flags]\n"
+    "  the network: each layer's output shape, parameters and FLOPs (a table by default)\n"
+    "  --json            the network graph (nodes, edges) as JSON\n"
+    "  --dot             the same as a Graphviz drawing (| dot -Tsvg -o net.svg)\n"
+    "  --plan            the communication plan: per layer, bytes the usual way and as\n"
+    "                    sufficient factors, and what --sacp picks\n"
+    "  --workers P       --plan: workers (default 2)\n"
+    "  --servers S       --plan: parameter servers (default 1)\n"
+    "  --mode M          --plan: ps-sync (default) or allreduce\n"
+    "  --batch N         batch per worker (default: the model file's)\n";
+
 int cmd_info(int argc, char **argv, const cli_env *env) {
-    int json = 0, dot = 0, batch = 0, plan = 0, workers = 2, servers = 1;
+    int json = 0, dot = 0, batch = 0, plan = 0, workers = 2, servers = 1, help = 0;
     const char *mode = "ps-sync";
     cli_flag flags[] = {
+        {"--help", ARG_FLAG, &help, 0, 0, 0},
         {"--json", ARG_FLAG, &json, 0, 0, 0},
         {"--dot", ARG_FLAG, &dot, 0, 0, 0},
         {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
@@ -121,9 +134,11 @@ int cmd_info(int argc, char **argv, const cli_env *env) {
     const char *pos[1];
     int npos;
     dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
-    if (s == DT_OK && npos != 1)
-        s = dt_fail(DT_ERR_USAGE, "usage: dtrain info MODEL.cfg [--json | --dot | --plan [--workers P] "
-                                  "[--servers S] [--mode M]] [--batch N]");
+    if (s == DT_OK && help) {
+        fputs(info_usage, stdout);
+        return 0;
+    }
+    if (s == DT_OK && npos != 1) s = dt_fail(DT_ERR_USAGE, "info: expected one MODEL.cfg (see dtrain info --help)");
     if (s == DT_OK && json + dot + plan > 1)
         s = dt_fail(DT_ERR_USAGE, "info: --json, --dot and --plan exclude each other");
     dt_model_spec spec;

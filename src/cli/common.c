@@ -1,4 +1,6 @@
 #include <mpi.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <zlib.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +15,22 @@ int cli_report(dt_status s, const cli_env *env) {
     else
         fprintf(stderr, "dtrain: %s\n", dt_last_error());
     return dt_status_exit_code(s);
+}
+
+void cli_print_version(FILE *out) {
+    const dnnl_version_t *d = dnnl_version();
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(mpi, &len) != MPI_SUCCESS) snprintf(mpi, sizeof mpi, "unknown");
+    char *nl = strchr(mpi, '\n');
+    if (nl) *nl = '\0';
+    fprintf(out, "dtrain %s\n", DT_VERSION);
+    fprintf(out, "build: %s, %s, %s%s\n", DT_BUILD_TYPE, DT_BUILD_NATIVE ? "-march=native" : "generic x86-64",
+            DT_BUILD_SANITIZE[0] ? "sanitizer " : "no sanitizer", DT_BUILD_SANITIZE);
+    fprintf(out, "oneDNN: %d.%d.%d (%s; convolutions and every GEMM)\n", d->major, d->minor, d->patch, d->hash);
+    fprintf(out, "OpenBLAS: not linked (dtrain's GEMMs run on oneDNN)\n");
+    fprintf(out, "MPI: %s\n", mpi);
+    fprintf(out, "zlib: %s, OpenMP: %d\n", zlibVersion(), _OPENMP);
 }
 
 int cli_agree_start(dt_status s, cli_env *env) {

@@ -27,6 +27,8 @@ static const char usage[] =
     "                            loss and test accuracy of training logs against step and time\n"
     "  launch -n N [--hostfile F] -- train|sweep MODEL.cfg [flags]   run N ranks with mpirun\n"
     "\n"
+    "  --version                 version, build options and library versions\n"
+    "\n"
     "exit status: 0 success, 1 runtime error, 2 usage or input error (model file, run log)\n"
     "  (sweep: 0 if at least one trial succeeded)\n";
 
@@ -41,6 +43,10 @@ int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        cli_print_version(stdout);
+        return 0;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "launch") == 0) return cmd_launch(argc - 2, argv + 2);

@@ -399,11 +399,11 @@ static dt_status setup(dt_trainer *t) {
     if (t->steps_per_epoch < 1)
         return dt_fail(DT_ERR_USAGE, "--batch %d x %d workers is larger than the %d training samples",
                        spec->batch, o->world, d->n);
-    t->total_steps = (long)spec->epochs * t->steps_per_epoch;
+    /* Independent workers share the whole run's budget of steps (--max-steps
+     * counts them all); one may do up to all of them (the strategy says when
+     * the budget is spent). */
+    t->total_steps = (long)spec->epochs * t->steps_per_epoch * (t->sync->independent ? o->world : 1);
     if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
-    /* Independent workers share the whole run's budget of steps; one may do
-     * up to all of them (the strategy says when the budget is spent). */
-    if (t->sync->independent) t->total_steps *= o->world;
     if (o->resume_path) DT_TRY(resume(t));
     if (t->sync->start) DT_TRY(t->sync->start(t->sync, t));
     char json[2048], model[1024];
@@ -607,16 +607,23 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     dt_status s = setup(&t);
     if (s == DT_OK) s = run_loop(&t, &acc, &test_loss);
     if (s == DT_OK) {
-        double images = (double)t.images;
-        if (opts->world > 1) s = sync->reduce_sum(sync, &images, 1);
-        t.images = (long)images;
+        double done[2] = {(double)t.images, (double)t.steps_run};
+        if (opts->world > 1) s = sync->reduce_sum(sync, done, 2);
+        t.images = (long)done[0];
+        /* Independent workers' steps are the run's, shared: count them all. */
+        if (sync->independent) t.step = t.step - t.steps_run + (long)done[1];
     }
     if (s == DT_OK) {
         summary->test_accuracy = acc;
         summary->test_loss = test_loss;
         summary->train_loss = t.last_epoch_loss;
         summary->steps = t.step;
-        summary->epochs = t.steps_per_epoch ? (double)t.step / t.steps_per_epoch : 0;
+        /* From the loader's position: steps of a resumed run's first part may
+         * have had another batch or worker count. */
+        int epoch, pos;
+        dt_loader_position(t.loader, &epoch, &pos);
+        summary->epochs = t.steps_per_epoch ? epoch + (double)pos / t.steps_per_epoch : 0;
+        if (sync->independent) summary->epochs = (double)t.step / ((double)t.steps_per_epoch * opts->world);
         /* All workers' images (independent workers do unequal shares) over
          * this worker's training time. */
         summary->images_per_sec = t.train_time > 0 ? (double)t.images / t.train_time : 0;
