@@ -17,7 +17,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 \
           TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp:halt_on_error=1 \
           OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMPI_MCA_mca_base_component_disable_dlclose=1
 
-.PHONY: all build deps run test test-release test-asan test-tsan fuzz bench clean
+.PHONY: all build deps run test test-release test-asan test-tsan soak fuzz bench clean
 
 all: build
 
@@ -47,6 +47,12 @@ test-tsan:
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDT_SANITIZE=thread >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && $(SAN_ENV) ctest --output-on-failure -L threads
+
+# The signal test at length: SIGINT/SIGTERM under a 100 Hz SIGUSR1 burst,
+# SOAK_RUNS runs per mode (serial, allreduce, ps-sync); prints runs and crashes.
+SOAK_RUNS ?= 20
+soak: deps build
+	DT_SOURCE_DIR=$(CURDIR) DT_SIGNAL_RUNS=$(SOAK_RUNS) bash tests/test_signals.sh $(BUILD)/dtrain
 
 # libFuzzer harnesses (fuzz/, needs clang): each runs FUZZ_SECONDS from its
 # seeds, then a table of executions, time and crashes. See docs/FUZZING.md.
