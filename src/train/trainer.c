@@ -399,11 +399,11 @@ static dt_status setup(dt_trainer *t) {
     if (t->steps_per_epoch < 1)
         return dt_fail(DT_ERR_USAGE, "--batch %d x %d workers is larger than the %d training samples",
                        spec->batch, o->world, d->n);
-    /* Independent workers share the whole run's budget of steps (--max-steps
-     * counts them all); one may do up to all of them (the strategy says when
-     * the budget is spent). */
-    t->total_steps = (long)spec->epochs * t->steps_per_epoch * (t->sync->independent ? o->world : 1);
+    t->total_steps = (long)spec->epochs * t->steps_per_epoch;
     if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
+    /* Independent workers share the whole run's budget of steps; one may do
+     * up to all of them (the strategy says when the budget is spent). */
+    if (t->sync->independent) t->total_steps *= o->world;
     if (o->resume_path) DT_TRY(resume(t));
     if (t->sync->start) DT_TRY(t->sync->start(t->sync, t));
     char json[2048], model[1024];
@@ -610,8 +610,11 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
         double done[2] = {(double)t.images, (double)t.steps_run};
         if (opts->world > 1) s = sync->reduce_sum(sync, done, 2);
         t.images = (long)done[0];
-        /* Independent workers' steps are the run's, shared: count them all. */
-        if (sync->independent) t.step = t.step - t.steps_run + (long)done[1];
+        /* Independent workers share the run's steps: the summary counts them
+         * as a lockstep run would (all of them over the workers), so
+         * --max-steps N reports N (the budget may run over by one step of
+         * each other worker in flight). */
+        if (sync->independent) t.step = t.step - t.steps_run + (long)(done[1] / opts->world);
     }
     if (s == DT_OK) {
         summary->test_accuracy = acc;
@@ -623,7 +626,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
         int epoch, pos;
         dt_loader_position(t.loader, &epoch, &pos);
         summary->epochs = t.steps_per_epoch ? epoch + (double)pos / t.steps_per_epoch : 0;
-        if (sync->independent) summary->epochs = (double)t.step / ((double)t.steps_per_epoch * opts->world);
+        if (sync->independent) summary->epochs = (double)t.step / t.steps_per_epoch;
         /* All workers' images (independent workers do unequal shares) over
          * this worker's training time. */
         summary->images_per_sec = t.train_time > 0 ? (double)t.images / t.train_time : 0;
