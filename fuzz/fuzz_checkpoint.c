@@ -34,7 +34,7 @@ static void load(int fd, uint64_t hash, size_t np, size_t ns, size_t nm, int wit
     if (sentinel[0] == 0.0f)
         for (size_t i = 0; i < MAX_FLOATS; i++) sentinel[i] = -1234.5f - (float)i;
     memcpy(p, sentinel, sizeof p), memcpy(st, sentinel, sizeof st), memcpy(m, sentinel, sizeof m);
-    dt_ckpt_arrays a = {p, np, st, ns, with_momentum ? m : NULL, with_momentum ? nm : 0};
+    dt_ckpt_arrays a = {p, np, st, ns, with_momentum ? m : NULL, with_momentum ? nm : 0, 0};
     dt_ckpt_meta meta;
     FUZZ_CHECK(lseek(fd, 0, SEEK_SET) == 0);
     dt_status s = dt_checkpoint_load_fd(fd, NAME, hash, &meta, &a);

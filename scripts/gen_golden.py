@@ -30,6 +30,12 @@ Fashion-MNIST training images in file order; holds hyper (lr, momentum,
 weight decay, batch: the test checks them against examples/cnn.cfg), loss
 (STEPS) and sum, sumsq (one per parameter tensor, float64 sums stored as
 float32) of the final parameters.
+
+Optimiser cases (cnn_adam.bin, cnn_adamw.bin, cnn_lars.bin, cnn_lamb.bin):
+the same run with torch.optim.Adam and AdamW, and with LARS and LAMB
+written out from the papers' formulas below (biases excluded from decay and
+trust ratios); hyper = (dtrain's optimizer index, lr, decay, batch,
+momentum, beta1, beta2, eps, trust coefficient, exclude_bias_bn).
 """
 import gzip
 import os
@@ -197,7 +203,7 @@ def cnn_model():
                          nn.Flatten(), nn.Linear(3136, 1024), nn.ReLU(), nn.Linear(1024, 10))
 
 
-def cnn_golden():
+def init_cnn():
     model = cnn_model()
     params = list(model.parameters())  # conv1.w, conv1.b, conv2.w, ... = dtrain's flat order
     with torch.no_grad():
@@ -205,8 +211,77 @@ def cnn_golden():
             if p.dim() > 1:
                 fan_in = p[0].numel()  # weight (out, ...); its bias follows with the same fan_in
             p.copy_(torch.from_numpy(init_tensor(t, p.numel(), fan_in)).view(p.shape))
+    return model, params
+
+
+class Lars(torch.optim.Optimizer):
+    """You et al. 2017, Algorithm 1, written out: per weight tensor
+    q = trust ||w|| / (||g|| + decay ||w||) (1 if a norm is 0);
+    v = momentum v + lr q (g + decay w); w -= v. Biases (dim 1): q = 1, no decay."""
+
+    def __init__(self, params, lr, momentum, decay, trust):
+        super().__init__(params, dict(lr=lr, momentum=momentum, decay=decay, trust=trust))
+
+    @torch.no_grad()
+    def step(self):
+        for grp in self.param_groups:
+            for w in grp['params']:
+                g, plain = w.grad, w.dim() == 1
+                wd = 0.0 if plain else grp['decay']
+                q = 1.0
+                if not plain:
+                    wn, gn = w.double().norm().item(), g.double().norm().item()
+                    if wn > 0 and gn + wd * wn > 0:
+                        q = grp['trust'] * wn / (gn + wd * wn)
+                v = self.state[w].setdefault('v', torch.zeros_like(w))
+                v.mul_(grp['momentum']).add_((g + wd * w) * (grp['lr'] * q))
+                w.sub_(v)
+
+
+class Lamb(torch.optim.Optimizer):
+    """You et al. 2019, Algorithm 2, written out: Adam's moments with bias
+    correction, r = m^ / (sqrt(v^) + eps), u = r + decay w, per weight tensor
+    q = ||w|| / ||u|| (1 if a norm is 0); w -= lr q u. Biases: q = 1, no decay."""
+
+    def __init__(self, params, lr, betas, eps, decay):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, decay=decay))
+
+    @torch.no_grad()
+    def step(self):
+        for grp in self.param_groups:
+            b1, b2 = grp['betas']
+            for w in grp['params']:
+                g, plain = w.grad, w.dim() == 1
+                st = self.state[w]
+                if not st:
+                    st['t'], st['m'], st['v'] = 0, torch.zeros_like(w), torch.zeros_like(w)
+                st['t'] += 1
+                st['m'].mul_(b1).add_(g * (1 - b1))
+                st['v'].mul_(b2).add_(g * g * (1 - b2))
+                r = (st['m'] / (1 - b1 ** st['t'])) / ((st['v'] / (1 - b2 ** st['t'])).sqrt() + grp['eps'])
+                u = r + (0.0 if plain else grp['decay']) * w
+                q = 1.0
+                if not plain:
+                    wn, un = w.double().norm().item(), u.double().norm().item()
+                    if wn > 0 and un > 0:
+                        q = wn / un
+                w.sub_(u * (grp['lr'] * q))
+
+
+# name: (dtrain optimizer index, lr, decay, momentum, beta1, beta2, eps, trust, exclude_bias_bn, make)
+OPTIMIZERS = {
+    'adam': (1, 1e-3, 5e-4, 0, 0.9, 0.999, 1e-8, 0, 0,
+             lambda p, h: torch.optim.Adam(p, lr=h[1], betas=(h[4], h[5]), eps=h[6], weight_decay=h[2])),
+    'adamw': (2, 1e-3, 1e-2, 0, 0.9, 0.999, 1e-8, 0, 0,
+              lambda p, h: torch.optim.AdamW(p, lr=h[1], betas=(h[4], h[5]), eps=h[6], weight_decay=h[2])),
+    'lars': (3, 2.0, 5e-4, 0.9, 0, 0, 0, 1e-3, 1, lambda p, h: Lars(p, h[1], h[3], h[2], h[7])),
+    'lamb': (4, 1e-2, 1e-2, 0, 0.9, 0.999, 1e-6, 0, 1,
+             lambda p, h: Lamb(p, h[1], (h[4], h[5]), h[6], h[2])),
+}
+
+
+def train_cnn(opt, params, model):
     x, y = load_fmnist(STEPS * BATCH)
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=DECAY)
     losses = []
     for s in range(STEPS):
         opt.zero_grad()
@@ -216,9 +291,24 @@ def cnn_golden():
         losses.append(loss.item())
         print('step %d loss %.7f' % (s, losses[-1]))
     final = [t2n(p).astype(np.float64) for p in params]
-    write_golden('cnn_sgd', [('hyper', [LR, MOMENTUM, DECAY, BATCH]), ('loss', losses),
-                             ('sum', [f.sum() for f in final]),
-                             ('sumsq', [(f * f).sum() for f in final])])
+    return [('loss', losses), ('sum', [f.sum() for f in final]), ('sumsq', [(f * f).sum() for f in final])]
+
+
+def cnn_golden():
+    model, params = init_cnn()
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=DECAY)
+    write_golden('cnn_sgd', [('hyper', [LR, MOMENTUM, DECAY, BATCH])] + train_cnn(opt, params, model))
+
+
+def cnn_optimizer_goldens():
+    """cnn_<name>.bin: hyper = (optimizer index, lr, decay, batch, momentum,
+    beta1, beta2, eps, trust, exclude_bias_bn), then as cnn_sgd."""
+    for name, h in OPTIMIZERS.items():
+        print(name)
+        model, params = init_cnn()
+        opt = h[-1](model.parameters(), h)
+        hyper = [h[0], h[1], h[2], BATCH, h[3], h[4], h[5], h[6], h[7], h[8]]
+        write_golden('cnn_' + name, [('hyper', hyper)] + train_cnn(opt, params, model))
 
 
 def main():
@@ -226,6 +316,7 @@ def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     layer_goldens()
     cnn_golden()
+    cnn_optimizer_goldens()
 
 
 if __name__ == '__main__':

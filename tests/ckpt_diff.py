@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Compares two dtrain checkpoints (format: include/dtrain/checkpoint.h).
 usage: ckpt_diff.py A B TOL  -> prints the largest absolute differences of
-parameters and optimiser state; exit 1 if either exceeds TOL (0 = identical)."""
+parameters and optimiser state (any optimiser, any version); exit 1 if either exceeds TOL (0 = identical)."""
 import struct, sys
 import numpy as np
 
@@ -21,5 +21,5 @@ sb, pb, mb = load(b)
 if sa != sb or pa.shape != pb.shape:
     sys.exit(f'{a} (step {sa}, {pa.size} params) vs {b} (step {sb}, {pb.size} params): not comparable')
 dp, dm = float(np.max(np.abs(pa - pb))), float(np.max(np.abs(ma - mb)))
-print(f'max |param diff| {dp:.3g}, max |momentum diff| {dm:.3g} (tolerance {tol:g}, step {sa})')
+print(f'max |param diff| {dp:.3g}, max |optimiser state diff| {dm:.3g} (tolerance {tol:g}, step {sa})')
 sys.exit(0 if dp <= tol and dm <= tol else 1)

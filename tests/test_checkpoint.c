@@ -52,7 +52,7 @@ static void copy_file(const char *from, const char *to, long limit) {
 static void expect_reject(const char *path, uint64_t hash, dt_status want, const char *needle) {
     float p[NP], s[NS], m[NP];
     fill(p, NP, -7), fill(s, NS, -7), fill(m, NP, -7);
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0};
     dt_ckpt_meta meta;
     dt_status st = dt_checkpoint_load(path, hash, &meta, &a);
     CHECK(st == want);
@@ -79,7 +79,7 @@ static void check_version1(const char *v2, const char *v1) {
     CHECK(f && fwrite(buf, 1, n + 4, f) == n + 4);
     if (f) fclose(f);
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0};
     dt_ckpt_meta got;
     CHECK_OK(dt_checkpoint_load(v1, 0xabcdef, &got, &a));
     CHECK(got.step == 1234 && got.loss == 0 && got.best_loss == 0 && got.best_accuracy == -1 && p[1] == 1.5f);
@@ -89,7 +89,7 @@ static void check_version1(const char *v2, const char *v1) {
 static dt_status loads(const char *path, void *ctx) {
     (void)ctx;
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0};
     dt_ckpt_meta got;
     return dt_checkpoint_load(path, 0xabcdef, &got, &a);
 }
@@ -157,8 +157,8 @@ int main(void) {
 
     float p[NP], s[NS], m[NP];
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
-    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP};
+    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0};
     CHECK_OK(dt_checkpoint_save(path, &meta, &a));
     char tmp[300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -166,14 +166,14 @@ int main(void) {
 
     /* Round trip. */
     float p2[NP], s2[NS], m2[NP];
-    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP};
+    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0};
     dt_ckpt_meta got;
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &b));
     CHECK(memcmp(p, p2, sizeof p) == 0 && memcmp(s, s2, sizeof s) == 0 && memcmp(m, m2, sizeof m) == 0);
     CHECK(got.seed == 42 && got.step == 1234 && got.net_step == 1300 && got.epoch == 3 &&
           got.step_in_epoch == 17 && got.loss == 0.25 && got.best_loss == 0.125 && got.best_accuracy == 0.875);
     /* Eval readers skip the momentum. */
-    dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0};
+    dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0};
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &c));
 
     /* Damage of every kind. */

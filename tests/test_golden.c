@@ -390,9 +390,9 @@ static int check_hyper(const golden *g, const dt_model_spec *spec) {
     if (!h) return 0;
     /* & rather than &&: report every mismatch. */
     int ok = CHECK_CLOSE(spec->sched.base_lr, h[0], 0, 1e-6) &
-             CHECK_CLOSE(spec->sgd.momentum, h[1], 0, 1e-6) &
-             CHECK_CLOSE(spec->sgd.decay, h[2], 0, 1e-6);
-    CHECK(spec->sgd.nesterov == 0 && spec->sched.kind == DT_SCHED_CONSTANT &&
+             CHECK_CLOSE(spec->optim.momentum, h[1], 0, 1e-6) &
+             CHECK_CLOSE(spec->optim.decay, h[2], 0, 1e-6);
+    CHECK(spec->optim.kind == DT_OPT_SGD && spec->optim.nesterov == 0 && spec->sched.kind == DT_SCHED_CONSTANT &&
           spec->sched.warmup_epochs == 0);
     return ok && h[3] >= 1 && h[3] <= 1024 ? (int)h[3] : 0;
 }
@@ -418,11 +418,12 @@ static void compare_sums(const tensor_view *t, int nt, const float *ref_sum,
     }
 }
 
-/* Initialises the net by the formula, trains it one SGD step per golden loss
- * on consecutive batches of ds in file order, checking each step's loss,
- * then the final parameters' sums. */
+/* Initialises the net by the formula, trains it one optimiser step per
+ * golden loss on consecutive batches of ds in file order, checking each
+ * step's loss, then the final parameters' sums. */
 static void train_and_compare(dt_net *net, const dt_model_spec *spec, const dt_dataset *ds,
                               const golden *g, int batch) {
+    const char *name = dt_optim_kind_name(spec->optim.kind);
     const golden_array *ga = golden_find(g, "loss");
     size_t steps = ga ? ga->n : 0, img = dt_shape_size(ds->shape), nx = (size_t)batch * img;
     tensor_view t[MAX_TENSORS];
@@ -433,9 +434,10 @@ static void train_and_compare(dt_net *net, const dt_model_spec *spec, const dt_d
     if (!ref_loss || !ref_sum || !ref_sumsq) return;
     int fits = steps * (size_t)batch <= (size_t)ds->n && img == 784; /* 1x28x28 images */
     CHECK(fits);
-    float *x = NULL, *v = NULL; /* (B, 1, 28, 28) batch, (nparams) momentum */
+    float *x = NULL, *state = NULL; /* (B, 1, 28, 28) batch, (nslots, nparams) optimiser state */
+    dt_optim *opt = NULL;
     if (fits && CHECK_OK(dt_alloc_floats(&x, nx, "x")) &&
-        CHECK_OK(dt_alloc_floats(&v, net->nparams, "momentum"))) {
+        CHECK_OK(dt_optim_create_for_net(&opt, &state, &spec->optim, net))) {
         for (int i = 0; i < nt; i++) init_tensor(&t[i], i);
         double worst = 0;
         for (size_t s = 0; s < steps; s++) {
@@ -445,21 +447,41 @@ static void train_and_compare(dt_net *net, const dt_model_spec *spec, const dt_d
             dt_net_forward(net, x, batch, 1);
             double loss = dt_net_loss(net, labels, batch) / batch;
             dt_net_backward(net, x, batch, NULL, NULL);
-            dt_sgd_update(&spec->sgd, (float)spec->sched.base_lr, net->params, v, net->grads,
-                          net->nparams);
+            dt_optim_update_net(opt, (float)spec->sched.base_lr, (long)s + 1, net, state, 0, net->nparams);
             CHECK_CLOSE(loss, ref_loss[s], 0, LOSS_RTOL);
             double rel = fabs(loss - ref_loss[s]) / fabs(ref_loss[s]);
             worst = rel > worst ? rel : worst;
-            printf("  cnn step %zu: loss %.7f, torch %.7f\n", s, loss, (double)ref_loss[s]);
+            printf("  cnn %s step %zu: loss %.7f, torch %.7f\n", name, s, loss, (double)ref_loss[s]);
         }
-        printf("  cnn: max rel loss err %.2e\n", worst);
+        printf("  cnn %s: max rel loss err %.2e\n", name, worst);
         compare_sums(t, nt, ref_sum, ref_sumsq);
     }
-    dt_free(v);
+    dt_optim_free(opt);
+    dt_free(state);
     dt_free(x);
 }
 
-static void cnn_golden(void) {
+/* cnn_<optimizer>.bin's hyper (optimizer index, lr, decay, batch, momentum,
+ * beta1, beta2, eps, trust, exclude_bias_bn) into spec; the batch. */
+static int set_hyper(const golden *g, dt_model_spec *spec) {
+    const float *h = golden_need(g, "hyper", 10);
+    int valid = h && h[0] >= 0 && h[0] < DT_OPT_COUNT && h[3] >= 1 && h[3] <= 1024;
+    CHECK(valid);
+    if (!valid) return 0;
+    dt_optim_cfg *o = &spec->optim;
+    o->kind = (dt_optim_kind)(int)h[0];
+    spec->sched.base_lr = h[1];
+    o->decay = h[2];
+    o->momentum = h[4];
+    o->beta1 = h[5];
+    o->beta2 = h[6];
+    o->eps = h[7];
+    o->trust = h[8];
+    o->exclude = (int)h[9];
+    return (int)h[3];
+}
+
+static void cnn_golden(const char *case_name) {
     char images[600], labels[600];
     const char *dir = dt_dataset_default_dir(DT_DATASET_FASHION_MNIST);
     snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", dir);
@@ -469,14 +491,16 @@ static void cnn_golden(void) {
         return;
     }
     golden g;
-    if (!golden_load(&g, "cnn_sgd")) return;
+    if (!golden_load(&g, case_name)) return;
+    int is_sgd = strcmp(case_name, "cnn_sgd") == 0;
     dt_model_spec *spec = NULL; /* ~20 KB */
     dt_net *net = NULL;
     dt_dataset *ds = NULL;
     int batch = 0;
     if (CHECK_OK(dt_alloc_bytes((void **)&spec, sizeof *spec, "model spec")) &&
         CHECK_OK(dt_model_parse_file(spec, dt_test_src_path("examples/cnn.cfg"))) &&
-        (batch = check_hyper(&g, spec)) > 0 && CHECK_OK(dt_net_create(&net, spec, batch, 1)) &&
+        (batch = is_sgd ? check_hyper(&g, spec) : set_hyper(&g, spec)) > 0 &&
+        CHECK_OK(dt_net_create(&net, spec, batch, 1)) &&
         CHECK_OK(dt_dataset_load_idx(&ds, images, labels)))
         train_and_compare(net, spec, ds, &g, batch);
     dt_dataset_free(ds);
@@ -489,7 +513,9 @@ int main(void) {
     printf("per-layer goldens (atol %g, rtol %g):\n", LAYER_ATOL, LAYER_RTOL);
     for (size_t i = 0; i < sizeof layer_cases / sizeof layer_cases[0]; i++)
         layer_golden(&layer_cases[i]);
-    printf("whole model (examples/cnn.cfg, SGD from identical weights):\n");
-    cnn_golden();
+    printf("whole model (examples/cnn.cfg from identical weights; torch.optim SGD, Adam, AdamW, and LARS, LAMB "
+           "as the papers' formulas):\n");
+    const char *cases[] = {"cnn_sgd", "cnn_adam", "cnn_adamw", "cnn_lars", "cnn_lamb"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) cnn_golden(cases[i]);
     return dt_test_finish("test_golden");
 }

@@ -41,9 +41,9 @@ static void check_net(const dt_model_spec *m, int c, int h, int w, double lr, in
     CHECK(m->input.c == c && m->input.h == h && m->input.w == w);
     CHECK(m->batch == 64);
     CHECK_CLOSE(m->sched.base_lr, lr, 0, 1e-12);
-    CHECK_CLOSE(m->sgd.momentum, 0.9, 0, 1e-12);
-    CHECK_CLOSE(m->sgd.decay, 5e-4, 0, 1e-12);
-    CHECK(m->sgd.nesterov == 0);
+    CHECK_CLOSE(m->optim.momentum, 0.9, 0, 1e-12);
+    CHECK_CLOSE(m->optim.decay, 5e-4, 0, 1e-12);
+    CHECK(m->optim.nesterov == 0);
     CHECK(m->epochs == epochs);
     CHECK_CLOSE(m->sched.total_epochs, epochs, 0, 0);
 }
@@ -133,9 +133,9 @@ static void test_defaults(dt_model_spec *m) {
     CHECK(strcmp(m->path, "defaults") == 0);
     CHECK(m->batch == 64 && m->epochs == 1);
     CHECK_CLOSE(m->sched.base_lr, 0.01, 0, 1e-12);
-    CHECK_CLOSE(m->sgd.momentum, 0.9, 0, 1e-12);
-    CHECK_CLOSE(m->sgd.decay, 5e-4, 0, 1e-12);
-    CHECK(m->sgd.nesterov == 0);
+    CHECK_CLOSE(m->optim.momentum, 0.9, 0, 1e-12);
+    CHECK_CLOSE(m->optim.decay, 5e-4, 0, 1e-12);
+    CHECK(m->optim.nesterov == 0);
     CHECK(m->sched.kind == DT_SCHED_CONSTANT);
     CHECK_CLOSE(m->sched.gamma, 0.1, 0, 1e-12);
     CHECK(m->sched.nmilestones == 0);
@@ -212,7 +212,7 @@ static void test_syntax_variants(dt_model_spec *m) {
     if (!CHECK_OK(dt_model_parse_string(m, text, "variants"))) return;
     CHECK(m->batch == 32 && m->input.c == 3 && m->input.h == 8 && m->input.w == 8);
     CHECK_CLOSE(m->sched.base_lr, 0.1, 0, 1e-12);
-    CHECK(m->sgd.momentum == 0 && m->sgd.decay == 0 && m->sgd.nesterov == 1);
+    CHECK(m->optim.momentum == 0 && m->optim.decay == 0 && m->optim.nesterov == 1);
     CHECK(m->epochs == 90 && m->sched.total_epochs == 90);
     CHECK(m->sched.kind == DT_SCHED_MULTISTEP);
     CHECK(m->sched.nmilestones == 3);

@@ -1,6 +1,9 @@
-/* SGD update and learning-rate schedules against hand-computed values. */
+/* The optimisers and learning-rate schedules against hand-computed values. */
 #include <math.h>
+#include <string.h>
 
+#include "dtrain/model.h"
+#include "dtrain/net.h"
 #include "dtrain/optim.h"
 #include "testutil.h"
 
@@ -119,28 +122,181 @@ static void test_linear_scaling(void) {
     CHECK(dt_lr_scaling_from_name("sqrt") == -1);
 }
 
-static void test_sgd(void) {
+/* A net of one dense layer 2 -> 2: tensors w (4 floats, decayed) then b
+ * (2, plain). */
+static dt_net *tiny_net(void) {
+    static const char text[] = "[net]\nchannels=1\nheight=1\nwidth=2\n[connected]\noutput=2\n[softmax]\n";
+    dt_model_spec spec;
+    dt_net *net = NULL;
+    if (!CHECK_OK(dt_model_parse_string(&spec, text, "tiny")) || !CHECK_OK(dt_net_create(&net, &spec, 1, 1)))
+        return NULL;
+    return net;
+}
+
+/* One update of the whole tiny net with w and g set to the given values. */
+static void step_tiny(dt_net *net, const dt_optim_cfg *c, float lr, long t, const float w[6], const float g[6],
+                      float *state, float out[6]) {
+    dt_optim *o;
+    if (!CHECK_OK(dt_optim_create(&o, c, net, NULL))) return;
+    memcpy(net->params, w, sizeof(float) * 6);
+    memcpy(net->grads, g, sizeof(float) * 6);
+    dt_optim_update_net(o, lr, t, net, state, 0, 6);
+    memcpy(out, net->params, sizeof(float) * 6);
+    dt_optim_free(o);
+}
+
+static dt_optim_cfg cfg_of(dt_optim_kind kind, double decay) {
+    dt_optim_cfg c = {kind, 0.9, decay, 0, -1, -1, -1, -1, -1};
+    return c;
+}
+
+static void test_sgd(dt_net *net) {
     /* Two steps by hand: w=1, g=0.5, decay 0.1, momentum 0.9, lr 0.1.
      * step 1: g' = 0.5 + 0.1 = 0.6, v = 0.6, w = 1 - 0.06 = 0.94
-     * step 2: g' = 0.5 + 0.094 = 0.594, v = 0.54 + 0.594 = 1.134, w = 0.94 - 0.1134 = 0.8266 */
-    dt_sgd_cfg c = {0.9, 0.1, 0};
-    float w = 1, v = 0, g = 0.5f;
-    dt_sgd_update(&c, 0.1f, &w, &v, &g, 1);
-    CHECK_CLOSE(w, 0.94, 1e-6, 0);
-    dt_sgd_update(&c, 0.1f, &w, &v, &g, 1);
-    CHECK_CLOSE(v, 1.134, 1e-6, 0);
-    CHECK_CLOSE(w, 0.8266, 1e-6, 0);
+     * step 2: g' = 0.5 + 0.094 = 0.594, v = 0.54 + 0.594 = 1.134, w = 0.94 - 0.1134 = 0.8266
+     * sgd decays biases too (PyTorch) unless excluded. */
+    dt_optim_cfg c = cfg_of(DT_OPT_SGD, 0.1);
+    float w[6] = {1, 1, 1, 1, 1, 1}, g[6] = {.5f, .5f, .5f, .5f, .5f, .5f}, v[6] = {0}, out[6];
+    step_tiny(net, &c, 0.1f, 1, w, g, v, out);
+    CHECK_CLOSE(out[0], 0.94, 1e-6, 0);
+    CHECK_CLOSE(out[5], 0.94, 1e-6, 0);
+    step_tiny(net, &c, 0.1f, 2, out, g, v, out);
+    CHECK_CLOSE(v[0], 1.134, 1e-6, 0);
+    CHECK_CLOSE(out[0], 0.8266, 1e-6, 0);
+    /* Excluded: the bias steps without decay, w = 1 - 0.1 * 0.5. */
+    c.exclude = 1;
+    memset(v, 0, sizeof v);
+    step_tiny(net, &c, 0.1f, 1, w, g, v, out);
+    CHECK_CLOSE(out[0], 0.94, 1e-6, 0);
+    CHECK_CLOSE(out[4], 0.95, 1e-6, 0);
 
     /* Nesterov: step 1: g' = 0.6, v = 0.6, w = 1 - 0.1 * (0.6 + 0.54) = 0.886 */
-    dt_sgd_cfg n = {0.9, 0.1, 1};
-    w = 1, v = 0;
-    dt_sgd_update(&n, 0.1f, &w, &v, &g, 1);
-    CHECK_CLOSE(w, 0.886, 1e-6, 0);
+    c = cfg_of(DT_OPT_SGD, 0.1);
+    c.nesterov = 1;
+    memset(v, 0, sizeof v);
+    step_tiny(net, &c, 0.1f, 1, w, g, v, out);
+    CHECK_CLOSE(out[0], 0.886, 1e-6, 0);
+}
+
+static void test_adam(dt_net *net) {
+    /* Step 1 of adam without decay: m^ = g, v^ = g^2, w -= lr g / (|g| + eps). */
+    dt_optim_cfg c = cfg_of(DT_OPT_ADAM, 0);
+    float w[6] = {1, 2, 3, 4, 5, 6}, g[6] = {.5f, -.25f, 2, -1, 1e-3f, 0}, st[12] = {0}, out[6];
+    step_tiny(net, &c, 0.01f, 1, w, g, st, out);
+    for (int i = 0; i < 6; i++)
+        CHECK_CLOSE(out[i], w[i] - 0.01 * g[i] / (fabs(g[i]) + 1e-8), 1e-6, 0);
+    CHECK_CLOSE(st[0], 0.1 * 0.5, 1e-7, 0);        /* m = (1 - b1) g */
+    CHECK_CLOSE(st[6], 0.001 * 0.25, 1e-8, 0);     /* v = (1 - b2) g^2 (1 - b2 in float) */
+    /* adamw: w *= 1 - lr wd first, then the same step (decay 0.1). */
+    c = cfg_of(DT_OPT_ADAMW, 0.1);
+    memset(st, 0, sizeof st);
+    step_tiny(net, &c, 0.01f, 1, w, g, st, out);
+    for (int i = 0; i < 5; i++)
+        CHECK_CLOSE(out[i], w[i] * (1 - 0.001) - 0.01 * g[i] / (fabs(g[i]) + 1e-8), 1e-6, 0);
+    /* adam with L2: the gradient is g + wd w (step 1: still lr sign(g')). */
+    c = cfg_of(DT_OPT_ADAM, 1);
+    memset(st, 0, sizeof st);
+    step_tiny(net, &c, 0.01f, 1, w, g, st, out);
+    CHECK_CLOSE(out[1], 2 - 0.01, 1e-6, 0); /* g' = -0.25 + 2 > 0 */
+}
+
+static void test_lars(dt_net *net) {
+    /* Weights (3, 4, 0, 0): ||w|| = 5; g (0.6, 0.8, 0, 0): ||g|| = 1; decay
+     * 0.1: q = 0.001 * 5 / (1 + 0.5) = 1/300. Step 1: v = lr q (g + wd w),
+     * w -= v. The bias (plain, excluded): q = 1, no decay: w -= lr g. */
+    dt_optim_cfg c = cfg_of(DT_OPT_LARS, 0.1);
+    float w[6] = {3, 4, 0, 0, 1, 1}, g[6] = {.6f, .8f, 0, 0, .5f, -.5f}, v[6] = {0}, out[6];
+    step_tiny(net, &c, 2.0f, 1, w, g, v, out);
+    double q = 0.001 * 5 / 1.5;
+    CHECK_CLOSE(out[0], 3 - 2 * q * (0.6 + 0.3), 1e-6, 0);
+    CHECK_CLOSE(out[1], 4 - 2 * q * (0.8 + 0.4), 1e-6, 0);
+    CHECK_CLOSE(out[4], 1 - 2 * 0.5, 1e-6, 0);
+    CHECK_CLOSE(out[5], 1 + 2 * 0.5, 1e-6, 0);
+}
+
+static void test_lamb(dt_net *net) {
+    /* Step 1: r = g / (|g| + eps) = sign(g); u = r + wd w; q = ||w|| / ||u||. */
+    dt_optim_cfg c = cfg_of(DT_OPT_LAMB, 0.5);
+    float w[6] = {3, 4, 0, 0, 1, 1}, g[6] = {1, -1, 0, 0, .5f, -.5f}, st[12] = {0}, out[6];
+    step_tiny(net, &c, 0.1f, 1, w, g, st, out);
+    double u[4] = {1 + 1.5, -1 + 2, 0, 0}, un = sqrt(u[0] * u[0] + u[1] * u[1]), q = 5 / un;
+    CHECK_CLOSE(out[0], 3 - 0.1 * q * u[0], 1e-5, 0);
+    CHECK_CLOSE(out[1], 4 - 0.1 * q * u[1], 1e-5, 0);
+    CHECK_CLOSE(out[4], 1 - 0.1, 1e-5, 0); /* bias: q = 1, no decay */
+}
+
+/* A step over a range in pieces equals one over the whole range, cut
+ * anywhere for the element-wise optimisers and between tensors for LARS
+ * and LAMB (dt_optim_align moves cuts there). */
+static void test_ranges(dt_net *net) {
+    for (int k = 0; k < DT_OPT_COUNT; k++) {
+        dt_optim_cfg c = cfg_of((dt_optim_kind)k, 0.01);
+        dt_optim *o;
+        if (!CHECK_OK(dt_optim_create(&o, &c, net, NULL))) continue;
+        float w0[6] = {1, -2, 3, .5f, .1f, -.3f}, g[6] = {.2f, .1f, -.4f, .3f, .05f, .5f};
+        float whole[6], part[6], s1[12] = {0}, s2[12] = {0};
+        memcpy(net->grads, g, sizeof g);
+        memcpy(net->params, w0, sizeof w0);
+        dt_optim_update_net(o, 0.1f, 3, net, s1, 0, 6);
+        memcpy(whole, net->params, sizeof whole);
+        memcpy(net->params, w0, sizeof w0);
+        size_t cut = dt_optim_align(o, 3); /* inside w [0, 4): 4 for lars and lamb */
+        CHECK(cut == (dt_optim_needs_norms(c.kind) ? 4u : 3u));
+        dt_optim_update_net(o, 0.1f, 3, net, s2, 0, cut);
+        dt_optim_update_net(o, 0.1f, 3, net, s2, cut, 6);
+        memcpy(part, net->params, sizeof part);
+        CHECK_ALLCLOSE(part, whole, 6, 0, 0);
+        CHECK_ALLCLOSE(s2, s1, 12, 0, 0);
+        dt_optim_free(o);
+    }
+}
+
+/* Cuts move to the nearer end of a tensor whose norms matter. */
+static void test_align(dt_net *net) {
+    dt_optim_cfg c = cfg_of(DT_OPT_LAMB, 0);
+    dt_optim *o;
+    if (!CHECK_OK(dt_optim_create(&o, &c, net, NULL))) return;
+    CHECK(dt_optim_align(o, 0) == 0 && dt_optim_align(o, 1) == 0 && dt_optim_align(o, 3) == 4);
+    CHECK(dt_optim_align(o, 5) == 5 && dt_optim_align(o, 6) == 6); /* bias excluded: cut anywhere */
+    dt_optim_free(o);
+    c.exclude = 0; /* biases with trust ratios: whole too */
+    if (!CHECK_OK(dt_optim_create(&o, &c, net, NULL))) return;
+    CHECK(dt_optim_align(o, 5) == 4);
+    dt_optim_free(o);
+    c = cfg_of(DT_OPT_ADAM, 0);
+    if (!CHECK_OK(dt_optim_create(&o, &c, net, NULL))) return;
+    CHECK(dt_optim_align(o, 3) == 3);
+    dt_optim_free(o);
+}
+
+static void test_names(void) {
+    CHECK(dt_optim_kind_from_name("lamb") == DT_OPT_LAMB && dt_optim_kind_from_name("Adam") == -1);
+    CHECK(dt_optim_slots(DT_OPT_SGD) == 1 && dt_optim_slots(DT_OPT_ADAMW) == 2 && dt_optim_slots(DT_OPT_LARS) == 1);
+    CHECK(dt_optim_uses(DT_OPT_LARS, "momentum") && !dt_optim_uses(DT_OPT_ADAM, "momentum"));
+    char who[64];
+    dt_optim_users(who, sizeof who, "beta1");
+    CHECK(strcmp(who, "adam, adamw or lamb") == 0);
+    dt_optim_cfg c = cfg_of(DT_OPT_LAMB, 0);
+    dt_optim_resolve(&c);
+    CHECK(c.eps == 1e-6 && c.exclude == 1 && c.beta2 == 0.999);
+    c = cfg_of(DT_OPT_ADAM, 0);
+    dt_optim_resolve(&c);
+    CHECK(c.eps == 1e-8 && c.exclude == 0);
 }
 
 int main(void) {
     test_schedules();
     test_linear_scaling();
-    test_sgd();
+    test_names();
+    dt_net *net = tiny_net();
+    if (net) {
+        test_sgd(net);
+        test_adam(net);
+        test_lars(net);
+        test_lamb(net);
+        test_ranges(net);
+        test_align(net);
+    }
+    dt_net_free(net);
     return dt_test_finish("test_optim");
 }

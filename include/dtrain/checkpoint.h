@@ -1,13 +1,15 @@
 /* Checkpoint files: everything needed to continue a run exactly.
  *
  * Layout (little-endian):
- *   "DTCKPT01" magic (8) | u32 version | u32 reserved
+ *   "DTCKPT01" magic (8) | u32 version | u32 optimizer (dt_optim_kind; 0 before version 3)
  *   u64 shape_hash | u64 seed | u64 step | u64 net_step | i32 epoch | i32 step_in_epoch
- *   u64 nparams | u64 nstate | u64 nmomentum
- *   f32 params[nparams] | f32 state[nstate] | f32 momentum[nmomentum]
- *   version 2 only: f64 loss | f64 best_loss | f64 best_accuracy
+ *   u64 nparams | u64 nstate | u64 nopt_state
+ *   f32 params[nparams] | f32 state[nstate] | f32 opt_state[nopt_state]
+ *   version 2 and later: f64 loss | f64 best_loss | f64 best_accuracy
  *   u32 crc32 of every byte before it
- * Version 1 files (no loss figures) still load.
+ * opt_state is the optimiser's slots, slot-major (optim.h): nslots x
+ * nparams. Versions 1 and 2 (SGD's momentum; version 1 without the loss
+ * figures) still load, as sgd.
  * Written to "PATH.tmp", fsync'd, renamed over PATH and the directory
  * fsync'd, so a crash at any moment leaves either the old or the new file. */
 #ifndef DTRAIN_CHECKPOINT_H
@@ -18,7 +20,7 @@
 
 #include "dtrain/status.h"
 
-#define DT_CKPT_VERSION 2
+#define DT_CKPT_VERSION 3
 
 typedef struct {
     uint64_t shape_hash;   /* must match the net that loads it */
@@ -32,6 +34,7 @@ typedef struct {
     double loss;           /* smoothed training loss when it was written (0: unknown) */
     double best_loss;      /* lowest smoothed training loss of the run so far (0: unknown) */
     double best_accuracy;  /* best test accuracy of the run so far (-1: none evaluated) */
+    int optimizer;         /* dt_optim_kind of its optimiser state (filled on load) */
 } dt_ckpt_meta;
 
 /* The float arrays a checkpoint carries (views, not owned). On load, n* must
@@ -41,15 +44,16 @@ typedef struct {
     size_t nparams;
     float *state;
     size_t nstate;
-    float *momentum;  /* may be NULL with nmomentum 0 (eval-only readers) */
-    size_t nmomentum;
+    float *opt_state;  /* may be NULL with nopt_state 0 (eval-only readers) */
+    size_t nopt_state;
+    int optimizer;     /* dt_optim_kind the state belongs to; a load with opt_state checks it */
 } dt_ckpt_arrays;
 
 dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a);
 
 /* Reads and verifies (magic, version, CRC, shape hash == expect_hash, sizes)
  * before touching the arrays: a bad file leaves them unchanged. With
- * a->momentum == NULL the momentum section is verified but not returned;
+ * a->opt_state == NULL the optimiser's section is verified but not returned;
  * a == NULL verifies the file and returns only meta. */
 dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
                              const dt_ckpt_arrays *a);

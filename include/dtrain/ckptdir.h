@@ -27,7 +27,9 @@ dt_status dt_ckptdir_commit(const char *dir, long step, int keep);
 /* Tries the checkpoints of D newest first (latest's target, then every
  * step-N.ckpt by N descending) with try_one(path, ctx) until one returns
  * DT_OK; its path goes to chosen. A candidate that fails is reported with
- * skipped(path, message, ctx) (may be NULL) and the next one is tried.
+ * skipped(path, message, ctx) (may be NULL) and the next one is tried,
+ * unless it failed with DT_ERR_USAGE (whole, but not for this run: another
+ * optimiser; the older ones are not either), which is returned at once.
  * DT_ERR_IO "no checkpoint in D" when there is none; when every one
  * failed, the last failure. */
 typedef dt_status (*dt_ckptdir_try_fn)(const char *path, void *ctx);

@@ -1,8 +1,9 @@
 /* Model files: Darknet-style INI, parsed strictly, separate from building.
  *
  *   [net]                       input shape, batch, optimiser, schedule
- *   batch=64  channels=1 height=28 width=28
- *   learning_rate=0.01 momentum=0.9 decay=0.0005 nesterov=0
+ *   batch=64  accumulate=1  channels=1 height=28 width=28
+ *   learning_rate=0.01 optimizer=sgd|adam|adamw|lars|lamb decay=0.0005
+ *   momentum=0.9 nesterov=0 beta1 beta2 eps trust_coefficient exclude_bias_bn
  *   epochs=2 policy=constant|step|multistep|cosine
  *   step_epochs=..  gamma=0.1  milestones=30,60  min_lr=0
  *   warmup_epochs=0  warmup_start_factor=0.1
@@ -33,7 +34,8 @@ typedef struct {
     dt_shape input;         /* channels, height, width */
     int batch;              /* per-worker batch; also base batch for LR scaling */
     int epochs;
-    dt_sgd_cfg sgd;
+    int accumulate;         /* forward/backward passes of `batch` per optimiser step */
+    dt_optim_cfg optim;     /* as written: unset values < 0 (dt_optim_create resolves them) */
     dt_lr_schedule sched;   /* total_epochs = epochs unless set */
     char dataset[32];       /* default dataset name ("" = fashion-mnist) */
     int flip, crop_pad;     /* training augmentation */

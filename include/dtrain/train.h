@@ -60,7 +60,7 @@ typedef struct dt_sync {
      * checkpoint; nothing that needs the other workers. NULL: nothing to do. */
     dt_status (*sync_state)(struct dt_sync *s, dt_trainer *t, int all);
     /* Before worker 0 writes a checkpoint: bring the optimiser state it does
-     * not hold (parameter servers' shards) into dt_trainer_momentum. */
+     * not hold (parameter servers' shards) into dt_trainer_opt_state. */
     dt_status (*gather)(struct dt_sync *s, dt_trainer *t);
     /* After the last step: tell the servers to stop, wait for peers. */
     dt_status (*finish)(struct dt_sync *s, dt_trainer *t);
@@ -146,12 +146,18 @@ dt_status dt_sync_serial_create(dt_sync **out);
 
 /* What strategies may use of the trainer. */
 dt_net *dt_trainer_net(dt_trainer *t);
-float *dt_trainer_momentum(dt_trainer *t);
-/* Points the velocity at momentum (nparams floats, values taken as they
- * are) and frees the trainer's own block, as dt_net_bind_blocks does for
- * the net's blocks. */
-void dt_trainer_bind_momentum(dt_trainer *t, float *momentum);
-const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t);
+/* The optimiser over the net's parameter vector, and its state: (nslots,
+ * nparams) floats, slot-major (optim.h). */
+const dt_optim *dt_trainer_optim(const dt_trainer *t);
+float *dt_trainer_opt_state(dt_trainer *t);
+size_t dt_trainer_opt_floats(const dt_trainer *t);
+/* Points the state at `state` (dt_trainer_opt_floats floats, values taken
+ * as they are) and frees the trainer's own block, as dt_net_bind_blocks
+ * does for the net's blocks. */
+void dt_trainer_bind_opt_state(dt_trainer *t, float *state);
+/* The step's optimiser update of the net's parameters [lo, hi) from its
+ * gradients (the step count is the step being finished, 1-based). */
+void dt_trainer_update(dt_trainer *t, float lr, size_t lo, size_t hi);
 /* Optimiser steps done so far (the clock of the next step). */
 long dt_trainer_step(const dt_trainer *t);
 /* Steps this worker would run in lockstep modes (epochs x steps per epoch,

@@ -20,9 +20,10 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
     DT_TRY(dt_net_create(&net, spec, spec->batch, 1));
     dt_dataset *ds = NULL;
     dt_loader *ld = NULL;
-    float *mom = NULL;
+    dt_optim *opt = NULL;
+    float *state = NULL;
     dt_loader_cfg lc = {.batch = spec->batch, .world = 1, .seed = 1, .shuffle = 1};
-    dt_status s = dt_alloc_floats(&mom, net->nparams, "optimiser state");
+    dt_status s = dt_optim_create_for_net(&opt, &state, &spec->optim, net);
     if (s == DT_OK) s = dt_dataset_synthetic(&ds, spec->input, net->classes, 4 * spec->batch, 1);
     if (s == DT_OK) s = dt_loader_create(&ld, ds, &lc);
     double t0 = 0, loss = 0;
@@ -38,8 +39,7 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
         dt_net_forward(net, x, n, 1);
         loss = dt_net_loss(net, y, n) / n;
         dt_net_backward(net, x, n, NULL, NULL);
-        dt_sgd_update(&spec->sgd, (float)spec->sched.base_lr, net->params, mom, net->grads,
-                      net->nparams);
+        dt_optim_update_net(opt, (float)spec->sched.base_lr, i + 1, net, state, 0, net->nparams);
     }
     if (s == DT_OK) {
         double dt = dt_now() - t0;
@@ -56,7 +56,8 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
     }
     dt_loader_free(ld);
     dt_dataset_free(ds);
-    dt_free(mom);
+    dt_free(state);
+    dt_optim_free(opt);
     dt_net_free(net);
     return s;
 }

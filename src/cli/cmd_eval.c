@@ -17,7 +17,7 @@ static dt_status eval_run(const char *model, const char *weights, const char *da
     dt_net *net;
     DT_TRY(dt_net_create(&net, &spec, spec.batch, 1));
     dt_ckpt_meta meta;
-    dt_ckpt_arrays a = {net->params, net->nparams, net->state, net->nstate, NULL, 0};
+    dt_ckpt_arrays a = {net->params, net->nparams, net->state, net->nstate, NULL, 0, 0};
     dt_dataset *ds = NULL;
     double t0 = 0, acc = 0, loss = 0;
     dt_status s = dt_checkpoint_load(weights, net->shape_hash, &meta, &a);

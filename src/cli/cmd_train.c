@@ -20,7 +20,15 @@ static const char train_usage[] =
     "                        global batch / the model file's batch (Goyal et al. 2017)\n"
     "  --warmup-epochs W     ramp the rate linearly, per step, over W epochs (with linear\n"
     "                        scaling: from the base rate to the scaled one)\n"
-    "  --momentum M, --decay D   SGD momentum in [0, 1) and weight decay (override the file)\n"
+    "  --optimizer O         sgd | adam | adamw | lars | lamb (default: the model file's, else sgd)\n"
+    "  --momentum M, --decay D   momentum in [0, 1) (sgd, lars) and weight decay (override the file)\n"
+    "  --beta1 B, --beta2 B  adam, adamw, lamb: moment decay rates in [0, 1) (0.9, 0.999)\n"
+    "  --eps E               adam, adamw, lamb: > 0 (1e-8; lamb 1e-6)\n"
+    "  --trust-coefficient T lars: eta of the trust ratio, > 0 (0.001)\n"
+    "  --exclude-bias-bn 0|1 biases and batch-norm parameters without decay and trust ratio\n"
+    "                        (default 1 for lars and lamb, 0 for sgd, adam and adamw)\n"
+    "  --accumulate N        N forward/backward passes of --batch per optimiser step (one\n"
+    "                        exchange per step: a step's batch is N x --batch per worker)\n"
     "  --seed N              seed of init, data order, augmentation, dropout (default 1)\n"
     "  --threads N           BLAS threads per rank (default: cores / ranks on the node)\n"
     "  --log F.jsonl         one JSON object per line: config, steps, evaluations, summary\n"
@@ -110,6 +118,8 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
     a->stall_timeout = 60;
     a->group_size = 1;
     a->momentum = a->decay = a->warmup_epochs = -1;
+    a->beta1 = a->beta2 = a->eps = a->trust = -1;
+    a->exclude = -1;
     a->keep = 3;
     a->max_loss_ratio = 100;
     cli_flag flags[] = {
@@ -123,6 +133,13 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--warmup-epochs", ARG_DOUBLE, &a->warmup_epochs, 0, 100000, 0},
         {"--momentum", ARG_DOUBLE, &a->momentum, 0, 1, 0},
         {"--decay", ARG_DOUBLE, &a->decay, 0, 1e6, 0},
+        {"--optimizer", ARG_STR, &a->optimizer, 0, 0, 0},
+        {"--beta1", ARG_DOUBLE, &a->beta1, 0, 1, 0},
+        {"--beta2", ARG_DOUBLE, &a->beta2, 0, 1, 0},
+        {"--eps", ARG_DOUBLE, &a->eps, 1e-30, 1, 0},
+        {"--trust-coefficient", ARG_DOUBLE, &a->trust, 1e-12, 1e6, 0},
+        {"--exclude-bias-bn", ARG_INT, &a->exclude, 0, 1, 0},
+        {"--accumulate", ARG_INT, &a->accumulate, 1, 1024, 0},
         {"--seed", ARG_LONG, &a->seed, 0, 9.2e18, 0},
         {"--threads", ARG_INT, &a->threads, 1, 1024, 0},
         {"--log", ARG_STR, &a->log, 0, 0, 0},
@@ -190,6 +207,52 @@ static dt_status check_mode_flags(const cli_train_args *a, const dt_dist_cfg *dc
     return DT_OK;
 }
 
+/* --optimizer and its hyperparameters over the model file's; a flag the
+ * optimiser would not read is an error. */
+static dt_status apply_optimizer_flags(dt_optim_cfg *o, const cli_train_args *a) {
+    if (a->optimizer) {
+        int k = dt_optim_kind_from_name(a->optimizer);
+        if (k < 0)
+            return dt_fail(DT_ERR_USAGE, "--optimizer: unknown optimizer '%s' (sgd, adam, adamw, lars, lamb)",
+                           a->optimizer);
+        o->kind = (dt_optim_kind)k;
+    }
+    const struct {
+        const char *flag, *hyper;
+        double value;
+        double *field;
+    } given[] = {{"--momentum", "momentum", a->momentum, &o->momentum}, {"--beta1", "beta1", a->beta1, &o->beta1},
+                 {"--beta2", "beta2", a->beta2, &o->beta2},             {"--eps", "eps", a->eps, &o->eps},
+                 {"--trust-coefficient", "trust", a->trust, &o->trust}};
+    for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
+        if (given[i].value < 0) continue;
+        if (!dt_optim_uses(o->kind, given[i].hyper)) {
+            char who[64];
+            dt_optim_users(who, sizeof who, given[i].hyper);
+            return dt_fail(DT_ERR_USAGE, "%s applies only to --optimizer %s (the optimizer is %s)", given[i].flag,
+                           who, dt_optim_kind_name(o->kind));
+        }
+        if (given[i].value >= 1 && given[i].field != &o->trust && given[i].field != &o->eps)
+            return dt_fail(DT_ERR_USAGE, "%s: %g is not below 1", given[i].flag, given[i].value);
+        *given[i].field = given[i].value;
+    }
+    if (a->decay >= 0) o->decay = a->decay;
+    if (a->exclude >= 0) o->exclude = a->exclude;
+    return DT_OK;
+}
+
+/* Combinations of optimiser, accumulation and mode that cannot run. */
+static dt_status check_mode_optimizer(const dt_model_spec *spec, const dt_dist_cfg *dc) {
+    if (dc->mode == DT_MODE_PS_SSP && dc->staleness > 0 && spec->optim.kind != DT_OPT_SGD)
+        return dt_fail(DT_ERR_USAGE, "--mode ps-ssp --staleness %d runs only with --optimizer sgd: its read-my-writes "
+                       "re-applies a worker's own gradients as plain gradient steps, and a %s step is not one (use "
+                       "ps-sync, ps-async or --staleness 0)", dc->staleness, dt_optim_kind_name(spec->optim.kind));
+    if (spec->accumulate > 1 && dc->sfb != DT_SFB_OFF)
+        return dt_fail(DT_ERR_USAGE, "--accumulate %d does not run with --sfb/--sacp: sufficient factors are the "
+                       "last pass's samples only", spec->accumulate);
+    return DT_OK;
+}
+
 dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int ranks, int in_sweep) {
     memset(p, 0, sizeof *p);
     DT_TRY(check_checkpoint_flags(a));
@@ -197,13 +260,12 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     if (rule < 0)
         return dt_fail(DT_ERR_USAGE, "--lr-scaling: unknown rule '%s' (linear, none)", a->lr_scaling);
     p->scaling = (dt_lr_scaling)rule;
-    if (a->momentum >= 1) return dt_fail(DT_ERR_USAGE, "--momentum: %g is not below 1", a->momentum);
     dt_model_spec *spec = &p->spec;
     DT_TRY(cli_load_model(spec, a->model, 0, a->lr, a->epochs));
     p->base_batch = spec->batch;
     if (a->batch > 0) spec->batch = a->batch;
-    if (a->momentum >= 0) spec->sgd.momentum = a->momentum;
-    if (a->decay >= 0) spec->sgd.decay = a->decay;
+    DT_TRY(apply_optimizer_flags(&spec->optim, a));
+    if (a->accumulate > 0) spec->accumulate = a->accumulate;
     if (a->warmup_epochs >= 0) spec->sched.warmup_epochs = a->warmup_epochs;
     dt_train_opts *o = &p->opts;
     DT_TRY(cli_dataset_kind(&o->dataset, a->dataset, spec));
@@ -216,6 +278,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     dc.ar_algo = (dt_ar_algo)algo;
     DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks, in_sweep));
     DT_TRY(check_mode_flags(a, &dc));
+    DT_TRY(check_mode_optimizer(spec, &dc));
     p->dist = dc;
     if (a->straggle) DT_TRY(parse_pair(a->straggle, "--straggle", "P:MS", 0, 1, &o->straggle_p, &o->straggle_ms));
     double slow_rank = 0;
@@ -272,9 +335,11 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
     const dt_lr_schedule *ls = &spec->sched;
     fprintf(out, "dtrain: training %s on %s: %d layers, batch %d per worker", spec->path,
             dt_dataset_kind_name(p->opts.dataset), spec->nlayers, spec->batch);
+    if (spec->accumulate > 1) fprintf(out, " x %d passes per step", spec->accumulate);
     if (comm->nworkers > 1)
-        fprintf(out, " x %d workers = %d global", comm->nworkers, spec->batch * comm->nworkers);
-    fprintf(out, ", %d epochs, lr %g", spec->epochs, ls->base_lr / ls->lr_scale);
+        fprintf(out, " x %d workers = %d global", comm->nworkers, spec->batch * spec->accumulate * comm->nworkers);
+    fprintf(out, ", %d epochs, %s, lr %g", spec->epochs, dt_optim_kind_name(spec->optim.kind),
+            ls->base_lr / ls->lr_scale);
     if (p->scaling == DT_LR_SCALING_LINEAR)
         fprintf(out, " x %g = %g (linear scaling from base batch %d, ", ls->lr_scale, ls->base_lr, p->base_batch);
     else
@@ -339,7 +404,8 @@ dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
     }
     /* The recipe needs the global batch, known once the ranks are split. */
     if (s == DT_OK)
-        s = dt_lr_scale(&p->spec.sched, p->scaling, p->base_batch, p->spec.batch * comm.nworkers);
+        s = dt_lr_scale(&p->spec.sched, p->scaling, p->base_batch,
+                        p->spec.batch * p->spec.accumulate * comm.nworkers);
     /* Before anything trains, so a bad path stops the run at once. */
     if (s == DT_OK && p->timeline_path) s = dt_comm_timeline_open(&p->dist.timeline, &comm, p->timeline_path);
     p->opts.timeline = p->dist.timeline;

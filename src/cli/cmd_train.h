@@ -15,7 +15,8 @@
 #include "dtrain/dist.h"
 #include "dtrain/train.h"
 
-/* The flags as given; 0, NULL or -1 (momentum, decay, warmup_epochs) mean
+/* The flags as given; 0, NULL or -1 (momentum, decay, warmup_epochs, the
+ * optimiser's hyperparameters) mean
  * "not given": the model file's value stands. Strings point into argv. */
 typedef struct {
     const char *model;
@@ -24,6 +25,9 @@ typedef struct {
     int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size, keep;
     long max_steps, ckpt_every, seed;
     double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout, max_loss_ratio;
+    const char *optimizer;
+    double beta1, beta2, eps, trust;  /* -1: not given */
+    int exclude, accumulate;          /* -1, 0: not given */
     const char *ar_algo;
     /* Flags that apply to some modes only, given or not (an error where they do nothing). */
     int given_servers, given_staleness, given_fusion, given_group, given_keep;

@@ -154,7 +154,7 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     DT_TRY(dt_sfb_setup(s, &a->plan, &a->sfb, a->net, &a->cfg, &a->comm));
     DT_TRY(dt_group_create(&a->group, &a->comm, a->cfg.stall_timeout));
     /* First the broadcast, whose wait names a worker missing at start-up. */
-    DT_TRY(dt_group_bcast_start(&a->group, a->net, dt_trainer_momentum(t)));
+    DT_TRY(dt_group_bcast_start(&a->group, a->net, dt_trainer_opt_state(t), dt_trainer_opt_floats(t)));
     /* The window, when every worker is here and no flag asked for network
      * savings (--sfb/--sacp plan bytes on the wire). */
     if (a->cfg.ar_algo == DT_AR_SHM || (a->cfg.ar_algo == DT_AR_AUTO && a->cfg.sfb == DT_SFB_OFF)) {
@@ -166,9 +166,10 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
         a->use_shm = one_node;
     }
     if (a->use_shm) { /* no buckets, no thread, nothing per layer: end_step does it all */
-        DT_TRY(dt_shm_create(&a->shm, &a->group, a->net->nparams, a->net->params, dt_trainer_momentum(t)));
+        DT_TRY(dt_shm_create(&a->shm, &a->group, dt_trainer_optim(t), a->net->nparams, a->net->params,
+                             dt_trainer_opt_state(t)));
         dt_net_bind_blocks(a->net, a->shm.params, dt_shm_slot(&a->shm));
-        dt_trainer_bind_momentum(t, a->shm.momentum);
+        dt_trainer_bind_opt_state(t, a->shm.opt_state);
         s->grad_ready = NULL;
         return DT_OK;
     }
@@ -232,7 +233,7 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
     if (a->use_shm) { /* the sums and the update, after backprop: nothing hides them */
         double u0 = dt_now();
         atomic_store(&a->group.hurry, 1);
-        dt_status st = dt_shm_update(&a->shm, &a->group, dt_trainer_sgd(t), lr, inv, a->step + 1);
+        dt_status st = dt_shm_update(&a->shm, &a->group, lr, inv, a->step + 1);
         atomic_store(&a->group.hurry, 0);
         DT_TRY(st);
         double u1 = dt_now();
@@ -241,7 +242,7 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
         comm += u1 - u0;
         waited += u1 - u0;
     } else {
-        dt_sgd_update(dt_trainer_sgd(t), lr, net->params, dt_trainer_momentum(t), net->grads, net->nparams);
+        dt_trainer_update(t, lr, 0, net->nparams);
     }
     s->stats.comm_s += comm;
     s->stats.wait_s += waited;

@@ -1,5 +1,6 @@
 #include "group.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "dtrain/mem.h"
@@ -129,13 +130,15 @@ dt_status dt_group_average_state(dt_group *g, dt_net *net) {
     return DT_OK;
 }
 
-dt_status dt_group_bcast_start(dt_group *g, dt_net *net, float *momentum) {
+dt_status dt_group_bcast_start(dt_group *g, dt_net *net, float *opt_state, size_t nopt_state) {
+    if (nopt_state > INT_MAX)
+        return dt_fail(DT_ERR_USAGE, "%zu optimiser values exceed an MPI count", nopt_state);
     MPI_Request req[3];
     DT_TRY(dt_group_enter(g, "start-up broadcast"));
     MPI_Comm w = g->comm.workers;
     DT_TRY(dt_mpi_check(MPI_Ibcast(net->params, (int)net->nparams, MPI_FLOAT, 0, w, &req[0]), "MPI_Ibcast"));
     DT_TRY(dt_mpi_check(MPI_Ibcast(net->state, (int)net->nstate, MPI_FLOAT, 0, w, &req[1]), "MPI_Ibcast"));
-    DT_TRY(dt_mpi_check(MPI_Ibcast(momentum, (int)net->nparams, MPI_FLOAT, 0, w, &req[2]), "MPI_Ibcast"));
+    DT_TRY(dt_mpi_check(MPI_Ibcast(opt_state, (int)nopt_state, MPI_FLOAT, 0, w, &req[2]), "MPI_Ibcast"));
     return dt_group_wait(g, req, 3);
 }
 

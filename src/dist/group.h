@@ -41,9 +41,10 @@ dt_status dt_group_wait(dt_group *g, MPI_Request *reqs, int n);
 dt_status dt_group_sum_doubles(dt_group *g, double *vals, int n, const char *what);
 /* Average of the net's layer state (BN running statistics) over the workers. */
 dt_status dt_group_average_state(dt_group *g, dt_net *net);
-/* Worker 0's parameters, state and momentum to every worker (they differ
+/* Worker 0's parameters, layer state and optimiser state (nopt_state
+ * floats) to every worker (they differ
  * only when worker 0 resumed from a checkpoint). */
-dt_status dt_group_bcast_start(dt_group *g, dt_net *net, float *momentum);
+dt_status dt_group_bcast_start(dt_group *g, dt_net *net, float *opt_state, size_t nopt_state);
 
 /* For the worker strategies, whose ctx struct starts with a dt_group:
  * allocate a dt_sync with a zeroed ctx of ctx_size bytes (freed together by

@@ -19,10 +19,11 @@
  *           in one message, as it is, as soon as w's gradient is complete
  *           (queued, not yet applied)
  * Outside clocks:
- *   w0 -> s INIT params, momentum, {budget, first clock}  at start (fresh or resumed):
+ *   w0 -> s INIT params, each optimiser state slot, {budget, first clock}  at start
+ *           (fresh or resumed):
  *           budget is ps-async's total of gradients to apply before replies say
  *           done; the first clock is the resumed step (0 when fresh)
- *   w0 -> s CTRL {CKPT}; s -> w0 MOM     before worker 0 writes a checkpoint
+ *   w0 -> s CTRL {CKPT}; s -> w0 MOM (each state slot)   before worker 0 writes a checkpoint
  *   w -> s  CTRL {PULL}; s -> w HDR, PARAM   before evaluation and checkpoints: the shard
  *                                        with every delivered clock applied
  *   w -> s  CTRL {STOP}; s -> w0 STATS   at the end (STATS only to worker 0)
@@ -33,6 +34,7 @@
 #include <stddef.h>
 
 #include "dtrain/dist.h"
+#include "dtrain/optim.h"
 
 enum { PS_TAG_CTRL = 10, PS_TAG_GRAD, PS_TAG_PARAM, PS_TAG_INIT, PS_TAG_MOM, PS_TAG_STATS, PS_TAG_HDR };
 enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP, PS_CTRL_PULL };
@@ -65,6 +67,17 @@ static inline void ps_overlap(const size_t *ps_offset, int i, size_t lo, size_t 
     *a = l0 > lo ? l0 : lo;
     *b = l1 < hi ? l1 : hi;
     if (*b < *a) *b = *a;
+}
+
+/* Server s's shard of the servers' vector (n floats over S servers):
+ * nearly equal ranges, cut between tensors where the optimiser (made for
+ * that vector) needs whole-tensor norms (LARS, LAMB: dt_optim_align), so a
+ * server holds every such tensor whole and computes its trust ratio alone.
+ * Workers and servers call it alike. */
+static inline void ps_shard(const dt_optim *o, size_t n, int S, int s, size_t *lo, size_t *hi) {
+    dt_shard_range(n, S, s, lo, hi);
+    *lo = dt_optim_align(o, *lo);
+    *hi = dt_optim_align(o, *hi);
 }
 
 /* The segments of shard [lo, hi) of the servers' vector: its pieces of

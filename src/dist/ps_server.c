@@ -58,7 +58,10 @@ typedef struct {
     int nseg;                /* segments of the shard: its pieces of each held layer */
     size_t *seg_lo, *seg_hi; /* (nseg) in arrival order (layers last to first), from lo */
     int nreply;              /* reply requests per worker: header, then shard or segments */
-    float *params, *mom;     /* (n) */
+    dt_optim *optim;         /* over the servers' vector */
+    float *params;           /* (n) */
+    float *state;            /* (nslots of the optimiser, n) its state, slot-major */
+    int nstate_slots;
     float *recv;             /* (W, nslots, n) gradients of each worker's clocks */
     float *lr;               /* (W, nslots) the learning rate each clock came with */
     float *sum;              /* (n) */
@@ -175,9 +178,10 @@ static dt_status handle_ctrl(server *sv, int w) {
         /* Flushed before worker 0 can go on: a stop after this checkpoint
          * merges this server's part as it is now. */
         DT_TRY(dt_timeline_flush(sv->cfg->timeline));
-        DT_TRY(dt_mpi_check(MPI_Send(sv->mom, (int)sv->n, MPI_FLOAT, world_rank_of(sv, w), PS_TAG_MOM,
-                                     sv->comm->world),
-                            "optimiser state for checkpoint (MPI_Send)"));
+        for (int k = 0; k < sv->nstate_slots; k++)
+            DT_TRY(dt_mpi_check(MPI_Send(sv->state + (size_t)k * sv->n, (int)sv->n, MPI_FLOAT, world_rank_of(sv, w),
+                                         PS_TAG_MOM, sv->comm->world),
+                                "optimiser state for checkpoint (MPI_Send)"));
     } else if (kind == PS_CTRL_STEP) {
         if (sv->receiving[w] || sv->awaiting[w] || clock != sv->arrived[w])
             return dt_fail(DT_ERR_INTERNAL, "server rank %d: worker rank %d started clock %ld out of turn",
@@ -196,9 +200,16 @@ static dt_status handle_ctrl(server *sv, int w) {
     return post_ctrl(sv, w);
 }
 
+/* One optimiser step, the t-th, with gradient g (n floats, as the shard)
+ * on [lo, hi) of the shard. */
+static void apply(server *sv, float lr, long t, const float *g, size_t lo, size_t hi) {
+    dt_optim_vec v = {sv->params, g, sv->state, sv->n, sv->lo};
+    dt_optim_update(sv->optim, lr, t, v, lo, hi);
+}
+
 /* ps-hogwild's racy parts, kept in functions of their own so the TSan
  * suppression (tests/tsan.supp) names exactly them: two appliers update the
- * shard and its momentum at once, and replies copy it while they do. Each
+ * shard and its optimiser state at once, and replies copy it while they do. Each
  * float is read and written whole (aligned 32-bit accesses are atomic on
  * every CPU dtrain runs on), so a race can lose or mix an update of one
  * element, never tear a float, write out of bounds or make a NaN from
@@ -208,11 +219,12 @@ static dt_status handle_ctrl(server *sv, int w) {
  * they often do) would otherwise be swept side by side, element for
  * element, and race on nearly every one. Started apart at equal speed, two
  * sweeps meet only if one is slowed; the race stays possible, not
- * systematic. */
-__attribute__((noinline)) static void hogwild_apply(server *sv, float lr, const float *g, int k) {
-    size_t start = sv->n / HOGWILD_APPLIERS * (size_t)k;
-    dt_sgd_update(&sv->spec->sgd, lr, sv->params + start, sv->mom + start, g + start, sv->n - start);
-    dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, g, start);
+ * systematic. The start is moved to a tensor boundary where the optimiser
+ * needs whole tensors (LARS, LAMB). */
+__attribute__((noinline)) static void hogwild_apply(server *sv, float lr, long t, const float *g, int k) {
+    size_t start = dt_optim_align(sv->optim, sv->lo + sv->n / HOGWILD_APPLIERS * (size_t)k) - sv->lo;
+    apply(sv, lr, t, g, start, sv->n);
+    apply(sv, lr, t, g, 0, start);
 }
 __attribute__((noinline)) static void hogwild_snapshot(const server *sv, float *snap, size_t lo, size_t hi) {
     memcpy(snap + lo, sv->params + lo, sizeof(float) * (hi - lo));
@@ -257,16 +269,16 @@ static void *applier(void *arg) {
         sv->qhead = (sv->qhead + 1) % (sv->W * sv->nslots);
         sv->qlen--;
         sv->inflight++;
-        long lag = sv->version - j.v_read;
+        long lag = sv->version - j.v_read, count = sv->version + sv->inflight; /* this update's number */
         pthread_mutex_unlock(&sv->qmu);
         float lr = async_lr(sv, j.lr, lag);
         const float *g = slot_of(sv, j.w, j.clock);
         double t0 = dt_now();
         if (sv->hogwild) {
-            hogwild_apply(sv, lr, g, k);
+            hogwild_apply(sv, lr, count, g, k);
         } else {
             pthread_mutex_lock(&sv->pmu);
-            dt_sgd_update(&sv->spec->sgd, lr, sv->params, sv->mom, g, sv->n);
+            apply(sv, lr, count, g, 0, sv->n);
             pthread_mutex_unlock(&sv->pmu);
         }
         dt_timeline_span(sv->cfg->timeline, track, DT_TL_CAT_UPDATE, "apply", t0, dt_now(),
@@ -381,7 +393,7 @@ static dt_status async_segment(server *sv, int w, int k) {
     if (k == 0) DT_TRY(async_reply_begins(sv, w));
     double t0 = dt_now();
     const float *g = slot_of(sv, w, sv->wclock[w]);
-    dt_sgd_update(&sv->spec->sgd, sv->seg_lr[w], sv->params + lo, sv->mom + lo, g + lo, hi - lo);
+    apply(sv, sv->seg_lr[w], sv->seg_version[w], g, lo, hi);
     dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply", t0, dt_now(),
                      (dt_tl_arg[]){{"worker", world_rank_of(sv, w)}, {"clock", sv->wclock[w]}, {"segment", k}},
                      3);
@@ -389,7 +401,7 @@ static dt_status async_segment(server *sv, int w, int k) {
 }
 
 /* Clock c's step on segment k of the shard: every worker's gradient
- * averaged in worker order, one SGD step (so ps-sync and ps-ssp
+ * averaged in worker order, one optimiser step (so ps-sync and ps-ssp
  * --staleness 0 give serial's numbers). */
 static void average_and_apply(server *sv, long c, int k) {
     size_t lo = sv->seg_lo[k], hi = sv->seg_hi[k];
@@ -401,7 +413,7 @@ static void average_and_apply(server *sv, long c, int k) {
     }
     float inv = 1.0f / (float)sv->W;
     for (size_t i = lo; i < hi; i++) sv->sum[i] *= inv;
-    dt_sgd_update(&sv->spec->sgd, *lr_of(sv, 0, c), sv->params + lo, sv->mom + lo, sv->sum + lo, hi - lo);
+    apply(sv, *lr_of(sv, 0, c), c + 1, sv->sum, lo, hi);
     dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply clock", t0, dt_now(),
                      (dt_tl_arg[]){{"clock", c}, {"segment", k}}, 2);
 }
@@ -609,9 +621,11 @@ static dt_status setup(server *sv) {
      * last gradient still waits in the queue. */
     sv->nslots = sv->clocked ? sv->staleness + 2 : sv->deferred ? 2 : 1;
     DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch));
-    dt_shard_range(sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
+    DT_TRY(dt_optim_create(&sv->optim, &sv->spec->optim, sv->net, sv->plan.ps_offset));
+    sv->nstate_slots = dt_optim_nslots(sv->optim);
+    ps_shard(sv->optim, sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
     sv->n = sv->hi - sv->lo;
-    size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn;
+    size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn, sn;
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_lo, L * sizeof(size_t), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_hi, L * sizeof(size_t), "server"));
     sv->nseg = ps_segments(sv->plan.ps_offset, sv->net->nlayers, sv->lo, sv->hi, sv->lo, sv->seg_lo, sv->seg_hi);
@@ -620,7 +634,8 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_mul_size(&wn, W, sv->n, "server buffers"));
     DT_TRY(dt_mul_size(&rn, wn, S, "server buffers"));
     DT_TRY(dt_alloc_floats(&sv->params, sv->n, "server shard"));
-    DT_TRY(dt_alloc_floats(&sv->mom, sv->n, "server shard"));
+    DT_TRY(dt_mul_size(&sn, (size_t)sv->nstate_slots, sv->n, "server optimiser state"));
+    DT_TRY(dt_alloc_floats(&sv->state, sn, "server optimiser state"));
     DT_TRY(dt_alloc_floats(&sv->sum, sv->n, "server shard"));
     DT_TRY(dt_alloc_floats(&sv->recv, rn, "server gradients"));
     DT_TRY(dt_alloc_floats(&sv->reply, wn, "server replies"));
@@ -657,9 +672,10 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_mpi_check(MPI_Recv(sv->params, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT, sv->comm->world,
                                  MPI_STATUS_IGNORE),
                         "server initialisation (MPI_Recv)"));
-    DT_TRY(dt_mpi_check(MPI_Recv(sv->mom, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT, sv->comm->world,
-                                 MPI_STATUS_IGNORE),
-                        "server initialisation (MPI_Recv)"));
+    for (int k = 0; k < sv->nstate_slots; k++)
+        DT_TRY(dt_mpi_check(MPI_Recv(sv->state + (size_t)k * sv->n, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT,
+                                     sv->comm->world, MPI_STATUS_IGNORE),
+                            "server initialisation (MPI_Recv)"));
     DT_TRY(dt_mpi_check(MPI_Recv(run, 2, MPI_DOUBLE, w0, PS_TAG_INIT, sv->comm->world, MPI_STATUS_IGNORE),
                         "server initialisation (MPI_Recv)"));
     sv->budget = (long)run[0];
@@ -686,7 +702,8 @@ static void teardown(server *sv) {
     pthread_cond_destroy(&sv->drained);
     dt_net_free(sv->net);
     dt_comm_plan_free(&sv->plan);
-    void *bufs[] = {sv->params, sv->mom, sv->sum, sv->recv, sv->reply, sv->lr, sv->hdr, sv->ctrl,
+    dt_optim_free(sv->optim);
+    void *bufs[] = {sv->params, sv->state, sv->sum, sv->recv, sv->reply, sv->lr, sv->hdr, sv->ctrl,
                     sv->ctrl_req, sv->reply_req, sv->grad_req, sv->ngrad, sv->receiving, sv->awaiting,
                     sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,
                     sv->slot_busy, sv->post_pending, sv->grad_posted, sv->seg_lo, sv->seg_hi, sv->seg_done,

@@ -29,6 +29,7 @@ typedef struct {
     MPI_Request *sub_reqs;        /* (nlayers) this step's in-group allreduces */
     int nsub_reqs;
     dt_comm_plan plan;
+    dt_optim *ps_optim;           /* the optimiser over the servers' vector: where shards are cut */
     dt_sfb sfb;
     MPI_Request *sfb_reqs;        /* (2 per SFB layer) this step's allgathers */
     int nsfb_reqs;
@@ -161,6 +162,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
                             "worker groups (MPI_Comm_split)"));
     for (int s = 0; s < S; s++) p->shard_type[s] = MPI_DATATYPE_NULL;
     DT_TRY(dt_sfb_setup(sy, &p->plan, &p->sfb, p->net, &p->cfg, &p->comm));
+    DT_TRY(dt_optim_create(&p->ps_optim, dt_optim_config(dt_trainer_optim(t)), p->net, p->plan.ps_offset));
     p->hdr_len = PS_HDR_LEN + p->net->nlayers;
     DT_TRY(dt_alloc_bytes((void **)&p->hdr, sizeof(double) * (size_t)p->hdr_len * (size_t)S, "reply headers"));
     if (p->cfg.mode == DT_MODE_PS_SSP && p->cfg.staleness > 0) {
@@ -172,13 +174,14 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
         dt_net_bind_grads(p->net, own_slot(p, dt_trainer_step(t)));
     }
     for (int s = 0; s < S; s++) {
-        dt_shard_range(p->plan.ps_n, S, s, &p->shard_lo[s], &p->shard_hi[s]);
+        ps_shard(p->ps_optim, p->plan.ps_n, S, s, &p->shard_lo[s], &p->shard_hi[s]);
         DT_TRY(make_shard_type(p, s));
         p->ctrl_reqs[s] = MPI_REQUEST_NULL;
     }
-    float *mom = dt_trainer_momentum(t);
+    float *state = dt_trainer_opt_state(t);
+    int nslots = dt_optim_nslots(p->ps_optim);
     DT_TRY(dt_group_create(&p->group, &p->comm, p->cfg.stall_timeout));
-    DT_TRY(dt_group_bcast_start(&p->group, p->net, mom));
+    DT_TRY(dt_group_bcast_start(&p->group, p->net, state, dt_trainer_opt_floats(t)));
     if (p->comm.worker != 0) return DT_OK;
     /* Worker 0 seeds every server with its shard of the parameters and of
      * the optimiser state (zeros, or the resumed checkpoint's), the run's
@@ -192,8 +195,10 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     for (int s = 0; s < S; s++) {
         DT_TRY(dt_mpi_check(MPI_Send(p->net->params, 1, p->shard_type[s], s, PS_TAG_INIT, p->comm.world),
                             "server initialisation (MPI_Send)"));
-        DT_TRY(dt_mpi_check(MPI_Send(mom, 1, p->shard_type[s], s, PS_TAG_INIT, p->comm.world),
-                            "server initialisation (MPI_Send)"));
+        for (int k = 0; k < nslots; k++)
+            DT_TRY(dt_mpi_check(MPI_Send(state + (size_t)k * p->net->nparams, 1, p->shard_type[s], s, PS_TAG_INIT,
+                                         p->comm.world),
+                                "server initialisation (MPI_Send)"));
         DT_TRY(dt_mpi_check(MPI_Send(run, 2, MPI_DOUBLE, s, PS_TAG_INIT, p->comm.world),
                             "server initialisation (MPI_Send)"));
     }
@@ -264,7 +269,7 @@ static void read_my_writes(ps_ctx *p) {
 }
 
 /* The SFB layers' update, the same on every worker: their summed factors
- * rebuilt, averaged, one SGD step with this worker's own momentum. */
+ * rebuilt, averaged, one optimiser step with this worker's own state. */
 static dt_status update_sfb_layers(ps_ctx *p, dt_trainer *t, float lr) {
     if (p->nsfb_reqs == 0) return DT_OK;
     DT_TRY(dt_group_wait(&p->group, p->sfb_reqs, p->nsfb_reqs));
@@ -274,7 +279,7 @@ static dt_status update_sfb_layers(ps_ctx *p, dt_trainer *t, float lr) {
         int i = p->sfb.layers[k].layer;
         size_t lo = net->param_offset[i], n = net->param_offset[i + 1] - lo;
         dt_sfb_rebuild(&p->sfb, i, net, inv);
-        dt_sgd_update(dt_trainer_sgd(t), lr, net->params + lo, dt_trainer_momentum(t) + lo, net->grads + lo, n);
+        dt_trainer_update(t, lr, lo, lo + n);
     }
     return DT_OK;
 }
@@ -396,15 +401,18 @@ static dt_status ps_agree_stop(dt_sync *sy, int *flags) {
     return group_wait(p, &r, 1, "stop agreement in the group");
 }
 
-/* Worker 0 fetches the servers' momentum shards for a checkpoint. */
+/* Worker 0 fetches the servers' shards of the optimiser state for a
+ * checkpoint, slot by slot. */
 static dt_status ps_gather(dt_sync *sy, dt_trainer *t) {
     ps_ctx *p = sy->ctx;
     if (p->comm.worker != 0) return DT_OK;
     DT_TRY(send_ctrl(p, PS_CTRL_CKPT, dt_trainer_step(t), 0));
-    float *mom = dt_trainer_momentum(t);
+    float *state = dt_trainer_opt_state(t);
     for (int s = 0; s < p->comm.nservers; s++)
-        DT_TRY(dt_mpi_check(MPI_Recv(mom, 1, p->shard_type[s], s, PS_TAG_MOM, p->comm.world, MPI_STATUS_IGNORE),
-                            "optimiser state for checkpoint (MPI_Recv)"));
+        for (int k = 0; k < dt_optim_nslots(p->ps_optim); k++)
+            DT_TRY(dt_mpi_check(MPI_Recv(state + (size_t)k * p->net->nparams, 1, p->shard_type[s], s, PS_TAG_MOM,
+                                         p->comm.world, MPI_STATUS_IGNORE),
+                                "optimiser state for checkpoint (MPI_Recv)"));
     return DT_OK;
 }
 
@@ -437,6 +445,7 @@ static void ps_free(dt_sync *sy) {
     if (p->sub != MPI_COMM_NULL) MPI_Comm_free(&p->sub);
     dt_sfb_free(&p->sfb);
     dt_comm_plan_free(&p->plan);
+    dt_optim_free(p->ps_optim);
     dt_free(p->shard_lo);
     dt_free(p->shard_hi);
     dt_free(p->reqs);

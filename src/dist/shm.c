@@ -26,13 +26,16 @@ static dt_status barrier(dt_shm *s, dt_group *g) {
     return dt_mpi_check(MPI_Win_sync(s->win), "MPI_Win_sync");
 }
 
-dt_status dt_shm_create(dt_shm *s, dt_group *g, size_t n, const float *params, const float *momentum) {
+dt_status dt_shm_create(dt_shm *s, dt_group *g, const dt_optim *o, size_t n, const float *params,
+                        const float *opt_state) {
     memset(s, 0, sizeof *s);
+    s->optim = o;
+    size_t nstate = (size_t)dt_optim_nslots(o) * n;
     s->rank = g->rank;
     s->size = g->size;
     s->n = n;
     s->stride = (n + 15) / 16 * 16;
-    double bytes = (double)(s->size + 2) * (double)s->stride * sizeof(float);
+    double bytes = ((double)(s->size + 1) * (double)s->stride + (double)nstate) * sizeof(float);
     if (bytes > (double)PTRDIFF_MAX / 2)
         return dt_fail(DT_ERR_USAGE, "shared-memory allreduce: %zu parameters make too large a window", n);
     MPI_Aint mine = s->rank == 0 ? (MPI_Aint)bytes : 0, size;
@@ -49,14 +52,14 @@ dt_status dt_shm_create(dt_shm *s, dt_group *g, size_t n, const float *params, c
     if ((double)size < bytes) return dt_fail(DT_ERR_INTERNAL, "shared gradient window smaller than asked");
     s->base = base;
     s->params = s->base + (size_t)s->size * s->stride;
-    s->momentum = s->params + s->stride;
+    s->opt_state = s->params + s->stride;
     /* A passive epoch for the whole run: MPI_Win_sync orders the workers'
      * loads and stores around the barriers. */
     DT_TRY(dt_mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win), "MPI_Win_lock_all"));
     s->locked = 1;
     if (s->rank == 0) {
         memcpy(s->params, params, sizeof(float) * n);
-        memcpy(s->momentum, momentum, sizeof(float) * n);
+        memcpy(s->opt_state, opt_state, sizeof(float) * nstate);
     }
     snprintf(s->what, sizeof s->what, "shared-memory window set-up");
     return barrier(s, g);
@@ -64,11 +67,19 @@ dt_status dt_shm_create(dt_shm *s, dt_group *g, size_t n, const float *params, c
 
 float *dt_shm_slot(const dt_shm *s) { return s->base + (size_t)s->rank * s->stride; }
 
-dt_status dt_shm_update(dt_shm *s, dt_group *g, const dt_sgd_cfg *sgd, float lr, float scale, long step) {
+dt_status dt_shm_update(dt_shm *s, dt_group *g, float lr, float scale, long step) {
     snprintf(s->what, sizeof s->what, "shared-memory gradients of step %ld", step);
     DT_TRY(barrier(s, g));
     size_t lo, hi;
     dt_shard_range(s->n, s->size, s->rank, &lo, &hi);
+    lo = dt_optim_align(s->optim, lo);
+    hi = dt_optim_align(s->optim, hi);
+    /* LARS and LAMB need each tensor's sums whole before its step: they are
+     * kept in this worker's own slot, over its shard, which no peer reads
+     * (each reads its own shard of the slots). */
+    int whole = dt_optim_needs_norms(dt_optim_config(s->optim)->kind);
+    float *own = dt_shm_slot(s);
+    dt_optim_vec v = {s->params, own, s->opt_state, s->n, 0};
     enum { BLOCK = 1024 }; /* 4 KiB of sums: they stay in L1 while the slots stream by */
     float sum[BLOCK];
     for (size_t i0 = lo; i0 < hi; i0 += BLOCK) {
@@ -79,8 +90,14 @@ dt_status dt_shm_update(dt_shm *s, dt_group *g, const dt_sgd_cfg *sgd, float lr,
             for (size_t i = 0; i < m; i++) sum[i] += x[i];
         }
         for (size_t i = 0; i < m; i++) sum[i] *= scale;
-        dt_sgd_update(sgd, lr, s->params + i0, s->momentum + i0, sum, m);
+        if (whole) {
+            memcpy(own + i0, sum, sizeof(float) * m);
+        } else {
+            dt_optim_vec block = {s->params + i0, sum, s->opt_state + i0, s->n, i0};
+            dt_optim_update(s->optim, lr, step, block, 0, m);
+        }
     }
+    if (whole) dt_optim_update(s->optim, lr, step, v, lo, hi);
     snprintf(s->what, sizeof s->what, "shared-memory update of step %ld", step);
     return barrier(s, g);
 }

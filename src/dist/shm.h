@@ -2,13 +2,16 @@
  * windows, MPI_Win_allocate_shared), fused with the optimiser step.
  *
  * One window holds every worker's gradient slot and a single copy of the
- * parameters and SGD velocity, bound as the workers' own blocks
- * (dt_net_bind_blocks, dt_trainer_bind_momentum): the backward pass writes
+ * parameters and the optimiser's state, bound as the workers' own blocks
+ * (dt_net_bind_blocks, dt_trainer_bind_opt_state): the backward pass writes
  * a worker's gradients straight into its slot. At the end of a step, once
  * every slot is final, worker r takes shard r of the parameters
- * (dt_shard_range): it sums the shard over the W slots block by block into
- * L1 (scaled to the average) and runs SGD with each block on the shared
- * parameters and velocity. Nothing is copied: a worker reads (W-1)/W of
+ * (dt_shard_range; cut at tensor boundaries for LARS and LAMB, whose
+ * trust ratios need whole tensors: dt_optim_align): it sums the shard over
+ * the W slots block by block into its own slot's part of the shard, which
+ * no peer reads (scaled to the average), and runs the optimiser on each
+ * block of the shared parameters and state, or once on the whole shard for
+ * LARS and LAMB. Nothing is copied: a worker reads (W-1)/W of
  * the gradients from its peers' slots and updates 1/W of the parameters,
  * where the ring sends and receives 2 (W-1)/W of them through MPI (a copy
  * into and out of the transport each) and then every worker updates all
@@ -25,7 +28,7 @@
  *
  * Layout of the window (floats; stride = nparams rounded up to a cache
  * line): slot q at q * stride for q < W, then the parameters, then the
- * velocity. */
+ * optimiser's nslots x n state (slot-major, as the trainer's). */
 #ifndef DTRAIN_DIST_SHM_H
 #define DTRAIN_DIST_SHM_H
 
@@ -41,7 +44,8 @@ typedef struct {
     size_t n, stride;    /* floats per block, floats between blocks */
     float *base;         /* slot 0 */
     float *params;       /* (n) shared parameters */
-    float *momentum;     /* (n) shared SGD velocity */
+    float *opt_state;    /* (nslots, n) shared optimiser state */
+    const dt_optim *optim;
     char what[96];       /* the barrier waited for (stall messages) */
 } dt_shm;
 
@@ -49,18 +53,21 @@ typedef struct {
  * the workers; the same answer on every worker). */
 dt_status dt_shm_one_node(const dt_comm *c, int *yes);
 
-/* Maps the window for n-float blocks and fills its parameters and velocity
- * from worker 0's params and momentum (collective over the workers, who
- * must all be on one machine: dt_shm_one_node). */
-dt_status dt_shm_create(dt_shm *s, dt_group *g, size_t n, const float *params, const float *momentum);
+/* Maps the window for n-float blocks and fills its parameters and state
+ * from worker 0's params and opt_state (collective over the workers, who
+ * must all be on one machine: dt_shm_one_node). o: the optimiser over the
+ * net's vector (kept; must outlive s). */
+dt_status dt_shm_create(dt_shm *s, dt_group *g, const dt_optim *o, size_t n, const float *params,
+                        const float *opt_state);
 
 /* This worker's gradient slot (n floats). */
 float *dt_shm_slot(const dt_shm *s);
 
-/* The step's update: waits for every worker's slot, runs SGD with scale *
- * the sum over the slots on this worker's shard, then waits for every
- * worker's shard. Enters the group's collectives itself; step names them. */
-dt_status dt_shm_update(dt_shm *s, dt_group *g, const dt_sgd_cfg *sgd, float lr, float scale, long step);
+/* The step's update: waits for every worker's slot, runs the optimiser
+ * with scale * the sum over the slots on this worker's shard, then waits
+ * for every worker's shard. Enters the group's collectives itself; step
+ * (1-based) names them and is the optimiser's step count. */
+dt_status dt_shm_update(dt_shm *s, dt_group *g, float lr, float scale, long step);
 
 /* Unmaps the window. The free is collective: pass collective = 0 unless
  * every worker ended the run at the same point (dt_sync.ended_together);

@@ -67,14 +67,17 @@ typedef struct {
 /* Enum fields are written through int pointers by the generic handler. */
 _Static_assert(sizeof(dt_activation) == sizeof(int), "dt_activation must be int-sized");
 _Static_assert(sizeof(dt_schedule_kind) == sizeof(int), "dt_schedule_kind must be int-sized");
+_Static_assert(sizeof(dt_optim_kind) == sizeof(int), "dt_optim_kind must be int-sized");
 
 /* The owners' name functions take their enum type; adapt them to int. */
 static const char *activation_name(int v) { return dt_activation_name((dt_activation)v); }
 static const char *schedule_name(int v) { return dt_schedule_kind_name((dt_schedule_kind)v); }
+static const char *optim_name(int v) { return dt_optim_kind_name((dt_optim_kind)v); }
 static const char *dataset_name(int v) { return dt_dataset_kind_name((dt_dataset_kind)v); }
 
 static const enum_desc activations = {dt_activation_from_name, activation_name, DT_ACT_SIGMOID + 1};
 static const enum_desc schedules = {dt_schedule_kind_from_name, schedule_name, DT_SCHED_COSINE + 1};
+static const enum_desc optimizers = {dt_optim_kind_from_name, optim_name, DT_OPT_COUNT};
 static const enum_desc datasets = {dt_dataset_kind_from_name, dataset_name,
                                    DT_DATASET_SYNTHETIC + 1};
 
@@ -84,13 +87,21 @@ static const enum_desc datasets = {dt_dataset_kind_from_name, dataset_name,
 /* Columns: name, type, offset, default, lo, hi, flags, choices. */
 static const key_def net_keys[] = {
     {"batch", V_INT, NET(batch), 64, 1, DIM_MAX, 0, NULL},
+    {"accumulate", V_INT, NET(accumulate), 1, 1, 1024, 0, NULL},
     {"channels", V_INT, NET(input.c), 0, 1, DIM_MAX, F_REQUIRED, NULL},
     {"height", V_INT, NET(input.h), 0, 1, DIM_MAX, F_REQUIRED, NULL},
     {"width", V_INT, NET(input.w), 0, 1, DIM_MAX, F_REQUIRED, NULL},
     {"learning_rate", V_DOUBLE, NET(sched.base_lr), 0.01, 0, INFINITY, F_LO_OPEN, NULL},
-    {"momentum", V_DOUBLE, NET(sgd.momentum), 0.9, 0, 1, F_HI_OPEN, NULL},
-    {"decay", V_DOUBLE, NET(sgd.decay), 5e-4, 0, INFINITY, 0, NULL},
-    {"nesterov", V_INT, NET(sgd.nesterov), 0, 0, 1, 0, NULL},
+    {"optimizer", V_ENUM, NET(optim.kind), DT_OPT_SGD, 0, 0, 0, &optimizers},
+    {"momentum", V_DOUBLE, NET(optim.momentum), 0.9, 0, 1, F_HI_OPEN, NULL},
+    {"decay", V_DOUBLE, NET(optim.decay), 5e-4, 0, INFINITY, 0, NULL},
+    {"nesterov", V_INT, NET(optim.nesterov), 0, 0, 1, 0, NULL},
+    /* -1: the optimiser's default (dt_optim_resolve) */
+    {"beta1", V_DOUBLE, NET(optim.beta1), -1, 0, 1, F_HI_OPEN, NULL},
+    {"beta2", V_DOUBLE, NET(optim.beta2), -1, 0, 1, F_HI_OPEN, NULL},
+    {"eps", V_DOUBLE, NET(optim.eps), -1, 0, INFINITY, F_LO_OPEN, NULL},
+    {"trust_coefficient", V_DOUBLE, NET(optim.trust), -1, 0, INFINITY, F_LO_OPEN, NULL},
+    {"exclude_bias_bn", V_INT, NET(optim.exclude), -1, 0, 1, 0, NULL},
     {"epochs", V_INT, NET(epochs), 1, 1, EPOCHS_MAX, 0, NULL},
     {"policy", V_ENUM, NET(sched.kind), DT_SCHED_CONSTANT, 0, 0, 0, &schedules},
     {"step_epochs", V_DOUBLE, NET(sched.step_epochs), 0, 0, EPOCHS_MAX, F_LO_OPEN, NULL},
@@ -382,6 +393,26 @@ static dt_status emit_layers(parser *p) {
     return DT_OK;
 }
 
+/* [net] keys an optimiser may not read: written for another one, they are
+ * an error (the user meant something that would not happen). */
+static const struct {
+    const char *key, *hyper; /* model-file key, dt_optim_uses name */
+} optim_keys[] = {{"momentum", "momentum"}, {"nesterov", "nesterov"}, {"beta1", "beta1"},
+                  {"beta2", "beta2"},       {"eps", "eps"},           {"trust_coefficient", "trust"}};
+
+static dt_status check_optimizer_keys(parser *p) {
+    dt_optim_cfg *o = &p->m->optim;
+    for (size_t i = 0; i < sizeof optim_keys / sizeof *optim_keys; i++) {
+        int line = seen_line(p, optim_keys[i].key);
+        if (!line || dt_optim_uses(o->kind, optim_keys[i].hyper)) continue;
+        char who[64];
+        dt_optim_users(who, sizeof who, optim_keys[i].hyper);
+        return fail_at(p, line, "%s= applies only to optimizer=%s (optimizer is %s)", optim_keys[i].key, who,
+                       dt_optim_kind_name(o->kind));
+    }
+    return DT_OK;
+}
+
 static dt_status finish_net(parser *p) {
     dt_lr_schedule *s = &p->m->sched;
     const char *policy = dt_schedule_kind_name(s->kind);
@@ -397,7 +428,7 @@ static dt_status finish_net(parser *p) {
     }
     s->total_epochs = p->m->epochs;
     s->lr_scale = 1;
-    return DT_OK;
+    return check_optimizer_keys(p);
 }
 
 static dt_status end_section(parser *p) {

@@ -20,14 +20,15 @@
 #define PROFILE_MAX_BYTES ((size_t)1 << 20) /* ~100 bytes per layer; refuse anything huge */
 #define PROFILE_WARMUP 3                    /* steps before timing: oneDNN builds its kernels */
 
-/* Medians of the SGD update and of a gradient sum over every parameter. */
+/* Medians of the optimiser's update and of a gradient sum over every parameter. */
 static dt_status time_update(dt_profile *p, dt_net *net, const dt_model_spec *spec, double *t) {
-    float *mom = NULL, *acc = NULL;
-    dt_status s = dt_alloc_floats(&mom, net->nparams, "optimiser state");
+    float *state = NULL, *acc = NULL;
+    dt_optim *opt = NULL;
+    dt_status s = dt_optim_create_for_net(&opt, &state, &spec->optim, net);
     if (s == DT_OK) s = dt_alloc_floats(&acc, net->nparams, "gradient sum");
     for (int r = 0; s == DT_OK && r < p->reps; r++) {
         double t0 = dt_now();
-        dt_sgd_update(&spec->sgd, (float)spec->sched.base_lr, net->params, mom, net->grads, net->nparams);
+        dt_optim_update_net(opt, (float)spec->sched.base_lr, r + 1, net, state, 0, net->nparams);
         t[r] = dt_now() - t0;
     }
     if (s == DT_OK) p->update_s = dt_median(t, p->reps);
@@ -38,7 +39,8 @@ static dt_status time_update(dt_profile *p, dt_net *net, const dt_model_spec *sp
         t[r] = dt_now() - t0;
     }
     if (s == DT_OK) p->sum_s = dt_median(t, p->reps);
-    dt_free(mom);
+    dt_free(state);
+    dt_optim_free(opt);
     dt_free(acc);
     return s;
 }

@@ -10,16 +10,17 @@
 #include <zlib.h>
 
 #include "dtrain/mem.h"
+#include "dtrain/optim.h"
 
 static const char magic[8] = {'D', 'T', 'C', 'K', 'P', 'T', '0', '1'};
 
 /* Fixed-size header as it is on disk (all fields naturally aligned, no padding). */
 typedef struct {
     char magic[8];
-    uint32_t version, reserved;
+    uint32_t version, optimizer;
     uint64_t shape_hash, seed, step, net_step;
     int32_t epoch, step_in_epoch;
-    uint64_t nparams, nstate, nmomentum;
+    uint64_t nparams, nstate, nopt_state;
 } disk_header;
 
 _Static_assert(sizeof(disk_header) == 80, "checkpoint header must have no padding");
@@ -60,11 +61,12 @@ static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_a
     h.step_in_epoch = meta->step_in_epoch;
     h.nparams = a->nparams;
     h.nstate = a->nstate;
-    h.nmomentum = a->nmomentum;
+    h.nopt_state = a->nopt_state;
+    h.optimizer = (uint32_t)a->optimizer;
     DT_TRY(write_all(w, &h, sizeof h));
     DT_TRY(write_all(w, a->params, a->nparams * sizeof(float)));
     DT_TRY(write_all(w, a->state, a->nstate * sizeof(float)));
-    DT_TRY(write_all(w, a->momentum, a->nmomentum * sizeof(float)));
+    DT_TRY(write_all(w, a->opt_state, a->nopt_state * sizeof(float)));
     double figures[3] = {meta->loss, meta->best_loss, meta->best_accuracy};
     DT_TRY(write_all(w, figures, sizeof figures));
     uint32_t crc = (uint32_t)w->crc;
@@ -125,6 +127,11 @@ static dt_status check_header(const disk_header *h, uint64_t expect_hash, const 
     if (h->version < 1 || h->version > DT_CKPT_VERSION)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint version %u, this dtrain reads versions 1 to %d",
                        path, h->version, DT_CKPT_VERSION);
+    if (h->version < 3 && h->optimizer != 0)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint version %u has a non-zero reserved word", path, h->version);
+    if (h->optimizer >= DT_OPT_COUNT)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint names optimizer %u, this dtrain knows %d", path, h->optimizer,
+                       DT_OPT_COUNT);
     if (!a) return check_position(h, path); /* dt_checkpoint_verify: no model to compare with */
     if (h->shape_hash != expect_hash)
         return dt_fail(DT_ERR_FORMAT,
@@ -135,9 +142,14 @@ static dt_status check_header(const disk_header *h, uint64_t expect_hash, const 
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint holds %llu parameters and %llu state values, "
                        "the model has %zu and %zu", path, (unsigned long long)h->nparams,
                        (unsigned long long)h->nstate, a->nparams, a->nstate);
-    if (a->momentum && h->nmomentum != a->nmomentum)
+    if (a->opt_state && h->optimizer != (uint32_t)a->optimizer)
+        return dt_fail(DT_ERR_USAGE, "%s: checkpoint holds the state of optimizer %s, this run uses %s "
+                       "(--optimizer %s continues it)", path, dt_optim_kind_name((dt_optim_kind)h->optimizer),
+                       dt_optim_kind_name((dt_optim_kind)a->optimizer),
+                       dt_optim_kind_name((dt_optim_kind)h->optimizer));
+    if (a->opt_state && h->nopt_state != a->nopt_state)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint holds %llu optimiser values, expected %zu",
-                       path, (unsigned long long)h->nmomentum, a->nmomentum);
+                       path, (unsigned long long)h->nopt_state, a->nopt_state);
     return check_position(h, path);
 }
 
@@ -159,8 +171,8 @@ static size_t trailer_bytes(const disk_header *h) { return h->version >= 2 ? 3 *
  * figures: the version 2 trailer (left as it is for version 1). */
 static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const dt_ckpt_arrays *a,
                                double figures[3], const char *path) {
-    size_t total = (size_t)(h->nparams + h->nstate + h->nmomentum), bytes;
-    if (h->nmomentum > (uint64_t)SIZE_MAX / 8 || total < h->nmomentum)
+    size_t total = (size_t)(h->nparams + h->nstate + h->nopt_state), bytes;
+    if (h->nopt_state > (uint64_t)SIZE_MAX / 8 || total < h->nopt_state)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint sizes overflow", path);
     DT_TRY(dt_mul_size(&bytes, total, sizeof(float), path));
     /* The header's counts must match the file's size before we allocate
@@ -189,8 +201,8 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     if (s == DT_OK && a) {
         memcpy(a->params, buf, a->nparams * sizeof(float));
         memcpy(a->state, buf + a->nparams, a->nstate * sizeof(float));
-        if (a->momentum)
-            memcpy(a->momentum, buf + a->nparams + a->nstate, a->nmomentum * sizeof(float));
+        if (a->opt_state)
+            memcpy(a->opt_state, buf + a->nparams + a->nstate, a->nopt_state * sizeof(float));
     }
     if (s == DT_OK && trailer_bytes(h)) memcpy(figures, trailer, sizeof trailer);
     dt_free(buf);
@@ -224,6 +236,7 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
     meta->loss = figures[0];
     meta->best_loss = figures[1];
     meta->best_accuracy = figures[2];
+    meta->optimizer = (int)h.optimizer;
     return DT_OK;
 }
 

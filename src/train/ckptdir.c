@@ -149,6 +149,7 @@ dt_status dt_ckptdir_newest(const char *dir, dt_ckptdir_try_fn try_one, dt_ckptd
             snprintf(chosen, cap, "%s", path);
             break;
         }
+        if (s == DT_ERR_USAGE) break; /* a whole file this run cannot continue: older ones cannot either */
         if (skipped) skipped(path, dt_last_error(), ctx);
     }
     free(steps);

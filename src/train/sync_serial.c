@@ -1,4 +1,4 @@
-/* The serial strategy: one process, local SGD over the whole flat block. */
+/* The serial strategy: one process, the optimiser over the whole flat block. */
 #include "dtrain/mem.h"
 #include "dtrain/optim.h"
 #include "dtrain/train.h"
@@ -6,8 +6,7 @@
 static dt_status serial_end_step(dt_sync *s, dt_trainer *t, float lr) {
     (void)s;
     dt_net *net = dt_trainer_net(t);
-    dt_sgd_update(dt_trainer_sgd(t), lr, net->params, dt_trainer_momentum(t), net->grads,
-                  net->nparams);
+    dt_trainer_update(t, lr, 0, net->nparams);
     return DT_OK;
 }
 

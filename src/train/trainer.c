@@ -16,8 +16,13 @@ struct dt_trainer {
     const dt_model_spec *spec;
     const dt_train_opts *opts;
     dt_net *net;
-    float *momentum;          /* (nparams) SGD velocity for strategies that update locally */
-    float *own_momentum;      /* the block the trainer allocated; NULL once a strategy bound another */
+    dt_optim *optim;          /* the optimiser over the net's parameter vector */
+    float *opt_state;         /* (nslots, nparams) its state, for strategies that update locally */
+    float *own_opt_state;     /* the block the trainer allocated; NULL once a strategy bound another */
+    float *acc;               /* (nparams) --accumulate N > 1: the step's earlier passes' gradients, weighted */
+    float acc_weight;         /* the last pass's weight: its samples / the step's */
+    int pass_offset, pass_n;  /* the step's last pass: first sample and count */
+    size_t pass_floats;       /* floats of one input sample */
     dt_dataset *train_ds, *test_ds;
     dt_loader *loader;
     dt_sync *sync;
@@ -53,13 +58,17 @@ struct dt_trainer {
 };
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
-float *dt_trainer_momentum(dt_trainer *t) { return t->momentum; }
-void dt_trainer_bind_momentum(dt_trainer *t, float *momentum) {
-    dt_free(t->own_momentum);
-    t->own_momentum = NULL;
-    t->momentum = momentum;
+float *dt_trainer_opt_state(dt_trainer *t) { return t->opt_state; }
+void dt_trainer_bind_opt_state(dt_trainer *t, float *state) {
+    dt_free(t->own_opt_state);
+    t->own_opt_state = NULL;
+    t->opt_state = state;
 }
-const dt_sgd_cfg *dt_trainer_sgd(const dt_trainer *t) { return &t->spec->sgd; }
+const dt_optim *dt_trainer_optim(const dt_trainer *t) { return t->optim; }
+size_t dt_trainer_opt_floats(const dt_trainer *t) { return (size_t)dt_optim_nslots(t->optim) * t->net->nparams; }
+void dt_trainer_update(dt_trainer *t, float lr, size_t lo, size_t hi) {
+    dt_optim_update_net(t->optim, lr, t->step + 1, t->net, t->opt_state, lo, hi);
+}
 long dt_trainer_step(const dt_trainer *t) { return t->step; }
 long dt_trainer_total_steps(const dt_trainer *t) { return t->total_steps; }
 
@@ -170,7 +179,7 @@ static dt_status agree(dt_trainer *t, int *stop, int all) {
 
 static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
     dt_ckpt_arrays a = {t->net->params, t->net->nparams, t->net->state, t->net->nstate,
-                        t->momentum, t->net->nparams};
+                        t->opt_state, dt_trainer_opt_floats(t), t->spec->optim.kind};
     return a;
 }
 
@@ -249,7 +258,7 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
      * a divergence, agreed on like one. */
     dt_ckpt_arrays a = ckpt_arrays(t);
     if (!all_finite(a.params, a.nparams) || !all_finite(a.state, a.nstate) ||
-        !all_finite(a.momentum, a.nmomentum)) {
+        !all_finite(a.opt_state, a.nopt_state)) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
         note_divergence(t, "the parameters or their optimiser state became NaN or infinite", t->step, epoch + 1);
@@ -273,7 +282,7 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
     int epoch, step_in_epoch;
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
     dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch, step_in_epoch,
-                      smoothed_loss(t), t->best_loss, t->best_acc};
+                      smoothed_loss(t), t->best_loss, t->best_acc, t->spec->optim.kind};
     double t0 = dt_now();
     DT_TRY(dt_checkpoint_save(path, &m, &a));
     if (!best) {
@@ -379,8 +388,10 @@ static dt_status setup(dt_trainer *t) {
                           o->quiet, o->progress_tty, o->resume_path != NULL));
     DT_TRY(dt_net_create(&t->net, spec, spec->batch, o->seed));
     t->net->timeline = o->timeline;
-    DT_TRY(dt_alloc_floats(&t->own_momentum, t->net->nparams, "optimiser state"));
-    t->momentum = t->own_momentum;
+    DT_TRY(dt_optim_create(&t->optim, &spec->optim, t->net, NULL));
+    DT_TRY(dt_alloc_floats(&t->own_opt_state, dt_trainer_opt_floats(t), "optimiser state"));
+    t->opt_state = t->own_opt_state;
+    if (spec->accumulate > 1) DT_TRY(dt_alloc_floats(&t->acc, t->net->nparams, "accumulated gradients"));
     DT_TRY(dt_dataset_load(&t->train_ds, o->dataset, o->data_dir, 1, spec->input, o->seed));
     DT_TRY(dt_dataset_load(&t->test_ds, o->dataset, o->data_dir, 0, spec->input, o->seed));
     const dt_dataset *d = t->train_ds;
@@ -391,14 +402,15 @@ static dt_status setup(dt_trainer *t) {
     if (d->classes != t->net->classes)
         return dt_fail(DT_ERR_CONFIG, "%s: model has %d outputs but %s has %d classes", spec->path,
                        t->net->classes, dt_dataset_kind_name(o->dataset), d->classes);
-    dt_loader_cfg lc = {.batch = spec->batch, .rank = o->rank, .world = o->world, .seed = o->seed,
+    /* A step's batch: --accumulate passes of the net's batch each. */
+    dt_loader_cfg lc = {.batch = spec->batch * spec->accumulate, .rank = o->rank, .world = o->world, .seed = o->seed,
                         .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad,
                         .prefetch = o->prefetch, .timeline = o->timeline};
     DT_TRY(dt_loader_create(&t->loader, t->train_ds, &lc));
     t->steps_per_epoch = dt_loader_steps_per_epoch(t->loader);
     if (t->steps_per_epoch < 1)
-        return dt_fail(DT_ERR_USAGE, "--batch %d x %d workers is larger than the %d training samples",
-                       spec->batch, o->world, d->n);
+        return dt_fail(DT_ERR_USAGE, "--batch %d x --accumulate %d x %d workers is larger than the %d training "
+                       "samples", spec->batch, spec->accumulate, o->world, d->n);
     t->total_steps = (long)spec->epochs * t->steps_per_epoch;
     if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
     /* Independent workers share the whole run's budget of steps; one may do
@@ -411,17 +423,21 @@ static dt_status setup(dt_trainer *t) {
     /* The learning rate as the large-minibatch recipe made it: the base
      * rate, the factor for the global batch, the scaled rate and warmup. */
     const dt_lr_schedule *ls = &spec->sched;
+    const dt_optim_cfg *oc = dt_optim_config(t->optim);
     snprintf(json, sizeof json,
              "{\"event\":\"config\",\"model\":\"%s\",\"mode\":\"%s\",\"workers\":%d,\"batch\":%d,"
              "\"global_batch\":%d,\"epochs\":%d,\"steps_per_epoch\":%d,\"total_steps\":%ld,"
              "\"params\":%zu,\"seed\":%llu,\"dataset\":\"%s\",\"train_samples\":%d,\"test_samples\":%d,"
              "\"base_lr\":%.6g,\"lr_scale\":%.6g,\"lr\":%.6g,\"warmup_epochs\":%.6g,"
-             "\"warmup_start_lr\":%.6g,\"schedule\":\"%s\",\"momentum\":%.6g,\"decay\":%.6g}",
-             model, t->sync->name, o->world, spec->batch, spec->batch * o->world, spec->epochs,
+             "\"warmup_start_lr\":%.6g,\"schedule\":\"%s\",\"accumulate\":%d,\"optimizer\":\"%s\","
+             "\"momentum\":%.6g,\"decay\":%.6g,\"nesterov\":%d,\"beta1\":%.6g,\"beta2\":%.6g,\"eps\":%.6g,"
+             "\"trust_coefficient\":%.6g,\"exclude_bias_bn\":%d}",
+             model, t->sync->name, o->world, spec->batch, spec->batch * spec->accumulate * o->world, spec->epochs,
              t->steps_per_epoch, t->total_steps, t->net->nparams, (unsigned long long)o->seed,
              dt_dataset_kind_name(o->dataset), t->train_ds->n, t->test_ds->n, ls->base_lr / ls->lr_scale,
              ls->lr_scale, ls->base_lr, ls->warmup_epochs, ls->warmup_start_factor * ls->base_lr,
-             dt_schedule_kind_name(ls->kind), spec->sgd.momentum, spec->sgd.decay);
+             dt_schedule_kind_name(ls->kind), spec->accumulate, dt_optim_kind_name(oc->kind), oc->momentum,
+             oc->decay, oc->nesterov, oc->beta1, oc->beta2, oc->eps, oc->trust, oc->exclude);
     return dt_report_log(&t->rep, json);
 }
 
@@ -467,6 +483,44 @@ static void straggle(const dt_train_opts *o, long step) {
     dt_timeline_span(o->timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "straggler sleep", t0, dt_now(), NULL, 0);
 }
 
+/* --accumulate N: the step's batch of n is N passes of up to the net's
+ * batch. Runs all but the last (forward, loss, backward), keeping their
+ * gradients weighted by their share of the n samples in t->acc, and sets
+ * pass_offset, pass_n and acc_weight for the last one, whose backward
+ * folds them in layer by layer (fold_and_ready) so that the strategy
+ * still sends each layer as soon as it is final, once per step. Returns
+ * the summed loss of the passes run. */
+static double accumulate_passes(dt_trainer *t, const float *x, const uint8_t *y, int n) {
+    t->pass_offset = 0;
+    t->pass_n = n;
+    t->pass_floats = dt_shape_size(t->spec->input);
+    if (!t->acc) return 0;
+    dt_net *net = t->net;
+    int b = t->spec->batch;
+    double loss = 0;
+    for (int first = 1; n - t->pass_offset > b; first = 0, t->pass_offset += b) {
+        dt_net_forward(net, x + (size_t)t->pass_offset * t->pass_floats, b, 1);
+        loss += dt_net_loss(net, y + t->pass_offset, b);
+        dt_net_backward(net, x + (size_t)t->pass_offset * t->pass_floats, b, NULL, NULL);
+        float wgt = (float)b / (float)n;
+        for (size_t i = 0; i < net->nparams; i++) t->acc[i] = (first ? 0.0f : t->acc[i]) + wgt * net->grads[i];
+    }
+    t->pass_n = n - t->pass_offset;
+    t->acc_weight = (float)t->pass_n / (float)n;
+    if (t->pass_offset == 0) memset(t->acc, 0, sizeof(float) * net->nparams); /* one pass: nothing earlier */
+    return loss;
+}
+
+/* dt_grad_ready_fn of the last pass: layer's gradient becomes the step's
+ * (its own weighted, plus the earlier passes'), then goes to the strategy. */
+static void fold_and_ready(void *ctx, int layer) {
+    dt_trainer *t = ctx;
+    dt_net *net = t->net;
+    for (size_t i = net->param_offset[layer]; i < net->param_offset[layer + 1]; i++)
+        net->grads[i] = t->acc_weight * net->grads[i] + t->acc[i];
+    if (t->sync->grad_ready) t->sync->grad_ready(t->sync->ctx, layer);
+}
+
 /* One optimiser step on this worker's next batch. */
 static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int n, int epoch) {
     dt_net *net = t->net;
@@ -475,8 +529,9 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     double t0 = dt_now();
     straggle(t->opts, t->step);
     if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
-    dt_net_forward(net, x, n, 1);
-    double loss = dt_net_loss(net, y, n);
+    double loss = accumulate_passes(t, x, y, n);
+    dt_net_forward(net, x + t->pass_offset * t->pass_floats, t->pass_n, 1);
+    loss += dt_net_loss(net, y + t->pass_offset, t->pass_n);
     if (!isfinite(loss)) {
         const char *what = isnan(loss) ? "loss is NaN" : "loss is infinite";
         if (!finishes_steps(t)) return diverged(what, t->step + 1, epoch + 1);
@@ -486,7 +541,10 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
          * and stop at the next agreement. */
         note_divergence(t, what, t->step + 1, epoch + 1);
     }
-    dt_net_backward(net, x, n, s->grad_ready, s->ctx);
+    if (t->acc)
+        dt_net_backward(net, x + t->pass_offset * t->pass_floats, t->pass_n, fold_and_ready, t);
+    else
+        dt_net_backward(net, x, n, s->grad_ready, s->ctx);
     double t_end = dt_now();
     DT_TRY(s->end_step(s, t, lr));
     double now = dt_now(), dt = now - t0;
@@ -561,7 +619,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0)
             DT_TRY(save_checkpoint(t, !t->sync->independent, 0));
         double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
-        double eta = ips > 0 ? (double)(t->total_steps - t->step) * t->spec->batch / ips : 0;
+        double eta = ips > 0 ? (double)(t->total_steps - t->step) * t->spec->batch * t->spec->accumulate / ips : 0;
         int asked = o->progress_request && atomic_exchange(o->progress_request, 0); /* SIGUSR1 */
         dt_report_progress(&t->rep, epoch, t->spec->epochs, pos + 1, t->steps_per_epoch,
                            t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr,
@@ -588,7 +646,9 @@ static void teardown(dt_trainer *t) {
     dt_loader_free(t->loader);
     dt_dataset_free(t->train_ds);
     dt_dataset_free(t->test_ds);
-    dt_free(t->own_momentum);
+    dt_free(t->own_opt_state);
+    dt_free(t->acc);
+    dt_optim_free(t->optim);
     dt_net_free(t->net);
 }
 
@@ -657,7 +717,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
                  "\"epochs\":%.3f,\"images_per_sec\":%.1f,\"wall_s\":%.2f,\"mode\":\"%s\",\"workers\":%d,"
                  "\"global_batch\":%d,\"comm_overlap\":%.3f,\"comm_wait_share\":%.4f,\"bytes_per_step\":%.0f%s}",
                  acc, summary->train_loss, t.step, summary->epochs, summary->images_per_sec,
-                 summary->wall_s, sync->name, opts->world, spec->batch * opts->world,
+                 summary->wall_s, sync->name, opts->world, spec->batch * spec->accumulate * opts->world,
                  summary->comm_overlap, t.train_time > 0 ? t.comm.wait_s / t.train_time : 0,
                  summary->bytes_per_step, extra_json);
         s = dt_report_summary(&t.rep, json);

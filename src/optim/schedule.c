@@ -1,7 +1,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "dtrain/optim.h"
+#include "dtrain/schedule.h"
 
 #define PI 3.14159265358979323846
 
@@ -65,21 +65,4 @@ double dt_lr_at(const dt_lr_schedule *s, long step, long steps_per_epoch) {
     double start = s->warmup_start_factor * s->base_lr;
     double end = schedule_at(s, (double)warmup_steps / spe);
     return start + (end - start) * (double)step / (double)warmup_steps;
-}
-
-void dt_sgd_update(const dt_sgd_cfg *cfg, float lr, float *restrict w, float *restrict v,
-                   const float *restrict g, size_t n) {
-    const float mu = (float)cfg->momentum, wd = (float)cfg->decay;
-    if (cfg->nesterov) {
-        for (size_t i = 0; i < n; i++) {
-            float gi = g[i] + wd * w[i];
-            v[i] = mu * v[i] + gi;
-            w[i] -= lr * (gi + mu * v[i]);
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            v[i] = mu * v[i] + g[i] + wd * w[i];
-            w[i] -= lr * v[i];
-        }
-    }
 }

@@ -1,0 +1,173 @@
+/* The optimiser table, the tensors of a flat vector, and the dispatch of a
+ * step over a range of it to each tensor's piece (optim.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "dtrain/mem.h"
+#include "dtrain/net.h"
+#include "optim_impl.h"
+
+/* Indexed by dt_optim_kind. A new optimiser: a row in its file, its kind
+ * and a line here (and its keys in model.c and flags in cmd_train.c if it
+ * brings new hyperparameters). */
+static const dt_optim_row *const rows[DT_OPT_COUNT] = {&dt_optim_row_sgd, &dt_optim_row_adam,
+                                                       &dt_optim_row_adamw, &dt_optim_row_lars,
+                                                       &dt_optim_row_lamb};
+
+int dt_optim_kind_from_name(const char *name) {
+    for (int k = 0; k < DT_OPT_COUNT; k++)
+        if (strcmp(name, rows[k]->name) == 0) return k;
+    return -1;
+}
+
+const char *dt_optim_kind_name(dt_optim_kind kind) { return rows[kind]->name; }
+int dt_optim_slots(dt_optim_kind kind) { return rows[kind]->nslots; }
+int dt_optim_needs_norms(dt_optim_kind kind) { return rows[kind]->norms; }
+
+void dt_optim_resolve(dt_optim_cfg *c) {
+    if (c->beta1 < 0) c->beta1 = 0.9;
+    if (c->beta2 < 0) c->beta2 = 0.999;
+    if (c->eps < 0) c->eps = c->kind == DT_OPT_LAMB ? 1e-6 : 1e-8;
+    if (c->trust < 0) c->trust = 0.001;
+    if (c->exclude < 0) c->exclude = rows[c->kind]->exclude_default;
+}
+
+struct dt_optim {
+    dt_optim_cfg cfg;
+    const dt_optim_row *row;
+    int ntensors;
+    size_t *start;          /* (ntensors + 1) tensor k is [start[k], start[k + 1]) of the vector */
+    unsigned char *plain;   /* (ntensors) bias, or a batch-norm parameter */
+};
+
+/* Whether tensor k's step needs its whole-tensor norms. */
+static int uses_norms(const dt_optim *o, int k) { return o->row->norms && !(o->plain[k] && o->cfg.exclude); }
+
+dt_status dt_optim_create(dt_optim **out, const dt_optim_cfg *cfg, const dt_net *net, const size_t *offset) {
+    *out = NULL;
+    dt_optim *o;
+    DT_TRY(dt_alloc_bytes((void **)&o, sizeof *o, "optimiser"));
+    o->cfg = *cfg;
+    dt_optim_resolve(&o->cfg);
+    o->row = rows[cfg->kind];
+    size_t cap = 2 * (size_t)net->nlayers;
+    dt_status s = dt_alloc_bytes((void **)&o->start, (cap + 1) * sizeof(size_t), "optimiser");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&o->plain, cap + 1, "optimiser");
+    if (s != DT_OK) {
+        dt_optim_free(o);
+        return s;
+    }
+    const size_t *off = offset ? offset : net->param_offset;
+    int n = 0;
+    for (int i = 0; i < net->nlayers; i++) {
+        const dt_layer *l = &net->layers[i];
+        if (off[i + 1] == off[i]) continue; /* no parameters, or not in this vector (SFB) */
+        int bn = l->spec.kind == DT_LAYER_BATCHNORM;
+        if (l->nw) {
+            o->start[n] = off[i];
+            o->plain[n++] = (unsigned char)bn;
+        }
+        if (l->nb) {
+            o->start[n] = off[i] + l->nw;
+            o->plain[n++] = 1;
+        }
+    }
+    o->start[n] = off[net->nlayers];
+    o->ntensors = n;
+    *out = o;
+    return DT_OK;
+}
+
+void dt_optim_free(dt_optim *o) {
+    if (!o) return;
+    dt_free(o->start);
+    dt_free(o->plain);
+    dt_free(o);
+}
+
+const dt_optim_cfg *dt_optim_config(const dt_optim *o) { return &o->cfg; }
+int dt_optim_nslots(const dt_optim *o) { return o->row->nslots; }
+
+/* The tensor holding element x (x below the vector's end). */
+static int tensor_of(const dt_optim *o, size_t x) {
+    int a = 0, b = o->ntensors - 1;
+    while (a < b) {
+        int mid = (a + b + 1) / 2;
+        if (o->start[mid] <= x) a = mid;
+        else b = mid - 1;
+    }
+    return a;
+}
+
+void dt_optim_update(const dt_optim *o, float lr, long t, dt_optim_vec v, size_t lo, size_t hi) {
+    if (hi <= lo) return;
+    size_t end = v.base + hi;
+    for (int k = tensor_of(o, v.base + lo); k < o->ntensors && o->start[k] < end; k++) {
+        size_t a = o->start[k] > v.base + lo ? o->start[k] - v.base : lo;
+        size_t b = o->start[k + 1] < end ? o->start[k + 1] - v.base : hi;
+        int excluded = o->plain[k] && o->cfg.exclude;
+        dt_optim_piece p = {v.w + a, v.g + a, v.state + a, o->row->nslots > 1 ? v.state + v.stride + a : NULL,
+                            b - a, lr, t, excluded ? 0.0f : (float)o->cfg.decay, !excluded};
+        double sums[2] = {0, 0};
+        if (uses_norms(o, k)) o->row->sums(&o->cfg, &p, sums);
+        o->row->step(&o->cfg, &p, sums);
+    }
+}
+
+dt_status dt_optim_create_for_net(dt_optim **out, float **state, const dt_optim_cfg *cfg, const dt_net *net) {
+    *state = NULL;
+    DT_TRY(dt_optim_create(out, cfg, net, NULL));
+    dt_status s = dt_alloc_floats(state, (size_t)(*out)->row->nslots * net->nparams, "optimiser state");
+    if (s != DT_OK) {
+        dt_optim_free(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+void dt_optim_update_net(const dt_optim *o, float lr, long t, dt_net *net, float *state, size_t lo, size_t hi) {
+    dt_optim_vec v = {net->params, net->grads, state, net->nparams, 0};
+    dt_optim_update(o, lr, t, v, lo, hi);
+}
+
+size_t dt_optim_align(const dt_optim *o, size_t cut) {
+    if (!o->row->norms || o->ntensors == 0 || cut >= o->start[o->ntensors]) return cut;
+    int k = tensor_of(o, cut);
+    if (!uses_norms(o, k) || cut == o->start[k]) return cut;
+    return cut - o->start[k] <= o->start[k + 1] - cut ? o->start[k] : o->start[k + 1];
+}
+
+/* Which optimisers read each optimiser-specific hyperparameter (bit per
+ * kind); decay and exclude are read by all. */
+#define BIT(k) (1u << (k))
+static const struct {
+    const char *key;
+    unsigned kinds;
+} users[] = {{"momentum", BIT(DT_OPT_SGD) | BIT(DT_OPT_LARS)},
+             {"nesterov", BIT(DT_OPT_SGD)},
+             {"beta1", BIT(DT_OPT_ADAM) | BIT(DT_OPT_ADAMW) | BIT(DT_OPT_LAMB)},
+             {"beta2", BIT(DT_OPT_ADAM) | BIT(DT_OPT_ADAMW) | BIT(DT_OPT_LAMB)},
+             {"eps", BIT(DT_OPT_ADAM) | BIT(DT_OPT_ADAMW) | BIT(DT_OPT_LAMB)},
+             {"trust", BIT(DT_OPT_LARS)}};
+
+static unsigned users_of(const char *key) {
+    for (size_t i = 0; i < sizeof users / sizeof *users; i++)
+        if (strcmp(key, users[i].key) == 0) return users[i].kinds;
+    return ~0u;
+}
+
+int dt_optim_uses(dt_optim_kind kind, const char *key) { return (users_of(key) & BIT(kind)) != 0; }
+
+void dt_optim_users(char *buf, size_t cap, const char *key) {
+    unsigned m = users_of(key);
+    int total = 0, done = 0;
+    for (int k = 0; k < DT_OPT_COUNT; k++) total += (m & BIT(k)) != 0;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < DT_OPT_COUNT && used < cap; k++) {
+        if (!(m & BIT(k))) continue;
+        const char *sep = done == 0 ? "" : done == total - 1 ? " or " : ", ";
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s", sep, rows[k]->name);
+        done++;
+    }
+}
