@@ -149,6 +149,25 @@ static void check_directory(const dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
     CHECK(system(rm) == 0);
 }
 
+/* Another optimiser's state of the same size (adam's vs adamw's): a whole
+ * file is a usage error naming both, leaving the arrays alone; a damaged
+ * one is a format error (so a checkpoint directory skips it). */
+static void check_other_optimizer(const char *other, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
+    dt_ckpt_arrays adam = *a;
+    adam.optimizer = 1;
+    CHECK_OK(dt_checkpoint_save(other, meta, &adam));
+    float p2[NP], s2[NS], m2[NP];
+    memset(p2, 0, sizeof p2);
+    dt_ckpt_arrays adamw = {p2, NP, s2, NS, m2, NP, 2};
+    dt_ckpt_meta got;
+    CHECK(dt_checkpoint_load(other, 0xabcdef, &got, &adamw) == DT_ERR_USAGE);
+    CHECK(strstr(dt_last_error(), "holds the state of optimizer adam, this run uses adamw") != NULL);
+    CHECK(p2[0] == 0);
+    flip_byte(other, 80 + 4 * 500);
+    CHECK(dt_checkpoint_load(other, 0xabcdef, &got, &adamw) == DT_ERR_FORMAT);
+    CHECK(dt_checkpoint_load(other, 0xabcdef, &got, &adam) == DT_ERR_FORMAT);
+}
+
 int main(void) {
     CHECK(mkdtemp(dir) != NULL);
     char path[256], other[256];
@@ -196,6 +215,7 @@ int main(void) {
     flip_byte(other, 64 + 3); /* nparams -> huge: refused before allocating */
     expect_reject(other, 0xabcdef, DT_ERR_FORMAT, "parameters");
     expect_reject("/nonexistent/x.ckpt", 0xabcdef, DT_ERR_IO, "/nonexistent/x.ckpt");
+    check_other_optimizer(other, &meta, &a);
 
     /* From a descriptor: the checkpoint starts at its offset (here after a
      * prefix) and messages use the given name. */

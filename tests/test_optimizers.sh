@@ -90,6 +90,10 @@ printf '[net]\nchannels=1\nheight=12\nwidth=12\noptimizer=adam\nmomentum=0.9\n[c
     > "$TMP/bad.cfg"
 expect 2 "bad.cfg:6: momentum= applies only to optimizer=sgd or lars \(optimizer is adam\)" -- \
     "$DTRAIN" train "$TMP/bad.cfg" --dataset synthetic --max-steps 1
+printf '[net]\nchannels=1\nheight=12\nwidth=12\noptimizer=adam\nbeta1=0.8\n[connected]\noutput=10\n[softmax]\n' \
+    > "$TMP/adam.cfg"
+expect 2 "--optimizer sgd: .*adam.cfg sets beta1=, which sgd does not read \(remove it\)" -- \
+    "$DTRAIN" train "$TMP/adam.cfg" --dataset synthetic --max-steps 1 --optimizer sgd
 printf '[net]\nchannels=1\nheight=12\nwidth=12\noptimizer=rmsprop\n[connected]\noutput=10\n[softmax]\n' \
     > "$TMP/bad2.cfg"
 expect 2 "bad2.cfg:5: bad value 'rmsprop' for optimizer" -- "$DTRAIN" train "$TMP/bad2.cfg" --dataset synthetic

@@ -51,6 +51,10 @@ typedef struct {
 
 dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a);
 
+/* fsyncs the directory holding path, so that a rename or link made in it
+ * is durable (checkpoints, and the checkpoint directory's latest link). */
+dt_status dt_sync_dir_of(const char *path);
+
 /* Reads and verifies (magic, version, CRC, shape hash == expect_hash, sizes)
  * before touching the arrays: a bad file leaves them unchanged. With
  * a->opt_state == NULL the optimiser's section is verified but not returned;

@@ -1,4 +1,6 @@
 /* dtrain train MODEL.cfg [flags] */
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -207,16 +209,29 @@ static dt_status check_mode_flags(const cli_train_args *a, const dt_dist_cfg *dc
     return DT_OK;
 }
 
+/* --optimizer over the model file's: the file's keys for the old one that
+ * the new one would not read are an error (momentum= aside, which nearly
+ * every file writes: its default is the file's anyway). */
+static dt_status switch_optimizer(dt_optim_cfg *o, const char *name, const char *path) {
+    int k = dt_optim_kind_from_name(name);
+    if (k < 0) return dt_fail(DT_ERR_USAGE, "--optimizer: unknown optimizer '%s' (sgd, adam, adamw, lars, lamb)", name);
+    o->kind = (dt_optim_kind)k;
+    const struct {
+        const char *key, *hyper;
+        int written;
+    } file[] = {{"beta1", "beta1", o->beta1 >= 0}, {"beta2", "beta2", o->beta2 >= 0}, {"eps", "eps", o->eps >= 0},
+                {"trust_coefficient", "trust", o->trust >= 0}, {"nesterov", "nesterov", o->nesterov != 0}};
+    for (size_t i = 0; i < sizeof file / sizeof *file; i++)
+        if (file[i].written && !dt_optim_uses(o->kind, file[i].hyper))
+            return dt_fail(DT_ERR_USAGE, "--optimizer %s: %s sets %s=, which %s does not read (remove it)", name, path,
+                           file[i].key, name);
+    return DT_OK;
+}
+
 /* --optimizer and its hyperparameters over the model file's; a flag the
  * optimiser would not read is an error. */
-static dt_status apply_optimizer_flags(dt_optim_cfg *o, const cli_train_args *a) {
-    if (a->optimizer) {
-        int k = dt_optim_kind_from_name(a->optimizer);
-        if (k < 0)
-            return dt_fail(DT_ERR_USAGE, "--optimizer: unknown optimizer '%s' (sgd, adam, adamw, lars, lamb)",
-                           a->optimizer);
-        o->kind = (dt_optim_kind)k;
-    }
+static dt_status apply_optimizer_flags(dt_optim_cfg *o, const cli_train_args *a, const char *path) {
+    if (a->optimizer) DT_TRY(switch_optimizer(o, a->optimizer, path));
     const struct {
         const char *flag, *hyper;
         double value;
@@ -262,10 +277,16 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     p->scaling = (dt_lr_scaling)rule;
     dt_model_spec *spec = &p->spec;
     DT_TRY(cli_load_model(spec, a->model, 0, a->lr, a->epochs));
-    p->base_batch = spec->batch;
+    if ((int64_t)spec->batch * spec->accumulate > INT_MAX)
+        return dt_fail(DT_ERR_USAGE, "%s: batch=%d x accumulate=%d is too large a batch", spec->path, spec->batch,
+                       spec->accumulate);
+    p->base_batch = spec->batch * spec->accumulate; /* the file's step's batch */
     if (a->batch > 0) spec->batch = a->batch;
-    DT_TRY(apply_optimizer_flags(&spec->optim, a));
+    DT_TRY(apply_optimizer_flags(&spec->optim, a, spec->path));
     if (a->accumulate > 0) spec->accumulate = a->accumulate;
+    if ((int64_t)spec->batch * spec->accumulate * ranks > INT_MAX)
+        return dt_fail(DT_ERR_USAGE, "--batch %d x --accumulate %d x %d ranks is too large a global batch", spec->batch,
+                       spec->accumulate, ranks);
     if (a->warmup_epochs >= 0) spec->sched.warmup_epochs = a->warmup_epochs;
     dt_train_opts *o = &p->opts;
     DT_TRY(cli_dataset_kind(&o->dataset, a->dataset, spec));

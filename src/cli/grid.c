@@ -15,6 +15,8 @@ static const struct {
     {"seed", "--seed", 1},       {"warmup-epochs", "--warmup-epochs", 1},
     {"lr-scaling", "--lr-scaling", 0}, {"mode", "--mode", 0},       {"servers", "--servers", 1},
     {"staleness", "--staleness", 1}, {"straggle", "--straggle", 0}, {"slow-worker", "--slow-worker", 0},
+    {"optimizer", "--optimizer", 0}, {"accumulate", "--accumulate", 1}, {"beta1", "--beta1", 1},
+    {"beta2", "--beta2", 1},     {"eps", "--eps", 1},               {"trust-coefficient", "--trust-coefficient", 1},
 };
 #define NKEYS ((int)(sizeof keys / sizeof *keys))
 

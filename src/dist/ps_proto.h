@@ -19,10 +19,11 @@
  *           in one message, as it is, as soon as w's gradient is complete
  *           (queued, not yet applied)
  * Outside clocks:
- *   w0 -> s INIT params, each optimiser state slot, {budget, first clock}  at start
- *           (fresh or resumed):
+ *   w0 -> s INIT params, each optimiser state slot, {budget, first clock, updates done}
+ *           at start (fresh or resumed):
  *           budget is ps-async's total of gradients to apply before replies say
- *           done; the first clock is the resumed step (0 when fresh)
+ *           done; the first clock is the resumed step (0 when fresh); updates done
+ *           is the optimiser's step count so far (Adam's bias correction)
  *   w0 -> s CTRL {CKPT}; s -> w0 MOM (each state slot)   before worker 0 writes a checkpoint
  *   w -> s  CTRL {PULL}; s -> w HDR, PARAM   before evaluation and checkpoints: the shard
  *                                        with every delivered clock applied

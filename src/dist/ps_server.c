@@ -89,6 +89,8 @@ typedef struct {
     double *grad_posted;     /* (W) when w's gradient receives were posted (timeline) */
     long committed;          /* clocked: clocks committed */
     long first_clock;        /* the clock the run started at (a resumed step, else 0) */
+    long t_offset;           /* async: optimiser updates done before the run started, less first_clock
+                              * (versions count from first_clock; Adam's t must go on from the total) */
     long version;            /* updates applied to the shard */
     long applied;            /* gradients applied (async) or averaged in (clocked) */
     long budget;             /* ps-async: gradients to apply before replies say done */
@@ -269,7 +271,7 @@ static void *applier(void *arg) {
         sv->qhead = (sv->qhead + 1) % (sv->W * sv->nslots);
         sv->qlen--;
         sv->inflight++;
-        long lag = sv->version - j.v_read, count = sv->version + sv->inflight; /* this update's number */
+        long lag = sv->version - j.v_read, count = sv->version + sv->inflight + sv->t_offset; /* this update's number */
         pthread_mutex_unlock(&sv->qmu);
         float lr = async_lr(sv, j.lr, lag);
         const float *g = slot_of(sv, j.w, j.clock);
@@ -393,7 +395,7 @@ static dt_status async_segment(server *sv, int w, int k) {
     if (k == 0) DT_TRY(async_reply_begins(sv, w));
     double t0 = dt_now();
     const float *g = slot_of(sv, w, sv->wclock[w]);
-    apply(sv, sv->seg_lr[w], sv->seg_version[w], g, lo, hi);
+    apply(sv, sv->seg_lr[w], sv->seg_version[w] + sv->t_offset, g, lo, hi);
     dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply", t0, dt_now(),
                      (dt_tl_arg[]){{"worker", world_rank_of(sv, w)}, {"clock", sv->wclock[w]}, {"segment", k}},
                      3);
@@ -666,9 +668,10 @@ static dt_status setup(server *sv) {
     for (size_t i = 0; i < (size_t)sv->nreply * W; i++) sv->reply_req[i] = MPI_REQUEST_NULL;
     for (size_t w = 0; w < W; w++) sv->wclock[w] = -1;
     /* Worker 0 sends this shard's parameters and optimiser state, the budget
-     * of gradients (ps-async) and the clock the run starts at (resume). */
+     * of gradients (ps-async), the clock the run starts at (resume) and the
+     * optimiser's updates done. */
     int w0 = world_rank_of(sv, 0);
-    double run[2];
+    double run[3];
     DT_TRY(dt_mpi_check(MPI_Recv(sv->params, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT, sv->comm->world,
                                  MPI_STATUS_IGNORE),
                         "server initialisation (MPI_Recv)"));
@@ -676,9 +679,10 @@ static dt_status setup(server *sv) {
         DT_TRY(dt_mpi_check(MPI_Recv(sv->state + (size_t)k * sv->n, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT,
                                      sv->comm->world, MPI_STATUS_IGNORE),
                             "server initialisation (MPI_Recv)"));
-    DT_TRY(dt_mpi_check(MPI_Recv(run, 2, MPI_DOUBLE, w0, PS_TAG_INIT, sv->comm->world, MPI_STATUS_IGNORE),
+    DT_TRY(dt_mpi_check(MPI_Recv(run, 3, MPI_DOUBLE, w0, PS_TAG_INIT, sv->comm->world, MPI_STATUS_IGNORE),
                         "server initialisation (MPI_Recv)"));
     sv->budget = (long)run[0];
+    sv->t_offset = (long)run[2] - (long)run[1];
     sv->first_clock = sv->committed = sv->version = (long)run[1];
     for (size_t w = 0; w < W; w++) sv->arrived[w] = sv->v_read[w] = sv->seg_version[w] = sv->committed;
     for (int k = 0; k < sv->nseg; k++) sv->seg_committed[k] = sv->committed;

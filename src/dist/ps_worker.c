@@ -187,11 +187,15 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
      * the optimiser state (zeros, or the resumed checkpoint's), the run's
      * budget of gradients for ps-async (every worker's steps, a group's
      * counting once; after a resume what is left, counting worker 0's step
-     * for every worker) and the clock
-     * the run starts at (a resumed run's step). */
-    long left = (dt_trainer_total_steps(t) - dt_trainer_step(t) * (long)p->comm.nworkers) / p->k;
-    double run[2] = {dt_mode_is_async(p->cfg.mode) ? (double)(left > 1 ? left : 1) : 0,
-                     (double)dt_trainer_step(t)};
+     * for every worker), the clock the run starts at (a resumed run's
+     * step) and the optimiser's count of updates done (Adam's bias
+     * correction): the clock in lockstep modes; in the asynchronous ones
+     * one update per gradient, worker 0's steps counted for every worker
+     * as in the budget. */
+    long step = dt_trainer_step(t), left = (dt_trainer_total_steps(t) - step * (long)p->comm.nworkers) / p->k;
+    int async = dt_mode_is_async(p->cfg.mode);
+    double run[3] = {async ? (double)(left > 1 ? left : 1) : 0, (double)step,
+                     async ? (double)(step * (long)p->comm.nworkers / p->k) : (double)step};
     for (int s = 0; s < S; s++) {
         DT_TRY(dt_mpi_check(MPI_Send(p->net->params, 1, p->shard_type[s], s, PS_TAG_INIT, p->comm.world),
                             "server initialisation (MPI_Send)"));
@@ -199,7 +203,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
             DT_TRY(dt_mpi_check(MPI_Send(state + (size_t)k * p->net->nparams, 1, p->shard_type[s], s, PS_TAG_INIT,
                                          p->comm.world),
                                 "server initialisation (MPI_Send)"));
-        DT_TRY(dt_mpi_check(MPI_Send(run, 2, MPI_DOUBLE, s, PS_TAG_INIT, p->comm.world),
+        DT_TRY(dt_mpi_check(MPI_Send(run, 3, MPI_DOUBLE, s, PS_TAG_INIT, p->comm.world),
                             "server initialisation (MPI_Send)"));
     }
     return DT_OK;

@@ -73,8 +73,7 @@ static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_a
     return write_all(w, &crc, sizeof crc);
 }
 
-/* fsync the directory holding path so the rename itself is durable. */
-static dt_status sync_dir(const char *path) {
+dt_status dt_sync_dir_of(const char *path) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     int fd = open(dirname(buf), O_RDONLY | O_DIRECTORY);
@@ -102,7 +101,7 @@ dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const d
         unlink(tmp); /* the previous checkpoint at path is untouched */
         return s;
     }
-    return sync_dir(path);
+    return dt_sync_dir_of(path);
 }
 
 static dt_status read_exact(FILE *f, void *buf, size_t n, uLong *crc, const char *path) {
@@ -142,11 +141,7 @@ static dt_status check_header(const disk_header *h, uint64_t expect_hash, const 
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint holds %llu parameters and %llu state values, "
                        "the model has %zu and %zu", path, (unsigned long long)h->nparams,
                        (unsigned long long)h->nstate, a->nparams, a->nstate);
-    if (a->opt_state && h->optimizer != (uint32_t)a->optimizer)
-        return dt_fail(DT_ERR_USAGE, "%s: checkpoint holds the state of optimizer %s, this run uses %s "
-                       "(--optimizer %s continues it)", path, dt_optim_kind_name((dt_optim_kind)h->optimizer),
-                       dt_optim_kind_name((dt_optim_kind)a->optimizer),
-                       dt_optim_kind_name((dt_optim_kind)h->optimizer));
+    if (a->opt_state && h->optimizer != (uint32_t)a->optimizer) return DT_OK; /* named once the CRC holds */
     if (a->opt_state && h->nopt_state != a->nopt_state)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint holds %llu optimiser values, expected %zu",
                        path, (unsigned long long)h->nopt_state, a->nopt_state);
@@ -224,7 +219,15 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
     double figures[3] = {0, 0, -1}; /* version 1: unknown */
     dt_status s = read_exact(f, &h, sizeof h, &crc, name);
     if (s == DT_OK) s = check_header(&h, expect_hash, a, name);
-    if (s == DT_OK) s = read_verified(f, &h, crc, a, figures, name);
+    /* Another optimiser's state: a whole file (CRC checked, nothing
+     * copied) that this run cannot continue, which is a usage error; a
+     * damaged one is a format error like any other. */
+    int other = s == DT_OK && a && a->opt_state && h.optimizer != (uint32_t)a->optimizer;
+    if (s == DT_OK) s = read_verified(f, &h, crc, other ? NULL : a, figures, name);
+    if (s == DT_OK && other)
+        s = dt_fail(DT_ERR_USAGE, "%s: checkpoint holds the state of optimizer %s, this run uses %s "
+                    "(--optimizer %s continues it)", name, dt_optim_kind_name((dt_optim_kind)h.optimizer),
+                    dt_optim_kind_name((dt_optim_kind)a->optimizer), dt_optim_kind_name((dt_optim_kind)h.optimizer));
     fclose(f);
     if (s != DT_OK) return s;
     meta->shape_hash = h.shape_hash;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dtrain/checkpoint.h"
 #include "dtrain/mem.h"
 
 static dt_status join(char *buf, size_t cap, const char *dir, const char *name) {
@@ -80,15 +81,6 @@ static dt_status list_steps(const char *dir, long **steps, int *n) {
     return s;
 }
 
-static dt_status sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    close(fd);
-    if (rc != 0) return dt_fail(DT_ERR_IO, "%s: fsync failed: %s", dir, strerror(errno));
-    return DT_OK;
-}
-
 dt_status dt_ckptdir_commit(const char *dir, long step, int keep) {
     char target[64], tmp[4096], latest[4096];
     snprintf(target, sizeof target, "step-%ld.ckpt", step);
@@ -102,7 +94,7 @@ dt_status dt_ckptdir_commit(const char *dir, long step, int keep) {
         unlink(tmp);
         return s;
     }
-    DT_TRY(sync_dir(dir));
+    DT_TRY(dt_sync_dir_of(latest));
     long *steps;
     int n;
     DT_TRY(list_steps(dir, &steps, &n));
