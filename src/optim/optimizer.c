@@ -99,8 +99,31 @@ static int tensor_of(const dt_optim *o, size_t x) {
     return a;
 }
 
+/* Moments of parameters whose gradient stays 0 (dead ReLU units) decay
+ * geometrically into denormal floats (0.9^k passes 1e-38 after ~830
+ * steps), on which x86 arithmetic is about 100 times slower: measured on
+ * cnn, Adam's serial run went from 2319 img/s over its first 200 steps to
+ * 573 over 2 epochs. So the update runs with flush-to-zero and
+ * denormals-are-zero set on the calling thread, and the thread's previous
+ * mode is restored after it (the layers keep IEEE arithmetic). A denormal
+ * state or step is below any weight's rounding, so results do not move. */
+#if defined(__SSE__)
+#include <xmmintrin.h>
+enum { MXCSR_FTZ_DAZ = 0x8040 };
+static unsigned flush_denormals(void) {
+    unsigned old = _mm_getcsr();
+    _mm_setcsr(old | MXCSR_FTZ_DAZ);
+    return old;
+}
+static void restore_denormals(unsigned old) { _mm_setcsr(old); }
+#else
+static unsigned flush_denormals(void) { return 0; }
+static void restore_denormals(unsigned old) { (void)old; }
+#endif
+
 void dt_optim_update(const dt_optim *o, float lr, long t, dt_optim_vec v, size_t lo, size_t hi) {
     if (hi <= lo) return;
+    unsigned mode = flush_denormals();
     size_t end = v.base + hi;
     for (int k = tensor_of(o, v.base + lo); k < o->ntensors && o->start[k] < end; k++) {
         size_t a = o->start[k] > v.base + lo ? o->start[k] - v.base : lo;
@@ -112,6 +135,7 @@ void dt_optim_update(const dt_optim *o, float lr, long t, dt_optim_vec v, size_t
         if (uses_norms(o, k)) o->row->sums(&o->cfg, &p, sums);
         o->row->step(&o->cfg, &p, sums);
     }
+    restore_denormals(mode);
 }
 
 dt_status dt_optim_create_for_net(dt_optim **out, float **state, const dt_optim_cfg *cfg, const dt_net *net) {
