@@ -19,7 +19,7 @@ static const char train_usage[] =
     "  --batch N             batch per worker (overrides the model file)\n"
     "  --lr X                base learning rate (overrides the model file)\n"
     "  --lr-scaling R        linear | none (default): linear multiplies the learning rate by\n"
-    "                        global batch / the model file's batch (Goyal et al. 2017)\n"
+    "                        global batch / the model file's batch x accumulate (Goyal)\n"
     "  --warmup-epochs W     ramp the rate linearly, per step, over W epochs (with linear\n"
     "                        scaling: from the base rate to the scaled one)\n"
     "  --optimizer O         sgd | adam | adamw | lars | lamb (default: the model file's, else sgd)\n"
