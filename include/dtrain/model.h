@@ -43,6 +43,10 @@ typedef struct {
     dt_layer_spec layers[DT_MAX_LAYERS];
 } dt_model_spec;
 
+/* Images per worker in one optimiser step: `accumulate` passes of `batch`
+ * (callers check the product fits an int: cli_train_prepare does). */
+static inline int dt_model_step_batch(const dt_model_spec *m) { return m->batch * m->accumulate; }
+
 /* Parse a model file. On error returns DT_ERR_CONFIG ("FILE:LINE: ...") or
  * DT_ERR_IO (unreadable file). */
 dt_status dt_model_parse_file(dt_model_spec *out, const char *path);

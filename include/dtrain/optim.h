@@ -69,8 +69,6 @@ void dt_optim_resolve(dt_optim_cfg *cfg);
 /* "sgd" | "adam" | "adamw" | "lars" | "lamb" -> kind, -1 if unknown. */
 int dt_optim_kind_from_name(const char *name);
 const char *dt_optim_kind_name(dt_optim_kind kind);
-/* Floats of state per parameter (1 or 2). */
-int dt_optim_slots(dt_optim_kind kind);
 /* Whether the step needs whole-tensor norms (lars, lamb). */
 int dt_optim_needs_norms(dt_optim_kind kind);
 

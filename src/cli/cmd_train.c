@@ -236,9 +236,10 @@ static dt_status apply_optimizer_flags(dt_optim_cfg *o, const cli_train_args *a,
         const char *flag, *hyper;
         double value;
         double *field;
-    } given[] = {{"--momentum", "momentum", a->momentum, &o->momentum}, {"--beta1", "beta1", a->beta1, &o->beta1},
-                 {"--beta2", "beta2", a->beta2, &o->beta2},             {"--eps", "eps", a->eps, &o->eps},
-                 {"--trust-coefficient", "trust", a->trust, &o->trust}};
+        int below_one; /* the parser's range includes 1 */
+    } given[] = {{"--momentum", "momentum", a->momentum, &o->momentum, 1}, {"--beta1", "beta1", a->beta1, &o->beta1, 1},
+                 {"--beta2", "beta2", a->beta2, &o->beta2, 1},             {"--eps", "eps", a->eps, &o->eps, 0},
+                 {"--trust-coefficient", "trust", a->trust, &o->trust, 0}};
     for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
         if (given[i].value < 0) continue;
         if (!dt_optim_uses(o->kind, given[i].hyper)) {
@@ -247,7 +248,7 @@ static dt_status apply_optimizer_flags(dt_optim_cfg *o, const cli_train_args *a,
             return dt_fail(DT_ERR_USAGE, "%s applies only to --optimizer %s (the optimizer is %s)", given[i].flag,
                            who, dt_optim_kind_name(o->kind));
         }
-        if (given[i].value >= 1 && given[i].field != &o->trust && given[i].field != &o->eps)
+        if (given[i].below_one && given[i].value >= 1)
             return dt_fail(DT_ERR_USAGE, "%s: %g is not below 1", given[i].flag, given[i].value);
         *given[i].field = given[i].value;
     }
@@ -280,7 +281,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     if ((int64_t)spec->batch * spec->accumulate > INT_MAX)
         return dt_fail(DT_ERR_USAGE, "%s: batch=%d x accumulate=%d is too large a batch", spec->path, spec->batch,
                        spec->accumulate);
-    p->base_batch = spec->batch * spec->accumulate; /* the file's step's batch */
+    p->base_batch = dt_model_step_batch(spec); /* the file's step's batch */
     if (a->batch > 0) spec->batch = a->batch;
     DT_TRY(apply_optimizer_flags(&spec->optim, a, spec->path));
     if (a->accumulate > 0) spec->accumulate = a->accumulate;
@@ -358,7 +359,7 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
             dt_dataset_kind_name(p->opts.dataset), spec->nlayers, spec->batch);
     if (spec->accumulate > 1) fprintf(out, " x %d passes per step", spec->accumulate);
     if (comm->nworkers > 1)
-        fprintf(out, " x %d workers = %d global", comm->nworkers, spec->batch * spec->accumulate * comm->nworkers);
+        fprintf(out, " x %d workers = %d global", comm->nworkers, dt_model_step_batch(spec) * comm->nworkers);
     fprintf(out, ", %d epochs, %s, lr %g", spec->epochs, dt_optim_kind_name(spec->optim.kind),
             ls->base_lr / ls->lr_scale);
     if (p->scaling == DT_LR_SCALING_LINEAR)
@@ -426,7 +427,7 @@ dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
     /* The recipe needs the global batch, known once the ranks are split. */
     if (s == DT_OK)
         s = dt_lr_scale(&p->spec.sched, p->scaling, p->base_batch,
-                        p->spec.batch * p->spec.accumulate * comm.nworkers);
+                        dt_model_step_batch(&p->spec) * comm.nworkers);
     /* Before anything trains, so a bad path stops the run at once. */
     if (s == DT_OK && p->timeline_path) s = dt_comm_timeline_open(&p->dist.timeline, &comm, p->timeline_path);
     p->opts.timeline = p->dist.timeline;

@@ -61,7 +61,6 @@ typedef struct {
     dt_optim *optim;         /* over the servers' vector */
     float *params;           /* (n) */
     float *state;            /* (nslots of the optimiser, n) its state, slot-major */
-    int nstate_slots;
     float *recv;             /* (W, nslots, n) gradients of each worker's clocks */
     float *lr;               /* (W, nslots) the learning rate each clock came with */
     float *sum;              /* (n) */
@@ -180,7 +179,7 @@ static dt_status handle_ctrl(server *sv, int w) {
         /* Flushed before worker 0 can go on: a stop after this checkpoint
          * merges this server's part as it is now. */
         DT_TRY(dt_timeline_flush(sv->cfg->timeline));
-        for (int k = 0; k < sv->nstate_slots; k++)
+        for (int k = 0; k < dt_optim_nslots(sv->optim); k++)
             DT_TRY(dt_mpi_check(MPI_Send(sv->state + (size_t)k * sv->n, (int)sv->n, MPI_FLOAT, world_rank_of(sv, w),
                                          PS_TAG_MOM, sv->comm->world),
                                 "optimiser state for checkpoint (MPI_Send)"));
@@ -624,7 +623,6 @@ static dt_status setup(server *sv) {
     sv->nslots = sv->clocked ? sv->staleness + 2 : sv->deferred ? 2 : 1;
     DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch));
     DT_TRY(dt_optim_create(&sv->optim, &sv->spec->optim, sv->net, sv->plan.ps_offset));
-    sv->nstate_slots = dt_optim_nslots(sv->optim);
     ps_shard(sv->optim, sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
     sv->n = sv->hi - sv->lo;
     size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn, sn;
@@ -636,7 +634,7 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_mul_size(&wn, W, sv->n, "server buffers"));
     DT_TRY(dt_mul_size(&rn, wn, S, "server buffers"));
     DT_TRY(dt_alloc_floats(&sv->params, sv->n, "server shard"));
-    DT_TRY(dt_mul_size(&sn, (size_t)sv->nstate_slots, sv->n, "server optimiser state"));
+    DT_TRY(dt_mul_size(&sn, (size_t)dt_optim_nslots(sv->optim), sv->n, "server optimiser state"));
     DT_TRY(dt_alloc_floats(&sv->state, sn, "server optimiser state"));
     DT_TRY(dt_alloc_floats(&sv->sum, sv->n, "server shard"));
     DT_TRY(dt_alloc_floats(&sv->recv, rn, "server gradients"));
@@ -675,7 +673,7 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_mpi_check(MPI_Recv(sv->params, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT, sv->comm->world,
                                  MPI_STATUS_IGNORE),
                         "server initialisation (MPI_Recv)"));
-    for (int k = 0; k < sv->nstate_slots; k++)
+    for (int k = 0; k < dt_optim_nslots(sv->optim); k++)
         DT_TRY(dt_mpi_check(MPI_Recv(sv->state + (size_t)k * sv->n, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT,
                                      sv->comm->world, MPI_STATUS_IGNORE),
                             "server initialisation (MPI_Recv)"));

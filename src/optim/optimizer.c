@@ -21,7 +21,6 @@ int dt_optim_kind_from_name(const char *name) {
 }
 
 const char *dt_optim_kind_name(dt_optim_kind kind) { return rows[kind]->name; }
-int dt_optim_slots(dt_optim_kind kind) { return rows[kind]->nslots; }
 int dt_optim_needs_norms(dt_optim_kind kind) { return rows[kind]->norms; }
 
 void dt_optim_resolve(dt_optim_cfg *c) {

@@ -21,8 +21,6 @@ struct dt_trainer {
     float *own_opt_state;     /* the block the trainer allocated; NULL once a strategy bound another */
     float *acc;               /* (nparams) --accumulate N > 1: the step's earlier passes' gradients, weighted */
     float acc_weight;         /* the last pass's weight: its samples / the step's */
-    int pass_offset, pass_n;  /* the step's last pass: first sample and count */
-    size_t pass_floats;       /* floats of one input sample */
     dt_dataset *train_ds, *test_ds;
     dt_loader *loader;
     dt_sync *sync;
@@ -403,7 +401,7 @@ static dt_status setup(dt_trainer *t) {
         return dt_fail(DT_ERR_CONFIG, "%s: model has %d outputs but %s has %d classes", spec->path,
                        t->net->classes, dt_dataset_kind_name(o->dataset), d->classes);
     /* A step's batch: --accumulate passes of the net's batch each. */
-    dt_loader_cfg lc = {.batch = spec->batch * spec->accumulate, .rank = o->rank, .world = o->world, .seed = o->seed,
+    dt_loader_cfg lc = {.batch = dt_model_step_batch(spec), .rank = o->rank, .world = o->world, .seed = o->seed,
                         .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad,
                         .prefetch = o->prefetch, .timeline = o->timeline};
     DT_TRY(dt_loader_create(&t->loader, t->train_ds, &lc));
@@ -432,7 +430,7 @@ static dt_status setup(dt_trainer *t) {
              "\"warmup_start_lr\":%.6g,\"schedule\":\"%s\",\"accumulate\":%d,\"optimizer\":\"%s\","
              "\"momentum\":%.6g,\"decay\":%.6g,\"nesterov\":%d,\"beta1\":%.6g,\"beta2\":%.6g,\"eps\":%.6g,"
              "\"trust_coefficient\":%.6g,\"exclude_bias_bn\":%d}",
-             model, t->sync->name, o->world, spec->batch, spec->batch * spec->accumulate * o->world, spec->epochs,
+             model, t->sync->name, o->world, spec->batch, dt_model_step_batch(spec) * o->world, spec->epochs,
              t->steps_per_epoch, t->total_steps, t->net->nparams, (unsigned long long)o->seed,
              dt_dataset_kind_name(o->dataset), t->train_ds->n, t->test_ds->n, ls->base_lr / ls->lr_scale,
              ls->lr_scale, ls->base_lr, ls->warmup_epochs, ls->warmup_start_factor * ls->base_lr,
@@ -483,32 +481,38 @@ static void straggle(const dt_train_opts *o, long step) {
     dt_timeline_span(o->timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "straggler sleep", t0, dt_now(), NULL, 0);
 }
 
-/* --accumulate N: the step's batch of n is N passes of up to the net's
- * batch. Runs all but the last (forward, loss, backward), keeping their
- * gradients weighted by their share of the n samples in t->acc, and sets
- * pass_offset, pass_n and acc_weight for the last one, whose backward
- * folds them in layer by layer (fold_and_ready) so that the strategy
- * still sends each layer as soon as it is final, once per step. Returns
- * the summed loss of the passes run. */
-static double accumulate_passes(dt_trainer *t, const float *x, const uint8_t *y, int n) {
-    t->pass_offset = 0;
-    t->pass_n = n;
-    t->pass_floats = dt_shape_size(t->spec->input);
-    if (!t->acc) return 0;
+/* The step's last forward/backward pass: its samples, and the summed loss
+ * of the passes before it. */
+typedef struct {
+    const float *x;
+    const uint8_t *y;
+    int n;
+    double loss_before;
+} last_pass;
+
+/* --accumulate N: the step's batch x (n, input), y (n) is N passes of up
+ * to the net's batch. Runs all but the last (forward, loss, backward),
+ * keeping their gradients weighted by their share of the n samples in
+ * t->acc, and sets acc_weight for the last one, whose backward folds them
+ * in layer by layer (fold_and_ready) so that the strategy still sends each
+ * layer as soon as it is final, once per step. Without accumulation the
+ * last pass is the whole batch. */
+static last_pass accumulate_passes(dt_trainer *t, const float *x, const uint8_t *y, int n) {
+    last_pass p = {x, y, n, 0};
+    if (!t->acc) return p;
     dt_net *net = t->net;
     int b = t->spec->batch;
-    double loss = 0;
-    for (int first = 1; n - t->pass_offset > b; first = 0, t->pass_offset += b) {
-        dt_net_forward(net, x + (size_t)t->pass_offset * t->pass_floats, b, 1);
-        loss += dt_net_loss(net, y + t->pass_offset, b);
-        dt_net_backward(net, x + (size_t)t->pass_offset * t->pass_floats, b, NULL, NULL);
+    size_t sample = dt_shape_size(t->spec->input);
+    for (int first = 1; p.n > b; first = 0, p.x += (size_t)b * sample, p.y += b, p.n -= b) {
+        dt_net_forward(net, p.x, b, 1);
+        p.loss_before += dt_net_loss(net, p.y, b);
+        dt_net_backward(net, p.x, b, NULL, NULL);
         float wgt = (float)b / (float)n;
         for (size_t i = 0; i < net->nparams; i++) t->acc[i] = (first ? 0.0f : t->acc[i]) + wgt * net->grads[i];
     }
-    t->pass_n = n - t->pass_offset;
-    t->acc_weight = (float)t->pass_n / (float)n;
-    if (t->pass_offset == 0) memset(t->acc, 0, sizeof(float) * net->nparams); /* one pass: nothing earlier */
-    return loss;
+    t->acc_weight = (float)p.n / (float)n;
+    if (p.n == n) memset(t->acc, 0, sizeof(float) * net->nparams); /* one pass: nothing earlier */
+    return p;
 }
 
 /* dt_grad_ready_fn of the last pass: layer's gradient becomes the step's
@@ -529,9 +533,9 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     double t0 = dt_now();
     straggle(t->opts, t->step);
     if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
-    double loss = accumulate_passes(t, x, y, n);
-    dt_net_forward(net, x + t->pass_offset * t->pass_floats, t->pass_n, 1);
-    loss += dt_net_loss(net, y + t->pass_offset, t->pass_n);
+    last_pass p = accumulate_passes(t, x, y, n);
+    dt_net_forward(net, p.x, p.n, 1);
+    double loss = p.loss_before + dt_net_loss(net, p.y, p.n);
     if (!isfinite(loss)) {
         const char *what = isnan(loss) ? "loss is NaN" : "loss is infinite";
         if (!finishes_steps(t)) return diverged(what, t->step + 1, epoch + 1);
@@ -542,9 +546,9 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
         note_divergence(t, what, t->step + 1, epoch + 1);
     }
     if (t->acc)
-        dt_net_backward(net, x + t->pass_offset * t->pass_floats, t->pass_n, fold_and_ready, t);
+        dt_net_backward(net, p.x, p.n, fold_and_ready, t);
     else
-        dt_net_backward(net, x, n, s->grad_ready, s->ctx);
+        dt_net_backward(net, p.x, p.n, s->grad_ready, s->ctx);
     double t_end = dt_now();
     DT_TRY(s->end_step(s, t, lr));
     double now = dt_now(), dt = now - t0;
@@ -619,7 +623,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0)
             DT_TRY(save_checkpoint(t, !t->sync->independent, 0));
         double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
-        double eta = ips > 0 ? (double)(t->total_steps - t->step) * t->spec->batch * t->spec->accumulate / ips : 0;
+        double eta = ips > 0 ? (double)(t->total_steps - t->step) * dt_model_step_batch(t->spec) / ips : 0;
         int asked = o->progress_request && atomic_exchange(o->progress_request, 0); /* SIGUSR1 */
         dt_report_progress(&t->rep, epoch, t->spec->epochs, pos + 1, t->steps_per_epoch,
                            t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr,
@@ -717,7 +721,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
                  "\"epochs\":%.3f,\"images_per_sec\":%.1f,\"wall_s\":%.2f,\"mode\":\"%s\",\"workers\":%d,"
                  "\"global_batch\":%d,\"comm_overlap\":%.3f,\"comm_wait_share\":%.4f,\"bytes_per_step\":%.0f%s}",
                  acc, summary->train_loss, t.step, summary->epochs, summary->images_per_sec,
-                 summary->wall_s, sync->name, opts->world, spec->batch * spec->accumulate * opts->world,
+                 summary->wall_s, sync->name, opts->world, dt_model_step_batch(spec) * opts->world,
                  summary->comm_overlap, t.train_time > 0 ? t.comm.wait_s / t.train_time : 0,
                  summary->bytes_per_step, extra_json);
         s = dt_report_summary(&t.rep, json);
