@@ -244,7 +244,8 @@ static void test_config_errors(void) {
 static void test_names(void) {
     static const char *kinds[] = {"convolutional", "maxpool",    "avgpool",
                                   "connected",     "activation", "dropout",
-                                  "lrn",           "batchnorm",  "softmax"};
+                                  "lrn",           "batchnorm",  "softmax",
+                                  "shortcut",      "route"};
     for (int k = 0; k < DT_LAYER_KIND_COUNT; k++) {
         CHECK(dt_layer_ops_of((dt_layer_kind)k) != NULL);
         CHECK(strcmp(dt_layer_ops_of((dt_layer_kind)k)->name, kinds[k]) == 0);

@@ -292,7 +292,7 @@ static const bad_case bad_cases[] = {
      "unknown key 'filterz' in [convolutional] (valid: filters, size, stride, pad, activation, "
      "batch_normalize, slope)"},
     {"[net]\nchannels=1\nbatchsize=3\n", 3, "unknown key 'batchsize' in [net] (valid: batch,"},
-    {NET4 "[softmax]\nsize=2\n", 6, "[softmax] takes no keys"},
+    {NET4 "[softmax]\nsize=2\n", 6, "unknown key 'size' in [softmax] (valid: groups, temperature)"},
     {NET4 "[maxpool]\nsize=2\nsize=3\n[softmax]\n", 7, "duplicate key size in [maxpool] (first at line 6)"},
     {"[net]\nchannels=1\nchannels=1\n", 3, "duplicate key channels"},
     /* numbers */
@@ -330,7 +330,7 @@ static const bad_case bad_cases[] = {
     {NET4 "[convolutional]\nsize=3\n[softmax]\n", 5, "needs filters="},
     {NET4 "[connected]\nactivation=relu\n[softmax]\n", 5, "[connected] needs output="},
     {NET4 "[maxpool]\nstride=2\n[softmax]\n", 5, "[maxpool] needs size="},
-    {NET4 "[avgpool]\n[softmax]\n", 5, "[avgpool] needs size="},
+    {NET4 "[avgpool]\nstride=2\n[softmax]\n", 6, "[avgpool] without size= is global; stride= and pad= need size="},
     {NET4 "[activation]\nslope=0.2\n[softmax]\n", 5, "needs activation="},
     {"\n[net]\nchannels=1\nheight=2\n[softmax]\n", 2, "[net] needs width="},
     /* schedules */
@@ -345,7 +345,7 @@ static const bad_case bad_cases[] = {
     {NET4 "policy=multistep\nmilestones=1 2\n", 6, "bad value"},
     {NET4 "policy=multistep\nmilestones=0,2\n", 6, "out of range"},
     {NET4 "policy=multistep\nmilestones=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\n", 6,
-     "more than 16 milestones"},
+     "milestones= takes at most 16 values"},
     {NET4 "gamma=0\n", 5, "gamma=0 is out of range"},
     {NET4 "warmup_start_factor=1.5\n", 5, "out of range"},
 };

@@ -29,12 +29,13 @@ static void test_exact(dt_model_spec *m) {
         CHECK(bytes == 4 * (3 * 407050 + 1044 * 64 + 2 * 784 * 64));
     }
     /* A 3x3 conv on 1x8x8 at batch 2: 20 parameters, output 2x6x6 (twice:
-     * conv and softmax), buffers of 72, and the im2col workspace of one
-     * image, 9 x 36 floats. */
+     * conv and softmax), one gradient buffer of 72 (the conv's output
+     * gradient; layer 0 writes no input gradient), and the im2col workspace
+     * of one image, 9 x 36 floats. */
     if (parse(m, "[net]\nchannels=1\nheight=8\nwidth=8\n[convolutional]\nfilters=2\nsize=3\n"
                  "[softmax]\n")) {
         CHECK_OK(dt_net_estimate(&bytes, m, 2));
-        CHECK(bytes == 4 * (3 * 20 + 2 * 72 * 2 + 2 * 72 * 2 + 9 * 36));
+        CHECK(bytes == 4 * (3 * 20 + 2 * 72 * 2 + 72 * 2 + 9 * 36));
         dt_net *net = NULL;
         CHECK_OK(dt_net_create(&net, m, 2, 1));
         CHECK(net && dt_net_bytes(net) == bytes && net->nws == 9 * 36);

@@ -54,15 +54,27 @@ typedef enum {
     DT_LAYER_LRN,       /* [lrn] local response normalisation across channels */
     DT_LAYER_BATCHNORM, /* [batchnorm] (also split off batch_normalize=1) */
     DT_LAYER_SOFTMAX,   /* [softmax], must be last; trained with cross-entropy */
+    DT_LAYER_SHORTCUT,  /* [shortcut] previous layer's output + an earlier one's (Darknet) */
+    DT_LAYER_ROUTE,     /* [route] earlier layers' outputs concatenated along channels */
     DT_LAYER_KIND_COUNT
 } dt_layer_kind;
+
+/* Most inputs a layer takes (a [route] of up to this many layers). */
+#define DT_LAYER_MAX_INPUTS 8
 
 /* Hyperparameters of one layer as the model file gives them. Fields that do
  * not apply to a kind are ignored by it. */
 typedef struct {
     dt_layer_kind kind;
+    /* The layers whose outputs this one reads, as indices of earlier layers
+     * of the net (-1: the net's input). ninputs 0 means "the previous
+     * layer" (the input for layer 0). Shortcut: {previous, from}; route:
+     * the listed layers in order. */
+    int ninputs;
+    int inputs[DT_LAYER_MAX_INPUTS];
+    int no_bias;          /* conv/dense: no bias (batch norm after it gives the shift) */
     int filters;          /* conv: output channels */
-    int size;             /* conv kernel / pool window (square) */
+    int size;             /* conv kernel / pool window (square); avgpool 0: global */
     int stride;           /* conv / pool */
     int pad;              /* conv / pool, zero padding (pool: padded cells never win / are excluded) */
     int outputs;          /* dense */
@@ -79,7 +91,9 @@ typedef struct {
 typedef struct dt_layer {
     dt_layer_spec spec;
     const struct dt_layer_ops *ops;
-    dt_shape in, out;      /* per-sample shapes, set by setup() */
+    dt_shape in, out;      /* per-sample shapes, set by setup(); in = ins[0] */
+    int ninputs;           /* >= 1, resolved by the net from spec.ninputs */
+    dt_shape ins[DT_LAYER_MAX_INPUTS]; /* each input's shape, set by the net */
     float *w, *dw;         /* conv (F, C, K, K); dense (out, in); bn gamma (C) */
     size_t nw;
     float *b, *db;         /* conv (F); dense (out); bn beta (C) */
@@ -110,6 +124,13 @@ typedef struct dt_layer_ops {
     /* din (B, in) and dw/db <- dout (B, out), given the forward's in and out. */
     void (*backward)(dt_layer *l, float *din, const float *dout, const float *in,
                      const float *out, int batch, float *ws);
+    /* Kinds with several inputs (shortcut, route) have these instead of
+     * forward/backward (which are NULL): in[k] (B, ins[k]), and din[k]
+     * (B, ins[k]) overwritten, NULL where input k is the net's data. The
+     * din[k] are distinct buffers even when two inputs are the same layer
+     * (the net adds them up). */
+    void (*forward_n)(struct dt_layer *l, float *out, const float *const *in, int batch);
+    void (*backward_n)(struct dt_layer *l, float *const *din, const float *dout, int batch);
     /* Plain loops computing the same as forward/backward, kept for tests.
      * NULL when forward/backward already are plain loops. */
     void (*forward_ref)(dt_layer *l, float *out, const float *in, int batch, int train, float *ws);

@@ -1,11 +1,18 @@
-/* A network: a chain of layers over flat parameter, gradient and state blocks.
+/* A network: a graph of layers over flat parameter, gradient and state blocks.
+ *
+ * Layers are in topological order: each reads the outputs of earlier layers
+ * (spec.inputs; by default the previous one), an output may feed several
+ * later layers, and the last layer is the softmax. Backward runs the layers
+ * last to first and sums the gradients of an output that feeds several.
  *
  * Memory (all owned by the net, allocated once at create for max_batch):
  *   params (nparams)   every layer's w then b, in layer order
  *   grads  (nparams)   same layout; backward overwrites it
  *   state  (nstate)    non-trainable buffers (BN running stats)
  *   act[i] (max_batch, layer i out)  forward outputs; act[nlayers-1] = probs
- *   two ping-pong buffers (max_batch, largest activation) for input gradients
+ *   gbuf[s] (max_batch, largest activation), ngbuf of them: the gradients
+ *          of outputs while backward needs them; which layer uses which is
+ *          planned at create (a chain needs 2, a residual block 3)
  *   saved / workspace  per-layer saved values and one shared scratch area
  * Layers hold views into these blocks. Allreduce, parameter-server sharding,
  * optimisers and checkpoints all work on the flat blocks. */
@@ -25,6 +32,16 @@
  * hook where a sync strategy starts communicating layer i. */
 typedef void (*dt_grad_ready_fn)(void *ctx, int layer);
 
+/* Backward's gradient buffers for layer i: its output gradient is in
+ * gbuf[out]; input k's gradient is written to gbuf[in[k]] (-1: the input is
+ * the data, no gradient), which is then added into that input layer's out
+ * buffer when add[k] (the layer is not the first consumer to write it). */
+typedef struct {
+    int out;
+    int in[DT_LAYER_MAX_INPUTS];
+    unsigned char add[DT_LAYER_MAX_INPUTS];
+} dt_grad_route;
+
 typedef struct dt_net {
     int nlayers;
     dt_layer *layers;       /* (nlayers) */
@@ -38,7 +55,9 @@ typedef struct dt_net {
     float *state;           /* (nstate) */
     size_t nstate;
     float **act;            /* (nlayers) views, each (max_batch, out_i) */
-    float *dbuf[2];         /* (max_batch, max activation) ping-pong input gradients */
+    float **gbuf;           /* (ngbuf) views, each (max_batch, max activation) */
+    int ngbuf;
+    dt_grad_route *groute;  /* (nlayers) */
     float *ws;              /* shared scratch (nws floats) */
     size_t nws;
     size_t bytes;           /* dt_net_bytes */
@@ -49,7 +68,7 @@ typedef struct dt_net {
     const float *bwd_in, *bwd_dout;
     int bwd_batch;
     dt_timeline *timeline;  /* each layer's training forward/backward span goes here (NULL: off) */
-    void *blocks[4];        /* allocations behind act, dbuf, saved (freed at dt_net_free) */
+    void *blocks[5];        /* allocations behind act, gbuf, saved (freed at dt_net_free) */
 } dt_net;
 
 /* Builds the layers of spec for batches up to max_batch, initialises the
@@ -64,6 +83,9 @@ dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, 
  * dt_net_create's. */
 dt_status dt_net_estimate(size_t *bytes, const dt_model_spec *spec, int max_batch);
 void dt_net_free(dt_net *net);
+
+/* The output of layer `from` (-1: the data x) in the last forward. */
+const float *dt_net_output(const dt_net *net, int from, const float *x);
 
 /* Forward pass of x (batch, input) -> returns probabilities (batch, classes). */
 const float *dt_net_forward(dt_net *net, const float *x, int batch, int train);
@@ -104,8 +126,8 @@ int dt_net_count_correct(const dt_net *net, const uint8_t *labels, int batch);
 uint64_t dt_net_flops(const dt_net *net);
 
 /* Bytes the net and its optimiser allocate for max_batch: parameters,
- * gradients and momentum (3 x nparams), state, activations, the two
- * input-gradient buffers, saved values and the shared workspace (im2col
+ * gradients and momentum (3 x nparams), state, activations, the
+ * gradient buffers, saved values and the shared workspace (im2col
  * columns). Not counted: oneDNN's own blocked-layout copies and scratchpads
  * of convolutions, the data set and the loader's batch buffers. */
 size_t dt_net_bytes(const dt_net *net);

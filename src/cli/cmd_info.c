@@ -3,6 +3,7 @@
  * and edges) or as Graphviz DOT (dot -Tsvg draws it); with --plan, the SACP
  * communication plan for P workers and S servers at batch K. */
 #include <stdio.h>
+#include <string.h>
 
 #include "args.h"
 #include "cli.h"
@@ -10,28 +11,44 @@
 #include "dtrain/json.h"
 #include "dtrain/net.h"
 
+/* The graph id of layer i's input k: "input" for the data, else "L<n>". */
+static const char *input_id(char *buf, size_t cap, const dt_layer *l, int k) {
+    if (l->spec.inputs[k] < 0) return "input";
+    snprintf(buf, cap, "L%d", l->spec.inputs[k]);
+    return buf;
+}
+
+/* Layer i's inputs for the table: "-" when it is the previous layer alone
+ * (a chain), else "in" / "L3" / "L3,L5". */
+static void inputs_text(char *buf, size_t cap, const dt_layer *l, int i) {
+    char id[16];
+    if (l->ninputs == 1 && l->spec.inputs[0] == i - 1) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    buf[0] = '\0';
+    for (int k = 0; k < l->ninputs; k++) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, cap - n, "%s%s", k ? "," : "", input_id(id, sizeof id, l, k));
+    }
+}
+
 static void print_table(const dt_net *net, const dt_model_spec *spec) {
     printf("%s: input %dx%dx%d, batch %d\n", spec->path, net->input.c, net->input.h, net->input.w,
            spec->batch);
-    printf("%-3s %-14s %-5s %-16s %12s %12s\n", "#", "layer", "line", "output (CxHxW)", "params",
-           "MFLOPs/img");
+    printf("%-3s %-14s %-5s %-12s %-16s %12s %12s\n", "#", "layer", "line", "inputs", "output (CxHxW)",
+           "params", "MFLOPs/img");
     for (int i = 0; i < net->nlayers; i++) {
         const dt_layer *l = &net->layers[i];
-        char shape[32];
+        char shape[32], inputs[96];
         snprintf(shape, sizeof shape, "%dx%dx%d", l->out.c, l->out.h, l->out.w);
-        printf("%-3d %-14s %-5d %-16s %12zu %12.3f\n", i, l->ops->name, l->spec.line, shape,
+        inputs_text(inputs, sizeof inputs, l, i);
+        printf("%-3d %-14s %-5d %-12s %-16s %12zu %12.3f\n", i, l->ops->name, l->spec.line, inputs, shape,
                l->nw + l->nb, (double)l->ops->flops(l) / 1e6);
     }
     printf("total: %zu parameters (%.2f MB), %.3f MFLOPs per image forward, %.1f MB at batch %d\n",
            net->nparams, (double)net->nparams * 4 / 1e6, (double)dt_net_flops(net) / 1e6,
            (double)dt_net_bytes(net) / 1e6, spec->batch);
-}
-
-/* The graph id of the node feeding layer i: the layer before, or the input. */
-static const char *input_id(char *buf, size_t cap, int i) {
-    if (i == 0) return "input";
-    snprintf(buf, cap, "L%d", i - 1);
-    return buf;
 }
 
 static void print_json(const dt_net *net, const dt_model_spec *spec) {
@@ -50,8 +67,10 @@ static void print_json(const dt_net *net, const dt_model_spec *spec) {
     }
     printf("],\"edges\":[");
     char from[16];
+    const char *sep = "";
     for (int i = 0; i < net->nlayers; i++)
-        printf("%s[\"%s\",\"L%d\"]", i ? "," : "", input_id(from, sizeof from, i), i);
+        for (int k = 0; k < net->layers[i].ninputs; k++, sep = ",")
+            printf("%s[\"%s\",\"L%d\"]", sep, input_id(from, sizeof from, &net->layers[i], k), i);
     printf("]}\n");
 }
 
@@ -68,7 +87,8 @@ static char *dot_escape(char *dst, size_t cap, const char *src) {
 }
 
 /* One node per layer (and one for the input) labelled with its type, output
- * shape and parameter count; edges in forward order. */
+ * shape and parameter count; edges in forward order, skip edges (any but
+ * from the layer before) dashed. */
 static void print_dot(const dt_net *net, const dt_model_spec *spec) {
     char model[2048];
     printf("digraph dtrain {\n  label=\"%s: %zu parameters\";\n  labelloc=t;\n"
@@ -82,7 +102,12 @@ static void print_dot(const dt_net *net, const dt_model_spec *spec) {
                l->out.h, l->out.w, l->nw + l->nb);
     }
     char from[16];
-    for (int i = 0; i < net->nlayers; i++) printf("  %s -> L%d;\n", input_id(from, sizeof from, i), i);
+    for (int i = 0; i < net->nlayers; i++)
+        for (int k = 0; k < net->layers[i].ninputs; k++) {
+            int skip = net->layers[i].spec.inputs[k] != i - 1;
+            printf("  %s -> L%d%s;\n", input_id(from, sizeof from, &net->layers[i], k), i,
+                   skip ? " [style=dashed]" : "");
+        }
     printf("}\n");
 }
 

@@ -1,5 +1,5 @@
 /* [convolutional]: torch.nn.Conv2d with a square kernel.
- *   weight (F, C, K, K), bias (F), in (C, H, W) -> out (F, OH, OW),
+ *   weight (F, C, K, K), bias (F; none with spec.no_bias), in (C, H, W) -> out (F, OH, OW),
  *   OH = floor((H + 2P - K) / S) + 1, zero padding P, stride S.
  * Fast path: oneDNN's convolutions (conv_dnnl.c), about twice as fast as
  * sgemm on im2col columns. Fallback, when oneDNN cannot run a shape: each
@@ -49,7 +49,7 @@ static dt_status conv_setup(dt_layer *l) {
     if (kk > INT_MAX)
         return dt_layer_config_error(l, "kernel of %zu values per filter is too large", kk);
     DT_TRY(dt_layer_mul(l, &l->nw, kk, (size_t)l->spec.filters, "weight"));
-    l->nb = (size_t)l->spec.filters;
+    l->nb = l->spec.no_bias ? 0 : (size_t)l->spec.filters;
     l->nstate = 0;
     return DT_OK;
 }
@@ -186,7 +186,7 @@ static void conv_forward_gemm(dt_layer *l, float *out, const float *in, int batc
             cols = ws;
         }
         for (int f = 0; f < d.F; f++)
-            for (int i = 0; i < d.n; i++) y[(size_t)f * d.n + i] = l->b[f];
+            for (int i = 0; i < d.n; i++) y[(size_t)f * d.n + i] = l->nb ? l->b[f] : 0.0f;
         dt_sgemm('N', 'N', d.F, d.n, d.kk, 1.0f, l->w, d.kk,
                     cols, d.n, 1.0f, y, d.n);
     }
@@ -203,7 +203,7 @@ static void conv_backward_gemm(dt_layer *l, float *din, const float *dout, const
     for (int b = 0; b < batch; b++) {
         const float *x = in + (size_t)b * in_sz;
         const float *dy = dout + (size_t)b * out_sz;
-        for (int f = 0; f < d.F; f++)
+        for (int f = 0; f < (int)l->nb; f++)
             l->db[f] += (float)dt_layer_sum(dy + (size_t)f * d.n, (size_t)d.n);
         const float *cols = x;
         if (!pointwise) {
@@ -251,7 +251,7 @@ static void conv_forward_ref(dt_layer *l, float *out, const float *in, int batch
         for (int f = 0; f < d.F; f++)
             for (int oh = 0; oh < d.OH; oh++)
                 for (int ow = 0; ow < d.OW; ow++) {
-                    double acc = l->b[f];
+                    double acc = l->nb ? l->b[f] : 0.0;
                     for (int c = 0; c < d.C; c++)
                         for (int kh = 0; kh < d.K; kh++)
                             for (int kw = 0; kw < d.K; kw++) {
@@ -276,7 +276,7 @@ static void conv_backward_ref(dt_layer *l, float *din, const float *dout, const 
             for (int oh = 0; oh < d.OH; oh++)
                 for (int ow = 0; ow < d.OW; ow++) {
                     float g = dout[(((size_t)b * d.F + f) * d.OH + oh) * d.OW + ow];
-                    l->db[f] += g;
+                    if (l->nb) l->db[f] += g;
                     for (int c = 0; c < d.C; c++)
                         for (int kh = 0; kh < d.K; kh++)
                             for (int kw = 0; kw < d.K; kw++) {

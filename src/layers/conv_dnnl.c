@@ -110,6 +110,7 @@ typedef struct {
     dnnl_memory_desc_t plain[B_COUNT];
     dnnl_memory_desc_t any_src, any_wei, any_dst;
     dnnl_dims_t strides, pad_l, pad_r;
+    int bias; /* the layer has a bias (l->nb > 0) */
 } geometry;
 
 static dt_status geometry_of(const dt_layer *l, int batch, geometry *g) {
@@ -134,6 +135,7 @@ static dt_status geometry_of(const dt_layer *l, int batch, geometry *g) {
     g->pad_l[0] = g->pad_l[1] = P;
     g->pad_r[0] = (OH - 1) * S + K - H - P;
     g->pad_r[1] = (OW - 1) * S + K - W - P;
+    g->bias = l->nb > 0;
     return DT_OK;
 }
 
@@ -262,12 +264,13 @@ static void plan_clear(plan *p) {
 static dt_status build_forward(conv_dnnl *d, plan *p, const geometry *g) {
     dnnl_convolution_desc_t cd;
     DNNL_TRY(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct,
-                                                &g->any_src, &g->any_wei, &g->plain[B_BIAS],
+                                                &g->any_src, &g->any_wei, g->bias ? &g->plain[B_BIAS] : NULL,
                                                 &g->any_dst, g->strides, g->pad_l, g->pad_r));
     DNNL_TRY(dnnl_primitive_desc_create(&p->fwd_pd, &cd, d->attr, d->engine, NULL));
-    static const int arg[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
-    static const int buf[] = {B_IN, B_W, B_BIAS, B_OUT};
-    return step_create(d, p, &p->fwd, p->fwd_pd, g, 4, arg, buf);
+    /* The bias is last so a layer without one passes the first three. */
+    static const int arg[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    static const int buf[] = {B_IN, B_W, B_OUT, B_BIAS};
+    return step_create(d, p, &p->fwd, p->fwd_pd, g, g->bias ? 4 : 3, arg, buf);
 }
 
 /* Creates the primitive of op desc cd (a backward pass, hinted by the
@@ -285,12 +288,12 @@ static dt_status build_backward_step(conv_dnnl *d, plan *p, step *st, const geom
 static dt_status build_backward(conv_dnnl *d, plan *p, const geometry *g) {
     dnnl_convolution_desc_t cd;
     DNNL_TRY(dnnl_convolution_backward_weights_desc_init(
-        &cd, dnnl_convolution_direct, &g->any_src, &g->any_wei, &g->plain[B_DB], &g->any_dst,
-        g->strides, g->pad_l, g->pad_r));
+        &cd, dnnl_convolution_direct, &g->any_src, &g->any_wei, g->bias ? &g->plain[B_DB] : NULL,
+        &g->any_dst, g->strides, g->pad_l, g->pad_r));
     static const int warg[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS,
                                DNNL_ARG_DIFF_BIAS};
     static const int wbuf[] = {B_IN, B_DOUT, B_DW, B_DB};
-    DT_TRY(build_backward_step(d, p, &p->bwd_weights, g, &cd, 4, warg, wbuf));
+    DT_TRY(build_backward_step(d, p, &p->bwd_weights, g, &cd, g->bias ? 4 : 3, warg, wbuf));
     DNNL_TRY(dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &g->any_src,
                                                       &g->any_wei, &g->any_dst, g->strides,
                                                       g->pad_l, g->pad_r));

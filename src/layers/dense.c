@@ -1,5 +1,5 @@
 /* [connected]: torch.nn.Linear. in (any shape, flattened to I values) ->
- * out (O, 1, 1) = W . in + b with W (O, I), b (O). The whole batch is one
+ * out (O, 1, 1) = W . in + b with W (O, I), b (O) (none with spec.no_bias). The whole batch is one
  * sgemm each way (I = ni, O = no in the code, as <complex.h> from cblas.h
  * defines I): out (B, O) = in (B, I) . Wᵀ, dW (O, I) = doutᵀ . in,
  * din (B, I) = dout . W. */
@@ -15,7 +15,7 @@ static dt_status dense_setup(dt_layer *l) {
         return dt_layer_config_error(l, "output must be >= 1, got %d", l->spec.outputs);
     l->out = (dt_shape){l->spec.outputs, 1, 1};
     DT_TRY(dt_layer_mul(l, &l->nw, dt_shape_size(l->in), (size_t)l->spec.outputs, "weight"));
-    l->nb = (size_t)l->spec.outputs;
+    l->nb = l->spec.no_bias ? 0 : (size_t)l->spec.outputs;
     l->nstate = 0;
     return DT_OK;
 }
@@ -51,10 +51,14 @@ static void dense_forward(dt_layer *l, float *out, const float *in, int batch, i
         dt_sgemm('N', 'T', no, batch, ni, 1.0f, l->w, ni, in, ni, 0.0f, ws, batch);
         for (int b = 0; b < batch; b++)
             for (int o = 0; o < no; o++)
-                out[(size_t)b * no + o] = ws[(size_t)o * batch + b] + l->b[o];
+                out[(size_t)b * no + o] = ws[(size_t)o * batch + b] + (l->nb ? l->b[o] : 0.0f);
         return;
     }
-    for (int b = 0; b < batch; b++) memcpy(out + (size_t)b * no, l->b, sizeof(float) * (size_t)no);
+    for (int b = 0; b < batch; b++)
+        if (l->nb)
+            memcpy(out + (size_t)b * no, l->b, sizeof(float) * (size_t)no);
+        else
+            memset(out + (size_t)b * no, 0, sizeof(float) * (size_t)no);
     dt_sgemm('N', 'T', batch, no, ni, 1.0f, in, ni, l->w, ni, 1.0f, out, no);
 }
 
@@ -63,9 +67,9 @@ static void dense_backward(dt_layer *l, float *din, const float *dout, const flo
                            const float *out, int batch, float *ws) {
     (void)out, (void)ws;
     int ni = (int)dt_shape_size(l->in), no = l->out.c;
-    memset(l->db, 0, sizeof(float) * (size_t)no);
+    memset(l->db, 0, sizeof(float) * l->nb);
     for (int b = 0; b < batch; b++)
-        for (int o = 0; o < no; o++) l->db[o] += dout[(size_t)b * no + o];
+        for (int o = 0; o < (int)l->nb; o++) l->db[o] += dout[(size_t)b * no + o];
     if (batch == 0) {
         memset(l->dw, 0, sizeof(float) * l->nw);
         return;
@@ -83,7 +87,7 @@ static void dense_forward_ref(dt_layer *l, float *out, const float *in, int batc
     size_t ni = dt_shape_size(l->in), no = (size_t)l->out.c;
     for (size_t b = 0; b < (size_t)batch; b++)
         for (size_t o = 0; o < no; o++) {
-            double acc = l->b[o];
+            double acc = l->nb ? l->b[o] : 0.0;
             for (size_t i = 0; i < ni; i++) acc += (double)l->w[o * ni + i] * in[b * ni + i];
             out[b * no + o] = (float)acc;
         }
@@ -96,7 +100,7 @@ static void dense_backward_ref(dt_layer *l, float *din, const float *dout, const
     for (size_t o = 0; o < no; o++) {
         double gb = 0;
         for (size_t b = 0; b < (size_t)batch; b++) gb += dout[b * no + o];
-        l->db[o] = (float)gb;
+        if (l->nb) l->db[o] = (float)gb;
         for (size_t i = 0; i < ni; i++) {
             double gw = 0;
             for (size_t b = 0; b < (size_t)batch; b++)

@@ -19,6 +19,8 @@ extern const dt_layer_ops dt_dropout_ops;
 extern const dt_layer_ops dt_lrn_ops;
 extern const dt_layer_ops dt_batchnorm_ops;
 extern const dt_layer_ops dt_softmax_ops;
+extern const dt_layer_ops dt_shortcut_ops;
+extern const dt_layer_ops dt_route_ops;
 
 /* Records DT_ERR_CONFIG "line N: [section] <message>" and returns it. */
 dt_status dt_layer_config_error(const dt_layer *l, const char *fmt, ...)

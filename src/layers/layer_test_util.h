@@ -38,7 +38,8 @@ static inline dt_status tl_create(test_layer *t, dt_layer_spec spec, dt_shape in
     memset(t, 0, sizeof *t);
     t->l.spec = spec;
     t->l.ops = dt_layer_ops_of(spec.kind);
-    t->l.in = in;
+    t->l.in = t->l.ins[0] = in;
+    t->l.ninputs = 1;
     t->l.seed = seed;
     t->batch = batch;
     DT_TRY(t->l.ops->setup(&t->l));

@@ -4,7 +4,9 @@
  * Max: padded cells never win (as if -inf); the first maximum of a window
  * wins ties, NaN propagates (as in PyTorch); saved holds the winner's index in its plane.
  * Avg: count_include_pad=True, i.e. the window sum over K*K always (in floor
- * mode a window never leaves the padded area). */
+ * mode a window never leaves the padded area). An [avgpool] without size
+ * (size 0, Darknet's only kind) is global: in (C, H, W) -> out (C, 1, 1),
+ * each plane's mean (torch.nn.AdaptiveAvgPool2d(1)). */
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -53,11 +55,22 @@ static dt_status pool_setup(dt_layer *l) {
     return DT_OK;
 }
 
+static int is_global(const dt_layer *l) { return l->spec.size == 0; }
+
+static dt_status avgpool_setup(dt_layer *l) {
+    if (!is_global(l)) return pool_setup(l);
+    DT_TRY(dt_layer_check_shape(l, l->in, "input"));
+    l->out = (dt_shape){l->in.c, 1, 1};
+    l->nw = l->nb = l->nstate = 0;
+    return DT_OK;
+}
+
 static size_t maxpool_saved_floats(const dt_layer *l, int batch) {
     return dt_shape_size(l->out) * (size_t)batch;
 }
 
 static uint64_t pool_flops(const dt_layer *l) {
+    if (is_global(l)) return dt_shape_size(l->in);
     return dt_shape_size(l->out) * (uint64_t)l->spec.size * (uint64_t)l->spec.size;
 }
 
@@ -173,10 +186,29 @@ static void maxpool_backward(dt_layer *l, float *din, const float *dout, const f
     }
 }
 
+/* Global: out (B, C) <- the mean of each plane of in (B, C, H, W). */
+static void global_forward(const dt_layer *l, float *out, const float *in, int batch) {
+    size_t planes = (size_t)batch * (size_t)l->in.c, hw = (size_t)l->in.h * (size_t)l->in.w;
+    for (size_t p = 0; p < planes; p++) out[p] = (float)(dt_layer_sum(in + p * hw, hw) / (double)hw);
+}
+
+/* Global: din (B, C, H, W) <- dout (B, C) / (H*W) over each plane. */
+static void global_backward(const dt_layer *l, float *din, const float *dout, int batch) {
+    size_t planes = (size_t)batch * (size_t)l->in.c, hw = (size_t)l->in.h * (size_t)l->in.w;
+    for (size_t p = 0; p < planes; p++) {
+        float g = dout[p] / (float)hw;
+        for (size_t i = 0; i < hw; i++) din[p * hw + i] = g;
+    }
+}
+
 /* out (B, C, OH, OW) <- window sums of in (B, C, H, W) / (K*K). */
 static void avgpool_forward(dt_layer *l, float *out, const float *in, int batch, int train,
                             float *ws) {
     (void)train, (void)ws;
+    if (is_global(l)) {
+        global_forward(l, out, in, batch);
+        return;
+    }
     pool_dims d = dims_of(l, batch);
     float inv = 1.0f / (float)(d.K * d.K);
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
@@ -200,6 +232,10 @@ static void avgpool_backward(dt_layer *l, float *din, const float *dout, const f
                              const float *out, int batch, float *ws) {
     (void)in, (void)out, (void)ws;
     if (!din) return;
+    if (is_global(l)) {
+        global_backward(l, din, dout, batch);
+        return;
+    }
     pool_dims d = dims_of(l, batch);
     float inv = 1.0f / (float)(d.K * d.K);
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
@@ -231,7 +267,7 @@ const dt_layer_ops dt_maxpool_ops = {
 
 const dt_layer_ops dt_avgpool_ops = {
     .name = "avgpool",
-    .setup = pool_setup,
+    .setup = avgpool_setup,
     .saved_floats = dt_layer_no_floats,
     .workspace_floats = dt_layer_no_floats,
     .init = dt_layer_init_none,

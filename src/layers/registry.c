@@ -9,7 +9,8 @@ static const dt_layer_ops *const kind_ops[DT_LAYER_KIND_COUNT] = {
     [DT_LAYER_AVGPOOL] = &dt_avgpool_ops, [DT_LAYER_DENSE] = &dt_dense_ops,
     [DT_LAYER_ACT] = &dt_act_ops,         [DT_LAYER_DROPOUT] = &dt_dropout_ops,
     [DT_LAYER_LRN] = &dt_lrn_ops,         [DT_LAYER_BATCHNORM] = &dt_batchnorm_ops,
-    [DT_LAYER_SOFTMAX] = &dt_softmax_ops,
+    [DT_LAYER_SOFTMAX] = &dt_softmax_ops, [DT_LAYER_SHORTCUT] = &dt_shortcut_ops,
+    [DT_LAYER_ROUTE] = &dt_route_ops,
 };
 
 /* Indexed by dt_activation. */

@@ -36,7 +36,8 @@ typedef enum {
     V_DOUBLE,     /* double */
     V_ENUM,       /* int-sized enum, named through `choices` */
     V_DATASET,    /* canonical dataset name into dt_model_spec.dataset */
-    V_MILESTONES  /* comma list into a dt_lr_schedule (off points at it) */
+    V_MILESTONES, /* comma list into a dt_lr_schedule (off points at it) */
+    V_LAYERS      /* comma list of layer (section) indices into a section_vals */
 } value_type;
 
 enum { F_REQUIRED = 1, F_LO_OPEN = 2, F_HI_OPEN = 4 };
@@ -57,11 +58,19 @@ typedef struct {
     const enum_desc *choices;
 } key_def;
 
-/* Scratch record of a layer section: its spec plus the one key that is not a
- * spec field (batch_normalize, which adds a layer instead). */
+/* Scratch record of a layer section: its spec plus the keys that are not
+ * spec fields: batch_normalize (adds a layer), shortcut's from= and route's
+ * layers= (Darknet section indices, turned into layer indices at the end of
+ * the section), [cost]'s type. */
 typedef struct {
     dt_layer_spec spec;
     int batch_normalize;
+    int from;
+    int nroute;
+    int route[DT_LAYER_MAX_INPUTS];
+    int cost_type;
+    int softmax_groups;        /* checked to be 1 */
+    float softmax_temperature; /* checked to be 1 */
 } section_vals;
 
 /* Enum fields are written through int pointers by the generic handler. */
@@ -78,6 +87,17 @@ static const char *dataset_name(int v) { return dt_dataset_kind_name((dt_dataset
 static const enum_desc activations = {dt_activation_from_name, activation_name, DT_ACT_SIGMOID + 1};
 static const enum_desc schedules = {dt_schedule_kind_from_name, schedule_name, DT_SCHED_COSINE + 1};
 static const enum_desc optimizers = {dt_optim_kind_from_name, optim_name, DT_OPT_COUNT};
+/* Darknet's cost types (get_cost_type); only sse is trained (see [cost]). */
+static const char *const cost_names[] = {"sse", "masked", "smooth", "L1", "seg", "wgan", "logistic"};
+enum { COST_SSE = 0, COST_COUNT = sizeof cost_names / sizeof cost_names[0] };
+static int cost_from_name(const char *name) {
+    for (int i = 0; i < COST_COUNT; i++)
+        if (strcmp(cost_names[i], name) == 0) return i;
+    return -1;
+}
+static const char *cost_name(int v) { return cost_names[v]; }
+static const enum_desc costs = {cost_from_name, cost_name, COST_COUNT};
+
 static const enum_desc datasets = {dt_dataset_kind_from_name, dataset_name,
                                    DT_DATASET_SYNTHETIC + 1};
 
@@ -134,6 +154,14 @@ static const key_def dense_keys[] = {
     FUSED_KEYS,
     {0}};
 
+static const key_def avgpool_keys[] = {
+    /* Darknet's [avgpool] has no keys and is global (size 0); size= makes
+     * it a window (a dtrain extension), stride and pad as for [maxpool]. */
+    {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, 0, NULL},
+    {"stride", V_INT, LAY(spec.stride), 0, 1, DIM_MAX, 0, NULL},
+    {"pad", V_INT, LAY(spec.pad), 0, 0, DIM_MAX, 0, NULL},
+    {0}};
+
 static const key_def pool_keys[] = {
     {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, F_REQUIRED, NULL},
     /* Default 0 stands for "same as size" (Darknet's rule), resolved when the
@@ -164,14 +192,36 @@ static const key_def batchnorm_keys[] = {
     {"eps", V_FLOAT, LAY(spec.bn_eps), 1e-5, 0, INFINITY, F_LO_OPEN, NULL},
     {0}};
 
-static const key_def no_keys[] = {{0}};
+static const key_def shortcut_keys[] = {
+    {"from", V_INT, LAY(from), 0, -DT_MAX_LAYERS, DT_MAX_LAYERS, F_REQUIRED, NULL},
+    {"activation", V_ENUM, LAY(spec.act), DT_ACT_LINEAR, 0, 0, 0, &activations},
+    SLOPE_KEY,
+    {0}};
+
+static const key_def route_keys[] = {
+    {"layers", V_LAYERS, LAY(route), 0, -DT_MAX_LAYERS, DT_MAX_LAYERS, F_REQUIRED, NULL},
+    {0}};
+
+/* Darknet's softmax options, at the only values dtrain trains. */
+static const key_def softmax_keys[] = {
+    {"groups", V_INT, LAY(softmax_groups), 1, 1, 1, 0, NULL},
+    {"temperature", V_FLOAT, LAY(softmax_temperature), 1, 1, 1, 0, NULL},
+    {0}};
+
+/* [cost] after [softmax]: Darknet's default sse there trains softmax
+ * cross-entropy (the softmax layer's delta is truth - p and the cost layer
+ * passes it on); other types would train another loss (refused). */
+static const key_def cost_keys[] = {
+    {"type", V_ENUM, LAY(cost_type), COST_SSE, 0, 0, 0, &costs},
+    {0}};
 
 static const key_def *const layer_keys[DT_LAYER_KIND_COUNT] = {
     [DT_LAYER_CONV] = conv_keys,       [DT_LAYER_MAXPOOL] = pool_keys,
-    [DT_LAYER_AVGPOOL] = pool_keys,    [DT_LAYER_DENSE] = dense_keys,
+    [DT_LAYER_AVGPOOL] = avgpool_keys, [DT_LAYER_DENSE] = dense_keys,
     [DT_LAYER_ACT] = act_keys,         [DT_LAYER_DROPOUT] = dropout_keys,
     [DT_LAYER_LRN] = lrn_keys,         [DT_LAYER_BATCHNORM] = batchnorm_keys,
-    [DT_LAYER_SOFTMAX] = no_keys,
+    [DT_LAYER_SOFTMAX] = softmax_keys, [DT_LAYER_SHORTCUT] = shortcut_keys,
+    [DT_LAYER_ROUTE] = route_keys,
 };
 
 /* Policy-specific keys: required by their policy, an error with any other
@@ -183,7 +233,7 @@ static const struct {
 
 /* ---- parser state -------------------------------------------------------- */
 
-enum { SEC_NONE = -2, SEC_NET = -1 }; /* otherwise a dt_layer_kind */
+enum { SEC_COST = -3, SEC_NONE = -2, SEC_NET = -1 }; /* otherwise a dt_layer_kind */
 
 typedef struct {
     dt_model_spec *m;
@@ -196,7 +246,11 @@ typedef struct {
     void *target;             /* where its values go: m or &vals */
     int seen[MAX_KEYS];       /* line of each key given in this section, 0 if absent */
     section_vals vals;
-    int net_line, softmax_line, last_layer_line;
+    int net_line, softmax_line, last_layer_line, cost_line;
+    /* Darknet numbers sections (one layer each there); section s's output
+     * is layer sec_out[s] of the built net (its last layer here). */
+    int nsections;
+    int sec_out[DT_MAX_LAYERS];
 } parser;
 
 static dt_status fail_at(const parser *p, int line, const char *fmt, ...)
@@ -238,8 +292,9 @@ static void describe(char *buf, size_t n, const key_def *k) {
         snprintf(buf, n, "one of %s", names);
         return;
     }
-    const char *what = k->type == V_INT ? "an integer"
+    const char *what = k->type == V_INT          ? "an integer"
                        : k->type == V_MILESTONES ? "a comma list of ascending epochs, each"
+                       : k->type == V_LAYERS     ? "a comma list of layer indices, each"
                                                  : "a number";
     if (k->type == V_INT && k->lo == 0 && k->hi == 1)
         snprintf(buf, n, "0 or 1");
@@ -283,6 +338,9 @@ static void store(void *target, const key_def *k, double v) {
     case V_MILESTONES: /* only the default: no milestones */
         memset(dst + offsetof(dt_lr_schedule, nmilestones), 0, sizeof(int));
         break;
+    case V_LAYERS: /* only the default: no layers (the key is required) */
+        ((section_vals *)target)->nroute = 0;
+        break;
     }
 }
 
@@ -307,22 +365,18 @@ static int parse_number(const key_def *k, const char *s, char **end, double *v) 
     return *end != s;
 }
 
-static dt_status set_milestones(parser *p, const key_def *k, const char *val) {
-    dt_lr_schedule *s = (dt_lr_schedule *)((char *)p->target + k->off);
+/* A comma list of up to max numbers of k's type and range into v[*n]. */
+static dt_status parse_list(parser *p, const key_def *k, const char *val, double *v, int max, int *n) {
     const char *c = val;
-    s->nmilestones = 0;
+    *n = 0;
     for (;;) {
         char *end;
-        double v;
+        double x;
         while (isspace((unsigned char)*c)) c++;
-        if (!parse_number(k, c, &end, &v)) return bad_value(p, k, val);
-        if (!in_range(k, v)) return out_of_range(p, k, val);
-        if (s->nmilestones == DT_MAX_MILESTONES)
-            return fail_at(p, p->line, "more than %d milestones", DT_MAX_MILESTONES);
-        if (s->nmilestones && v <= s->milestones[s->nmilestones - 1])
-            return fail_at(p, p->line, "milestones must be strictly ascending (%.10g after %.10g)",
-                           v, s->milestones[s->nmilestones - 1]);
-        s->milestones[s->nmilestones++] = v;
+        if (!parse_number(k, c, &end, &x)) return bad_value(p, k, val);
+        if (!in_range(k, x)) return out_of_range(p, k, val);
+        if (*n == max) return fail_at(p, p->line, "%s= takes at most %d values", k->name, max);
+        v[(*n)++] = x;
         c = end;
         while (isspace((unsigned char)*c)) c++;
         if (*c == '\0') return DT_OK;
@@ -330,8 +384,26 @@ static dt_status set_milestones(parser *p, const key_def *k, const char *val) {
     }
 }
 
+static dt_status set_milestones(parser *p, const key_def *k, const char *val) {
+    dt_lr_schedule *s = (dt_lr_schedule *)((char *)p->target + k->off);
+    DT_TRY(parse_list(p, k, val, s->milestones, DT_MAX_MILESTONES, &s->nmilestones));
+    for (int i = 1; i < s->nmilestones; i++)
+        if (s->milestones[i] <= s->milestones[i - 1])
+            return fail_at(p, p->line, "milestones must be strictly ascending (%.10g after %.10g)",
+                           s->milestones[i], s->milestones[i - 1]);
+    return DT_OK;
+}
+
+static dt_status set_route(parser *p, const key_def *k, const char *val) {
+    double v[DT_LAYER_MAX_INPUTS];
+    DT_TRY(parse_list(p, k, val, v, DT_LAYER_MAX_INPUTS, &p->vals.nroute));
+    for (int i = 0; i < p->vals.nroute; i++) p->vals.route[i] = (int)v[i];
+    return DT_OK;
+}
+
 static dt_status set_value(parser *p, const key_def *k, const char *val) {
     if (k->type == V_MILESTONES) return set_milestones(p, k, val);
+    if (k->type == V_LAYERS) return set_route(p, k, val);
     double v;
     if (k->choices) {
         int i = k->choices->from_name(val);
@@ -370,15 +442,48 @@ static dt_status push_layer(parser *p, const dt_layer_spec *s) {
     return DT_OK;
 }
 
+/* The layer index of Darknet section index `ref` as written in key `key`
+ * (negative: relative to this section; else absolute). */
+static dt_status section_layer(parser *p, const char *key, int ref, int *layer) {
+    int sec = ref < 0 ? p->nsections + ref : ref;
+    if (sec < 0 || sec >= p->nsections)
+        return fail_at(p, seen_line(p, key),
+                       "%s=%d names section %d, but only sections 0..%d come before this one "
+                       "(sections after [net] count from 0, this one is %d)",
+                       key, ref, sec, p->nsections - 1, p->nsections);
+    *layer = p->sec_out[sec];
+    return DT_OK;
+}
+
+/* The inputs of a shortcut (the previous section's output and from=) or a
+ * route (layers=), as layer indices. */
+static dt_status resolve_refs(parser *p, dt_layer_spec *layer) {
+    const section_vals *v = &p->vals;
+    if (layer->kind == DT_LAYER_SHORTCUT) {
+        if (p->nsections == 0) return fail_at(p, p->sec_line, "[shortcut] needs a layer before it");
+        layer->ninputs = 2;
+        layer->inputs[0] = p->sec_out[p->nsections - 1];
+        return section_layer(p, "from", v->from, &layer->inputs[1]);
+    }
+    layer->ninputs = v->nroute;
+    for (int i = 0; i < v->nroute; i++) DT_TRY(section_layer(p, "layers", v->route[i], &layer->inputs[i]));
+    return DT_OK;
+}
+
 /* A layer section becomes its layer, and for conv/connected also a batch
- * norm and an activation layer, so each layer kind does one operation. */
+ * norm and an activation layer (shortcut: an activation), so each layer
+ * kind does one operation. batch_normalize=1 drops the conv/connected bias:
+ * the batch norm's shift is the bias (Darknet's layout). */
 static dt_status emit_layers(parser *p) {
     const section_vals *v = &p->vals;
     dt_layer_spec layer = v->spec;
     if (layer.stride == 0) layer.stride = layer.size; /* pools only: see pool_keys */
-    if (layer.kind != DT_LAYER_CONV && layer.kind != DT_LAYER_DENSE) return push_layer(p, &layer);
+    if (layer.kind == DT_LAYER_SHORTCUT || layer.kind == DT_LAYER_ROUTE) DT_TRY(resolve_refs(p, &layer));
+    if (layer.kind != DT_LAYER_CONV && layer.kind != DT_LAYER_DENSE && layer.kind != DT_LAYER_SHORTCUT)
+        return push_layer(p, &layer);
 
     layer.act = DT_ACT_LINEAR; /* applied by the activation layer below */
+    layer.no_bias = v->batch_normalize;
     DT_TRY(push_layer(p, &layer));
     if (v->batch_normalize) {
         section_vals bn = {.spec = {.kind = DT_LAYER_BATCHNORM, .line = p->sec_line}};
@@ -431,24 +536,53 @@ static dt_status finish_net(parser *p) {
     return check_optimizer_keys(p);
 }
 
+static dt_status finish_cost(parser *p) {
+    if (p->vals.cost_type == COST_SSE) return DT_OK;
+    return fail_at(p, seen_line(p, "type"),
+                   "[cost] type=%s would train another loss; after [softmax] dtrain trains "
+                   "softmax cross-entropy, which is Darknet's type=sse (the default) there",
+                   cost_name(p->vals.cost_type));
+}
+
 static dt_status end_section(parser *p) {
     if (p->kind == SEC_NONE) return DT_OK;
     for (int i = 0; p->keys[i].name; i++)
         if ((p->keys[i].flags & F_REQUIRED) && !p->seen[i])
             return fail_at(p, p->sec_line, "[%s] needs %s=", p->sec_name, p->keys[i].name);
-    return p->kind == SEC_NET ? finish_net(p) : emit_layers(p);
+    if (p->kind == SEC_NET) return finish_net(p);
+    if (p->kind == SEC_COST) return finish_cost(p);
+    if (p->kind == DT_LAYER_AVGPOOL && p->vals.spec.size == 0 && (seen_line(p, "stride") || seen_line(p, "pad")))
+        return fail_at(p, seen_line(p, "stride") ? seen_line(p, "stride") : seen_line(p, "pad"),
+                       "[avgpool] without size= is global; stride= and pad= need size=");
+    DT_TRY(emit_layers(p));
+    p->sec_out[p->nsections++] = p->m->nlayers - 1;
+    return DT_OK;
 }
 
 static dt_status unknown_section(const parser *p, const char *name) {
     char valid[300] = "net";
     for (int k = 0; k < DT_LAYER_KIND_COUNT; k++)
         append_item(valid, sizeof valid, dt_layer_ops_of((dt_layer_kind)k)->name);
+    append_item(valid, sizeof valid, "cost");
     return fail_at(p, p->line, "unknown section [%.64s] (valid: %s)", name, valid);
 }
 
+/* [cost]: only once, right after [softmax]. */
+static dt_status begin_cost(parser *p) {
+    if (p->cost_line)
+        return fail_at(p, p->line, "second [cost] section (the first is at line %d)", p->cost_line);
+    if (!p->softmax_line)
+        return fail_at(p, p->line, "[cost] must follow [softmax] (dtrain trains softmax cross-entropy)");
+    p->cost_line = p->line;
+    p->keys = cost_keys;
+    memset(&p->vals, 0, sizeof p->vals);
+    p->target = &p->vals;
+    return DT_OK;
+}
+
 static dt_status begin_section(parser *p, const char *name) {
-    int is_net = strcmp(name, "net") == 0;
-    int kind = is_net ? SEC_NET : dt_layer_kind_from_name(name);
+    int is_net = strcmp(name, "net") == 0, is_cost = strcmp(name, "cost") == 0;
+    int kind = is_net ? SEC_NET : is_cost ? SEC_COST : dt_layer_kind_from_name(name);
     if (is_net) {
         if (p->net_line)
             return fail_at(p, p->line, "second [net] section (the first is at line %d)",
@@ -456,12 +590,15 @@ static dt_status begin_section(parser *p, const char *name) {
         p->net_line = p->line;
         p->keys = net_keys;
         p->target = p->m;
+    } else if (is_cost) {
+        DT_TRY(begin_cost(p));
     } else {
         if (kind < 0) return unknown_section(p, name);
         if (!p->net_line)
             return fail_at(p, p->line, "[%s] before [net]; the file must start with [net]", name);
         if (p->softmax_line)
-            return fail_at(p, p->line, "[%s] after [softmax] (line %d); [softmax] must be last",
+            return fail_at(p, p->line, "[%s] after [softmax] (line %d); [softmax] must be last "
+                           "(only [cost] may follow it)",
                            name, p->softmax_line);
         if (kind == DT_LAYER_SOFTMAX) p->softmax_line = p->line;
         p->last_layer_line = p->line;

@@ -26,6 +26,10 @@ static uint64_t shape_hash(const dt_net *net) {
         h = fnv_mix(h, l->nw);
         h = fnv_mix(h, l->nb);
         h = fnv_mix(h, l->nstate);
+        /* Edges other than "the previous layer" (so chains hash as before
+         * graphs existed, and their checkpoints still load). */
+        if (l->ninputs != 1 || l->spec.inputs[0] != i - 1)
+            for (int k = 0; k < l->ninputs; k++) h = fnv_mix(h, (uint64_t)(l->spec.inputs[k] + 2) << 32 | (uint64_t)k);
     }
     return h;
 }
@@ -48,24 +52,95 @@ static int total_bytes(dt_net *net, const net_sizes *sz) {
     size_t floats = 0, batch = (size_t)net->max_batch;
     return add_product(&floats, net->nparams, 3) && add_product(&floats, net->nstate, 1) &&
            add_product(&floats, sz->ws, 1) && add_product(&floats, sz->acts, 1) &&
-           add_product(&floats, sz->saved, 1) && add_product(&floats, sz->max_act, 2 * batch) &&
+           add_product(&floats, sz->saved, 1) &&
+           add_product(&floats, sz->max_act, (size_t)net->ngbuf * batch) &&
            add_product(&net->bytes, floats, sizeof(float));
+}
+
+/* Gradient buffers, as a stack of free slot numbers. */
+typedef struct {
+    int free[2 * DT_MAX_LAYERS + 2];
+    int nfree, nslots;
+} slot_pool;
+
+static int slot_take(slot_pool *p) { return p->nfree ? p->free[--p->nfree] : p->nslots++; }
+static void slot_give(slot_pool *p, int s) { p->free[p->nfree++] = s; }
+
+/* net->groute and ngbuf: backward's buffers, found by running its order
+ * once. A layer's output gradient takes a buffer when its last consumer (the
+ * first to run backward) writes it and frees it after the layer's own
+ * backward; later consumers write into a temporary buffer that is added in.
+ * An output nobody reads (except the softmax's) would get no gradient: the
+ * model is refused. */
+static dt_status plan_gradients(dt_net *net, const dt_model_spec *spec) {
+    slot_pool pool = {.nfree = 0, .nslots = 0};
+    int L = net->nlayers;
+    for (int i = 0; i < L; i++) net->groute[i].out = -1;
+    net->groute[net->layers[L - 1].spec.inputs[0]].out = slot_take(&pool); /* the loss's dlogits */
+    for (int i = L - 2; i >= 0; i--) {
+        const dt_layer *l = &net->layers[i];
+        dt_grad_route *r = &net->groute[i];
+        if (r->out < 0)
+            return dt_fail(DT_ERR_CONFIG, "%s:%d: [%s] output is read by no later layer", spec->path,
+                           l->spec.line, l->ops->name);
+        for (int k = 0; k < l->ninputs; k++) {
+            int from = l->spec.inputs[k];
+            dt_grad_route *src = from >= 0 ? &net->groute[from] : NULL;
+            r->add[k] = src && src->out >= 0;
+            if (!src)
+                r->in[k] = -1;
+            else if (r->add[k])
+                r->in[k] = slot_take(&pool);
+            else
+                r->in[k] = src->out = slot_take(&pool);
+        }
+        slot_give(&pool, r->out);
+        for (int k = 0; k < l->ninputs; k++)
+            if (r->add[k]) slot_give(&pool, r->in[k]);
+    }
+    net->ngbuf = pool.nslots;
+    return DT_OK;
+}
+
+/* Layer i's inputs: the spec's (or the previous layer), each an earlier
+ * layer or the data (-1), their shapes into l->ins. A kind with one input
+ * (forward, not forward_n) gets exactly one. */
+static dt_status resolve_inputs(dt_net *net, const dt_model_spec *spec, int i) {
+    dt_layer *l = &net->layers[i];
+    if (l->spec.ninputs == 0) {
+        l->spec.ninputs = 1;
+        l->spec.inputs[0] = i - 1;
+    }
+    l->ninputs = l->spec.ninputs;
+    if (l->ninputs > DT_LAYER_MAX_INPUTS || (!l->ops->forward_n && l->ninputs != 1))
+        return dt_fail(DT_ERR_CONFIG, "%s:%d: [%s] takes %s input, got %d", spec->path, l->spec.line,
+                       l->ops->name, l->ops->forward_n ? "at most 8" : "one", l->ninputs);
+    for (int k = 0; k < l->ninputs; k++) {
+        int from = l->spec.inputs[k];
+        if (from < -1 || from >= i)
+            return dt_fail(DT_ERR_CONFIG,
+                           "%s:%d: [%s] reads layer %d, which is not an earlier layer (this is "
+                           "layer %d of the built net)",
+                           spec->path, l->spec.line, l->ops->name, from, i);
+        l->ins[k] = from < 0 ? spec->input : net->layers[from].out;
+    }
+    l->in = l->ins[0];
+    return DT_OK;
 }
 
 /* Shape inference: every layer's setup and the sizes of the blocks, each sum
  * overflow-checked, so an absurd model is refused here, not when allocating. */
 static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes *sz) {
-    dt_shape in = spec->input;
     size_t batch = (size_t)net->max_batch;
     memset(sz, 0, sizeof *sz);
-    sz->max_act = dt_shape_size(in);
+    sz->max_act = dt_shape_size(spec->input);
     net->param_offset[0] = 0;
     net->nstate = 0;
     for (int i = 0; i < net->nlayers; i++) {
         dt_layer *l = &net->layers[i];
         l->spec = spec->layers[i];
         l->ops = dt_layer_ops_of(l->spec.kind);
-        l->in = in;
+        DT_TRY(resolve_inputs(net, spec, i));
         dt_status s = l->ops->setup(l);
         if (s != DT_OK) {
             /* Layers say "line N: ..."; make it "FILE:N: ..." like the parser. */
@@ -85,13 +160,14 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
             return dt_fail(DT_ERR_NOMEM, "%s:%d: layer sizes overflow", spec->path, l->spec.line);
         if (dt_shape_size(l->out) > sz->max_act) sz->max_act = dt_shape_size(l->out);
         if (ws > sz->ws) sz->ws = ws;
-        in = l->out;
     }
-    if (net->nlayers < 2 || net->layers[net->nlayers - 1].spec.kind != DT_LAYER_SOFTMAX)
+    const dt_layer *last = &net->layers[net->nlayers - 1];
+    if (net->nlayers < 2 || last->spec.kind != DT_LAYER_SOFTMAX || last->spec.inputs[0] < 0)
         return dt_fail(DT_ERR_CONFIG, "%s: the model needs at least one layer before a final [softmax]",
                        spec->path);
+    DT_TRY(plan_gradients(net, spec));
     net->nparams = net->param_offset[net->nlayers];
-    net->classes = (int)dt_shape_size(in);
+    net->classes = (int)dt_shape_size(last->out);
     net->nws = sz->ws;
     if (!total_bytes(net, sz))
         return dt_fail(DT_ERR_NOMEM, "%s: the model's memory at batch %d overflows 64 bits",
@@ -127,8 +203,8 @@ static void bind_views(dt_net *net) {
 }
 
 static dt_status allocate(dt_net *net, const net_sizes *sz) {
-    float *acts, *dbuf, *saved;
-    size_t dsize;
+    float *acts, *gbuf, *saved;
+    size_t dsize, gsize;
     DT_TRY(dt_alloc_floats(&net->own_params, net->nparams, "parameters"));
     DT_TRY(dt_alloc_floats(&net->own_grads, net->nparams, "gradients"));
     DT_TRY(dt_alloc_floats(&net->state, net->nstate, "layer state"));
@@ -136,14 +212,16 @@ static dt_status allocate(dt_net *net, const net_sizes *sz) {
     DT_TRY(dt_alloc_floats(&acts, sz->acts, "activations"));
     net->blocks[0] = acts;
     DT_TRY(dt_mul_size(&dsize, sz->max_act, (size_t)net->max_batch, "gradient buffers"));
-    DT_TRY(dt_alloc_floats(&dbuf, 2 * dsize, "gradient buffers"));
-    net->blocks[1] = dbuf;
+    DT_TRY(dt_mul_size(&gsize, dsize, (size_t)net->ngbuf, "gradient buffers"));
+    DT_TRY(dt_alloc_floats(&gbuf, gsize, "gradient buffers"));
+    net->blocks[1] = gbuf;
     DT_TRY(dt_alloc_floats(&saved, sz->saved, "saved values"));
     net->blocks[2] = saved;
     DT_TRY(dt_alloc_bytes((void **)&net->act, sizeof(float *) * (size_t)net->nlayers, "layers"));
     net->blocks[3] = net->act;
-    net->dbuf[0] = dbuf;
-    net->dbuf[1] = dbuf + dsize;
+    DT_TRY(dt_alloc_bytes((void **)&net->gbuf, sizeof(float *) * (size_t)net->ngbuf, "layers"));
+    net->blocks[4] = net->gbuf;
+    for (int s = 0; s < net->ngbuf; s++) net->gbuf[s] = gbuf + (size_t)s * dsize;
 
     size_t state_off = 0;
     for (int i = 0; i < net->nlayers; i++) {
@@ -188,6 +266,9 @@ static dt_status plan(dt_net **out, const dt_model_spec *spec, int max_batch, ne
     dt_status s = dt_alloc_bytes((void **)&net->layers, sizeof(dt_layer) * (size_t)spec->nlayers + 1, "layers");
     if (s == DT_OK)
         s = dt_alloc_bytes((void **)&net->param_offset, sizeof(size_t) * ((size_t)spec->nlayers + 1),
+                           "layers");
+    if (s == DT_OK)
+        s = dt_alloc_bytes((void **)&net->groute, sizeof(dt_grad_route) * (size_t)spec->nlayers + 1,
                            "layers");
     if (s == DT_OK) s = setup_layers(net, spec, sz);
     if (s != DT_OK) {
@@ -236,12 +317,13 @@ void dt_net_free(dt_net *net) {
     dt_free(net->own_grads);
     dt_free(net->state);
     dt_free(net->ws);
-    for (int i = 0; i < 4; i++) dt_free(net->blocks[i]);
+    for (int i = 0; i < 5; i++) dt_free(net->blocks[i]);
     for (int i = 0; net->layers && i < net->nlayers; i++)
         if (net->layers[i].ops && net->layers[i].ops->destroy)
             net->layers[i].ops->destroy(&net->layers[i]);
     dt_free(net->layers);
     dt_free(net->param_offset);
+    dt_free(net->groute);
     dt_free(net);
 }
 
@@ -254,11 +336,21 @@ static void layer_span(const dt_net *net, int i, dt_tl_cat cat, double t0) {
     dt_timeline_span(net->timeline, DT_TL_MAIN, cat, name, t0, dt_now(), NULL, 0);
 }
 
-/* Layer i's forward pass; its input is x for the first layer. */
+const float *dt_net_output(const dt_net *net, int from, const float *x) {
+    return from < 0 ? x : net->act[from];
+}
+
+/* Layer i's forward pass from its inputs' outputs (x for the data). */
 static void forward_layer(dt_net *net, int i, const float *x, int batch, int train) {
     dt_layer *l = &net->layers[i];
     l->step = net->step;
-    l->ops->forward(l, net->act[i], i > 0 ? net->act[i - 1] : x, batch, train, net->ws);
+    if (!l->ops->forward_n) {
+        l->ops->forward(l, net->act[i], dt_net_output(net, l->spec.inputs[0], x), batch, train, net->ws);
+        return;
+    }
+    const float *in[DT_LAYER_MAX_INPUTS];
+    for (int k = 0; k < l->ninputs; k++) in[k] = dt_net_output(net, l->spec.inputs[k], x);
+    l->ops->forward_n(l, net->act[i], in, batch);
 }
 
 const float *dt_net_forward(dt_net *net, const float *x, int batch, int train) {
@@ -275,22 +367,36 @@ const float *dt_net_forward(dt_net *net, const float *x, int batch, int train) {
 }
 
 double dt_net_loss(dt_net *net, const uint8_t *labels, int batch) {
-    /* The softmax layer's input is the logits (the net always has a layer
-     * before it: the parser requires one). */
-    return dt_softmax_xent_loss(net->dbuf[0], net->act[net->nlayers - 2], net->act[net->nlayers - 1],
-                                labels, batch, net->classes);
+    /* The softmax layer's input is the logits (always a layer: setup_layers
+     * requires one); dlogits go to that layer's output-gradient buffer. */
+    int logits = net->layers[net->nlayers - 1].spec.inputs[0];
+    return dt_softmax_xent_loss(net->gbuf[net->groute[logits].out], net->act[logits],
+                                net->act[net->nlayers - 1], labels, batch, net->classes);
 }
 
-/* Layer i's backward pass. The softmax layer's gradient is folded into
- * dt_net_loss (dlogits in dbuf[0]), so backward starts at the layer below
- * it, and layer i reads its output gradient from dbuf[(nlayers - 2 - i) % 2]
- * and writes its input gradient into the other buffer. */
+/* dst[j] += src[j] for j < n. */
+static void add_floats(float *restrict dst, const float *restrict src, size_t n) {
+    for (size_t j = 0; j < n; j++) dst[j] += src[j];
+}
+
+/* Layer i's backward pass, with the buffers net->groute planned. The
+ * softmax layer's gradient is folded into dt_net_loss, so backward starts
+ * at the layer below it. */
 static void backward_layer(dt_net *net, int i, const float *x, int batch) {
     dt_layer *l = &net->layers[i];
-    int cur = (net->nlayers - 2 - i) % 2;
-    const float *in = i > 0 ? net->act[i - 1] : x;
-    float *din = i > 0 ? net->dbuf[1 - cur] : NULL;
-    l->ops->backward(l, din, net->dbuf[cur], in, net->act[i], batch, net->ws);
+    const dt_grad_route *r = &net->groute[i];
+    float *din[DT_LAYER_MAX_INPUTS];
+    for (int k = 0; k < l->ninputs; k++) din[k] = r->in[k] >= 0 ? net->gbuf[r->in[k]] : NULL;
+    const float *dout = net->gbuf[r->out];
+    if (l->ops->backward_n)
+        l->ops->backward_n(l, din, dout, batch);
+    else
+        l->ops->backward(l, din[0], dout, dt_net_output(net, l->spec.inputs[0], x), net->act[i],
+                         batch, net->ws);
+    for (int k = 0; k < l->ninputs; k++)
+        if (r->add[k])
+            add_floats(net->gbuf[net->groute[l->spec.inputs[k]].out], din[k],
+                       dt_shape_size(l->ins[k]) * (size_t)batch);
 }
 
 void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx) {
@@ -299,8 +405,8 @@ void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn re
         backward_layer(net, i, x, batch);
         if (net->timeline) layer_span(net, i, DT_TL_CAT_BACKWARD, t0);
         if (ready && net->layers[i].nw + net->layers[i].nb > 0) {
-            net->bwd_in = i > 0 ? net->act[i - 1] : x;
-            net->bwd_dout = net->dbuf[(net->nlayers - 2 - i) % 2];
+            net->bwd_in = dt_net_output(net, net->layers[i].spec.inputs[0], x);
+            net->bwd_dout = net->gbuf[net->groute[i].out];
             net->bwd_batch = batch;
             ready(ctx, i);
         }

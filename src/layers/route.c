@@ -1,0 +1,62 @@
+/* [route]: Darknet's concatenation. in[k] (C_k, H, W) for k < ninputs ->
+ * out (sum C_k, H, W), the inputs' channels in the order listed (one input:
+ * passes it on). Spatial sizes must agree. */
+#include <string.h>
+
+#include "layers/layer_impl.h"
+
+static dt_status route_setup(dt_layer *l) {
+    int c = 0;
+    for (int k = 0; k < l->ninputs; k++) {
+        dt_shape s = l->ins[k];
+        DT_TRY(dt_layer_check_shape(l, s, "input"));
+        if (s.h != l->ins[0].h || s.w != l->ins[0].w)
+            return dt_layer_config_error(l,
+                                         "layers= entry %d has spatial size %dx%d, entry 1 has "
+                                         "%dx%d; concatenated layers must agree",
+                                         k + 1, s.h, s.w, l->ins[0].h, l->ins[0].w);
+        if (s.c > (1 << 30) - c) return dt_layer_config_error(l, "too many channels");
+        c += s.c;
+    }
+    l->out = (dt_shape){c, l->ins[0].h, l->ins[0].w};
+    DT_TRY(dt_layer_check_shape(l, l->out, "output"));
+    l->nw = l->nb = l->nstate = 0;
+    return DT_OK;
+}
+
+/* out (B, sum C_k, H, W) <- in[k] (B, C_k, H, W), sample by sample. */
+static void route_forward(dt_layer *l, float *out, const float *const *in, int batch) {
+    size_t osz = dt_shape_size(l->out);
+    for (int b = 0; b < batch; b++) {
+        float *y = out + (size_t)b * osz;
+        for (int k = 0; k < l->ninputs; k++) {
+            size_t n = dt_shape_size(l->ins[k]);
+            memcpy(y, in[k] + (size_t)b * n, sizeof(float) * n);
+            y += n;
+        }
+    }
+}
+
+/* din[k] <- input k's channels of dout. */
+static void route_backward(dt_layer *l, float *const *din, const float *dout, int batch) {
+    size_t osz = dt_shape_size(l->out);
+    for (int b = 0; b < batch; b++) {
+        const float *dy = dout + (size_t)b * osz;
+        for (int k = 0; k < l->ninputs; k++) {
+            size_t n = dt_shape_size(l->ins[k]);
+            if (din[k]) memcpy(din[k] + (size_t)b * n, dy, sizeof(float) * n);
+            dy += n;
+        }
+    }
+}
+
+const dt_layer_ops dt_route_ops = {
+    .name = "route",
+    .setup = route_setup,
+    .saved_floats = dt_layer_no_floats,
+    .workspace_floats = dt_layer_no_floats,
+    .init = dt_layer_init_none,
+    .forward_n = route_forward,
+    .backward_n = route_backward,
+    .flops = dt_layer_flops_elems,
+};

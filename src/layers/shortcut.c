@@ -1,0 +1,96 @@
+/* [shortcut]: Darknet's residual sum. ins[0] is the previous layer's output
+ * (C2, H2, W2), ins[1] the `from` layer's (C1, H1, W1); out (C2, H2, W2) is
+ * ins[0] plus ins[1] over the channels they share (min(C1, C2)). Between
+ * different spatial sizes the `from` map is read with stride H1/H2 when it
+ * is larger (ResNet's "option A" identity shortcut: a stride-2 subsample,
+ * the extra channels of the block left as they are, i.e. the identity's
+ * missing channels count as zero) or written every H2/H1 cells when it is
+ * smaller, exactly as Darknet's shortcut_cpu (which also uses the integer
+ * ratios when the sizes do not divide). */
+#include <string.h>
+
+#include "layers/layer_impl.h"
+
+/* Geometry of the sum: out index of cell (k, j, i) of the shared block is
+ * i*sample + W2*(j*sample + H2*k), the add index i*stride + W1*(j*stride + H1*k). */
+typedef struct {
+    int stride, sample, minc, minh, minw;
+} shortcut_dims;
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+static shortcut_dims dims_of(const dt_layer *l) {
+    dt_shape add = l->ins[1], out = l->ins[0];
+    shortcut_dims d = {add.w / out.w, out.w / add.w, min_int(add.c, out.c), min_int(add.h, out.h),
+                       min_int(add.w, out.w)};
+    if (d.stride < 1) d.stride = 1;
+    if (d.sample < 1) d.sample = 1;
+    return d;
+}
+
+static dt_status shortcut_setup(dt_layer *l) {
+    if (l->ninputs != 2)
+        return dt_layer_config_error(l, "takes 2 inputs (the previous layer and from=), got %d",
+                                     l->ninputs);
+    dt_shape add = l->ins[1], out = l->ins[0];
+    DT_TRY(dt_layer_check_shape(l, out, "input"));
+    DT_TRY(dt_layer_check_shape(l, add, "from= layer's output"));
+    /* Darknet asserts that both dimensions scale by the same integer ratio. */
+    if (add.w / out.w != add.h / out.h || out.w / add.w != out.h / add.h)
+        return dt_layer_config_error(l,
+                                     "from= layer's output %dx%dx%d and the previous layer's "
+                                     "%dx%dx%d differ in height and width by different ratios",
+                                     add.c, add.h, add.w, out.c, out.h, out.w);
+    l->out = out;
+    l->nw = l->nb = l->nstate = 0;
+    return DT_OK;
+}
+
+/* out (B, ins[0]) <- in[0] + the shared block of in[1] (B, ins[1]). */
+static void shortcut_forward(dt_layer *l, float *out, const float *const *in, int batch) {
+    shortcut_dims d = dims_of(l);
+    dt_shape o = l->ins[0], a = l->ins[1];
+    size_t osz = dt_shape_size(o), asz = dt_shape_size(a);
+    memcpy(out, in[0], sizeof(float) * osz * (size_t)batch);
+    for (int b = 0; b < batch; b++) {
+        float *y = out + (size_t)b * osz;
+        const float *x = in[1] + (size_t)b * asz;
+        for (int k = 0; k < d.minc; k++)
+            for (int j = 0; j < d.minh; j++) {
+                float *yr = y + ((size_t)k * o.h + (size_t)j * d.sample) * o.w;
+                const float *xr = x + ((size_t)k * a.h + (size_t)j * d.stride) * a.w;
+                for (int i = 0; i < d.minw; i++) yr[i * d.sample] += xr[i * d.stride];
+            }
+    }
+}
+
+/* din[0] <- dout; din[1] <- dout at the shared block's cells, 0 elsewhere. */
+static void shortcut_backward(dt_layer *l, float *const *din, const float *dout, int batch) {
+    shortcut_dims d = dims_of(l);
+    dt_shape o = l->ins[0], a = l->ins[1];
+    size_t osz = dt_shape_size(o), asz = dt_shape_size(a);
+    if (din[0]) memcpy(din[0], dout, sizeof(float) * osz * (size_t)batch);
+    if (!din[1]) return;
+    memset(din[1], 0, sizeof(float) * asz * (size_t)batch);
+    for (int b = 0; b < batch; b++) {
+        const float *dy = dout + (size_t)b * osz;
+        float *dx = din[1] + (size_t)b * asz;
+        for (int k = 0; k < d.minc; k++)
+            for (int j = 0; j < d.minh; j++) {
+                const float *dyr = dy + ((size_t)k * o.h + (size_t)j * d.sample) * o.w;
+                float *dxr = dx + ((size_t)k * a.h + (size_t)j * d.stride) * a.w;
+                for (int i = 0; i < d.minw; i++) dxr[i * d.stride] = dyr[i * d.sample];
+            }
+    }
+}
+
+const dt_layer_ops dt_shortcut_ops = {
+    .name = "shortcut",
+    .setup = shortcut_setup,
+    .saved_floats = dt_layer_no_floats,
+    .workspace_floats = dt_layer_no_floats,
+    .init = dt_layer_init_none,
+    .forward_n = shortcut_forward,
+    .backward_n = shortcut_backward,
+    .flops = dt_layer_flops_elems,
+};
