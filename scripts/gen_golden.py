@@ -31,6 +31,17 @@ weight decay, batch: the test checks them against examples/cnn.cfg), loss
 (STEPS) and sum, sumsq (one per parameter tensor, float64 sums stored as
 float32) of the final parameters.
 
+ResNet case (resnet20_fm_sgd.bin): `resnet20_fm` of
+../shared/reference/torch_ref_models.py (examples/resnet20_fm.cfg), its conv
+and linear tensors from init_tensor() (numbered in the flat order, batch-norm
+scale and shift counted but left at 1 and 0), trained like cnn_sgd with
+torch.optim.SGD (lr 0.001, the cfg's momentum and decay), batch norm in
+training mode. Holds hyper, loss, and loss64: the same run in float64.
+Nineteen batch-normalised layers at batch 16 amplify rounding: torch's own
+float32 and float64 losses part by 1e-6 by step 2 and 1e-3 by step 9 (at
+lr 0.01, 1e-2), so the test allows each step a multiple of that spread
+(see test_golden.c).
+
 Optimiser cases (cnn_adam.bin, cnn_adamw.bin, cnn_lars.bin, cnn_lamb.bin):
 the same run with torch.optim.Adam and AdamW, and with LARS and LAMB
 written out from the papers' formulas below (biases excluded from decay and
@@ -40,6 +51,7 @@ momentum, beta1, beta2, eps, trust coefficient, exclude_bias_bn).
 import gzip
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
@@ -300,6 +312,43 @@ def cnn_golden():
     write_golden('cnn_sgd', [('hyper', [LR, MOMENTUM, DECAY, BATCH])] + train_cnn(opt, params, model))
 
 
+RESNET_LR = 0.001
+
+
+def resnet_losses(dtype):
+    sys.path.insert(0, os.path.join(ROOT, '..', 'shared', 'reference'))
+    import torch_ref_models
+    model = torch_ref_models.model('resnet20_fm').to(dtype)
+    model.train()
+    params = list(model.parameters())  # conv.w, bn.w, bn.b, ..., fc.w, fc.b = dtrain's flat order
+    hashed = {id(p) for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))
+              for p in m.parameters()}
+    with torch.no_grad():
+        for t, p in enumerate(params):
+            if p.dim() > 1:
+                fan_in = p[0].numel()
+            if id(p) in hashed:
+                p.copy_(torch.from_numpy(init_tensor(t, p.numel(), fan_in)).view(p.shape).to(dtype))
+    opt = torch.optim.SGD(params, lr=RESNET_LR, momentum=MOMENTUM, weight_decay=DECAY)
+    x, y = load_fmnist(STEPS * BATCH)
+    losses = []
+    for s in range(STEPS):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x[s * BATCH:(s + 1) * BATCH].to(dtype)), y[s * BATCH:(s + 1) * BATCH])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def resnet_golden():
+    l32, l64 = resnet_losses(torch.float32), resnet_losses(torch.float64)
+    for s, (a, b) in enumerate(zip(l32, l64)):
+        print('step %d loss %.7f (float64 %.7f)' % (s, a, b))
+    write_golden('resnet20_fm_sgd', [('hyper', [RESNET_LR, MOMENTUM, DECAY, BATCH]), ('loss', l32),
+                                     ('loss64', l64)])
+
+
 def cnn_optimizer_goldens():
     """cnn_<name>.bin: hyper = (optimizer index, lr, decay, batch, momentum,
     beta1, beta2, eps, trust, exclude_bias_bn), then as cnn_sgd."""
@@ -317,6 +366,7 @@ def main():
     layer_goldens()
     cnn_golden()
     cnn_optimizer_goldens()
+    resnet_golden()
 
 
 if __name__ == '__main__':

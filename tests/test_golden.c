@@ -353,20 +353,23 @@ static void layer_golden(const layer_case *c) {
 typedef struct {
     float *p;
     size_t n, fan_in;
+    int hashed; /* conv/dense: initialised by init_tensor (batch norm keeps 1 and 0) */
 } tensor_view;
 
 enum { MAX_TENSORS = 2 * DT_MAX_LAYERS };
 
 /* The net's weight and bias tensors; conv (F, C, K, K) and dense (O, I)
- * weights have fan_in C*K*K or I = nw / nb, which the bias shares. */
+ * weights have fan_in C*K*K or I = nw / out channels, which the bias (if
+ * any) shares; batch norm's scale and shift are tensors too. */
 static int net_tensors(dt_net *net, tensor_view *t) {
     int nt = 0;
     for (int i = 0; i < net->nlayers; i++) {
         dt_layer *l = &net->layers[i];
         if (l->nw == 0) continue;
-        CHECK(l->spec.kind == DT_LAYER_CONV || l->spec.kind == DT_LAYER_DENSE);
-        t[nt++] = (tensor_view){l->w, l->nw, l->nw / l->nb};
-        t[nt++] = (tensor_view){l->b, l->nb, l->nw / l->nb};
+        int hashed = l->spec.kind == DT_LAYER_CONV || l->spec.kind == DT_LAYER_DENSE;
+        size_t fan_in = l->nw / (size_t)l->out.c;
+        t[nt++] = (tensor_view){l->w, l->nw, fan_in, hashed};
+        if (l->nb) t[nt++] = (tensor_view){l->b, l->nb, fan_in, hashed};
     }
     return nt;
 }
@@ -412,7 +415,7 @@ static void compare_sums(const tensor_view *t, int nt, const float *ref_sum,
         double scale = sqrt((double)t[i].n * sumsq);
         CHECK_CLOSE(sum, ref_sum[i], SUM_TOL * scale, 0);
         CHECK_CLOSE(sumsq, ref_sumsq[i], 0, SUM_TOL);
-        printf("  cnn tensor %d (%7zu values): sum err %.2e (scaled %.2e), sumsq rel err %.2e\n", i,
+        printf("  tensor %d (%7zu values): sum err %.2e (scaled %.2e), sumsq rel err %.2e\n", i,
                t[i].n, fabs(sum - ref_sum[i]), fabs(sum - ref_sum[i]) / scale,
                fabs(sumsq - ref_sumsq[i]) / ref_sumsq[i]);
     }
@@ -429,17 +432,23 @@ static void train_and_compare(dt_net *net, const dt_model_spec *spec, const dt_d
     tensor_view t[MAX_TENSORS];
     int nt = net_tensors(net, t);
     const float *ref_loss = golden_need(g, "loss", steps);
-    const float *ref_sum = golden_need(g, "sum", (size_t)nt);
-    const float *ref_sumsq = golden_need(g, "sumsq", (size_t)nt);
-    if (!ref_loss || !ref_sum || !ref_sumsq) return;
+    /* With loss64 (the ResNet): step s may also differ by 3 x the largest
+     * spread of torch's own float32 and float64 losses up to s (rounding
+     * amplified through the batch norms: 1e-6 by step 2, 1e-3 by step 9),
+     * and the final sums are not compared (they carry the same noise). */
+    const float *ref64 = golden_find(g, "loss64") ? golden_need(g, "loss64", steps) : NULL;
+    const float *ref_sum = ref64 ? NULL : golden_need(g, "sum", (size_t)nt);
+    const float *ref_sumsq = ref64 ? NULL : golden_need(g, "sumsq", (size_t)nt);
+    if (!ref_loss || (!ref64 && (!ref_sum || !ref_sumsq))) return;
     int fits = steps * (size_t)batch <= (size_t)ds->n && img == 784; /* 1x28x28 images */
     CHECK(fits);
     float *x = NULL, *state = NULL; /* (B, 1, 28, 28) batch, (nslots, nparams) optimiser state */
     dt_optim *opt = NULL;
     if (fits && CHECK_OK(dt_alloc_floats(&x, nx, "x")) &&
         CHECK_OK(dt_optim_create_for_net(&opt, &state, &spec->optim, net))) {
-        for (int i = 0; i < nt; i++) init_tensor(&t[i], i);
-        double worst = 0;
+        for (int i = 0; i < nt; i++)
+            if (t[i].hashed) init_tensor(&t[i], i);
+        double worst = 0, spread = 0;
         for (size_t s = 0; s < steps; s++) {
             /* x = byte / 255 in float32, as torch computes it. */
             const uint8_t *bytes = ds->images + s * nx, *labels = ds->labels + s * (size_t)batch;
@@ -448,13 +457,17 @@ static void train_and_compare(dt_net *net, const dt_model_spec *spec, const dt_d
             double loss = dt_net_loss(net, labels, batch) / batch;
             dt_net_backward(net, x, batch, NULL, NULL);
             dt_optim_update_net(opt, (float)spec->sched.base_lr, (long)s + 1, net, state, 0, net->nparams);
-            CHECK_CLOSE(loss, ref_loss[s], 0, LOSS_RTOL);
+            if (ref64 && 3 * fabs((double)ref_loss[s] - ref64[s]) > spread)
+                spread = 3 * fabs((double)ref_loss[s] - ref64[s]);
+            CHECK_CLOSE(loss, ref_loss[s], spread, LOSS_RTOL);
             double rel = fabs(loss - ref_loss[s]) / fabs(ref_loss[s]);
             worst = rel > worst ? rel : worst;
-            printf("  cnn %s step %zu: loss %.7f, torch %.7f\n", name, s, loss, (double)ref_loss[s]);
+            printf("  %s %s step %zu: loss %.7f, torch %.7f", spec->path, name, s, loss, (double)ref_loss[s]);
+            if (ref64) printf(" (float64 %.7f)", (double)ref64[s]);
+            printf("\n");
         }
-        printf("  cnn %s: max rel loss err %.2e\n", name, worst);
-        compare_sums(t, nt, ref_sum, ref_sumsq);
+        printf("  %s %s: max rel loss err %.2e\n", spec->path, name, worst);
+        if (!ref64) compare_sums(t, nt, ref_sum, ref_sumsq);
     }
     dt_optim_free(opt);
     dt_free(state);
@@ -509,6 +522,37 @@ static void cnn_golden(const char *case_name) {
     golden_free(&g);
 }
 
+/* examples/resnet20_fm.cfg against torch_ref_models' resnet20_fm: 10 SGD
+ * steps at the file's lr, momentum and decay (the base rate: the golden has
+ * no schedule), batch norm with each batch's statistics. */
+static void resnet_golden(void) {
+    char images[600], labels[600];
+    const char *dir = dt_dataset_default_dir(DT_DATASET_FASHION_MNIST);
+    snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", dir);
+    snprintf(labels, sizeof labels, "%s/train-labels-idx1-ubyte.gz", dir);
+    if (access(images, R_OK) != 0 || access(labels, R_OK) != 0) {
+        printf("  resnet20_fm: skipped, %s not found\n", images);
+        return;
+    }
+    golden g;
+    if (!golden_load(&g, "resnet20_fm_sgd")) return;
+    dt_model_spec *spec = NULL;
+    dt_net *net = NULL;
+    dt_dataset *ds = NULL;
+    const float *h = golden_need(&g, "hyper", 4);
+    if (h && CHECK_OK(dt_alloc_bytes((void **)&spec, sizeof *spec, "model spec")) &&
+        CHECK_OK(dt_model_parse_file(spec, dt_test_src_path("examples/resnet20_fm.cfg"))) &&
+        CHECK_CLOSE(spec->optim.momentum, h[1], 0, 1e-6) & CHECK_CLOSE(spec->optim.decay, h[2], 0, 1e-6) &&
+        CHECK_OK(dt_net_create(&net, spec, (int)h[3], 1)) && CHECK_OK(dt_dataset_load_idx(&ds, images, labels))) {
+        spec->sched.base_lr = h[0];
+        train_and_compare(net, spec, ds, &g, (int)h[3]);
+    }
+    dt_dataset_free(ds);
+    dt_net_free(net);
+    dt_free(spec);
+    golden_free(&g);
+}
+
 int main(void) {
     printf("per-layer goldens (atol %g, rtol %g):\n", LAYER_ATOL, LAYER_RTOL);
     for (size_t i = 0; i < sizeof layer_cases / sizeof layer_cases[0]; i++)
@@ -517,5 +561,7 @@ int main(void) {
            "as the papers' formulas):\n");
     const char *cases[] = {"cnn_sgd", "cnn_adam", "cnn_adamw", "cnn_lars", "cnn_lamb"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) cnn_golden(cases[i]);
+    printf("ResNet-20 (examples/resnet20_fm.cfg from identical weights; torch.optim SGD):\n");
+    resnet_golden();
     return dt_test_finish("test_golden");
 }
