@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Graphs in every training mode. A residual net without batch norm
+# Graphs in every training mode, and Darknet's subdivisions. A residual net without batch norm
 # (tests/data/small_resnet.cfg: shortcuts, a route, global average pooling)
 # gives serial's parameters with the global batch in allreduce (the shared
 # window and the ring) and ps-sync with 1 and 2 servers, and a checkpoint
@@ -38,6 +38,18 @@ for m in res_ar_shm res_ar_ring res_ps1 res_ps2; do same res $m 2e-6; done
 run res_half 1 "$RES" --max-steps 10 --batch 16
 run res_resumed 1 "$RES" --max-steps $K --batch 16 --resume "$TMP/res_half.ckpt"
 same res res_resumed 0
+
+# Darknet's subdivisions=4 at batch 16 (4 passes of 4) equals batch 16 in
+# one pass, serial and allreduce (where each worker's batch=16 is split).
+sed 's/^batch=8$/batch=16/' "$RES" > "$TMP/b16.cfg"
+sed 's/^batch=8$/batch=16\nsubdivisions=4/' "$RES" > "$TMP/sub4.cfg"
+run sub_one 1 "$TMP/b16.cfg" --max-steps $K
+run sub_four 1 "$TMP/sub4.cfg" --max-steps $K
+run sub_ar 2 "$TMP/sub4.cfg" --max-steps $K --mode allreduce
+run sub_ar_one 2 "$TMP/b16.cfg" --max-steps $K --mode allreduce
+same sub_one sub_four 2e-6
+same sub_ar_one sub_ar 2e-6
+grep -q "\"global_batch\":16," "$TMP/sub_four.out" || expect 0 x -- false
 
 # ResNet-20 on 1x28x28 synthetic images, a few steps per mode.
 R20="$SRC/examples/resnet20_fm.cfg"

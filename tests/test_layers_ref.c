@@ -217,7 +217,7 @@ static void test_config_errors(void) {
                  "too large");
     dt_layer_spec mp = tl_spec(DT_LAYER_MAXPOOL);
     mp.size = 2, mp.stride = 2, mp.pad = 2;
-    config_error(mp, img, "maxpool", "pad 2 must be smaller than size 2");
+    config_error(mp, img, "maxpool", "padding 2 before and 2 after must be smaller than size 2");
     dt_layer_spec ap = tl_spec(DT_LAYER_AVGPOOL);
     ap.size = 3, ap.stride = 1, ap.pad = 0;
     config_error(ap, (dt_shape){3, 2, 8}, "avgpool", "height");

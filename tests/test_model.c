@@ -152,7 +152,8 @@ static void test_defaults(dt_model_spec *m) {
     if (m->nlayers != 9) return;
     const dt_layer_spec *l = m->layers;
     check_conv(&l[0], 4, 3, 1, 0);
-    CHECK(l[1].size == 3 && l[1].stride == 3 && l[1].pad == 0); /* stride = size */
+    /* Darknet's maxpool: stride 1, padding size - 1 = 2 in all (1 before, 1 after). */
+    CHECK(l[1].size == 3 && l[1].stride == 1 && l[1].pad == 1 && l[1].pad_extra == 0);
     CHECK(l[2].size == 2 && l[2].stride == 1);
     CHECK(l[3].outputs == 7 && l[3].act == DT_ACT_LINEAR);
     CHECK(l[4].act == DT_ACT_LEAKY);
@@ -289,8 +290,8 @@ static const bad_case bad_cases[] = {
     {NET4 "[maxpool]\nsize=\n", 6, "empty value for size"},
     {NET4 "[maxpool]\nsize=   # two\n", 6, "empty value for size"},
     {NET4 "[convolutional]\nfilters=8\nsize=3\nfilterz=3\n[softmax]\n", 8,
-     "unknown key 'filterz' in [convolutional] (valid: filters, size, stride, pad, activation, "
-     "batch_normalize, slope)"},
+     "unknown key 'filterz' in [convolutional] (valid: filters, size, stride, pad, padding, groups, "
+     "activation, batch_normalize, slope)"},
     {"[net]\nchannels=1\nbatchsize=3\n", 3, "unknown key 'batchsize' in [net] (valid: batch,"},
     {NET4 "[softmax]\nsize=2\n", 6, "unknown key 'size' in [softmax] (valid: groups, temperature)"},
     {NET4 "[maxpool]\nsize=2\nsize=3\n[softmax]\n", 7, "duplicate key size in [maxpool] (first at line 6)"},
@@ -302,7 +303,19 @@ static const bad_case bad_cases[] = {
     {NET4 "[maxpool]\nsize=16777217\n", 6, "out of range"},
     {NET4 "[maxpool]\nsize=99999999999999999999999\n", 6, "out of range"},
     {NET4 "[maxpool]\nsize=2\nstride=0\n", 7, "stride=0 is out of range"},
-    {NET4 "[maxpool]\nsize=2\npad=-1\n", 7, "out of range: expected an integer in [0,"},
+    {NET4 "[maxpool]\nsize=2\npadding=-1\n", 7, "out of range: expected an integer in [0,"},
+    {NET4 "batch=10\nsubdivisions=4\n[softmax]\n", 6, "batch=10 is not a multiple of subdivisions=4"},
+    {NET4 "subdivisions=2\naccumulate=2\n[softmax]\n", 5, "subdivisions= and accumulate= both given"},
+    {NET4 "[maxpool]\nsize=2\npad=1\n", 7, "unknown key 'pad' in [maxpool] (valid: size, stride, padding)"},
+    {NET4 "[maxpool]\nsize=2\npadding=3\n[softmax]\n", 7,
+     "padding=3 leaves windows without an input cell (at most 2 for size 2)"},
+    {NET4 "[convolutional]\nfilters=2\nsize=5\npad=2\n[softmax]\n", 8,
+     "pad=2: pad is Darknet's flag (pad=1 pads size/2 = 2 pixels per side); for N pixels write padding=N"},
+    {NET4 "[convolutional]\nfilters=2\nsize=5\npad=1\npadding=2\n[softmax]\n", 9,
+     "padding= with pad=1 (pad=1 already means size/2 pixels); give one of them"},
+    {NET4 "[convolutional]\nfilters=2\nsize=3\ngroups=2\n[softmax]\n", 8,
+     "groups=2: grouped convolutions are not implemented (groups=1 only)"},
+    {NET4 "[convolutional]\nfilters=2\nsize=3\ndilation=2\n[softmax]\n", 8, "unknown key 'dilation'"},
     {NET4 "[convolutional]\nfilters=2\nsize=3\nbatch_normalize=2\n", 8, "expected 0 or 1"},
     {NET4 "learning_rate=nan\n", 5, "bad value 'nan' for learning_rate"},
     {NET4 "learning_rate=inf\n", 5, "bad value 'inf'"},
@@ -329,7 +342,6 @@ static const bad_case bad_cases[] = {
     {NET4 "[convolutional]\nfilters=3\n[softmax]\n", 5, "[convolutional] needs size="},
     {NET4 "[convolutional]\nsize=3\n[softmax]\n", 5, "needs filters="},
     {NET4 "[connected]\nactivation=relu\n[softmax]\n", 5, "[connected] needs output="},
-    {NET4 "[maxpool]\nstride=2\n[softmax]\n", 5, "[maxpool] needs size="},
     {NET4 "[avgpool]\nstride=2\n[softmax]\n", 6, "[avgpool] without size= is global; stride= and pad= need size="},
     {NET4 "[activation]\nslope=0.2\n[softmax]\n", 5, "needs activation="},
     {"\n[net]\nchannels=1\nheight=2\n[softmax]\n", 2, "[net] needs width="},

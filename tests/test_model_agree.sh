@@ -7,7 +7,7 @@
 # or how a number is written are accepted.
 source "$(dirname "$0")/clilib.sh" "$1"
 MPIRUN="mpirun --oversubscribe --bind-to none"
-NET=$SRC/tests/data/small_net.cfg   # learning_rate=0.05 on line 8, output=32 on line 20
+NET=$SRC/tests/data/small_net.cfg   # learning_rate=0.05 on line 8, output=32 on line 21
 
 # Each rank trains DIR/rankR.cfg, R its world rank: mpirun gives every rank
 # the same command line, this gives them different files.
@@ -71,7 +71,7 @@ mkdir -p "$TMP/shape"
 cp "$NET" "$TMP/shape/rank0.cfg"
 sed 's/^output=32$/output=64/' "$NET" > "$TMP/shape/rank1.cfg"
 job shape 2
-refused shape "rank 0 has \[connected\] output=32 \($TMP/shape/rank0\.cfg line 20\), rank 1 has \[connected\] output=64 \($TMP/shape/rank1\.cfg line 20\)"
+refused shape "rank 0 has \[connected\] output=32 \($TMP/shape/rank0\.cfg line 21\), rank 1 has \[connected\] output=64 \($TMP/shape/rank1\.cfg line 21\)"
 
 # A key one file leaves to its default: refused (say so, not silently
 # equal), naming the section it is missing from.
@@ -87,5 +87,5 @@ cp "$NET" "$TMP/extra/rank0.cfg"
 cp "$NET" "$TMP/extra/rank1.cfg"
 sed 's/^\[softmax\]$/[dropout]\n[softmax]/' "$NET" > "$TMP/extra/rank2.cfg"
 job extra 3
-refused extra "rank\(s\) 2 read a different model file than rank 0: rank 0 has \[softmax\] \($TMP/extra/rank0\.cfg line 24\), rank 2 has \[dropout\] \($TMP/extra/rank2\.cfg line 24\)"
+refused extra "rank\(s\) 2 read a different model file than rank 0: rank 0 has \[softmax\] \($TMP/extra/rank0\.cfg line 25\), rank 2 has \[dropout\] \($TMP/extra/rank2\.cfg line 25\)"
 finish

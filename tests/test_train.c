@@ -15,7 +15,7 @@ static const char *model_text =
     "[net]\nbatch=16\nchannels=1\nheight=8\nwidth=8\nlearning_rate=0.05\nmomentum=0.9\n"
     "decay=0.0005\nepochs=3\npolicy=cosine\nwarmup_epochs=0.01\nflip=1\ncrop_pad=1\n"
     "[convolutional]\nfilters=4\nsize=3\npad=1\nbatch_normalize=1\nactivation=relu\n"
-    "[maxpool]\nsize=2\n[dropout]\nprobability=0.2\n[connected]\noutput=10\n[softmax]\n";
+    "[maxpool]\nsize=2\nstride=2\n[dropout]\nprobability=0.2\n[connected]\noutput=10\n[softmax]\n";
 
 static char dir[] = "/tmp/dt_train_XXXXXX";
 

@@ -76,7 +76,10 @@ typedef struct {
     int filters;          /* conv: output channels */
     int size;             /* conv kernel / pool window (square); avgpool 0: global */
     int stride;           /* conv / pool */
-    int pad;              /* conv / pool, zero padding (pool: padded cells never win / are excluded) */
+    int pad;              /* conv / pool: zero padding before (top/left) and, for conv and
+                             avgpool, after (pool: padded cells never win / are counted) */
+    int pad_extra;        /* maxpool: one more padded cell after (bottom/right), 0 or 1:
+                             Darknet's total padding T is pad = T/2, pad_extra = T%2 */
     int outputs;          /* dense */
     dt_activation act;    /* act */
     float leaky_slope;    /* act with DT_ACT_LEAKY */

@@ -1,7 +1,7 @@
 /* Model files: Darknet-style INI, parsed strictly, separate from building.
  *
  *   [net]                       input shape, batch, optimiser, schedule
- *   batch=64  accumulate=1  channels=1 height=28 width=28
+ *   batch=64  accumulate=1 | subdivisions=1  channels=1 height=28 width=28
  *   learning_rate=0.01 optimizer=sgd|adam|adamw|lars|lamb decay=0.0005
  *   momentum=0.9 nesterov=0 beta1 beta2 eps trust_coefficient exclude_bias_bn
  *   epochs=2 policy=constant|step|multistep|cosine
@@ -35,6 +35,8 @@ typedef struct {
     int batch;              /* per-worker batch; also base batch for LR scaling */
     int epochs;
     int accumulate;         /* forward/backward passes of `batch` per optimiser step */
+    int subdivisions;       /* Darknet's, as written: the file's batch was the step's,
+                               batch and accumulate above already account for it */
     dt_optim_cfg optim;     /* as written: unset values < 0 (dt_optim_create resolves them) */
     dt_lr_schedule sched;   /* total_epochs = epochs unless set */
     char dataset[32];       /* default dataset name ("" = fashion-mnist) */

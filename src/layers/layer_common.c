@@ -39,11 +39,11 @@ dt_status dt_layer_check_shape(const dt_layer *l, dt_shape s, const char *what) 
 /* One spatial dimension of a window: n input cells -> *out positions. */
 static dt_status window_dim(const dt_layer *l, int n, const char *dim, int *out) {
     const dt_layer_spec *s = &l->spec;
-    long long padded = (long long)n + 2LL * s->pad;
+    long long padded = (long long)n + 2LL * s->pad + s->pad_extra;
     if (s->size > padded)
         return dt_layer_config_error(l,
-                                     "size %d is larger than the padded input %s %lld (%d + 2*%d)",
-                                     s->size, dim, padded, n, s->pad);
+                                     "size %d is larger than the padded input %s %lld (%d + %d)",
+                                     s->size, dim, padded, n, 2 * s->pad + s->pad_extra);
     *out = (int)((padded - s->size) / s->stride + 1);
     return DT_OK;
 }
@@ -54,6 +54,8 @@ dt_status dt_layer_window_setup(const dt_layer *l, int *oh, int *ow) {
     if (s->size < 1) return dt_layer_config_error(l, "size must be >= 1, got %d", s->size);
     if (s->stride < 1) return dt_layer_config_error(l, "stride must be >= 1, got %d", s->stride);
     if (s->pad < 0) return dt_layer_config_error(l, "pad must be >= 0, got %d", s->pad);
+    if (s->pad_extra < 0 || s->pad_extra > 1)
+        return dt_layer_config_error(l, "pad_extra must be 0 or 1, got %d", s->pad_extra);
     DT_TRY(window_dim(l, l->in.h, "height", oh));
     return window_dim(l, l->in.w, "width", ow);
 }

@@ -38,7 +38,8 @@ dt_status dt_layer_check_shape(const dt_layer *l, dt_shape s, const char *what);
 dt_status dt_layer_mul(const dt_layer *l, size_t *out, size_t a, size_t b, const char *what);
 
 /* Validates spec size/stride/pad of a square sliding window over l->in and
- * gives the output height and width floor((n + 2p - k) / s) + 1. */
+ * gives the output height and width floor((n + 2p + e - k) / s) + 1 (e:
+ * spec.pad_extra). */
 dt_status dt_layer_window_setup(const dt_layer *l, int *oh, int *ow);
 
 /* Setup of a layer whose output shape is its input shape, without

@@ -1,6 +1,8 @@
 /* [maxpool] and [avgpool]: torch.nn.MaxPool2d / AvgPool2d (floor mode) with
  * a square window of size K, stride S and padding P < K, per channel:
- * in (C, H, W) -> out (C, OH, OW), OH = floor((H + 2P - K) / S) + 1.
+ * in (C, H, W) -> out (C, OH, OW), OH = floor((H + 2P + E - K) / S) + 1,
+ * where E (maxpool only) pads one more cell at the end: Darknet's maxpool
+ * with total padding T = 2P + E, P = T/2 before.
  * Max: padded cells never win (as if -inf); the first maximum of a window
  * wins ties, NaN propagates (as in PyTorch); saved holds the winner's index in its plane.
  * Avg: count_include_pad=True, i.e. the window sum over K*K always (in floor
@@ -45,10 +47,10 @@ static inline void window(const pool_dims *d, int oh, int ow, int *h0, int *h1, 
 static dt_status pool_setup(dt_layer *l) {
     int oh, ow;
     DT_TRY(dt_layer_window_setup(l, &oh, &ow));
-    /* pad < size keeps every window on at least one real cell. */
-    if (l->spec.pad >= l->spec.size)
-        return dt_layer_config_error(l, "pad %d must be smaller than size %d", l->spec.pad,
-                                     l->spec.size);
+    /* pad + pad_extra < size keeps every window on at least one real cell. */
+    if (l->spec.pad + l->spec.pad_extra >= l->spec.size)
+        return dt_layer_config_error(l, "padding %d before and %d after must be smaller than size %d",
+                                     l->spec.pad, l->spec.pad + l->spec.pad_extra, l->spec.size);
     l->out = (dt_shape){l->in.c, oh, ow};
     DT_TRY(dt_layer_check_shape(l, l->out, "output"));
     l->nw = l->nb = l->nstate = 0;
@@ -157,7 +159,8 @@ static void maxpool_forward(dt_layer *l, float *out, const float *in, int batch,
     (void)train, (void)ws;
     pool_dims d = dims_of(l, batch);
     int32_t *arg = (int32_t *)l->saved;
-    int fast = d.K == 2 && d.S == 2 && d.P == 0;
+    /* The 2x2 path reads whole windows: none may reach the end padding. */
+    int fast = d.K == 2 && d.S == 2 && d.P == 0 && 2 * d.OH <= d.H && 2 * d.OW <= d.W;
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
     for (size_t p = 0; p < d.planes; p++) {
         const float *x = in + p * in_plane;

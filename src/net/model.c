@@ -69,6 +69,8 @@ typedef struct {
     int nroute;
     int route[DT_LAYER_MAX_INPUTS];
     int cost_type;
+    int pad_flag, padding;     /* conv: Darknet's pad (flag) and padding; maxpool: padding */
+    int groups;                /* conv: checked to be 1 */
     int softmax_groups;        /* checked to be 1 */
     float softmax_temperature; /* checked to be 1 */
 } section_vals;
@@ -108,6 +110,9 @@ static const enum_desc datasets = {dt_dataset_kind_from_name, dataset_name,
 static const key_def net_keys[] = {
     {"batch", V_INT, NET(batch), 64, 1, DIM_MAX, 0, NULL},
     {"accumulate", V_INT, NET(accumulate), 1, 1, 1024, 0, NULL},
+    /* Darknet's: batch is the step's, split into subdivisions passes (see
+     * apply_subdivisions). */
+    {"subdivisions", V_INT, NET(subdivisions), 1, 1, 1024, 0, NULL},
     {"channels", V_INT, NET(input.c), 0, 1, DIM_MAX, F_REQUIRED, NULL},
     {"height", V_INT, NET(input.h), 0, 1, DIM_MAX, F_REQUIRED, NULL},
     {"width", V_INT, NET(input.w), 0, 1, DIM_MAX, F_REQUIRED, NULL},
@@ -141,11 +146,15 @@ static const key_def net_keys[] = {
     {"activation", V_ENUM, LAY(spec.act), DT_ACT_LINEAR, 0, 0, 0, &activations},    \
     {"batch_normalize", V_INT, LAY(batch_normalize), 0, 0, 1, 0, NULL}, SLOPE_KEY
 
+/* Darknet's: pad=1 is a flag for size/2 pixels, padding=N is N pixels per
+ * side (see resolve_conv_padding). */
 static const key_def conv_keys[] = {
     {"filters", V_INT, LAY(spec.filters), 0, 1, DIM_MAX, F_REQUIRED, NULL},
     {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, F_REQUIRED, NULL},
     {"stride", V_INT, LAY(spec.stride), 1, 1, DIM_MAX, 0, NULL},
-    {"pad", V_INT, LAY(spec.pad), 0, 0, DIM_MAX, 0, NULL},
+    {"pad", V_INT, LAY(pad_flag), 0, 0, DIM_MAX, 0, NULL},
+    {"padding", V_INT, LAY(padding), 0, 0, DIM_MAX, 0, NULL},
+    {"groups", V_INT, LAY(groups), 1, 1, DIM_MAX, 0, NULL},
     FUSED_KEYS,
     {0}};
 
@@ -156,18 +165,19 @@ static const key_def dense_keys[] = {
 
 static const key_def avgpool_keys[] = {
     /* Darknet's [avgpool] has no keys and is global (size 0); size= makes
-     * it a window (a dtrain extension), stride and pad as for [maxpool]. */
+     * it a window (a dtrain extension): stride defaults to size (0 until
+     * the section ends), pad is per side. */
     {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, 0, NULL},
     {"stride", V_INT, LAY(spec.stride), 0, 1, DIM_MAX, 0, NULL},
     {"pad", V_INT, LAY(spec.pad), 0, 0, DIM_MAX, 0, NULL},
     {0}};
 
-static const key_def pool_keys[] = {
-    {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, F_REQUIRED, NULL},
-    /* Default 0 stands for "same as size" (Darknet's rule), resolved when the
-     * section ends; a written stride must still be >= 1. */
-    {"stride", V_INT, LAY(spec.stride), 0, 1, DIM_MAX, 0, NULL},
-    {"pad", V_INT, LAY(spec.pad), 0, 0, DIM_MAX, 0, NULL},
+/* Darknet's [maxpool]: size defaults to stride, stride to 1, padding (the
+ * total, before and after) to size - 1 (see resolve_maxpool). */
+static const key_def maxpool_keys[] = {
+    {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, 0, NULL},
+    {"stride", V_INT, LAY(spec.stride), 1, 1, DIM_MAX, 0, NULL},
+    {"padding", V_INT, LAY(padding), 0, 0, DIM_MAX, 0, NULL},
     {0}};
 
 static const key_def act_keys[] = {
@@ -216,7 +226,7 @@ static const key_def cost_keys[] = {
     {0}};
 
 static const key_def *const layer_keys[DT_LAYER_KIND_COUNT] = {
-    [DT_LAYER_CONV] = conv_keys,       [DT_LAYER_MAXPOOL] = pool_keys,
+    [DT_LAYER_CONV] = conv_keys,       [DT_LAYER_MAXPOOL] = maxpool_keys,
     [DT_LAYER_AVGPOOL] = avgpool_keys, [DT_LAYER_DENSE] = dense_keys,
     [DT_LAYER_ACT] = act_keys,         [DT_LAYER_DROPOUT] = dropout_keys,
     [DT_LAYER_LRN] = lrn_keys,         [DT_LAYER_BATCHNORM] = batchnorm_keys,
@@ -470,6 +480,40 @@ static dt_status resolve_refs(parser *p, dt_layer_spec *layer) {
     return DT_OK;
 }
 
+/* Darknet's convolution padding: pad=1 pads size/2 pixels per side,
+ * padding=N pads N. pad is a flag there (any non-zero value); values other
+ * than 0 and 1, and both keys together, are refused rather than guessed. */
+static dt_status resolve_conv_padding(parser *p, dt_layer_spec *layer) {
+    const section_vals *v = &p->vals;
+    if (v->pad_flag > 1)
+        return fail_at(p, seen_line(p, "pad"),
+                       "pad=%d: pad is Darknet's flag (pad=1 pads size/2 = %d pixels per side); "
+                       "for N pixels write padding=N",
+                       v->pad_flag, layer->size / 2);
+    if (v->pad_flag && seen_line(p, "padding"))
+        return fail_at(p, seen_line(p, "padding"),
+                       "padding= with pad=1 (pad=1 already means size/2 pixels); give one of them");
+    if (v->groups != 1)
+        return fail_at(p, seen_line(p, "groups"),
+                       "groups=%d: grouped convolutions are not implemented (groups=1 only)", v->groups);
+    layer->pad = v->pad_flag ? layer->size / 2 : v->padding;
+    return DT_OK;
+}
+
+/* Darknet's maxpool: size defaults to stride, padding to size - 1 in all,
+ * of which padding/2 before (output (H + padding - size) / stride + 1). */
+static dt_status resolve_maxpool(parser *p, dt_layer_spec *layer) {
+    if (!seen_line(p, "size")) layer->size = layer->stride;
+    int total = seen_line(p, "padding") ? p->vals.padding : layer->size - 1;
+    if (total > 2 * (layer->size - 1))
+        return fail_at(p, seen_line(p, "padding"),
+                       "padding=%d leaves windows without an input cell (at most %d for size %d)", total,
+                       2 * (layer->size - 1), layer->size);
+    layer->pad = total / 2;
+    layer->pad_extra = total % 2;
+    return DT_OK;
+}
+
 /* A layer section becomes its layer, and for conv/connected also a batch
  * norm and an activation layer (shortcut: an activation), so each layer
  * kind does one operation. batch_normalize=1 drops the conv/connected bias:
@@ -477,7 +521,9 @@ static dt_status resolve_refs(parser *p, dt_layer_spec *layer) {
 static dt_status emit_layers(parser *p) {
     const section_vals *v = &p->vals;
     dt_layer_spec layer = v->spec;
-    if (layer.stride == 0) layer.stride = layer.size; /* pools only: see pool_keys */
+    if (layer.kind == DT_LAYER_AVGPOOL && layer.stride == 0) layer.stride = layer.size;
+    if (layer.kind == DT_LAYER_MAXPOOL) DT_TRY(resolve_maxpool(p, &layer));
+    if (layer.kind == DT_LAYER_CONV) DT_TRY(resolve_conv_padding(p, &layer));
     if (layer.kind == DT_LAYER_SHORTCUT || layer.kind == DT_LAYER_ROUTE) DT_TRY(resolve_refs(p, &layer));
     if (layer.kind != DT_LAYER_CONV && layer.kind != DT_LAYER_DENSE && layer.kind != DT_LAYER_SHORTCUT)
         return push_layer(p, &layer);
@@ -518,7 +564,25 @@ static dt_status check_optimizer_keys(parser *p) {
     return DT_OK;
 }
 
+/* Darknet's batch=B subdivisions=S: S passes of B/S images per step, which
+ * is dtrain's batch=B/S accumulate=S. */
+static dt_status apply_subdivisions(parser *p) {
+    dt_model_spec *m = p->m;
+    int line = seen_line(p, "subdivisions");
+    if (!line) return DT_OK;
+    if (seen_line(p, "accumulate"))
+        return fail_at(p, line,
+                       "subdivisions= and accumulate= both given (Darknet's subdivisions splits batch into "
+                       "passes, accumulate repeats it); give one");
+    if (m->batch % m->subdivisions != 0)
+        return fail_at(p, line, "batch=%d is not a multiple of subdivisions=%d", m->batch, m->subdivisions);
+    m->batch /= m->subdivisions;
+    m->accumulate = m->subdivisions;
+    return DT_OK;
+}
+
 static dt_status finish_net(parser *p) {
+    DT_TRY(apply_subdivisions(p));
     dt_lr_schedule *s = &p->m->sched;
     const char *policy = dt_schedule_kind_name(s->kind);
     for (size_t i = 0; i < sizeof policy_keys / sizeof policy_keys[0]; i++) {

@@ -1,0 +1,96 @@
+/* Darknet's meaning of its model-file keys: tests/data/darknet_small.cfg
+ * (pad flag and padding, maxpool's default stride, size and padding, no
+ * conv bias under batch_normalize, a shortcut between mismatched shapes,
+ * route, global avgpool, subdivisions, [softmax] groups and [cost]) builds
+ * the shapes and parameter counts its comments work out from Darknet's
+ * source, and trains 2 steps (losses finite, parameters moved). */
+#include <math.h>
+#include <string.h>
+
+#include "dtrain/mem.h"
+#include "dtrain/net.h"
+#include "dtrain/optim.h"
+#include "dtrain/rng.h"
+#include "testutil.h"
+
+enum { SECTIONS = 11 };
+
+/* Each section's output layer in the built net (conv sections expand into
+ * conv, batch norm, activation), shape and parameters. */
+static const struct {
+    int layer;
+    dt_shape out;
+    size_t params;
+} want[SECTIONS] = {
+    {2, {8, 16, 16}, 232}, {3, {8, 8, 8}, 0},   {5, {16, 3, 3}, 1168}, {6, {16, 3, 3}, 272},
+    {8, {16, 3, 3}, 0},    {9, {16, 3, 3}, 0},  {10, {32, 3, 3}, 0},   {11, {32, 2, 2}, 0},
+    {12, {10, 2, 2}, 330}, {13, {10, 1, 1}, 0}, {14, {10, 1, 1}, 0},
+};
+
+static void check_shapes(const dt_net *net) {
+    CHECK(net->nlayers == 15 && net->nparams == 232 + 1168 + 272 + 330);
+    int first = 0;
+    for (int s = 0; s < SECTIONS && net->nlayers == 15; s++) {
+        const dt_layer *l = &net->layers[want[s].layer];
+        size_t params = 0;
+        for (int i = first; i <= want[s].layer; i++) params += net->layers[i].nw + net->layers[i].nb;
+        int ok = l->out.c == want[s].out.c && l->out.h == want[s].out.h && l->out.w == want[s].out.w &&
+                 params == want[s].params;
+        if (!ok)
+            fprintf(stderr, "section %d: %dx%dx%d, %zu parameters; want %dx%dx%d, %zu\n", s, l->out.c, l->out.h,
+                    l->out.w, params, want[s].out.c, want[s].out.h, want[s].out.w, want[s].params);
+        CHECK(ok);
+        first = want[s].layer + 1;
+    }
+    CHECK(net->layers[0].nb == 0 && net->layers[4].nb == 16); /* bias only without batch norm */
+}
+
+/* Two optimiser steps of batch x accumulate random images. */
+static void train_two_steps(dt_net *net, const dt_model_spec *m) {
+    float *x = NULL, *state = NULL, *before = NULL, *acc = NULL;
+    dt_optim *opt = NULL;
+    size_t nx = dt_shape_size(net->input) * (size_t)m->batch;
+    if (!CHECK_OK(dt_alloc_floats(&x, nx, "x")) || !CHECK_OK(dt_alloc_floats(&before, net->nparams, "p")) ||
+        !CHECK_OK(dt_alloc_floats(&acc, net->nparams, "acc")) ||
+        !CHECK_OK(dt_optim_create_for_net(&opt, &state, &m->optim, net)))
+        goto done;
+    memcpy(before, net->params, sizeof(float) * net->nparams);
+    dt_rng rng = dt_rng_seed(5);
+    uint8_t labels[64];
+    for (int step = 1; step <= 2; step++) {
+        memset(acc, 0, sizeof(float) * net->nparams);
+        for (int pass = 0; pass < m->accumulate; pass++) {
+            for (size_t i = 0; i < nx; i++) x[i] = dt_rng_uniform(&rng);
+            for (int b = 0; b < m->batch; b++) labels[b] = (uint8_t)(dt_rng_next(&rng) % 10);
+            dt_net_forward(net, x, m->batch, 1);
+            double loss = dt_net_loss(net, labels, m->batch) / m->batch;
+            CHECK(isfinite(loss) && loss > 0);
+            dt_net_backward(net, x, m->batch, NULL, NULL);
+            for (size_t i = 0; i < net->nparams; i++) acc[i] += net->grads[i] / (float)m->accumulate;
+        }
+        memcpy(net->grads, acc, sizeof(float) * net->nparams);
+        dt_optim_update_net(opt, (float)m->sched.base_lr, step, net, state, 0, net->nparams);
+    }
+    size_t moved = 0;
+    for (size_t i = 0; i < net->nparams; i++) moved += net->params[i] != before[i];
+    CHECK(moved > net->nparams / 2);
+done:
+    dt_optim_free(opt);
+    dt_free(state), dt_free(acc), dt_free(before), dt_free(x);
+}
+
+int main(void) {
+    dt_model_spec *m = NULL;
+    dt_net *net = NULL;
+    if (CHECK_OK(dt_alloc_bytes((void **)&m, sizeof *m, "spec")) &&
+        CHECK_OK(dt_model_parse_file(m, dt_test_src_path("tests/data/darknet_small.cfg")))) {
+        CHECK(m->batch == 4 && m->accumulate == 2 && m->subdivisions == 2); /* 8 = 2 passes of 4 */
+        if (CHECK_OK(dt_net_create(&net, m, m->batch, 3))) {
+            check_shapes(net);
+            train_two_steps(net, m);
+        }
+    }
+    dt_net_free(net);
+    dt_free(m);
+    return dt_test_finish("test_darknet");
+}
