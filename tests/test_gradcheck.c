@@ -71,10 +71,10 @@ static void conv_check(int C, int H, int W, int F, int K, int S, int P, int B) {
 
 /* Pools: the input is a shuffled grid of values 0.03 apart, so no window
  * has a tie within eps and the argmax never moves. */
-static void pool_check(dt_layer_kind kind, int size, int stride, int pad, dt_shape in, int B) {
+static void pool_check(dt_layer_kind kind, int size, int stride, int pad, int extra, dt_shape in, int B) {
     test_layer t;
     dt_layer_spec s = tl_spec(kind);
-    s.size = size, s.stride = stride, s.pad = pad;
+    s.size = size, s.stride = stride, s.pad = pad, s.pad_extra = extra;
     if (!CHECK_OK(tl_create(&t, s, in, B, 12))) return;
     dt_rng rng = dt_rng_seed(13);
     for (size_t i = 0; i < t.nin; i++) t.in[i] = 0.03f * (float)i - 0.015f * (float)t.nin;
@@ -334,11 +334,16 @@ int main(void) {
     conv_check(2, 6, 5, 3, 3, 1, 1, 2);
     conv_check(4, 5, 6, 3, 1, 1, 0, 2); /* 1x1 fast path */
     conv_check(2, 8, 7, 4, 4, 3, 2, 1); /* even kernel, stride 3 */
-    pool_check(DT_LAYER_MAXPOOL, 2, 2, 0, (dt_shape){3, 6, 7}, 2);
-    pool_check(DT_LAYER_MAXPOOL, 3, 2, 1, (dt_shape){2, 7, 7}, 2);
-    pool_check(DT_LAYER_MAXPOOL, 3, 1, 2, (dt_shape){2, 4, 5}, 1);
-    pool_check(DT_LAYER_AVGPOOL, 3, 2, 1, (dt_shape){2, 7, 6}, 2);
-    pool_check(DT_LAYER_AVGPOOL, 2, 1, 1, (dt_shape){3, 4, 5}, 2);
+    pool_check(DT_LAYER_MAXPOOL, 2, 2, 0, 0, (dt_shape){3, 6, 7}, 2);
+    pool_check(DT_LAYER_MAXPOOL, 3, 2, 1, 0, (dt_shape){2, 7, 7}, 2);
+    pool_check(DT_LAYER_MAXPOOL, 3, 1, 2, 0, (dt_shape){2, 4, 5}, 1);
+    /* Darknet's defaults: 2x2/2 with padding 1 (after) on odd sides (7 -> 4,
+     * the last window half padding; the 2x2 fast path must not run), and
+     * 3x3/1 with padding 2 (1 before, 1 after). */
+    pool_check(DT_LAYER_MAXPOOL, 2, 2, 0, 1, (dt_shape){2, 7, 5}, 2);
+    pool_check(DT_LAYER_MAXPOOL, 3, 1, 1, 0, (dt_shape){2, 5, 4}, 1);
+    pool_check(DT_LAYER_AVGPOOL, 3, 2, 1, 0, (dt_shape){2, 7, 6}, 2);
+    pool_check(DT_LAYER_AVGPOOL, 2, 1, 1, 0, (dt_shape){3, 4, 5}, 2);
     dense_check();
     for (int a = DT_ACT_LINEAR; a <= DT_ACT_SIGMOID; a++) act_check((dt_activation)a);
     dropout_check();
