@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """dtrain vs PyTorch (CPU) training throughput, side by side in one run.
 
-For each model (mlp, cnn, cifar) at batch 64 and each thread count (1, 2),
+For each model (mlp, cnn, cifar, resnet20, resnet20_fm) at batch 64 and each thread count (1, 2),
 alternates `dtrain bench` and shared/reference/torch_ref.py for ROUNDS rounds
 (PyTorch with OPENBLAS_NUM_THREADS/OMP_NUM_THREADS set to the same count),
 and prints the medians, the ratio dtrain/PyTorch, and dtrain's achieved
 GFLOP/s as a fraction of this machine's measured sgemm peak.
 
-usage: bench/bench_engine.py [--rounds 3] [--models mlp,cnn,cifar] [--threads 1,2]
+usage: bench/bench_engine.py [--rounds 3] [--models mlp,cnn,cifar,resnet20,resnet20_fm] [--threads 1,2]
 """
 import argparse, json, os, re, statistics, subprocess, sys
 
@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTRAIN = os.path.join(ROOT, 'build', 'dtrain')
 PEAK = os.path.join(ROOT, 'build', 'sgemm_peak')
 REF = os.path.join(ROOT, '..', 'shared', 'reference', 'torch_ref.py')
-STEPS = {'mlp': 400, 'cnn': 40, 'cifar': 20}
+STEPS = {'mlp': 400, 'cnn': 40, 'cifar': 20, 'resnet20': 10, 'resnet20_fm': 12}
 
 
 def run(cmd, env=None):
@@ -42,7 +42,7 @@ def torch_bench(model, threads):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--rounds', type=int, default=3)
-    ap.add_argument('--models', default='mlp,cnn,cifar')
+    ap.add_argument('--models', default='mlp,cnn,cifar,resnet20,resnet20_fm')
     ap.add_argument('--threads', default='1,2')
     a = ap.parse_args()
     env_note = 'OPENBLAS_CORETYPE=%s' % os.environ.get('OPENBLAS_CORETYPE', '(unset)')

@@ -258,6 +258,7 @@ static void test_names(void) {
         CHECK(dt_activation_from_name(acts[a]) == a);
     }
     CHECK(dt_activation_from_name("swish") == -1);
+    CHECK(dt_activation_from_name("logistic") == DT_ACT_SIGMOID);
 }
 
 /* PyTorch default init: U(+-1/sqrt(fan_in)) for conv/dense weight and bias;

@@ -152,7 +152,7 @@ const dt_layer_ops *dt_layer_ops_of(dt_layer_kind kind);
 /* Section name <-> kind ("convolutional" -> DT_LAYER_CONV); -1 if unknown. */
 int dt_layer_kind_from_name(const char *name);
 const char *dt_activation_name(dt_activation a);
-int dt_activation_from_name(const char *name); /* -1 if unknown */
+int dt_activation_from_name(const char *name); /* -1 if unknown; Darknet's "logistic" is sigmoid */
 
 /* Softmax cross-entropy head: given the logits (B, C) fed to the softmax
  * layer, its probabilities (B, C) and labels (B), writes dlogits (B, C) =

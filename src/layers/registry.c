@@ -36,5 +36,6 @@ const char *dt_activation_name(dt_activation a) {
 int dt_activation_from_name(const char *name) {
     for (int a = 0; a < ACT_COUNT; a++)
         if (strcmp(act_names[a], name) == 0) return a;
+    if (strcmp(name, "logistic") == 0) return DT_ACT_SIGMOID; /* Darknet's name */
     return -1;
 }
