@@ -1,9 +1,10 @@
 /* Darknet's meaning of its model-file keys: tests/data/darknet_small.cfg
  * (pad flag and padding, maxpool's default stride, size and padding, no
  * conv bias under batch_normalize, a shortcut between mismatched shapes,
- * route, global avgpool, subdivisions, [softmax] groups and [cost]) builds
- * the shapes and parameter counts its comments work out from Darknet's
- * source, and trains 2 steps (losses finite, parameters moved). */
+ * route, global avgpool, subdivisions, burn_in, the steps policy,
+ * max_batches, [softmax] groups and [cost]) builds the shapes, parameter
+ * counts and learning rates its comments work out from Darknet's source,
+ * and trains 2 steps (losses finite, parameters moved). */
 #include <math.h>
 #include <string.h>
 
@@ -85,6 +86,10 @@ int main(void) {
     if (CHECK_OK(dt_alloc_bytes((void **)&m, sizeof *m, "spec")) &&
         CHECK_OK(dt_model_parse_file(m, dt_test_src_path("tests/data/darknet_small.cfg")))) {
         CHECK(m->batch == 4 && m->accumulate == 2 && m->subdivisions == 2); /* 8 = 2 passes of 4 */
+        /* The rates the file's comments work out (step = b - 1). */
+        const double rate[] = {0.00625, 0.1, 0.01, 0.01, 0.01, 0.001, 0.001, 0.001};
+        for (int step = 0; step < 8; step++) CHECK_CLOSE(dt_lr_at(&m->sched, step, 1000), rate[step], 1e-12, 0);
+        CHECK(m->sched.max_batches == 8);
         if (CHECK_OK(dt_net_create(&net, m, m->batch, 3))) {
             check_shapes(net);
             train_two_steps(net, m);

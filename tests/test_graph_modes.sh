@@ -51,6 +51,14 @@ same sub_one sub_four 2e-6
 same sub_ar_one sub_ar 2e-6
 grep -q "\"global_batch\":16," "$TMP/sub_four.out" || expect 0 x -- false
 
+# Darknet's max_batches is the run's length in steps; --epochs cannot
+# change it.
+DK="$SRC/tests/data/darknet_small.cfg"
+run dk 1 "$DK"
+grep -q '"steps":8,' "$TMP/dk.out" || expect 0 x -- false
+expect 2 "--epochs: .*darknet_small.cfg sets max_batches=8, the run's length in steps" -- \
+    "$DTRAIN" train "$DK" --dataset synthetic --epochs 2
+
 # ResNet-20 on 1x28x28 synthetic images, a few steps per mode.
 R20="$SRC/examples/resnet20_fm.cfg"
 # Under the sanitizers (CI's time budget) allreduce alone: the ps modes run

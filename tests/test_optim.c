@@ -12,6 +12,40 @@ static dt_lr_schedule sched(dt_schedule_kind kind) {
     return s;
 }
 
+/* Darknet's get_current_rate, worked out by hand: the update after b
+ * batches (step b - 1) has b as its batch number. */
+static void test_darknet_schedules(void) {
+    /* steps=10,20 scales=0.5,0.1: x0.5 from b = 10, x0.05 from b = 20. */
+    dt_lr_schedule s = sched(DT_SCHED_STEPS);
+    s.nsteps = s.nscales = 2;
+    s.steps[0] = 10, s.steps[1] = 20, s.scales[0] = 0.5, s.scales[1] = 0.1;
+    CHECK_CLOSE(dt_lr_at(&s, 8, 5), 0.1, 1e-12, 0);   /* b = 9 */
+    CHECK_CLOSE(dt_lr_at(&s, 9, 5), 0.05, 1e-12, 0);  /* b = 10 */
+    CHECK_CLOSE(dt_lr_at(&s, 19, 5), 0.005, 1e-12, 0);
+    /* poly: 0.1 (1 - b/100)^4; burn_in 10 in front: 0.1 (b/10)^4. */
+    s = sched(DT_SCHED_POLY);
+    s.max_batches = 100, s.power = 4, s.burn_in = 10;
+    CHECK_CLOSE(dt_lr_at(&s, 0, 7), 0.1 * 1e-4, 1e-15, 0);           /* b = 1: (1/10)^4 */
+    CHECK_CLOSE(dt_lr_at(&s, 4, 7), 0.1 * 0.0625, 1e-12, 0);         /* b = 5: (1/2)^4 */
+    CHECK_CLOSE(dt_lr_at(&s, 9, 7), 0.1 * pow(0.9, 4), 1e-12, 0);    /* b = 10: poly */
+    CHECK_CLOSE(dt_lr_at(&s, 49, 7), 0.1 * 0.0625, 1e-12, 0);        /* b = 50 */
+    CHECK_CLOSE(dt_lr_at(&s, 99, 7), 0.0, 1e-12, 0);                 /* b = 100 */
+    /* exp: 0.1 * 0.9^b; sigmoid: 0.1 / (1 + exp(0.5 (b - 20))). */
+    s = sched(DT_SCHED_EXP);
+    s.gamma = 0.9;
+    CHECK_CLOSE(dt_lr_at(&s, 2, 7), 0.1 * 0.729, 1e-12, 0);
+    s = sched(DT_SCHED_SIGMOID);
+    s.gamma = 0.5, s.sig_step = 20;
+    CHECK_CLOSE(dt_lr_at(&s, 19, 7), 0.05, 1e-12, 0);
+    CHECK_CLOSE(dt_lr_at(&s, 21, 7), 0.1 / (1 + exp(1.0)), 1e-12, 0);
+    /* cosine over max_batches steps rather than epochs. */
+    s = sched(DT_SCHED_COSINE);
+    s.max_batches = 40, s.total_epochs = 1000;
+    CHECK_CLOSE(dt_lr_at(&s, 20, 7), 0.05, 1e-12, 0);
+    CHECK(dt_schedule_kind_from_name("sigmoid") == DT_SCHED_SIGMOID &&
+          dt_schedule_kind_from_name("poly") == DT_SCHED_POLY);
+}
+
 static void test_schedules(void) {
     dt_lr_schedule s = sched(DT_SCHED_CONSTANT);
     CHECK_CLOSE(dt_lr_at(&s, 12345, 10), 0.1, 1e-12, 0);
@@ -58,6 +92,7 @@ static void test_schedules(void) {
 
     CHECK(dt_schedule_kind_from_name("cosine") == DT_SCHED_COSINE);
     CHECK(dt_schedule_kind_from_name("linear") == -1);
+    test_darknet_schedules();
 }
 
 /* Goyal et al.'s recipe on cnn.cfg's numbers: base lr 0.01 at batch 64,

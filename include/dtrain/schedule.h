@@ -14,7 +14,14 @@ typedef enum {
     DT_SCHED_CONSTANT = 0,
     DT_SCHED_STEP,      /* lr * gamma^floor(epoch / step_epochs) */
     DT_SCHED_MULTISTEP, /* lr * gamma^(milestones passed) */
-    DT_SCHED_COSINE     /* min_lr + (lr - min_lr) * (1 + cos(pi * epoch / total)) / 2 */
+    DT_SCHED_COSINE,    /* min_lr + (lr - min_lr) * (1 + cos(pi * t)) / 2, t = epoch / total
+                           (step / max_batches when max_batches is set) */
+    /* Darknet's (get_current_rate), in optimiser steps: b = step + 1, the
+     * number of batches Darknet has seen at that update. */
+    DT_SCHED_STEPS,     /* lr * product of scales[i] over steps[i] <= b */
+    DT_SCHED_POLY,      /* lr * (1 - b / max_batches)^power */
+    DT_SCHED_EXP,       /* lr * gamma^b */
+    DT_SCHED_SIGMOID    /* lr / (1 + exp(gamma * (b - sig_step))) */
 } dt_schedule_kind;
 
 typedef struct {
@@ -26,6 +33,17 @@ typedef struct {
     double milestones[DT_MAX_MILESTONES];
     double min_lr;                         /* cosine floor; default 0 */
     double total_epochs;                   /* cosine horizon (the run's epochs) */
+    int nsteps;                            /* steps: batches ascending, and their scales */
+    double steps[DT_MAX_MILESTONES];
+    int nscales;
+    double scales[DT_MAX_MILESTONES];
+    double power;                          /* poly and burn_in; default 4 (Darknet's) */
+    int max_batches;                       /* Darknet's run length in steps (0: epochs decide);
+                                              poly's and cosine's horizon */
+    int sig_step;                          /* sigmoid: the step of half the rate */
+    /* Darknet's warmup: for b < burn_in the rate is lr * (b / burn_in)^power
+     * (b = step + 1), in front of any policy; 0: none. */
+    int burn_in;
     /* Linear warmup in front of any schedule: over the first warmup_epochs
      * (counted per step), lr ramps linearly from warmup_start_factor * base_lr
      * to the schedule's value at the end of the warmup. */
@@ -42,7 +60,8 @@ typedef enum {
     DT_LR_SCALING_LINEAR  /* Goyal et al. 2017: lr x (global batch / base batch) */
 } dt_lr_scaling;
 
-/* "constant" | "step" | "multistep" | "cosine" -> kind, -1 if unknown. */
+/* "constant" | "step" | "multistep" | "cosine" | "steps" | "poly" | "exp" |
+ * "sigmoid" -> kind, -1 if unknown. */
 int dt_schedule_kind_from_name(const char *name);
 const char *dt_schedule_kind_name(dt_schedule_kind kind);
 

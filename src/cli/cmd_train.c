@@ -278,6 +278,9 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     p->scaling = (dt_lr_scaling)rule;
     dt_model_spec *spec = &p->spec;
     DT_TRY(cli_load_model(spec, a->model, 0, a->lr, a->epochs));
+    if (a->epochs > 0 && spec->sched.max_batches > 0)
+        return dt_fail(DT_ERR_USAGE, "--epochs: %s sets max_batches=%d, the run's length in steps (--max-steps "
+                       "stops earlier)", spec->path, spec->sched.max_batches);
     if ((int64_t)spec->batch * spec->accumulate > INT_MAX)
         return dt_fail(DT_ERR_USAGE, "%s: batch=%d x accumulate=%d is too large a batch", spec->path, spec->batch,
                        spec->accumulate);
@@ -360,14 +363,18 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
     if (spec->accumulate > 1) fprintf(out, " x %d passes per step", spec->accumulate);
     if (comm->nworkers > 1)
         fprintf(out, " x %d workers = %d global", comm->nworkers, dt_model_step_batch(spec) * comm->nworkers);
-    fprintf(out, ", %d epochs, %s, lr %g", spec->epochs, dt_optim_kind_name(spec->optim.kind),
-            ls->base_lr / ls->lr_scale);
+    if (ls->max_batches > 0)
+        fprintf(out, ", %d steps (max_batches)", ls->max_batches);
+    else
+        fprintf(out, ", %d epochs", spec->epochs);
+    fprintf(out, ", %s, lr %g", dt_optim_kind_name(spec->optim.kind), ls->base_lr / ls->lr_scale);
     if (p->scaling == DT_LR_SCALING_LINEAR)
         fprintf(out, " x %g = %g (linear scaling from base batch %d, ", ls->lr_scale, ls->base_lr, p->base_batch);
     else
         fprintf(out, " (");
     if (ls->warmup_epochs > 0)
         fprintf(out, "warmup %g epochs from %g, then ", ls->warmup_epochs, ls->warmup_start_factor * ls->base_lr);
+    if (ls->burn_in > 0) fprintf(out, "burn_in %d steps (power %g), then ", ls->burn_in, ls->power);
     fprintf(out, "%s), %d thread%s, mode %s", dt_schedule_kind_name(ls->kind), nthreads,
             nthreads == 1 ? "" : "s", dt_mode_name(p->dist.mode));
     if (dt_mode_is_ps(p->dist.mode)) fprintf(out, " with %d server%s", p->dist.servers, p->dist.servers == 1 ? "" : "s");

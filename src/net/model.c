@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,7 +25,7 @@
 
 #define MAX_LINE 4096          /* characters per line, without the newline */
 #define MAX_FILE (16 << 20)    /* a model file is a few hundred bytes; refuse anything huge */
-#define MAX_KEYS 32            /* keys of the largest section, with room to grow */
+#define MAX_KEYS 48            /* keys of the largest section ([net]: 33), with room to grow */
 #define DIM_MAX (1 << 24)      /* sizes, filters, outputs, batch */
 #define EPOCHS_MAX 100000
 
@@ -36,7 +37,9 @@ typedef enum {
     V_DOUBLE,     /* double */
     V_ENUM,       /* int-sized enum, named through `choices` */
     V_DATASET,    /* canonical dataset name into dt_model_spec.dataset */
-    V_MILESTONES, /* comma list into a dt_lr_schedule (off points at it) */
+    V_MILESTONES, /* comma lists into a dt_lr_schedule (off points at it): */
+    V_STEPS,      /*   ascending epochs / Darknet's ascending batches, */
+    V_SCALES,     /*   Darknet's scales */
     V_LAYERS      /* comma list of layer (section) indices into a section_vals */
 } value_type;
 
@@ -87,7 +90,7 @@ static const char *optim_name(int v) { return dt_optim_kind_name((dt_optim_kind)
 static const char *dataset_name(int v) { return dt_dataset_kind_name((dt_dataset_kind)v); }
 
 static const enum_desc activations = {dt_activation_from_name, activation_name, DT_ACT_SIGMOID + 1};
-static const enum_desc schedules = {dt_schedule_kind_from_name, schedule_name, DT_SCHED_COSINE + 1};
+static const enum_desc schedules = {dt_schedule_kind_from_name, schedule_name, DT_SCHED_SIGMOID + 1};
 static const enum_desc optimizers = {dt_optim_kind_from_name, optim_name, DT_OPT_COUNT};
 /* Darknet's cost types (get_cost_type); only sse is trained (see [cost]). */
 static const char *const cost_names[] = {"sse", "masked", "smooth", "L1", "seg", "wgan", "logistic"};
@@ -135,6 +138,13 @@ static const key_def net_keys[] = {
     {"min_lr", V_DOUBLE, NET(sched.min_lr), 0, 0, INFINITY, 0, NULL},
     {"warmup_epochs", V_DOUBLE, NET(sched.warmup_epochs), 0, 0, EPOCHS_MAX, 0, NULL},
     {"warmup_start_factor", V_DOUBLE, NET(sched.warmup_start_factor), 0.1, 0, 1, 0, NULL},
+    /* Darknet's schedule keys, in optimiser steps (its "batches"). */
+    {"max_batches", V_INT, NET(sched.max_batches), 0, 1, INT_MAX, 0, NULL},
+    {"burn_in", V_INT, NET(sched.burn_in), 0, 0, INT_MAX, 0, NULL},
+    {"power", V_DOUBLE, NET(sched.power), 4, 0, INFINITY, 0, NULL},
+    {"steps", V_STEPS, NET(sched), 0, 1, INT_MAX, 0, NULL},
+    {"scales", V_SCALES, NET(sched), 0, 0, INFINITY, F_LO_OPEN, NULL},
+    {"step", V_INT, NET(sched.sig_step), 1, 0, INT_MAX, 0, NULL},
     {"dataset", V_DATASET, NET(dataset), DT_DATASET_FASHION_MNIST, 0, 0, 0, &datasets},
     {"flip", V_INT, NET(flip), 0, 0, 1, 0, NULL},
     {"crop_pad", V_INT, NET(crop_pad), 0, 0, 1024, 0, NULL},
@@ -239,7 +249,8 @@ static const key_def *const layer_keys[DT_LAYER_KIND_COUNT] = {
 static const struct {
     const char *key;
     dt_schedule_kind policy;
-} policy_keys[] = {{"step_epochs", DT_SCHED_STEP}, {"milestones", DT_SCHED_MULTISTEP}};
+} policy_keys[] = {{"step_epochs", DT_SCHED_STEP}, {"milestones", DT_SCHED_MULTISTEP}, {"steps", DT_SCHED_STEPS},
+                   {"scales", DT_SCHED_STEPS},    {"step", DT_SCHED_SIGMOID}};
 
 /* ---- parser state -------------------------------------------------------- */
 
@@ -304,6 +315,8 @@ static void describe(char *buf, size_t n, const key_def *k) {
     }
     const char *what = k->type == V_INT          ? "an integer"
                        : k->type == V_MILESTONES ? "a comma list of ascending epochs, each"
+                       : k->type == V_STEPS      ? "a comma list of ascending steps, each"
+                       : k->type == V_SCALES     ? "a comma list of numbers, each"
                        : k->type == V_LAYERS     ? "a comma list of layer indices, each"
                                                  : "a number";
     if (k->type == V_INT && k->lo == 0 && k->hi == 1)
@@ -345,9 +358,15 @@ static void store(void *target, const key_def *k, double v) {
     case V_DATASET:
         snprintf(dst, sizeof((dt_model_spec *)0)->dataset, "%s", k->choices->name((int)v));
         break;
-    case V_MILESTONES: /* only the default: no milestones */
-        memset(dst + offsetof(dt_lr_schedule, nmilestones), 0, sizeof(int));
+    case V_MILESTONES: /* only the defaults: empty lists */
+    case V_STEPS:
+    case V_SCALES: {
+        dt_lr_schedule *sc = (dt_lr_schedule *)(void *)dst;
+        if (k->type == V_MILESTONES) sc->nmilestones = 0;
+        if (k->type == V_STEPS) sc->nsteps = 0;
+        if (k->type == V_SCALES) sc->nscales = 0;
         break;
+    }
     case V_LAYERS: /* only the default: no layers (the key is required) */
         ((section_vals *)target)->nroute = 0;
         break;
@@ -394,13 +413,15 @@ static dt_status parse_list(parser *p, const key_def *k, const char *val, double
     }
 }
 
-static dt_status set_milestones(parser *p, const key_def *k, const char *val) {
+/* milestones=, steps= (both ascending) and scales= into the schedule. */
+static dt_status set_schedule_list(parser *p, const key_def *k, const char *val) {
     dt_lr_schedule *s = (dt_lr_schedule *)((char *)p->target + k->off);
-    DT_TRY(parse_list(p, k, val, s->milestones, DT_MAX_MILESTONES, &s->nmilestones));
-    for (int i = 1; i < s->nmilestones; i++)
-        if (s->milestones[i] <= s->milestones[i - 1])
-            return fail_at(p, p->line, "milestones must be strictly ascending (%.10g after %.10g)",
-                           s->milestones[i], s->milestones[i - 1]);
+    double *v = k->type == V_MILESTONES ? s->milestones : k->type == V_STEPS ? s->steps : s->scales;
+    int *n = k->type == V_MILESTONES ? &s->nmilestones : k->type == V_STEPS ? &s->nsteps : &s->nscales;
+    DT_TRY(parse_list(p, k, val, v, DT_MAX_MILESTONES, n));
+    for (int i = 1; k->type != V_SCALES && i < *n; i++)
+        if (v[i] <= v[i - 1])
+            return fail_at(p, p->line, "%s must be strictly ascending (%.10g after %.10g)", k->name, v[i], v[i - 1]);
     return DT_OK;
 }
 
@@ -412,7 +433,7 @@ static dt_status set_route(parser *p, const key_def *k, const char *val) {
 }
 
 static dt_status set_value(parser *p, const key_def *k, const char *val) {
-    if (k->type == V_MILESTONES) return set_milestones(p, k, val);
+    if (k->type == V_MILESTONES || k->type == V_STEPS || k->type == V_SCALES) return set_schedule_list(p, k, val);
     if (k->type == V_LAYERS) return set_route(p, k, val);
     double v;
     if (k->choices) {
@@ -581,10 +602,37 @@ static dt_status apply_subdivisions(parser *p) {
     return DT_OK;
 }
 
+/* Darknet's schedule keys that go together, and the ones that would mean two
+ * things at once. */
+static dt_status check_darknet_schedule(parser *p) {
+    const dt_lr_schedule *s = &p->m->sched;
+    int steps = seen_line(p, "steps"), scales = seen_line(p, "scales");
+    if (steps && s->nsteps != s->nscales)
+        return fail_at(p, scales, "steps= has %d values and scales= %d; each step needs its scale", s->nsteps,
+                       s->nscales);
+    if (s->kind == DT_SCHED_POLY && !s->max_batches)
+        return fail_at(p, seen_line(p, "policy"), "policy=poly needs max_batches= (its horizon)");
+    if ((s->kind == DT_SCHED_EXP || s->kind == DT_SCHED_SIGMOID) && !seen_line(p, "gamma"))
+        return fail_at(p, seen_line(p, "policy"), "policy=%s needs gamma=", dt_schedule_kind_name(s->kind));
+    if (seen_line(p, "power") && s->kind != DT_SCHED_POLY && !seen_line(p, "burn_in"))
+        return fail_at(p, seen_line(p, "power"), "power= applies only to policy=poly and burn_in=");
+    if (seen_line(p, "max_batches") && seen_line(p, "epochs"))
+        return fail_at(p, seen_line(p, "max_batches"),
+                       "max_batches= and epochs= both set the run's length (line %d); give one",
+                       seen_line(p, "epochs"));
+    if (seen_line(p, "burn_in") && seen_line(p, "warmup_epochs"))
+        return fail_at(p, seen_line(p, "burn_in"), "burn_in= and warmup_epochs= are two warmups; give one");
+    return DT_OK;
+}
+
 static dt_status finish_net(parser *p) {
     DT_TRY(apply_subdivisions(p));
     dt_lr_schedule *s = &p->m->sched;
     const char *policy = dt_schedule_kind_name(s->kind);
+    if (s->kind == DT_SCHED_STEP && seen_line(p, "step") && !seen_line(p, "step_epochs"))
+        return fail_at(p, seen_line(p, "step"),
+                       "policy=step with step= (Darknet's, in batches with scale=) is not implemented; write "
+                       "step_epochs= and gamma=, or policy=steps with steps= and scales=");
     for (size_t i = 0; i < sizeof policy_keys / sizeof policy_keys[0]; i++) {
         int line = seen_line(p, policy_keys[i].key);
         if (s->kind == policy_keys[i].policy && !line)
@@ -595,6 +643,7 @@ static dt_status finish_net(parser *p) {
                            policy_keys[i].key, dt_schedule_kind_name(policy_keys[i].policy),
                            policy);
     }
+    DT_TRY(check_darknet_schedule(p));
     s->total_epochs = p->m->epochs;
     s->lr_scale = 1;
     return check_optimizer_keys(p);

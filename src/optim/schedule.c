@@ -5,7 +5,8 @@
 
 #define PI 3.14159265358979323846
 
-static const char *const schedule_names[] = {"constant", "step", "multistep", "cosine"};
+static const char *const schedule_names[] = {"constant", "step", "multistep", "cosine",
+                                             "steps",    "poly", "exp",       "sigmoid"};
 static const char *const scaling_names[] = {"none", "linear"};
 #define COUNT(a) ((int)(sizeof a / sizeof *a))
 
@@ -37,8 +38,9 @@ dt_status dt_lr_scale(dt_lr_schedule *s, dt_lr_scaling rule, int base_batch, int
     return DT_OK;
 }
 
-/* The configured schedule alone, at fractional epoch `epoch`. */
-static double schedule_at(const dt_lr_schedule *s, double epoch) {
+/* The configured schedule alone, at step `step`, fractional epoch `epoch`. */
+static double schedule_at(const dt_lr_schedule *s, long step, double epoch) {
+    double b = (double)step + 1; /* Darknet's batch number at this update */
     switch (s->kind) {
     case DT_SCHED_CONSTANT: return s->base_lr;
     case DT_SCHED_STEP: return s->base_lr * pow(s->gamma, floor(epoch / s->step_epochs));
@@ -48,9 +50,19 @@ static double schedule_at(const dt_lr_schedule *s, double epoch) {
         return s->base_lr * pow(s->gamma, passed);
     }
     case DT_SCHED_COSINE: {
-        double t = s->total_epochs > 0 ? fmin(epoch / s->total_epochs, 1.0) : 1.0;
+        double t = s->max_batches > 0    ? fmin((double)step / s->max_batches, 1.0)
+                   : s->total_epochs > 0 ? fmin(epoch / s->total_epochs, 1.0)
+                                         : 1.0;
         return s->min_lr + (s->base_lr - s->min_lr) * 0.5 * (1.0 + cos(PI * t));
     }
+    case DT_SCHED_STEPS: {
+        double rate = s->base_lr;
+        for (int i = 0; i < s->nsteps && s->steps[i] <= b; i++) rate *= s->scales[i];
+        return rate;
+    }
+    case DT_SCHED_POLY: return s->base_lr * pow(fmax(1.0 - b / s->max_batches, 0.0), s->power);
+    case DT_SCHED_EXP: return s->base_lr * pow(s->gamma, b);
+    case DT_SCHED_SIGMOID: return s->base_lr / (1.0 + exp(s->gamma * (b - s->sig_step)));
     }
     return s->base_lr;
 }
@@ -58,11 +70,12 @@ static double schedule_at(const dt_lr_schedule *s, double epoch) {
 double dt_lr_at(const dt_lr_schedule *s, long step, long steps_per_epoch) {
     double spe = steps_per_epoch > 0 ? (double)steps_per_epoch : 1.0;
     double epoch = (double)step / spe;
+    if (step + 1 < s->burn_in) return s->base_lr * pow((double)(step + 1) / s->burn_in, s->power);
     long warmup_steps = (long)llround(s->warmup_epochs * spe);
-    if (step >= warmup_steps) return schedule_at(s, epoch);
+    if (step >= warmup_steps) return schedule_at(s, step, epoch);
     /* Linear ramp from start to the schedule's value where warmup ends; the
      * ramp reaches that value exactly at step == warmup_steps. */
     double start = s->warmup_start_factor * s->base_lr;
-    double end = schedule_at(s, (double)warmup_steps / spe);
+    double end = schedule_at(s, warmup_steps, (double)warmup_steps / spe);
     return start + (end - start) * (double)step / (double)warmup_steps;
 }

@@ -27,7 +27,8 @@ struct dt_trainer {
     dt_report rep;
     long step;                /* optimiser steps done */
     int steps_per_epoch;
-    long total_steps;         /* epochs * steps_per_epoch, capped by max_steps */
+    long total_steps;         /* epochs * steps_per_epoch (or max_batches), capped by max_steps */
+    int epochs;               /* the run's epochs: the file's, or those max_batches steps reach */
     double loss_sum;          /* current epoch's summed per-sample loss and count */
     long loss_count;
     double last_epoch_loss;   /* mean loss of the last finished (or current) epoch */
@@ -409,7 +410,10 @@ static dt_status setup(dt_trainer *t) {
     if (t->steps_per_epoch < 1)
         return dt_fail(DT_ERR_USAGE, "--batch %d x --accumulate %d x %d workers is larger than the %d training "
                        "samples", spec->batch, spec->accumulate, o->world, d->n);
-    t->total_steps = (long)spec->epochs * t->steps_per_epoch;
+    /* Darknet's max_batches sets the run's length in steps instead of epochs. */
+    int max_batches = spec->sched.max_batches;
+    t->epochs = max_batches > 0 ? (int)((max_batches + t->steps_per_epoch - 1) / t->steps_per_epoch) : spec->epochs;
+    t->total_steps = max_batches > 0 ? max_batches : (long)spec->epochs * t->steps_per_epoch;
     if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
     /* Independent workers share the whole run's budget of steps; one may do
      * up to all of them (the strategy says when the budget is spent). */
@@ -430,7 +434,7 @@ static dt_status setup(dt_trainer *t) {
              "\"warmup_start_lr\":%.6g,\"schedule\":\"%s\",\"accumulate\":%d,\"optimizer\":\"%s\","
              "\"momentum\":%.6g,\"decay\":%.6g,\"nesterov\":%d,\"beta1\":%.6g,\"beta2\":%.6g,\"eps\":%.6g,"
              "\"trust_coefficient\":%.6g,\"exclude_bias_bn\":%d}",
-             model, t->sync->name, o->world, spec->batch, dt_model_step_batch(spec) * o->world, spec->epochs,
+             model, t->sync->name, o->world, spec->batch, dt_model_step_batch(spec) * o->world, t->epochs,
              t->steps_per_epoch, t->total_steps, t->net->nparams, (unsigned long long)o->seed,
              dt_dataset_kind_name(o->dataset), t->train_ds->n, t->test_ds->n, ls->base_lr / ls->lr_scale,
              ls->lr_scale, ls->base_lr, ls->warmup_epochs, ls->warmup_start_factor * ls->base_lr,
@@ -625,7 +629,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
         double eta = ips > 0 ? (double)(t->total_steps - t->step) * dt_model_step_batch(t->spec) / ips : 0;
         int asked = o->progress_request && atomic_exchange(o->progress_request, 0); /* SIGUSR1 */
-        dt_report_progress(&t->rep, epoch, t->spec->epochs, pos + 1, t->steps_per_epoch,
+        dt_report_progress(&t->rep, epoch, t->epochs, pos + 1, t->steps_per_epoch,
                            t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr,
                            ips * o->world, eta, asked);
     }
