@@ -193,6 +193,8 @@ static void test_errors(void) {
             "bad.cfg:10: [convolutional] output is read by no later layer");
     refused(NET(1, 4, 4) "[route]\nlayers=1,2,3,4,5,6,7,8,9\n" HEAD, "layers= takes at most 8 values");
     refused(NET(1, 4, 4) CONV(2, 1) "[route]\nlayers=0,x\n" HEAD, "bad value '0,x' for layers");
+    refused(NET(1, 4, 4) CONV(2, 1) "[route]\nlayers=-0.5\n" HEAD, "bad value '-0.5' for layers");
+    refused(NET(1, 4, 4) CONV(2, 1) "[route]\nlayers=0x0\n" HEAD, "bad value '0x0' for layers");
     refused(NET(1, 4, 4) HEAD "[cost]\ntype=masked\n",
             "bad.cfg:10: [cost] type=masked would train another loss");
     refused(NET(1, 4, 4) CONV(2, 1) "[cost]\n" HEAD, "bad.cfg:10: [cost] must follow [softmax]");

@@ -51,13 +51,25 @@ same sub_one sub_four 2e-6
 same sub_ar_one sub_ar 2e-6
 grep -q "\"global_batch\":16," "$TMP/sub_four.out" || expect 0 x -- false
 
+# SFB rebuilds a connected layer's gradient from sufficient factors; with
+# batch_normalize=1 it has no bias, so no bias gradient (the batch norm's
+# gradients after it stay the reduced ones): equal to plain allreduce.
+sed '/^output=32$/a batch_normalize=1' "$SRC/tests/data/small_net.cfg" > "$TMP/fcbn.cfg"
+run fcbn_ar 2 "$TMP/fcbn.cfg" --max-steps $K --mode allreduce
+run fcbn_sfb 2 "$TMP/fcbn.cfg" --max-steps $K --mode allreduce --sfb
+same fcbn_ar fcbn_sfb 2e-6
+
 # Darknet's max_batches is the run's length in steps; --epochs cannot
-# change it.
+# change it, and flags cannot undo subdivisions= or add a second warmup.
 DK="$SRC/tests/data/darknet_small.cfg"
 run dk 1 "$DK"
 grep -q '"steps":8,' "$TMP/dk.out" || expect 0 x -- false
 expect 2 "--epochs: .*darknet_small.cfg sets max_batches=8, the run's length in steps" -- \
     "$DTRAIN" train "$DK" --dataset synthetic --epochs 2
+expect 2 "--accumulate: .*darknet_small.cfg sets subdivisions=2" -- \
+    "$DTRAIN" train "$DK" --dataset synthetic --accumulate 4
+expect 2 "--warmup-epochs: .*darknet_small.cfg has burn_in=2, Darknet's warmup" -- \
+    "$DTRAIN" train "$DK" --dataset synthetic --warmup-epochs 1
 
 # ResNet-20 on 1x28x28 synthetic images, a few steps per mode.
 R20="$SRC/examples/resnet20_fm.cfg"

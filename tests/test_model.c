@@ -317,6 +317,7 @@ static const bad_case bad_cases[] = {
     {NET4 "epochs=3\nmax_batches=100\n[softmax]\n", 6, "max_batches= and epochs= both set the run's length"},
     {NET4 "burn_in=100\nwarmup_epochs=1\n[softmax]\n", 5, "burn_in= and warmup_epochs= are two warmups"},
     {NET4 "scales=0\n[softmax]\n", 5, "scales=0 is out of range"},
+    {NET4 "policy=steps\nsteps=1.5\nscales=0.1\n[softmax]\n", 6, "bad value '1.5' for steps"},
     {NET4 "subdivisions=2\naccumulate=2\n[softmax]\n", 5, "subdivisions= and accumulate= both given"},
     {NET4 "[maxpool]\nsize=2\npad=1\n", 7, "unknown key 'pad' in [maxpool] (valid: size, stride, padding)"},
     {NET4 "[maxpool]\nsize=2\npadding=3\n[softmax]\n", 7,

@@ -287,10 +287,16 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     p->base_batch = dt_model_step_batch(spec); /* the file's step's batch */
     if (a->batch > 0) spec->batch = a->batch;
     DT_TRY(apply_optimizer_flags(&spec->optim, a, spec->path));
+    if (a->accumulate > 0 && spec->subdivisions > 1)
+        return dt_fail(DT_ERR_USAGE, "--accumulate: %s sets subdivisions=%d (its batch is the step's); change "
+                       "subdivisions= there instead", spec->path, spec->subdivisions);
     if (a->accumulate > 0) spec->accumulate = a->accumulate;
     if ((int64_t)spec->batch * spec->accumulate * ranks > INT_MAX)
         return dt_fail(DT_ERR_USAGE, "--batch %d x --accumulate %d x %d ranks is too large a global batch", spec->batch,
                        spec->accumulate, ranks);
+    if (a->warmup_epochs > 0 && spec->sched.burn_in > 0)
+        return dt_fail(DT_ERR_USAGE, "--warmup-epochs: %s has burn_in=%d, Darknet's warmup; give one of them",
+                       spec->path, spec->sched.burn_in);
     if (a->warmup_epochs >= 0) spec->sched.warmup_epochs = a->warmup_epochs;
     dt_train_opts *o = &p->opts;
     DT_TRY(cli_dataset_kind(&o->dataset, a->dataset, spec));

@@ -67,12 +67,15 @@ void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net, float scale) {
     dt_layer *l = &net->layers[layer];
     int rows = f->P * f->K;
     dt_sgemm('T', 'N', x->M, x->N, rows, scale, x->all_u, x->M, x->all_v, x->N, 0.0f, l->dw, x->N);
-    memset(l->db, 0, sizeof(float) * (size_t)x->M);
+    /* The bias gradient is the sum of the u factors; a layer without a bias
+     * (batch_normalize=1: nb 0) has none, and its db is the next layer's. */
+    int nb = (int)l->nb;
+    memset(l->db, 0, sizeof(float) * (size_t)nb);
     for (int r = 0; r < rows; r++) {
         const float *u = x->all_u + (size_t)r * (size_t)x->M;
-        for (int o = 0; o < x->M; o++) l->db[o] += u[o];
+        for (int o = 0; o < nb; o++) l->db[o] += u[o];
     }
-    for (int o = 0; o < x->M; o++) l->db[o] *= scale;
+    for (int o = 0; o < nb; o++) l->db[o] *= scale;
 }
 
 double dt_sfb_layer_bytes_each_way(const dt_sfb *f, int layer) {

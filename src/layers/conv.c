@@ -36,6 +36,7 @@ static int is_pointwise(const conv_dims *d) { return d->K == 1 && d->S == 1 && d
 
 static dt_status conv_setup(dt_layer *l) {
     int oh, ow;
+    if (l->spec.pad_extra) return dt_layer_config_error(l, "pad_extra is for [maxpool] only");
     DT_TRY(dt_layer_window_setup(l, &oh, &ow));
     if (l->spec.filters < 1)
         return dt_layer_config_error(l, "filters must be >= 1, got %d", l->spec.filters);

@@ -60,6 +60,7 @@ static dt_status pool_setup(dt_layer *l) {
 static int is_global(const dt_layer *l) { return l->spec.size == 0; }
 
 static dt_status avgpool_setup(dt_layer *l) {
+    if (l->spec.pad_extra) return dt_layer_config_error(l, "pad_extra is for [maxpool] only");
     if (!is_global(l)) return pool_setup(l);
     DT_TRY(dt_layer_check_shape(l, l->in, "input"));
     l->out = (dt_shape){l->in.c, 1, 1};

@@ -381,7 +381,7 @@ static void set_defaults(void *target, const key_def *keys) {
 /* Parses one number of k's type from s; *end is set past it. 0 on bad syntax. */
 static int parse_number(const key_def *k, const char *s, char **end, double *v) {
     errno = 0;
-    if (k->type == V_INT) {
+    if (k->type == V_INT || k->type == V_LAYERS || k->type == V_STEPS) {
         long x = strtol(s, end, 10);
         /* An overflowing long is out of range, not malformed: clamp it so the
          * range check reports it. */

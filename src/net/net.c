@@ -26,8 +26,9 @@ static uint64_t shape_hash(const dt_net *net) {
         h = fnv_mix(h, l->nw);
         h = fnv_mix(h, l->nb);
         h = fnv_mix(h, l->nstate);
-        /* Edges other than "the previous layer" (so chains hash as before
-         * graphs existed, and their checkpoints still load). */
+        /* Edges other than "the previous layer", so a chain hashes as before
+         * graphs existed (its checkpoints still load, unless batch_normalize=1
+         * dropped a bias: another architecture). */
         if (l->ninputs != 1 || l->spec.inputs[0] != i - 1)
             for (int k = 0; k < l->ninputs; k++) h = fnv_mix(h, (uint64_t)(l->spec.inputs[k] + 2) << 32 | (uint64_t)k);
     }

@@ -412,7 +412,8 @@ static dt_status setup(dt_trainer *t) {
                        "samples", spec->batch, spec->accumulate, o->world, d->n);
     /* Darknet's max_batches sets the run's length in steps instead of epochs. */
     int max_batches = spec->sched.max_batches;
-    t->epochs = max_batches > 0 ? (int)((max_batches + t->steps_per_epoch - 1) / t->steps_per_epoch) : spec->epochs;
+    t->epochs = max_batches > 0 ? (int)(((long long)max_batches + t->steps_per_epoch - 1) / t->steps_per_epoch)
+                                : spec->epochs;
     t->total_steps = max_batches > 0 ? max_batches : (long)spec->epochs * t->steps_per_epoch;
     if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
     /* Independent workers share the whole run's budget of steps; one may do
