@@ -162,8 +162,8 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
         if (dt_shape_size(l->out) > sz->max_act) sz->max_act = dt_shape_size(l->out);
         if (ws > sz->ws) sz->ws = ws;
     }
-    const dt_layer *last = &net->layers[net->nlayers - 1];
-    if (net->nlayers < 2 || last->spec.kind != DT_LAYER_SOFTMAX || last->spec.inputs[0] < 0)
+    const dt_layer *last = net->nlayers >= 2 ? &net->layers[net->nlayers - 1] : NULL;
+    if (!last || last->spec.kind != DT_LAYER_SOFTMAX || last->spec.inputs[0] < 0)
         return dt_fail(DT_ERR_CONFIG, "%s: the model needs at least one layer before a final [softmax]",
                        spec->path);
     DT_TRY(plan_gradients(net, spec));
