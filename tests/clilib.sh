@@ -20,6 +20,24 @@ expect() {
     fi
 }
 
+# train_ckpt NAME RANKS MODEL ARGS...: a short train run on synthetic data
+# (mpirun for RANKS > 1) that must succeed, its checkpoint in $TMP/NAME.ckpt
+# and its output in $TMP/NAME.out; same A B TOL compares two such
+# checkpoints (parameters and optimiser state, tests/ckpt_diff.py).
+train_ckpt() {
+    local name=$1 np=$2 net=$3; shift 3
+    local cmd=("$DTRAIN" train "$net" --dataset synthetic --threads 1 --quiet --checkpoint "$TMP/$name.ckpt" "$@")
+    if [ "$np" = 1 ]; then
+        "${cmd[@]}" > "$TMP/$name.out" 2>&1
+    else
+        timeout 300 mpirun --oversubscribe --bind-to none -np "$np" "${cmd[@]}" > "$TMP/$name.out" 2>&1
+    fi
+    check "$name runs" test $? -eq 0 || tail -5 "$TMP/$name.out"
+}
+same() {
+    check "$1 == $2" /usr/bin/python3 "$SRC/tests/ckpt_diff.py" "$TMP/$1.ckpt" "$TMP/$2.ckpt" "$3"
+}
+
 # check DESCRIPTION COMMAND...: the command must succeed.
 check() {
     local what=$1; shift

@@ -16,17 +16,7 @@ K=25
 TOL=2e-5
 run() { # name ranks args...
     local name=$1 np=$2; shift 2
-    if [ "$np" = 1 ]; then
-        "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps $K --threads 1 --quiet \
-            --checkpoint "$TMP/$name.ckpt" "$@" > "$TMP/$name.out" 2>&1
-    else
-        timeout 300 $MPIRUN -np "$np" "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps $K \
-            --threads 1 --quiet --checkpoint "$TMP/$name.ckpt" "$@" > "$TMP/$name.out" 2>&1
-    fi
-    check "$name runs" test $? -eq 0 || tail -5 "$TMP/$name.out"
-}
-same() { # a b tol
-    check "$1 == $2" /usr/bin/python3 "$SRC/tests/ckpt_diff.py" "$TMP/$1.ckpt" "$TMP/$2.ckpt" "$3"
+    train_ckpt "$name" "$np" "$TMP/net.cfg" --max-steps $K "$@"
 }
 
 for N in 2 3; do

@@ -494,15 +494,20 @@ static int set_hyper(const golden *g, dt_model_spec *spec) {
     return (int)h[3];
 }
 
+/* The Fashion-MNIST training files into images and labels (600 bytes
+ * each); 0, with "<what>: skipped" printed, when they are not installed. */
+static int fmnist_train_files(char *images, char *labels, const char *what) {
+    const char *dir = dt_dataset_default_dir(DT_DATASET_FASHION_MNIST);
+    snprintf(images, 600, "%s/train-images-idx3-ubyte.gz", dir);
+    snprintf(labels, 600, "%s/train-labels-idx1-ubyte.gz", dir);
+    if (access(images, R_OK) == 0 && access(labels, R_OK) == 0) return 1;
+    printf("  %s: skipped, %s not found\n", what, images);
+    return 0;
+}
+
 static void cnn_golden(const char *case_name) {
     char images[600], labels[600];
-    const char *dir = dt_dataset_default_dir(DT_DATASET_FASHION_MNIST);
-    snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", dir);
-    snprintf(labels, sizeof labels, "%s/train-labels-idx1-ubyte.gz", dir);
-    if (access(images, R_OK) != 0 || access(labels, R_OK) != 0) {
-        printf("  cnn: skipped, %s not found\n", images);
-        return;
-    }
+    if (!fmnist_train_files(images, labels, "cnn")) return;
     golden g;
     if (!golden_load(&g, case_name)) return;
     int is_sgd = strcmp(case_name, "cnn_sgd") == 0;
@@ -523,17 +528,11 @@ static void cnn_golden(const char *case_name) {
 }
 
 /* examples/resnet20_fm.cfg against torch_ref_models' resnet20_fm: 10 SGD
- * steps at the file's lr, momentum and decay (the base rate: the golden has
- * no schedule), batch norm with each batch's statistics. */
+ * steps at the golden's rate (0.001, constant) and the file's momentum and
+ * decay, batch norm with each batch's statistics. */
 static void resnet_golden(void) {
     char images[600], labels[600];
-    const char *dir = dt_dataset_default_dir(DT_DATASET_FASHION_MNIST);
-    snprintf(images, sizeof images, "%s/train-images-idx3-ubyte.gz", dir);
-    snprintf(labels, sizeof labels, "%s/train-labels-idx1-ubyte.gz", dir);
-    if (access(images, R_OK) != 0 || access(labels, R_OK) != 0) {
-        printf("  resnet20_fm: skipped, %s not found\n", images);
-        return;
-    }
+    if (!fmnist_train_files(images, labels, "resnet20_fm")) return;
     golden g;
     if (!golden_load(&g, "resnet20_fm_sgd")) return;
     dt_model_spec *spec = NULL;

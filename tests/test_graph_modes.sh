@@ -8,22 +8,8 @@
 # without SyncBatchNorm) trains a few steps in allreduce, ps-sync with 2
 # servers and ps-async.
 source "$(dirname "$0")/clilib.sh" "$1"
-MPIRUN="mpirun --oversubscribe --bind-to none"
 K=20
-run() { # name ranks net args...
-    local name=$1 np=$2 net=$3; shift 3
-    if [ "$np" = 1 ]; then
-        "$DTRAIN" train "$net" --dataset synthetic --threads 1 --quiet --checkpoint "$TMP/$name.ckpt" "$@" \
-            > "$TMP/$name.out" 2>&1
-    else
-        timeout 300 $MPIRUN -np "$np" "$DTRAIN" train "$net" --dataset synthetic --threads 1 --quiet \
-            --checkpoint "$TMP/$name.ckpt" "$@" > "$TMP/$name.out" 2>&1
-    fi
-    check "$name runs" test $? -eq 0 || tail -5 "$TMP/$name.out"
-}
-same() { # a b tol
-    check "$1 == $2" /usr/bin/python3 "$SRC/tests/ckpt_diff.py" "$TMP/$1.ckpt" "$TMP/$2.ckpt" "$3"
-}
+run() { train_ckpt "$@"; } # name ranks net args...
 
 # One mean over 16 samples against two over 8 averaged: ~1e-7 relative per
 # step; after 20 SGD steps the largest difference measured was 1.0e-7 in the

@@ -14,17 +14,7 @@ NET="$SRC/tests/data/small_net.cfg"
 K=20
 run() { # name ranks args...
     local name=$1 np=$2; shift 2
-    if [ "$np" = 1 ]; then
-        "$DTRAIN" train "$NET" --dataset synthetic --threads 1 --quiet --checkpoint "$TMP/$name.ckpt" "$@" \
-            > "$TMP/$name.out" 2>&1
-    else
-        timeout 300 $MPIRUN -np "$np" "$DTRAIN" train "$NET" --dataset synthetic --threads 1 --quiet \
-            --checkpoint "$TMP/$name.ckpt" "$@" > "$TMP/$name.out" 2>&1
-    fi
-    check "$name runs" test $? -eq 0 || tail -5 "$TMP/$name.out"
-}
-same() { # a b tol
-    check "$1 == $2" /usr/bin/python3 "$SRC/tests/ckpt_diff.py" "$TMP/$1.ckpt" "$TMP/$2.ckpt" "$3"
+    train_ckpt "$name" "$np" "$NET" "$@"
 }
 
 # Summation order differs between one mean over 16 samples and two over 8
