@@ -1,9 +1,10 @@
-/* JSON: the input as text through both readers, which share one parser:
- * dt_json_parse_object (run-log lines), then lookups and typed getters on
- * what it indexed, and dt_json_scan (profiles). Each must accept the text
- * or fail cleanly, and everything they hand out must lie inside its
- * bounds: fields inside the text, paths and strings within the scanner's
- * buffers, numbers finite. */
+/* JSON: the input as text through both readers (jansson behind them, with
+ * dtrain's limits and messages around it): dt_json_parse_object (run-log
+ * lines), then lookups and typed getters on what it indexed, and
+ * dt_json_scan (profiles). Each must accept the text or fail cleanly, and
+ * everything they hand out must lie inside its bounds: keys and strings in
+ * the object's own buffer, raw values inside the text, paths and strings
+ * within the scanner's limits, numbers finite. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,9 @@ static void check_fields(const dt_json_object *obj, const char *text, size_t len
     FUZZ_CHECK(obj->nfields >= 0 && obj->nfields <= DT_JSON_MAX_FIELDS);
     for (int i = 0; i < obj->nfields; i++) {
         const dt_json_field *f = &obj->fields[i];
-        FUZZ_CHECK(f->key >= text && f->key + f->key_len <= text + len);
+        const char *own = obj->strings, *own_end = obj->strings + sizeof obj->strings;
+        FUZZ_CHECK(f->key >= own && f->key + f->key_len < own_end && strlen(f->key) == f->key_len);
+        FUZZ_CHECK(f->type == DT_JSON_STRING ? f->str >= own && f->str + strlen(f->str) < own_end : f->str == NULL);
         FUZZ_CHECK(f->raw >= text && f->raw + f->raw_len <= text + len);
         FUZZ_CHECK(f->type != DT_JSON_NUMBER || isfinite(f->number));
     }

@@ -1,8 +1,26 @@
+/* JSON: the writers' helpers (escaping, UTF-8 lengths) by hand; the
+ * readers on jansson (libjansson-dev).
+ *
+ * Why jansson: Debian packages and maintains it, and its decoder is strict
+ * by default: RFC 8259 only (no NaN or Infinity, trailing commas or
+ * comments), UTF-8 validated, \u escapes decoded and surrogates paired,
+ * \u0000 refused unless asked for, duplicate keys refused on request
+ * (JSON_REJECT_DUPLICATES), and every error reported with its position in a
+ * caller's json_error_t. cJSON, the other packaged choice, keeps the error
+ * position in a global, copies strings without validating UTF-8 and keeps
+ * duplicate keys.
+ *
+ * What is still done here: jansson reports the byte offset where it
+ * stopped, after the token at fault, in its own words; the readers name the
+ * token's first character (or the fault inside it) in theirs, which users
+ * and tests know (explain, walk). jansson allows 2048 levels of nesting,
+ * dtrain 32. And a parsed line keeps copies of its keys and strings in the
+ * object, so callers free nothing. */
 #include "dtrain/json.h"
 
-#include <math.h>
+#include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 char *dt_json_escape(char *dst, size_t cap, const char *src) {
@@ -47,301 +65,291 @@ size_t dt_utf8_char_len(const unsigned char *p, size_t n) {
     return len;
 }
 
-/* Nesting deeper than this is refused rather than recursed into. */
+/* Nesting deeper than this is refused (32 covers every dtrain format with
+ * room to spare; it bounds dt_json_scan's recursion). */
 #define MAX_DEPTH 32
 
-/* One recursive-descent parser serves both readers: dt_json_parse_object
- * keeps the top-level fields of a line, dt_json_scan hands every scalar to
- * a callback with its path. */
+/* The longest path and string dt_json_scan hands out, with their NUL. */
+#define SCAN_PATH 256
+#define SCAN_STRING 1024
+
+static const char SPACE[] = " \t\n\r";
+
+/* Which reader refuses, and in what words. */
 typedef struct {
-    const char *text; /* start, for positions in messages */
-    const char *p;    /* next character */
-    const char *name; /* dt_json_scan: the file ("NAME:LINE: ..."); NULL: "column N: ..." */
-    dt_json_fn fn;    /* dt_json_scan: called for every scalar; NULL: none */
-    void *ctx;
-    char path[256];   /* dt_json_scan: dotted path of the value being parsed */
-    char str[1024];   /* dt_json_scan: the scalar string being handed over, decoded */
-} parser;
+    const char *text;
+    const char *name;  /* dt_json_scan: the file ("NAME:LINE: ..."); NULL: a line ("column N: ...") */
+    const char *after; /* what text after the value is called */
+} reader;
 
-static dt_status fail_at(const parser *ps, const char *what) {
-    if (!ps->name) return dt_fail(DT_ERR_FORMAT, "column %ld: %s", (long)(ps->p - ps->text) + 1, what);
-    int line = 1;
-    for (const char *q = ps->text; q < ps->p; q++) line += *q == '\n';
-    return dt_fail(DT_ERR_FORMAT, "%s:%d: %s", ps->name, line, what);
+/* The refusal what at text offset at. */
+static dt_status refuse(const reader *r, size_t at, const char *what) {
+    if (!r->name) return dt_fail(DT_ERR_FORMAT, "column %zu: %s", at + 1, what);
+    long line = 1;
+    for (size_t i = 0; i < at; i++) line += r->text[i] == '\n';
+    return dt_fail(DT_ERR_FORMAT, "%s:%ld: %s", r->name, line, what);
 }
 
-static void skip_ws(parser *ps) {
-    while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r') ps->p++;
-}
-
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* The code unit of the 4 hex digits at p, or -1. */
-static long hex4(const char *p) {
-    long v = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hex_value(p[i]);
-        if (h < 0) return -1;
-        v = v << 4 | h;
-    }
-    return v;
-}
-
-/* A string at ps->p (at its opening quote); *start and *len = its raw inside. */
-static dt_status parse_string(parser *ps, const char **start, size_t *len) {
-    ps->p++;
-    *start = ps->p;
-    for (;;) {
-        const unsigned char c = (unsigned char)*ps->p;
-        if (c == '"') break;
-        if (c == '\0') return fail_at(ps, "unterminated string");
-        if (c < 0x20) return fail_at(ps, "control character in a string (must be escaped)");
-        if (c == '\\') {
-            char e = ps->p[1];
-            if (e == 'u') {
-                long u = hex4(ps->p + 2);
-                if (u < 0) return fail_at(ps, "\\u needs four hex digits");
-                if (u == 0) return fail_at(ps, "\\u0000 is not supported (fields are C strings)");
-                if (u >= 0xdc00 && u <= 0xdfff) return fail_at(ps, "lone low surrogate");
-                if (u >= 0xd800 && u <= 0xdbff) {
-                    long lo = ps->p[6] == '\\' && ps->p[7] == 'u' ? hex4(ps->p + 8) : -1;
-                    if (lo < 0xdc00 || lo > 0xdfff) return fail_at(ps, "high surrogate without a low one");
-                    ps->p += 6;
-                }
-                ps->p += 6;
-            } else if (e && strchr("\"\\/bfnrt", e)) {
-                ps->p += 2;
-            } else {
-                return fail_at(ps, "invalid escape in a string");
-            }
-            continue;
-        }
-        size_t n = dt_utf8_char_len((const unsigned char *)ps->p, strnlen(ps->p, 4));
-        if (n == 0) return fail_at(ps, "invalid UTF-8 in a string");
-        ps->p += n;
-    }
-    *len = (size_t)(ps->p - *start);
-    ps->p++;
-    return DT_OK;
+/* Length of the escape at p (its backslash), or 0 if jansson's lexer
+ * refuses it: \u needs four hex digits. */
+static size_t escape_len(const char *p) {
+    if (p[1] != 'u') return p[1] && strchr("\"\\/bfnrt", p[1]) ? 2 : 0;
+    for (int i = 2; i < 6; i++)
+        if (!p[i] || !strchr("0123456789abcdefABCDEF", p[i])) return 0;
+    return 6;
 }
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-/* RFC 8259 number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
-static dt_status parse_number(parser *ps, double *out) {
-    const char *s = ps->p, *p = s;
-    if (*p == '-') p++;
-    if (*p == '0') {
-        p++;
-    } else if (is_digit(*p)) {
-        while (is_digit(*p)) p++;
-    } else {
-        return fail_at(ps, "expected a value");
+/* Whether text[i] continues the token that starts at text[start] (and runs
+ * up to i), as jansson's lexer splits tokens: a number runs over digits, one
+ * '.', one exponent and its sign; a word (true, NaN) over letters; a UTF-8
+ * character over its continuation bytes. Anything else stands alone. */
+static int continues(const char *text, size_t start, size_t i) {
+    const char first = text[start], prev = text[i - 1], c = text[i];
+    if (is_digit(first) || first == '-') {
+        const size_t len = i - start;
+        const int has_exp = memchr(text + start, 'e', len) || memchr(text + start, 'E', len);
+        if (c == '.') return is_digit(prev) && !has_exp && !memchr(text + start, '.', len);
+        if (c == 'e' || c == 'E') return is_digit(prev) && !has_exp;
+        return is_digit(c) || ((c == '+' || c == '-') && (prev == 'e' || prev == 'E'));
     }
-    if (*p == '.') {
-        if (!is_digit(*++p)) return ps->p = p, fail_at(ps, "expected a digit after '.'");
-        while (is_digit(*p)) p++;
-    }
-    if (*p == 'e' || *p == 'E') {
-        p++;
-        if (*p == '+' || *p == '-') p++;
-        if (!is_digit(*p)) return ps->p = p, fail_at(ps, "expected a digit in the exponent");
-        while (is_digit(*p)) p++;
-    }
-    /* The grammar above is a subset of strtod's, so strtod stops at p too. */
-    double v = strtod(s, NULL);
-    if (!isfinite(v)) return fail_at(ps, "number out of range");
-    *out = v;
-    ps->p = p;
-    return DT_OK;
+    if (is_letter(first)) return is_letter(c);
+    return (unsigned char)first >= 0xc0 && ((unsigned char)c & 0xc0) == 0x80;
 }
 
-/* Decodes the next character of a raw string that parse_string accepted
- * into out (UTF-8, at most 4 bytes), advancing *p; returns its length. */
-static size_t decode_char(const char **p, char out[4]) {
-    const char *s = *p;
-    if (*s != '\\') {
-        size_t n = dt_utf8_char_len((const unsigned char *)s, strnlen(s, 4));
-        memcpy(out, s, n);
-        *p += n;
-        return n;
+/* What jansson's report leaves out, read from the text it read before it
+ * stopped (text[0..end)). That text is JSON up to its last token, so
+ * brackets outside strings give the nesting. */
+typedef struct {
+    size_t token;      /* the last token's first byte */
+    char inside;       /* '{' or '[' around it; 0 at the top */
+    size_t bad_escape; /* the backslash of the first malformed escape, or SIZE_MAX */
+    size_t too_deep;   /* the first bracket past MAX_DEPTH, or SIZE_MAX */
+} layout;
+
+static layout walk(const char *text, size_t end) {
+    layout w = {.token = 0, .inside = 0, .bad_escape = SIZE_MAX, .too_deep = SIZE_MAX};
+    char open[MAX_DEPTH];
+    int depth = 0, in_string = 0;
+    size_t token_end = SIZE_MAX; /* the offset after the last token's last byte so far */
+    for (size_t i = 0; i < end; i++) {
+        const char c = text[i];
+        if (in_string) {
+            const size_t n = c == '\\' ? escape_len(text + i) : 1;
+            if (n == 0) {
+                w.bad_escape = i;
+                break;
+            }
+            in_string = c != '"';
+            i += n - 1;
+            continue;
+        }
+        if (strchr(SPACE, c)) continue;
+        if (token_end != i || !continues(text, w.token, i)) {
+            w.token = i;
+            w.inside = depth ? open[depth - 1] : 0;
+        }
+        token_end = i + 1;
+        if (c == '"') {
+            in_string = 1;
+        } else if (c == '{' || c == '[') {
+            if (depth == MAX_DEPTH) {
+                w.too_deep = i;
+                break;
+            }
+            open[depth++] = c;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--;
+        }
     }
-    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-    if (s[1] != 'u') {
-        out[0] = to[strchr(from, s[1]) - from];
-        *p += 2;
-        return 1;
-    }
-    long cp = hex4(s + 2);
-    *p += 6;
-    if (cp >= 0xd800 && cp <= 0xdbff) {
-        cp = 0x10000 + ((cp - 0xd800) << 10) + (hex4(s + 8) - 0xdc00);
-        *p += 6;
-    }
-    if (cp < 0x80) return out[0] = (char)cp, 1;
-    if (cp < 0x800) {
-        out[0] = (char)(0xc0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xe0 | cp >> 12), out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        out[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | cp >> 18), out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-    out[2] = (char)(0x80 | (cp >> 6 & 0x3f)), out[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
+    return w;
 }
 
-/* Decodes raw (len bytes) into dst (capacity cap); 0 if it does not fit. */
-static int decode_string(char *dst, size_t cap, const char *raw, size_t len) {
-    const char *p = raw, *end = raw + len;
-    size_t o = 0;
-    while (p < end) {
-        char c[4];
-        size_t n = decode_char(&p, c);
-        if (o + n >= cap) return 0;
-        memcpy(dst + o, c, n);
-        o += n;
-    }
-    dst[o] = '\0';
-    return 1;
+static int starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* jansson's "invalid token": a malformed number is named by its fault, at
+ * the character the lexer stopped on. */
+static dt_status bad_token(const reader *r, const layout *w, size_t stop) {
+    const char *tok = r->text + w->token;
+    const size_t len = stop > w->token ? stop - w->token : 0;
+    if (len == 0 || !(is_digit(tok[0]) || (tok[0] == '-' && len > 1)))
+        return refuse(r, w->token, "expected a value");
+    if (tok[len - 1] == '.') return refuse(r, stop, "expected a digit after '.'");
+    if (strchr("eE+-", tok[len - 1])) return refuse(r, stop, "expected a digit in the exponent");
+    /* A leading zero (01): jansson refuses the number; the grammar reads 0,
+     * then finds a digit where a ',' or the end belongs, and says so. */
+    return refuse(r, stop, w->inside == '{'   ? "expected ',' or '}'"
+                           : w->inside == '[' ? "expected ',' or ']'"
+                                              : r->after);
 }
 
-/* Scanning: extends the path with ".key" (or "key" at the root), key
- * given raw (len bytes, escapes not decoded); *old = the length to cut
- * back to. */
-static dt_status push_path(parser *ps, const char *key, size_t len, size_t *old) {
-    *old = strlen(ps->path);
-    char *at = ps->path + *old;
-    size_t room = sizeof ps->path - *old;
-    if (*old) {
-        if (room < 2) return fail_at(ps, "path too long");
-        *at++ = '.';
-        room--;
-    }
-    if (!decode_string(at, room, key, len)) return fail_at(ps, "path too long");
-    return DT_OK;
+/* jansson's syntax errors, in the readers' words. */
+static const struct {
+    const char *jansson, *ours;
+} syntax_words[] = {
+    {"string or '}' expected", "expected a string key"},
+    {"':' expected", "expected ':' after the key"},
+    {"'}' expected", "expected ',' or '}'"},
+    {"']' expected", "expected ',' or ']'"},
+    {"unexpected token", "expected a value"},
+};
+
+/* The refusal jansson reported in e, in the reader's words and at the
+ * place it names: the first byte of the token at fault (jansson stops after
+ * it), the fault inside a string, or the end for text cut short. */
+static dt_status explain(const reader *r, const json_error_t *e) {
+    const enum json_error_code code = json_error_code(e);
+    const char *m = e->text;
+    /* Without a message, jansson failed to allocate. */
+    if (code == json_error_out_of_memory || m[0] == '\0')
+        return dt_fail(DT_ERR_NOMEM, "%s%sout of memory parsing JSON", r->name ? r->name : "", r->name ? ": " : "");
+    const size_t stop = e->position > 0 ? (size_t)e->position : 0;
+    const layout w = walk(r->text, stop);
+    if (w.too_deep != SIZE_MAX) return refuse(r, w.too_deep, "nested too deeply");
+    if (code == json_error_invalid_utf8) return refuse(r, stop, "invalid UTF-8");
+    if (code == json_error_null_character || code == json_error_null_byte_in_key)
+        return refuse(r, w.token, "\\u0000 is not supported (fields are C strings)");
+    if (code == json_error_duplicate_key) return refuse(r, w.token, "duplicate key");
+    if (code == json_error_numeric_overflow) return refuse(r, w.token, "number out of range");
+    if (starts(m, "premature end of input")) return refuse(r, stop, "unterminated string");
+    if (starts(m, "control character") || starts(m, "unexpected newline"))
+        return refuse(r, stop, "control character in a string (must be escaped)");
+    if (starts(m, "invalid escape") && w.bad_escape != SIZE_MAX)
+        return refuse(r, w.bad_escape,
+                      r->text[w.bad_escape + 1] == 'u' ? "\\u needs four hex digits" : "invalid escape in a string");
+    unsigned u;
+    if (sscanf(m, "invalid Unicode '\\u%4x", &u) == 1)
+        return refuse(r, w.token,
+                      u >= 0xdc00 && u <= 0xdfff ? "lone low surrogate" : "high surrogate without a low one");
+    if (starts(m, "invalid token")) return bad_token(r, &w, stop);
+    /* The parser's errors: at the token, or at the end if the text ran out. */
+    const size_t at = code == json_error_premature_end_of_input ? stop : w.token;
+    /* An array cut after '[' or ',' lacks a value (jansson says its ']'). */
+    if (code == json_error_premature_end_of_input && starts(m, "']' expected") && strchr("[,", r->text[w.token]))
+        return refuse(r, at, "expected a value");
+    if (starts(m, "end of file expected")) return refuse(r, at, r->after);
+    for (size_t i = 0; i < sizeof syntax_words / sizeof *syntax_words; i++)
+        if (starts(m, syntax_words[i].jansson)) return refuse(r, at, syntax_words[i].ours);
+    /* Errors dtrain's flags and limits leave unreachable: jansson's words,
+     * without its quote of the text. */
+    const char *near = strstr(m, " near ");
+    char what[JSON_ERROR_TEXT_LENGTH];
+    snprintf(what, sizeof what, "%.*s", near ? (int)(near - m) : (int)strlen(m), m);
+    return refuse(r, at, what);
 }
 
-/* Scanning: hands the scalar f to the callback under the current path. */
-static dt_status visit(parser *ps, const dt_json_field *f) {
-    if (!ps->fn) return DT_OK;
-    if (f->type == DT_JSON_STRING && !decode_string(ps->str, sizeof ps->str, f->raw, f->raw_len))
-        return fail_at(ps, "string too long");
-    return ps->fn(ps->ctx, ps->path, f->type, f->number, f->type == DT_JSON_STRING ? ps->str : NULL);
+/* Parses r->text into *root (the caller's, freed with json_decref), or
+ * refuses it in the reader's words. */
+static dt_status load(const reader *r, size_t flags, json_t **root) {
+    json_error_t e;
+    memset(&e, 0, sizeof e); /* jansson sets the code byte only with a message */
+    /* Every number a double, as strtod reads it (no integer overflow); a
+     * repeated key would hide a value, so it is an error. */
+    *root = json_loads(r->text, flags | JSON_DECODE_INT_AS_REAL | JSON_REJECT_DUPLICATES, &e);
+    if (!*root) return explain(r, &e);
+    const layout w = walk(r->text, strlen(r->text));
+    if (w.too_deep == SIZE_MAX) return DT_OK;
+    json_decref(*root);
+    *root = NULL;
+    return refuse(r, w.too_deep, "nested too deeply");
 }
 
-static dt_status parse_value(parser *ps, int depth, dt_json_field *f);
+/* The offset after the string whose quote is at text[i], in text jansson
+ * accepted. */
+static size_t skip_string(const char *text, size_t i) {
+    for (i++; text[i] && text[i] != '"'; i++) i += text[i] == '\\' && text[i + 1];
+    return text[i] ? i + 1 : i;
+}
 
-/* The members of an object or elements of an array, from just after its
- * opening bracket; fields (top level only, else NULL) receives the members. */
-static dt_status parse_container(parser *ps, char close, int depth, dt_json_object *fields) {
-    const int is_object = close == '}';
-    if (depth > MAX_DEPTH) return fail_at(ps, "nested too deeply");
-    skip_ws(ps);
-    if (*ps->p == close) {
-        ps->p++;
-        return DT_OK;
-    }
-    for (long index = 0;; index++) {
-        dt_json_field f = {0};
-        char num[24];
-        if (is_object) {
-            if (*ps->p != '"') return fail_at(ps, "expected a string key");
-            DT_TRY(parse_string(ps, &f.key, &f.key_len));
-            skip_ws(ps);
-            if (*ps->p != ':') return fail_at(ps, "expected ':' after the key");
-            ps->p++;
-            skip_ws(ps);
+/* In an object jansson accepted, from *pos (after its '{' or a value): where
+ * the next member's value is written (jansson hands out values, not where
+ * they are). Returns its offset, sets *len and moves *pos past it. */
+static size_t next_value(const char *text, size_t *pos, size_t *len) {
+    size_t i = *pos + strspn(text + *pos, SPACE);
+    if (text[i] == ',') i++;
+    i += strspn(text + i, SPACE);
+    i = skip_string(text, i);         /* the key */
+    i += strspn(text + i, SPACE) + 1; /* its ':' */
+    i += strspn(text + i, SPACE);
+    const size_t start = i;
+    int depth = 0;
+    do {
+        if (text[i] == '"') {
+            i = skip_string(text, i);
         } else {
-            f.key_len = (size_t)snprintf(num, sizeof num, "%ld", index);
-            f.key = num;
+            depth += (text[i] == '{' || text[i] == '[') - (text[i] == '}' || text[i] == ']');
+            i++;
         }
-        size_t old = 0;
-        if (ps->fn) DT_TRY(push_path(ps, f.key, f.key_len, &old));
-        DT_TRY(parse_value(ps, depth + 1, &f));
-        if (ps->fn) ps->path[old] = '\0';
-        if (fields) {
-            if (fields->nfields == DT_JSON_MAX_FIELDS) return fail_at(ps, "too many fields");
-            fields->fields[fields->nfields++] = f;
-        }
-        skip_ws(ps);
-        if (*ps->p == close) {
-            ps->p++;
-            return DT_OK;
-        }
-        if (*ps->p != ',') return fail_at(ps, is_object ? "expected ',' or '}'" : "expected ',' or ']'");
-        ps->p++;
-        skip_ws(ps);
-    }
+    } while (text[i] && (depth > 0 || !strchr(",} \t\n\r", text[i])));
+    *len = i - start;
+    *pos = i;
+    return start;
 }
 
-static dt_status parse_value(parser *ps, int depth, dt_json_field *f) {
-    static const struct {
-        const char *word;
-        dt_json_type type;
-        double number;
-    } words[] = {{"true", DT_JSON_BOOL, 1}, {"false", DT_JSON_BOOL, 0}, {"null", DT_JSON_NULL, 0}};
-    const char *start = ps->p;
-    f->number = 0;
-    if (*ps->p == '"') {
-        f->type = DT_JSON_STRING;
-        DT_TRY(parse_string(ps, &f->raw, &f->raw_len));
-        return visit(ps, f);
-    }
-    if (*ps->p == '{' || *ps->p == '[') {
-        f->type = *ps->p == '{' ? DT_JSON_OBJECT : DT_JSON_ARRAY;
-        ps->p++;
-        DT_TRY(parse_container(ps, f->type == DT_JSON_OBJECT ? '}' : ']', depth, NULL));
-    } else {
-        int i = 0, nwords = (int)(sizeof words / sizeof *words);
-        while (i < nwords && strncmp(ps->p, words[i].word, strlen(words[i].word)) != 0) i++;
-        if (i < nwords) {
-            f->type = words[i].type;
-            f->number = words[i].number;
-            ps->p += strlen(words[i].word);
-        } else {
-            f->type = DT_JSON_NUMBER;
-            DT_TRY(parse_number(ps, &f->number));
+/* Copies s (n bytes and its NUL) into obj's strings; NULL if they are full. */
+static const char *keep(dt_json_object *obj, size_t *used, const char *s, size_t n) {
+    if (n >= sizeof obj->strings - *used) return NULL;
+    char *dst = obj->strings + *used;
+    memcpy(dst, s, n + 1);
+    *used += n + 1;
+    return dst;
+}
+
+/* Indexes the members of root, the object jansson parsed from r->text
+ * whose '{' is at offset open, in the order written (jansson keeps it). */
+static dt_status index_fields(dt_json_object *obj, const reader *r, json_t *root, size_t open) {
+    size_t pos = open + 1, used = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        size_t len;
+        const size_t at = next_value(r->text, &pos, &len);
+        if (obj->nfields == DT_JSON_MAX_FIELDS) return refuse(r, at, "too many fields");
+        dt_json_field *f = &obj->fields[obj->nfields++];
+        *f = (dt_json_field){.key_len = strlen(key), .raw = r->text + at, .raw_len = len};
+        f->key = keep(obj, &used, key, f->key_len);
+        switch (json_typeof(v)) {
+        case JSON_OBJECT: f->type = DT_JSON_OBJECT; break;
+        case JSON_ARRAY: f->type = DT_JSON_ARRAY; break;
+        case JSON_STRING:
+            f->type = DT_JSON_STRING;
+            f->str = keep(obj, &used, json_string_value(v), json_string_length(v));
+            f->raw++, f->raw_len -= 2; /* between the quotes */
+            break;
+        case JSON_INTEGER:
+        case JSON_REAL: f->type = DT_JSON_NUMBER, f->number = json_number_value(v); break;
+        case JSON_TRUE:
+        case JSON_FALSE: f->type = DT_JSON_BOOL, f->number = json_is_true(v); break;
+        case JSON_NULL: f->type = DT_JSON_NULL; break;
+        }
+        if (!f->key || (f->type == DT_JSON_STRING && !f->str)) {
+            char what[64];
+            snprintf(what, sizeof what, "keys and strings over %d bytes in all", DT_JSON_MAX_STRINGS);
+            return refuse(r, at, what);
         }
     }
-    f->raw = start;
-    f->raw_len = (size_t)(ps->p - start);
-    return f->type == DT_JSON_OBJECT || f->type == DT_JSON_ARRAY ? DT_OK : visit(ps, f);
+    return DT_OK;
 }
 
 dt_status dt_json_parse_object(dt_json_object *obj, const char *text) {
-    parser ps = {.text = text, .p = text};
+    const reader r = {.text = text, .after = "text after the object"};
     obj->nfields = 0;
-    skip_ws(&ps);
-    if (*ps.p == '\0') return dt_fail(DT_ERR_FORMAT, "empty line, expected a JSON object");
-    if (*ps.p != '{') return fail_at(&ps, "expected '{'");
-    ps.p++;
-    DT_TRY(parse_container(&ps, '}', 1, obj));
-    skip_ws(&ps);
-    if (*ps.p) return fail_at(&ps, "text after the object");
-    return DT_OK;
+    const size_t open = strspn(text, SPACE);
+    if (!text[open]) return dt_fail(DT_ERR_FORMAT, "empty line, expected a JSON object");
+    if (text[open] != '{') return refuse(&r, open, "expected '{'");
+    json_t *root;
+    DT_TRY(load(&r, 0, &root));
+    const dt_status s = index_fields(obj, &r, root, open);
+    json_decref(root);
+    if (s != DT_OK) obj->nfields = 0;
+    return s;
 }
 
 const dt_json_field *dt_json_find(const dt_json_object *obj, const char *key) {
-    for (int i = 0; i < obj->nfields; i++) {
-        const dt_json_field *f = &obj->fields[i];
-        const char *p = f->key, *end = f->key + f->key_len, *k = key;
-        int same = 1;
-        while (same && p < end) {
-            char c[4];
-            size_t n = decode_char(&p, c);
-            same = strlen(k) >= n && memcmp(k, c, n) == 0;
-            k += same ? n : 0;
-        }
-        if (same && *k == '\0') return f;
-    }
+    for (int i = 0; i < obj->nfields; i++)
+        if (strcmp(obj->fields[i].key, key) == 0) return &obj->fields[i];
     return NULL;
 }
 
@@ -355,18 +363,77 @@ dt_status dt_json_get_number(const dt_json_object *obj, const char *key, double 
 dt_status dt_json_get_string(const dt_json_object *obj, const char *key, char *dst, size_t cap) {
     const dt_json_field *f = dt_json_find(obj, key);
     if (!f || f->type != DT_JSON_STRING) return dt_fail(DT_ERR_FORMAT, "no string field '%s'", key);
-    if (!decode_string(dst, cap, f->raw, f->raw_len))
-        return dt_fail(DT_ERR_FORMAT, "field '%s' is longer than %zu bytes", key, cap - 1);
+    const size_t n = strlen(f->str);
+    if (n >= cap) return dt_fail(DT_ERR_FORMAT, "field '%s' is longer than %zu bytes", key, cap - 1);
+    memcpy(dst, f->str, n + 1);
+    return DT_OK;
+}
+
+/* dt_json_scan's walk over the tree jansson built. */
+typedef struct {
+    const char *name;
+    dt_json_fn fn;
+    void *ctx;
+    char path[SCAN_PATH]; /* of the value being visited */
+} scanner;
+
+static dt_status visit(scanner *sc, json_t *v, size_t len);
+
+/* Visits v, a member of the value at the current path (its first len bytes)
+ * named key (an object key or an array index). */
+static dt_status visit_member(scanner *sc, json_t *v, size_t len, const char *key) {
+    const size_t room = sizeof sc->path - len;
+    const int n = snprintf(sc->path + len, room, "%s%s", len ? "." : "", key);
+    if (n < 0 || (size_t)n >= room) {
+        sc->path[len] = '\0';
+        char shown[64]; /* keys may hold any character: escaped, and cut */
+        return dt_fail(DT_ERR_FORMAT, "%s: a path longer than %d bytes, under \"%s\"", sc->name, SCAN_PATH - 1,
+                       dt_json_escape(shown, sizeof shown, sc->path));
+    }
+    DT_TRY(visit(sc, v, len + (size_t)n));
+    sc->path[len] = '\0';
+    return DT_OK;
+}
+
+static dt_status visit(scanner *sc, json_t *v, size_t len) {
+    const char *key;
+    json_t *member;
+    size_t i;
+    char index[24];
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        json_object_foreach(v, key, member) DT_TRY(visit_member(sc, member, len, key));
+        return DT_OK;
+    case JSON_ARRAY:
+        json_array_foreach(v, i, member) {
+            snprintf(index, sizeof index, "%zu", i); /* 20 digits at most: fits */
+            DT_TRY(visit_member(sc, member, len, index));
+        }
+        return DT_OK;
+    case JSON_STRING:
+        if (json_string_length(v) >= SCAN_STRING) {
+            char shown[64];
+            return dt_fail(DT_ERR_FORMAT, "%s: a string longer than %d bytes at \"%s\"", sc->name, SCAN_STRING - 1,
+                           dt_json_escape(shown, sizeof shown, sc->path));
+        }
+        return sc->fn(sc->ctx, sc->path, DT_JSON_STRING, 0, json_string_value(v));
+    case JSON_INTEGER:
+    case JSON_REAL: return sc->fn(sc->ctx, sc->path, DT_JSON_NUMBER, json_number_value(v), NULL);
+    case JSON_TRUE:
+    case JSON_FALSE: return sc->fn(sc->ctx, sc->path, DT_JSON_BOOL, json_is_true(v), NULL);
+    case JSON_NULL: return sc->fn(sc->ctx, sc->path, DT_JSON_NULL, 0, NULL);
+    }
     return DT_OK;
 }
 
 dt_status dt_json_scan(const char *text, const char *name, dt_json_fn fn, void *ctx) {
-    parser ps = {.text = text, .p = text, .name = name, .fn = fn, .ctx = ctx};
-    skip_ws(&ps);
-    if (*ps.p == '\0') return fail_at(&ps, "empty file");
-    dt_json_field f;
-    DT_TRY(parse_value(&ps, 0, &f));
-    skip_ws(&ps);
-    if (*ps.p != '\0') return fail_at(&ps, "text after the JSON value");
-    return DT_OK;
+    const reader r = {.text = text, .name = name, .after = "text after the JSON value"};
+    const size_t start = strspn(text, SPACE);
+    if (!text[start]) return refuse(&r, start, "empty file");
+    json_t *root;
+    DT_TRY(load(&r, JSON_DECODE_ANY, &root));
+    scanner sc = {.name = name, .fn = fn, .ctx = ctx};
+    const dt_status s = visit(&sc, root, 0);
+    json_decref(root);
+    return s;
 }
