@@ -57,7 +57,7 @@ soak: deps build
 # libFuzzer harnesses (fuzz/, needs clang): each runs FUZZ_SECONDS from its
 # seeds, then a table of executions, time and crashes. See docs/FUZZING.md.
 FUZZ_SECONDS ?= 60
-FUZZERS      ?= model idx cifar checkpoint json
+FUZZERS      ?= model idx cifar checkpoint json image
 fuzz: deps
 	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDT_FUZZ=ON >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzzers

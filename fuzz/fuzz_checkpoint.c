@@ -2,8 +2,9 @@
  * and array sizes are taken from the input's own header when it has one
  * (bounded by MAX_FLOATS), so the fuzzer gets past the header checks to the
  * size, CRC and payload checks; each input is loaded twice, as a trainer
- * (with momentum) and as an evaluator (without). On failure the caller's
- * arrays must be untouched, as checkpoint.h promises. */
+ * (with momentum and the class names) and as an evaluator (without). On
+ * failure the caller's arrays must be untouched and no names returned, as
+ * checkpoint.h promises; loaded names are 1..256 distinct non-empty ones. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,15 +35,24 @@ static void load(int fd, uint64_t hash, size_t np, size_t ns, size_t nm, int wit
     if (sentinel[0] == 0.0f)
         for (size_t i = 0; i < MAX_FLOATS; i++) sentinel[i] = -1234.5f - (float)i;
     memcpy(p, sentinel, sizeof p), memcpy(st, sentinel, sizeof st), memcpy(m, sentinel, sizeof m);
-    dt_ckpt_arrays a = {p, np, st, ns, with_momentum ? m : NULL, with_momentum ? nm : 0, 0};
+    dt_class_names names = {0, NULL};
+    dt_ckpt_arrays a = {p, np, st, ns, with_momentum ? m : NULL, with_momentum ? nm : 0, 0,
+                        with_momentum ? &names : NULL};
     dt_ckpt_meta meta;
     FUZZ_CHECK(lseek(fd, 0, SEEK_SET) == 0);
     dt_status s = dt_checkpoint_load_fd(fd, NAME, hash, &meta, &a);
     fuzz_expect_clean(s, NAME, NULL);
     if (s == DT_OK) {
         FUZZ_CHECK(meta.shape_hash == hash && meta.epoch >= 0 && meta.step_in_epoch >= 0);
+        FUZZ_CHECK(names.n >= 0 && names.n <= DT_DATA_MAX_CLASSES);
+        for (int i = 0; i < names.n; i++) {
+            FUZZ_CHECK(names.names[i][0] != '\0');
+            for (int k = 0; k < i; k++) FUZZ_CHECK(strcmp(names.names[i], names.names[k]) != 0);
+        }
+        dt_class_names_free(&names);
         return;
     }
+    FUZZ_CHECK(names.n == 0 && names.names == NULL);
     FUZZ_CHECK(memcmp(p, sentinel, sizeof p) == 0 && memcmp(st, sentinel, sizeof st) == 0 &&
                memcmp(m, sentinel, sizeof m) == 0);
 }

@@ -4,8 +4,9 @@
     /usr/bin/python3 fuzz/make_corpus.py build/dtrain
 
 Seeds are small valid inputs (the example model files, tiny IDX and CIFAR-10
-files, a checkpoint written by `dtrain train`) plus truncated and corrupted
-variants of each, so the fuzzers start past the first checks. The output is
+files, a checkpoint written by `dtrain train`, tiny PNGs of every colour type
+and bit depth and JPEGs encoded by PIL) plus truncated and corrupted variants
+of each, so the fuzzers start past the first checks. The output is
 deterministic (fixed data, gzip without timestamps, fixed training seed) and
 committed; rerun this only to change the seeds. The IDX harness takes its two
 files in one input: a 2-byte little-endian length of the images file, the
@@ -155,6 +156,12 @@ def checkpoint_seeds(dtrain):
     put("checkpoint", "bad_crc", flip(good, 100))
     put("checkpoint", "bad_magic", flip(good, 0))
     put("checkpoint", "version2", with_crc(body[:8] + struct.pack("<I", 2) + body[12:]))
+    # Version 3 (no class-name section), and version 4 with class names (the
+    # tiny net has 10 outputs; the section holds a folder data set's names).
+    put("checkpoint", "version3", with_crc(body[:8] + struct.pack("<I", 3) + body[12:-8]))
+    names = b"cat\0dog\0zebra\0"
+    put("checkpoint", "class_names", with_crc(body[:-8] + struct.pack("<II", 3, len(names)) + names))
+    put("checkpoint", "class_names_twice", with_crc(body[:-8] + struct.pack("<II", 2, 8) + b"cat\0cat\0"))
     # Counts that disagree with the file's size, CRC recomputed.
     nparams = struct.unpack_from("<Q", body, 56)[0]
     put("checkpoint", "count_too_big",
@@ -194,6 +201,45 @@ def json_seeds():
     put("json", "trailing.json", b'{"a":1} x')
 
 
+def image_seeds():
+    """Tiny PNGs of every colour type, bit depth and interlacing (written by
+    tests/make_images.py's encoder), JPEGs from PIL (baseline 4:2:0 and
+    4:4:4, gray, progressive), and broken ones."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import numpy as np
+    from io import BytesIO
+    from PIL import Image
+    import make_images as mi
+    rng = np.random.RandomState(11)
+    rgb = rng.randint(0, 256, (5, 4, 3))
+    gray = rng.randint(0, 256, (3, 4, 1))
+    put("image", "gray8.png", mi.png(gray, 0, 8))
+    put("image", "gray1_interlaced.png", mi.png(gray % 2, 0, 1, interlace=True))
+    put("image", "gray_alpha.png", mi.png(np.concatenate([gray, gray], 2), 4, 8))
+    put("image", "rgb_interlaced.png", mi.png(rgb, 2, 8, interlace=True))
+    put("image", "rgba16.png", mi.png(np.concatenate([rgb, rgb[..., :1]], 2) * 257, 6, 16))
+    put("image", "palette_trns.png", mi.png(rgb[..., :1] % 4, 3, 2, palette=rng.randint(0, 256, (4, 3)),
+                                            trns=b"\x00\x80"))
+    photo = Image.fromarray(rng.randint(0, 256, (16, 16, 3)).astype(np.uint8))
+    jpegs = {"q50.jpg": dict(quality=50), "q90_444.jpg": dict(quality=90, subsampling=0),
+             "progressive.jpg": dict(quality=70, progressive=True)}
+    for name, opts in jpegs.items():
+        buf = BytesIO()
+        photo.save(buf, "JPEG", **opts)
+        put("image", name, buf.getvalue())
+    buf = BytesIO()
+    photo.convert("L").resize((8, 8)).save(buf, "JPEG", quality=60)
+    put("image", "gray.jpg", buf.getvalue())
+    good_png, good_jpg = mi.png(rgb, 2, 8), buf.getvalue()
+    put("image", "cut.png", good_png[: len(good_png) // 2])
+    put("image", "cut.jpg", good_jpg[: len(good_jpg) // 2])
+    put("image", "bad_crc.png", flip(good_png, 30))
+    put("image", "huge.png", b"\x89PNG\r\n\x1a\n" + mi.chunk(b"IHDR", struct.pack(">IIBBBBB", 40000, 3, 8, 2, 0, 0, 0)))
+    put("image", "header_only.jpg", good_jpg[:20])
+    put("image", "empty", b"")
+    put("image", "gif", b"GIF89a\x01\x00\x01\x00\x00\x00\x00;")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: make_corpus.py PATH/TO/dtrain")
@@ -204,6 +250,7 @@ def main():
     cifar_seeds()
     checkpoint_seeds(sys.argv[1])
     json_seeds()
+    image_seeds()
     for h in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, h))
         size = sum(os.path.getsize(os.path.join(CORPUS, h, f)) for f in files)

@@ -21,12 +21,14 @@ expect() {
 }
 
 # train_ckpt NAME RANKS MODEL ARGS...: a short train run on synthetic data
-# (mpirun for RANKS > 1) that must succeed, its checkpoint in $TMP/NAME.ckpt
-# and its output in $TMP/NAME.out; same A B TOL compares two such
-# checkpoints (parameters and optimiser state, tests/ckpt_diff.py).
+# (or the data flags in TRAIN_DATA) (mpirun for RANKS > 1) that must
+# succeed, its checkpoint in $TMP/NAME.ckpt and its output in $TMP/NAME.out;
+# same A B TOL compares two such checkpoints (parameters and optimiser
+# state, tests/ckpt_diff.py).
+TRAIN_DATA=(--dataset synthetic)
 train_ckpt() {
     local name=$1 np=$2 net=$3; shift 3
-    local cmd=("$DTRAIN" train "$net" --dataset synthetic --threads 1 --quiet --checkpoint "$TMP/$name.ckpt" "$@")
+    local cmd=("$DTRAIN" train "$net" "${TRAIN_DATA[@]}" --threads 1 --quiet --checkpoint "$TMP/$name.ckpt" "$@")
     if [ "$np" = 1 ]; then
         "${cmd[@]}" > "$TMP/$name.out" 2>&1
     else

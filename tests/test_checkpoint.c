@@ -52,7 +52,7 @@ static void copy_file(const char *from, const char *to, long limit) {
 static void expect_reject(const char *path, uint64_t hash, dt_status want, const char *needle) {
     float p[NP], s[NS], m[NP];
     fill(p, NP, -7), fill(s, NS, -7), fill(m, NP, -7);
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL};
     dt_ckpt_meta meta;
     dt_status st = dt_checkpoint_load(path, hash, &meta, &a);
     CHECK(st == want);
@@ -79,7 +79,7 @@ static void check_version1(const char *v2, const char *v1) {
     CHECK(f && fwrite(buf, 1, n + 4, f) == n + 4);
     if (f) fclose(f);
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL};
     dt_ckpt_meta got;
     CHECK_OK(dt_checkpoint_load(v1, 0xabcdef, &got, &a));
     CHECK(got.step == 1234 && got.loss == 0 && got.best_loss == 0 && got.best_accuracy == -1 && p[1] == 1.5f);
@@ -89,7 +89,7 @@ static void check_version1(const char *v2, const char *v1) {
 static dt_status loads(const char *path, void *ctx) {
     (void)ctx;
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL};
     dt_ckpt_meta got;
     return dt_checkpoint_load(path, 0xabcdef, &got, &a);
 }
@@ -158,7 +158,7 @@ static void check_other_optimizer(const char *other, const dt_ckpt_meta *meta, c
     CHECK_OK(dt_checkpoint_save(other, meta, &adam));
     float p2[NP], s2[NS], m2[NP];
     memset(p2, 0, sizeof p2);
-    dt_ckpt_arrays adamw = {p2, NP, s2, NS, m2, NP, 2};
+    dt_ckpt_arrays adamw = {p2, NP, s2, NS, m2, NP, 2, NULL};
     dt_ckpt_meta got;
     CHECK(dt_checkpoint_load(other, 0xabcdef, &got, &adamw) == DT_ERR_USAGE);
     CHECK(strstr(dt_last_error(), "holds the state of optimizer adam, this run uses adamw") != NULL);
@@ -166,6 +166,102 @@ static void check_other_optimizer(const char *other, const dt_ckpt_meta *meta, c
     flip_byte(other, 80 + 4 * 500);
     CHECK(dt_checkpoint_load(other, 0xabcdef, &got, &adamw) == DT_ERR_FORMAT);
     CHECK(dt_checkpoint_load(other, 0xabcdef, &got, &adam) == DT_ERR_FORMAT);
+}
+
+/* Where version 4's class-name section starts in a file of NP, NS, NP floats. */
+#define NAMES_AT (80 + (2 * NP + NS) * 4 + 24)
+
+/* buf (len bytes, the last 4 its CRC) to path with the CRC recomputed. */
+static void write_with_crc(const char *path, unsigned char *buf, size_t len) {
+    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), buf, (uInt)(len - 4));
+    memcpy(buf + len - 4, &crc, 4);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(buf, 1, len, f) == len);
+    if (f) fclose(f);
+}
+
+/* path's class-name section broken as described (CRC valid): refused with
+ * needle, the arrays untouched and no names returned. */
+static void reject_names(const char *path, const char *needle) {
+    float p[NP], s[NS], m[NP];
+    fill(p, NP, -7), fill(s, NS, -7), fill(m, NP, -7);
+    dt_class_names got = {0, NULL};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &got};
+    dt_ckpt_meta meta;
+    CHECK(dt_checkpoint_load(path, 0xabcdef, &meta, &a) == DT_ERR_FORMAT);
+    if (!strstr(dt_last_error(), needle)) {
+        fprintf(stderr, "message '%s' lacks '%s'\n", dt_last_error(), needle);
+        dt_test_failures++;
+    }
+    CHECK(got.n == 0 && got.names == NULL && p[0] == -7.0f && m[3] == -5.5f);
+}
+
+/* Version 4's class names: a round trip; not returned when not asked for;
+ * a version 3 file (no section) loads with none; a damaged section is
+ * refused; the writer refuses names a reader would refuse. */
+static void check_class_names(const char *path, const char *other, const dt_ckpt_meta *meta) {
+    float p[NP], s[NS], m[NP];
+    fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
+    char *names[] = {"cat", "dog", "zebra"};
+    dt_class_names three = {3, names};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &three};
+    CHECK_OK(dt_checkpoint_save(path, meta, &a));
+    enum { SIZE = NAMES_AT + 8 + 14 + 4 }; /* "cat\0dog\0zebra\0" */
+    CHECK(file_size(path) == SIZE);
+    float p2[NP], s2[NS], m2[NP];
+    dt_class_names got = {0, NULL};
+    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, &got};
+    dt_ckpt_meta gm;
+    CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &gm, &b));
+    CHECK(got.n == 3 && strcmp(got.names[0], "cat") == 0 && strcmp(got.names[2], "zebra") == 0 && p2[7] == p[7]);
+    dt_class_names_free(&got);
+    b.classes = NULL;
+    CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &gm, &b));
+    CHECK_OK(dt_checkpoint_verify(path, &gm));
+
+    static unsigned char buf[SIZE];
+    FILE *f = fopen(path, "rb");
+    CHECK(f && fread(buf, 1, SIZE, f) == SIZE);
+    if (f) fclose(f);
+    /* Version 3: the same without the section. */
+    static unsigned char v3[SIZE];
+    memcpy(v3, buf, NAMES_AT);
+    v3[8] = 3;
+    write_with_crc(other, v3, NAMES_AT + 4);
+    b.classes = &got;
+    CHECK_OK(dt_checkpoint_load(other, 0xabcdef, &gm, &b));
+    CHECK(got.n == 0 && gm.step == meta->step);
+    /* Damaged sections, each with a valid CRC. */
+    const struct {
+        uint32_t count, bytes;
+        const char *names, *needle;
+    } bad[] = {{4, 14, "cat\0dog\0zebra", "class name 3 is cut short"},
+               {2, 14, "cat\0dog\0zebra", "6 bytes after its 2 names"},
+               {3, 14, "cat\0cat\0zebra", "names class 'cat' twice"},
+               {3, 14, "cat\0\0og\0zebra", "class name 1 is empty"},
+               {3, 14, "cat\0dog\0zebraX", "cut short"},
+               {3, 13, "cat\0dog\0zebra", "class names of 13 bytes, the file holds 14"},
+               {300, 14, "cat\0dog\0zebra", "names 300 classes (at most 256)"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        memcpy(v3, buf, SIZE);
+        memcpy(v3 + NAMES_AT, &bad[i].count, 4);
+        memcpy(v3 + NAMES_AT + 4, &bad[i].bytes, 4);
+        memcpy(v3 + NAMES_AT + 8, bad[i].names, 14);
+        write_with_crc(other, v3, SIZE);
+        reject_names(other, bad[i].needle);
+    }
+    /* More bytes than any names section: refused by size before reading. */
+    FILE *big = fopen(other, "wb");
+    CHECK(big != NULL);
+    for (long k = 0; big && k < NAMES_AT + 8 + DT_CKPT_MAX_NAME_BYTES + 1 + 4; k++) fputc(k < NAMES_AT ? buf[k] : 0, big);
+    if (big) fclose(big);
+    reject_names(other, "and class names: truncated or corrupt");
+    /* The writer: names a reader would refuse leave the old file as it was. */
+    char *twice[] = {"cat", "cat"};
+    dt_class_names dup = {2, twice};
+    a.classes = &dup;
+    CHECK(dt_checkpoint_save(path, meta, &a) == DT_ERR_FORMAT);
+    CHECK(file_size(path) == SIZE);
 }
 
 int main(void) {
@@ -177,7 +273,7 @@ int main(void) {
     float p[NP], s[NS], m[NP];
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
     dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL};
     CHECK_OK(dt_checkpoint_save(path, &meta, &a));
     char tmp[300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -185,19 +281,19 @@ int main(void) {
 
     /* Round trip. */
     float p2[NP], s2[NS], m2[NP];
-    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0};
+    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, NULL};
     dt_ckpt_meta got;
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &b));
     CHECK(memcmp(p, p2, sizeof p) == 0 && memcmp(s, s2, sizeof s) == 0 && memcmp(m, m2, sizeof m) == 0);
     CHECK(got.seed == 42 && got.step == 1234 && got.net_step == 1300 && got.epoch == 3 &&
           got.step_in_epoch == 17 && got.loss == 0.25 && got.best_loss == 0.125 && got.best_accuracy == 0.875);
     /* Eval readers skip the momentum. */
-    dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0};
+    dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0, NULL};
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &c));
 
     /* Damage of every kind. */
     long size = file_size(path);
-    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 4);
+    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 8 + 4); /* an empty class-name section */
     check_version1(path, other);
     expect_reject(dir, 0xabcdef, DT_ERR_USAGE, "is a directory, not a checkpoint file");
     expect_reject(path, 0x1234, DT_ERR_FORMAT, "different model");
@@ -256,6 +352,7 @@ int main(void) {
     CHECK(access(tmp, F_OK) != 0);
 
     check_directory(&meta, &a);
+    check_class_names(path, other, &meta);
 
     unlink(path);
     unlink(other);

@@ -6,10 +6,14 @@
  *   u64 nparams | u64 nstate | u64 nopt_state
  *   f32 params[nparams] | f32 state[nstate] | f32 opt_state[nopt_state]
  *   version 2 and later: f64 loss | f64 best_loss | f64 best_accuracy
+ *   version 4 and later: u32 nclasses | u32 name_bytes | name_bytes bytes:
+ *     the class names of a folder data set, label 0 first, each followed by
+ *     a NUL (nclasses 0 and name_bytes 0: none); at most DT_DATA_MAX_CLASSES
+ *     names, non-empty and distinct, name_bytes <= DT_CKPT_MAX_NAME_BYTES
  *   u32 crc32 of every byte before it
  * opt_state is the optimiser's slots, slot-major (optim.h): nslots x
  * nparams. Versions 1 and 2 (SGD's momentum; version 1 without the loss
- * figures) still load, as sgd.
+ * figures) still load, as sgd; versions before 4 load with no class names.
  * Written to "PATH.tmp", fsync'd, renamed over PATH and the directory
  * fsync'd, so a crash at any moment leaves either the old or the new file. */
 #ifndef DTRAIN_CHECKPOINT_H
@@ -18,9 +22,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtrain/data.h"
 #include "dtrain/status.h"
 
-#define DT_CKPT_VERSION 3
+#define DT_CKPT_VERSION 4
+#define DT_CKPT_MAX_NAME_BYTES 65536 /* 256 names of up to 255 bytes and their NULs */
 
 typedef struct {
     uint64_t shape_hash;   /* must match the net that loads it */
@@ -47,6 +53,10 @@ typedef struct {
     float *opt_state;  /* may be NULL with nopt_state 0 (eval-only readers) */
     size_t nopt_state;
     int optimizer;     /* dt_optim_kind the state belongs to; a load with opt_state checks it */
+    /* Save: the class names written (NULL or n = 0: none). Load: NULL, or
+     * an empty dt_class_names that receives the file's (n = 0 when it has
+     * none; the caller frees it); left empty when the load fails. */
+    dt_class_names *classes;
 } dt_ckpt_arrays;
 
 dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a);

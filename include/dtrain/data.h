@@ -2,7 +2,10 @@
  *
  * A dataset is held in memory as bytes: images (N, C, H, W) uint8 and labels
  * (N) uint8, plus the per-channel normalisation applied when a batch is made:
- * x = (byte / 255 - mean[c]) / std[c].
+ * x = (byte / 255 - mean[c]) / std[c]. A folder dataset too large for its
+ * memory budget keeps only its labels and a fetch callback that decodes a
+ * sample's bytes when the loader's threads build a batch; everything after
+ * those bytes (sharding, augmentation, normalisation) is the same code.
  *
  * Sharding (what makes distributed runs equal to serial ones): in epoch e the
  * loader draws one permutation of 0..N-1 from (seed, e), the same on every
@@ -21,6 +24,7 @@
 #ifndef DTRAIN_DATA_H
 #define DTRAIN_DATA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dtrain/layer.h"
@@ -32,23 +36,52 @@
 #define DT_DATA_MAX_DIM 4096          /* per image side */
 #define DT_DATA_MAX_CHANNELS 64
 
+#define DT_DATA_MAX_CLASSES 256        /* labels are bytes */
+
+/* Class names, index = label (a folder dataset's, a checkpoint's). */
+typedef struct {
+    int n;
+    char **names; /* (n) NUL-terminated, owned */
+} dt_class_names;
+
+/* Copies src into *dst (which must be empty or freed); an empty src gives
+ * {0, NULL}. */
+dt_status dt_class_names_copy(dt_class_names *dst, const dt_class_names *src);
+/* Index of name in c, -1 if absent. */
+int dt_class_names_find(const dt_class_names *c, const char *name);
+/* Frees and empties c; an empty c is a no-op. */
+void dt_class_names_free(dt_class_names *c);
+
+/* Decodes sample idx of an on-demand dataset into out (C, H, W). Called
+ * from several loader threads at once: it must be thread-safe. */
+typedef dt_status (*dt_fetch_fn)(void *ctx, int idx, uint8_t *out);
+
 typedef struct {
     int n;            /* samples */
     dt_shape shape;   /* per-sample C, H, W */
     int classes;      /* labels are in [0, classes) */
-    uint8_t *images;  /* (n, C, H, W) */
-    uint8_t *labels;  /* (n) */
+    uint8_t *images;  /* (n, C, H, W), or NULL when fetch decodes each sample on demand */
+    uint8_t *labels;  /* (n), always in memory */
     float mean[DT_DATA_MAX_CHANNELS], std[DT_DATA_MAX_CHANNELS]; /* default 0 and 1 */
+    dt_fetch_fn fetch;              /* when images is NULL */
+    void *fetch_ctx;                /* owned: freed by fetch_free when the dataset is */
+    void (*fetch_free)(void *ctx);
+    dt_class_names class_names;     /* folder datasets: the name of each label (n = classes) */
+    int skipped;                    /* folder datasets: files left out by skip_bad */
+    char *skipped_first;            /* ... the first one's error (NULL when none) */
 } dt_dataset;
 
 typedef enum {
     DT_DATASET_FASHION_MNIST = 0,
     DT_DATASET_MNIST,
     DT_DATASET_CIFAR10,
-    DT_DATASET_SYNTHETIC
+    DT_DATASET_SYNTHETIC,
+    DT_DATASET_FOLDER,
+    DT_DATASET_KIND_COUNT
 } dt_dataset_kind;
 
-/* "fashion-mnist" | "mnist" | "cifar10" | "synthetic" -> kind, -1 if unknown. */
+/* "fashion-mnist" | "mnist" | "cifar10" | "synthetic" | "folder" -> kind,
+ * -1 if unknown. */
 int dt_dataset_kind_from_name(const char *name);
 const char *dt_dataset_kind_name(dt_dataset_kind kind);
 /* Default directory of a kind (Fashion-MNIST: /usr/share/datasets/fashion-mnist). */
@@ -81,11 +114,47 @@ dt_status dt_dataset_load_cifar10_fd(dt_dataset **out, int fd, const char *name)
  * [0, classes), images random bytes biased by label so it is learnable. */
 dt_status dt_dataset_synthetic(dt_dataset **out, dt_shape shape, int classes, int n, uint64_t seed);
 
+/* How a folder dataset is read (dt_dataset_load_folder). */
+typedef struct {
+    int threads;         /* decoding threads at load (< 1: one) */
+    size_t cache_bytes;  /* the decoded set is held in memory when it needs at most this many
+                          * bytes; otherwise each sample is decoded when a batch needs it */
+    int skip_bad;        /* leave out files that cannot be read or decoded (counted in
+                          * dt_dataset.skipped) instead of failing on the first */
+    /* Label the class folders by these names (a checkpoint's, or the train
+     * set's for the test set): NULL: the split's own folders, sorted. */
+    const dt_class_names *classes;
+    int all_classes;     /* with classes: every one must have a folder (else a subset may) */
+    const char *classes_from; /* with classes: where they come from, for messages */
+} dt_folder_opts;
+
+/* A quarter of physical memory shared by `ranks` processes: the default
+ * cache_bytes of one rank. */
+size_t dt_folder_default_cache(int ranks);
+
+/* The images of dir/<class>/ *.jpg|*.jpeg|*.png (case-insensitive
+ * extensions; names starting with '.' are ignored), decoded and fitted to
+ * shape (image.h; shape.c 1 or 3). Classes are the subfolders sorted
+ * bytewise, samples sorted by (class, file name), so every rank and every
+ * run sees the same order. Every file is decoded once at load, with
+ * o->threads threads: into the dataset when the decoded set fits
+ * o->cache_bytes, else only to check it (the dataset then decodes each
+ * sample again from its file when a batch needs it, through fetch, bit for
+ * bit the same bytes). Errors name the file or folder: a missing dir, a
+ * file among the class folders, an empty class folder, a subfolder, a file
+ * of another extension, an unreadable or undecodable file (those two
+ * skipped under skip_bad), a class not among o->classes or missing from
+ * dir, more than DT_DATA_MAX_CLASSES classes. x = byte / 255 (mean 0,
+ * std 1), as torchvision's ToTensor. */
+dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape shape, const dt_folder_opts *o);
+
 /* Dispatch on kind: IDX files train-images-idx3-ubyte[.gz] etc. in dir for
  * the MNIST kinds, CIFAR-10 batches for cifar10. Synthetic uses `shape`,
- * 10 classes, 60000/10000 samples for train/test. */
+ * 10 classes, 60000/10000 samples for train/test. Folder reads dir/train
+ * or dir/test with fo (NULL: one thread, the default cache, no skipping,
+ * the folder's own classes). */
 dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *dir, int train,
-                          dt_shape shape, uint64_t seed);
+                          dt_shape shape, uint64_t seed, const dt_folder_opts *fo);
 
 void dt_dataset_free(dt_dataset *ds);
 
@@ -97,6 +166,8 @@ typedef struct {
     int flip;           /* 1: random horizontal flip (training) */
     int crop_pad;       /* >0: random crop of the original size from the image zero-padded by this */
     int prefetch;       /* 1: build the next batch in a background thread */
+    int threads;        /* threads building a batch's samples, the builder's own included
+                         * (< 1: one); they decode on-demand datasets' samples */
     dt_timeline *timeline; /* the prefetch thread's batches (NULL: off) */
 } dt_loader_cfg;
 
@@ -116,7 +187,8 @@ dt_status dt_loader_seek(dt_loader *l, int epoch, int step);
 /* The next batch: *x (n, C, H, W) normalised floats, *y (n) labels, *n the
  * count (== batch except the eval tail). Pointers stay valid until the next
  * call. At the end of an epoch returns *n = 0 once; the call after that
- * starts the next epoch. */
+ * starts the next epoch. Fails only when an on-demand dataset cannot
+ * decode a sample (the position then stays at that batch). */
 dt_status dt_loader_next(dt_loader *l, const float **x, const uint8_t **y, int *n);
 
 /* Current position (epoch, step of the batch the next call returns). */

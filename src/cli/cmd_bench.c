@@ -1,6 +1,8 @@
 /* dtrain bench MODEL.cfg: times training steps (forward, loss, backward,
  * SGD update) on synthetic data of the model's input shape; with
- * --profile-out, also each layer on its own, for dtrain simulate. */
+ * --profile-out, also each layer on its own, for dtrain simulate; with
+ * --data-only, the loader alone on a data set (decoding, augmentation and
+ * normalisation of training batches, as dtrain train's loader builds them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -62,6 +64,50 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
     return s;
 }
 
+/* The flags of --data-only. */
+typedef struct {
+    const char *dataset, *data_dir;
+    int loader_threads, skip_bad;
+    long cache_mb; /* -1: not given */
+} data_args;
+
+/* --data-only: loads the training set (timed), then times `steps` training
+ * batches of the model's batch, augmentation and prefetch thread. */
+static dt_status bench_data(const dt_model_spec *spec, int steps, const data_args *d, const cli_env *env) {
+    dt_dataset_kind kind;
+    DT_TRY(cli_dataset_kind(&kind, d->dataset, spec));
+    DT_TRY(cli_folder_flags(kind, d->data_dir, d->cache_mb, d->skip_bad));
+    int threads = d->loader_threads ? d->loader_threads : cli_default_loader_threads(kind);
+    dt_folder_opts fo = {threads, cli_cache_bytes(d->cache_mb, env), d->skip_bad, NULL, 0, NULL};
+    dt_dataset *ds = NULL;
+    dt_loader *ld = NULL;
+    dt_loader_cfg lc = {.batch = spec->batch, .world = 1, .seed = 1, .shuffle = 1, .flip = spec->flip,
+                        .crop_pad = spec->crop_pad, .prefetch = 1, .threads = threads};
+    double t0 = dt_now(), load_s = 0, dt = 0;
+    dt_status s = dt_dataset_load(&ds, kind, d->data_dir, 1, spec->input, 1, &fo);
+    if (s == DT_OK) load_s = dt_now() - t0, s = dt_loader_create(&ld, ds, &lc);
+    const int warmup = 3;
+    for (int i = 0; s == DT_OK && i < warmup + steps; i++) {
+        if (i == warmup) t0 = dt_now();
+        const float *x;
+        const uint8_t *y;
+        int n;
+        s = dt_loader_next(ld, &x, &y, &n);
+        if (s == DT_OK && n == 0) s = dt_loader_next(ld, &x, &y, &n); /* an epoch's end */
+    }
+    if (s == DT_OK) {
+        dt = dt_now() - t0;
+        printf("{\"event\":\"loader_bench\",\"dataset\":\"%s\",\"samples\":%d,\"shape\":[%d,%d,%d],"
+               "\"batch\":%d,\"loader_threads\":%d,\"cached\":%s,\"load_s\":%.3f,\"steps\":%d,"
+               "\"images_per_sec\":%.1f,\"ms_per_batch\":%.3f}\n",
+               dt_dataset_kind_name(kind), ds->n, spec->input.c, spec->input.h, spec->input.w, spec->batch, threads,
+               ds->images ? "true" : "false", load_s, steps, (double)spec->batch * steps / dt, dt / steps * 1e3);
+    }
+    dt_loader_free(ld);
+    dt_dataset_free(ds);
+    return s;
+}
+
 /* The per-layer profile of dtrain simulate --profile, `steps` repetitions. */
 static dt_status write_profile(const dt_model_spec *spec, int threads, int steps, const char *path) {
     dt_profile *p = malloc(sizeof *p);
@@ -78,17 +124,29 @@ static const char bench_usage[] =
     "  --batch N           batch (default: the model file's)\n"
     "  --steps N           timed steps (default 50)\n"
     "  --threads N         threads (default: all cores)\n"
-    "  --profile-out F     write the per-layer profile as JSON (input of dtrain simulate)\n";
+    "  --profile-out F     write the per-layer profile as JSON (input of dtrain simulate)\n"
+    "  --data-only         time the loader alone instead: training batches of the model's\n"
+    "                      batch, input and augmentation from a data set, images/s\n"
+    "  --dataset D, --data-dir DIR, --loader-threads N, --cache-mb N, --skip-bad-images\n"
+    "                      --data-only: the data set and the loader, as for dtrain train\n"
+    "                      (--cache-mb 0 times decoding per batch)\n";
 
 int cmd_bench(int argc, char **argv, const cli_env *env) {
-    int batch = 0, steps = 50, threads = 0, help = 0;
+    int batch = 0, steps = 50, threads = 0, help = 0, data_only = 0;
     const char *profile_out = NULL;
+    data_args d = {.cache_mb = -1};
     cli_flag flags[] = {
         {"--help", ARG_FLAG, &help, 0, 0, 0},
         {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
         {"--steps", ARG_INT, &steps, 1, 1000000, 0},
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
         {"--profile-out", ARG_STR, &profile_out, 0, 0, 0},
+        {"--data-only", ARG_FLAG, &data_only, 0, 0, 0},
+        {"--dataset", ARG_STR, &d.dataset, 0, 0, 0},
+        {"--data-dir", ARG_STR, &d.data_dir, 0, 0, 0},
+        {"--loader-threads", ARG_INT, &d.loader_threads, 1, 256, 0},
+        {"--cache-mb", ARG_LONG, &d.cache_mb, 0, 1e9, 0},
+        {"--skip-bad-images", ARG_FLAG, &d.skip_bad, 0, 0, 0},
     };
     const char *pos[1];
     int npos;
@@ -98,9 +156,16 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
         return 0;
     }
     if (s == DT_OK && npos != 1) s = dt_fail(DT_ERR_USAGE, "bench: expected one MODEL.cfg (see dtrain bench --help)");
+    int data_flags = d.dataset || d.data_dir || d.loader_threads || d.cache_mb >= 0 || d.skip_bad;
+    if (s == DT_OK && data_flags && !data_only)
+        s = dt_fail(DT_ERR_USAGE, "bench: --dataset, --data-dir, --loader-threads, --cache-mb and "
+                    "--skip-bad-images apply to --data-only");
+    if (s == DT_OK && data_only && profile_out) s = dt_fail(DT_ERR_USAGE, "bench: --profile-out times the model, "
+                                                             "--data-only the loader: give one");
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
-    if (s != DT_OK) return cli_report(s, env);
+    if (s == DT_OK && data_only) s = bench_data(&spec, steps, &d, env);
+    if (s != DT_OK || data_only) return cli_report(s, env);
     int nthreads = cli_set_threads(threads, env);
     s = bench_run(&spec, steps, nthreads);
     if (s == DT_OK && profile_out) s = write_profile(&spec, nthreads, steps, profile_out);

@@ -12,8 +12,17 @@
 
 static const char train_usage[] =
     "usage: dtrain train MODEL.cfg [flags]\n"
-    "  --dataset fashion-mnist|mnist|cifar10|synthetic   (default: the model file's)\n"
-    "  --data-dir DIR        dataset directory (default /usr/share/datasets/fashion-mnist)\n"
+    "  --dataset fashion-mnist|mnist|cifar10|synthetic|folder   (default: the model file's)\n"
+    "  --data-dir DIR        dataset directory (default /usr/share/datasets/fashion-mnist);\n"
+    "                        folder: DIR/train/<class>/*.jpg|*.jpeg|*.png and DIR/test/<class>/\n"
+    "  --loader-threads N    threads building each batch: decoding images of a folder data set\n"
+    "                        too large for the cache, and every image once at load (default:\n"
+    "                        2 for folder, 1 otherwise)\n"
+    "  --cache-mb N          folder: keep the decoded images in memory while they fit N MiB\n"
+    "                        (default: a quarter of memory over the ranks on the node; 0: always\n"
+    "                        decode per batch)\n"
+    "  --skip-bad-images     folder: skip files that cannot be read or decoded (counted) instead\n"
+    "                        of stopping at the first\n"
     "  --epochs N            override the model file's epochs\n"
     "  --max-steps N         stop after N optimiser steps\n"
     "  --batch N             batch per worker (overrides the model file)\n"
@@ -124,6 +133,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
     a->exclude = -1;
     a->keep = 3;
     a->max_loss_ratio = 100;
+    a->cache_mb = -1;
     cli_flag flags[] = {
         {"--dataset", ARG_STR, &a->dataset, 0, 0, 0},
         {"--data-dir", ARG_STR, &a->data_dir, 0, 0, 0},
@@ -166,6 +176,9 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--sacp", ARG_FLAG, &a->sacp, 0, 0, 0},
         {"--group-size", ARG_INT, &a->group_size, 1, 1 << 20, 0},
         {"--timeline", ARG_STR, &a->timeline, 0, 0, 0},
+        {"--loader-threads", ARG_INT, &a->loader_threads, 1, 256, 0},
+        {"--cache-mb", ARG_LONG, &a->cache_mb, 0, 1e9, 0},
+        {"--skip-bad-images", ARG_FLAG, &a->skip_bad, 0, 0, 0},
     };
     int npos, n = (int)(sizeof flags / sizeof *flags);
     DT_TRY(cli_parse(argc, argv, flags, n, &a->model, 1, &npos));
@@ -300,6 +313,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     if (a->warmup_epochs >= 0) spec->sched.warmup_epochs = a->warmup_epochs;
     dt_train_opts *o = &p->opts;
     DT_TRY(cli_dataset_kind(&o->dataset, a->dataset, spec));
+    DT_TRY(cli_folder_flags(o->dataset, a->data_dir, a->cache_mb, a->skip_bad));
     if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     dt_dist_cfg dc = {DT_MODE_SERIAL, 0, a->fusion_mb, a->stall_timeout, a->staleness,
                       a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
@@ -331,6 +345,9 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     o->resume_path = a->resume;
     o->quiet = a->quiet;
     o->prefetch = !a->no_prefetch;
+    o->loader_threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(o->dataset);
+    o->skip_bad = a->skip_bad;
+    p->cache_mb = a->cache_mb;
     p->timeline_path = a->timeline;
     p->threads = a->threads;
     return DT_OK;
@@ -404,6 +421,7 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
                             cli_signals *sig, FILE *out, dt_train_summary *sum) {
     int nthreads = cli_set_threads(p->threads, env);
     dt_train_opts *o = &p->opts;
+    o->cache_bytes = cli_cache_bytes(p->cache_mb, env);
     o->progress_tty = out && progress_tty(out);
     o->rank = comm->worker;
     o->world_rank = comm->rank;

@@ -29,6 +29,8 @@ typedef struct {
     double beta1, beta2, eps, trust;  /* -1: not given */
     int exclude, accumulate;          /* -1, 0: not given */
     const char *ar_algo;
+    int loader_threads, skip_bad;     /* 0: not given */
+    long cache_mb;                    /* -1: not given */
     /* Flags that apply to some modes only, given or not (an error where they do nothing). */
     int given_servers, given_staleness, given_fusion, given_group, given_keep;
 } cli_train_args;
@@ -40,6 +42,7 @@ typedef struct {
     dt_train_opts opts;     /* all but the fields that depend on the communicator */
     dt_dist_cfg dist;
     int threads;            /* --threads (0: cores / ranks on the node) */
+    long cache_mb;          /* --cache-mb (-1: a quarter of memory over the ranks on the node) */
     const char *timeline_path; /* --timeline, or NULL */
     int agreed_failure;     /* set by cli_train_run: it failed alike on every rank, before training
                                (ranks disagree on the model), and every rank returned */

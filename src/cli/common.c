@@ -75,8 +75,26 @@ dt_status cli_dataset_kind(dt_dataset_kind *kind, const char *name, const dt_mod
     int k = dt_dataset_kind_from_name(name);
     if (k < 0)
         return dt_fail(DT_ERR_USAGE,
-                       "--dataset: unknown dataset '%s' (fashion-mnist, mnist, cifar10, synthetic)",
+                       "--dataset: unknown dataset '%s' (fashion-mnist, mnist, cifar10, synthetic, folder)",
                        name);
     *kind = (dt_dataset_kind)k;
     return DT_OK;
+}
+
+dt_status cli_folder_flags(dt_dataset_kind kind, const char *data_dir, long cache_mb, int skip_bad) {
+    if (kind == DT_DATASET_FOLDER && (!data_dir || !*data_dir))
+        return dt_fail(DT_ERR_USAGE, "--dataset folder needs --data-dir DIR (holding DIR/train/<class>/ and "
+                       "DIR/test/<class>/)");
+    if (kind != DT_DATASET_FOLDER && cache_mb >= 0)
+        return dt_fail(DT_ERR_USAGE, "--cache-mb applies to --dataset folder, not %s", dt_dataset_kind_name(kind));
+    if (kind != DT_DATASET_FOLDER && skip_bad)
+        return dt_fail(DT_ERR_USAGE, "--skip-bad-images applies to --dataset folder, not %s",
+                       dt_dataset_kind_name(kind));
+    return DT_OK;
+}
+
+int cli_default_loader_threads(dt_dataset_kind kind) { return kind == DT_DATASET_FOLDER ? 2 : 1; }
+
+size_t cli_cache_bytes(long cache_mb, const cli_env *env) {
+    return cache_mb >= 0 ? (size_t)cache_mb << 20 : dt_folder_default_cache(env->local_ranks);
 }

@@ -9,7 +9,8 @@
 #include "data/internal.h"
 #include "dtrain/mem.h"
 
-static const char *const kind_names[] = {"fashion-mnist", "mnist", "cifar10", "synthetic"};
+static const char *const kind_names[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", "folder"};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_DATASET_KIND_COUNT, "a name for every kind");
 
 int dt_dataset_kind_from_name(const char *name) {
     for (int k = 0; k < (int)(sizeof kind_names / sizeof kind_names[0]); k++)
@@ -28,7 +29,9 @@ const char *dt_dataset_default_dir(dt_dataset_kind kind) {
     case DT_DATASET_FASHION_MNIST: return "/usr/share/datasets/fashion-mnist";
     case DT_DATASET_MNIST: return "/usr/share/datasets/mnist";
     case DT_DATASET_CIFAR10: return "/usr/share/datasets/cifar-10-batches-bin";
-    case DT_DATASET_SYNTHETIC: return "";
+    case DT_DATASET_SYNTHETIC:
+    case DT_DATASET_FOLDER:
+    case DT_DATASET_KIND_COUNT: return "";
     }
     return "";
 }
@@ -95,7 +98,7 @@ void dt_data_buf_free(dt_data_buf *b) {
     b->len = b->cap = 0;
 }
 
-dt_status dt_data_new(dt_dataset **out, int n, dt_shape shape, int classes) {
+dt_status dt_data_new_labels(dt_dataset **out, int n, dt_shape shape, int classes) {
     *out = NULL;
     void *p;
     DT_TRY(dt_alloc_bytes(&p, sizeof(dt_dataset), "dataset"));
@@ -104,16 +107,36 @@ dt_status dt_data_new(dt_dataset **out, int n, dt_shape shape, int classes) {
     ds->shape = shape;
     ds->classes = classes;
     for (int c = 0; c < DT_DATA_MAX_CHANNELS; c++) ds->mean[c] = 0.0f, ds->std[c] = 1.0f;
-    size_t bytes;
-    dt_status s = dt_mul_size(&bytes, (size_t)n, dt_shape_size(shape), "dataset images");
-    if (s == DT_OK) s = dt_alloc_bytes(&p, bytes, "dataset images");
-    if (s == DT_OK) ds->images = p, s = dt_alloc_bytes(&p, (size_t)n, "dataset labels");
+    dt_status s = dt_alloc_bytes(&p, (size_t)n, "dataset labels");
     if (s != DT_OK) {
         dt_dataset_free(ds);
         return s;
     }
     ds->labels = p;
     *out = ds;
+    return DT_OK;
+}
+
+dt_status dt_data_new(dt_dataset **out, int n, dt_shape shape, int classes) {
+    DT_TRY(dt_data_new_labels(out, n, shape, classes));
+    void *p;
+    size_t bytes;
+    dt_status s = dt_mul_size(&bytes, (size_t)n, dt_shape_size(shape), "dataset images");
+    if (s == DT_OK) s = dt_alloc_bytes(&p, bytes, "dataset images");
+    if (s != DT_OK) {
+        dt_dataset_free(*out);
+        *out = NULL;
+        return s;
+    }
+    (*out)->images = p;
+    return DT_OK;
+}
+
+dt_status dt_data_buf_put(dt_data_buf *b, const void *bytes, size_t n, const char *what) {
+    if (n > SIZE_MAX - b->len) return dt_fail(DT_ERR_NOMEM, "%s: size overflows", what);
+    DT_TRY(buf_reserve(b, b->len + n, SIZE_MAX, what));
+    memcpy(b->p + b->len, bytes, n);
+    b->len += n;
     return DT_OK;
 }
 
@@ -133,9 +156,43 @@ dt_status dt_data_check_labels(const uint8_t *labels, size_t n, size_t stride, i
 
 void dt_dataset_free(dt_dataset *ds) {
     if (!ds) return;
+    if (ds->fetch_free) ds->fetch_free(ds->fetch_ctx);
+    dt_class_names_free(&ds->class_names);
+    dt_free(ds->skipped_first);
     dt_free(ds->images);
     dt_free(ds->labels);
     dt_free(ds);
+}
+
+dt_status dt_class_names_copy(dt_class_names *dst, const dt_class_names *src) {
+    *dst = (dt_class_names){0, NULL};
+    if (src->n <= 0) return DT_OK;
+    void *p;
+    DT_TRY(dt_alloc_bytes(&p, sizeof(char *) * (size_t)src->n, "class names"));
+    dst->names = p;
+    for (; dst->n < src->n; dst->n++) {
+        size_t len = strlen(src->names[dst->n]) + 1;
+        dt_status s = dt_alloc_bytes(&p, len, "class names");
+        if (s != DT_OK) {
+            dt_class_names_free(dst);
+            return s;
+        }
+        memcpy(p, src->names[dst->n], len);
+        dst->names[dst->n] = p;
+    }
+    return DT_OK;
+}
+
+int dt_class_names_find(const dt_class_names *c, const char *name) {
+    for (int i = 0; i < c->n; i++)
+        if (strcmp(c->names[i], name) == 0) return i;
+    return -1;
+}
+
+void dt_class_names_free(dt_class_names *c) {
+    for (int i = 0; i < c->n; i++) dt_free(c->names[i]);
+    dt_free(c->names);
+    *c = (dt_class_names){0, NULL};
 }
 
 /* path = dir/name.gz if that exists, else dir/name; DT_ERR_IO if neither. */
@@ -148,8 +205,21 @@ static dt_status find_idx(char *path, size_t cap, const char *dir, const char *n
     return dt_fail(DT_ERR_IO, "cannot open %s/%s(.gz): no such file", dir, name);
 }
 
+/* dir/train or dir/test with fo (NULL: the defaults of data.h). */
+static dt_status load_folder_split(dt_dataset **out, const char *dir, int train, dt_shape shape,
+                                   const dt_folder_opts *fo) {
+    if (!*dir)
+        return dt_fail(DT_ERR_USAGE, "a folder dataset needs its directory (--data-dir D, holding D/train/<class>/ "
+                       "and D/test/<class>/)");
+    char split[4096];
+    if ((size_t)snprintf(split, sizeof split, "%s/%s", dir, train ? "train" : "test") >= sizeof split)
+        return dt_fail(DT_ERR_IO, "%s: path too long", dir);
+    dt_folder_opts defaults = {1, dt_folder_default_cache(1), 0, NULL, 0, NULL};
+    return dt_dataset_load_folder(out, split, shape, fo ? fo : &defaults);
+}
+
 dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *dir, int train,
-                          dt_shape shape, uint64_t seed) {
+                          dt_shape shape, uint64_t seed, const dt_folder_opts *fo) {
     *out = NULL;
     if (!dir || !*dir) dir = dt_dataset_default_dir(kind);
     switch (kind) {
@@ -167,6 +237,8 @@ dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *di
     case DT_DATASET_CIFAR10: return dt_dataset_load_cifar10(out, dir, train);
     case DT_DATASET_SYNTHETIC:
         return dt_data_synthetic(out, shape, 10, train ? 60000 : 10000, seed, train ? 0 : 1);
+    case DT_DATASET_FOLDER: return load_folder_split(out, dir, train, shape, fo);
+    case DT_DATASET_KIND_COUNT: break;
     }
     return dt_fail(DT_ERR_USAGE, "unknown dataset kind %d", (int)kind);
 }

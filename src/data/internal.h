@@ -37,9 +37,14 @@ int dt_data_more(gzFile f);
 
 void dt_data_buf_free(dt_data_buf *b);
 
+/* Appends n bytes to b (growing it by doubling). */
+dt_status dt_data_buf_put(dt_data_buf *b, const void *bytes, size_t n, const char *what);
+
 /* A dataset with zeroed images (n, C, H, W) and labels (n), normalisation
  * mean 0 / std 1 (x = byte / 255, as the PyTorch reference scripts). */
 dt_status dt_data_new(dt_dataset **out, int n, dt_shape shape, int classes);
+/* The same without images (NULL: the caller provides them or a fetch). */
+dt_status dt_data_new_labels(dt_dataset **out, int n, dt_shape shape, int classes);
 
 /* 1 if C is 1..DT_DATA_MAX_CHANNELS and H, W are 1..DT_DATA_MAX_DIM. */
 int dt_data_shape_ok(dt_shape s);

@@ -1,17 +1,20 @@
 /* The training/evaluation loader: sharding, shuffling, augmentation and
- * normalisation as data.h specifies, with an optional prefetch thread.
+ * normalisation as data.h specifies, with an optional prefetch thread and
+ * a pool of threads that build a batch's samples.
  *
  * A batch is a pure function of (epoch, step) (see build()), so whether the
- * caller or the prefetch thread builds it cannot change a bit of the output,
- * and seeking is just setting the position. Building cannot fail: every
- * buffer is allocated and every dataset property validated at create, so the
- * thread has no error to report. */
+ * caller or the prefetch thread builds it, and how many threads share it,
+ * cannot change a bit of the output, and seeking is just setting the
+ * position. Every buffer is allocated and every dataset property validated
+ * at create; the one failure left is an on-demand dataset's fetch (a file
+ * that cannot be decoded any more), which the batch carries to the caller. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "data/internal.h"
 #include "dtrain/mem.h"
+#include "dtrain/pool.h"
 #include "dtrain/rng.h"
 #include "dtrain/timer.h"
 
@@ -21,6 +24,8 @@ typedef struct {
     uint8_t *y; /* (batch) */
     int n;      /* samples in it; 0 is the end-of-epoch marker */
     int epoch, step;
+    dt_status status; /* of building it; a failure's message in msg (built on another thread) */
+    char msg[512];
 } batch_buf;
 
 struct dt_loader {
@@ -32,6 +37,8 @@ struct dt_loader {
     float *lut;      /* (C, 256): normalised value of each byte per channel, from the dataset's
                       * mean/std at create */
     uint32_t *perm;  /* (N) permutation of perm_epoch (training only); used by the builder only */
+    dt_pool *pool;   /* cfg.threads threads building a batch's samples (the builder is one) */
+    uint8_t *scratch; /* (threads, C, H, W) on-demand datasets: each thread's fetched sample */
     int perm_epoch;  /* -1 before the first one */
     int epoch, step; /* the caller's position: the batch next() returns */
     batch_buf buf[2]; /* the caller holds buf[cur]; the prefetch thread fills buf[1 - cur] */
@@ -75,13 +82,13 @@ static void ensure_perm(dt_loader *l, int epoch) {
     l->perm_epoch = epoch;
 }
 
-/* out (C, H, W) <- dataset image idx, cropped and flipped as drawn for
- * (seed, epoch, idx), normalised through the lookup table. The crop window
- * starts at (dy, dx) in [-pad, pad] relative to the image; pixels outside
- * the image are the zero byte, as padding before normalisation. */
-static void make_sample(const dt_loader *l, int epoch, size_t idx, float *out) {
+/* out (C, H, W) <- img (C, H, W), dataset sample idx, cropped and flipped
+ * as drawn for (seed, epoch, idx), normalised through the lookup table. The
+ * crop window starts at (dy, dx) in [-pad, pad] relative to the image;
+ * pixels outside the image are the zero byte, as padding before
+ * normalisation. */
+static void make_sample(const dt_loader *l, int epoch, size_t idx, const uint8_t *img, float *out) {
     const int C = l->ds->shape.c, H = l->ds->shape.h, W = l->ds->shape.w, pad = l->cfg.crop_pad;
-    const uint8_t *img = l->ds->images + idx * l->sample;
     dt_rng r = dt_rng_seed(dt_hash3(l->cfg.seed, (uint64_t)epoch, idx));
     const int dy = (int)dt_rng_below(&r, (uint32_t)(2 * pad + 1)) - pad;
     const int dx = (int)dt_rng_below(&r, (uint32_t)(2 * pad + 1)) - pad;
@@ -104,11 +111,38 @@ static void make_sample(const dt_loader *l, int epoch, size_t idx, float *out) {
     }
 }
 
-/* b <- the batch at (epoch, step) of this rank, per the sharding in data.h. */
+/* The batch being built: its samples are items of a pool loop. */
+typedef struct {
+    const dt_loader *l;
+    batch_buf *b;
+    int epoch;
+    size_t first; /* sample i of the batch is perm[first + i] (training) or first + i */
+} build_job;
+
+static dt_status build_sample(void *ctx, size_t i, int worker) {
+    const build_job *j = ctx;
+    const dt_loader *l = j->l;
+    const size_t idx = l->cfg.shuffle ? l->perm[j->first + i] : j->first + i;
+    const uint8_t *img;
+    if (l->ds->images) {
+        img = l->ds->images + idx * l->sample;
+    } else {
+        uint8_t *mine = l->scratch + (size_t)worker * l->sample;
+        DT_TRY(l->ds->fetch(l->ds->fetch_ctx, (int)idx, mine));
+        img = mine;
+    }
+    make_sample(l, j->epoch, idx, img, j->b->x + i * l->sample);
+    j->b->y[i] = l->ds->labels[idx];
+    return DT_OK;
+}
+
+/* b <- the batch at (epoch, step) of this rank, per the sharding in data.h;
+ * a failure is kept in b (status and message) for the caller. */
 static void build(dt_loader *l, batch_buf *b, int epoch, int step) {
     b->epoch = epoch;
     b->step = step;
     b->n = 0;
+    b->status = DT_OK;
     if (step >= l->steps) return;
     const size_t B = (size_t)l->cfg.batch;
     size_t first, n = B;
@@ -119,10 +153,11 @@ static void build(dt_loader *l, batch_buf *b, int epoch, int step) {
         first = (size_t)l->lo + (size_t)step * B;
         if ((size_t)l->hi - first < n) n = (size_t)l->hi - first;
     }
-    for (size_t i = 0; i < n; i++) {
-        size_t idx = l->cfg.shuffle ? l->perm[first + i] : first + i;
-        make_sample(l, epoch, idx, b->x + i * l->sample);
-        b->y[i] = l->ds->labels[idx];
+    build_job j = {l, b, epoch, first};
+    b->status = dt_pool_run(l->pool, n, build_sample, &j);
+    if (b->status != DT_OK) {
+        snprintf(b->msg, sizeof b->msg, "%s", dt_last_error());
+        return;
     }
     b->n = (int)n;
 }
@@ -197,6 +232,8 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
         if (!(ds->std[c] > 0.0f) || !isfinite(ds->std[c]) || !isfinite(ds->mean[c]))
             return dt_fail(DT_ERR_USAGE, "loader: normalisation of channel %d (mean %g, std %g) is invalid",
                            c, (double)ds->mean[c], (double)ds->std[c]);
+    if (!ds->images && !ds->fetch)
+        return dt_fail(DT_ERR_USAGE, "loader: the dataset has neither images nor a way to fetch them");
     /* The loss relies on labels < classes (layer.h). */
     DT_TRY(dt_data_check_labels(ds->labels, (size_t)ds->n, 1, ds->classes, "loader: dataset"));
     if (cfg->shuffle && (int64_t)ds->n < (int64_t)cfg->batch * cfg->world)
@@ -206,6 +243,8 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
 }
 
 static void free_buffers(dt_loader *l) {
+    dt_pool_free(l->pool);
+    dt_free(l->scratch);
     dt_free(l->lut);
     dt_free(l->perm);
     for (int i = 0; i < 2; i++) {
@@ -224,6 +263,13 @@ static dt_status alloc_buffers(dt_loader *l) {
         void *p;
         DT_TRY(dt_alloc_bytes(&p, (size_t)ds->n * sizeof(uint32_t), "loader permutation"));
         l->perm = p;
+    }
+    const int threads = l->cfg.threads > 1 ? l->cfg.threads : 1;
+    DT_TRY(dt_pool_create(&l->pool, threads));
+    if (!ds->images) {
+        void *p;
+        DT_TRY(dt_alloc_bytes(&p, l->sample * (size_t)threads, "loader samples"));
+        l->scratch = p;
     }
     size_t floats;
     DT_TRY(dt_mul_size(&floats, (size_t)l->cfg.batch, l->sample, "loader batch"));
@@ -301,6 +347,12 @@ dt_status dt_loader_next(dt_loader *l, const float **x, const uint8_t **y, int *
     }
     const batch_buf *b = &l->buf[l->cur];
     DT_ASSERT(b->epoch == l->epoch && b->step == l->step);
+    if (b->status != DT_OK) {
+        /* The position stays; the thread, already past this batch, is
+         * stopped so that a next call starts over from here. */
+        stop_prefetch(l);
+        return dt_fail(b->status, "%s", b->msg);
+    }
     advance(l->steps, &l->epoch, &l->step);
     *x = b->x;
     *y = b->y;

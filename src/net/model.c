@@ -103,8 +103,7 @@ static int cost_from_name(const char *name) {
 static const char *cost_name(int v) { return cost_names[v]; }
 static const enum_desc costs = {cost_from_name, cost_name, COST_COUNT};
 
-static const enum_desc datasets = {dt_dataset_kind_from_name, dataset_name,
-                                   DT_DATASET_SYNTHETIC + 1};
+static const enum_desc datasets = {dt_dataset_kind_from_name, dataset_name, DT_DATASET_KIND_COUNT};
 
 #define NET(field) offsetof(dt_model_spec, field)
 #define LAY(field) offsetof(section_vals, field)

@@ -48,6 +48,37 @@ static dt_status write_all(writer *w, const void *buf, size_t n) {
     return DT_OK;
 }
 
+static dt_status parse_names(dt_class_names *out, const char *buf, size_t len, uint32_t count, const char *path);
+
+/* Version 4's class-name section: u32 count, u32 bytes, the names with
+ * their NULs; checked as a reader will check it, so that no checkpoint is
+ * written that cannot be read. */
+static dt_status write_names(writer *w, const dt_class_names *c) {
+    uint32_t head[2] = {0, 0}; /* count, bytes */
+    char *buf = NULL;          /* (head[1]) the names back to back */
+    if (c && c->n > 0) {
+        size_t bytes = 0;
+        for (int i = 0; i < c->n && bytes <= DT_CKPT_MAX_NAME_BYTES; i++) bytes += strlen(c->names[i]) + 1;
+        if (c->n > DT_DATA_MAX_CLASSES || bytes > DT_CKPT_MAX_NAME_BYTES)
+            return dt_fail(DT_ERR_USAGE, "%s: %d class names of %zu bytes do not fit a checkpoint (at most %d names, "
+                           "%d bytes)", w->path, c->n, bytes, DT_DATA_MAX_CLASSES, DT_CKPT_MAX_NAME_BYTES);
+        void *p;
+        DT_TRY(dt_alloc_bytes(&p, bytes, "class names"));
+        buf = p;
+        for (int i = 0; i < c->n; i++) {
+            size_t len = strlen(c->names[i]) + 1;
+            memcpy(buf + head[1], c->names[i], len);
+            head[1] += (uint32_t)len;
+        }
+        head[0] = (uint32_t)c->n;
+    }
+    dt_status s = parse_names(NULL, buf, head[1], head[0], w->path);
+    if (s == DT_OK) s = write_all(w, head, sizeof head);
+    if (s == DT_OK && buf) s = write_all(w, buf, head[1]); /* (a NULL buffer would reset the CRC) */
+    dt_free(buf);
+    return s;
+}
+
 static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
     disk_header h;
     memset(&h, 0, sizeof h);
@@ -69,6 +100,7 @@ static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_a
     DT_TRY(write_all(w, a->opt_state, a->nopt_state * sizeof(float)));
     double figures[3] = {meta->loss, meta->best_loss, meta->best_accuracy};
     DT_TRY(write_all(w, figures, sizeof figures));
+    DT_TRY(write_names(w, a->classes));
     uint32_t crc = (uint32_t)w->crc;
     return write_all(w, &crc, sizeof crc);
 }
@@ -160,6 +192,31 @@ static dt_status check_position(const disk_header *h, const char *path) {
 
 /* Version 2's loss figures after the arrays (bytes). */
 static size_t trailer_bytes(const disk_header *h) { return h->version >= 2 ? 3 * sizeof(double) : 0; }
+/* Version 4's class-name section: its two counts (bytes), then the names. */
+static size_t names_head_bytes(const disk_header *h) { return h->version >= 4 ? 2 * sizeof(uint32_t) : 0; }
+
+/* count names in buf (len bytes), each non-empty, distinct and ended by a
+ * NUL, filling buf exactly; into *out (NULL: only checked). */
+static dt_status parse_names(dt_class_names *out, const char *buf, size_t len, uint32_t count, const char *path) {
+    if (count > DT_DATA_MAX_CLASSES)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint names %u classes (at most %d)", path, count, DT_DATA_MAX_CLASSES);
+    char *names[DT_DATA_MAX_CLASSES]; /* views into buf */
+    size_t at = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const char *end = at < len ? memchr(buf + at, '\0', len - at) : NULL;
+        if (!end || end == buf + at)
+            return dt_fail(DT_ERR_FORMAT, "%s: checkpoint class name %u is %s", path, i, end ? "empty" : "cut short");
+        names[i] = (char *)(buf + at);
+        for (uint32_t k = 0; k < i; k++)
+            if (strcmp(names[k], names[i]) == 0)
+                return dt_fail(DT_ERR_FORMAT, "%s: checkpoint names class '%s' twice", path, names[i]);
+        at = (size_t)(end - buf) + 1;
+    }
+    if (at != len)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint class names section has %zu bytes after its %u names", path,
+                       len - at, count);
+    return out ? dt_class_names_copy(out, &(dt_class_names){(int)count, names}) : DT_OK;
+}
 
 /* Reads the arrays into one scratch block, checks the CRC, and only then
  * copies into the caller's arrays, so a corrupt file changes nothing.
@@ -177,29 +234,46 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     if (fstat(fileno(f), &st) != 0 || at < 0)
         return dt_fail(DT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     uint64_t left = st.st_size > at ? (uint64_t)(st.st_size - at) : 0;
-    uint64_t promised = (uint64_t)bytes + trailer_bytes(h) + sizeof(uint32_t);
-    if (left != promised)
-        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is %llu bytes, its header promises %llu: "
+    /* Everything but the class names, whose size (version 4) follows the
+     * arrays: the file may hold up to DT_CKPT_MAX_NAME_BYTES more. */
+    uint64_t promised = (uint64_t)bytes + trailer_bytes(h) + names_head_bytes(h) + sizeof(uint32_t);
+    uint64_t most = promised + (h->version >= 4 ? DT_CKPT_MAX_NAME_BYTES : 0);
+    if (left < promised || left > most)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is %llu bytes, its header promises %llu%s: "
                        "truncated or corrupt", path, (unsigned long long)(sizeof *h + left),
-                       (unsigned long long)(sizeof *h + promised));
+                       (unsigned long long)(sizeof *h + promised), most > promised ? " and class names" : "");
+    const size_t name_bytes = (size_t)(left - promised);
     float *buf;
+    char *names = NULL; /* (name_bytes) */
+    void *p;
     DT_TRY(dt_alloc_floats(&buf, total, path));
-    uint32_t stored;
+    dt_status s = dt_alloc_bytes(&p, name_bytes, path);
+    names = p;
+    uint32_t stored, names_head[2] = {0, 0}; /* count, bytes */
     double trailer[3];
-    dt_status s = read_exact(f, buf, bytes, &crc, path);
+    dt_class_names parsed = {0, NULL};
+    if (s == DT_OK) s = read_exact(f, buf, bytes, &crc, path);
     if (s == DT_OK) s = read_exact(f, trailer, trailer_bytes(h), &crc, path);
+    if (s == DT_OK) s = read_exact(f, names_head, names_head_bytes(h), &crc, path);
+    if (s == DT_OK && names_head[1] != name_bytes)
+        s = dt_fail(DT_ERR_FORMAT, "%s: checkpoint class names of %u bytes, the file holds %zu: truncated or corrupt",
+                    path, names_head[1], name_bytes);
+    if (s == DT_OK) s = read_exact(f, names, name_bytes, &crc, path);
     if (s == DT_OK && fread(&stored, 1, sizeof stored, f) != sizeof stored)
         s = dt_fail(DT_ERR_FORMAT, "%s: truncated checkpoint (no checksum)", path);
     if (s == DT_OK && stored != (uint32_t)crc)
         s = dt_fail(DT_ERR_FORMAT, "%s: checksum mismatch (file %08x, computed %08x): corrupt checkpoint",
                     path, stored, (uint32_t)crc);
+    if (s == DT_OK) s = parse_names(a && a->classes ? &parsed : NULL, names, name_bytes, names_head[0], path);
     if (s == DT_OK && a) {
         memcpy(a->params, buf, a->nparams * sizeof(float));
         memcpy(a->state, buf + a->nparams, a->nstate * sizeof(float));
         if (a->opt_state)
             memcpy(a->opt_state, buf + a->nparams + a->nstate, a->nopt_state * sizeof(float));
+        if (a->classes) *a->classes = parsed;
     }
     if (s == DT_OK && trailer_bytes(h)) memcpy(figures, trailer, sizeof trailer);
+    dt_free(names);
     dt_free(buf);
     return s;
 }

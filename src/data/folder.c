@@ -1,0 +1,315 @@
+/* Folder datasets (data.h): DIR/<class>/<image> trees scanned in a fixed
+ * order, every file decoded once at load by a thread pool, and held in
+ * memory or decoded again per sample through the dataset's fetch
+ * callback. */
+#include <dirent.h>
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/internal.h"
+#include "dtrain/image.h"
+#include "dtrain/mem.h"
+#include "dtrain/pool.h"
+
+/* The files of a split in sample order: by class folder, then file name. */
+typedef struct {
+    dt_data_buf paths;  /* every file's path, NUL-terminated, back to back */
+    dt_data_buf at;     /* (n) size_t: where file i's path starts in paths */
+    dt_data_buf labels; /* (n) uint8_t */
+    int n;
+} file_list;
+
+static const char *file_path(const file_list *f, int i) {
+    return (const char *)f->paths.p + ((const size_t *)(const void *)f->at.p)[i];
+}
+
+static void file_list_free(file_list *f) {
+    dt_data_buf_free(&f->paths);
+    dt_data_buf_free(&f->at);
+    dt_data_buf_free(&f->labels);
+    f->n = 0;
+}
+
+static dt_status file_list_add(file_list *f, const char *path, int label) {
+    if (f->n >= DT_DATA_MAX_SAMPLES)
+        return dt_fail(DT_ERR_FORMAT, "%s: more than %d images in the data set", path, DT_DATA_MAX_SAMPLES);
+    size_t off = f->paths.len;
+    uint8_t byte = (uint8_t)label;
+    DT_TRY(dt_data_buf_put(&f->paths, path, strlen(path) + 1, "image file list"));
+    DT_TRY(dt_data_buf_put(&f->at, &off, sizeof off, "image file list"));
+    DT_TRY(dt_data_buf_put(&f->labels, &byte, 1, "image file list"));
+    f->n++;
+    return DT_OK;
+}
+
+size_t dt_folder_default_cache(int ranks) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return (size_t)1 << 30; /* unknown: 1 GiB */
+    return (size_t)pages * (size_t)page / 4 / (size_t)(ranks > 0 ? ranks : 1);
+}
+
+/* ---- scanning ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *dir;
+    const dt_folder_opts *o;
+    file_list files;
+    dt_class_names names;                   /* the dataset's classes (label = index) */
+    uint8_t present[DT_DATA_MAX_CLASSES];   /* 1: the class has a folder here */
+    int skipped;
+    char *first_skip;                       /* the first skipped file's error */
+} scan;
+
+static int visible(const struct dirent *d) { return d->d_name[0] != '.'; }
+static int bytewise(const struct dirent **a, const struct dirent **b) { return strcmp((*a)->d_name, (*b)->d_name); }
+
+/* dir's entries not starting with '.', sorted bytewise (not by locale: every
+ * machine must see one order). */
+static dt_status list_dir(struct dirent ***names, int *n, const char *dir) {
+    *n = scandir(dir, names, visible, bytewise);
+    if (*n >= 0) return DT_OK;
+    if (errno == ENOENT) return dt_fail(DT_ERR_IO, "%s: no such folder", dir);
+    return dt_fail(DT_ERR_IO, "%s: cannot list the folder: %s", dir, strerror(errno));
+}
+
+static void free_list(struct dirent **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+static dt_status join(char *buf, size_t cap, const char *a, const char *b) {
+    if ((size_t)snprintf(buf, cap, "%s/%s", a, b) >= cap) return dt_fail(DT_ERR_IO, "%s/%s: path too long", a, b);
+    return DT_OK;
+}
+
+static int is_image_name(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0 || strcasecmp(dot, ".png") == 0);
+}
+
+/* With skip_bad, a bad file s (its message recorded) is counted instead. */
+static dt_status skip_or_fail(scan *sc, dt_status s) {
+    if (!sc->o->skip_bad || (s != DT_ERR_FORMAT && s != DT_ERR_IO)) return s;
+    sc->skipped++;
+    if (sc->first_skip) return DT_OK;
+    size_t len = strlen(dt_last_error()) + 1;
+    void *p;
+    DT_TRY(dt_alloc_bytes(&p, len, "skipped file note"));
+    memcpy(p, dt_last_error(), len);
+    sc->first_skip = p;
+    return DT_OK;
+}
+
+/* The image files of one class folder, added with this label. */
+static dt_status scan_class(scan *sc, const char *class_dir, int label) {
+    struct dirent **names;
+    int n;
+    DT_TRY(list_dir(&names, &n, class_dir));
+    dt_status s = n == 0 ? dt_fail(DT_ERR_FORMAT, "%s: empty class folder (no images in it)", class_dir) : DT_OK;
+    for (int i = 0; s == DT_OK && i < n; i++) {
+        char path[4096];
+        s = join(path, sizeof path, class_dir, names[i]->d_name);
+        if (s == DT_OK && is_image_name(names[i]->d_name)) {
+            s = file_list_add(&sc->files, path, label);
+            continue;
+        }
+        struct stat st;
+        if (s == DT_OK && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            s = dt_fail(DT_ERR_FORMAT, "%s: a folder inside a class folder (class folders hold image files only)",
+                        path);
+        else if (s == DT_OK)
+            s = dt_fail(DT_ERR_FORMAT, "%s: unknown extension (dtrain reads .jpg, .jpeg and .png images)", path);
+        s = skip_or_fail(sc, s);
+    }
+    free_list(names, n);
+    return s;
+}
+
+/* The class folders of sc->dir and their files; sc->names set. */
+static dt_status scan_split(scan *sc) {
+    const char *dir = sc->dir;
+    const dt_folder_opts *o = sc->o;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return dt_fail(DT_ERR_IO, "%s: no such folder (a folder data set is DIR/train/<class>/ and "
+                       "DIR/test/<class>/ holding .jpg, .jpeg or .png images)", dir);
+    struct dirent **names;
+    int n;
+    DT_TRY(list_dir(&names, &n, dir));
+    dt_status s = DT_OK;
+    if (n == 0) s = dt_fail(DT_ERR_FORMAT, "%s: no class folders in it (one folder of images per class)", dir);
+    if (n > DT_DATA_MAX_CLASSES)
+        s = dt_fail(DT_ERR_FORMAT, "%s: %d class folders, dtrain trains at most %d classes", dir, n,
+                    DT_DATA_MAX_CLASSES);
+    char *own[DT_DATA_MAX_CLASSES]; /* views of the folders' names, for the copy below */
+    for (int i = 0; s == DT_OK && i < n; i++) {
+        char path[4096];
+        const char *name = names[i]->d_name;
+        own[i] = names[i]->d_name;
+        s = join(path, sizeof path, dir, name);
+        if (s == DT_OK && (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)))
+            s = dt_fail(DT_ERR_FORMAT, "%s: not a folder (%s holds one folder per class and nothing else)", path,
+                        dir);
+        int label = o->classes ? dt_class_names_find(o->classes, name) : i;
+        if (s == DT_OK && label < 0)
+            s = dt_fail(DT_ERR_FORMAT, "%s: class '%s' is not one of the %d classes of %s", path, name,
+                        o->classes->n, o->classes_from ? o->classes_from : "the model");
+        if (s == DT_OK) {
+            sc->present[label] = 1;
+            s = scan_class(sc, path, label);
+        }
+    }
+    for (int i = 0; s == DT_OK && o->classes && o->all_classes && i < o->classes->n; i++)
+        if (!sc->present[i])
+            s = dt_fail(DT_ERR_FORMAT, "%s: no folder for class '%s', which %s has", dir, o->classes->names[i],
+                        o->classes_from ? o->classes_from : "the model");
+    if (s == DT_OK) s = dt_class_names_copy(&sc->names, o->classes ? o->classes : &(dt_class_names){n, own});
+    free_list(names, n);
+    return s;
+}
+
+/* ---- decoding ------------------------------------------------------------------ */
+
+typedef struct {
+    const file_list *files;
+    dt_shape shape;
+    uint8_t *images;  /* (n, C, H, W) when cached, else NULL */
+    uint8_t *scratch; /* (threads, C, H, W) when not: decoded, checked, dropped */
+    uint8_t *bad;     /* (n) skip_bad: 1 for a file that failed */
+} decode_job;
+
+static dt_status decode_one(void *ctx, size_t i, int worker) {
+    decode_job *j = ctx;
+    const size_t sample = dt_shape_size(j->shape);
+    uint8_t *out = j->images ? j->images + i * sample : j->scratch + (size_t)worker * sample;
+    dt_status s = dt_image_load(out, j->shape, file_path(j->files, (int)i));
+    if (s != DT_OK && j->bad && (s == DT_ERR_FORMAT || s == DT_ERR_IO)) {
+        j->bad[i] = 1;
+        return DT_OK;
+    }
+    return s;
+}
+
+/* Drops the files marked bad (keeping the order), each counted and the
+ * first one's error noted (decoded again here for its message: the pool's
+ * threads each have their own). */
+static dt_status drop_bad(scan *sc, decode_job *j) {
+    file_list *f = &sc->files;
+    const size_t sample = dt_shape_size(j->shape);
+    size_t *at = (size_t *)(void *)f->at.p;
+    int kept = 0;
+    for (int i = 0; i < f->n; i++) {
+        if (j->bad[i]) {
+            if (!sc->first_skip) {
+                dt_status s = dt_image_load(j->scratch, j->shape, file_path(f, i));
+                DT_TRY(skip_or_fail(sc, s == DT_OK ? dt_fail(DT_ERR_IO, "%s: changed while it was read",
+                                                             file_path(f, i)) : s));
+            } else {
+                sc->skipped++;
+            }
+            continue;
+        }
+        at[kept] = at[i];
+        f->labels.p[kept] = f->labels.p[i];
+        if (j->images && kept != i) memmove(j->images + (size_t)kept * sample, j->images + (size_t)i * sample, sample);
+        kept++;
+    }
+    f->n = kept;
+    int count[DT_DATA_MAX_CLASSES] = {0};
+    for (int i = 0; i < kept; i++) count[f->labels.p[i]]++;
+    for (int c = 0; c < sc->names.n; c++)
+        if (sc->present[c] && count[c] == 0)
+            return dt_fail(DT_ERR_FORMAT, "%s/%s: no readable images in this class folder (all skipped)", sc->dir,
+                           sc->names.names[c]);
+    return DT_OK;
+}
+
+/* Decodes every file of sc with o->threads threads: into *images (n, C, H,
+ * W) when the set fits o->cache_bytes, else only to check it (*images NULL). */
+static dt_status decode_all(scan *sc, dt_shape shape, uint8_t **images) {
+    const dt_folder_opts *o = sc->o;
+    const int threads = o->threads > 1 ? o->threads : 1;
+    const size_t sample = dt_shape_size(shape);
+    size_t bytes;
+    decode_job j = {&sc->files, shape, NULL, NULL, NULL};
+    void *p;
+    dt_status s = dt_mul_size(&bytes, (size_t)sc->files.n, sample, "decoded images");
+    if (s == DT_OK && bytes <= o->cache_bytes) s = dt_alloc_bytes(&p, bytes, "decoded images"), j.images = p;
+    /* Scratch for dropped samples, and for drop_bad's second look. */
+    if (s == DT_OK) s = dt_alloc_bytes(&p, sample * (size_t)threads, "image scratch"), j.scratch = p;
+    if (s == DT_OK && o->skip_bad) s = dt_alloc_bytes(&p, (size_t)sc->files.n, "bad file marks"), j.bad = p;
+    dt_pool *pool = NULL;
+    if (s == DT_OK) s = dt_pool_create(&pool, threads);
+    if (s == DT_OK) s = dt_pool_run(pool, (size_t)sc->files.n, decode_one, &j);
+    dt_pool_free(pool);
+    if (s == DT_OK && j.bad) s = drop_bad(sc, &j);
+    dt_free(j.bad);
+    dt_free(j.scratch);
+    if (s != DT_OK) {
+        dt_free(j.images);
+        return s;
+    }
+    *images = j.images;
+    return DT_OK;
+}
+
+/* ---- on-demand samples -------------------------------------------------------- */
+
+typedef struct {
+    file_list files;
+    dt_shape shape;
+} source;
+
+static dt_status fetch(void *ctx, int idx, uint8_t *out) {
+    const source *src = ctx;
+    return dt_image_load(out, src->shape, file_path(&src->files, idx));
+}
+
+static void source_free(void *ctx) {
+    source *src = ctx;
+    file_list_free(&src->files);
+    dt_free(src);
+}
+
+dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape shape, const dt_folder_opts *o) {
+    *out = NULL;
+    if ((shape.c != 1 && shape.c != 3) || !dt_data_shape_ok(shape))
+        return dt_fail(DT_ERR_CONFIG, "a folder data set gives images of 1 (luminance) or 3 (RGB) channels of up "
+                       "to %dx%d, not %dx%dx%d", DT_DATA_MAX_DIM, DT_DATA_MAX_DIM, shape.c, shape.h, shape.w);
+    scan sc = {dir, o, {{0}, {0}, {0}, 0}, {0, NULL}, {0}, 0, NULL};
+    uint8_t *images = NULL;
+    dt_dataset *ds = NULL;
+    dt_status s = scan_split(&sc);
+    if (s == DT_OK) s = decode_all(&sc, shape, &images);
+    if (s == DT_OK) s = dt_data_new_labels(&ds, sc.files.n, shape, sc.names.n);
+    void *p = NULL;
+    if (s == DT_OK && !images) s = dt_alloc_bytes(&p, sizeof(source), "image source");
+    if (s != DT_OK) {
+        dt_dataset_free(ds);
+        dt_free(images);
+        file_list_free(&sc.files);
+        dt_class_names_free(&sc.names);
+        dt_free(sc.first_skip);
+        return s;
+    }
+    memcpy(ds->labels, sc.files.labels.p, (size_t)sc.files.n);
+    ds->class_names = sc.names;
+    ds->skipped = sc.skipped;
+    ds->skipped_first = sc.first_skip;
+    if (images) {
+        ds->images = images;
+        file_list_free(&sc.files);
+    } else {
+        source *src = p;
+        src->files = sc.files;
+        src->shape = shape;
+        ds->fetch = fetch;
+        ds->fetch_ctx = src;
+        ds->fetch_free = source_free;
+    }
+    *out = ds;
+    return DT_OK;
+}

@@ -1,0 +1,95 @@
+/* Loading and describing a run's data sets (trainset.h). */
+#include "trainset.h"
+
+#include <string.h>
+
+#include "dtrain/mem.h"
+
+/* "NAME: N images in K classes, held ..." and any skipped files. */
+static void describe(dt_report *rep, const char *name, const dt_dataset *d, const dt_train_opts *o) {
+    char line[1024];
+    double mib = (double)d->n * (double)dt_shape_size(d->shape) / (1 << 20);
+    int threads = o->loader_threads > 1 ? o->loader_threads : 1;
+    if (d->images)
+        snprintf(line, sizeof line, "%s: %d images in %d classes, decoded once and held in memory (%.1f MiB)", name,
+                 d->n, d->classes, mib);
+    else
+        snprintf(line, sizeof line, "%s: %d images in %d classes, decoded per batch by %d loader thread%s (%.1f MiB "
+                 "decoded would not fit the cache; --cache-mb)", name, d->n, d->classes, threads,
+                 threads == 1 ? "" : "s", mib);
+    dt_report_line(rep, line);
+    if (!d->skipped) return;
+    snprintf(line, sizeof line, "%s: skipped %d unreadable file%s (--skip-bad-images); the first: %s", name,
+             d->skipped, d->skipped == 1 ? "" : "s", d->skipped_first ? d->skipped_first : "?");
+    dt_report_line(rep, line);
+}
+
+/* "classes: 0 cat, 1 dog, ..." (label, then name), one line. */
+static dt_status print_classes(dt_report *rep, const dt_class_names *c) {
+    size_t cap = 16;
+    for (int i = 0; i < c->n; i++) cap += strlen(c->names[i]) + 16;
+    void *p;
+    DT_TRY(dt_alloc_bytes(&p, cap, "class list"));
+    char *line = p;
+    size_t used = (size_t)snprintf(line, cap, "classes:");
+    for (int i = 0; i < c->n; i++)
+        used += (size_t)snprintf(line + used, cap - used, "%s %d %s", i ? "," : "", i, c->names[i]);
+    dt_report_line(rep, line);
+    dt_free(line);
+    return DT_OK;
+}
+
+dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model_spec *spec, int outputs,
+                           const dt_train_opts *o, dt_report *rep) {
+    const char *kind = dt_dataset_kind_name(o->dataset);
+    dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL};
+    DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, spec->input, o->seed, &fo));
+    const dt_dataset *d = *train;
+    if (d->shape.c != spec->input.c || d->shape.h != spec->input.h || d->shape.w != spec->input.w)
+        return dt_fail(DT_ERR_CONFIG, "%s: model input is %dx%dx%d but %s images are %dx%dx%d", spec->path,
+                       spec->input.c, spec->input.h, spec->input.w, kind, d->shape.c, d->shape.h, d->shape.w);
+    char split[4096] = "";
+    if (o->dataset == DT_DATASET_FOLDER) {
+        snprintf(split, sizeof split, "%s/train", o->data_dir);
+        if (d->classes > outputs)
+            return dt_fail(DT_ERR_CONFIG, "%s: the model has %d outputs, fewer than the %d classes of %s", spec->path,
+                           outputs, d->classes, split);
+        describe(rep, split, d, o);
+        DT_TRY(print_classes(rep, &d->class_names));
+        if (d->classes < outputs) {
+            char note[1024];
+            snprintf(note, sizeof note, "note: %s has %d outputs for %d classes; outputs %d to %d are never a label",
+                     spec->path, outputs, d->classes, d->classes, outputs - 1);
+            dt_report_line(rep, note);
+        }
+        /* The test set labels its folders by the train set's names, and
+         * gets what the train set left of the cache. */
+        size_t used = d->images ? (size_t)d->n * dt_shape_size(d->shape) : 0;
+        fo.cache_bytes = fo.cache_bytes > used ? fo.cache_bytes - used : 0;
+        fo.classes = &d->class_names;
+        fo.classes_from = split;
+    } else if (d->classes != outputs) {
+        return dt_fail(DT_ERR_CONFIG, "%s: model has %d outputs but %s has %d classes", spec->path, outputs, kind,
+                       d->classes);
+    }
+    DT_TRY(dt_dataset_load(test, o->dataset, o->data_dir, 0, spec->input, o->seed, &fo));
+    if (o->dataset == DT_DATASET_FOLDER) {
+        snprintf(split, sizeof split, "%s/test", o->data_dir);
+        describe(rep, split, *test, o);
+    }
+    return DT_OK;
+}
+
+dt_status dt_trainset_check_classes(const dt_dataset *train, const dt_class_names *saved, const char *from) {
+    const dt_class_names *now = &train->class_names;
+    if (saved->n == 0 || now->n == 0) return DT_OK;
+    int i = 0;
+    while (i < saved->n && i < now->n && strcmp(saved->names[i], now->names[i]) == 0) i++;
+    if (i < saved->n && i < now->n)
+        return dt_fail(DT_ERR_USAGE, "--resume %s: label %d is class '%s' in the checkpoint, '%s' in the train "
+                       "folder (its class folders changed)", from, i, saved->names[i], now->names[i]);
+    if (saved->n != now->n)
+        return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint has %d classes, the train folder %d (its class "
+                       "folders changed)", from, saved->n, now->n);
+    return DT_OK;
+}

@@ -1,0 +1,344 @@
+/* Folder data sets (data.h) on trees tests/make_images.py writes: the class
+ * mapping, images held in memory or decoded per batch (bit for bit the
+ * same, any thread count, with or without prefetch), shards of 2 ranks
+ * covering an epoch once, augmentation from the seed, the test split's
+ * classes, every kind of bad input named in one line, and skipping.
+ * Skipped (77) without python3, PIL and numpy. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dtrain/data.h"
+#include "testutil.h"
+
+#define SIDE 12
+static const dt_shape SHAPE = {3, SIDE, SIDE};
+enum { SAMPLE = 3 * SIDE * SIDE, PER_CLASS = 6, CLASSES = 4, N = PER_CLASS * CLASSES };
+
+static char dir[] = "/tmp/dt_folder_XXXXXX";
+
+/* dir/rel in one of four static buffers. */
+static const char *at(const char *rel) {
+    static char bufs[4][1200];
+    static int next;
+    char *p = bufs[next++ % 4];
+    snprintf(p, sizeof bufs[0], "%s/%s", dir, rel);
+    return p;
+}
+
+/* Runs a shell command made from fmt; its exit code. */
+static int sh(const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static dt_folder_opts opts(size_t cache, int threads) {
+    dt_folder_opts o = {threads, cache, 0, NULL, 0, NULL};
+    return o;
+}
+
+static dt_dataset *load(const char *split, size_t cache, int threads) {
+    dt_folder_opts o = opts(cache, threads);
+    dt_dataset *ds = NULL;
+    CHECK_OK(dt_dataset_load_folder(&ds, at(split), SHAPE, &o));
+    return ds;
+}
+
+/* Loading at(split) with o must fail with want, one line naming `names`
+ * and containing needle. */
+static void expect_fail(const char *split, const dt_folder_opts *o, dt_status want, const char *names,
+                        const char *needle) {
+    dt_dataset *ds = NULL;
+    dt_status s = dt_dataset_load_folder(&ds, at(split), SHAPE, o);
+    const char *msg = dt_last_error();
+    if (s != want || ds || !strstr(msg, names) || !strstr(msg, needle) || strchr(msg, '\n')) {
+        fprintf(stderr, "FAIL: %s: status %d (want %d), message '%s' (want '%s' and '%s')\n", split, s, want, msg,
+                names, needle);
+        dt_test_failures++;
+    }
+    dt_dataset_free(ds);
+}
+
+/* Classes sorted bytewise (not by locale), dotfiles ignored, samples in
+ * (class, file) order; cached and on-demand bytes equal. */
+static void test_mapping_and_fetch(void) {
+    dt_dataset *mem = load("t/train", (size_t)1 << 30, 2), *disk = load("t/train", 0, 3);
+    if (!mem || !disk) return;
+    const char *want[CLASSES] = {"C", "_x", "a", "b"};
+    CHECK(mem->classes == CLASSES && mem->class_names.n == CLASSES && mem->n == N);
+    for (int c = 0; c < CLASSES && mem->class_names.n == CLASSES; c++)
+        CHECK(strcmp(mem->class_names.names[c], want[c]) == 0);
+    int ordered = 1;
+    for (int i = 0; i < N; i++) ordered &= mem->labels[i] == i / PER_CLASS && disk->labels[i] == mem->labels[i];
+    CHECK(ordered);
+    CHECK(mem->images && !mem->fetch && !disk->images && disk->fetch);
+    static uint8_t one[SAMPLE];
+    int same = 0;
+    for (int i = 0; i < N; i++) {
+        CHECK_OK(disk->fetch(disk->fetch_ctx, i, one));
+        same += memcmp(one, mem->images + (size_t)i * SAMPLE, SAMPLE) == 0;
+    }
+    CHECK(same == N);
+    CHECK(mem->mean[0] == 0.0f && mem->std[2] == 1.0f && mem->skipped == 0);
+    /* The defaults of dt_dataset_load (no options). */
+    dt_dataset *dflt = NULL;
+    CHECK_OK(dt_dataset_load(&dflt, DT_DATASET_FOLDER, at("t"), 1, SHAPE, 0, NULL));
+    CHECK(dflt && dflt->n == N && dflt->images && memcmp(dflt->images, mem->images, (size_t)N * SAMPLE) == 0);
+    dt_dataset_free(dflt);
+    dt_dataset_free(mem);
+    dt_dataset_free(disk);
+}
+
+/* `calls` next() on a and b (epoch markers included): how many differ. */
+static int differ(dt_loader *a, dt_loader *b, int calls) {
+    int diff = 0;
+    for (int k = 0; k < calls; k++) {
+        const float *xa, *xb;
+        const uint8_t *ya, *yb;
+        int na = -1, nb = -2;
+        CHECK_OK(dt_loader_next(a, &xa, &ya, &na));
+        CHECK_OK(dt_loader_next(b, &xb, &yb, &nb));
+        diff += na != nb || (na > 0 && (memcmp(ya, yb, (size_t)na) || memcmp(xa, xb, sizeof(float) * na * SAMPLE)));
+    }
+    return diff;
+}
+
+static dt_loader_cfg train_cfg(int batch, int rank, int world, int threads, int prefetch, uint64_t seed) {
+    dt_loader_cfg c = {.batch = batch, .rank = rank, .world = world, .seed = seed, .shuffle = 1, .flip = 1,
+                       .crop_pad = 2, .prefetch = prefetch, .threads = threads};
+    return c;
+}
+
+/* Batches from memory and from disk, 1 or 3 threads, with and without
+ * prefetch, are the same bits; the seed decides the augmentation. */
+static void test_paths_equal(void) {
+    dt_dataset *mem = load("t/train", (size_t)1 << 30, 1), *disk = load("t/train", 0, 1);
+    if (!mem || !disk) return;
+    dt_loader *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    dt_loader_cfg ca = train_cfg(5, 0, 1, 1, 0, 9), cb = train_cfg(5, 0, 1, 3, 1, 9), cd = train_cfg(5, 0, 1, 2, 1, 10);
+    CHECK_OK(dt_loader_create(&a, mem, &ca));
+    CHECK_OK(dt_loader_create(&b, disk, &cb));
+    CHECK_OK(dt_loader_create(&c, mem, &cb));
+    CHECK_OK(dt_loader_create(&d, mem, &cd));
+    if (a && b && c && d) {
+        CHECK(differ(a, b, 3 * 5) == 0); /* three epochs of 4 batches and a marker */
+        CHECK_OK(dt_loader_seek(a, 0, 0));
+        CHECK(differ(a, c, 10) == 0);
+        CHECK_OK(dt_loader_seek(a, 0, 0));
+        CHECK(differ(a, d, 4) == 4); /* another seed: other batches */
+        /* The same bits in a resumed position. */
+        CHECK_OK(dt_loader_seek(a, 2, 1));
+        CHECK_OK(dt_loader_seek(b, 2, 1));
+        CHECK(differ(a, b, 6) == 0);
+    }
+    dt_loader_free(a), dt_loader_free(b), dt_loader_free(c), dt_loader_free(d);
+    dt_dataset_free(mem);
+    dt_dataset_free(disk);
+}
+
+/* Which dataset sample img (C, H, W normalised, no augmentation) is. */
+static int which(const dt_dataset *ds, const float *img) {
+    for (int i = 0; i < ds->n; i++) {
+        int same = 1;
+        for (int k = 0; k < SAMPLE && same; k++) same = img[k] == ds->images[(size_t)i * SAMPLE + k] / 255.0f;
+        if (same) return i;
+    }
+    return -1;
+}
+
+/* Two ranks of an on-demand set: each step's shards are the serial batch
+ * split in rank order, and every epoch covers steps x 2B samples once. */
+static void test_shards(void) {
+    dt_dataset *mem = load("t/train", (size_t)1 << 30, 1), *disk = load("t/train", 0, 2);
+    if (!mem || !disk) return;
+    const int B = 5, W = 2, steps = N / (B * W);
+    dt_loader *serial = NULL, *rank[2] = {NULL, NULL};
+    dt_loader_cfg cs = train_cfg(B * W, 0, 1, 1, 0, 4);
+    cs.flip = cs.crop_pad = 0;
+    CHECK_OK(dt_loader_create(&serial, disk, &cs));
+    for (int r = 0; r < W; r++) {
+        dt_loader_cfg cr = train_cfg(B, r, W, 2, r, 4);
+        cr.flip = cr.crop_pad = 0;
+        CHECK_OK(dt_loader_create(&rank[r], disk, &cr));
+    }
+    if (!serial || !rank[0] || !rank[1]) return;
+    for (int epoch = 0; epoch < 2; epoch++) {
+        int seen[N] = {0}, split = 0, unknown = 0;
+        for (int t = 0; t < steps; t++) {
+            const float *sx, *x;
+            const uint8_t *sy, *y;
+            int sn, n;
+            CHECK_OK(dt_loader_next(serial, &sx, &sy, &sn));
+            for (int r = 0; r < W; r++) {
+                CHECK_OK(dt_loader_next(rank[r], &x, &y, &n));
+                split += n == B && memcmp(x, sx + (size_t)r * B * SAMPLE, sizeof(float) * B * SAMPLE) == 0 &&
+                         memcmp(y, sy + r * B, (size_t)B) == 0;
+                for (int i = 0; i < n; i++) {
+                    int k = which(mem, x + (size_t)i * SAMPLE);
+                    if (k < 0) unknown++;
+                    else seen[k]++, unknown += mem->labels[k] != y[i];
+                }
+            }
+        }
+        int once = 0, more = 0;
+        for (int i = 0; i < N; i++) once += seen[i] == 1, more += seen[i] > 1;
+        CHECK(split == steps * W && unknown == 0 && once == steps * B * W && more == 0);
+        const float *x;
+        const uint8_t *y;
+        int n;
+        CHECK_OK(dt_loader_next(serial, &x, &y, &n));
+        CHECK(n == 0);
+        for (int r = 0; r < W; r++) CHECK_OK(dt_loader_next(rank[r], &x, &y, &n));
+    }
+    dt_loader_free(serial), dt_loader_free(rank[0]), dt_loader_free(rank[1]);
+    dt_dataset_free(mem);
+    dt_dataset_free(disk);
+}
+
+/* The test split: labelled by the train set's names; a missing or extra
+ * class folder refused, or (all_classes 0, eval) a subset accepted. */
+static void test_splits(void) {
+    dt_dataset *train = load("t/train", (size_t)1 << 30, 1);
+    if (!train) return;
+    dt_folder_opts o = opts((size_t)1 << 30, 2);
+    o.classes = &train->class_names;
+    o.all_classes = 1;
+    o.classes_from = "TRAIN";
+    dt_dataset *test = NULL;
+    CHECK_OK(dt_dataset_load_folder(&test, at("t/test"), SHAPE, &o));
+    CHECK(test && test->n == CLASSES * PER_CLASS / 2 && test->classes == CLASSES);
+    dt_dataset_free(test);
+    CHECK(rename(at("t/test/a"), at("away_a")) == 0);
+    expect_fail("t/test", &o, DT_ERR_FORMAT, "t/test", "no folder for class 'a', which TRAIN has");
+    /* eval: a subset keeps the given labels */
+    o.all_classes = 0;
+    test = NULL;
+    CHECK_OK(dt_dataset_load_folder(&test, at("t/test"), SHAPE, &o));
+    if (test) {
+        CHECK(test->classes == CLASSES && test->n == 3 * PER_CLASS / 2);
+        CHECK(test->labels[0] == 0 && test->labels[PER_CLASS / 2] == 1 && test->labels[PER_CLASS] == 3);
+    }
+    dt_dataset_free(test);
+    CHECK(rename(at("away_a"), at("t/test/zebra")) == 0);
+    expect_fail("t/test", &o, DT_ERR_FORMAT, "t/test/zebra", "class 'zebra' is not one of the 4 classes of TRAIN");
+    CHECK(rename(at("t/test/zebra"), at("t/test/a")) == 0);
+    dt_dataset_free(train);
+}
+
+/* bad/FILE moved into class folder t/train/b: refused naming it; with
+ * skip_bad, counted. */
+static void bad_file(const char *file, const char *needle) {
+    char from[1200], to[1200];
+    snprintf(from, sizeof from, "%s", at("bad/"));
+    strncat(from, file, sizeof from - strlen(from) - 1);
+    snprintf(to, sizeof to, "%s", at("t/train/b/"));
+    strncat(to, file, sizeof to - strlen(to) - 1);
+    CHECK(rename(from, to) == 0);
+    dt_folder_opts o = opts(0, 2);
+    expect_fail("t/train", &o, DT_ERR_FORMAT, to, needle);
+    o.skip_bad = 1;
+    for (int cache = 0; cache <= 1; cache++) {
+        o.cache_bytes = cache ? (size_t)1 << 30 : 0;
+        dt_dataset *ds = NULL;
+        CHECK_OK(dt_dataset_load_folder(&ds, at("t/train"), SHAPE, &o));
+        CHECK(ds && ds->n == N && ds->skipped == 1 && ds->skipped_first && strstr(ds->skipped_first, to));
+        dt_dataset_free(ds);
+    }
+    CHECK(rename(to, from) == 0);
+}
+
+static void test_bad_input(void) {
+    bad_file("empty.png", "empty file");
+    bad_file("truncated.png", "corrupt PNG");
+    bad_file("truncated.jpg", "corrupt JPEG");
+    bad_file("garbage.jpg", "not a PNG or JPEG");
+    bad_file("huge.png", "30000 x 30000");
+    bad_file("notes.txt", "unknown extension");
+    dt_folder_opts o = opts(0, 1);
+    /* A folder in a class folder, then a class folder of nothing else. */
+    CHECK(mkdir(at("t/train/b/sub"), 0755) == 0);
+    expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/b/sub", "a folder inside a class folder");
+    CHECK(rmdir(at("t/train/b/sub")) == 0);
+    CHECK(mkdir(at("t/train/empty"), 0755) == 0);
+    expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/empty", "empty class folder");
+    /* Only bad files: nothing left even when skipping. */
+    CHECK(sh("cp %s/bad/text.png %s/t/train/empty/", dir, dir) == 0);
+    o.skip_bad = 1;
+    expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/empty", "no readable images");
+    o.skip_bad = 0;
+    CHECK(sh("rm -r %s/t/train/empty", dir) == 0);
+    /* A file among the class folders; no train folder; no class folders. */
+    CHECK(sh("cp %s/bad/good.png %s/t/train/", dir, dir) == 0);
+    expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/good.png", "not a folder");
+    CHECK(unlink(at("t/train/good.png")) == 0);
+    expect_fail("nowhere/train", &o, DT_ERR_IO, "nowhere/train", "no such folder");
+    CHECK(mkdir(at("none"), 0755) == 0);
+    expect_fail("none", &o, DT_ERR_FORMAT, "none", "no class folders");
+    /* Channels the images cannot give. */
+    dt_dataset *ds = NULL;
+    CHECK(dt_dataset_load_folder(&ds, at("t/train"), (dt_shape){2, 8, 8}, &o) == DT_ERR_CONFIG);
+    /* 257 classes. */
+    CHECK(sh("cd %s && for i in $(seq 1 257); do mkdir -p many/c$i && cp bad/good.png many/c$i/; done", dir) == 0);
+    expect_fail("many", &o, DT_ERR_FORMAT, "many", "257 class folders, dtrain trains at most 256");
+}
+
+/* An on-demand sample that can no longer be decoded: the batch fails
+ * naming the file, the position stays, and once the file is back the same
+ * batch comes. */
+static void test_fetch_failure(void) {
+    dt_dataset *disk = load("t/train", 0, 1);
+    if (!disk) return;
+    dt_loader *l = NULL, *ref = NULL;
+    dt_loader_cfg c = train_cfg(N, 0, 1, 2, 1, 3); /* one batch of everything */
+    CHECK_OK(dt_loader_create(&l, disk, &c));
+    c.prefetch = 0;
+    CHECK_OK(dt_loader_create(&ref, disk, &c));
+    if (!l || !ref) return;
+    CHECK(rename(at("t/train/a/img002.png"), at("away.png")) == 0);
+    const float *x;
+    const uint8_t *y;
+    int n = -1, e, s;
+    CHECK(dt_loader_next(l, &x, &y, &n) == DT_ERR_IO);
+    CHECK(strstr(dt_last_error(), "t/train/a/img002.png") != NULL);
+    dt_loader_position(l, &e, &s);
+    CHECK(e == 0 && s == 0);
+    CHECK(rename(at("away.png"), at("t/train/a/img002.png")) == 0);
+    CHECK(differ(l, ref, 4) == 0);
+    dt_loader_free(l);
+    dt_loader_free(ref);
+    dt_dataset_free(disk);
+}
+
+int main(void) {
+    CHECK(mkdtemp(dir) != NULL);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s tree %s/t b,a,C,_x %d %d && /usr/bin/python3 %s bad %s/bad",
+             dt_test_src_path("tests/make_images.py"), dir, PER_CLASS, SIDE, dt_test_src_path("tests/make_images.py"),
+             dir);
+    int rc = system(cmd);
+    if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 3) {
+        printf("test_folder: skipped (python3 with PIL and numpy is needed to write the images)\n");
+        return 77;
+    }
+    CHECK(rc == 0);
+    /* Ignored: names starting with '.', files and folders alike. */
+    CHECK(sh("touch %s/t/train/a/.DS_Store && mkdir %s/t/train/.hidden", dir, dir) == 0);
+    test_mapping_and_fetch();
+    test_paths_equal();
+    test_shards();
+    test_splits();
+    test_bad_input();
+    test_fetch_failure();
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    return dt_test_finish("test_folder");
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# dtrain train/eval/bench on a folder of images (tests/make_images.py writes
+# 4 classes of small PNGs and JPEGs): the class mapping printed, saved in
+# the checkpoint and used by eval (a test folder with one class keeps its
+# label); images held in memory or decoded per batch by several threads
+# train the same bits; a resumed run equals the uninterrupted one; 2 ranks
+# of allreduce equal serial with the global batch; each bad input is a
+# one-line error naming the file, and --skip-bad-images counts instead.
+# Skipped (77) without python3, PIL and numpy.
+source "$(dirname "$0")/clilib.sh" "$1"
+MAKE="/usr/bin/python3 $SRC/tests/make_images.py"
+$MAKE tree "$TMP/imgs" b,a,C,_x 24 12
+rc=$?
+[ $rc = 3 ] && { echo "test_folder_cli: skipped (python3 with PIL and numpy is needed)"; exit 77; }
+[ $rc = 0 ] || { echo "FAIL: make_images.py tree"; exit 1; }
+cat > "$TMP/m.cfg" <<'EOF'
+[net]
+channels=3
+height=12
+width=12
+batch=8
+learning_rate=0.05
+momentum=0.9
+epochs=2
+flip=1
+crop_pad=1
+dataset=folder
+[connected]
+output=32
+activation=relu
+[connected]
+output=4
+[softmax]
+EOF
+M=$TMP/m.cfg
+TRAIN_DATA=(--data-dir "$TMP/imgs") # dataset=folder is the model file's
+K=24
+
+# The mapping, sorted bytewise, printed at start; how the images are held.
+"$DTRAIN" train "$M" --data-dir "$TMP/imgs" --threads 1 --max-steps 2 > "$TMP/start.out" 2>&1
+check "mapping printed" grep -q "^classes: 0 C, 1 _x, 2 a, 3 b$" "$TMP/start.out"
+check "held in memory" grep -q "imgs/train: 96 images in 4 classes, decoded once and held in memory" "$TMP/start.out"
+expect 0 "imgs/test: 48 images in 4 classes, decoded per batch by 3 loader threads" -- \
+    "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --threads 1 --max-steps 2 --cache-mb 0 --loader-threads 3
+
+# In memory, or per batch with 3 threads and no prefetch: the same bits; a
+# run resumed from the middle (per batch) equals the uninterrupted one.
+train_ckpt mem 1 "$M" --max-steps $K
+train_ckpt disk 1 "$M" --max-steps $K --cache-mb 0 --loader-threads 3 --no-prefetch
+same mem disk 0
+train_ckpt half 1 "$M" --max-steps 10 --cache-mb 0
+train_ckpt resumed 1 "$M" --max-steps $K --resume "$TMP/half.ckpt"
+same mem resumed 0
+grep -q '"test_accuracy":1.0000' "$TMP/mem.out" || { echo "FAIL: not learnt: $(tail -1 "$TMP/mem.out")"; fails=$((fails + 1)); }
+
+# 2 ranks of batch 4 (each loading the folder) equal serial at batch 8.
+# (Under the sanitizers, CI's time: not this, nor the error messages and
+# the bench below, which tests/test_folder.c and test_image.c cover there.)
+if [ -z "${DT_SANITIZE:-}" ]; then
+train_ckpt ar 2 "$M" --max-steps $K --batch 4 --mode allreduce --cache-mb 0
+same mem ar 2e-6
+fi
+
+# eval: the checkpoint's classes, in the summary, label a test folder that
+# has only class b (alone, sorted, it would be label 0).
+expect 0 '"test_accuracy":1.0000,.*"classes":\["C","_x","a","b"\],"skipped":0' -- \
+    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/imgs"
+mkdir -p "$TMP/only_b/test" && cp -r "$TMP/imgs/test/b" "$TMP/only_b/test/"
+expect 0 '"test_accuracy":1.0000,.*"samples":12,' -- \
+    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/only_b" --cache-mb 0
+mv "$TMP/only_b/test/b" "$TMP/only_b/test/zebra"
+expect 1 "only_b/test/zebra: class 'zebra' is not one of the 4 classes of .*mem.ckpt" -- \
+    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/only_b"
+
+# Resuming on class folders that changed.
+cp -r "$TMP/imgs" "$TMP/renamed" && mv "$TMP/renamed/train/a" "$TMP/renamed/train/aa" &&
+    mv "$TMP/renamed/test/a" "$TMP/renamed/test/aa"
+expect 2 "--resume .*half.ckpt: label 2 is class 'a' in the checkpoint, 'aa' in the train folder" -- \
+    "$DTRAIN" train "$M" --data-dir "$TMP/renamed" --threads 1 --max-steps $K --resume "$TMP/half.ckpt"
+
+# Bad input: one line naming the file, exit 1; or skipped and counted.
+$MAKE bad "$TMP/bad"
+cp "$TMP/bad/truncated.jpg" "$TMP/imgs/train/a/z.jpg"
+expect 1 "^dtrain: .*imgs/train/a/z.jpg: corrupt JPEG" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2
+expect 0 "imgs/train: skipped 1 unreadable file \(--skip-bad-images\); the first: .*z.jpg: corrupt JPEG" -- \
+    "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2 --skip-bad-images
+if [ -n "${DT_SANITIZE:-}" ]; then finish; exit; fi
+cp "$TMP/bad/notes.txt" "$TMP/imgs/train/a/"
+expect 0 "skipped 2 unreadable files" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2 --skip-bad-images
+expect 1 "imgs/train/a/notes.txt: unknown extension" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2
+rm "$TMP/imgs/train/a/z.jpg" "$TMP/imgs/train/a/notes.txt"
+mkdir "$TMP/imgs/test/zzz" && cp "$TMP/bad/good.png" "$TMP/imgs/test/zzz/"
+expect 1 "imgs/test/zzz: class 'zzz' is not one of the 4 classes of .*imgs/train" -- \
+    "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2
+rm -r "$TMP/imgs/test/zzz"
+mv "$TMP/imgs/test" "$TMP/test_away"
+expect 1 "imgs/test: no such folder" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2
+mv "$TMP/test_away" "$TMP/imgs/test"
+sed 's/^output=4$/output=3/' "$M" > "$TMP/three.cfg"
+expect 2 "three.cfg: the model has 3 outputs, fewer than the 4 classes of" -- \
+    "$DTRAIN" train "$TMP/three.cfg" --data-dir "$TMP/imgs" --max-steps 2
+sed 's/^output=4$/output=6/' "$M" > "$TMP/six.cfg"
+expect 0 "note: .*six.cfg has 6 outputs for 4 classes; outputs 4 to 5 are never a label" -- \
+    "$DTRAIN" train "$TMP/six.cfg" --data-dir "$TMP/imgs" --max-steps 2
+expect 2 "--dataset folder needs --data-dir DIR" -- "$DTRAIN" train "$M"
+expect 2 "--cache-mb applies to --dataset folder, not synthetic" -- \
+    "$DTRAIN" train "$M" --dataset synthetic --cache-mb 10
+expect 2 "--skip-bad-images applies to --dataset folder, not synthetic" -- \
+    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --dataset synthetic --skip-bad-images
+
+# Gray images for a 1-channel model.
+$MAKE tree "$TMP/gray" x,y 8 12 --gray
+sed 's/^channels=3$/channels=1/; s/^output=4$/output=2/' "$M" > "$TMP/one.cfg"
+expect 0 '"steps":2,' -- "$DTRAIN" train "$TMP/one.cfg" --data-dir "$TMP/gray" --max-steps 2 --quiet
+
+# The loader alone: decoding and augmentation, images/s.
+expect 0 '"event":"loader_bench".*"cached":false.*"images_per_sec":[0-9]' -- \
+    "$DTRAIN" bench "$M" --data-only --data-dir "$TMP/imgs" --cache-mb 0 --loader-threads 2 --steps 5
+expect 2 "apply to --data-only" -- "$DTRAIN" bench "$M" --data-dir "$TMP/imgs"
+finish

@@ -1,0 +1,139 @@
+/* Image decoding and fitting (image.h) against the bytes tests/make_images.py
+ * expects: every PNG colour type and bit depth exactly, JPEGs within 1 of
+ * PIL's decode, resizing and centre crops exactly as PIL + torchvision; and
+ * every kind of broken file refused with one line naming it. Skipped (77)
+ * when python3 with PIL and numpy is not there to write the files. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dtrain/image.h"
+#include "dtrain/mem.h"
+#include "testutil.h"
+
+static char dir[] = "/tmp/dt_image_XXXXXX";
+
+static const char *in_dir(const char *sub, const char *name) {
+    static char bufs[2][1200];
+    static int next;
+    char *p = bufs[next++ % 2];
+    snprintf(p, sizeof bufs[0], "%s/%s/%s", dir, sub, name);
+    return p;
+}
+
+/* Runs make_images.py MODE into dir/sub; 77 when it says PIL is missing. */
+static int make(const char *mode, const char *sub) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s %s/%s", dt_test_src_path("tests/make_images.py"), mode, dir, sub);
+    int rc = system(cmd);
+    if (rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 3) return 77;
+    CHECK(rc == 0);
+    return rc == 0 ? 0 : 1;
+}
+
+static size_t read_all(const char *path, uint8_t *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+/* Every case of cases.txt: dtrain's bytes against the expected ones. */
+static void test_refs(void) {
+    FILE *list = fopen(in_dir("refs", "cases.txt"), "r");
+    CHECK(list != NULL);
+    if (!list) return;
+    char name[256], ref[300];
+    int c, h, w, tol, cases = 0;
+    static uint8_t got[3 * 64 * 64], want[3 * 64 * 64];
+    while (fscanf(list, "%255s %d %d %d %299s %d", name, &c, &h, &w, ref, &tol) == 6) {
+        size_t n = (size_t)c * h * w;
+        cases++;
+        memset(got, 0xaa, sizeof got);
+        CHECK_OK(dt_image_load(got, (dt_shape){c, h, w}, in_dir("refs", name)));
+        CHECK(read_all(in_dir("refs", ref), want, sizeof want) == n);
+        int worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            int d = abs((int)got[i] - (int)want[i]);
+            if (d > worst) worst = d;
+        }
+        if (worst > tol) {
+            fprintf(stderr, "%s as %dx%dx%d: off by up to %d (tolerance %d)\n", name, c, h, w, worst, tol);
+            dt_test_failures++;
+        }
+        CHECK(got[n] == 0xaa); /* nothing written past the sample */
+    }
+    fclose(list);
+    CHECK(cases >= 60);
+}
+
+/* file (in dir/bad) must fail with status want and one line naming it and
+ * containing needle. */
+static void expect_bad(const char *file, dt_status want, const char *needle) {
+    uint8_t out[3 * 8 * 8];
+    const char *path = in_dir("bad", file);
+    dt_status s = dt_image_load(out, (dt_shape){3, 8, 8}, path);
+    const char *msg = dt_last_error();
+    if (s != want || !strstr(msg, path) || !strstr(msg, needle) || strchr(msg, '\n')) {
+        fprintf(stderr, "%s: status %d (want %d), message '%s' (want '%s')\n", file, s, want, msg, needle);
+        dt_test_failures++;
+    }
+}
+
+static void test_bad_files(void) {
+    uint8_t out[3 * 8 * 8];
+    CHECK_OK(dt_image_load(out, (dt_shape){3, 8, 8}, in_dir("bad", "good.png")));
+    CHECK_OK(dt_image_load(out, (dt_shape){1, 8, 8}, in_dir("bad", "good.jpg")));
+    expect_bad("empty.png", DT_ERR_FORMAT, "empty file");
+    expect_bad("truncated.png", DT_ERR_FORMAT, "corrupt PNG");
+    expect_bad("truncated.jpg", DT_ERR_FORMAT, "corrupt JPEG");
+    expect_bad("bad_crc.png", DT_ERR_FORMAT, "corrupt PNG");
+    expect_bad("garbage.jpg", DT_ERR_FORMAT, "not a PNG or JPEG");
+    expect_bad("text.png", DT_ERR_FORMAT, "not a PNG or JPEG");
+    expect_bad("huge.png", DT_ERR_FORMAT, "30000 x 30000");
+    expect_bad("bomb.png", DT_ERR_FORMAT, "more than its");
+    expect_bad("cmyk.jpg", DT_ERR_FORMAT, "CMYK");
+    expect_bad("missing.png", DT_ERR_IO, "cannot open");
+    uint8_t small[8];
+    CHECK(dt_image_load(small, (dt_shape){2, 2, 2}, in_dir("bad", "good.png")) == DT_ERR_USAGE);
+}
+
+/* From memory: no file name needed, nothing leaks on any path (ASan). */
+static void test_memory(void) {
+    dt_image img;
+    const uint8_t jpeg_start[] = {0xff, 0xd8, 0xff, 0xe0, 0, 16};
+    CHECK(dt_image_decode(&img, jpeg_start, sizeof jpeg_start, "x.jpg") == DT_ERR_FORMAT);
+    CHECK(img.px == NULL && img.w == 0);
+    CHECK(strncmp(dt_last_error(), "x.jpg: corrupt ", 15) == 0);
+    const uint8_t png_start[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0};
+    CHECK(dt_image_decode(&img, png_start, sizeof png_start, "y.png") == DT_ERR_FORMAT);
+    CHECK(strstr(dt_last_error(), "y.png: corrupt PNG") != NULL);
+    dt_image_free(&img);
+    /* A 1 x 1 gray image fitted to 3 x 4 x 2: the pixel everywhere. */
+    uint8_t px = 77, out[24];
+    dt_image one = {1, 1, 1, &px};
+    CHECK_OK(dt_image_fit(out, (dt_shape){3, 4, 2}, &one));
+    int all = 1;
+    for (int i = 0; i < 24; i++) all &= out[i] == 77;
+    CHECK(all);
+}
+
+int main(void) {
+    CHECK(mkdtemp(dir) != NULL);
+    int rc = make("refs", "refs");
+    if (rc == 0) rc = make("bad", "bad");
+    if (rc == 77) {
+        printf("test_image: skipped (python3 with PIL and numpy is needed to write the images)\n");
+        return 77;
+    }
+    test_refs();
+    test_bad_files();
+    test_memory();
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    return dt_test_finish("test_image");
+}
