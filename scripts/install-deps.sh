@@ -3,11 +3,16 @@
 # Called by the Makefile before configuring; safe to run repeatedly.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin
-      zlib1g-dev libcairo2-dev graphviz dataset-fashion-mnist python3-torch python3-numpy clang libclang-rt-14-dev)
+      zlib1g-dev libcairo2-dev libjansson-dev graphviz dataset-fashion-mnist python3-torch python3-numpy clang libclang-rt-14-dev
+      libturbojpeg0-dev libpng-dev python3-pil libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+      python3-onnx)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js runs ONNX Runtime in tests/test_export.sh; any Node with npm will do
+# (Debian's nodejs + npm, or NodeSource's nodejs, which carries npm itself).
+command -v npm >/dev/null || missing+=(nodejs npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "install-deps: installing ${missing[*]}"
 SUDO=""

@@ -97,6 +97,11 @@ typedef struct {
     int progress_tty;            /* 1: redraw a progress bar; 0: periodic plain lines */
     int rank, world;             /* this worker's index among the workers, and their count */
     int prefetch;                /* loader thread */
+    int loader_threads;          /* threads building each batch (decoding on-demand images) and
+                                  * decoding a folder data set at load (< 1: one) */
+    size_t cache_bytes;          /* folder data sets: the decoded train and test sets stay in
+                                  * memory while they fit this budget (data.h) */
+    int skip_bad;                /* folder data sets: skip unreadable images, counted */
     const atomic_int *stop;      /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
     atomic_int *progress_request; /* set by SIGUSR1: print a progress line (cleared here); may be NULL */
     int world_rank;              /* this process's rank in MPI_COMM_WORLD (stragglers) */
@@ -136,10 +141,17 @@ static inline int dt_run_ended_together(dt_status s) {
 dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_sync *sync,
                        dt_train_summary *summary);
 
+/* Receives each evaluated batch's logits (n, classes): the input of the
+ * softmax layer, in this worker's dataset order. */
+typedef dt_status (*dt_logits_fn)(void *ctx, const float *logits, int n, int classes);
+
 /* Accuracy and mean loss of net over the whole dataset (this worker's part,
- * reduced through sync). */
+ * reduced through sync; batches built by `threads` loader threads); each
+ * batch's logits also go to on_logits unless it is NULL (dtrain eval
+ * --logits-out). */
 dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank, int world,
-                      int batch, double *accuracy, double *loss);
+                      int batch, int threads, dt_logits_fn on_logits, void *ctx, double *accuracy,
+                      double *loss);
 
 /* The serial strategy: local SGD on the whole net. */
 dt_status dt_sync_serial_create(dt_sync **out);

@@ -29,6 +29,8 @@ int cmd_simulate(int argc, char **argv, const cli_env *env);
 int cmd_launch(int argc, char **argv);
 /* Draws training logs; needs no MPI either. */
 int cmd_plot(int argc, char **argv);
+/* Writes a trained network as ONNX; no MPI. */
+int cmd_export(int argc, char **argv);
 
 /* Prints "dtrain: <message>" (with the rank when world > 1) for a failed
  * status and returns its exit code. */
@@ -54,5 +56,14 @@ int cli_set_threads(int threads, const cli_env *env);
 
 /* --dataset name (NULL: the model file's, else fashion-mnist) -> kind. */
 dt_status cli_dataset_kind(dt_dataset_kind *kind, const char *name, const dt_model_spec *spec);
+
+/* The folder data set's flags against the kind: --data-dir required,
+ * --cache-mb (cache_mb >= 0) and --skip-bad-images only for folder. */
+dt_status cli_folder_flags(dt_dataset_kind kind, const char *data_dir, long cache_mb, int skip_bad);
+/* --loader-threads when not given: 2 for folder (decoding), else 1. */
+int cli_default_loader_threads(dt_dataset_kind kind);
+/* --cache-mb in bytes; -1 (not given): a quarter of memory over the ranks
+ * on this node. */
+size_t cli_cache_bytes(long cache_mb, const cli_env *env);
 
 #endif

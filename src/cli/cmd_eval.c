@@ -4,34 +4,97 @@
 #include "args.h"
 #include "cli.h"
 #include "dtrain/checkpoint.h"
+#include "dtrain/json.h"
 #include "dtrain/net.h"
 #include "dtrain/timer.h"
 #include "dtrain/train.h"
 
-static dt_status eval_run(const char *model, const char *weights, const char *dataset,
-                          const char *data_dir, int batch, const cli_env *env) {
+/* --logits-out: each batch's logits appended to the file as raw float32. */
+typedef struct {
+    FILE *f;
+    const char *path;
+} logits_file;
+
+static dt_status write_logits(void *ctx, const float *logits, int n, int classes) {
+    logits_file *lf = ctx;
+    size_t count = (size_t)n * (size_t)classes;
+    if (fwrite(logits, sizeof *logits, count, lf->f) != count)
+        return dt_fail(DT_ERR_IO, "--logits-out %s: write failed", lf->path);
+    return DT_OK;
+}
+
+/* The flags of dtrain eval (strings point into argv). */
+typedef struct {
+    const char *model, *weights, *dataset, *data_dir, *logits_out;
+    int batch, threads, loader_threads, skip_bad;
+    long cache_mb; /* -1: not given */
+} eval_args;
+
+static dt_status evaluate(dt_net *net, const dt_dataset *ds, int batch, int threads, const char *logits_out,
+                          double *acc, double *loss) {
+    if (!logits_out) return dt_evaluate(net, ds, NULL, 0, 1, batch, threads, NULL, NULL, acc, loss);
+    logits_file lf = {fopen(logits_out, "wb"), logits_out};
+    if (!lf.f) return dt_fail(DT_ERR_IO, "--logits-out %s: cannot create it", logits_out);
+    dt_status s = dt_evaluate(net, ds, NULL, 0, 1, batch, threads, write_logits, &lf, acc, loss);
+    if (fclose(lf.f) != 0 && s == DT_OK)
+        s = dt_fail(DT_ERR_IO, "--logits-out %s: write failed", logits_out);
+    return s;
+}
+
+/* The test set. A folder's class folders are labelled by the checkpoint's
+ * class names when it has them (then the folder may hold some classes
+ * only), else by their own sorted names. */
+static dt_status load_test_set(dt_dataset **ds, const eval_args *a, dt_dataset_kind kind, const dt_model_spec *spec,
+                               const dt_class_names *saved, int outputs, const cli_env *env) {
+    dt_folder_opts fo = {a->loader_threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
+                         saved->n ? saved : NULL, 0, a->weights};
+    DT_TRY(dt_dataset_load(ds, kind, a->data_dir, 0, spec->input, 1, &fo));
+    if (kind == DT_DATASET_FOLDER && (*ds)->classes > outputs)
+        return dt_fail(DT_ERR_CONFIG, "%s: the model has %d outputs, fewer than the %d classes of %s/test", spec->path,
+                       outputs, (*ds)->classes, a->data_dir);
+    return DT_OK;
+}
+
+/* ,"classes":["cat","dog"] of a folder's test set ("" otherwise), and how
+ * many files it skipped. */
+static void print_folder_fields(const dt_dataset *ds) {
+    const dt_class_names *c = &ds->class_names;
+    if (!c->n) return;
+    char esc[1024];
+    printf(",\"classes\":[");
+    for (int i = 0; i < c->n; i++) printf("%s\"%s\"", i ? "," : "", dt_json_escape(esc, sizeof esc, c->names[i]));
+    printf("],\"skipped\":%d", ds->skipped);
+}
+
+static dt_status eval_run(const eval_args *a, const cli_env *env) {
     dt_model_spec spec;
-    DT_TRY(cli_load_model(&spec, model, batch, 0, 0));
+    DT_TRY(cli_load_model(&spec, a->model, a->batch, 0, 0));
     dt_dataset_kind kind;
-    DT_TRY(cli_dataset_kind(&kind, dataset, &spec));
+    DT_TRY(cli_dataset_kind(&kind, a->dataset, &spec));
+    DT_TRY(cli_folder_flags(kind, a->data_dir, a->cache_mb, a->skip_bad));
     dt_net *net;
     DT_TRY(dt_net_create(&net, &spec, spec.batch, 1));
     dt_ckpt_meta meta;
-    dt_ckpt_arrays a = {net->params, net->nparams, net->state, net->nstate, NULL, 0, 0};
+    dt_class_names saved = {0, NULL};
+    dt_ckpt_arrays arrays = {net->params, net->nparams, net->state, net->nstate, NULL, 0, 0, &saved};
     dt_dataset *ds = NULL;
     double t0 = 0, acc = 0, loss = 0;
-    dt_status s = dt_checkpoint_load(weights, net->shape_hash, &meta, &a);
-    if (s == DT_OK) s = dt_dataset_load(&ds, kind, data_dir, 0, spec.input, 1);
+    int loader_threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind);
+    dt_status s = dt_checkpoint_load(a->weights, net->shape_hash, &meta, &arrays);
+    if (s == DT_OK) s = load_test_set(&ds, a, kind, &spec, &saved, net->classes, env);
     if (s == DT_OK) {
         t0 = dt_now();
-        s = dt_evaluate(net, ds, NULL, 0, 1, spec.batch, &acc, &loss);
+        s = evaluate(net, ds, spec.batch, loader_threads, a->logits_out, &acc, &loss);
     }
     if (s == DT_OK && env->rank == 0) {
         double wall = dt_now() - t0;
         printf("{\"event\":\"summary\",\"test_accuracy\":%.4f,\"test_loss\":%.4f,\"steps\":%llu,"
-               "\"samples\":%d,\"images_per_sec\":%.1f,\"wall_s\":%.2f}\n",
+               "\"samples\":%d,\"images_per_sec\":%.1f,\"wall_s\":%.2f",
                acc, loss, (unsigned long long)meta.step, ds->n, wall > 0 ? ds->n / wall : 0, wall);
+        print_folder_fields(ds);
+        printf("}\n");
     }
+    dt_class_names_free(&saved);
     dt_dataset_free(ds);
     dt_net_free(net);
     return s;
@@ -41,32 +104,45 @@ static const char eval_usage[] =
     "usage: dtrain eval MODEL.cfg --weights CHECKPOINT [flags]\n"
     "  test accuracy and loss of a checkpoint's parameters on the test set\n"
     "  --weights F       checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt)\n"
-    "  --dataset D       fashion-mnist | mnist | cifar10 | synthetic (default: the model file's)\n"
-    "  --data-dir DIR    dataset directory (default /usr/share/datasets/fashion-mnist)\n"
+    "  --dataset D       fashion-mnist | mnist | cifar10 | synthetic | folder (default: the\n"
+    "                    model file's)\n"
+    "  --data-dir DIR    dataset directory (default /usr/share/datasets/fashion-mnist); folder:\n"
+    "                    DIR/test/<class>/ images, labelled by the checkpoint's class names\n"
+    "                    (listed in the summary), which the folders may be a subset of\n"
+    "  --loader-threads N  threads building batches (default: 2 for folder, 1 otherwise)\n"
+    "  --cache-mb N      folder: keep decoded images in memory up to N MiB (default: a quarter\n"
+    "                    of memory)\n"
+    "  --skip-bad-images folder: skip unreadable images (counted in the summary)\n"
     "  --batch N         evaluation batch (default: the model file's)\n"
-    "  --threads N       threads (default: all cores)\n";
+    "  --threads N       threads (default: all cores)\n"
+    "  --logits-out F    also write the logits (the softmax layer's input) of every test\n"
+    "                    sample to F: raw little-endian float32, samples x classes, in\n"
+    "                    the data set's order\n";
 
 int cmd_eval(int argc, char **argv, const cli_env *env) {
-    const char *weights = NULL, *dataset = NULL, *data_dir = NULL;
-    int batch = 0, threads = 0, help = 0;
+    eval_args a = {.cache_mb = -1};
+    int help = 0;
     cli_flag flags[] = {
         {"--help", ARG_FLAG, &help, 0, 0, 0},
-        {"--weights", ARG_STR, &weights, 0, 0, 0},
-        {"--dataset", ARG_STR, &dataset, 0, 0, 0},
-        {"--data-dir", ARG_STR, &data_dir, 0, 0, 0},
-        {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
-        {"--threads", ARG_INT, &threads, 1, 1024, 0},
+        {"--weights", ARG_STR, &a.weights, 0, 0, 0},
+        {"--dataset", ARG_STR, &a.dataset, 0, 0, 0},
+        {"--data-dir", ARG_STR, &a.data_dir, 0, 0, 0},
+        {"--batch", ARG_INT, &a.batch, 1, 1 << 20, 0},
+        {"--threads", ARG_INT, &a.threads, 1, 1024, 0},
+        {"--logits-out", ARG_STR, &a.logits_out, 0, 0, 0},
+        {"--loader-threads", ARG_INT, &a.loader_threads, 1, 256, 0},
+        {"--cache-mb", ARG_LONG, &a.cache_mb, 0, 1e9, 0},
+        {"--skip-bad-images", ARG_FLAG, &a.skip_bad, 0, 0, 0},
     };
-    const char *pos[1];
     int npos;
-    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
+    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), &a.model, 1, &npos);
     if (s == DT_OK && help) {
         fputs(eval_usage, stdout);
         return 0;
     }
-    if (s == DT_OK && (npos != 1 || !weights))
+    if (s == DT_OK && (npos != 1 || !a.weights))
         s = dt_fail(DT_ERR_USAGE, "eval: needs MODEL.cfg and --weights CHECKPOINT (see dtrain eval --help)");
     if (s != DT_OK) return cli_report(s, env);
-    cli_set_threads(threads, env);
-    return cli_report(eval_run(pos[0], weights, dataset, data_dir, batch, env), env);
+    cli_set_threads(a.threads, env);
+    return cli_report(eval_run(&a, env), env);
 }

@@ -51,6 +51,36 @@ static void print_table(const dt_net *net, const dt_model_spec *spec) {
            (double)dt_net_bytes(net) / 1e6, spec->batch);
 }
 
+/* The shape of layer l's parameter block `which` (0: w, 1: b) or state block
+ * (2: running mean, 3: running var) as the layer stores it: conv weights
+ * (F, C, K, K), connected (out, in), everything else one axis. */
+static void print_tensor_shape(const dt_layer *l, int which) {
+    if (which == 0 && l->spec.kind == DT_LAYER_CONV)
+        printf("[%d,%d,%d,%d]", l->spec.filters, l->in.c, l->spec.size, l->spec.size);
+    else if (which == 0 && l->spec.kind == DT_LAYER_DENSE)
+        printf("[%d,%zu]", l->spec.outputs, dt_shape_size(l->in));
+    else
+        printf("[%zu]", which == 0 ? l->nw : which == 1 ? l->nb : l->nstate / 2);
+}
+
+/* "tensors": the layer's parameter and state blocks in checkpoint order
+ * (PyTorch's names for them), so that tools can slice a checkpoint. */
+static void print_tensors(const dt_layer *l) {
+    static const char *const names[] = {"weight", "bias", "running_mean", "running_var"};
+    size_t sizes[] = {l->nw, l->nb, l->nstate / 2, l->nstate / 2};
+    const char *sep = "";
+    printf(",\"tensors\":[");
+    for (int k = 0; k < 4; k++) {
+        if (!sizes[k]) continue;
+        printf("%s{\"name\":\"%s\",\"block\":\"%s\",\"shape\":", sep, names[k],
+               k < 2 ? "params" : "state");
+        print_tensor_shape(l, k);
+        printf("}");
+        sep = ",";
+    }
+    printf("]");
+}
+
 static void print_json(const dt_net *net, const dt_model_spec *spec) {
     char model[1024];
     printf("{\"model\":\"%s\",\"input\":[%d,%d,%d],\"params\":%zu,\"flops\":%llu,\"nodes\":[",
@@ -61,9 +91,11 @@ static void print_json(const dt_net *net, const dt_model_spec *spec) {
     for (int i = 0; i < net->nlayers; i++) {
         const dt_layer *l = &net->layers[i];
         printf(",{\"id\":\"L%d\",\"type\":\"%s\",\"line\":%d,\"output\":[%d,%d,%d],\"params\":%zu,"
-               "\"flops\":%llu}",
+               "\"flops\":%llu",
                i, l->ops->name, l->spec.line, l->out.c, l->out.h, l->out.w, l->nw + l->nb,
                (unsigned long long)l->ops->flops(l));
+        print_tensors(l);
+        printf("}");
     }
     printf("],\"edges\":[");
     char from[16];

@@ -16,10 +16,14 @@ static const char usage[] =
     "                            [train flags]: every combination as a train run, spread\n"
     "                            over the ranks (see dtrain sweep --help)\n"
     "  eval MODEL.cfg --weights CHECKPOINT [--dataset D] [--data-dir DIR]\n"
+    "  export MODEL.cfg --weights CHECKPOINT -o FILE.onnx\n"
+    "                            the trained network as an ONNX model (docs/EXPORT.md)\n"
     "  info MODEL.cfg [--json | --dot | --plan --workers P --servers S --batch K]\n"
     "                            layer shapes, parameters and FLOPs; the network graph\n"
     "                            as JSON or Graphviz DOT; the SFB/PS communication plan\n"
     "  bench MODEL.cfg [--batch N] [--steps N] [--threads N] [--profile-out F.json]\n"
+    "  bench MODEL.cfg --data-only [--dataset D] [--data-dir DIR] [--loader-threads N]\n"
+    "                            the loader alone: decoded, augmented img/s\n"
     "  simulate MODEL.cfg [--nodes 1,2,4,..] [--bandwidth 10Gbps] [--latency 20us] [flags]\n"
     "                            predicted step time, img/s and speedup per mode on N nodes\n"
     "                            (see dtrain simulate --help)\n"
@@ -53,6 +57,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "launch") == 0) return cmd_launch(argc - 2, argv + 2);
     if (strcmp(cmd, "plot") == 0) return cmd_plot(argc - 2, argv + 2);
+    if (strcmp(cmd, "export") == 0) return cmd_export(argc - 2, argv + 2);
     /* Before MPI_Init: every thread MPI, OpenMP and dtrain start from here
      * on inherits the mask, so only the signal thread ever takes them. */
     static cli_signals sig;

@@ -11,6 +11,7 @@
 #include "dtrain/rng.h"
 #include "dtrain/train.h"
 #include "report.h"
+#include "trainset.h"
 
 struct dt_trainer {
     const dt_model_spec *spec;
@@ -72,8 +73,10 @@ long dt_trainer_step(const dt_trainer *t) { return t->step; }
 long dt_trainer_total_steps(const dt_trainer *t) { return t->total_steps; }
 
 dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank, int world,
-                      int batch, double *accuracy, double *loss) {
-    dt_loader_cfg cfg = {.batch = batch, .rank = rank, .world = world};
+                      int batch, int threads, dt_logits_fn on_logits, void *ctx, double *accuracy,
+                      double *loss) {
+    const dt_layer *head = &net->layers[net->nlayers - 1];
+    dt_loader_cfg cfg = {.batch = batch, .rank = rank, .world = world, .threads = threads};
     dt_loader *ld;
     DT_TRY(dt_loader_create(&ld, ds, &cfg));
     double sums[3] = {0, 0, 0}; /* correct, loss, samples */
@@ -85,6 +88,10 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
         s = dt_loader_next(ld, &x, &y, &n);
         if (s != DT_OK || n == 0) break;
         dt_net_forward(net, x, n, 0);
+        if (on_logits) {
+            s = on_logits(ctx, dt_net_output(net, head->spec.inputs[0], x), n, net->classes);
+            if (s != DT_OK) break;
+        }
         sums[0] += dt_net_count_correct(net, y, n);
         sums[1] += dt_net_loss(net, y, n);
         sums[2] += n;
@@ -176,9 +183,11 @@ static dt_status agree(dt_trainer *t, int *stop, int all) {
     return DT_OK;
 }
 
+/* What a checkpoint holds: the arrays, and the train set's class names (a
+ * folder's; none otherwise). */
 static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
     dt_ckpt_arrays a = {t->net->params, t->net->nparams, t->net->state, t->net->nstate,
-                        t->opt_state, dt_trainer_opt_floats(t), t->spec->optim.kind};
+                        t->opt_state, dt_trainer_opt_floats(t), t->spec->optim.kind, &t->train_ds->class_names};
     return a;
 }
 
@@ -313,11 +322,14 @@ static dt_status save_checkpoint(dt_trainer *t, int all, int best) {
 typedef struct {
     dt_trainer *t;
     dt_ckpt_meta *m;
+    dt_class_names *classes; /* the loaded checkpoint's */
 } resume_try;
 
 static dt_status load_into(const char *path, void *ctx) {
     resume_try *r = ctx;
     dt_ckpt_arrays a = ckpt_arrays(r->t);
+    dt_class_names_free(r->classes); /* an older checkpoint tried before this one */
+    a.classes = r->classes;
     return dt_checkpoint_load(path, r->t->net->shape_hash, r->m, &a);
 }
 
@@ -329,10 +341,11 @@ static void report_skipped(const char *path, const char *why, void *ctx) {
 
 /* --resume F, --resume D (its newest complete checkpoint) or --resume auto
  * (--checkpoint-dir's newest, a fresh start when it has none): loads it
- * into *m and the net, and names it in path ("" when starting fresh). */
-static dt_status load_resume(dt_trainer *t, dt_ckpt_meta *m, char *path, size_t cap) {
+ * into *m, *classes and the net, and names it in path ("" when starting
+ * fresh). */
+static dt_status load_resume(dt_trainer *t, dt_ckpt_meta *m, dt_class_names *classes, char *path, size_t cap) {
     const char *from = t->opts->resume_path;
-    resume_try r = {t, m};
+    resume_try r = {t, m, classes};
     int is_auto = strcmp(from, "auto") == 0;
     struct stat st;
     if (!is_auto && (stat(from, &st) != 0 || !S_ISDIR(st.st_mode))) {
@@ -352,8 +365,11 @@ static dt_status load_resume(dt_trainer *t, dt_ckpt_meta *m, char *path, size_t 
 static dt_status resume(dt_trainer *t) {
     dt_ckpt_meta m;
     char from[4096], line[4352];
-    DT_TRY(load_resume(t, &m, from, sizeof from));
-    if (!from[0]) return DT_OK;
+    dt_class_names classes = {0, NULL};
+    dt_status s = load_resume(t, &m, &classes, from, sizeof from);
+    if (s == DT_OK && from[0]) s = dt_trainset_check_classes(t->train_ds, &classes, from);
+    dt_class_names_free(&classes);
+    if (s != DT_OK || !from[0]) return s;
     if (m.seed != t->opts->seed)
         return dt_fail(DT_ERR_USAGE, "--resume %s: checkpoint was written with --seed %llu, this run "
                        "has --seed %llu", from, (unsigned long long)m.seed, (unsigned long long)t->opts->seed);
@@ -391,20 +407,12 @@ static dt_status setup(dt_trainer *t) {
     DT_TRY(dt_alloc_floats(&t->own_opt_state, dt_trainer_opt_floats(t), "optimiser state"));
     t->opt_state = t->own_opt_state;
     if (spec->accumulate > 1) DT_TRY(dt_alloc_floats(&t->acc, t->net->nparams, "accumulated gradients"));
-    DT_TRY(dt_dataset_load(&t->train_ds, o->dataset, o->data_dir, 1, spec->input, o->seed));
-    DT_TRY(dt_dataset_load(&t->test_ds, o->dataset, o->data_dir, 0, spec->input, o->seed));
+    DT_TRY(dt_trainset_load(&t->train_ds, &t->test_ds, spec, t->net->classes, o, &t->rep));
     const dt_dataset *d = t->train_ds;
-    if (d->shape.c != spec->input.c || d->shape.h != spec->input.h || d->shape.w != spec->input.w)
-        return dt_fail(DT_ERR_CONFIG, "%s: model input is %dx%dx%d but %s images are %dx%dx%d",
-                       spec->path, spec->input.c, spec->input.h, spec->input.w,
-                       dt_dataset_kind_name(o->dataset), d->shape.c, d->shape.h, d->shape.w);
-    if (d->classes != t->net->classes)
-        return dt_fail(DT_ERR_CONFIG, "%s: model has %d outputs but %s has %d classes", spec->path,
-                       t->net->classes, dt_dataset_kind_name(o->dataset), d->classes);
     /* A step's batch: --accumulate passes of the net's batch each. */
     dt_loader_cfg lc = {.batch = dt_model_step_batch(spec), .rank = o->rank, .world = o->world, .seed = o->seed,
                         .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad,
-                        .prefetch = o->prefetch, .timeline = o->timeline};
+                        .prefetch = o->prefetch, .threads = o->loader_threads, .timeline = o->timeline};
     DT_TRY(dt_loader_create(&t->loader, t->train_ds, &lc));
     t->steps_per_epoch = dt_loader_steps_per_epoch(t->loader);
     if (t->steps_per_epoch < 1)
@@ -449,7 +457,7 @@ static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double 
     DT_TRY(agree(t, NULL, 1));
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
     DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->rank, t->opts->world, t->spec->batch,
-                       acc, loss));
+                       t->opts->loader_threads, NULL, NULL, acc, loss));
     dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_EVAL, "eval", t0, dt_now(),
                      (dt_tl_arg[]){{"epoch", epoch}}, 1);
     char json[256];

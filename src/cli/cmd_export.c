@@ -1,0 +1,72 @@
+/* dtrain export MODEL.cfg --weights CHECKPOINT -o model.onnx */
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "cli.h"
+#include "dtrain/checkpoint.h"
+#include "dtrain/export.h"
+#include "dtrain/net.h"
+
+static const char export_usage[] =
+    "usage: dtrain export MODEL.cfg --weights CHECKPOINT -o FILE.onnx\n"
+    "  writes the trained network for inference as an ONNX model (opset 13): input\n"
+    "  \"input\" (batch, C, H, W) = pixel bytes / 255; outputs \"logits\" and\n"
+    "  \"probabilities\" (batch, classes). Dropout is removed, batch norm uses its\n"
+    "  running statistics. See docs/EXPORT.md (also for PyTorch: scripts/export_torch.py)\n"
+    "  --weights F   checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt)\n"
+    "  -o F          output file; written whole or not at all\n"
+    "  --format F    onnx (the only format dtrain writes itself; default)\n";
+
+static dt_status export_run(const char *model, const char *weights, const char *out) {
+    dt_model_spec spec;
+    DT_TRY(cli_load_model(&spec, model, 1, 0, 0));
+    dt_net *net;
+    DT_TRY(dt_net_create(&net, &spec, 1, 1));
+    dt_ckpt_meta meta;
+    dt_class_names names = {0, NULL}; /* a folder data set's, saved in the checkpoint */
+    dt_ckpt_arrays a = {net->params, net->nparams, net->state, net->nstate, NULL, 0, 0, &names};
+    dt_status s = dt_checkpoint_load(weights, net->shape_hash, &meta, &a);
+    if (s == DT_OK && names.n > net->classes)
+        s = dt_fail(DT_ERR_FORMAT, "%s: %d class names for a model with %d outputs", weights, names.n,
+                    net->classes);
+    if (s == DT_OK) {
+        dt_export_info info = {model, weights, DT_VERSION, (const char *const *)names.names,
+                               names.n};
+        s = dt_export_onnx(net, out, &info);
+    }
+    dt_class_names_free(&names);
+    if (s == DT_OK)
+        printf("export: %s (%d layers, %zu parameters, step %llu of %s) -> %s\n", model,
+               net->nlayers, net->nparams, (unsigned long long)meta.step, weights, out);
+    dt_net_free(net);
+    return s;
+}
+
+int cmd_export(int argc, char **argv) {
+    const char *weights = NULL, *out = NULL, *format = "onnx";
+    int help = 0;
+    cli_flag flags[] = {
+        {"--help", ARG_FLAG, &help, 0, 0, 0},
+        {"--weights", ARG_STR, &weights, 0, 0, 0},
+        {"-o", ARG_STR, &out, 0, 0, 0},
+        {"--format", ARG_STR, &format, 0, 0, 0},
+    };
+    const cli_env env = {0, 1, 1, 0};
+    const char *pos[1];
+    int npos;
+    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
+    if (s == DT_OK && help) {
+        fputs(export_usage, stdout);
+        return 0;
+    }
+    if (s == DT_OK && (npos != 1 || !weights || !out))
+        s = dt_fail(DT_ERR_USAGE,
+                    "export: needs MODEL.cfg, --weights CHECKPOINT and -o FILE (see dtrain export --help)");
+    if (s == DT_OK && strcmp(format, "onnx") != 0)
+        s = dt_fail(DT_ERR_USAGE,
+                    "export: --format %s: dtrain writes onnx; for PyTorch run scripts/export_torch.py",
+                    format);
+    if (s != DT_OK) return cli_report(s, &env);
+    return cli_report(export_run(pos[0], weights, out), &env);
+}

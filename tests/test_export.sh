@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# ONNX export (dtrain export), checked by tools that are not dtrain: every
+# example model and tests/data/export_kinds.cfg (each layer kind) is
+# trained a few steps, exported, validated by python3-onnx's checker (with
+# shape inference), run by ONNX Runtime (npm's onnxruntime-node) on real
+# test images, and its logits compared with `dtrain eval --logits-out` (1e-4
+# relative) and its test accuracy with dtrain's (equal), on the first 2000
+# Fashion-MNIST test images (trained on the first 4000 training images);
+# the 3x32x32 models on CIFAR-10 batches made of the same images (CIFAR-10
+# itself is not installed here). Then the refusals. Release builds only for the
+# runtime part (it is the same code under the sanitizers' test_graph).
+source "$(dirname "$0")/clilib.sh" "$1"
+FM=/usr/share/datasets/fashion-mnist
+ORT="${DT_BUILD_DIR:-$TMP}/ort"
+bash "$SRC/scripts/install-onnxruntime.sh" "$ORT" || { echo "FAIL: cannot install onnxruntime-node"; exit 1; }
+export NODE_PATH="$ORT/node_modules"
+/usr/bin/python3 "$SRC/tests/make_subsets.py" "$FM" "$TMP" 4000 2000
+
+# roundtrip NAME MODEL DATASET DIR STEPS [TRAIN FLAGS]: train, export, check, compare.
+roundtrip() {
+    local name=$1 model=$2 ds=$3 dir=$4 steps=$5 t0=$SECONDS
+    shift 5
+    "$DTRAIN" train "$model" --dataset "$ds" --data-dir "$dir" --max-steps "$steps" --threads 2 "$@" \
+        --quiet --checkpoint "$TMP/$name.ckpt" > "$TMP/$name.train" 2>&1 ||
+        { echo "FAIL: $name trains"; tail -3 "$TMP/$name.train"; fails=$((fails + 1)); return; }
+    expect 0 "-> $TMP/$name.onnx" -- "$DTRAIN" export "$model" --weights "$TMP/$name.ckpt" -o "$TMP/$name.onnx"
+    check "$name: onnx checker" /usr/bin/python3 -c \
+        "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)" "$TMP/$name.onnx"
+    local acc ort
+    acc=$("$DTRAIN" eval "$model" --weights "$TMP/$name.ckpt" --dataset "$ds" --data-dir "$dir" \
+              --threads 2 --logits-out "$TMP/$name.logits" | sed -n 's/.*"test_accuracy":\([0-9.]*\).*/\1/p')
+    ort=$(node "$SRC/tests/onnx_run.js" "$TMP/$name.onnx" "$ds" "$dir" "$TMP/$name.logits" 1e-4)
+    check "$name: ONNX Runtime's logits within 1e-4 of dtrain's ($ort)" test $? -eq 0
+    check "$name: ONNX Runtime's accuracy $ort equals dtrain eval's $acc" \
+        grep -q "\"accuracy\":\"$acc\"" <<<"$ort"
+    echo "$name: dtrain eval $acc, ONNX Runtime $ort ($((SECONDS - t0)) s)"
+}
+
+# torch_roundtrip NAME DATASET DIR: after roundtrip NAME, the checkpoint as a
+# state_dict of torch_ref_models' NAME (scripts/export_torch.py) gives
+# dtrain's logits in PyTorch.
+torch_roundtrip() {
+    local name=$1 ds=$2 dir=$3 model="$SRC/examples/$1.cfg"
+    expect 0 "-> $TMP/$name.pt" -- /usr/bin/python3 "$SRC/scripts/export_torch.py" "$model" \
+        "$TMP/$name.ckpt" -o "$TMP/$name.pt" --ref "$name" --dtrain "$DTRAIN" --ref-dir "$REF"
+    check "$name: PyTorch's logits from the exported state_dict within 1e-4 of dtrain's" \
+        /usr/bin/python3 "$SRC/tests/torch_check.py" "$REF" "$name" "$TMP/$name.pt" "$ds" "$dir" \
+        "$TMP/$name.logits"
+}
+REF="$SRC/../shared/reference"
+
+if [ -z "${DT_SANITIZE:-}" ]; then
+    roundtrip kinds "$SRC/tests/data/export_kinds.cfg" fashion-mnist "$TMP/fashion" 60
+    roundtrip mlp "$SRC/examples/mlp.cfg" fashion-mnist "$TMP/fashion" 60
+    roundtrip cnn "$SRC/examples/cnn.cfg" fashion-mnist "$TMP/fashion" 40
+    roundtrip cnn_bn "$SRC/examples/cnn_bn.cfg" fashion-mnist "$TMP/fashion" 40
+    roundtrip resnet20_fm "$SRC/examples/resnet20_fm.cfg" fashion-mnist "$TMP/fashion" 30 --batch 32
+    roundtrip cifar "$SRC/examples/cifar.cfg" cifar10 "$TMP/cifar" 30
+    roundtrip resnet20 "$SRC/examples/resnet20.cfg" cifar10 "$TMP/cifar" 30 --batch 32
+    for m in mlp cnn resnet20_fm; do torch_roundtrip $m fashion-mnist "$TMP/fashion"; done
+    for m in cifar resnet20; do torch_roundtrip $m cifar10 "$TMP/cifar"; done
+    # Modules whose parameters do not line up are refused, naming the tensors.
+    expect 1 "export_torch: the torch module has 4 parameters and buffers, the checkpoint 8 tensors" -- \
+        /usr/bin/python3 "$SRC/scripts/export_torch.py" "$SRC/examples/cnn.cfg" "$TMP/cnn.ckpt" \
+        -o "$TMP/bad.pt" --ref mlp --dtrain "$DTRAIN" --ref-dir "$REF"
+    printf 'import torch.nn as nn\ndef net():\n    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))\n' > "$TMP/mine.py"
+    expect 1 "export_torch: torch '1.weight' \(256, 784\) does not match dtrain 'l0.weight' \(512, 784\)" -- \
+        /usr/bin/python3 "$SRC/scripts/export_torch.py" "$SRC/examples/mlp.cfg" "$TMP/mlp.ckpt" \
+        -o "$TMP/bad.pt" --module "$TMP/mine.py:net" --dtrain "$DTRAIN"
+    check "refused torch exports write nothing" test ! -e "$TMP/bad.pt"
+fi
+
+# Refusals: nothing is written, an earlier file at -o is left as it was.
+M="$SRC/tests/data/small_resnet.cfg"
+"$DTRAIN" train "$M" --dataset synthetic --max-steps 1 --quiet --threads 1 --checkpoint "$TMP/s.ckpt" > /dev/null
+echo keep > "$TMP/keep.onnx"
+cat > "$TMP/up.cfg" <<'CFG'
+[net]
+channels=1
+height=8
+width=8
+[convolutional]
+filters=2
+size=3
+stride=2
+pad=1
+[maxpool]
+size=2
+stride=2
+[route]
+layers=0
+[shortcut]
+from=1
+[connected]
+output=10
+[softmax]
+CFG
+"$DTRAIN" train "$TMP/up.cfg" --dataset synthetic --max-steps 1 --quiet --threads 1 --checkpoint "$TMP/up.ckpt" > /dev/null
+expect 2 "up.cfg:15: \[shortcut\] \(layer 3\) cannot be exported to ONNX" -- \
+    "$DTRAIN" export "$TMP/up.cfg" --weights "$TMP/up.ckpt" -o "$TMP/keep.onnx"
+expect 1 "s.ckpt: checkpoint is for a different model" -- "$DTRAIN" export "$SRC/examples/mlp.cfg" --weights "$TMP/s.ckpt" -o "$TMP/keep.onnx"
+expect 1 "nosuch.ckpt" -- "$DTRAIN" export "$M" --weights "$TMP/nosuch.ckpt" -o "$TMP/keep.onnx"
+check "refused exports leave -o as it was" grep -qx keep "$TMP/keep.onnx"
+expect 1 "cannot create" -- "$DTRAIN" export "$M" --weights "$TMP/s.ckpt" -o "$TMP/no/dir/m.onnx"
+expect 2 "needs MODEL.cfg, --weights CHECKPOINT and -o FILE" -- "$DTRAIN" export "$M" -o "$TMP/m.onnx"
+expect 2 "--format torch: dtrain writes onnx; for PyTorch run scripts/export_torch.py" -- \
+    "$DTRAIN" export "$M" --weights "$TMP/s.ckpt" -o "$TMP/m.onnx" --format torch
+expect 0 "usage: dtrain export" -- "$DTRAIN" export --help
+expect 2 "unknown flag|unknown option" -- "$DTRAIN" export "$M" --weights "$TMP/s.ckpt" -o "$TMP/m.onnx" --bogus
+expect 1 "--logits-out $TMP/no/dir/l: cannot create it" -- "$DTRAIN" eval "$M" --weights "$TMP/s.ckpt" \
+    --dataset synthetic --logits-out "$TMP/no/dir/l"
+
+echo "test_export: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
