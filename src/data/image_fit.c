@@ -98,8 +98,33 @@ static int centre(int d) {
     return d % 2 && q % 2 ? q + 1 : q;
 }
 
+/* One row of the horizontal pass: o (W, c) <- src row (w, c) through wx.
+ * The channels of a pixel share its taps, so they are summed together. */
+static void resample_row(uint8_t *o, const uint8_t *row, int W, int c, const weights *wx) {
+    for (int x = 0; x < W; x++) {
+        const int32_t *k = wx->k + (size_t)x * wx->ksize;
+        const uint8_t *in = row + (size_t)wx->start[x] * c;
+        const int n = wx->len[x];
+        if (c == 3) {
+            int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+            for (int i = 0; i < n; i++) {
+                s0 += in[3 * i] * k[i];
+                s1 += in[3 * i + 1] * k[i];
+                s2 += in[3 * i + 2] * k[i];
+            }
+            o[3 * x] = clip8(s0), o[3 * x + 1] = clip8(s1), o[3 * x + 2] = clip8(s2);
+        } else {
+            int32_t ss = 1 << (PRECISION_BITS - 1);
+            for (int i = 0; i < n; i++) ss += in[i] * k[i];
+            o[x] = clip8(ss);
+        }
+    }
+}
+
 /* out (c, H, W) <- rows [top, top + H) and columns [left, left + W) of src
- * (h, w, c) resized to (rh, rw). */
+ * (h, w, c) resized to (rh, rw). The vertical pass accumulates whole rows
+ * (W x c sums in acc, a loop the compiler vectorises); integer sums, so the
+ * order changes no bit of Pillow's result. */
 static dt_status resample(uint8_t *out, int H, int W, const uint8_t *src, int h, int w, int c, int rh, int rw,
                           int top, int left) {
     weights wx, wy;
@@ -111,33 +136,27 @@ static dt_status resample(uint8_t *out, int H, int W, const uint8_t *src, int h,
     }
     /* The source rows the vertical pass reads: [y0, y1). */
     const int y0 = wy.start[0], y1 = wy.start[H - 1] + wy.len[H - 1];
-    uint8_t *tmp; /* (y1 - y0, W, c) after the horizontal pass */
+    const size_t rowlen = (size_t)W * (size_t)c;
+    uint8_t *tmp = NULL; /* (y1 - y0, W, c) after the horizontal pass */
+    int32_t *acc = NULL; /* (W, c) one output row's sums */
     void *p;
-    s = dt_alloc_bytes(&p, (size_t)(y1 - y0) * (size_t)W * (size_t)c, "resize rows");
+    s = dt_alloc_bytes(&p, (size_t)(y1 - y0) * rowlen, "resize rows");
     tmp = p;
-    for (int y = y0; s == DT_OK && y < y1; y++) {
-        const uint8_t *row = src + (size_t)y * w * c;
-        uint8_t *o = tmp + (size_t)(y - y0) * W * c;
-        for (int x = 0; x < W; x++) {
-            const int32_t *k = wx.k + (size_t)x * wx.ksize;
-            const uint8_t *in = row + (size_t)wx.start[x] * c;
-            for (int ch = 0; ch < c; ch++) {
-                int32_t ss = 1 << (PRECISION_BITS - 1);
-                for (int i = 0; i < wx.len[x]; i++) ss += in[i * c + ch] * k[i];
-                o[x * c + ch] = clip8(ss);
-            }
-        }
-    }
+    if (s == DT_OK) s = dt_alloc_bytes(&p, rowlen * sizeof *acc, "resize sums"), acc = p;
+    for (int y = y0; s == DT_OK && y < y1; y++)
+        resample_row(tmp + (size_t)(y - y0) * rowlen, src + (size_t)y * w * c, W, c, &wx);
     for (int y = 0; s == DT_OK && y < H; y++) {
         const int32_t *k = wy.k + (size_t)y * wy.ksize;
-        const uint8_t *in = tmp + (size_t)(wy.start[y] - y0) * W * c;
+        for (size_t j = 0; j < rowlen; j++) acc[j] = 1 << (PRECISION_BITS - 1);
+        for (int i = 0; i < wy.len[y]; i++) {
+            const uint8_t *in = tmp + (size_t)(wy.start[y] - y0 + i) * rowlen;
+            const int32_t kk = k[i];
+            for (size_t j = 0; j < rowlen; j++) acc[j] += in[j] * kk;
+        }
         for (int x = 0; x < W; x++)
-            for (int ch = 0; ch < c; ch++) {
-                int32_t ss = 1 << (PRECISION_BITS - 1);
-                for (int i = 0; i < wy.len[y]; i++) ss += in[((size_t)i * W + x) * c + ch] * k[i];
-                out[((size_t)ch * H + y) * W + x] = clip8(ss);
-            }
+            for (int ch = 0; ch < c; ch++) out[((size_t)ch * H + y) * W + x] = clip8(acc[(size_t)x * c + ch]);
     }
+    dt_free(acc);
     dt_free(tmp);
     weights_free(&wx);
     weights_free(&wy);
