@@ -36,7 +36,8 @@ class ExportError(Exception):
 
 
 def read_checkpoint(path):
-    """(params, state) float32 arrays of a checkpoint, after checking its CRC."""
+    """(shape hash, params, state) of a checkpoint, after checking its CRC
+    and that its arrays fit in the file."""
     import numpy as np
 
     with open(path, "rb") as f:
@@ -46,22 +47,27 @@ def read_checkpoint(path):
     body, (crc,) = data[:-4], struct.unpack("<I", data[-4:])
     if zlib.crc32(body) != crc:
         raise ExportError(f"{path}: CRC mismatch (damaged checkpoint)")
-    _, version, _, _, _, _, _, _, _, nparams, nstate, _ = HEADER.unpack_from(data)
+    _, version, _, shape_hash, _, _, _, _, _, nparams, nstate, nopt = HEADER.unpack_from(data)
     if not 1 <= version <= 4:
         raise ExportError(f"{path}: checkpoint version {version} is not one this script reads (1-4)")
+    if HEADER.size + 4 * (nparams + nstate + nopt) + 4 > len(data):
+        raise ExportError(f"{path}: its arrays run past the end of the file")
     off = HEADER.size
     params = np.frombuffer(data, "<f4", nparams, off)
     state = np.frombuffer(data, "<f4", nstate, off + 4 * nparams)
-    return params, state
+    return shape_hash, params, state
 
 
-def dtrain_tensors(dtrain, model, params, state):
+def dtrain_tensors(dtrain, model, ckpt, shape_hash, params, state):
     """[(dtrain name, numpy array)] in checkpoint order (parameters and state
     blocks each in layer order, a layer's tensors in its listed order)."""
     out = subprocess.run([dtrain, "info", model, "--json"], capture_output=True, text=True)
     if out.returncode != 0:
         raise ExportError(out.stderr.strip() or f"dtrain info {model} failed")
     graph = json.loads(out.stdout)
+    if int(graph["shape_hash"], 16) != shape_hash:
+        raise ExportError(f"{ckpt}: checkpoint is for a different model (shape hash {shape_hash:016x}, "
+                          f"{model} has {graph['shape_hash']})")
     offset = {"params": 0, "state": 0}
     blocks = {"params": params, "state": state}
     tensors = []
@@ -92,8 +98,12 @@ def target_module(args):
     if not path or not func:
         raise ExportError(f"--module {args.module}: expected FILE.py:FUNC")
     spec = importlib.util.spec_from_file_location("user_module", path)
+    if spec is None:
+        raise ExportError(f"--module {args.module}: {path} is not a Python file")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    if not hasattr(mod, func):
+        raise ExportError(f"--module {args.module}: {path} has no {func}")
     return getattr(mod, func)()
 
 
@@ -128,21 +138,24 @@ def main():
     p.add_argument("--dtrain", default=os.path.join(here, "..", "build", "dtrain"))
     p.add_argument("--ref-dir", default=os.path.join(here, "..", "..", "shared", "reference"))
     args = p.parse_args()
+    tmp = args.o + ".tmp"
     try:
         import torch
 
-        params, state = read_checkpoint(args.checkpoint)
-        tensors = dtrain_tensors(args.dtrain, args.model, params, state)
+        shape_hash, params, state = read_checkpoint(args.checkpoint)
+        tensors = dtrain_tensors(args.dtrain, args.model, args.checkpoint, shape_hash, params, state)
         if args.ref or args.module:
             sd = rename(tensors, target_module(args))
         else:
             sd = {name: torch.from_numpy(arr.copy()) for name, arr in tensors}
-        tmp = args.o + ".tmp"
         torch.save(sd, tmp)
         os.replace(tmp, args.o)
         print(f"export_torch: {len(sd)} tensors from {args.checkpoint} -> {args.o}")
-    except (ExportError, OSError) as e:
-        print(f"export_torch: {e}", file=sys.stderr)
+    except Exception as e:  # one line, whatever failed (a user module may raise anything)
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"export_torch: {msg}", file=sys.stderr)
         sys.exit(1)
 
 

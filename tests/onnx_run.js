@@ -3,15 +3,15 @@
 // test set read here, not by dtrain, and compares with `dtrain eval
 // --logits-out`.
 //
-//   node onnx_run.js MODEL.onnx DATASET DIR LOGITS.f32 [MAX_ABS_DIFF]
+//   node onnx_run.js MODEL.onnx DATASET DIR LOGITS.f32 [TOL]
 //
 // DATASET: fashion-mnist | mnist (DIR/t10k-{images-idx3,labels-idx1}-ubyte[.gz])
 // or cifar10 (DIR/test_batch.bin). Inputs are built as the model's
 // "preprocessing" metadata says: pixel byte / 255, NCHW. Prints one JSON
 // line {samples, correct, accuracy ("0.1234", as dtrain prints it), max_abs_diff,
 // max_rel_diff} and exits 1
-// when a logit differs from dtrain's by more than MAX_ABS_DIFF (1e-4)
-// relative to max(1, |logit|).
+// when a logit differs from dtrain's by more than TOL (1e-4) relative to
+// max(1, |logit|).
 'use strict';
 const fs = require('fs');
 const path = require('path');

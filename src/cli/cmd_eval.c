@@ -1,5 +1,7 @@
 /* dtrain eval MODEL.cfg --weights CHECKPOINT */
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "args.h"
 #include "cli.h"
@@ -9,7 +11,8 @@
 #include "dtrain/timer.h"
 #include "dtrain/train.h"
 
-/* --logits-out: each batch's logits appended to the file as raw float32. */
+/* --logits-out: each batch's logits appended to PATH.tmp as raw float32,
+ * renamed to PATH once all are written (no partial file at PATH). */
 typedef struct {
     FILE *f;
     const char *path;
@@ -19,7 +22,7 @@ static dt_status write_logits(void *ctx, const float *logits, int n, int classes
     logits_file *lf = ctx;
     size_t count = (size_t)n * (size_t)classes;
     if (fwrite(logits, sizeof *logits, count, lf->f) != count)
-        return dt_fail(DT_ERR_IO, "--logits-out %s: write failed", lf->path);
+        return dt_fail(DT_ERR_IO, "--logits-out %s: write failed: %s", lf->path, strerror(errno));
     return DT_OK;
 }
 
@@ -33,11 +36,17 @@ typedef struct {
 static dt_status evaluate(dt_net *net, const dt_dataset *ds, int batch, int threads, const char *logits_out,
                           double *acc, double *loss) {
     if (!logits_out) return dt_evaluate(net, ds, NULL, 0, 1, batch, threads, NULL, NULL, acc, loss);
-    logits_file lf = {fopen(logits_out, "wb"), logits_out};
-    if (!lf.f) return dt_fail(DT_ERR_IO, "--logits-out %s: cannot create it", logits_out);
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", logits_out) >= (int)sizeof tmp)
+        return dt_fail(DT_ERR_USAGE, "--logits-out: path too long");
+    logits_file lf = {fopen(tmp, "wb"), logits_out};
+    if (!lf.f) return dt_fail(DT_ERR_IO, "--logits-out %s: cannot create %s: %s", logits_out, tmp, strerror(errno));
     dt_status s = dt_evaluate(net, ds, NULL, 0, 1, batch, threads, write_logits, &lf, acc, loss);
     if (fclose(lf.f) != 0 && s == DT_OK)
-        s = dt_fail(DT_ERR_IO, "--logits-out %s: write failed", logits_out);
+        s = dt_fail(DT_ERR_IO, "--logits-out %s: write failed: %s", logits_out, strerror(errno));
+    if (s == DT_OK && rename(tmp, logits_out) != 0)
+        s = dt_fail(DT_ERR_IO, "--logits-out %s: cannot rename %s over it: %s", logits_out, tmp, strerror(errno));
+    if (s != DT_OK) remove(tmp);
     return s;
 }
 
@@ -84,7 +93,8 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
     if (s == DT_OK) s = load_test_set(&ds, a, kind, &spec, &saved, net->classes, env);
     if (s == DT_OK) {
         t0 = dt_now();
-        s = evaluate(net, ds, spec.batch, loader_threads, a->logits_out, &acc, &loss);
+        /* Every rank of an mpirun evaluates the whole set; one writes the file. */
+        s = evaluate(net, ds, spec.batch, loader_threads, env->rank == 0 ? a->logits_out : NULL, &acc, &loss);
     }
     if (s == DT_OK && env->rank == 0) {
         double wall = dt_now() - t0;
@@ -116,8 +126,8 @@ static const char eval_usage[] =
     "  --batch N         evaluation batch (default: the model file's)\n"
     "  --threads N       threads (default: all cores)\n"
     "  --logits-out F    also write the logits (the softmax layer's input) of every test\n"
-    "                    sample to F: raw little-endian float32, samples x classes, in\n"
-    "                    the data set's order\n";
+    "                    sample to F: raw float32 in the machine's byte order (x86:\n"
+    "                    little-endian), samples x classes, in the data set's order\n";
 
 int cmd_eval(int argc, char **argv, const cli_env *env) {
     eval_args a = {.cache_mb = -1};

@@ -83,9 +83,10 @@ static void print_tensors(const dt_layer *l) {
 
 static void print_json(const dt_net *net, const dt_model_spec *spec) {
     char model[1024];
-    printf("{\"model\":\"%s\",\"input\":[%d,%d,%d],\"params\":%zu,\"flops\":%llu,\"nodes\":[",
+    printf("{\"model\":\"%s\",\"input\":[%d,%d,%d],\"params\":%zu,\"flops\":%llu,"
+           "\"shape_hash\":\"%016llx\",\"nodes\":[",
            dt_json_escape(model, sizeof model, spec->path), net->input.c, net->input.h, net->input.w, net->nparams,
-           (unsigned long long)dt_net_flops(net));
+           (unsigned long long)dt_net_flops(net), (unsigned long long)net->shape_hash);
     printf("{\"id\":\"input\",\"type\":\"input\",\"output\":[%d,%d,%d]}", net->input.c, net->input.h,
            net->input.w);
     for (int i = 0; i < net->nlayers; i++) {

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,7 @@ const char *dt_onnx_name(dt_onnx *m, const char *fmt, ...) {
     va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    if (n < 0 || n >= (int)sizeof buf) m->failed = 1;
+    DT_ASSERT(n >= 0 && n < (int)sizeof buf); /* the exporter's names are short */
     const char *s = m->failed ? NULL : copy_str(m, buf);
     return s ? s : "";
 }
@@ -166,6 +167,15 @@ void dt_onnx_init_floats(dt_onnx *m, const char *name, const int64_t *dims, int 
     t->float_data = (float *)(uintptr_t)data, t->n_float_data = n;
 }
 
+void dt_onnx_init_fill(dt_onnx *m, const char *name, const int64_t *dims, int ndims, float v) {
+    size_t n = 1;
+    for (int i = 0; i < ndims; i++) n *= (size_t)dims[i];
+    float *data = alloc(m, n * sizeof *data);
+    if (!data) return;
+    for (size_t i = 0; i < n; i++) data[i] = v;
+    dt_onnx_init_floats(m, name, dims, ndims, data);
+}
+
 void dt_onnx_init_int64s(dt_onnx *m, const char *name, const int64_t *v, int n) {
     int64_t dim = n;
     Onnx__TensorProto *t = new_init(m, name, &dim, 1, ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
@@ -239,7 +249,7 @@ static dt_status write_atomic(const char *path, const uint8_t *buf, size_t n) {
     for (size_t off = 0; off < n && s == DT_OK;) {
         ssize_t w = write(fd, buf + off, n - off);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) s = dt_fail(DT_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+        if (w <= 0) s = dt_fail(DT_ERR_IO, "%s: write failed: %s", tmp, w < 0 ? strerror(errno) : "no space");
         else off += (size_t)w;
     }
     if (s == DT_OK && fsync(fd) != 0) s = dt_fail(DT_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
@@ -281,6 +291,10 @@ dt_status dt_onnx_write(dt_onnx *m, const char *path, const char *graph_name,
     model->n_metadata_props = m->metas.n;
     DT_TRY(dt_onnx_status(m));
     size_t n = onnx__model_proto__get_packed_size(model);
+    /* Protobuf readers (onnx.load, ONNX Runtime) refuse a message over 2 GiB. */
+    if (n > INT32_MAX)
+        return dt_fail(DT_ERR_USAGE, "export: %s would be %.1f GiB; ONNX files hold at most 2 GiB "
+                       "(external weight files are not written)", path, (double)n / (1 << 30));
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf) return dt_fail(DT_ERR_NOMEM, "export: cannot allocate %zu bytes for %s", n, path);
     size_t packed = onnx__model_proto__pack(model, buf);

@@ -50,6 +50,8 @@ void dt_onnx_attr_ints(dt_onnx *m, void *node, const char *name, const int64_t *
 /* Float initializer `name` of shape dims[ndims] over data (not copied). */
 void dt_onnx_init_floats(dt_onnx *m, const char *name, const int64_t *dims, int ndims,
                          const float *data);
+/* Float initializer of shape dims, every value v (owned by the builder). */
+void dt_onnx_init_fill(dt_onnx *m, const char *name, const int64_t *dims, int ndims, float v);
 /* 1-D int64 initializer (copied): shapes, pads and axes that opset 13 takes
  * as inputs. */
 void dt_onnx_init_int64s(dt_onnx *m, const char *name, const int64_t *v, int n);

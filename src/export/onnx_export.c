@@ -7,6 +7,7 @@
  * same values in the same order, so converting is a Flatten or an
  * Unsqueeze and costs nothing. Emitters ask for the rank they need. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dtrain/export.h"
@@ -176,9 +177,13 @@ static void emit_softmax(export_ctx *x, int i, const tensor *in) {
 static int min_int(int a, int b) { return a < b ? a : b; }
 
 /* Darknet's shortcut (shortcut.c): in[0] plus the block of in[1] that the
- * two share. Equal shapes: Add. Otherwise in[1] (C1, H1, W1) is read every
- * `stride` = W1/W2 cells from the origin (Slice with steps), cut or
- * zero-padded to in[0]'s C2 x H2 x W2 (Slice, Pad), then added. */
+ * two share. Equal shapes: Add. Otherwise, with in[1] (C1, H1, W1) and
+ * in[0] (C2, H2, W2): in[1]'s shared channels, read every `stride` = W1/W2
+ * cells when it is larger (Slice with steps: ResNet's option A); spread to
+ * every `sample` = W2/W1-th cell when it is smaller (a per-channel
+ * ConvTranspose of a 1x1 kernel of ones with that stride writes input cell
+ * i at i * sample, zeros between); zero-padded at the end to in[0]'s shape
+ * (Pad), then added. */
 static void emit_shortcut(export_ctx *x, int i, const tensor *in) {
     const dt_layer *l = layer_of(x, i);
     dt_shape o = l->ins[0], a = l->ins[1];
@@ -188,23 +193,35 @@ static void emit_shortcut(export_ctx *x, int i, const tensor *in) {
         set_out(x, i, out, in[0].rank);
         return;
     }
-    int stride = a.w / o.w > 1 ? a.w / o.w : 1;
+    int stride = a.w / o.w > 1 ? a.w / o.w : 1, sample = o.w / a.w > 1 ? o.w / a.w : 1;
     int c = min_int(a.c, o.c), h = min_int(a.h, o.h), w = min_int(a.w, o.w);
     int64_t starts[3] = {0, 0, 0}, ends[3] = {c, (int64_t)(h - 1) * stride + 1,
                                               (int64_t)(w - 1) * stride + 1};
     int64_t axes[3] = {1, 2, 3}, steps[3] = {1, stride, stride};
-    int64_t pads[8] = {0, 0, 0, 0, 0, o.c - c, o.h - h, o.w - w};
+    int64_t spread_h = (int64_t)(h - 1) * sample + 1, spread_w = (int64_t)(w - 1) * sample + 1;
+    int64_t pads[8] = {0, 0, 0, 0, 0, o.c - c, o.h - spread_h, o.w - spread_w};
     const char *names[5] = {dt_onnx_name(x->m, "l%d_starts", i), dt_onnx_name(x->m, "l%d_ends", i),
                             dt_onnx_name(x->m, "l%d_axes", i), dt_onnx_name(x->m, "l%d_steps", i),
                             dt_onnx_name(x->m, "l%d_pads", i)};
     const int64_t *vals[5] = {starts, ends, axes, steps, pads};
     for (int k = 0; k < 5; k++) dt_onnx_init_int64s(x->m, names[k], vals[k], k == 4 ? 8 : 3);
-    const char *sliced = dt_onnx_name(x->m, "l%d_sampled", i);
-    const char *padded = dt_onnx_name(x->m, "l%d_padded", i);
+    const char *shared = dt_onnx_name(x->m, "l%d_sampled", i);
     dt_onnx_node(x->m, "Slice",
                  (const char *[]){as_4d(x, in[1]), names[0], names[1], names[2], names[3]}, 5,
-                 sliced);
-    dt_onnx_node(x->m, "Pad", (const char *[]){sliced, names[4]}, 2, padded);
+                 shared);
+    if (sample > 1) {
+        int64_t kd[4] = {c, 1, 1, 1}, k11[2] = {1, 1}, st[2] = {sample, sample};
+        const char *ones = dt_onnx_name(x->m, "l%d_ones", i);
+        const char *spread = dt_onnx_name(x->m, "l%d_spread", i);
+        dt_onnx_init_fill(x->m, ones, kd, 4, 1.0f);
+        void *n = dt_onnx_node(x->m, "ConvTranspose", (const char *[]){shared, ones}, 2, spread);
+        dt_onnx_attr_int(x->m, n, "group", c);
+        dt_onnx_attr_ints(x->m, n, "kernel_shape", k11, 2);
+        dt_onnx_attr_ints(x->m, n, "strides", st, 2);
+        shared = spread;
+    }
+    const char *padded = dt_onnx_name(x->m, "l%d_padded", i);
+    dt_onnx_node(x->m, "Pad", (const char *[]){shared, names[4]}, 2, padded);
     dt_onnx_node(x->m, "Add", (const char *[]){as_4d(x, in[0]), padded}, 2, out);
     set_out(x, i, out, 4);
 }
@@ -238,11 +255,7 @@ static const emit_fn emitters[DT_LAYER_KIND_COUNT] = {
 
 /* What no operator sequence above expresses, as a reason; NULL if exportable. */
 static const char *unexportable(const dt_layer *l) {
-    if (!emitters[l->spec.kind]) return "no ONNX form for this kind";
-    if (l->spec.kind == DT_LAYER_SHORTCUT && l->ins[0].w / l->ins[1].w > 1)
-        return "a from= layer smaller than the previous layer's output is spread over every "
-               "k-th cell, which has no ONNX operator";
-    return NULL;
+    return emitters[l->spec.kind] ? NULL : "the exporter has no ONNX form for this kind yet";
 }
 
 static dt_status check_exportable(const dt_net *net, const dt_export_info *info) {
@@ -280,8 +293,13 @@ static void emit_metadata(export_ctx *x) {
     dt_onnx_meta(x->m, "preprocessing",
                  dt_onnx_name(x->m,
                               "input = pixel byte / 255, float32 NCHW (batch, %d, %d, %d); "
-                              "channels grey or R,G,B; no mean or std applied",
-                              net->input.c, net->input.h, net->input.w));
+                              "channels grey or R,G,B; no mean or std applied%s",
+                              net->input.c, net->input.h, net->input.w,
+                              x->info->nclass_names
+                                  ? "; images of other sizes first resized (bilinear, PIL's) so "
+                                    "that they cover HxW, then centre-cropped to it, as "
+                                    "torchvision's Resize + CenterCrop"
+                                  : ""));
     dt_onnx_meta(x->m, "model_file", x->info->model_path);
     dt_onnx_meta(x->m, "weights", x->info->weights_path);
     for (int c = 0; c < x->info->nclass_names; c++)
