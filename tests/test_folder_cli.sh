@@ -71,6 +71,15 @@ expect 0 '"test_accuracy":1.0000,.*"samples":12,' -- \
 mv "$TMP/only_b/test/b" "$TMP/only_b/test/zebra"
 expect 1 "only_b/test/zebra: class 'zebra' is not one of the 4 classes of .*mem.ckpt" -- \
     "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/only_b"
+# export: the ONNX model carries the class names in label order and the
+# resize in its preprocessing note.
+expect 0 "-> $TMP/m.onnx" -- "$DTRAIN" export "$M" --weights "$TMP/mem.ckpt" -o "$TMP/m.onnx"
+check "export names the classes" /usr/bin/python3 -c "
+import onnx, sys
+meta = {p.key: p.value for p in onnx.load(sys.argv[1]).metadata_props}
+assert [meta['class_%d' % i] for i in range(4)] == ['C', '_x', 'a', 'b'], meta
+assert 'class_4' not in meta and 'centre-cropped' in meta['preprocessing'], meta
+" "$TMP/m.onnx"
 
 # Resuming on class folders that changed.
 cp -r "$TMP/imgs" "$TMP/renamed" && mv "$TMP/renamed/train/a" "$TMP/renamed/train/aa" &&

@@ -255,7 +255,8 @@ static const emit_fn emitters[DT_LAYER_KIND_COUNT] = {
 
 /* What no operator sequence above expresses, as a reason; NULL if exportable. */
 static const char *unexportable(const dt_layer *l) {
-    return emitters[l->spec.kind] ? NULL : "the exporter has no ONNX form for this kind yet";
+    int known = (unsigned)l->spec.kind < DT_LAYER_KIND_COUNT && emitters[l->spec.kind];
+    return known ? NULL : "the exporter has no ONNX form for this kind yet";
 }
 
 static dt_status check_exportable(const dt_net *net, const dt_export_info *info) {
