@@ -64,8 +64,9 @@ done
 grep -q '"global_batch":16' "$TMP/acc_adam_ar.out" || expect 0 'x' -- false
 
 # A checkpoint of another optimiser is refused, naming both.
-expect 2 "holds the state of optimizer adam, this run uses sgd \(--optimizer adam continues it\)" -- \
-    "$DTRAIN" train "$NET" --dataset synthetic --max-steps 30 --resume "$TMP/adam_half.ckpt"
+O1=${OPTS[0]} # a checkpoint of the first optimiser run above
+expect 2 "holds the state of optimizer $O1, this run uses sgd \(--optimizer $O1 continues it\)" -- \
+    "$DTRAIN" train "$NET" --dataset synthetic --max-steps 30 --resume "$TMP/${O1}_half.ckpt"
 # Bad values and combinations.
 T=("$DTRAIN" train "$NET" --dataset synthetic --max-steps 1)
 expect 2 "--optimizer: unknown optimizer 'adagrad' \(sgd, adam, adamw, lars, lamb\)" -- "${T[@]}" --optimizer adagrad
