@@ -55,7 +55,8 @@ static dt_status evaluate(dt_net *net, const dt_dataset *ds, int batch, int thre
  * only), else by their own sorted names. */
 static dt_status load_test_set(dt_dataset **ds, const eval_args *a, dt_dataset_kind kind, const dt_model_spec *spec,
                                const dt_class_names *saved, int outputs, const cli_env *env) {
-    dt_folder_opts fo = {a->loader_threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
+    int threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind);
+    dt_folder_opts fo = {threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
                          saved->n ? saved : NULL, 0, a->weights};
     DT_TRY(dt_dataset_load(ds, kind, a->data_dir, 0, spec->input, 1, &fo));
     if (kind == DT_DATASET_FOLDER && (*ds)->classes > outputs)

@@ -37,7 +37,10 @@ const char *dt_dataset_default_dir(dt_dataset_kind kind) {
 }
 
 dt_status dt_data_open(int *fd, const char *path) {
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named like a data file must not hang the open (the
+     * readers then refuse what is not a regular file, or fail reading it);
+     * it changes nothing for regular files. */
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (*fd < 0) return dt_fail(DT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     return DT_OK;
 }
@@ -190,6 +193,7 @@ int dt_class_names_find(const dt_class_names *c, const char *name) {
 }
 
 void dt_class_names_free(dt_class_names *c) {
+    if (!c) return;
     for (int i = 0; i < c->n; i++) dt_free(c->names[i]);
     dt_free(c->names);
     *c = (dt_class_names){0, NULL};

@@ -181,6 +181,7 @@ dt_status dt_image_decode(dt_image *out, const uint8_t *data, size_t len, const 
 }
 
 void dt_image_free(dt_image *img) {
+    if (!img) return;
     dt_free(img->px);
     *img = (dt_image){0, 0, 0, NULL};
 }
@@ -227,7 +228,15 @@ dt_status dt_image_load(uint8_t *out, dt_shape shape, const char *path) {
     dt_image img;
     dt_status s = dt_image_decode(&img, data, len, path);
     dt_free(data);
-    if (s == DT_OK) s = dt_image_fit(out, shape, &img);
+    if (s == DT_OK) {
+        s = dt_image_fit(out, shape, &img);
+        /* Fitting's own failures (allocations) do not know the file. */
+        if (s != DT_OK) {
+            char why[512]; /* a copy: dt_fail writes where dt_last_error points */
+            snprintf(why, sizeof why, "%s", dt_last_error());
+            s = dt_fail(s, "%s: %s", path, why);
+        }
+    }
     dt_image_free(&img);
     return s;
 }
