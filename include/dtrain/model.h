@@ -7,7 +7,7 @@
  *   epochs=2 policy=constant|step|multistep|cosine
  *   step_epochs=..  gamma=0.1  milestones=30,60  min_lr=0
  *   warmup_epochs=0  warmup_start_factor=0.1
- *   dataset=fashion-mnist  flip=0  crop_pad=0
+ *   dataset=fashion-mnist  flip=0  crop_pad=0  precision=fp32|bf16
  *   [convolutional] filters size stride pad activation batch_normalize
  *   [connected] output activation batch_normalize
  *   [maxpool] / [avgpool] size stride pad
@@ -41,6 +41,7 @@ typedef struct {
     dt_lr_schedule sched;   /* total_epochs = epochs unless set */
     char dataset[32];       /* default dataset name ("" = fashion-mnist) */
     int flip, crop_pad;     /* training augmentation */
+    dt_precision precision; /* of convolutions and connected layers (dt_net_create checks it) */
     int nlayers;
     dt_layer_spec layers[DT_MAX_LAYERS];
 } dt_model_spec;

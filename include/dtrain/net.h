@@ -62,6 +62,7 @@ typedef struct dt_net {
     size_t nws;
     size_t bytes;           /* dt_net_bytes */
     uint64_t shape_hash;    /* identifies the architecture (checkpoints, ranks) */
+    dt_precision precision; /* of the conv and connected layers' products */
     uint64_t step;          /* forward calls in training mode; drives dropout masks */
     /* During a grad_ready(i) call: layer i's input (batch, in_i) and output
      * gradient (batch, out_i), which the next layer down overwrites. */
@@ -83,6 +84,11 @@ dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, 
  * dt_net_create's. */
 dt_status dt_net_estimate(size_t *bytes, const dt_model_spec *spec, int max_batch);
 void dt_net_free(dt_net *net);
+
+/* Runs the convolutions and connected layers in p from the next pass on
+ * (spec->precision at create). Parameters are fp32 in either, so a net
+ * switches freely. Errors: dt_precision_check's (the net is unchanged). */
+dt_status dt_net_set_precision(dt_net *net, dt_precision p);
 
 /* The output of layer `from` (-1: the data x) in the last forward. */
 const float *dt_net_output(const dt_net *net, int from, const float *x);

@@ -51,6 +51,10 @@ void cli_print_version(FILE *out);
  * (0 = keep the file's value). */
 dt_status cli_load_model(dt_model_spec *spec, const char *path, int batch, double lr, int epochs);
 
+/* --precision NAME (NULL: not given) over the model file's precision=, and
+ * the CPU check of the result: the error names the flag, or the file. */
+dt_status cli_precision(dt_model_spec *spec, const char *name);
+
 /* Sets OpenBLAS threads: `threads` if > 0, else cores / ranks on this node. */
 int cli_set_threads(int threads, const cli_env *env);
 

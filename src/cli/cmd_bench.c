@@ -50,10 +50,12 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
         char model[1024];
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        printf("{\"event\":\"bench\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"steps\":%d,"
+        printf("{\"event\":\"bench\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"threads\":%d,"
+               "\"steps\":%d,"
                "\"images_per_sec\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.1f,\"loss\":%.4f,"
                "\"peak_rss_mb\":%.1f}\n",
-               dt_json_escape(model, sizeof model, spec->path), spec->batch, threads, steps, spec->batch * steps / dt, dt / steps * 1e3,
+               dt_json_escape(model, sizeof model, spec->path), dt_precision_name(spec->precision), spec->batch,
+               threads, steps, spec->batch * steps / dt, dt / steps * 1e3,
                gflops, loss, ru.ru_maxrss / 1024.0);
     }
     dt_loader_free(ld);
@@ -124,6 +126,7 @@ static const char bench_usage[] =
     "  --batch N           batch (default: the model file's)\n"
     "  --steps N           timed steps (default 50)\n"
     "  --threads N         threads (default: all cores)\n"
+    "  --precision P       fp32 | bf16 (default: the model file's precision=, else fp32)\n"
     "  --profile-out F     write the per-layer profile as JSON (input of dtrain simulate)\n"
     "  --data-only         time the loader alone instead: training batches of the model's\n"
     "                      batch, input and augmentation from a data set, images/s\n"
@@ -133,7 +136,7 @@ static const char bench_usage[] =
 
 int cmd_bench(int argc, char **argv, const cli_env *env) {
     int batch = 0, steps = 50, threads = 0, help = 0, data_only = 0;
-    const char *profile_out = NULL;
+    const char *profile_out = NULL, *precision = NULL;
     data_args d = {.cache_mb = -1};
     cli_flag flags[] = {
         {"--help", ARG_FLAG, &help, 0, 0, 0},
@@ -141,6 +144,7 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
         {"--steps", ARG_INT, &steps, 1, 1000000, 0},
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
         {"--profile-out", ARG_STR, &profile_out, 0, 0, 0},
+        {"--precision", ARG_STR, &precision, 0, 0, 0},
         {"--data-only", ARG_FLAG, &data_only, 0, 0, 0},
         {"--dataset", ARG_STR, &d.dataset, 0, 0, 0},
         {"--data-dir", ARG_STR, &d.data_dir, 0, 0, 0},
@@ -164,6 +168,9 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
                                                              "--data-only the loader: give one");
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
+    if (s == DT_OK && !data_only) s = cli_precision(&spec, precision);
+    if (s == DT_OK && data_only && precision)
+        s = dt_fail(DT_ERR_USAGE, "bench: --precision times the model, --data-only the loader: give one");
     if (s == DT_OK && data_only) s = bench_data(&spec, steps, &d, env);
     if (s != DT_OK || data_only) return cli_report(s, env);
     int nthreads = cli_set_threads(threads, env);

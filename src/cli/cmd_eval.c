@@ -28,7 +28,7 @@ static dt_status write_logits(void *ctx, const float *logits, int n, int classes
 
 /* The flags of dtrain eval (strings point into argv). */
 typedef struct {
-    const char *model, *weights, *dataset, *data_dir, *logits_out;
+    const char *model, *weights, *dataset, *data_dir, *logits_out, *precision;
     int batch, threads, loader_threads, skip_bad;
     long cache_mb; /* -1: not given */
 } eval_args;
@@ -79,6 +79,7 @@ static void print_folder_fields(const dt_dataset *ds) {
 static dt_status eval_run(const eval_args *a, const cli_env *env) {
     dt_model_spec spec;
     DT_TRY(cli_load_model(&spec, a->model, a->batch, 0, 0));
+    DT_TRY(cli_precision(&spec, a->precision));
     dt_dataset_kind kind;
     DT_TRY(cli_dataset_kind(&kind, a->dataset, &spec));
     DT_TRY(cli_folder_flags(kind, a->data_dir, a->cache_mb, a->skip_bad));
@@ -126,6 +127,7 @@ static const char eval_usage[] =
     "  --skip-bad-images folder: skip unreadable images (counted in the summary)\n"
     "  --batch N         evaluation batch (default: the model file's)\n"
     "  --threads N       threads (default: all cores)\n"
+    "  --precision P     fp32 | bf16 (default: the model file's precision=, else fp32)\n"
     "  --logits-out F    also write the logits (the softmax layer's input) of every test\n"
     "                    sample to F: raw float32 in the machine's byte order (x86:\n"
     "                    little-endian), samples x classes, in the data set's order\n";
@@ -141,6 +143,7 @@ int cmd_eval(int argc, char **argv, const cli_env *env) {
         {"--batch", ARG_INT, &a.batch, 1, 1 << 20, 0},
         {"--threads", ARG_INT, &a.threads, 1, 1024, 0},
         {"--logits-out", ARG_STR, &a.logits_out, 0, 0, 0},
+        {"--precision", ARG_STR, &a.precision, 0, 0, 0},
         {"--loader-threads", ARG_INT, &a.loader_threads, 1, 256, 0},
         {"--cache-mb", ARG_LONG, &a.cache_mb, 0, 1e9, 0},
         {"--skip-bad-images", ARG_FLAG, &a.skip_bad, 0, 0, 0},

@@ -21,6 +21,7 @@ static const char export_usage[] =
 static dt_status export_run(const char *model, const char *weights, const char *out) {
     dt_model_spec spec;
     DT_TRY(cli_load_model(&spec, model, 1, 0, 0));
+    spec.precision = DT_PRECISION_FP32; /* the weights are fp32 in either; no products run */
     dt_net *net;
     DT_TRY(dt_net_create(&net, &spec, 1, 1));
     dt_ckpt_meta meta;

@@ -34,8 +34,8 @@ static void inputs_text(char *buf, size_t cap, const dt_layer *l, int i) {
 }
 
 static void print_table(const dt_net *net, const dt_model_spec *spec) {
-    printf("%s: input %dx%dx%d, batch %d\n", spec->path, net->input.c, net->input.h, net->input.w,
-           spec->batch);
+    printf("%s: input %dx%dx%d, batch %d, precision %s\n", spec->path, net->input.c, net->input.h,
+           net->input.w, spec->batch, dt_precision_name(spec->precision));
     printf("%-3s %-14s %-5s %-12s %-16s %12s %12s\n", "#", "layer", "line", "inputs", "output (CxHxW)",
            "params", "MFLOPs/img");
     for (int i = 0; i < net->nlayers; i++) {
@@ -83,9 +83,10 @@ static void print_tensors(const dt_layer *l) {
 
 static void print_json(const dt_net *net, const dt_model_spec *spec) {
     char model[1024];
-    printf("{\"model\":\"%s\",\"input\":[%d,%d,%d],\"params\":%zu,\"flops\":%llu,"
+    printf("{\"model\":\"%s\",\"input\":[%d,%d,%d],\"precision\":\"%s\",\"params\":%zu,\"flops\":%llu,"
            "\"shape_hash\":\"%016llx\",\"nodes\":[",
-           dt_json_escape(model, sizeof model, spec->path), net->input.c, net->input.h, net->input.w, net->nparams,
+           dt_json_escape(model, sizeof model, spec->path), net->input.c, net->input.h, net->input.w,
+           dt_precision_name(spec->precision), net->nparams,
            (unsigned long long)dt_net_flops(net), (unsigned long long)net->shape_hash);
     printf("{\"id\":\"input\",\"type\":\"input\",\"output\":[%d,%d,%d]}", net->input.c, net->input.h,
            net->input.w);
@@ -202,7 +203,11 @@ int cmd_info(int argc, char **argv, const cli_env *env) {
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
     dt_net *net = NULL;
-    if (s == DT_OK) s = dt_net_create(&net, &spec, spec.batch, 1);
+    /* info describes the file's precision on any CPU: the net it builds to
+     * infer shapes runs no products. */
+    dt_model_spec shapes = spec;
+    shapes.precision = DT_PRECISION_FP32;
+    if (s == DT_OK) s = dt_net_create(&net, &shapes, spec.batch, 1);
     if (s == DT_OK && env->rank == 0) {
         if (plan)
             s = print_plan(net, &spec, mode, workers, servers);

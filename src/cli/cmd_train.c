@@ -38,6 +38,9 @@ static const char train_usage[] =
     "  --trust-coefficient T lars: eta of the trust ratio, > 0 (0.001)\n"
     "  --exclude-bias-bn 0|1 biases and batch-norm parameters without decay and trust ratio\n"
     "                        (default 1 for lars and lamb, 0 for sgd, adam and adamw)\n"
+    "  --precision P         fp32 | bf16: the arithmetic of convolutions and connected layers\n"
+    "                        (default: the model file's precision=, else fp32; bf16 needs\n"
+    "                        AVX512_BF16 or AMX; weights, optimiser and loss stay fp32)\n"
     "  --accumulate N        N forward/backward passes of --batch per optimiser step (one\n"
     "                        exchange per step: a step's batch is N x --batch per worker)\n"
     "  --seed N              seed of init, data order, augmentation, dropout (default 1)\n"
@@ -152,6 +155,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--trust-coefficient", ARG_DOUBLE, &a->trust, 1e-12, 1e6, 0},
         {"--exclude-bias-bn", ARG_INT, &a->exclude, 0, 1, 0},
         {"--accumulate", ARG_INT, &a->accumulate, 1, 1024, 0},
+        {"--precision", ARG_STR, &a->precision, 0, 0, 0},
         {"--seed", ARG_LONG, &a->seed, 0, 9.2e18, 0},
         {"--threads", ARG_INT, &a->threads, 1, 1024, 0},
         {"--log", ARG_STR, &a->log, 0, 0, 0},
@@ -300,6 +304,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     p->base_batch = dt_model_step_batch(spec); /* the file's step's batch */
     if (a->batch > 0) spec->batch = a->batch;
     DT_TRY(apply_optimizer_flags(&spec->optim, a, spec->path));
+    DT_TRY(cli_precision(spec, a->precision));
     if (a->accumulate > 0 && spec->subdivisions > 1)
         return dt_fail(DT_ERR_USAGE, "--accumulate: %s sets subdivisions=%d (its batch is the step's); change "
                        "subdivisions= there instead", spec->path, spec->subdivisions);
@@ -398,8 +403,8 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
     if (ls->warmup_epochs > 0)
         fprintf(out, "warmup %g epochs from %g, then ", ls->warmup_epochs, ls->warmup_start_factor * ls->base_lr);
     if (ls->burn_in > 0) fprintf(out, "burn_in %d steps (power %g), then ", ls->burn_in, ls->power);
-    fprintf(out, "%s), %d thread%s, mode %s", dt_schedule_kind_name(ls->kind), nthreads,
-            nthreads == 1 ? "" : "s", dt_mode_name(p->dist.mode));
+    fprintf(out, "%s), %s, %d thread%s, mode %s", dt_schedule_kind_name(ls->kind),
+            dt_precision_name(spec->precision), nthreads, nthreads == 1 ? "" : "s", dt_mode_name(p->dist.mode));
     if (dt_mode_is_ps(p->dist.mode)) fprintf(out, " with %d server%s", p->dist.servers, p->dist.servers == 1 ? "" : "s");
     if (p->dist.mode == DT_MODE_PS_SSP) fprintf(out, ", staleness %d", p->dist.staleness);
     if (p->dist.sfb != DT_SFB_OFF) fprintf(out, ", %s", p->dist.sfb == DT_SFB_ALL ? "sfb" : "sacp");

@@ -29,6 +29,7 @@ typedef struct {
     double beta1, beta2, eps, trust;  /* -1: not given */
     int exclude, accumulate;          /* -1, 0: not given */
     const char *ar_algo;
+    const char *precision;            /* NULL: not given */
     int loader_threads, skip_bad;     /* 0: not given */
     long cache_mb;                    /* -1: not given */
     /* Flags that apply to some modes only, given or not (an error where they do nothing). */

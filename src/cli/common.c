@@ -59,6 +59,19 @@ dt_status cli_load_model(dt_model_spec *spec, const char *path, int batch, doubl
     return DT_OK;
 }
 
+dt_status cli_precision(dt_model_spec *spec, const char *name) {
+    if (name) {
+        int p = dt_precision_from_name(name);
+        if (p < 0) return dt_fail(DT_ERR_USAGE, "--precision: unknown precision '%s' (fp32, bf16)", name);
+        spec->precision = (dt_precision)p;
+    }
+    if (dt_precision_check(spec->precision) == DT_OK) return DT_OK;
+    char why[256]; /* dt_fail writes the buffer dt_last_error reads */
+    snprintf(why, sizeof why, "%s", dt_last_error());
+    return name ? dt_fail(DT_ERR_USAGE, "--precision %s: %s", name, why)
+                : dt_fail(DT_ERR_CONFIG, "%s: %s", spec->path, why);
+}
+
 int cli_set_threads(int threads, const cli_env *env) {
     if (threads <= 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);

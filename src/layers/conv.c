@@ -1,8 +1,9 @@
 /* [convolutional]: torch.nn.Conv2d with a square kernel.
  *   weight (F, C, K, K), bias (F; none with spec.no_bias), in (C, H, W) -> out (F, OH, OW),
  *   OH = floor((H + 2P - K) / S) + 1, zero padding P, stride S.
- * Fast path: oneDNN's convolutions (conv_dnnl.c), about twice as fast as
- * sgemm on im2col columns. Fallback, when oneDNN cannot run a shape: each
+ * Fast path: oneDNN's convolutions (dnnl_layer.c), about twice as fast as
+ * sgemm on im2col columns, in the layer's precision (fp32 or bf16).
+ * Fallback, when oneDNN cannot run a shape (always in fp32): each
  * image is lowered to columns (im2col, (C*K*K, OH*OW)) and multiplied by the
  * weight matrix (F, C*K*K) with OpenBLAS sgemm; a 1x1, stride-1, unpadded
  * conv uses the image itself as the column matrix.
@@ -13,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "layers/conv_dnnl.h"
+#include "layers/dnnl_layer.h"
 #include "layers/gemm.h"
 #include "layers/layer_impl.h"
 
@@ -227,19 +228,54 @@ static void conv_backward_gemm(dt_layer *l, float *din, const float *dout, const
     if (batch == 0) memset(l->dw, 0, sizeof(float) * l->nw);
 }
 
+/* The convolution as oneDNN sees it. Right padding makes
+ * (H + P + pad_r - K) / S + 1 == OH exactly, as oneDNN requires; with
+ * PyTorch's floor it may be below P (or < 0). */
+static void conv_describe(const dt_layer *l, int batch, dt_dnnl_dims *g) {
+    conv_dims d = dims_of(l);
+    *g = (dt_dnnl_dims){.ndims = 4,
+                        .src = {batch, d.C, d.H, d.W},
+                        .wei = {d.F, d.C, d.K, d.K},
+                        .dst = {batch, d.F, d.OH, d.OW},
+                        .strides = {d.S, d.S},
+                        .pad_l = {d.P, d.P},
+                        .pad_r = {(d.OH - 1) * d.S + d.K - d.H - d.P,
+                                  (d.OW - 1) * d.S + d.K - d.W - d.P}};
+}
+
+static dnnl_status_t conv_op_desc(dt_dnnl_op_desc *od, dt_dnnl_pass pass, const dt_dnnl_descs *d) {
+    const dt_dnnl_dims *g = d->dims;
+    dnnl_convolution_desc_t *c = &od->conv;
+    dnnl_alg_kind_t alg = dnnl_convolution_direct;
+    switch (pass) {
+    case DT_DNNL_FORWARD:
+        return dnnl_convolution_forward_desc_init(c, dnnl_forward_training, alg, d->src, d->wei,
+                                                  d->bias, d->dst, g->strides, g->pad_l, g->pad_r);
+    case DT_DNNL_BACKWARD_WEIGHTS:
+        return dnnl_convolution_backward_weights_desc_init(c, alg, d->src, d->diff_wei, d->bias,
+                                                           d->dst, g->strides, g->pad_l, g->pad_r);
+    case DT_DNNL_BACKWARD_DATA:
+        return dnnl_convolution_backward_data_desc_init(c, alg, d->src, d->wei, d->dst, g->strides,
+                                                        g->pad_l, g->pad_r);
+    }
+    return dnnl_invalid_arguments;
+}
+
+static const dt_dnnl_kind conv_dnnl = {"oneDNN convolution", 0, conv_describe, conv_op_desc};
+
 /* oneDNN when it can run the layer at this batch size, else sgemm (which
  * overwrites everything a failed oneDNN call may have half written). */
 static void conv_forward(dt_layer *l, float *out, const float *in, int batch, int train,
                          float *ws) {
     (void)train;
-    if (batch < 1 || dt_conv_dnnl_forward(l, out, in, batch) != DT_OK)
+    if (batch < 1 || dt_dnnl_forward(l, &conv_dnnl, out, in, batch) != DT_OK)
         conv_forward_gemm(l, out, in, batch, ws);
 }
 
 static void conv_backward(dt_layer *l, float *din, const float *dout, const float *in,
                           const float *out, int batch, float *ws) {
     (void)out;
-    if (batch < 1 || dt_conv_dnnl_backward(l, din, dout, in, batch) != DT_OK)
+    if (batch < 1 || dt_dnnl_backward(l, &conv_dnnl, din, dout, in, batch, 1) != DT_OK)
         conv_backward_gemm(l, din, dout, in, batch, ws);
 }
 
@@ -306,5 +342,5 @@ const dt_layer_ops dt_conv_ops = {
     .forward_ref = conv_forward_ref,
     .backward_ref = conv_backward_ref,
     .flops = conv_flops,
-    .destroy = dt_conv_dnnl_destroy,
+    .destroy = dt_dnnl_destroy,
 };

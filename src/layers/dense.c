@@ -2,10 +2,13 @@
  * out (O, 1, 1) = W . in + b with W (O, I), b (O) (none with spec.no_bias). The whole batch is one
  * sgemm each way (I = ni, O = no in the code, as <complex.h> from cblas.h
  * defines I): out (B, O) = in (B, I) . Wᵀ, dW (O, I) = doutᵀ . in,
- * din (B, I) = dout . W. */
+ * din (B, I) = dout . W. In bf16 the three products are oneDNN's inner
+ * products instead (dnnl_layer.c; bf16 operands, f32 accumulation, f32 dW
+ * and db), falling back to the sgemms where oneDNN cannot run them. */
 #include <math.h>
 #include <string.h>
 
+#include "layers/dnnl_layer.h"
 #include "layers/gemm.h"
 #include "layers/layer_impl.h"
 
@@ -41,12 +44,44 @@ static size_t dense_workspace_floats(const dt_layer *l, int batch) {
     return forward_transposed(l, batch) ? (size_t)l->out.c * (size_t)batch : 0;
 }
 
+/* The layer as oneDNN's inner product: src (B, I), weights (O, I), dst (B, O). */
+static void dense_describe(const dt_layer *l, int batch, dt_dnnl_dims *g) {
+    *g = (dt_dnnl_dims){.ndims = 2,
+                        .src = {batch, (int64_t)dt_shape_size(l->in)},
+                        .wei = {l->out.c, (int64_t)dt_shape_size(l->in)},
+                        .dst = {batch, l->out.c}};
+}
+
+static dnnl_status_t dense_op_desc(dt_dnnl_op_desc *od, dt_dnnl_pass pass,
+                                   const dt_dnnl_descs *d) {
+    dnnl_inner_product_desc_t *ip = &od->ip;
+    switch (pass) {
+    case DT_DNNL_FORWARD:
+        return dnnl_inner_product_forward_desc_init(ip, dnnl_forward_training, d->src, d->wei,
+                                                    d->bias, d->dst);
+    case DT_DNNL_BACKWARD_WEIGHTS:
+        return dnnl_inner_product_backward_weights_desc_init(ip, d->src, d->diff_wei, d->bias,
+                                                             d->dst);
+    case DT_DNNL_BACKWARD_DATA:
+        return dnnl_inner_product_backward_data_desc_init(ip, d->src, d->wei, d->dst);
+    }
+    return dnnl_invalid_arguments;
+}
+
+static const dt_dnnl_kind dense_dnnl = {"oneDNN inner product", 1, dense_describe, dense_op_desc};
+
+static int runs_in_dnnl(const dt_layer *l, int batch) {
+    return l->precision == DT_PRECISION_BF16 && batch >= 1;
+}
+
 /* out (B, O) <- in (B, I); ws (O, B) when transposed. */
 static void dense_forward(dt_layer *l, float *out, const float *in, int batch, int train,
                           float *ws) {
     (void)train;
     int ni = (int)dt_shape_size(l->in), no = l->out.c;
     if (batch == 0) return;
+    if (runs_in_dnnl(l, batch) && dt_dnnl_forward(l, &dense_dnnl, out, in, batch) == DT_OK)
+        return;
     if (forward_transposed(l, batch)) {
         dt_sgemm('N', 'T', no, batch, ni, 1.0f, l->w, ni, in, ni, 0.0f, ws, batch);
         for (int b = 0; b < batch; b++)
@@ -67,6 +102,14 @@ static void dense_backward(dt_layer *l, float *din, const float *dout, const flo
                            const float *out, int batch, float *ws) {
     (void)out, (void)ws;
     int ni = (int)dt_shape_size(l->in), no = l->out.c;
+    /* oneDNN's backward-weights writes dw and db together; under skip_wgrad
+     * only din is taken from it. */
+    int weights = !l->skip_wgrad;
+    if (runs_in_dnnl(l, batch) &&
+        dt_dnnl_backward(l, &dense_dnnl, din, dout, in, batch, weights) == DT_OK) {
+        if (weights) return;
+        din = NULL;
+    }
     memset(l->db, 0, sizeof(float) * l->nb);
     for (int b = 0; b < batch; b++)
         for (int o = 0; o < (int)l->nb; o++) l->db[o] += dout[(size_t)b * no + o];
@@ -130,4 +173,5 @@ const dt_layer_ops dt_dense_ops = {
     .forward_ref = dense_forward_ref,
     .backward_ref = dense_backward_ref,
     .flops = dense_flops,
+    .destroy = dt_dnnl_destroy,
 };

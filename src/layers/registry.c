@@ -13,6 +13,24 @@ static const dt_layer_ops *const kind_ops[DT_LAYER_KIND_COUNT] = {
     [DT_LAYER_ROUTE] = &dt_route_ops,
 };
 
+/* Indexed by dt_precision. */
+static const char *const precision_names[DT_PRECISION_COUNT] = {"fp32", "bf16"};
+
+const char *dt_precision_name(dt_precision p) {
+    if ((int)p < 0 || p >= DT_PRECISION_COUNT) return "?";
+    return precision_names[p];
+}
+
+int dt_precision_from_name(const char *name) {
+    for (int p = 0; p < DT_PRECISION_COUNT; p++)
+        if (strcmp(precision_names[p], name) == 0) return p;
+    return -1;
+}
+
+dt_precision dt_layer_precision(const dt_layer *l, dt_precision p) {
+    return l->spec.kind == DT_LAYER_CONV && l->in.c < 4 ? DT_PRECISION_FP32 : p;
+}
+
 /* Indexed by dt_activation. */
 static const char *const act_names[] = {"linear", "relu", "leaky", "tanh", "sigmoid"};
 #define ACT_COUNT (int)(sizeof act_names / sizeof act_names[0])

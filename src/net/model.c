@@ -82,12 +82,14 @@ typedef struct {
 _Static_assert(sizeof(dt_activation) == sizeof(int), "dt_activation must be int-sized");
 _Static_assert(sizeof(dt_schedule_kind) == sizeof(int), "dt_schedule_kind must be int-sized");
 _Static_assert(sizeof(dt_optim_kind) == sizeof(int), "dt_optim_kind must be int-sized");
+_Static_assert(sizeof(dt_precision) == sizeof(int), "dt_precision must be int-sized");
 
 /* The owners' name functions take their enum type; adapt them to int. */
 static const char *activation_name(int v) { return dt_activation_name((dt_activation)v); }
 static const char *schedule_name(int v) { return dt_schedule_kind_name((dt_schedule_kind)v); }
 static const char *optim_name(int v) { return dt_optim_kind_name((dt_optim_kind)v); }
 static const char *dataset_name(int v) { return dt_dataset_kind_name((dt_dataset_kind)v); }
+static const char *precision_name(int v) { return dt_precision_name((dt_precision)v); }
 
 static const enum_desc activations = {dt_activation_from_name, activation_name, DT_ACT_SIGMOID + 1};
 static const enum_desc schedules = {dt_schedule_kind_from_name, schedule_name, DT_SCHED_SIGMOID + 1};
@@ -103,6 +105,7 @@ static int cost_from_name(const char *name) {
 static const char *cost_name(int v) { return cost_names[v]; }
 static const enum_desc costs = {cost_from_name, cost_name, COST_COUNT};
 
+static const enum_desc precisions = {dt_precision_from_name, precision_name, DT_PRECISION_COUNT};
 static const enum_desc datasets = {dt_dataset_kind_from_name, dataset_name, DT_DATASET_KIND_COUNT};
 
 #define NET(field) offsetof(dt_model_spec, field)
@@ -147,6 +150,7 @@ static const key_def net_keys[] = {
     {"dataset", V_DATASET, NET(dataset), DT_DATASET_FASHION_MNIST, 0, 0, 0, &datasets},
     {"flip", V_INT, NET(flip), 0, 0, 1, 0, NULL},
     {"crop_pad", V_INT, NET(crop_pad), 0, 0, 1024, 0, NULL},
+    {"precision", V_ENUM, NET(precision), DT_PRECISION_FP32, 0, 0, 0, &precisions},
     {0}};
 
 #define SLOPE_KEY {"slope", V_FLOAT, LAY(spec.leaky_slope), 0.1, 0, 1, 0, NULL}

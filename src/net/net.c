@@ -308,7 +308,22 @@ dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, 
         l->ops->init(l, &rng);
     }
     net->shape_hash = shape_hash(net);
+    s = dt_net_set_precision(net, spec->precision);
+    if (s != DT_OK) {
+        char why[256]; /* dt_fail writes the buffer dt_last_error reads */
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        dt_net_free(net);
+        return dt_fail(s, "%s: %s", spec->path, why);
+    }
     *out = net;
+    return DT_OK;
+}
+
+dt_status dt_net_set_precision(dt_net *net, dt_precision p) {
+    DT_TRY(dt_precision_check(p));
+    net->precision = p;
+    for (int i = 0; i < net->nlayers; i++)
+        net->layers[i].precision = dt_layer_precision(&net->layers[i], p);
     return DT_OK;
 }
 

@@ -442,13 +442,14 @@ static dt_status setup(dt_trainer *t) {
              "\"base_lr\":%.6g,\"lr_scale\":%.6g,\"lr\":%.6g,\"warmup_epochs\":%.6g,"
              "\"warmup_start_lr\":%.6g,\"schedule\":\"%s\",\"accumulate\":%d,\"optimizer\":\"%s\","
              "\"momentum\":%.6g,\"decay\":%.6g,\"nesterov\":%d,\"beta1\":%.6g,\"beta2\":%.6g,\"eps\":%.6g,"
-             "\"trust_coefficient\":%.6g,\"exclude_bias_bn\":%d}",
+             "\"trust_coefficient\":%.6g,\"exclude_bias_bn\":%d,\"precision\":\"%s\"}",
              model, t->sync->name, o->world, spec->batch, dt_model_step_batch(spec) * o->world, t->epochs,
              t->steps_per_epoch, t->total_steps, t->net->nparams, (unsigned long long)o->seed,
              dt_dataset_kind_name(o->dataset), t->train_ds->n, t->test_ds->n, ls->base_lr / ls->lr_scale,
              ls->lr_scale, ls->base_lr, ls->warmup_epochs, ls->warmup_start_factor * ls->base_lr,
              dt_schedule_kind_name(ls->kind), spec->accumulate, dt_optim_kind_name(oc->kind), oc->momentum,
-             oc->decay, oc->nesterov, oc->beta1, oc->beta2, oc->eps, oc->trust, oc->exclude);
+             oc->decay, oc->nesterov, oc->beta1, oc->beta2, oc->eps, oc->trust, oc->exclude,
+             dt_precision_name(t->net->precision));
     return dt_report_log(&t->rep, json);
 }
 
@@ -728,15 +729,16 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
             snprintf(extra_json + used, sizeof extra_json - used, ",\"plan_bytes_per_step\":%.0f",
                      sync->plan_bytes);
         }
-        char json[640];
+        char json[1024];
         snprintf(json, sizeof json,
                  "{\"event\":\"summary\",\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"steps\":%ld,"
                  "\"epochs\":%.3f,\"images_per_sec\":%.1f,\"wall_s\":%.2f,\"mode\":\"%s\",\"workers\":%d,"
-                 "\"global_batch\":%d,\"comm_overlap\":%.3f,\"comm_wait_share\":%.4f,\"bytes_per_step\":%.0f%s}",
+                 "\"global_batch\":%d,\"comm_overlap\":%.3f,\"comm_wait_share\":%.4f,\"bytes_per_step\":%.0f,"
+                 "\"precision\":\"%s\"%s}",
                  acc, summary->train_loss, t.step, summary->epochs, summary->images_per_sec,
                  summary->wall_s, sync->name, opts->world, dt_model_step_batch(spec) * opts->world,
                  summary->comm_overlap, t.train_time > 0 ? t.comm.wait_s / t.train_time : 0,
-                 summary->bytes_per_step, extra_json);
+                 summary->bytes_per_step, dt_precision_name(t.net->precision), extra_json);
         s = dt_report_summary(&t.rep, json);
     }
     if (s == DT_OK && t.skipped_step >= 0)

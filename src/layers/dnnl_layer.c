@@ -1,18 +1,24 @@
-/* [convolutional] through oneDNN (declared in conv_dnnl.h).
+/* Layers through oneDNN (declared in dnnl_layer.h).
  *
  * Why: OpenBLAS sgemm reaches about half of a core's peak on the im2col
  * products of small convolutions ((64 x 800) . (800 x 196) in the cnn
  * model); oneDNN's JIT convolutions work on channel-blocked layouts
- * (nChw16c activations, OIhw16i16o-like weights) and run near peak.
+ * (nChw16c activations, OIhw16i16o-like weights) and run near peak. In bf16
+ * (AVX512_BF16 dot products, or AMX tiles) they do two or more times the
+ * arithmetic of f32 FMAs per cycle, for convolutions and inner products.
  *
- * How: the net's buffers stay plain (NCHW activations, OIHW weights, 1D
- * bias). Each primitive is created with layout "any"; where oneDNN picks a
- * layout other than the plain one, a tensor gets a buffer in that layout
- * and a reorder between it and the dtrain buffer (cheap next to the
- * convolution). Tensors of the same dtrain buffer and layout are shared
- * between primitives (the forward's blocked input serves backward-weights
- * too); an input copy is refreshed once per pass, never reused from an
- * earlier call, so each call depends only on its arguments.
+ * How: the net's buffers stay plain f32 (NCHW or NC activations, OIHW or
+ * OI weights, 1D bias). Each primitive is created with layout "any" (in
+ * the compute type); where oneDNN picks a layout or type other than the
+ * plain f32 one, a tensor gets a buffer in that layout and type and a
+ * reorder between it and the dtrain buffer (cheap next to the product;
+ * it converts f32 <-> bf16 too). Tensors of the same dtrain buffer and
+ * layout are shared between primitives (the forward's blocked input serves
+ * backward-weights too). An input copy is refreshed once per call; the one
+ * exception is a backward that directly follows the forward of the same
+ * plan on the same buffers: by the layer contract it gets that forward's
+ * input and weights, so their copies (the bf16 weights: cast once per step)
+ * are reused.
  *
  * Plans: the primitives and blocked buffers for one batch size. The forward
  * half is built by the first forward at that size, the backward half by the
@@ -29,7 +35,7 @@
 #include <string.h>
 
 #include "dtrain/mem.h"
-#include "layers/conv_dnnl.h"
+#include "layers/dnnl_layer.h"
 
 /* Records a failed oneDNN call and returns its dt_status from the caller. */
 #define DNNL_TRY(call)                                                     \
@@ -43,7 +49,7 @@ static dt_status dnnl_failed(dnnl_status_t s, const char *call) {
                    call, dnnl_status2str(s));
 }
 
-/* The dtrain buffers a convolution reads or writes. */
+/* The dtrain buffers a layer reads or writes. */
 enum { B_IN, B_W, B_BIAS, B_OUT, B_DOUT, B_DIN, B_DW, B_DB, B_COUNT };
 
 /* Written by the primitive (and copied out to the dtrain buffer after it). */
@@ -64,7 +70,7 @@ typedef struct {
     int buf; /* B_* */
     dnnl_memory_t user, mem;
     op reorder;      /* prim is NULL when mem == user */
-    uint64_t filled; /* the pass whose input reorder last ran */
+    uint64_t filled; /* the call whose input reorder last ran (0: never, or the buffer moved) */
 } tensor;
 
 /* Tensors of a plan: at most forward 4 + backward-weights 4 + backward-data
@@ -72,7 +78,7 @@ typedef struct {
 #define MAX_TENSORS 11
 #define MAX_ARGS 4
 
-/* A convolution primitive and the tensors of its arguments. */
+/* A primitive and the tensors of its arguments. */
 typedef struct {
     op run;
     int n;
@@ -98,44 +104,48 @@ typedef struct {
     dnnl_stream_t stream;
     dnnl_primitive_attr_t attr; /* user-mode scratchpad, given to every primitive */
     dt_status failed;           /* engine/stream/attr creation failed */
+    dt_precision precision;     /* of the plans built (another clears them) */
     uint64_t clock;             /* counts calls: input-refresh passes and plan recency */
+    uint64_t last_forward;      /* clock of the last forward call */
+    plan *last_forward_plan;    /* its plan */
     plan plans[NPLANS];
-} conv_dnnl;
+} dnnl_layer;
 
-/* Plain descriptors of the buffers, the same shapes with layout "any", and
- * the geometry, of one layer at one batch size. */
+/* Plain descriptors of the buffers and the "any" descriptors a kind builds
+ * its op descriptors from, of one layer at one batch size. */
 typedef struct {
-    /* By B_*: in, din nchw (B,C,H,W); w, dw oihw (F,C,K,K); bias, db a (F);
-     * out, dout nchw (B,F,OH,OW). */
+    /* By B_*: in, din (B, src) and out, dout (B, dst) nchw or nc; w, dw
+     * oihw or oi; bias, db a (F). All f32. */
     dnnl_memory_desc_t plain[B_COUNT];
-    dnnl_memory_desc_t any_src, any_wei, any_dst;
-    dnnl_dims_t strides, pad_l, pad_r;
-    int bias; /* the layer has a bias (l->nb > 0) */
+    dnnl_memory_desc_t any_src, any_wei, any_dst, any_diff_wei;
+    dt_dnnl_dims dims;
+    dt_dnnl_descs descs;
 } geometry;
 
-static dt_status geometry_of(const dt_layer *l, int batch, geometry *g) {
-    int64_t C = l->in.c, H = l->in.h, W = l->in.w, F = l->out.c, K = l->spec.size;
-    int64_t S = l->spec.stride, P = l->spec.pad, OH = l->out.h, OW = l->out.w;
-    dnnl_dims_t src = {batch, C, H, W}, wei = {F, C, K, K}, bias = {F}, dst = {batch, F, OH, OW};
+static dt_status geometry_of(const dt_layer *l, const dt_dnnl_kind *k, int batch, geometry *g) {
     memset(g, 0, sizeof *g);
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], 4, src, dnnl_f32, dnnl_nchw));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_W], 4, wei, dnnl_f32, dnnl_oihw));
+    k->describe(l, batch, &g->dims);
+    int nd = g->dims.ndims;
+    dnnl_format_tag_t act = nd == 4 ? dnnl_nchw : dnnl_nc, wei = nd == 4 ? dnnl_oihw : dnnl_oi;
+    dnnl_data_type_t t = l->precision == DT_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_dims_t bias = {g->dims.dst[1]};
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], nd, g->dims.src, dnnl_f32, act));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_W], nd, g->dims.wei, dnnl_f32, wei));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_BIAS], 1, bias, dnnl_f32, dnnl_a));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_OUT], 4, dst, dnnl_f32, dnnl_nchw));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_OUT], nd, g->dims.dst, dnnl_f32, act));
     g->plain[B_DOUT] = g->plain[B_OUT];
     g->plain[B_DIN] = g->plain[B_IN];
     g->plain[B_DW] = g->plain[B_W];
     g->plain[B_DB] = g->plain[B_BIAS];
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_src, 4, src, dnnl_f32, dnnl_format_tag_any));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_wei, 4, wei, dnnl_f32, dnnl_format_tag_any));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_dst, 4, dst, dnnl_f32, dnnl_format_tag_any));
-    /* Right padding makes (H + P + pad_r - K) / S + 1 == OH exactly, as
-     * oneDNN requires; with PyTorch's floor it may be below P (or < 0). */
-    g->strides[0] = g->strides[1] = S;
-    g->pad_l[0] = g->pad_l[1] = P;
-    g->pad_r[0] = (OH - 1) * S + K - H - P;
-    g->pad_r[1] = (OW - 1) * S + K - W - P;
-    g->bias = l->nb > 0;
+    dnnl_format_tag_t any = dnnl_format_tag_any;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_src, nd, g->dims.src, t, any));
+    dnnl_format_tag_t wtag = k->plain_weights ? wei : any;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_wei, nd, g->dims.wei, t, wtag));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_dst, nd, g->dims.dst, t, any));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_diff_wei, nd, g->dims.wei, dnnl_f32, wtag));
+    g->descs = (dt_dnnl_descs){&g->any_src, &g->any_wei,      &g->any_dst,
+                               &g->any_diff_wei, l->nb > 0 ? &g->plain[B_BIAS] : NULL,
+                               &g->dims};
     return DT_OK;
 }
 
@@ -146,7 +156,7 @@ static void op_destroy(op *o) {
     memset(o, 0, sizeof *o);
 }
 
-static dt_status op_create(conv_dnnl *d, op *o, const_dnnl_primitive_desc_t pd) {
+static dt_status op_create(dnnl_layer *d, op *o, const_dnnl_primitive_desc_t pd) {
     DNNL_TRY(dnnl_primitive_create(&o->prim, pd));
     const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (md && dnnl_memory_desc_get_size(md) > 0)
@@ -155,7 +165,7 @@ static dt_status op_create(conv_dnnl *d, op *o, const_dnnl_primitive_desc_t pd) 
 }
 
 /* Executes o with args[0..n) plus its scratchpad. */
-static dt_status op_run(conv_dnnl *d, const op *o, int n, const dnnl_exec_arg_t *args) {
+static dt_status op_run(dnnl_layer *d, const op *o, int n, const dnnl_exec_arg_t *args) {
     dnnl_exec_arg_t all[MAX_ARGS + 1];
     memcpy(all, args, sizeof(dnnl_exec_arg_t) * (size_t)n);
     if (o->scratch) all[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, o->scratch};
@@ -171,7 +181,7 @@ static void tensor_destroy(tensor *t) {
 }
 
 /* t stands for buffer `buf` (plain layout `plain`) in layout `want`. */
-static dt_status tensor_create(conv_dnnl *d, tensor *t, int buf, const dnnl_memory_desc_t *plain,
+static dt_status tensor_create(dnnl_layer *d, tensor *t, int buf, const dnnl_memory_desc_t *plain,
                                const dnnl_memory_desc_t *want) {
     t->buf = buf;
     DNNL_TRY(dnnl_memory_create(&t->user, plain, d->engine, DNNL_MEMORY_NONE));
@@ -197,7 +207,7 @@ static int has_layout(const tensor *t, const dnnl_memory_desc_t *want) {
 
 /* Creates the primitive of pd in s, with argument arg[i] on buffer buf[i]:
  * an existing tensor of that buffer and layout, else a new one. */
-static dt_status step_create(conv_dnnl *d, plan *p, step *s, const_dnnl_primitive_desc_t pd,
+static dt_status step_create(dnnl_layer *d, plan *p, step *s, const_dnnl_primitive_desc_t pd,
                              const geometry *g, int n, const int *arg, const int *buf) {
     DT_TRY(op_create(d, &s->run, pd));
     for (int i = 0; i < n; i++) {
@@ -219,17 +229,18 @@ static dt_status step_create(conv_dnnl *d, plan *p, step *s, const_dnnl_primitiv
     return DT_OK;
 }
 
-/* Refreshes s's input copies not yet refreshed in this pass, executes s,
- * and copies its outputs out to the dtrain buffers. */
-static dt_status step_run(conv_dnnl *d, const step *s, uint64_t pass) {
+/* Refreshes s's input copies not filled since call `fresh_since`, executes
+ * s, and copies its outputs out to the dtrain buffers. */
+static dt_status step_run(dnnl_layer *d, const step *s, uint64_t fresh_since) {
     dnnl_exec_arg_t args[MAX_ARGS];
     for (int i = 0; i < s->n; i++) {
         tensor *t = s->t[i];
         args[i] = (dnnl_exec_arg_t){s->arg[i], t->mem};
-        if (is_output(t->buf) || !t->reorder.prim || t->filled == pass) continue;
+        if (is_output(t->buf) || !t->reorder.prim || (t->filled && t->filled >= fresh_since))
+            continue;
         dnnl_exec_arg_t io[2] = {{DNNL_ARG_FROM, t->user}, {DNNL_ARG_TO, t->mem}};
         DT_TRY(op_run(d, &t->reorder, 2, io));
-        t->filled = pass;
+        t->filled = d->clock;
     }
     DT_TRY(op_run(d, &s->run, s->n, args));
     for (int i = 0; i < s->n; i++) {
@@ -242,12 +253,17 @@ static dt_status step_run(conv_dnnl *d, const step *s, uint64_t pass) {
 }
 
 /* Points every tensor whose buffer is in bufs (B_COUNT entries, NULL for
- * buffers this call does not touch) at it. */
+ * buffers this call does not touch) at it; a copy of a buffer that moved
+ * is stale. */
 static dt_status bind(plan *p, const float *const *bufs) {
     for (int j = 0; j < p->nt; j++) {
         const float *x = bufs[p->t[j].buf];
+        if (!x) continue;
+        void *old = NULL;
+        DNNL_TRY(dnnl_memory_get_data_handle(p->t[j].user, &old));
+        if (old != (const void *)x) p->t[j].filled = 0;
         /* oneDNN takes void *; it only reads the inputs' buffers. */
-        if (x) DNNL_TRY(dnnl_memory_set_data_handle(p->t[j].user, (void *)(uintptr_t)x));
+        DNNL_TRY(dnnl_memory_set_data_handle(p->t[j].user, (void *)(uintptr_t)x));
     }
     return DT_OK;
 }
@@ -261,48 +277,42 @@ static void plan_clear(plan *p) {
     memset(p, 0, sizeof *p);
 }
 
-static dt_status build_forward(conv_dnnl *d, plan *p, const geometry *g) {
-    dnnl_convolution_desc_t cd;
-    DNNL_TRY(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct,
-                                                &g->any_src, &g->any_wei, g->bias ? &g->plain[B_BIAS] : NULL,
-                                                &g->any_dst, g->strides, g->pad_l, g->pad_r));
-    DNNL_TRY(dnnl_primitive_desc_create(&p->fwd_pd, &cd, d->attr, d->engine, NULL));
-    /* The bias is last so a layer without one passes the first three. */
+/* The bias is last in the argument lists, so a layer without one passes
+ * the first n - 1. */
+static dt_status build_forward(dnnl_layer *d, plan *p, const dt_dnnl_kind *k, const geometry *g) {
+    dt_dnnl_op_desc od;
+    DNNL_TRY(k->op_desc(&od, DT_DNNL_FORWARD, &g->descs));
+    DNNL_TRY(dnnl_primitive_desc_create(&p->fwd_pd, &od, d->attr, d->engine, NULL));
     static const int arg[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     static const int buf[] = {B_IN, B_W, B_OUT, B_BIAS};
-    return step_create(d, p, &p->fwd, p->fwd_pd, g, g->bias ? 4 : 3, arg, buf);
+    return step_create(d, p, &p->fwd, p->fwd_pd, g, g->descs.bias ? 4 : 3, arg, buf);
 }
 
-/* Creates the primitive of op desc cd (a backward pass, hinted by the
- * forward) into s. */
-static dt_status build_backward_step(conv_dnnl *d, plan *p, step *st, const geometry *g,
-                                     const dnnl_convolution_desc_t *cd, int n, const int *arg,
+/* Creates the primitive of `pass` (hinted by the forward) into st. */
+static dt_status build_backward_step(dnnl_layer *d, plan *p, step *st, const dt_dnnl_kind *k,
+                                     const geometry *g, dt_dnnl_pass pass, int n, const int *arg,
                                      const int *buf) {
+    dt_dnnl_op_desc od;
+    DNNL_TRY(k->op_desc(&od, pass, &g->descs));
     dnnl_primitive_desc_t pd;
-    DNNL_TRY(dnnl_primitive_desc_create(&pd, cd, d->attr, d->engine, p->fwd_pd));
+    DNNL_TRY(dnnl_primitive_desc_create(&pd, &od, d->attr, d->engine, p->fwd_pd));
     dt_status s = step_create(d, p, st, pd, g, n, arg, buf);
     (void)dnnl_primitive_desc_destroy(pd);
     return s;
 }
 
-static dt_status build_backward(conv_dnnl *d, plan *p, const geometry *g) {
-    dnnl_convolution_desc_t cd;
-    DNNL_TRY(dnnl_convolution_backward_weights_desc_init(
-        &cd, dnnl_convolution_direct, &g->any_src, &g->any_wei, g->bias ? &g->plain[B_DB] : NULL,
-        &g->any_dst, g->strides, g->pad_l, g->pad_r));
+static dt_status build_backward(dnnl_layer *d, plan *p, const dt_dnnl_kind *k, const geometry *g) {
     static const int warg[] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS,
                                DNNL_ARG_DIFF_BIAS};
     static const int wbuf[] = {B_IN, B_DOUT, B_DW, B_DB};
-    DT_TRY(build_backward_step(d, p, &p->bwd_weights, g, &cd, g->bias ? 4 : 3, warg, wbuf));
-    DNNL_TRY(dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &g->any_src,
-                                                      &g->any_wei, &g->any_dst, g->strides,
-                                                      g->pad_l, g->pad_r));
+    DT_TRY(build_backward_step(d, p, &p->bwd_weights, k, g, DT_DNNL_BACKWARD_WEIGHTS,
+                               g->descs.bias ? 4 : 3, warg, wbuf));
     static const int darg[] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
     static const int dbuf[] = {B_DOUT, B_W, B_DIN};
-    return build_backward_step(d, p, &p->bwd_data, g, &cd, 3, darg, dbuf);
+    return build_backward_step(d, p, &p->bwd_data, k, g, DT_DNNL_BACKWARD_DATA, 3, darg, dbuf);
 }
 
-static dt_status impl_create(conv_dnnl *d) {
+static dt_status impl_create(dnnl_layer *d) {
     DNNL_TRY(dnnl_engine_create(&d->engine, dnnl_cpu, 0));
     DNNL_TRY(dnnl_stream_create(&d->stream, d->engine, dnnl_stream_default_flags));
     DNNL_TRY(dnnl_primitive_attr_create(&d->attr));
@@ -310,16 +320,32 @@ static dt_status impl_create(conv_dnnl *d) {
     return DT_OK;
 }
 
-/* The plan of l for `batch`, built up to its backward half if `backward`. */
-static dt_status plan_get(dt_layer *l, int batch, int backward, conv_dnnl **dp, plan **pp) {
-    DT_ASSERT(batch >= 1); /* batch 0 marks an unused plan */
+/* The dnnl_layer of l, created on first use; plans of another precision
+ * than l's are dropped. */
+static dt_status impl_get(dt_layer *l, const dt_dnnl_kind *k, dnnl_layer **dp) {
     if (!l->impl) {
-        DT_TRY(dt_alloc_bytes(&l->impl, sizeof(conv_dnnl), "oneDNN convolution"));
-        conv_dnnl *d = l->impl;
+        DT_TRY(dt_alloc_bytes(&l->impl, sizeof(dnnl_layer), k->what));
+        dnnl_layer *d = l->impl;
         d->failed = impl_create(d);
+        d->precision = l->precision;
     }
-    conv_dnnl *d = l->impl;
+    dnnl_layer *d = l->impl;
     if (d->failed != DT_OK) return d->failed;
+    if (d->precision != l->precision) {
+        for (int i = 0; i < NPLANS; i++) plan_clear(&d->plans[i]);
+        d->last_forward_plan = NULL;
+        d->precision = l->precision;
+    }
+    *dp = d;
+    return DT_OK;
+}
+
+/* The plan of l for `batch`, built up to its backward half if `backward`. */
+static dt_status plan_get(dt_layer *l, const dt_dnnl_kind *k, int batch, int backward,
+                          dnnl_layer **dp, plan **pp) {
+    DT_ASSERT(batch >= 1); /* batch 0 marks an unused plan */
+    dnnl_layer *d;
+    DT_TRY(impl_get(l, k, &d));
     plan *p = NULL, *lru = &d->plans[0];
     for (int i = 0; i < NPLANS; i++) {
         if (d->plans[i].batch == batch) p = &d->plans[i];
@@ -327,6 +353,7 @@ static dt_status plan_get(dt_layer *l, int batch, int backward, conv_dnnl **dp, 
     }
     if (!p) {
         p = lru;
+        if (p == d->last_forward_plan) d->last_forward_plan = NULL;
         plan_clear(p);
         p->batch = batch;
     }
@@ -336,9 +363,9 @@ static dt_status plan_get(dt_layer *l, int batch, int backward, conv_dnnl **dp, 
     if (p->failed != DT_OK) return p->failed;
     if (p->fwd_pd && (!backward || p->has_bwd)) return DT_OK;
     geometry g;
-    dt_status s = geometry_of(l, batch, &g);
-    if (s == DT_OK && !p->fwd_pd) s = build_forward(d, p, &g);
-    if (s == DT_OK && backward) s = build_backward(d, p, &g);
+    dt_status s = geometry_of(l, k, batch, &g);
+    if (s == DT_OK && !p->fwd_pd) s = build_forward(d, p, k, &g);
+    if (s == DT_OK && backward) s = build_backward(d, p, k, &g);
     if (s != DT_OK) {
         /* A half-built plan is freed; the caller falls back for this batch. */
         plan_clear(p);
@@ -351,33 +378,40 @@ static dt_status plan_get(dt_layer *l, int batch, int backward, conv_dnnl **dp, 
     return DT_OK;
 }
 
-dt_status dt_conv_dnnl_forward(dt_layer *l, float *out, const float *in, int batch) {
-    conv_dnnl *d;
+dt_status dt_dnnl_forward(dt_layer *l, const dt_dnnl_kind *k, float *out, const float *in,
+                          int batch) {
+    dnnl_layer *d;
     plan *p;
-    DT_TRY(plan_get(l, batch, 0, &d, &p));
+    DT_TRY(plan_get(l, k, batch, 0, &d, &p));
     const float *bufs[B_COUNT] = {[B_IN] = in, [B_W] = l->w, [B_BIAS] = l->b, [B_OUT] = out};
     DT_TRY(bind(p, bufs));
     DT_TRY(step_run(d, &p->fwd, d->clock));
     DNNL_TRY(dnnl_stream_wait(d->stream));
+    d->last_forward = d->clock;
+    d->last_forward_plan = p;
     return DT_OK;
 }
 
-dt_status dt_conv_dnnl_backward(dt_layer *l, float *din, const float *dout, const float *in,
-                                int batch) {
-    conv_dnnl *d;
+dt_status dt_dnnl_backward(dt_layer *l, const dt_dnnl_kind *k, float *din, const float *dout,
+                           const float *in, int batch, int weights) {
+    dnnl_layer *d;
     plan *p;
-    DT_TRY(plan_get(l, batch, 1, &d, &p));
+    DT_TRY(plan_get(l, k, batch, 1, &d, &p));
     const float *bufs[B_COUNT] = {[B_IN] = in,   [B_W] = l->w,   [B_DOUT] = dout,
                                   [B_DIN] = din, [B_DW] = l->dw, [B_DB] = l->db};
     DT_TRY(bind(p, bufs));
-    DT_TRY(step_run(d, &p->bwd_weights, d->clock));
-    if (din) DT_TRY(step_run(d, &p->bwd_data, d->clock));
+    /* Right after this plan's forward, the copies it made (input, weights)
+     * still hold this call's buffers (bind cleared any that moved). */
+    uint64_t fresh_since =
+        d->last_forward_plan == p && d->last_forward == d->clock - 1 ? d->last_forward : d->clock;
+    if (weights) DT_TRY(step_run(d, &p->bwd_weights, fresh_since));
+    if (din) DT_TRY(step_run(d, &p->bwd_data, fresh_since));
     DNNL_TRY(dnnl_stream_wait(d->stream));
     return DT_OK;
 }
 
-void dt_conv_dnnl_destroy(dt_layer *l) {
-    conv_dnnl *d = l->impl;
+void dt_dnnl_destroy(dt_layer *l) {
+    dnnl_layer *d = l->impl;
     if (!d) return;
     for (int i = 0; i < NPLANS; i++) plan_clear(&d->plans[i]);
     if (d->attr) (void)dnnl_primitive_attr_destroy(d->attr);
@@ -385,4 +419,33 @@ void dt_conv_dnnl_destroy(dt_layer *l) {
     if (d->engine) (void)dnnl_engine_destroy(d->engine);
     dt_free(d);
     l->impl = NULL;
+}
+
+/* Names of oneDNN's CPU ISAs, for the precision check's message. */
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "SSE4.1";
+    case dnnl_cpu_isa_avx: return "AVX";
+    case dnnl_cpu_isa_avx2: return "AVX2";
+    case dnnl_cpu_isa_avx2_vnni: return "AVX2 with VNNI";
+    case dnnl_cpu_isa_avx512_mic: case dnnl_cpu_isa_avx512_mic_4ops: return "AVX-512 (Xeon Phi)";
+    case dnnl_cpu_isa_avx512_core: return "AVX-512";
+    case dnnl_cpu_isa_avx512_core_vnni: return "AVX-512 with VNNI";
+    case dnnl_cpu_isa_avx512_core_bf16: return "AVX-512 with BF16";
+    case dnnl_cpu_isa_avx512_core_amx: return "AVX-512 with AMX";
+    default: return "no vector extensions";
+    }
+}
+
+dt_status dt_precision_check(dt_precision p) {
+    if (p != DT_PRECISION_BF16) return DT_OK;
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    /* oneDNN's ISA values are bit sets: each contains the ones it extends. */
+    if (((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) ==
+        (unsigned)dnnl_cpu_isa_avx512_core_bf16)
+        return DT_OK;
+    return dt_fail(DT_ERR_CONFIG,
+                   "precision bf16 needs the AVX512_BF16 or AMX-BF16 instructions, and oneDNN "
+                   "finds only %s on this CPU (use fp32)",
+                   isa_name(isa));
 }

@@ -1,0 +1,77 @@
+/* Internal to src/layers: a layer's forward and backward run by oneDNN
+ * primitives (see dnnl_layer.c for why and how). [convolutional] always runs
+ * here; [connected] does in bf16 (its fp32 path is one sgemm each way).
+ *
+ * A kind describes itself by a dt_dnnl_kind: the dimensions of its source,
+ * weights and destination, and oneDNN's op descriptor of each pass. Each
+ * call computes the whole result, with the same contract as the layer's
+ * forward/backward (buffers owned by the net in their plain layouts, dw/db
+ * overwritten, din may be NULL), and returns DT_OK; or it returns an error
+ * (oneDNN cannot run this shape or precision, or creating its objects
+ * failed) and the caller computes the result its own way (in fp32), which
+ * overwrites every output. A failure for a batch size is remembered, so the
+ * fallback costs nothing more on later calls.
+ *
+ * Precision (l->precision): fp32 runs every tensor in f32. bf16 runs the
+ * source, weights and destination (and their gradients in backward-data) in
+ * bf16 and accumulates in f32; the weight and bias gradients are f32. The
+ * net's buffers stay f32 either way: reorders convert at the layer's edges.
+ *
+ * The oneDNN objects live in l->impl, created by the first call for a batch
+ * size and freed by dt_dnnl_destroy. oneDNN uses OpenMP with
+ * omp_get_max_threads() threads; the CLI sets that with OpenBLAS's count. */
+#ifndef DT_LAYERS_DNNL_LAYER_H
+#define DT_LAYERS_DNNL_LAYER_H
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "dtrain/layer.h"
+#include "dtrain/status.h"
+
+/* The three passes a kind describes. */
+typedef enum { DT_DNNL_FORWARD, DT_DNNL_BACKWARD_WEIGHTS, DT_DNNL_BACKWARD_DATA } dt_dnnl_pass;
+
+/* One layer at one batch size, as dt_dnnl_kind.describe gives it: the
+ * plain dims of source (B, ...), weights and destination, each of `ndims`
+ * (4: NCHW and OIHW; 2: NC and OI), and a convolution's geometry. */
+typedef struct {
+    int ndims;
+    dnnl_dims_t src, wei, dst;
+    dnnl_dims_t strides, pad_l, pad_r; /* convolutions only */
+} dt_dnnl_dims;
+
+/* The descriptors a kind builds its op descriptors from: layout "any" in
+ * the compute type (src, wei, dst) or f32 (the weight gradient diff_wei);
+ * bias is the plain f32 (F), or NULL when the layer has none. */
+typedef struct {
+    const dnnl_memory_desc_t *src, *wei, *dst, *diff_wei, *bias;
+    const dt_dnnl_dims *dims;
+} dt_dnnl_descs;
+
+/* oneDNN's op descriptors of the kinds that run here. */
+typedef union {
+    dnnl_convolution_desc_t conv;
+    dnnl_inner_product_desc_t ip;
+} dt_dnnl_op_desc;
+
+typedef struct {
+    const char *what; /* names the kind in allocation errors */
+    int plain_weights; /* weights and their gradient in the plain layout, not "any" */
+    void (*describe)(const dt_layer *l, int batch, dt_dnnl_dims *dims);
+    /* Initialises *desc for pass from d (a oneDNN *_desc_init call). */
+    dnnl_status_t (*op_desc)(dt_dnnl_op_desc *desc, dt_dnnl_pass pass, const dt_dnnl_descs *d);
+} dt_dnnl_kind;
+
+/* out (B, dst) <- in (B, src), weights l->w, bias l->b. */
+dt_status dt_dnnl_forward(dt_layer *l, const dt_dnnl_kind *k, float *out, const float *in,
+                          int batch);
+
+/* l->dw and l->db (when `weights`) and, unless NULL, din (B, src) <- dout
+ * (B, dst), given the forward's input `in` (B, src). */
+dt_status dt_dnnl_backward(dt_layer *l, const dt_dnnl_kind *k, float *din, const float *dout,
+                           const float *in, int batch, int weights);
+
+/* Frees l->impl and sets it to NULL; no-op when it is NULL. */
+void dt_dnnl_destroy(dt_layer *l);
+
+#endif
