@@ -31,6 +31,9 @@ weight decay, batch: the test checks them against examples/cnn.cfg), loss
 (STEPS) and sum, sumsq (one per parameter tensor, float64 sums stored as
 float32) of the final parameters.
 
+bf16 case (cnn_sgd_bf16.bin): cnn_sgd under torch.autocast('cpu',
+bfloat16); holds hyper, loss and loss64 (here: the fp32 losses).
+
 ResNet case (resnet20_fm_sgd.bin): `resnet20_fm` of
 ../shared/reference/torch_ref_models.py (examples/resnet20_fm.cfg), its conv
 and linear tensors from init_tensor() (numbered in the flat order, batch-norm
@@ -48,6 +51,7 @@ written out from the papers' formulas below (biases excluded from decay and
 trust ratios); hyper = (dtrain's optimizer index, lr, decay, batch,
 momentum, beta1, beta2, eps, trust coefficient, exclude_bias_bn).
 """
+import contextlib
 import gzip
 import os
 import struct
@@ -292,12 +296,13 @@ OPTIMIZERS = {
 }
 
 
-def train_cnn(opt, params, model):
+def train_cnn(opt, params, model, amp=contextlib.nullcontext):
     x, y = load_fmnist(STEPS * BATCH)
     losses = []
     for s in range(STEPS):
         opt.zero_grad()
-        loss = F.cross_entropy(model(x[s * BATCH:(s + 1) * BATCH]), y[s * BATCH:(s + 1) * BATCH])
+        with amp():
+            loss = F.cross_entropy(model(x[s * BATCH:(s + 1) * BATCH]), y[s * BATCH:(s + 1) * BATCH])
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -310,6 +315,21 @@ def cnn_golden():
     model, params = init_cnn()
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=DECAY)
     write_golden('cnn_sgd', [('hyper', [LR, MOMENTUM, DECAY, BATCH])] + train_cnn(opt, params, model))
+
+
+def cnn_bf16_golden():
+    """cnn_sgd_bf16.bin: cnn_sgd's run under torch.autocast('cpu', bfloat16)
+    (convolutions and linear layers in bf16, fp32 weights and SGD): hyper,
+    loss, and loss64 = the fp32 run's losses (cnn_sgd's), whose spread from
+    the bf16 losses sets the test's tolerance."""
+    amp = lambda: torch.autocast('cpu', dtype=torch.bfloat16)
+    runs = []
+    for ctx in (amp, contextlib.nullcontext):
+        model, params = init_cnn()
+        opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=DECAY)
+        runs.append(dict(train_cnn(opt, params, model, ctx))['loss'])
+    write_golden('cnn_sgd_bf16', [('hyper', [LR, MOMENTUM, DECAY, BATCH]), ('loss', runs[0]),
+                                  ('loss64', runs[1])])
 
 
 RESNET_LR = 0.001
@@ -365,6 +385,7 @@ def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     layer_goldens()
     cnn_golden()
+    cnn_bf16_golden()
     cnn_optimizer_goldens()
     resnet_golden()
 

@@ -13,7 +13,8 @@
  *    updated running statistics and an eval-mode output) must match torch.
  * 2. Whole model: examples/cnn.cfg from identical initial weights (a portable
  *    hash formula, the same in gen_golden.py) trained 10 SGD steps on the
- *    first 160 Fashion-MNIST training images; each step's loss must match.
+ *    first 160 Fashion-MNIST training images; each step's loss must match;
+ *    also in bf16 against torch.autocast (cnn_sgd_bf16).
  *    Skipped (exit 0) when the Fashion-MNIST files are absent. */
 #include <math.h>
 #include <stdio.h>
@@ -426,16 +427,21 @@ static void compare_sums(const tensor_view *t, int nt, const float *ref_sum,
  * step's loss, then the final parameters' sums. */
 static void train_and_compare(dt_net *net, const dt_model_spec *spec, const dt_dataset *ds,
                               const golden *g, int batch) {
-    const char *name = dt_optim_kind_name(spec->optim.kind);
+    const char *name = dt_optim_kind_name(spec->optim.kind), *prec = dt_precision_name(spec->precision);
+    int bf16 = spec->precision == DT_PRECISION_BF16;
     const golden_array *ga = golden_find(g, "loss");
     size_t steps = ga ? ga->n : 0, img = dt_shape_size(ds->shape), nx = (size_t)batch * img;
     tensor_view t[MAX_TENSORS];
     int nt = net_tensors(net, t);
     const float *ref_loss = golden_need(g, "loss", steps);
-    /* With loss64 (the ResNet): step s may also differ by 3 x the largest
-     * spread of torch's own float32 and float64 losses up to s (rounding
-     * amplified through the batch norms: 1e-6 by step 2, 1e-3 by step 9),
-     * and the final sums are not compared (they carry the same noise). */
+    /* With loss64: step s may also differ by 3 x the largest spread of
+     * torch's own two runs up to s, and the final sums are not compared
+     * (they carry the same noise). The ResNet: float32 and float64 (rounding
+     * amplified through the batch norms: 1e-6 by step 2, 1e-3 by step 9).
+     * bf16: autocast bf16 and fp32 (2e-5 at step 0, 3e-4 by step 8): dtrain
+     * rounds to bf16 at other points than torch (its activations between
+     * layers and its first, 1-channel convolution stay fp32), which is noise
+     * of that size, not a bias. */
     const float *ref64 = golden_find(g, "loss64") ? golden_need(g, "loss64", steps) : NULL;
     const float *ref_sum = ref64 ? NULL : golden_need(g, "sum", (size_t)nt);
     const float *ref_sumsq = ref64 ? NULL : golden_need(g, "sumsq", (size_t)nt);
@@ -462,11 +468,12 @@ static void train_and_compare(dt_net *net, const dt_model_spec *spec, const dt_d
             CHECK_CLOSE(loss, ref_loss[s], spread, LOSS_RTOL);
             double rel = fabs(loss - ref_loss[s]) / fabs(ref_loss[s]);
             worst = rel > worst ? rel : worst;
-            printf("  %s %s step %zu: loss %.7f, torch %.7f", spec->path, name, s, loss, (double)ref_loss[s]);
-            if (ref64) printf(" (float64 %.7f)", (double)ref64[s]);
+            printf("  %s %s %s step %zu: loss %.7f, torch %.7f", spec->path, name, prec, s, loss,
+                   (double)ref_loss[s]);
+            if (ref64) printf(" (%s %.7f)", bf16 ? "torch fp32" : "float64", (double)ref64[s]);
             printf("\n");
         }
-        printf("  %s %s: max rel loss err %.2e\n", spec->path, name, worst);
+        printf("  %s %s %s: max rel loss err %.2e\n", spec->path, name, prec, worst);
         if (!ref64) compare_sums(t, nt, ref_sum, ref_sumsq);
     }
     dt_optim_free(opt);
@@ -510,7 +517,14 @@ static void cnn_golden(const char *case_name) {
     if (!fmnist_train_files(images, labels, "cnn")) return;
     golden g;
     if (!golden_load(&g, case_name)) return;
-    int is_sgd = strcmp(case_name, "cnn_sgd") == 0;
+    /* cnn_sgd_bf16: cnn_sgd in bf16, against torch.autocast's losses. */
+    int bf16 = strcmp(case_name, "cnn_sgd_bf16") == 0;
+    int is_sgd = strcmp(case_name, "cnn_sgd") == 0 || bf16;
+    if (bf16 && dt_precision_check(DT_PRECISION_BF16) != DT_OK) {
+        printf("  %s: skipped: %s\n", case_name, dt_last_error());
+        golden_free(&g);
+        return;
+    }
     dt_model_spec *spec = NULL; /* ~20 KB */
     dt_net *net = NULL;
     dt_dataset *ds = NULL;
@@ -518,6 +532,7 @@ static void cnn_golden(const char *case_name) {
     if (CHECK_OK(dt_alloc_bytes((void **)&spec, sizeof *spec, "model spec")) &&
         CHECK_OK(dt_model_parse_file(spec, dt_test_src_path("examples/cnn.cfg"))) &&
         (batch = is_sgd ? check_hyper(&g, spec) : set_hyper(&g, spec)) > 0 &&
+        (spec->precision = bf16 ? DT_PRECISION_BF16 : DT_PRECISION_FP32, 1) &&
         CHECK_OK(dt_net_create(&net, spec, batch, 1)) &&
         CHECK_OK(dt_dataset_load_idx(&ds, images, labels)))
         train_and_compare(net, spec, ds, &g, batch);
@@ -558,7 +573,7 @@ int main(void) {
         layer_golden(&layer_cases[i]);
     printf("whole model (examples/cnn.cfg from identical weights; torch.optim SGD, Adam, AdamW, and LARS, LAMB "
            "as the papers' formulas):\n");
-    const char *cases[] = {"cnn_sgd", "cnn_adam", "cnn_adamw", "cnn_lars", "cnn_lamb"};
+    const char *cases[] = {"cnn_sgd", "cnn_sgd_bf16", "cnn_adam", "cnn_adamw", "cnn_lars", "cnn_lamb"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) cnn_golden(cases[i]);
     printf("ResNet-20 (examples/resnet20_fm.cfg from identical weights; torch.optim SGD):\n");
     resnet_golden();

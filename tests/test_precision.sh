@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# --precision / [net] precision=: bf16 runs from the command line and the
+# model file, says so (start line, log, summary, info, bench), refuses
+# unknown names and CPUs without bf16 (exit 2, naming the instructions),
+# resumes across precisions both ways, and runs in allreduce and ps-sync on
+# 2 workers. (Numerics: test_bf16 per layer, test_golden against
+# torch.autocast.)
+source "$(dirname "$0")/clilib.sh" "$1"
+
+if ! "$DTRAIN" bench "$SRC/tests/data/small_net.cfg" --steps 1 --precision bf16 > /dev/null 2>&1; then
+    echo "test_precision: skipped: this CPU has no bf16 (dtrain bench --precision bf16 refuses)"
+    exit 77
+fi
+
+# small_net with an 8-channel convolution, which runs in bf16 (a conv of
+# fewer than 4 input channels stays fp32).
+NET=$TMP/net.cfg
+sed '/^\[maxpool\]/i [convolutional]\nfilters=8\nsize=3\npad=1\nactivation=relu\n' \
+    "$SRC/tests/data/small_net.cfg" > "$NET"
+
+train_ckpt bf16 1 "$NET" --max-steps 6 --precision bf16 --log "$TMP/bf16.jsonl"
+check "summary says bf16" grep -q '"precision":"bf16"' "$TMP/bf16.out"
+check "log config says bf16" grep -q '"event":"config".*"precision":"bf16"' "$TMP/bf16.jsonl"
+expect 0 ', bf16, 1 thread, mode serial' -- "$DTRAIN" train "$NET" --dataset synthetic --max-steps 1 --threads 1 \
+    --precision bf16
+expect 0 'precision fp32' -- "$DTRAIN" info "$NET"
+
+# The model file's precision=, overridden by the flag.
+sed 's/^\[net\]$/[net]\nprecision=bf16/' "$NET" > "$TMP/bf16net.cfg"
+expect 0 'precision bf16' -- "$DTRAIN" info "$TMP/bf16net.cfg"
+expect 0 '"precision":"bf16"' -- "$DTRAIN" info "$TMP/bf16net.cfg" --json
+expect 0 '"precision":"bf16"' -- "$DTRAIN" bench "$TMP/bf16net.cfg" --steps 2 --threads 1
+expect 0 '"precision":"fp32"' -- "$DTRAIN" bench "$TMP/bf16net.cfg" --steps 2 --threads 1 --precision fp32
+
+# Bad names, and a CPU without bf16 (oneDNN told to use AVX-512 without it).
+expect 2 "^dtrain: --precision: unknown precision 'fp16' \(fp32, bf16\)$" -- \
+    "$DTRAIN" train "$NET" --dataset synthetic --precision fp16
+sed 's/^\[net\]$/[net]\nprecision=half/' "$NET" > "$TMP/half.cfg"
+expect 2 "$TMP/half.cfg:4: bad value 'half' for precision: expected one of fp32, bf16" -- "$DTRAIN" train "$TMP/half.cfg" --dataset synthetic
+expect 2 '^dtrain: --precision bf16: precision bf16 needs the AVX512_BF16 or AMX-BF16 instructions, and oneDNN finds only AVX-512 on this CPU \(use fp32\)$' -- \
+    env ONEDNN_MAX_CPU_ISA=AVX512_CORE "$DTRAIN" train "$NET" --dataset synthetic --precision bf16
+expect 2 "^dtrain: $TMP/bf16net.cfg: precision bf16 needs .* AVX2 on this CPU" -- \
+    env ONEDNN_MAX_CPU_ISA=AVX2 "$DTRAIN" train "$TMP/bf16net.cfg" --dataset synthetic
+expect 0 'precision bf16' -- env ONEDNN_MAX_CPU_ISA=AVX2 "$DTRAIN" info "$TMP/bf16net.cfg"
+expect 0 '"precision":"fp32"' -- env ONEDNN_MAX_CPU_ISA=AVX2 "$DTRAIN" bench "$TMP/bf16net.cfg" --steps 1 \
+    --precision fp32
+
+# Checkpoints hold fp32 master weights: bf16 resumes in fp32 and back.
+train_ckpt half_bf16 1 "$NET" --max-steps 3 --precision bf16
+cp "$TMP/half_bf16.ckpt" "$TMP/start_bf16.ckpt"
+train_ckpt to_fp32 1 "$NET" --max-steps 6 --resume "$TMP/start_bf16.ckpt"
+check "bf16 -> fp32 resume reaches step 6" grep -q '"steps":6' "$TMP/to_fp32.out"
+train_ckpt half_fp32 1 "$NET" --max-steps 3
+train_ckpt to_bf16 1 "$NET" --max-steps 6 --resume "$TMP/half_fp32.ckpt" --precision bf16
+check "fp32 -> bf16 resume reaches step 6, in bf16" grep -q '"steps":6.*"precision":"bf16"' "$TMP/to_bf16.out"
+expect 0 'test accuracy|"test_accuracy"' -- "$DTRAIN" eval "$NET" --weights "$TMP/to_bf16.ckpt" --dataset synthetic \
+    --precision bf16
+
+# Distributed: allreduce on 2 workers, ps-sync on 2 workers and a server.
+# The gradients exchanged are fp32 either way.
+train_ckpt ar 2 "$NET" --max-steps 4 --precision bf16 --mode allreduce
+check "allreduce bf16 summary" grep -q '"mode":"allreduce".*"precision":"bf16"' "$TMP/ar.out"
+train_ckpt ps 3 "$NET" --max-steps 4 --precision bf16 --mode ps-sync
+check "ps-sync bf16 summary" grep -q '"mode":"ps-sync".*"precision":"bf16"' "$TMP/ps.out"
+
+finish
