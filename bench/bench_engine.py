@@ -7,13 +7,20 @@ alternates `dtrain bench` and shared/reference/torch_ref.py for ROUNDS rounds
 and prints the medians, the ratio dtrain/PyTorch, and dtrain's achieved
 GFLOP/s as a fraction of this machine's measured sgemm peak.
 
+With --precision bf16: per model and thread count, alternates dtrain bf16,
+dtrain fp32, PyTorch bf16 (autocast) and PyTorch fp32, and prints the four
+medians, dtrain's bf16/fp32 speedup, dtrain bf16 / PyTorch bf16, and
+dtrain bf16's achieved TFLOP/s against the bf16 peak (build/bf16_peak).
+
 usage: bench/bench_engine.py [--rounds 3] [--models mlp,cnn,cifar,resnet20,resnet20_fm] [--threads 1,2]
+                             [--precision fp32|bf16]
 """
 import argparse, json, os, re, statistics, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTRAIN = os.path.join(ROOT, 'build', 'dtrain')
 PEAK = os.path.join(ROOT, 'build', 'sgemm_peak')
+BF16_PEAK = os.path.join(ROOT, 'build', 'bf16_peak')
 REF = os.path.join(ROOT, '..', 'shared', 'reference', 'torch_ref.py')
 STEPS = {'mlp': 400, 'cnn': 40, 'cifar': 20, 'resnet20': 10, 'resnet20_fm': 12}
 
@@ -23,19 +30,19 @@ def run(cmd, env=None):
     return out.strip().splitlines()[-1]
 
 
-def dtrain_bench(model, threads):
+def dtrain_bench(model, threads, precision='fp32'):
     line = run([DTRAIN, 'bench', os.path.join(ROOT, 'examples', model + '.cfg'), '--batch', '64',
-                '--steps', str(STEPS[model]), '--threads', str(threads)])
+                '--steps', str(STEPS[model]), '--threads', str(threads), '--precision', precision])
     j = json.loads(line)
     return j['images_per_sec'], j['gflops']
 
 
-def torch_bench(model, threads):
+def torch_bench(model, threads, precision='fp32'):
     # torch.set_num_threads() does not reach the OpenBLAS that Debian's
     # PyTorch calls for Linear layers; without this a "1 thread" PyTorch run
     # uses every core in its matrix products.
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    line = run(['/usr/bin/python3', REF, model, '64', str(threads), str(STEPS[model])], env)
+    line = run(['/usr/bin/python3', REF, model, '64', str(threads), str(STEPS[model]), precision], env)
     return float(re.search(r'(\d+) img/s', line).group(1))
 
 
@@ -44,7 +51,10 @@ def main():
     ap.add_argument('--rounds', type=int, default=3)
     ap.add_argument('--models', default='mlp,cnn,cifar,resnet20,resnet20_fm')
     ap.add_argument('--threads', default='1,2')
+    ap.add_argument('--precision', default='fp32', choices=['fp32', 'bf16'])
     a = ap.parse_args()
+    if a.precision == 'bf16':
+        return bench_bf16(a)
     env_note = 'OPENBLAS_CORETYPE=%s' % os.environ.get('OPENBLAS_CORETYPE', '(unset)')
     peaks = {t: json.loads(run([PEAK, str(t)]))['gflops'] for t in map(int, a.threads.split(','))}
     print(f'sgemm peak: ' + ', '.join(f'{t} thread(s) {g:.0f} GFLOP/s' for t, g in peaks.items())
@@ -65,6 +75,35 @@ def main():
             print(f'{model:6} {t:>3} {md:>13.0f} {mp:>12.0f} {md / mp:>6.2f} {mg:>8.1f} '
                   f'{mg / peaks[t]:>8.0%}', flush=True)
     print(json.dumps({'event': 'bench_engine', 'rounds': a.rounds, 'rows': rows}))
+
+
+def bench_bf16(a):
+    threads = list(map(int, a.threads.split(',')))
+    peaks = {t: json.loads(run([BF16_PEAK, str(t)])) for t in threads}
+    print('bf16 peak: ' + ', '.join(f'{t} thread(s) {p["gflops"]:.0f} GFLOP/s ({p["impl"]})'
+                                    for t, p in peaks.items()))
+    print(f'{"model":11} {"thr":>3} {"dt bf16":>8} {"dt fp32":>8} {"pt bf16":>8} {"pt fp32":>8} '
+          f'{"dt bf16/fp32":>12} {"dt/pt bf16":>10} {"TFLOP/s":>8} {"of peak":>8}   (img/s, medians)')
+    rows = []
+    for model in a.models.split(','):
+        for t in threads:
+            r = {'db': [], 'df': [], 'pb': [], 'pf': [], 'g': []}
+            for _ in range(a.rounds):  # alternate so drift hits all four alike
+                ips, gf = dtrain_bench(model, t, 'bf16')
+                r['db'].append(ips), r['g'].append(gf)
+                r['df'].append(dtrain_bench(model, t, 'fp32')[0])
+                r['pb'].append(torch_bench(model, t, 'bf16'))
+                r['pf'].append(torch_bench(model, t, 'fp32'))
+            m = {k: statistics.median(v) for k, v in r.items()}
+            row = {'model': model, 'threads': t, 'dtrain_bf16': m['db'], 'dtrain_fp32': m['df'],
+                   'torch_bf16': m['pb'], 'torch_fp32': m['pf'], 'speedup': m['db'] / m['df'],
+                   'vs_torch_bf16': m['db'] / m['pb'], 'tflops': m['g'] / 1e3,
+                   'peak_fraction': m['g'] / peaks[t]['gflops']}
+            rows.append(row)
+            print(f'{model:11} {t:>3} {m["db"]:>8.0f} {m["df"]:>8.0f} {m["pb"]:>8.0f} {m["pf"]:>8.0f} '
+                  f'{row["speedup"]:>12.2f} {row["vs_torch_bf16"]:>10.2f} {row["tflops"]:>8.2f} '
+                  f'{row["peak_fraction"]:>8.1%}', flush=True)
+    print(json.dumps({'event': 'bench_engine_bf16', 'rounds': a.rounds, 'rows': rows}))
 
 
 if __name__ == '__main__':
