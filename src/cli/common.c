@@ -68,8 +68,8 @@ dt_status cli_precision(dt_model_spec *spec, const char *name) {
     if (dt_precision_check(spec->precision) == DT_OK) return DT_OK;
     char why[256]; /* dt_fail writes the buffer dt_last_error reads */
     snprintf(why, sizeof why, "%s", dt_last_error());
-    return name ? dt_fail(DT_ERR_USAGE, "--precision %s: %s", name, why)
-                : dt_fail(DT_ERR_CONFIG, "%s: %s", spec->path, why);
+    return name ? dt_fail(DT_ERR_USAGE, "--precision: %s", why)
+                : dt_fail(DT_ERR_CONFIG, "%s: [net] precision: %s", spec->path, why);
 }
 
 int cli_set_threads(int threads, const cli_env *env) {

@@ -445,7 +445,7 @@ dt_status dt_precision_check(dt_precision p) {
         (unsigned)dnnl_cpu_isa_avx512_core_bf16)
         return DT_OK;
     return dt_fail(DT_ERR_CONFIG,
-                   "precision bf16 needs the AVX512_BF16 or AMX-BF16 instructions, and oneDNN "
-                   "finds only %s on this CPU (use fp32)",
+                   "bf16 needs the AVX512_BF16 or AMX-BF16 instructions, and oneDNN finds only %s "
+                   "on this CPU (use fp32)",
                    isa_name(isa));
 }

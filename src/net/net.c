@@ -284,6 +284,11 @@ dt_status dt_net_estimate(size_t *bytes, const dt_model_spec *spec, int max_batc
     *bytes = 0;
     dt_net *net;
     net_sizes sz;
+    if (dt_precision_check(spec->precision) != DT_OK) {
+        char why[256]; /* dt_fail writes the buffer dt_last_error reads */
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        return dt_fail(DT_ERR_CONFIG, "%s: [net] precision: %s", spec->path, why);
+    }
     DT_TRY(plan(&net, spec, max_batch, &sz));
     *bytes = net->bytes;
     dt_net_free(net);
@@ -294,6 +299,11 @@ dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, 
     *out = NULL;
     dt_net *net;
     net_sizes sz;
+    if (dt_precision_check(spec->precision) != DT_OK) {
+        char why[256]; /* dt_fail writes the buffer dt_last_error reads */
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        return dt_fail(DT_ERR_CONFIG, "%s: [net] precision: %s", spec->path, why);
+    }
     DT_TRY(plan(&net, spec, max_batch, &sz));
     dt_status s = check_fits(net, spec->path);
     if (s == DT_OK) s = allocate(net, &sz);
@@ -308,12 +318,10 @@ dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, 
         l->ops->init(l, &rng);
     }
     net->shape_hash = shape_hash(net);
-    s = dt_net_set_precision(net, spec->precision);
+    s = dt_net_set_precision(net, spec->precision); /* checked above: cannot fail */
     if (s != DT_OK) {
-        char why[256]; /* dt_fail writes the buffer dt_last_error reads */
-        snprintf(why, sizeof why, "%s", dt_last_error());
         dt_net_free(net);
-        return dt_fail(s, "%s: %s", spec->path, why);
+        return s;
     }
     *out = net;
     return DT_OK;
