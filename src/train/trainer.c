@@ -733,12 +733,12 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
         snprintf(json, sizeof json,
                  "{\"event\":\"summary\",\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"steps\":%ld,"
                  "\"epochs\":%.3f,\"images_per_sec\":%.1f,\"wall_s\":%.2f,\"mode\":\"%s\",\"workers\":%d,"
-                 "\"global_batch\":%d,\"comm_overlap\":%.3f,\"comm_wait_share\":%.4f,\"bytes_per_step\":%.0f,"
-                 "\"precision\":\"%s\"%s}",
+                 "\"global_batch\":%d,\"comm_overlap\":%.3f,\"comm_wait_share\":%.4f,\"bytes_per_step\":%.0f%s,"
+                 "\"precision\":\"%s\"}",
                  acc, summary->train_loss, t.step, summary->epochs, summary->images_per_sec,
                  summary->wall_s, sync->name, opts->world, dt_model_step_batch(spec) * opts->world,
                  summary->comm_overlap, t.train_time > 0 ? t.comm.wait_s / t.train_time : 0,
-                 summary->bytes_per_step, dt_precision_name(t.net->precision), extra_json);
+                 summary->bytes_per_step, extra_json, dt_precision_name(t.net->precision));
         s = dt_report_summary(&t.rep, json);
     }
     if (s == DT_OK && t.skipped_step >= 0)
