@@ -98,20 +98,6 @@ static void test_mapping_and_fetch(void) {
     dt_dataset_free(disk);
 }
 
-/* `calls` next() on a and b (epoch markers included): how many differ. */
-static int differ(dt_loader *a, dt_loader *b, int calls) {
-    int diff = 0;
-    for (int k = 0; k < calls; k++) {
-        const float *xa, *xb;
-        const uint8_t *ya, *yb;
-        int na = -1, nb = -2;
-        CHECK_OK(dt_loader_next(a, &xa, &ya, &na));
-        CHECK_OK(dt_loader_next(b, &xb, &yb, &nb));
-        diff += na != nb || (na > 0 && (memcmp(ya, yb, (size_t)na) || memcmp(xa, xb, sizeof(float) * na * SAMPLE)));
-    }
-    return diff;
-}
-
 static dt_loader_cfg train_cfg(int batch, int rank, int world, int threads, int prefetch, uint64_t seed) {
     dt_loader_cfg c = {.batch = batch, .rank = rank, .world = world, .seed = seed, .shuffle = 1, .flip = 1,
                        .crop_pad = 2, .prefetch = prefetch, .threads = threads};
@@ -130,15 +116,15 @@ static void test_paths_equal(void) {
     CHECK_OK(dt_loader_create(&c, mem, &cb));
     CHECK_OK(dt_loader_create(&d, mem, &cd));
     if (a && b && c && d) {
-        CHECK(differ(a, b, 3 * 5) == 0); /* three epochs of 4 batches and a marker */
+        CHECK(dt_test_loaders_differ(a, b, SAMPLE, 3 * 5) == 0); /* three epochs of 4 batches and a marker */
         CHECK_OK(dt_loader_seek(a, 0, 0));
-        CHECK(differ(a, c, 10) == 0);
+        CHECK(dt_test_loaders_differ(a, c, SAMPLE, 10) == 0);
         CHECK_OK(dt_loader_seek(a, 0, 0));
-        CHECK(differ(a, d, 4) == 4); /* another seed: other batches */
+        CHECK(dt_test_loaders_differ(a, d, SAMPLE, 4) == 4); /* another seed: other batches */
         /* The same bits in a resumed position. */
         CHECK_OK(dt_loader_seek(a, 2, 1));
         CHECK_OK(dt_loader_seek(b, 2, 1));
-        CHECK(differ(a, b, 6) == 0);
+        CHECK(dt_test_loaders_differ(a, b, SAMPLE, 6) == 0);
     }
     dt_loader_free(a), dt_loader_free(b), dt_loader_free(c), dt_loader_free(d);
     dt_dataset_free(mem);
@@ -312,7 +298,7 @@ static void test_fetch_failure(void) {
     dt_loader_position(l, &e, &s);
     CHECK(e == 0 && s == 0);
     CHECK(rename(at("away.png"), at("t/train/a/img002.png")) == 0);
-    CHECK(differ(l, ref, 4) == 0);
+    CHECK(dt_test_loaders_differ(l, ref, SAMPLE, 4) == 0);
     dt_loader_free(l);
     dt_loader_free(ref);
     dt_dataset_free(disk);

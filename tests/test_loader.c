@@ -181,21 +181,6 @@ static void test_eval(void) {
             }
 }
 
-/* Makes `calls` calls of next on a and b (epoch markers included) and counts
- * calls whose n, labels or images differ. */
-static int compare_runs(dt_loader *a, dt_loader *b, int calls) {
-    int diff = 0;
-    for (int k = 0; k < calls; k++) {
-        const float *xa, *xb;
-        const uint8_t *ya, *yb;
-        int na = -1, nb = -2;
-        CHECK_OK(dt_loader_next(a, &xa, &ya, &na));
-        CHECK_OK(dt_loader_next(b, &xb, &yb, &nb));
-        diff += na != nb || (na > 0 && (memcmp(ya, yb, (size_t)na) || memcmp(xa, xb, sizeof(float) * na * SAMPLE)));
-    }
-    return diff;
-}
-
 static void test_prefetch_and_seek(void) {
     dt_dataset ds = make_ds(101);
     for (int shuffle = 0; shuffle <= 1; shuffle++) {
@@ -209,11 +194,11 @@ static void test_prefetch_and_seek(void) {
         const int steps = dt_loader_steps_per_epoch(on); /* 10 training, 11 eval */
         CHECK(steps == (shuffle ? 10 : 11));
         /* Three and a half epochs, markers included. */
-        CHECK(compare_runs(off, on, 3 * (steps + 1) + steps / 2) == 0);
+        CHECK(dt_test_loaders_differ(off, on, SAMPLE, 3 * (steps + 1) + steps / 2) == 0);
         /* Seek both (the prefetch thread is running) and compare again. */
         CHECK_OK(dt_loader_seek(off, 1, 7));
         CHECK_OK(dt_loader_seek(on, 1, 7));
-        CHECK(compare_runs(off, on, 2 * (steps + 1)) == 0);
+        CHECK(dt_test_loaders_differ(off, on, SAMPLE, 2 * (steps + 1)) == 0);
 
         /* seek(2, 3) then next == the batch reached by stepping from (0, 0). */
         CHECK_OK(dt_loader_seek(off, 0, 0));

@@ -2,7 +2,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "dtrain/data.h"
 #include "dtrain/status.h"
 
 int dt_test_failures = 0;
@@ -63,4 +65,18 @@ int dt_test_finish(const char *name) {
     }
     printf("%s: all checks passed\n", name);
     return 0;
+}
+
+int dt_test_loaders_differ(struct dt_loader *a, struct dt_loader *b, size_t sample, int calls) {
+    int diff = 0;
+    for (int k = 0; k < calls; k++) {
+        const float *xa, *xb;
+        const uint8_t *ya, *yb;
+        int na = -1, nb = -2;
+        CHECK_OK(dt_loader_next(a, &xa, &ya, &na));
+        CHECK_OK(dt_loader_next(b, &xb, &yb, &nb));
+        diff += na != nb || (na > 0 && (memcmp(ya, yb, (size_t)na) ||
+                                        memcmp(xa, xb, sizeof(float) * (size_t)na * sample)));
+    }
+    return diff;
 }

@@ -32,6 +32,12 @@ int dt_check_allclose(const float *a, const float *b, size_t n, double atol, dou
                       const char *file, int line, const char *what);
 int dt_check_ok(int status, const char *file, int line, const char *what);
 
+struct dt_loader;
+/* Makes `calls` calls of dt_loader_next on a and b (epoch markers
+ * included), whose samples are `sample` floats each, and counts the calls
+ * whose n, labels or images differ. */
+int dt_test_loaders_differ(struct dt_loader *a, struct dt_loader *b, size_t sample, int calls);
+
 /* Path of a file in the source tree (DT_SOURCE_DIR/rel) in a static buffer. */
 const char *dt_test_src_path(const char *rel);
 

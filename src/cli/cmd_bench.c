@@ -17,6 +17,12 @@
 #include "dtrain/sim.h"
 #include "dtrain/timer.h"
 
+/* The next training batch of ld, past an epoch's end marker (n == 0). */
+static dt_status next_batch(dt_loader *ld, const float **x, const uint8_t **y, int *n) {
+    DT_TRY(dt_loader_next(ld, x, y, n));
+    return *n == 0 ? dt_loader_next(ld, x, y, n) : DT_OK;
+}
+
 static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
     dt_net *net;
     DT_TRY(dt_net_create(&net, spec, spec->batch, 1));
@@ -35,8 +41,7 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
         const float *x;
         const uint8_t *y;
         int n;
-        s = dt_loader_next(ld, &x, &y, &n);
-        if (s == DT_OK && n == 0) s = dt_loader_next(ld, &x, &y, &n);
+        s = next_batch(ld, &x, &y, &n);
         if (s != DT_OK) break;
         dt_net_forward(net, x, n, 1);
         loss = dt_net_loss(net, y, n) / n;
@@ -94,8 +99,7 @@ static dt_status bench_data(const dt_model_spec *spec, int steps, const data_arg
         const float *x;
         const uint8_t *y;
         int n;
-        s = dt_loader_next(ld, &x, &y, &n);
-        if (s == DT_OK && n == 0) s = dt_loader_next(ld, &x, &y, &n); /* an epoch's end */
+        s = next_batch(ld, &x, &y, &n);
     }
     if (s == DT_OK) {
         dt = dt_now() - t0;

@@ -70,7 +70,8 @@ typedef struct {
     int buf; /* B_* */
     dnnl_memory_t user, mem;
     op reorder;      /* prim is NULL when mem == user */
-    uint64_t filled; /* the call whose input reorder last ran (0: never, or the buffer moved) */
+    uint64_t filled; /* the call whose input reorder last ran (0: never, or the buffer moved;
+                        calls count from 1, so 0 is never fresh) */
 } tensor;
 
 /* Tensors of a plan: at most forward 4 + backward-weights 4 + backward-data
@@ -236,7 +237,7 @@ static dt_status step_run(dnnl_layer *d, const step *s, uint64_t fresh_since) {
     for (int i = 0; i < s->n; i++) {
         tensor *t = s->t[i];
         args[i] = (dnnl_exec_arg_t){s->arg[i], t->mem};
-        if (is_output(t->buf) || !t->reorder.prim || (t->filled && t->filled >= fresh_since))
+        if (is_output(t->buf) || !t->reorder.prim || t->filled >= fresh_since)
             continue;
         dnnl_exec_arg_t io[2] = {{DNNL_ARG_FROM, t->user}, {DNNL_ARG_TO, t->mem}};
         DT_TRY(op_run(d, &t->reorder, 2, io));
