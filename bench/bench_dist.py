@@ -14,7 +14,7 @@ out of the timing; dtrain's numbers come from worker 0's --log.
 usage: bench/bench_dist.py [--rounds 3] [--models cnn,cifar] [--steps 60]
                            [--only 'allreduce 2x1,allreduce ring 2x1']  (DDP always runs)
 """
-import argparse, json, os, re, statistics, subprocess, sys, tempfile
+import argparse, collections, json, os, re, statistics, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTRAIN = os.path.join(ROOT, 'build', 'dtrain')
@@ -37,16 +37,24 @@ def dtrain_cmd(model, steps, ranks, mode, extra, log):
     return cmd
 
 
+# What read_log reads off a run: img/s, the share of step time spent waiting
+# for communication, the share of communication hidden behind compute, bytes
+# sent and received per step by worker 0, and its median step time.
+Run = collections.namedtuple('Run', 'ips wait overlap bytes step_ms')
+
+
 def read_log(log):
-    """(img/s, comm wait share, overlap) of a run log, warm-up steps left out."""
+    """The Run of a run log (worker 0's), warm-up steps left out."""
     events = [json.loads(line) for line in open(log)]
     os.unlink(log)
     cfg = next(e for e in events if e['event'] == 'config')
+    summary = next((e for e in events if e['event'] == 'summary'), {})
     steps_ev = [e for e in events if e['event'] == 'step'][WARMUP:]
     t = sum(e['step_s'] for e in steps_ev)
     comm = sum(e['comm_s'] for e in steps_ev)
     wait = sum(e['comm_wait_s'] for e in steps_ev)
-    return (cfg['global_batch'] * len(steps_ev) / t, wait / t, max(0.0, 1 - wait / comm) if comm > 0 else 0.0)
+    return Run(cfg['global_batch'] * len(steps_ev) / t, wait / t, max(0.0, 1 - wait / comm) if comm > 0 else 0.0,
+               summary.get('bytes_per_step', 0.0), statistics.median(e['step_s'] for e in steps_ev) * 1e3)
 
 
 def dtrain(model, steps, ranks, mode, extra):
@@ -56,7 +64,7 @@ def dtrain(model, steps, ranks, mode, extra):
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for log in logs]
         if any(p.wait() != 0 for p in procs):
             raise RuntimeError('a serial trainer of the pair failed')
-        return (sum(read_log(log)[0] for log in logs), 0.0, 0.0)
+        return Run(sum(read_log(log).ips for log in logs), 0.0, 0.0, 0.0, 0.0)
     log = tempfile.NamedTemporaryFile(suffix='.jsonl', delete=False).name
     subprocess.run(dtrain_cmd(model, steps, ranks, mode, extra, log), check=True, capture_output=True,
                    text=True, env=ENV)
@@ -95,7 +103,7 @@ def main():
         for _ in range(a.rounds):
             for name, ranks, mode, extra in runs:
                 got[name].append(dtrain(model, steps, ranks, mode, extra))
-            got['torch DDP gloo 2x1'].append((ddp(model, steps), 0.0, 0.0))
+            got['torch DDP gloo 2x1'].append(Run(ddp(model, steps), 0.0, 0.0, 0.0, 0.0))
         ref = statistics.median(x[0] for x in got['torch DDP gloo 2x1'])
         print(f'\n{model} (64 images per worker, {steps} steps, {a.rounds} rounds, medians)')
         print(f'{"run":22} {"img/s":>8} {"vs DDP":>7} {"comm wait":>10} {"overlap":>8}')

@@ -41,12 +41,13 @@ def run(cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV).stdout
 
 
-def measure_links():
+def measure_links(where=('-np', '2')):
     """{'allreduce': (bandwidth, latency), 'p2p': (...)} between two ranks as
-    dtrain drives them (bench/mpi_link), medians of 3 runs, as simulate flags."""
+    dtrain drives them (bench/mpi_link), medians of 3 runs, as simulate flags.
+    where: mpirun's flags placing the two ranks (default: on this machine)."""
     root = ['--allow-run-as-root'] if os.geteuid() == 0 else []
     got = [json.loads(line) for _ in range(3)
-           for line in run(['mpirun'] + root + ['-np', '2', os.path.join(BUILD, 'mpi_link')]).splitlines()]
+           for line in run(['mpirun'] + root + list(where) + [os.path.join(BUILD, 'mpi_link')]).splitlines()]
     links = {}
     for name in ('allreduce', 'p2p'):
         mine = [g for g in got if g['link'] == name]

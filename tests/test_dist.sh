@@ -16,13 +16,18 @@ K=25
 TOL=2e-5
 run() { # name ranks args...
     local name=$1 np=$2; shift 2
+    release_only "$name" && return 0
     train_ckpt "$name" "$np" "$TMP/net.cfg" --max-steps $K "$@"
 }
 
 # Sanitizer builds run 2 workers only (CI time): 3 workers exercise the
 # same threads with other shard arithmetic, which the release build checks.
+# They skip too the variants whose code another run covers (the ring and
+# MPI paths of unfused, split and whole buckets; one server of two).
 NS=(2 3)
-[ -n "${DT_SANITIZE:-}" ] && NS=(2)
+RELEASE_ONLY=""
+[ -n "${DT_SANITIZE:-}" ] && NS=(2) && RELEASE_ONLY=" ar2_unfused ar2_split ar2_ring ar2_sfb_ring ps2_s1 ar4_ring "
+release_only() { [[ "$RELEASE_ONLY" == *" $1 "* ]]; }
 for N in "${NS[@]}"; do
     B=$((N == 2 ? 8 : 7))   # 3 x 7 = 21 does not divide the 60000 samples: uneven tail dropped
     run serial$N 1 --batch $((N * B))
@@ -40,9 +45,9 @@ for N in "${NS[@]}"; do
     run ps${N}_s2_sfb $((N + 2)) --mode ps-sync --servers 2 --batch $B --sfb
     run ps${N}_s1_sacp $((N + 1)) --mode ps-sync --servers 1 --batch $B --sacp
     for m in ar$N ar${N}_unfused ar${N}_split ar${N}_ring ar${N}_ring_split ar${N}_mpi ar${N}_sfb_ring ps${N}_s1 ps${N}_s2 ar${N}_sfb ps${N}_s2_sfb ps${N}_s1_sacp; do
-        same serial$N $m $TOL
+        release_only $m || same serial$N $m $TOL
     done
-    same ar${N}_mpi ar${N}_unfused 0
+    release_only ar${N}_unfused || same ar${N}_mpi ar${N}_unfused 0
 done
 
 # 4 workers: the ring's three reduce-scatter and three allgather rounds,
@@ -50,7 +55,7 @@ done
 run serial4x4 1 --batch 16
 run ar4_ring 4 --mode allreduce --batch 4 --allreduce-algo ring --fusion-mb 0.01
 run ar4_shm 4 --mode allreduce --batch 4 --allreduce-algo shm
-same serial4x4 ar4_ring $TOL
+release_only ar4_ring || same serial4x4 ar4_ring $TOL
 same serial4x4 ar4_shm $TOL
 
 # allreduce in the shared window: worker 0 checkpoints the shared
@@ -82,7 +87,7 @@ check "resume in allreduce runs" test $? -eq 0
 same straight resumed_ar $TOL
 
 # Observability: the summary carries overlap, bytes per step, server CPU share.
-check "ps summary fields" grep -qE '"comm_overlap":[0-9.]+,"comm_wait_share":[0-9.]+,"bytes_per_step":[0-9]+,"server_cpu_share":[0-9.]+' "$TMP/ps2_s1.out"
+check "ps summary fields" grep -qE '"comm_overlap":[0-9.]+,"comm_wait_share":[0-9.]+,"bytes_per_step":[0-9]+,"server_cpu_share":[0-9.]+' "$TMP/ps2_s2.out"
 
 # SFB moves fewer bytes than the gradients it replaces, as planned; the
 # start-up plan names the layers (small_net at batch 8: layer 3 by SFB).

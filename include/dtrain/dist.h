@@ -42,17 +42,21 @@ const char *dt_mode_name(dt_mode mode);
  *   DT_SFB_AUTO  --sacp: per layer, whichever moves fewer bytes */
 typedef enum { DT_SFB_OFF = 0, DT_SFB_ALL, DT_SFB_AUTO } dt_sfb_policy;
 
-/* How --mode allreduce sums a fusion bucket (--allreduce-algo):
- *   DT_AR_AUTO  shm when every worker is on this machine; otherwise the
- *               ring for buckets of at least 16 Ki floats per worker,
- *               MPI_Iallreduce for smaller (latency-bound) ones
+/* How --mode allreduce sums the gradients (--allreduce-algo):
+ *   DT_AR_AUTO  shm when every worker is on one host; hier across hosts
+ *               that each have the same number of workers, several; else
+ *               fusion buckets: the ring for buckets of at least 16 Ki
+ *               floats per worker, MPI_Iallreduce for smaller
+ *               (latency-bound) ones
  *   DT_AR_SHM   in an MPI shared-memory window, no copies (shm.h)
  *   DT_AR_RING  always dtrain's ring (ring.h)
- *   DT_AR_MPI   always MPI_Iallreduce (Open MPI's algorithm choice) */
-typedef enum { DT_AR_AUTO = 0, DT_AR_RING, DT_AR_MPI, DT_AR_SHM } dt_ar_algo;
+ *   DT_AR_MPI   always MPI_Iallreduce (Open MPI's algorithm choice)
+ *   DT_AR_HIER  a window per host, a ring per shard across hosts (shm.h) */
+typedef enum { DT_AR_AUTO = 0, DT_AR_RING, DT_AR_MPI, DT_AR_SHM, DT_AR_HIER } dt_ar_algo;
 
-/* "auto" | "ring" | "mpi" | "shm" -> dt_ar_algo, -1 for anything else. */
+/* "auto" | "ring" | "mpi" | "shm" | "hier" <-> dt_ar_algo (-1 for any other name). */
 int dt_ar_algo_from_name(const char *name);
+const char *dt_ar_algo_name(dt_ar_algo algo);
 
 typedef struct {
     dt_mode mode;

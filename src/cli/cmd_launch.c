@@ -1,7 +1,9 @@
-/* dtrain launch -n N [--hostfile F] [--max-restarts K] -- train|sweep MODEL.cfg ...:
- * runs mpirun with the flags this kind of machine needs (like horovodrun):
- * as root, more ranks than cores, CPU binding only when every rank has a
- * core. With --max-restarts (torchrun's model) it stays as mpirun's parent:
+/* dtrain launch -n N [--hosts H:S,... | --hostfile F] [--launch-agent CMD]
+ * [--max-restarts K] -- train|sweep MODEL.cfg ...: runs mpirun with the flags
+ * this kind of machine needs (like horovodrun): as root, more ranks than
+ * cores, CPU binding only when every rank of one machine has a core; on
+ * several hosts, Open MPI's rsh launcher starts a daemon on each through ssh
+ * or the given agent (scripts/cluster.sh agent for the emulated cluster). With --max-restarts (torchrun's model) it stays as mpirun's parent:
  * when a rank dies or the job fails, mpirun ends every rank, and the
  * launcher starts the job again from the newest complete checkpoint of
  * --checkpoint-dir (--resume auto), up to K times, logging each restart. */
@@ -24,10 +26,17 @@
 #define MAX_ARGS 512
 
 static const char launch_usage[] =
-    "usage: dtrain launch -n N [--hostfile F] [--max-restarts K] [--dry-run] -- train|sweep MODEL.cfg [flags]\n"
+    "usage: dtrain launch [-n N] [--hosts H:S,...|--hostfile F] [--launch-agent CMD] [--max-restarts K]\n"
+    "                     [--dry-run] -- train|sweep MODEL.cfg [flags]\n"
     "  runs N ranks of this dtrain with mpirun (as root: --allow-run-as-root;\n"
     "  more ranks than cores: --oversubscribe and no CPU binding)\n"
+    "  --hosts H:S,...     the ranks go to these hosts, S slots (ranks) on host H, filled\n"
+    "                      in order (-n defaults to the sum of S); ranks on one host share\n"
+    "                      memory, hosts talk TCP. No CPU binding (hosts may share a machine)\n"
     "  --hostfile F        Open MPI hostfile: the ranks are spread over its hosts\n"
+    "  --launch-agent CMD  how mpirun reaches another host (default ssh): it runs\n"
+    "                      CMD HOST orted...; the emulated cluster of scripts/cluster.sh\n"
+    "                      uses \"scripts/cluster.sh agent\"\n"
     "  --max-restarts K    when a rank dies or the job fails (exit 1), start it again from\n"
     "                      the newest complete checkpoint in the train command's\n"
     "                      --checkpoint-dir (--resume auto), up to K times; each restart\n"
@@ -209,12 +218,43 @@ static int supervise(const char **args, int k, int cmd_at, int max) {
     }
 }
 
+/* --hosts H:S,...: checks the list and returns the number of slots (its
+ * ranks), or -1 with the error set. A host without :S has one slot. */
+static long count_host_slots(const char *list) {
+    long total = 0;
+    const char *p = list;
+    for (;;) {
+        size_t name = strcspn(p, ":,");
+        if (name == 0 || name > 255)
+            return dt_fail(DT_ERR_USAGE, "--hosts '%s': give host names with slots, e.g. h1:2,h2:2", list), -1;
+        for (size_t i = 0; i < name; i++)
+            if (!(p[i] == '-' || p[i] == '.' || p[i] == '_' || (p[i] >= '0' && p[i] <= '9') ||
+                  ((p[i] | 32) >= 'a' && (p[i] | 32) <= 'z')))
+                return dt_fail(DT_ERR_USAGE, "--hosts '%s': '%.*s' is not a host name", list, (int)name, p), -1;
+        p += name;
+        long slots = 1;
+        if (*p == ':') {
+            char *end;
+            errno = 0;
+            slots = strtol(p + 1, &end, 10);
+            if (end == p + 1 || errno || slots < 1 || slots > 65536 || (*end != ',' && *end != '\0'))
+                return dt_fail(DT_ERR_USAGE, "--hosts '%s': slots after ':' must be an integer 1-65536", list), -1;
+            p = end;
+        }
+        total += slots;
+        if (*p == '\0') return total;
+        p++; /* ',' */
+    }
+}
+
 int cmd_launch(int argc, char **argv) {
     int n = 0, dry = 0, help = 0, max_restarts = 0;
-    const char *hostfile = NULL;
+    const char *hostfile = NULL, *hosts = NULL, *agent = NULL;
     cli_flag flags[] = {
         {"-n", ARG_INT, &n, 1, 65536, 0},
+        {"--hosts", ARG_STR, &hosts, 0, 0, 0},
         {"--hostfile", ARG_STR, &hostfile, 0, 0, 0},
+        {"--launch-agent", ARG_STR, &agent, 0, 0, 0},
         {"--max-restarts", ARG_INT, &max_restarts, 0, 1000, 0},
         {"--dry-run", ARG_FLAG, &dry, 0, 0, 0},
         {"--help", ARG_FLAG, &help, 0, 0, 0},
@@ -231,6 +271,15 @@ int cmd_launch(int argc, char **argv) {
     if (!dashes && (s != DT_OK || nrest > 0))
         s = dt_fail(DT_ERR_USAGE, "launch: put -- between launch's flags and the command: dtrain launch -n N -- "
                     "train MODEL.cfg [flags]");
+    if (s == DT_OK && hosts && hostfile)
+        s = dt_fail(DT_ERR_USAGE, "launch: --hosts and --hostfile exclude each other (give the hosts once)");
+    long slots = (s == DT_OK && hosts) ? count_host_slots(hosts) : 0;
+    if (slots < 0) s = DT_ERR_USAGE;
+    if (s == DT_OK && hosts && n == 0) n = slots > 65536 ? 65536 : (int)slots;
+    if (s == DT_OK && hosts && n > slots)
+        s = dt_fail(DT_ERR_USAGE, "launch: -n %d is more ranks than --hosts has slots (%ld)", n, slots);
+    if (s == DT_OK && agent && !hosts && !hostfile)
+        s = dt_fail(DT_ERR_USAGE, "launch: --launch-agent starts ranks on other hosts: give --hosts or --hostfile");
     if (s == DT_OK && (n < 1 || nrest < 1))
         s = dt_fail(DT_ERR_USAGE, "launch: needs -n N and a command after --\n%s", launch_usage);
     int at;
@@ -258,11 +307,19 @@ int cmd_launch(int argc, char **argv) {
     if (hostfile) {
         args[k++] = "--hostfile";
         args[k++] = hostfile;
+    } else if (hosts) {
+        args[k++] = "--host";
+        args[k++] = hosts;
     } else if (n > cores) {
         args[k++] = "--oversubscribe";
     }
+    if (agent) {
+        args[k++] = "--mca";
+        args[k++] = "plm_rsh_agent";
+        args[k++] = agent;
+    }
     args[k++] = "--bind-to";
-    args[k++] = (!hostfile && n > cores) ? "none" : "core";
+    args[k++] = (hosts || (!hostfile && n > cores)) ? "none" : "core";
     /* Open MPI gives every rank a pty, so the ranks cannot tell whether the
      * user's output is a terminal: the launcher says (progress bar or lines). */
     args[k++] = "-x";

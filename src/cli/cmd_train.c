@@ -66,9 +66,10 @@ static const char train_usage[] =
     "  --servers S           ps-* modes: the first S ranks are parameter servers (default 1)\n"
     "  --fusion-mb X         allreduce: fusion bucket size in MiB (default 4; 0 = per layer)\n"
     "  --allreduce-algo A    allreduce: auto (default: shm when every worker is on one\n"
-    "                        machine and no --sfb/--sacp; else dtrain's ring for buckets of\n"
-    "                        16 Ki floats per worker or more, MPI_Iallreduce below), shm,\n"
-    "                        ring, mpi\n"
+    "                        host and no --sfb/--sacp; hier across hosts with the same\n"
+    "                        number of workers, several; else dtrain's ring for buckets\n"
+    "                        of 16 Ki floats per worker or more, MPI_Iallreduce below),\n"
+    "                        shm, hier (a window per host, a ring across hosts), ring, mpi\n"
     "  --sfb                 allreduce, ps-sync: fully connected layers exchange sufficient\n"
     "                        factors between workers instead of their gradients\n"
     "  --sacp                allreduce, ps-sync: per layer, whichever of the two moves fewer\n"
@@ -218,9 +219,11 @@ static dt_status check_mode_flags(const cli_train_args *a, const dt_dist_cfg *dc
         return dt_fail(DT_ERR_USAGE, "--staleness applies to --mode ps-ssp, not %s", m);
     if (a->ar_algo && dc->mode != DT_MODE_ALLREDUCE)
         return dt_fail(DT_ERR_USAGE, "--allreduce-algo applies to --mode allreduce, not %s", m);
-    if (a->given_fusion && (dc->mode != DT_MODE_ALLREDUCE || dc->ar_algo == DT_AR_SHM))
+    int window = dc->ar_algo == DT_AR_SHM || dc->ar_algo == DT_AR_HIER;
+    if (a->given_fusion && (dc->mode != DT_MODE_ALLREDUCE || window))
         return dt_fail(DT_ERR_USAGE, "--fusion-mb applies to --mode allreduce with buckets (--allreduce-algo "
-                       "auto, ring or mpi), not %s%s", m, dc->ar_algo == DT_AR_SHM ? " --allreduce-algo shm" : "");
+                       "auto, ring or mpi), not %s%s%s", m, window ? " --allreduce-algo " : "",
+                       window ? dt_ar_algo_name(dc->ar_algo) : "");
     if (a->given_group && dc->mode != DT_MODE_PS_SYNC && dc->mode != DT_MODE_PS_ASYNC)
         return dt_fail(DT_ERR_USAGE, "--group-size applies to --mode ps-sync and ps-async, not %s", m);
     return DT_OK;
@@ -324,7 +327,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
                       a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
                       a->group_size, NULL, DT_AR_AUTO, NULL};
     int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
-    if (algo < 0) return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (auto, shm, ring, mpi)", a->ar_algo);
+    if (algo < 0) return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (auto, shm, hier, ring, mpi)", a->ar_algo);
     dc.ar_algo = (dt_ar_algo)algo;
     DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks, in_sweep));
     DT_TRY(check_mode_flags(a, &dc));

@@ -15,7 +15,12 @@
  * their own: their sufficient factors are captured in grad_ready and
  * allgathered by the thread; end_step rebuilds their gradients (sfb.h).
  *
- * Across machines (or --allreduce-algo ring / mpi) a bucket is a ring
+ * Across hosts with the same number of workers on each, several on some
+ * (--allreduce-algo auto or hier), each host has its window and worker r
+ * of each host sums its shard with worker r of the others by a ring at the
+ * end of the step (shm.h, topo.h: Horovod's hierarchical allreduce).
+ *
+ * Otherwise (or --allreduce-algo ring / mpi) a bucket is a ring
  * (ring.h) or an MPI_Iallreduce, by size (dt_ring_pays).
  *
  * Threads: the trainer's thread enqueues buckets (grad_ready) and waits
@@ -34,6 +39,7 @@
 #include "ring.h"
 #include "sfb.h"
 #include "shm.h"
+#include "topo.h"
 
 #define MAX_BUCKETS 4096
 
@@ -49,6 +55,9 @@ typedef struct {
     float *ring_tmp;          /* scratch of the largest ring-reduced bucket */
     int use_shm;              /* no buckets: end_step sums and updates in the window */
     dt_shm shm;
+    dt_topology topo;         /* hosts (when use_shm or algo could be) */
+    int have_topo, hier;      /* hier: several hosts; then node and cross exist */
+    dt_group node, cross;     /* the workers on this host; this shard's on every host */
     long step;                /* clock of the step in flight */
     /* Shared between the threads, under mu. */
     pthread_mutex_t mu;
@@ -147,6 +156,30 @@ static void ar_grad_ready(void *ctx, int layer) {
     enqueue_ready(a, layer);
 }
 
+/* Whether the step ends in shared-memory windows (use_shm), one per host
+ * with a ring across hosts (hier): --allreduce-algo shm or hier, or auto
+ * when no flag asked for network savings (--sfb/--sacp plan bytes on the
+ * wire) and the hosts allow it. */
+static dt_status choose_window(ar_ctx *a) {
+    dt_ar_algo algo = a->cfg.ar_algo;
+    if (algo == DT_AR_RING || algo == DT_AR_MPI || (algo == DT_AR_AUTO && a->cfg.sfb != DT_SFB_OFF)) return DT_OK;
+    DT_TRY(dt_topology_create(&a->topo, &a->comm));
+    a->have_topo = 1;
+    const dt_topology *h = &a->topo;
+    if (algo == DT_AR_SHM && h->hosts > 1)
+        return dt_fail(DT_ERR_USAGE, "--allreduce-algo shm needs every worker on one host (here %d hosts); use "
+                                     "hier, ring or mpi across hosts", h->hosts);
+    if (algo == DT_AR_HIER && !h->uniform)
+        return dt_fail(DT_ERR_USAGE, "--allreduce-algo hier needs the same number of workers on every host (the "
+                                     "%d hosts here differ); use ring or mpi", h->hosts);
+    /* Across hosts, auto takes the hierarchy only when hosts have several
+     * workers: with one each, it would only give up the buckets' overlap
+     * with backprop. */
+    a->hier = h->hosts > 1 && h->uniform && (algo == DT_AR_HIER || h->local_size > 1);
+    a->use_shm = h->hosts == 1 || a->hier;
+    return DT_OK;
+}
+
 static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     ar_ctx *a = s->ctx;
     a->net = dt_trainer_net(t);
@@ -155,18 +188,19 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     DT_TRY(dt_group_create(&a->group, &a->comm, a->cfg.stall_timeout));
     /* First the broadcast, whose wait names a worker missing at start-up. */
     DT_TRY(dt_group_bcast_start(&a->group, a->net, dt_trainer_opt_state(t), dt_trainer_opt_floats(t)));
-    /* The window, when every worker is here and no flag asked for network
-     * savings (--sfb/--sacp plan bytes on the wire). */
-    if (a->cfg.ar_algo == DT_AR_SHM || (a->cfg.ar_algo == DT_AR_AUTO && a->cfg.sfb == DT_SFB_OFF)) {
-        int one_node;
-        DT_TRY(dt_shm_one_node(&a->comm, &one_node));
-        if (!one_node && a->cfg.ar_algo == DT_AR_SHM)
-            return dt_fail(DT_ERR_USAGE, "--allreduce-algo shm needs every worker on one machine; "
-                                         "use ring or mpi across machines");
-        a->use_shm = one_node;
-    }
+    DT_TRY(choose_window(a));
     if (a->use_shm) { /* no buckets, no thread, nothing per layer: end_step does it all */
-        DT_TRY(dt_shm_create(&a->shm, &a->group, dt_trainer_optim(t), a->net->nparams, a->net->params,
+        dt_group *g = &a->group, *cross = NULL;
+        if (a->hier) {
+            dt_comm node, across;
+            DT_TRY(dt_topology_comm(&a->comm, a->topo.node, &node));
+            DT_TRY(dt_topology_comm(&a->comm, a->topo.cross, &across));
+            DT_TRY(dt_group_create(&a->node, &node, a->cfg.stall_timeout));
+            DT_TRY(dt_group_create(&a->cross, &across, a->cfg.stall_timeout));
+            g = &a->node;
+            cross = &a->cross;
+        }
+        DT_TRY(dt_shm_create(&a->shm, g, cross, dt_trainer_optim(t), a->net->nparams, a->net->params,
                              dt_trainer_opt_state(t)));
         dt_net_bind_blocks(a->net, a->shm.params, dt_shm_slot(&a->shm));
         dt_trainer_bind_opt_state(t, a->shm.opt_state);
@@ -229,12 +263,19 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
      * much from its own. An allgather sends this worker's factors to, and
      * receives from, W-1. */
     double W = a->comm.nworkers, share = (a->use_shm ? 1.0 : 2.0) * (W - 1) / W;
+    if (a->hier) { /* (L-1)/L of its shard from the host's slots, 2 (H-1)/H of it over the ring */
+        double L = a->topo.local_size, H = a->topo.hosts;
+        share = (L - 1) / L + 2 * (H - 1) / H / L;
+    }
     uint64_t bytes = (uint64_t)(share * (double)a->plan.ps_n * sizeof(float) + dt_sfb_bytes_each_way(&a->sfb));
     if (a->use_shm) { /* the sums and the update, after backprop: nothing hides them */
         double u0 = dt_now();
-        atomic_store(&a->group.hurry, 1);
-        dt_status st = dt_shm_update(&a->shm, &a->group, lr, inv, a->step + 1);
-        atomic_store(&a->group.hurry, 0);
+        dt_group *g = a->hier ? &a->node : &a->group;
+        atomic_store(&g->hurry, 1);
+        if (a->hier) atomic_store(&a->cross.hurry, 1);
+        dt_status st = dt_shm_update(&a->shm, g, lr, inv, a->step + 1);
+        atomic_store(&g->hurry, 0);
+        if (a->hier) atomic_store(&a->cross.hurry, 0);
         DT_TRY(st);
         double u1 = dt_now();
         dt_timeline_span(a->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "shared-memory allreduce + update", u0, u1,
@@ -264,6 +305,11 @@ static void ar_free(dt_sync *s) {
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     dt_shm_free(&a->shm, s->ended_together && a->err == DT_OK);
+    if (a->hier) {
+        dt_group_free(&a->node);
+        dt_group_free(&a->cross);
+    }
+    if (a->have_topo) dt_topology_free(&a->topo);
     dt_free(a->buckets);
     dt_free(a->ring_tmp);
     dt_sfb_free(&a->sfb);

@@ -17,10 +17,11 @@ dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers) {
     if (cfg->sfb != DT_SFB_OFF && cfg->mode != DT_MODE_ALLREDUCE && cfg->mode != DT_MODE_PS_SYNC)
         return dt_fail(DT_ERR_USAGE, "--%s works with --mode allreduce or ps-sync, not %s",
                        cfg->sfb == DT_SFB_ALL ? "sfb" : "sacp", mode);
-    if (cfg->ar_algo == DT_AR_SHM && cfg->sfb != DT_SFB_OFF)
-        return dt_fail(DT_ERR_USAGE, "--allreduce-algo shm and --%s exclude each other: factors save network "
-                                     "bytes, and in the shared window no gradient travels",
-                       cfg->sfb == DT_SFB_ALL ? "sfb" : "sacp");
+    if ((cfg->ar_algo == DT_AR_SHM || cfg->ar_algo == DT_AR_HIER) && cfg->sfb != DT_SFB_OFF)
+        return dt_fail(DT_ERR_USAGE, "--allreduce-algo %s and --%s exclude each other: factors are sent by "
+                                     "buckets, and the %s sums whole shards at the end of the step",
+                       cfg->ar_algo == DT_AR_SHM ? "shm" : "hier", cfg->sfb == DT_SFB_ALL ? "sfb" : "sacp",
+                       cfg->ar_algo == DT_AR_SHM ? "shared window" : "hierarchy");
     int k = cfg->group_size;
     if (k == 1) return DT_OK;
     if (cfg->mode != DT_MODE_PS_SYNC && cfg->mode != DT_MODE_PS_ASYNC)

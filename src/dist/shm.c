@@ -4,16 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-dt_status dt_shm_one_node(const dt_comm *c, int *yes) {
-    MPI_Comm node;
-    int n = 0;
-    DT_TRY(dt_mpi_check(MPI_Comm_split_type(c->workers, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-                        "finding the workers on this machine (MPI_Comm_split_type)"));
-    dt_status s = dt_mpi_check(MPI_Comm_size(node, &n), "MPI_Comm_size");
-    MPI_Comm_free(&node);
-    *yes = s == DT_OK && n == c->nworkers;
-    return s;
-}
+#include "dtrain/mem.h"
+#include "ring.h"
 
 /* Makes this worker's stores visible, waits for every worker to arrive,
  * and makes theirs visible to this worker. */
@@ -26,10 +18,11 @@ static dt_status barrier(dt_shm *s, dt_group *g) {
     return dt_mpi_check(MPI_Win_sync(s->win), "MPI_Win_sync");
 }
 
-dt_status dt_shm_create(dt_shm *s, dt_group *g, const dt_optim *o, size_t n, const float *params,
-                        const float *opt_state) {
+dt_status dt_shm_create(dt_shm *s, dt_group *g, dt_group *cross, const dt_optim *o, size_t n,
+                        const float *params, const float *opt_state) {
     memset(s, 0, sizeof *s);
     s->optim = o;
+    s->cross = cross;
     size_t nstate = (size_t)dt_optim_nslots(o) * n;
     s->rank = g->rank;
     s->size = g->size;
@@ -57,6 +50,12 @@ dt_status dt_shm_create(dt_shm *s, dt_group *g, const dt_optim *o, size_t n, con
      * loads and stores around the barriers. */
     DT_TRY(dt_mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win), "MPI_Win_lock_all"));
     s->locked = 1;
+    dt_shard_range(s->n, s->size, s->rank, &s->lo, &s->hi);
+    s->lo = dt_optim_align(o, s->lo);
+    s->hi = dt_optim_align(o, s->hi);
+    if (cross) /* + 1: a shard may be empty */
+        DT_TRY(dt_alloc_floats(&s->ring_tmp, dt_ring_scratch_floats(s->hi - s->lo, cross->size) + 1,
+                               "hierarchical allreduce scratch"));
     if (s->rank == 0) {
         memcpy(s->params, params, sizeof(float) * n);
         memcpy(s->opt_state, opt_state, sizeof(float) * nstate);
@@ -70,15 +69,14 @@ float *dt_shm_slot(const dt_shm *s) { return s->base + (size_t)s->rank * s->stri
 dt_status dt_shm_update(dt_shm *s, dt_group *g, float lr, float scale, long step) {
     snprintf(s->what, sizeof s->what, "shared-memory gradients of step %ld", step);
     DT_TRY(barrier(s, g));
-    size_t lo, hi;
-    dt_shard_range(s->n, s->size, s->rank, &lo, &hi);
-    lo = dt_optim_align(s->optim, lo);
-    hi = dt_optim_align(s->optim, hi);
-    /* LARS and LAMB need each tensor's sums whole before its step: they are
-     * kept in this worker's own slot, over its shard, which no peer reads
-     * (each reads its own shard of the slots). */
-    int whole = dt_optim_needs_norms(dt_optim_config(s->optim)->kind);
+    size_t lo = s->lo, hi = s->hi;
+    /* LARS and LAMB need each tensor's sums whole before its step, and the
+     * hosts' sums must meet first: the sums go to this worker's own slot,
+     * over its shard, which no peer reads (each reads its own shard of the
+     * slots), and the optimiser runs once on the whole shard. */
+    int whole = dt_optim_needs_norms(dt_optim_config(s->optim)->kind) || s->cross;
     float *own = dt_shm_slot(s);
+    float local_scale = s->cross ? 1.0f : scale; /* across hosts the ring scales */
     dt_optim_vec v = {s->params, own, s->opt_state, s->n, 0};
     enum { BLOCK = 1024 }; /* 4 KiB of sums: they stay in L1 while the slots stream by */
     float sum[BLOCK];
@@ -89,7 +87,7 @@ dt_status dt_shm_update(dt_shm *s, dt_group *g, float lr, float scale, long step
             const float *x = s->base + (size_t)q * s->stride + i0;
             for (size_t i = 0; i < m; i++) sum[i] += x[i];
         }
-        for (size_t i = 0; i < m; i++) sum[i] *= scale;
+        for (size_t i = 0; i < m; i++) sum[i] *= local_scale;
         if (whole) {
             memcpy(own + i0, sum, sizeof(float) * m);
         } else {
@@ -97,12 +95,19 @@ dt_status dt_shm_update(dt_shm *s, dt_group *g, float lr, float scale, long step
             dt_optim_update(s->optim, lr, step, block, 0, m);
         }
     }
+    if (s->cross) {
+        snprintf(s->what, sizeof s->what, "gradients of step %ld across hosts", step);
+        DT_TRY(dt_group_enter(s->cross, s->what));
+        DT_TRY(dt_ring_allreduce(s->cross, own + lo, hi - lo, s->ring_tmp, scale));
+    }
     if (whole) dt_optim_update(s->optim, lr, step, v, lo, hi);
     snprintf(s->what, sizeof s->what, "shared-memory update of step %ld", step);
     return barrier(s, g);
 }
 
 void dt_shm_free(dt_shm *s, int collective) {
+    dt_free(s->ring_tmp);
+    s->ring_tmp = NULL;
     if (!s->have_win || !collective) return;
     /* Teardown: a failure here cannot change the run's result; say it. */
     if (s->locked && MPI_Win_unlock_all(s->win) != MPI_SUCCESS)

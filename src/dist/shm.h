@@ -17,6 +17,13 @@
  * into and out of the transport each) and then every worker updates all
  * of them.
  *
+ * Across hosts (the hierarchical allreduce, Horovod's): the window is one
+ * host's, and between the sums and the update worker r runs a ring
+ * allreduce of its shard's sums with worker r of every other host (the
+ * cross group: every host has the same workers, so the same shards), so
+ * each host's link carries 2 (H-1)/H of the gradients once, split over its
+ * W workers, instead of every worker's ring crossing it.
+ *
  * Synchronisation is MPI's: a barrier before the update (every slot final)
  * and one after it (every chunk updated, so the next forward reads whole
  * parameters and no slot is read again until the next step's update). The
@@ -45,27 +52,27 @@ typedef struct {
     float *base;         /* slot 0 */
     float *params;       /* (n) shared parameters */
     float *opt_state;    /* (nslots, n) shared optimiser state */
+    size_t lo, hi;       /* this worker's shard */
+    dt_group *cross;     /* this shard's workers on the other hosts, or NULL (not owned) */
+    float *ring_tmp;     /* cross's ring scratch */
     const dt_optim *optim;
     char what[96];       /* the barrier waited for (stall messages) */
 } dt_shm;
 
-/* Whether every worker of comm.workers is on this machine (collective over
- * the workers; the same answer on every worker). */
-dt_status dt_shm_one_node(const dt_comm *c, int *yes);
-
 /* Maps the window for n-float blocks and fills its parameters and state
- * from worker 0's params and opt_state (collective over the workers, who
- * must all be on one machine: dt_shm_one_node). o: the optimiser over the
- * net's vector (kept; must outlive s). */
-dt_status dt_shm_create(dt_shm *s, dt_group *g, const dt_optim *o, size_t n, const float *params,
-                        const float *opt_state);
+ * from worker 0's params and opt_state (collective over g's workers, who
+ * must all be on one host: topo.h). cross: NULL, or the group of this
+ * worker's local index on every host (all hosts with g's size; kept, must
+ * outlive s). o: the optimiser over the net's vector (kept; must outlive s). */
+dt_status dt_shm_create(dt_shm *s, dt_group *g, dt_group *cross, const dt_optim *o, size_t n,
+                        const float *params, const float *opt_state);
 
 /* This worker's gradient slot (n floats). */
 float *dt_shm_slot(const dt_shm *s);
 
 /* The step's update: waits for every worker's slot, runs the optimiser
- * with scale * the sum over the slots on this worker's shard, then waits
- * for every worker's shard. Enters the group's collectives itself; step
+ * with scale * the sum over the slots (and, with cross, over the hosts) on
+ * this worker's shard, then waits for every worker's shard. Enters the group's collectives itself; step
  * (1-based) names them and is the optimiser's step count. */
 dt_status dt_shm_update(dt_shm *s, dt_group *g, float lr, float scale, long step);
 

@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Across hosts, side by side in one run: the emulated cluster of
+scripts/cluster.sh (as root; it is brought up with 3 hosts), 2 hosts x 1
+worker (h1, h2; 1 thread each) plus a server host (h3) for the parameter-
+server modes, each host's link shaped to each --links rate in turn. For
+each model (64 images per worker) and link it runs
+
+    allreduce ring     dtrain launch --hosts h1:1,h2:1 ... --allreduce-algo ring
+    ps-sync            --hosts h3:1,h1:1,h2:1 --mode ps-sync --servers 1
+    ps-sync sacp       the same with --sacp
+    ps-async, ps-ssp   the same modes (ps-ssp --staleness 2)
+    DDP gloo           ../shared/reference/torch_ddp.py, rank 0 on h1, rank 1
+                       on h2 (MASTER_ADDR = h1's address)
+
+each ROUNDS times, alternating, and prints medians: img/s, the ratio to DDP,
+the share of the step spent waiting for communication, bytes per step
+(worker 0's, sent + received), and dtrain simulate's prediction of the step
+time for the modes it models (allreduce, ps-sync, sacp) next to the measured
+median step with its error. The simulator gets the link as measured
+between h1 and h2 by build/mpi_link (MPI_Isend/Irecv for the parameter-
+server modes, MPI_Iallreduce for allreduce) and --shared-cores (all hosts
+share this machine's cores). Like bench_dist.py, the first 5 steps are left
+out. The cluster stays up (scripts/cluster.sh down removes it).
+
+usage: bench/bench_hosts.py [--models cnn,resnet20] [--links 100mbit,1gbit,none]
+                            [--steps 20] [--rounds 1] [--only 'ps-sync,DDP gloo']
+"""
+import argparse, json, os, re, statistics, subprocess, sys, tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_dist import DDP, ENV, WARMUP, Run, read_log  # noqa: E402
+from validate_sim import measure_links, predict  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DTRAIN = os.path.join(ROOT, 'build', 'dtrain')
+CLUSTER = os.path.join(ROOT, 'scripts', 'cluster.sh')
+AGENT = CLUSTER + ' agent'
+WORKERS = 'h1:1,h2:1'
+WITH_SERVER = 'h3:1,' + WORKERS  # rank 0 (the server) on h3
+# (name, hosts, mode flags, what dtrain simulate calls it or None)
+RUNS = [('allreduce ring', WORKERS, ['--mode', 'allreduce', '--allreduce-algo', 'ring'], 'allreduce'),
+        ('ps-sync', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1'], 'ps-sync'),
+        ('ps-sync sacp', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1', '--sacp'], 'sacp'),
+        ('ps-async', WITH_SERVER, ['--mode', 'ps-async', '--servers', '1'], None),
+        ('ps-ssp', WITH_SERVER, ['--mode', 'ps-ssp', '--servers', '1', '--staleness', '2'], None)]
+
+
+def cluster(*args):
+    return subprocess.run(['bash', CLUSTER, *args], check=True, capture_output=True, text=True).stdout
+
+
+def dtrain(model, steps, hosts, flags):
+    log = tempfile.NamedTemporaryFile(suffix='.jsonl', delete=False).name
+    subprocess.run([DTRAIN, 'launch', '--hosts', hosts, '--launch-agent', AGENT, '--', 'train',
+                    os.path.join(ROOT, 'examples', model + '.cfg'), '--dataset', 'synthetic', '--batch', '64',
+                    '--max-steps', str(steps + WARMUP), '--threads', '1', '--quiet', '--log', log, *flags],
+                   check=True, capture_output=True, text=True, env=ENV)
+    return read_log(log)
+
+
+def ddp(model, steps):
+    """Rank 0 on h1, rank 1 on h2: img/s as rank 0 prints it."""
+    env = dict(ENV, MASTER_ADDR='10.77.0.1', GLOO_SOCKET_IFNAME='eth0')
+    cmd = ['/usr/bin/python3', DDP, model, '64', '2', str(steps)]
+    procs = [subprocess.Popen(['bash', CLUSTER, 'agent', f'h{r + 1}', ' '.join(cmd)], env=dict(env, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    out = [p.communicate()[0] for p in procs]
+    if any(p.returncode for p in procs):
+        raise RuntimeError('DDP failed: ' + out[0][-500:] + out[1][-500:])
+    return float(re.search(r'(\d+) img/s', out[0]).group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--models', default='cnn,resnet20')
+    ap.add_argument('--links', default='100mbit,1gbit,none')
+    ap.add_argument('--steps', type=int, default=20)
+    ap.add_argument('--rounds', type=int, default=1)
+    ap.add_argument('--only', help='comma-separated run names to keep (DDP gloo is one)')
+    a = ap.parse_args()
+    runs = RUNS + [('DDP gloo', None, None, None)]
+    if a.only:
+        keep = a.only.split(',')
+        unknown = [k for k in keep if k not in [r[0] for r in runs]]
+        if unknown:
+            sys.exit(f'bench_hosts.py: --only: unknown run {unknown[0]!r}')
+        runs = [r for r in runs if r[0] in keep]
+    cluster('up', '3')
+    cores = os.cpu_count()
+    rows = []
+    for link in a.links.split(','):
+        cluster('shape', link)
+        measured = measure_links(['--host', 'h1,h2', '-np', '2', '--mca', 'plm_rsh_agent', AGENT])
+        print(f'\nlink {link}: measured between h1 and h2: ' +
+              ', '.join(f'{k} {bw}, {lat} per message' for k, (bw, lat) in measured.items()), flush=True)
+        for model in a.models.split(','):
+            got = {r[0]: [] for r in runs}
+            for _ in range(a.rounds):
+                for name, hosts, flags, _ in runs:
+                    got[name].append(Run(ddp(model, a.steps), 0, 0, 0, 0) if hosts is None
+                                     else dtrain(model, a.steps, hosts, flags))
+            ddp_ips = statistics.median(r.ips for r in got['DDP gloo']) if 'DDP gloo' in got else None
+            print(f'{model}, {link}, 2 workers x 64, {a.steps} steps, {a.rounds} round(s), medians')
+            print(f'{"run":16} {"img/s":>7} {"vs DDP":>6} {"comm wait":>9} {"MB/step":>8} {"step ms":>8} '
+                  f'{"simulated":>9} {"error":>7}')
+            for name, hosts, flags, sim_mode in runs:
+                med = {f: statistics.median(getattr(r, f) for r in got[name]) for f in Run._fields}
+                sim = err = None
+                if sim_mode:
+                    bw, lat = measured['allreduce' if sim_mode == 'allreduce' else 'p2p']
+                    sim = predict(os.path.join(ROOT, 'examples', model + '.cfg'), 2, sim_mode, 1, cores, bw, lat)
+                    err = (sim - med['step_ms']) / med['step_ms'] * 100
+                vs = med['ips'] / ddp_ips if ddp_ips else None
+                rows.append({'model': model, 'link': link, 'run': name, 'images_per_sec': med['ips'],
+                             'vs_ddp': vs, 'comm_wait_share': med['wait'], 'bytes_per_step': med['bytes'],
+                             'step_ms': med['step_ms'], 'simulated_ms': sim, 'sim_error_pct': err})
+                print(f'{name:16} {med["ips"]:>7.0f} ' + (f'{vs:>6.2f} ' if vs else f'{"":>6} ') +
+                      (f'{med["wait"]:>9.1%} {med["bytes"] / 1e6:>8.1f} {med["step_ms"]:>8.1f} '
+                       if hosts else f'{"":>9} {"":>8} {"":>8} ') +
+                      (f'{sim:>9.1f} {err:>+6.1f}%' if sim else ''), flush=True)
+    print(json.dumps({'event': 'bench_hosts', 'rounds': a.rounds, 'steps': a.steps, 'rows': rows}))
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Across hosts: an emulated cluster of network namespaces (scripts/cluster.sh,
+# its own names and subnet so that a user's cluster is left alone), ranks
+# started on them by dtrain launch --hosts through the cluster's launch
+# agent, gradients over TCP between hosts and shared memory within one. A
+# 2-host job (2 ranks on each) in allreduce (auto = hierarchical, ring; and
+# hier with one worker per host, ring over uneven hosts) and ps-sync equals
+# serial with the global batch; ps-async and ps-ssp train; the cluster
+# script's own edges. Needs root and network namespaces (else exit 77);
+# release build only (the same code as the one-machine tests, CI time).
+source "$(dirname "$0")/clilib.sh" "$1"
+[ -n "${DT_SANITIZE:-}" ] && { echo "skipped under sanitizers (test_dist covers the code)"; exit 77; }
+export DT_CLUSTER=dtt DT_CLUSTER_HOST=t DT_CLUSTER_NET=10.78.0
+CL="$SRC/scripts/cluster.sh"
+[ "$(id -u)" -eq 0 ] || { echo "skipped: not root"; exit 77; }
+ip netns add dtt-probe 2> /dev/null || { echo "skipped: no network namespaces here"; exit 77; }
+ip netns del dtt-probe
+trap 'bash "$CL" down > /dev/null 2>&1; rm -rf "$TMP"' EXIT
+expect 0 "t3 10.78.0.3 namespace dtt-t3 link 1Gbit" -- bash "$CL" up 3 --bandwidth 1gbit
+expect 0 "t2 10.78.0.2 .* link 1Gbit" -- bash "$CL" up 2 --bandwidth 1gbit  # idempotent; t3 goes
+check "t3 removed" test "$(ip netns list | grep -c '^dtt-t')" -eq 2
+expect 2 "up: give the number of hosts" -- bash "$CL" up x
+expect 2 "unknown flag '--bw'" -- bash "$CL" up 2 --bw 1
+expect 2 "tc cannot shape .* '1 gbit'" -- bash "$CL" shape "1 gbit"
+expect 0 "t1 .* link unshaped" -- bash "$CL" shape none
+expect 2 "agent: no host 'nohost'" -- bash "$CL" agent nohost true
+check "names in /etc/hosts" grep -q "^10.78.0.2 t2 # dtrain-cluster dtt$" /etc/hosts
+
+cp "$SRC/tests/data/small_net.cfg" "$TMP/net.cfg"
+AGENT="$CL agent"
+hosts() { # name hosts args...: a launch --hosts run whose checkpoint is $TMP/name.ckpt
+    local name=$1 h=$2; shift 2
+    timeout 300 "$DTRAIN" launch --hosts "$h" --launch-agent "$AGENT" -- train "$TMP/net.cfg" --dataset synthetic \
+        --threads 1 --quiet --checkpoint "$TMP/$name.ckpt" "$@" > "$TMP/$name.out" 2>&1
+    check "$name runs" test $? -eq 0 || tail -5 "$TMP/$name.out"
+}
+K=25
+TOL=2e-5 # as test_dist: summation order only
+train_ckpt serial 1 "$TMP/net.cfg" --max-steps $K --batch 16
+hosts ar_auto t1:2,t2:2 --max-steps $K --mode allreduce --batch 4  # hier: 2 hosts of 2
+hosts ar_hier1 t1:1,t2:1 --max-steps $K --mode allreduce --batch 8 --allreduce-algo hier # windows of one
+hosts ar_ring t1:2,t2:2 --max-steps $K --mode allreduce --batch 4 --allreduce-algo ring --fusion-mb 0.01
+hosts ar_uneven t1:2,t2:1 --max-steps $K --mode allreduce --batch 4 --allreduce-algo ring
+train_ckpt serial12 1 "$TMP/net.cfg" --max-steps $K --batch 12
+hosts ps_sync t1:2,t2:2 --max-steps $K --mode ps-sync --servers 2 --batch 8 # 2 workers, 2 servers
+train_ckpt serial_ps 1 "$TMP/net.cfg" --max-steps $K --batch 16
+for m in ar_auto ar_hier1 ar_ring; do same serial $m $TOL; done
+same serial12 ar_uneven $TOL
+same serial_ps ps_sync $TOL
+check "the ranks ran on both hosts" grep -q '"workers":4' "$TMP/ar_auto.out"
+hosts ps_async t1:2,t2:1 --max-steps 40 --mode ps-async --servers 1
+hosts ps_ssp t1:2,t2:1 --max-steps 40 --mode ps-ssp --servers 1 --staleness 2
+expect 2 "hier needs the same number of workers on every host" -- "$DTRAIN" launch --hosts t1:2,t2:1 \
+    --launch-agent "$AGENT" -- train "$TMP/net.cfg" --dataset synthetic --mode allreduce --allreduce-algo hier
+expect 2 "shm needs every worker on one host \(here 2 hosts\)" -- "$DTRAIN" launch --hosts t1:1,t2:1 \
+    --launch-agent "$AGENT" -- train "$TMP/net.cfg" --dataset synthetic --mode allreduce --allreduce-algo shm
+expect 2 "more ranks than --hosts has slots" -- "$DTRAIN" launch -n 5 --hosts t1:2,t2:2 -- train "$TMP/net.cfg"
+finish
