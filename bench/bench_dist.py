@@ -57,6 +57,18 @@ def read_log(log):
                summary.get('bytes_per_step', 0.0), statistics.median(e['step_s'] for e in steps_ev) * 1e3)
 
 
+def keep_runs(runs, only, script):
+    """The runs (tuples, name first) that --only names (all without it);
+    exits naming the first unknown name."""
+    if not only:
+        return runs
+    keep = only.split(',')
+    unknown = [k for k in keep if k not in [r[0] for r in runs]]
+    if unknown:
+        sys.exit(f'{script}: --only: unknown run {unknown[0]!r}')
+    return [r for r in runs if r[0] in keep]
+
+
 def dtrain(model, steps, ranks, mode, extra):
     if mode == 'pair':  # two independent serial trainers at once: the ceiling with no communication
         logs = [tempfile.NamedTemporaryFile(suffix='.jsonl', delete=False).name for _ in range(2)]
@@ -89,12 +101,7 @@ def main():
             ('allreduce ring 2x1', 2, 'allreduce', ['--allreduce-algo', 'ring']),
             ('allreduce+sacp 2x1', 2, 'allreduce', ['--sacp']), ('ps-sync 1s+2w', 3, 'ps-sync', []),
             ('ps-sync+sacp 1s+2w', 3, 'ps-sync', ['--sacp'])]
-    if a.only:
-        keep = a.only.split(',')
-        unknown = [k for k in keep if k not in [r[0] for r in runs]]
-        if unknown:
-            sys.exit(f'bench_dist.py: --only: unknown run {unknown[0]!r}')
-        runs = [r for r in runs if r[0] in keep]
+    runs = keep_runs(runs, a.only, 'bench_dist.py')
     result = {}
     for model in a.models.split(','):
         steps = a.steps if model == 'cnn' else max(a.steps // 2, 20)

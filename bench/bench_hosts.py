@@ -28,7 +28,7 @@ usage: bench/bench_hosts.py [--models cnn,resnet20] [--links 100mbit,1gbit,none]
 import argparse, json, os, re, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_dist import DDP, ENV, WARMUP, Run, read_log  # noqa: E402
+from bench_dist import DDP, ENV, WARMUP, Run, keep_runs, read_log  # noqa: E402
 from validate_sim import measure_links, predict  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,13 +78,7 @@ def main():
     ap.add_argument('--rounds', type=int, default=1)
     ap.add_argument('--only', help='comma-separated run names to keep (DDP gloo is one)')
     a = ap.parse_args()
-    runs = RUNS + [('DDP gloo', None, None, None)]
-    if a.only:
-        keep = a.only.split(',')
-        unknown = [k for k in keep if k not in [r[0] for r in runs]]
-        if unknown:
-            sys.exit(f'bench_hosts.py: --only: unknown run {unknown[0]!r}')
-        runs = [r for r in runs if r[0] in keep]
+    runs = keep_runs(RUNS + [('DDP gloo', None, None, None)], a.only, 'bench_hosts.py')
     cluster('up', '3')
     cores = os.cpu_count()
     rows = []
