@@ -26,7 +26,9 @@ for mode in serial allreduce ps-sync; do
     for i in $(seq 1 "$RUNS"); do
         d=$TMP/$mode-$i; mkdir -p "$d"
         if [ "$mode" = serial ]; then launch=("$DTRAIN"); else launch=($MPIRUN -np "${NP[$mode]}" "$DTRAIN"); fi
-        "${launch[@]}" train "$MODEL" "${DATA[@]}" --mode "$mode" --threads 1 --max-steps 100000 --seed $i \
+        # --epochs: the run must outlast the signals (small_net's one epoch
+        # takes ~2 s, less than the random wait below).
+        "${launch[@]}" train "$MODEL" "${DATA[@]}" --mode "$mode" --threads 1 --epochs 1000 --max-steps 100000 --seed $i \
             --checkpoint "$d/run.ckpt" --log "$d/run.jsonl" > "$d/out" 2>&1 &
         job=$!
         wait_for "$d/run.jsonl" '"event":"step"' 120
