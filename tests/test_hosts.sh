@@ -5,7 +5,8 @@
 # agent, gradients over TCP between hosts and shared memory within one. A
 # 2-host job (2 ranks on each) in allreduce (auto = hierarchical, ring; and
 # hier with one worker per host, ring over uneven hosts) and ps-sync equals
-# serial with the global batch; ps-async and ps-ssp train; the cluster
+# serial with the global batch (hier with bf16 on the wire within bf16's
+# tolerance); a host's link down for 3 s stalls the job, which goes on; ps-async and ps-ssp train; the cluster
 # script's own edges. Needs root and network namespaces (else exit 77);
 # release build only (the same code as the one-machine tests, CI time).
 source "$(dirname "$0")/clilib.sh" "$1"
@@ -44,12 +45,40 @@ hosts ar_uneven t1:2,t2:1 --max-steps $K --mode allreduce --batch 4 --allreduce-
 train_ckpt serial12 1 "$TMP/net.cfg" --max-steps $K --batch 12
 hosts ps_sync t1:2,t2:2 --max-steps $K --mode ps-sync --servers 2 --batch 8 # 2 workers, 2 servers
 train_ckpt serial_ps 1 "$TMP/net.cfg" --max-steps $K --batch 16
+hosts ar_hier_bf16 t1:2,t2:2 --max-steps $K --mode allreduce --batch 4 --grad-compression bf16 # hier, ring in bf16
 for m in ar_auto ar_hier1 ar_ring; do same serial $m $TOL; done
+same serial ar_hier_bf16 1e-2 # test_compression's tolerance
+# Per worker each way: (L-1)/L of 7334 floats from the window, and its
+# 3667-float shard round the 2-host ring in 2-byte words; sent + received.
+check "hier bf16 bytes per step" grep -q '"bytes_per_step":44004' "$TMP/ar_hier_bf16.out"
 same serial12 ar_uneven $TOL
 same serial_ps ps_sync $TOL
 check "the ranks ran on both hosts" grep -q '"workers":4' "$TMP/ar_auto.out"
 hosts ps_async t1:2,t2:1 --max-steps 40 --mode ps-async --servers 1
 hosts ps_ssp t1:2,t2:1 --max-steps 40 --mode ps-ssp --servers 1 --staleness 2
+# Link down for 3 s mid-run (--stall-timeout 10): TCP retransmits once it
+# is back and the job goes on to the end, the outage a gap in its steps.
+# (Rank 0 sleeps 20 ms a step so the run outlasts the outage.)
+hosts_link_down() {
+    local log=$TMP/down.jsonl t0=$SECONDS
+    timeout 120 "$DTRAIN" launch --hosts t1:1,t2:1 --launch-agent "$AGENT" -- train "$TMP/net.cfg" \
+        --dataset synthetic --threads 1 --quiet --max-steps 150 --slow-worker 0:20 --mode allreduce \
+        --allreduce-algo ring --stall-timeout 10 --log "$log" > "$TMP/down.out" 2>&1 &
+    local job=$!
+    wait_for "$log" '"step":20,' 60
+    ip netns exec dtt-t2 ip link set eth0 down; sleep 3; ip netns exec dtt-t2 ip link set eth0 up
+    wait $job; local rc=$?
+    echo "link down 3 s: exit $rc after $((SECONDS - t0)) s"
+    check "link down 3 s: the job recovers and ends" test $rc -eq 0 || tail -5 "$TMP/down.out"
+    check "link down 3 s: the outage shows as a gap of 2.5 s or more" /usr/bin/python3 - "$log" <<'PY'
+import json, sys
+t = [e["elapsed_s"] for e in map(json.loads, open(sys.argv[1])) if e["event"] == "step"]
+gap = max(b - a for a, b in zip(t, t[1:]))
+print(f"largest gap between steps {gap:.2f} s over {len(t)} steps")
+assert len(t) == 150 and gap >= 2.5
+PY
+}
+hosts_link_down
 expect 2 "hier needs the same number of workers on every host" -- "$DTRAIN" launch --hosts t1:2,t2:1 \
     --launch-agent "$AGENT" -- train "$TMP/net.cfg" --dataset synthetic --mode allreduce --allreduce-algo hier
 expect 2 "shm needs every worker on one host \(here 2 hosts\)" -- "$DTRAIN" launch --hosts t1:1,t2:1 \

@@ -35,9 +35,9 @@ static void test_shards(void) {
 static void test_bytes(void) {
     /* Issue 5's formulas, by hand: PS 2 n 4; ring allreduce 4 (P-1)/P n 4;
      * SFB 2 K (P-1) (M + N) 4. */
-    CHECK_CLOSE(dt_dense_bytes(DT_MODE_PS_SYNC, 1700, 2), 13600, 0, 0);
-    CHECK_CLOSE(dt_dense_bytes(DT_MODE_ALLREDUCE, 1700, 4), 20400, 0, 0);
-    CHECK_CLOSE(dt_dense_bytes(DT_MODE_ALLREDUCE, 1700, 1), 0, 0, 0);
+    CHECK_CLOSE(dt_dense_bytes(DT_MODE_PS_SYNC, 1700, 2, NULL), 13600, 0, 0);
+    CHECK_CLOSE(dt_dense_bytes(DT_MODE_ALLREDUCE, 1700, 4, NULL), 20400, 0, 0);
+    CHECK_CLOSE(dt_dense_bytes(DT_MODE_ALLREDUCE, 1700, 1, NULL), 0, 0, 0);
     CHECK_CLOSE(dt_sfb_bytes(100, 16, 4, 2), 3712, 0, 0);
     CHECK_CLOSE(dt_sfb_bytes(100, 16, 4, 8), 25984, 0, 0);
     CHECK_CLOSE(dt_sfb_bytes(3, 100, 4, 2), 3296, 0, 0);
@@ -46,7 +46,7 @@ static void test_bytes(void) {
 static void test_sacp(dt_net *net) {
     dt_comm_plan p;
     /* ps-sync, P = 2, K = 4: layer 0 13600 vs 3712 -> sfb; layer 1 2424 vs 3296 -> usual. */
-    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_PS_SYNC, DT_SFB_AUTO, 2, 4));
+    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_PS_SYNC, DT_SFB_AUTO, 2, 4, NULL));
     CHECK(p.sfb[0] == 1 && p.sfb[1] == 0 && p.sfb[2] == 0 && p.nsfb == 1);
     CHECK_CLOSE(p.dense_bytes[1], 2424, 0, 0);
     CHECK_CLOSE(dt_comm_plan_bytes(&p), 3712 + 2424, 0, 0);
@@ -66,18 +66,18 @@ static void test_sacp(dt_net *net) {
     free(text);
     dt_comm_plan_free(&p);
     /* P = 8: layer 0's factors cost 25984 > 13600 -> usual everywhere. */
-    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_PS_SYNC, DT_SFB_AUTO, 8, 4));
+    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_PS_SYNC, DT_SFB_AUTO, 8, 4, NULL));
     CHECK(p.nsfb == 0 && p.ps_n == net->nparams);
     dt_comm_plan_free(&p);
     /* allreduce P = 4: layer 0 20400 vs 11136 -> sfb. */
-    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_ALLREDUCE, DT_SFB_AUTO, 4, 4));
+    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_ALLREDUCE, DT_SFB_AUTO, 4, 4, NULL));
     CHECK(p.sfb[0] == 1 && p.sfb[1] == 0);
     dt_comm_plan_free(&p);
     /* --sfb takes every connected layer; one worker never exchanges anything. */
-    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_ALLREDUCE, DT_SFB_ALL, 2, 4));
+    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_ALLREDUCE, DT_SFB_ALL, 2, 4, NULL));
     CHECK(p.sfb[0] == 1 && p.sfb[1] == 1 && p.ps_n == 0);
     dt_comm_plan_free(&p);
-    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_ALLREDUCE, DT_SFB_ALL, 1, 4));
+    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_ALLREDUCE, DT_SFB_ALL, 1, 4, NULL));
     CHECK(p.nsfb == 0);
     dt_comm_plan_free(&p);
 }
@@ -89,7 +89,7 @@ static void test_buckets(dt_net *net) {
     int n = dt_bucket_plan(b, 8, net, NULL, 1 << 20);
     CHECK(n == 1 && b[0].lo == 0 && b[0].hi == net->nparams && b[0].ready_layer == 0 && !b[0].sfb);
     /* Layer 0 SFB: the open bucket (layer 1) closes before it. */
-    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_PS_SYNC, DT_SFB_AUTO, 2, 4));
+    CHECK_OK(dt_comm_plan_create(&p, net, DT_MODE_PS_SYNC, DT_SFB_AUTO, 2, 4, NULL));
     n = dt_bucket_plan(b, 8, net, &p, 1 << 20);
     CHECK(n == 2);
     CHECK(b[0].lo == 1700 && b[0].hi == 2003 && b[0].ready_layer == 1 && !b[0].sfb);

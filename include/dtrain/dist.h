@@ -58,6 +58,33 @@ typedef enum { DT_AR_AUTO = 0, DT_AR_RING, DT_AR_MPI, DT_AR_SHM, DT_AR_HIER } dt
 int dt_ar_algo_from_name(const char *name);
 const char *dt_ar_algo_name(dt_ar_algo algo);
 
+/* How gradients travel on the wire (--grad-compression):
+ *   DT_GC_NONE  fp32
+ *   DT_GC_BF16  bfloat16 (fp32's range, 8 bits of mantissa), half the bytes
+ *   DT_GC_FP16  IEEE half (11 bits of mantissa, overflow above 65504 is
+ *               infinite: the run then stops as diverged), half the bytes
+ *   DT_GC_TOPK  the ratio R of largest-magnitude gradients of each fusion
+ *               bucket as (index, value) pairs; the rest is kept (error
+ *               feedback) and added to the next step's gradient
+ * Sums are fp32 wherever they are accumulated; only messages are narrow. */
+typedef enum { DT_GC_NONE = 0, DT_GC_BF16, DT_GC_FP16, DT_GC_TOPK } dt_gc_kind;
+typedef struct {
+    dt_gc_kind kind;
+    double ratio;           /* DT_GC_TOPK: R in (0, 1] */
+} dt_grad_codec;
+
+/* "none" | "bf16" | "fp16" | "topk:R" (R a fraction in (0, 1], or a
+ * percentage "topk:1%") -> *out; DT_ERR_USAGE naming the flag otherwise. */
+dt_status dt_grad_codec_parse(const char *text, dt_grad_codec *out);
+/* The name as parsed ("topk:0.01"), in buf. */
+const char *dt_grad_codec_name(const dt_grad_codec *c, char *buf, size_t size);
+/* Values top-k keeps of n: ceil(R n), at least 1. */
+size_t dt_topk_count(double ratio, size_t n);
+/* Bytes one worker sends (and as many it receives) to sum n floats over P
+ * workers: the ring's 2 (P-1)/P n 4, halved by bf16/fp16; top-k
+ * allgathers its pairs, (P-1) k 8. */
+double dt_allreduce_bytes_each_way(const dt_grad_codec *c, size_t n, int P);
+
 typedef struct {
     dt_mode mode;
     int servers;            /* ps-* modes: server ranks (first S ranks) */
@@ -78,6 +105,7 @@ typedef struct {
     /* Set by SIGINT/SIGTERM on this rank (NULL: never): a server passes it
      * to the workers in its reply headers, so they stop at an agreed step. */
     const atomic_int *stop;
+    dt_grad_codec codec;    /* allreduce buckets and the hierarchy's ring across hosts */
 } dt_dist_cfg;
 
 /* The combination of mode, --sfb/--sacp and --group-size is one dtrain
@@ -162,7 +190,8 @@ void dt_shard_range(size_t n, int shards, int s, size_t *lo, size_t *hi);
  * v the input), and its bias gradient is the sum of the u. Bytes one worker
  * moves per step (sent + received) for the layer's M*N + M parameters:
  *   ps-sync     2 (MN + M) 4           push the gradient, pull the parameters
- *   allreduce   4 (P-1)/P (MN + M) 4   ring: reduce-scatter + allgather
+ *   allreduce   4 (P-1)/P (MN + M) 4   ring: reduce-scatter + allgather (bf16/fp16: 2
+ *                                      bytes a value; top-k: 2 (P-1) k 8, an allgather)
  *   SFB         2 K (P-1) (M + N) 4    send its K pairs to P-1 workers, receive theirs
  * An SFB layer is updated by every worker itself (the same summed gradient
  * everywhere): the servers do not hold it, so the parameters they shard are
@@ -178,15 +207,17 @@ typedef struct {
 } dt_comm_plan;
 
 /* Bytes per step (sent + received by one worker) for the layer's n
- * parameters the usual way in `mode` with P workers, and as factors of an
- * M x N layer at batch K. */
-double dt_dense_bytes(dt_mode mode, size_t n, int P);
+ * parameters the usual way in `mode` with P workers (allreduce: with the
+ * --grad-compression codec, NULL for none), and as factors of an M x N
+ * layer at batch K. */
+double dt_dense_bytes(dt_mode mode, size_t n, int P, const dt_grad_codec *codec);
 double dt_sfb_bytes(int M, int N, int K, int P);
 
-/* The plan for net with P workers at batch K: no SFB layer when policy is
- * DT_SFB_OFF or P == 1. */
+/* The plan for net with P workers at batch K, allreduce buckets sent with
+ * codec (NULL: fp32), which SACP weighs against the factors: no SFB layer
+ * when policy is DT_SFB_OFF or P == 1. */
 dt_status dt_comm_plan_create(dt_comm_plan *plan, const dt_net *net, dt_mode mode, dt_sfb_policy policy,
-                              int P, int K);
+                              int P, int K, const dt_grad_codec *codec);
 void dt_comm_plan_free(dt_comm_plan *plan);
 /* The plan's bytes per step, summed over the layers as chosen. */
 double dt_comm_plan_bytes(const dt_comm_plan *plan);

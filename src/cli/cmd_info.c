@@ -147,14 +147,20 @@ static void print_dot(const dt_net *net, const dt_model_spec *spec) {
 
 /* Poseidon's per-layer choice for --sacp, and what each server carries. */
 static dt_status print_plan(const dt_net *net, const dt_model_spec *spec, const char *mode_name, int workers,
-                            int servers) {
+                            int servers, const char *compression) {
     int m = dt_mode_from_name(mode_name);
     if (m != DT_MODE_ALLREDUCE && m != DT_MODE_PS_SYNC)
         return dt_fail(DT_ERR_USAGE, "--mode: the plan is for allreduce or ps-sync, not '%s'", mode_name);
+    dt_grad_codec codec;
+    DT_TRY(dt_grad_codec_parse(compression, &codec));
+    if (codec.kind != DT_GC_NONE && m != DT_MODE_ALLREDUCE)
+        return dt_fail(DT_ERR_USAGE, "--grad-compression works with --mode allreduce, not %s", mode_name);
     dt_comm_plan plan;
-    DT_TRY(dt_comm_plan_create(&plan, net, (dt_mode)m, DT_SFB_AUTO, workers, spec->batch));
+    DT_TRY(dt_comm_plan_create(&plan, net, (dt_mode)m, DT_SFB_AUTO, workers, spec->batch, &codec));
     printf("plan: %s, %s, %d workers x batch %d", spec->path, mode_name, workers, spec->batch);
     if (m == DT_MODE_PS_SYNC) printf(", %d server%s", servers, servers == 1 ? "" : "s");
+    char name[32];
+    if (codec.kind != DT_GC_NONE) printf(", gradients as %s", dt_grad_codec_name(&codec, name, sizeof name));
     printf("; bytes per worker per step, sent + received\n");
     dt_comm_plan_write(stdout, &plan, net);
     if (m == DT_MODE_PS_SYNC)
@@ -175,11 +181,12 @@ static const char info_usage[] =
     "  --workers P       --plan: workers (default 2)\n"
     "  --servers S       --plan: parameter servers (default 1)\n"
     "  --mode M          --plan: ps-sync (default) or allreduce\n"
+    "  --grad-compression C  --plan, allreduce: none (default), bf16, fp16, topk:R\n"
     "  --batch N         batch per worker (default: the model file's)\n";
 
 int cmd_info(int argc, char **argv, const cli_env *env) {
     int json = 0, dot = 0, batch = 0, plan = 0, workers = 2, servers = 1, help = 0;
-    const char *mode = "ps-sync";
+    const char *mode = "ps-sync", *compression = "none";
     cli_flag flags[] = {
         {"--help", ARG_FLAG, &help, 0, 0, 0},
         {"--json", ARG_FLAG, &json, 0, 0, 0},
@@ -189,6 +196,7 @@ int cmd_info(int argc, char **argv, const cli_env *env) {
         {"--workers", ARG_INT, &workers, 1, 1 << 20, 0},
         {"--servers", ARG_INT, &servers, 1, 1024, 0},
         {"--mode", ARG_STR, &mode, 0, 0, 0},
+        {"--grad-compression", ARG_STR, &compression, 0, 0, 0},
     };
     const char *pos[1];
     int npos;
@@ -210,7 +218,7 @@ int cmd_info(int argc, char **argv, const cli_env *env) {
     if (s == DT_OK) s = dt_net_create(&net, &shapes, spec.batch, 1);
     if (s == DT_OK && env->rank == 0) {
         if (plan)
-            s = print_plan(net, &spec, mode, workers, servers);
+            s = print_plan(net, &spec, mode, workers, servers, compression);
         else if (json)
             print_json(net, &spec);
         else if (dot)

@@ -70,6 +70,10 @@ static const char train_usage[] =
     "                        number of workers, several; else dtrain's ring for buckets\n"
     "                        of 16 Ki floats per worker or more, MPI_Iallreduce below),\n"
     "                        shm, hier (a window per host, a ring across hosts), ring, mpi\n"
+    "  --grad-compression C  allreduce: how gradients travel: none (default), bf16 or fp16\n"
+    "                        (half the bytes; sums stay fp32), topk:R (the fraction R, as\n"
+    "                        topk:0.01 or topk:1%, of largest gradients per bucket; the\n"
+    "                        rest is carried to the next step)\n"
     "  --sfb                 allreduce, ps-sync: fully connected layers exchange sufficient\n"
     "                        factors between workers instead of their gradients\n"
     "  --sacp                allreduce, ps-sync: per layer, whichever of the two moves fewer\n"
@@ -173,6 +177,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--servers", ARG_INT, &a->servers, 1, 1024, 0},
         {"--fusion-mb", ARG_DOUBLE, &a->fusion_mb, 0, 4096, 0},
         {"--allreduce-algo", ARG_STR, &a->ar_algo, 0, 0, 0},
+        {"--grad-compression", ARG_STR, &a->grad_compression, 0, 0, 0},
         {"--stall-timeout", ARG_DOUBLE, &a->stall_timeout, 0.1, 1e6, 0},
         {"--staleness", ARG_INT, &a->staleness, 0, 1000, 0},
         {"--straggle", ARG_STR, &a->straggle, 0, 0, 0},
@@ -325,10 +330,11 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     dt_dist_cfg dc = {DT_MODE_SERIAL, 0, a->fusion_mb, a->stall_timeout, a->staleness,
                       a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
-                      a->group_size, NULL, DT_AR_AUTO, NULL};
+                      a->group_size, NULL, DT_AR_AUTO, NULL, {DT_GC_NONE, 0}};
     int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
     if (algo < 0) return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (auto, shm, hier, ring, mpi)", a->ar_algo);
     dc.ar_algo = (dt_ar_algo)algo;
+    if (a->grad_compression) DT_TRY(dt_grad_codec_parse(a->grad_compression, &dc.codec));
     DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks, in_sweep));
     DT_TRY(check_mode_flags(a, &dc));
     DT_TRY(check_mode_optimizer(spec, &dc));
@@ -413,6 +419,9 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
     if (p->dist.sfb != DT_SFB_OFF) fprintf(out, ", %s", p->dist.sfb == DT_SFB_ALL ? "sfb" : "sacp");
     if (p->dist.group_size > 1)
         fprintf(out, ", %d groups of %d workers", comm->nworkers / p->dist.group_size, p->dist.group_size);
+    char codec[32];
+    if (p->dist.codec.kind != DT_GC_NONE)
+        fprintf(out, ", gradients as %s", dt_grad_codec_name(&p->dist.codec, codec, sizeof codec));
     fprintf(out, "\n");
 }
 

@@ -29,6 +29,7 @@ typedef struct {
     double beta1, beta2, eps, trust;  /* -1: not given */
     int exclude, accumulate;          /* -1, 0: not given */
     const char *ar_algo;
+    const char *grad_compression;     /* NULL: not given */
     const char *precision;            /* NULL: not given */
     int loader_threads, skip_bad;     /* 0: not given */
     long cache_mb;                    /* -1: not given */

@@ -23,6 +23,13 @@
  * Otherwise (or --allreduce-algo ring / mpi) a bucket is a ring
  * (ring.h) or an MPI_Iallreduce, by size (dt_ring_pays).
  *
+ * --grad-compression (codec.h): bf16 and fp16 send every bucket through the
+ * ring in 16-bit words (MPI_Iallreduce cannot sum them in fp32), and the
+ * hierarchy's ring across hosts likewise; top-k allgathers each bucket's
+ * pairs and sums them in rank order, keeping the rest in a residual the
+ * size of the gradients. Compression never picks the one-host window: it
+ * is asked for to change what the wire carries.
+ *
  * Threads: the trainer's thread enqueues buckets (grad_ready) and waits
  * (end_step); the communication thread makes every MPI call of a step. The
  * trainer's own MPI calls (metrics, evaluation) happen between steps, when
@@ -35,6 +42,7 @@
 #include "dtrain/mem.h"
 #include "dtrain/optim.h"
 #include "dtrain/timer.h"
+#include "codec.h"
 #include "group.h"
 #include "ring.h"
 #include "sfb.h"
@@ -53,6 +61,10 @@ typedef struct {
     dt_bucket *buckets;
     int nbuckets;
     float *ring_tmp;          /* scratch of the largest ring-reduced bucket */
+    float *residual;          /* (nparams) top-k: gradients not sent yet */
+    uint32_t *pairs;          /* (2 k) top-k: this worker's pairs of the largest bucket */
+    uint32_t *gathered;       /* (W 2 k) top-k: every worker's, rank by rank */
+    double bytes_per_step;    /* sent (as many received) by this worker per step, but SFB */
     int use_shm;              /* no buckets: end_step sums and updates in the window */
     dt_shm shm;
     dt_topology topo;         /* hosts (when use_shm or algo could be) */
@@ -75,7 +87,26 @@ typedef struct {
 } ar_ctx;
 
 static int uses_ring(const ar_ctx *a, size_t n) {
-    return a->cfg.ar_algo == DT_AR_RING || (a->cfg.ar_algo == DT_AR_AUTO && dt_ring_pays(n, a->comm.nworkers));
+    return a->cfg.ar_algo == DT_AR_RING || dt_gc_is_half(a->cfg.codec.kind) ||
+           (a->cfg.ar_algo == DT_AR_AUTO && dt_ring_pays(n, a->comm.nworkers));
+}
+
+/* Top-k: this worker's pairs (after error feedback) to every worker, and
+ * every worker's added into the zeroed bucket in rank order, so all end on
+ * the same bits; then scaled. */
+static dt_status topk_bucket(ar_ctx *a, size_t lo, size_t n, float scale) {
+    float *g = a->net->grads + lo;
+    size_t k = dt_topk_count(a->cfg.codec.ratio, n);
+    dt_topk_encode(g, a->residual + lo, n, k, a->pairs);
+    MPI_Request req;
+    DT_TRY(dt_mpi_check(MPI_Iallgather(a->pairs, (int)(2 * k), MPI_UINT32_T, a->gathered, (int)(2 * k),
+                                       MPI_UINT32_T, a->comm.workers, &req),
+                        "top-k gradient allgather (MPI_Iallgather)"));
+    DT_TRY(dt_group_wait(&a->group, &req, 1));
+    memset(g, 0, n * sizeof *g);
+    dt_topk_add(a->gathered, k * (size_t)a->comm.nworkers, g);
+    for (size_t i = 0; i < n; i++) g[i] *= scale;
+    return DT_OK;
 }
 
 /* Averages one bucket in place over the workers. The step's first bucket
@@ -94,7 +125,8 @@ static dt_status reduce_bucket(ar_ctx *a, int k) {
     float *g = a->net->grads + b->lo;
     size_t n = b->hi - b->lo;
     float inv = 1.0f / (float)a->comm.nworkers;
-    if (uses_ring(a, n)) return dt_ring_allreduce(&a->group, g, n, a->ring_tmp, inv);
+    if (a->cfg.codec.kind == DT_GC_TOPK) return topk_bucket(a, b->lo, n, inv);
+    if (uses_ring(a, n)) return dt_ring_allreduce(&a->group, g, n, a->ring_tmp, inv, a->cfg.codec.kind);
     DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, a->comm.workers, &req[0]),
                         "gradient allreduce (MPI_Iallreduce)"));
     DT_TRY(dt_group_wait(&a->group, req, 1));
@@ -159,10 +191,15 @@ static void ar_grad_ready(void *ctx, int layer) {
 /* Whether the step ends in shared-memory windows (use_shm), one per host
  * with a ring across hosts (hier): --allreduce-algo shm or hier, or auto
  * when no flag asked for network savings (--sfb/--sacp plan bytes on the
- * wire) and the hosts allow it. */
+ * wire; top-k works on buckets) and the hosts allow it. bf16/fp16 leave
+ * auto the hierarchy (its ring across hosts is compressed), not the
+ * one-host window (no wire). */
 static dt_status choose_window(ar_ctx *a) {
     dt_ar_algo algo = a->cfg.ar_algo;
-    if (algo == DT_AR_RING || algo == DT_AR_MPI || (algo == DT_AR_AUTO && a->cfg.sfb != DT_SFB_OFF)) return DT_OK;
+    dt_gc_kind gc = a->cfg.codec.kind;
+    if (algo == DT_AR_RING || algo == DT_AR_MPI ||
+        (algo == DT_AR_AUTO && (a->cfg.sfb != DT_SFB_OFF || gc == DT_GC_TOPK)))
+        return DT_OK;
     DT_TRY(dt_topology_create(&a->topo, &a->comm));
     a->have_topo = 1;
     const dt_topology *h = &a->topo;
@@ -176,8 +213,39 @@ static dt_status choose_window(ar_ctx *a) {
      * workers: with one each, it would only give up the buckets' overlap
      * with backprop. */
     a->hier = h->hosts > 1 && h->uniform && (algo == DT_AR_HIER || h->local_size > 1);
-    a->use_shm = h->hosts == 1 || a->hier;
+    a->use_shm = (h->hosts == 1 && gc == DT_GC_NONE) || a->hier;
+    if (a->hier) { /* (L-1)/L of its shard's floats from the host's slots; its shard over the ring */
+        double L = h->local_size, n = (double)a->net->nparams;
+        a->bytes_per_step = (L - 1) / L * n * sizeof(float) +
+                            dt_allreduce_bytes_each_way(&a->cfg.codec, (size_t)(n / L), h->hosts);
+    } else if (a->use_shm) { /* a worker reads (W-1)/W of its shard from its peers' slots */
+        double W = a->comm.nworkers;
+        a->bytes_per_step = (W - 1) / W * (double)a->net->nparams * sizeof(float);
+    }
     return DT_OK;
+}
+
+/* Scratch for the largest ring chunk or top-k pairs, and the bytes per
+ * step; every message must fit an MPI count. */
+static dt_status bucket_scratch(ar_ctx *a) {
+    size_t scratch = 0, pairs = 0, W = (size_t)a->comm.nworkers;
+    int topk = a->cfg.codec.kind == DT_GC_TOPK;
+    for (int k = 0; k < a->nbuckets; k++) {
+        if (a->buckets[k].sfb) continue;
+        size_t n = a->buckets[k].hi - a->buckets[k].lo, k_n = dt_topk_count(a->cfg.codec.ratio, n);
+        size_t message = topk ? 2 * k_n * W : uses_ring(a, n) ? dt_ring_scratch_floats(n, a->comm.nworkers) : n;
+        if (message > INT_MAX)
+            return dt_fail(DT_ERR_USAGE, "a gradient bucket of %zu floats exceeds an MPI count; use --fusion-mb "
+                                         "below 8192 (or the ring)", n);
+        if (topk && k_n > pairs) pairs = k_n;
+        if (!topk && uses_ring(a, n) && message > scratch) scratch = message;
+        a->bytes_per_step += dt_allreduce_bytes_each_way(&a->cfg.codec, n, a->comm.nworkers);
+    }
+    if (scratch) DT_TRY(dt_alloc_floats(&a->ring_tmp, scratch, "ring allreduce scratch"));
+    if (!topk) return DT_OK;
+    DT_TRY(dt_alloc_floats(&a->residual, a->net->nparams, "top-k residual"));
+    DT_TRY(dt_alloc_bytes((void **)&a->pairs, 2 * pairs * sizeof(uint32_t), "top-k pairs"));
+    return dt_alloc_bytes((void **)&a->gathered, 2 * pairs * W * sizeof(uint32_t), "top-k pairs");
 }
 
 static dt_status ar_start(dt_sync *s, dt_trainer *t) {
@@ -200,8 +268,8 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
             g = &a->node;
             cross = &a->cross;
         }
-        DT_TRY(dt_shm_create(&a->shm, g, cross, dt_trainer_optim(t), a->net->nparams, a->net->params,
-                             dt_trainer_opt_state(t)));
+        DT_TRY(dt_shm_create(&a->shm, g, cross, a->cfg.codec.kind, dt_trainer_optim(t), a->net->nparams,
+                             a->net->params, dt_trainer_opt_state(t)));
         dt_net_bind_blocks(a->net, a->shm.params, dt_shm_slot(&a->shm));
         dt_trainer_bind_opt_state(t, a->shm.opt_state);
         s->grad_ready = NULL;
@@ -213,18 +281,7 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     if (a->nbuckets < 0)
         return dt_fail(DT_ERR_USAGE, "--fusion-mb %g makes more than %d buckets; use a larger value",
                        a->cfg.fusion_mb, MAX_BUCKETS);
-    /* Scratch for the largest ring chunk; every message must fit an MPI count. */
-    size_t scratch = 0;
-    for (int k = 0; k < a->nbuckets; k++) {
-        if (a->buckets[k].sfb) continue;
-        size_t n = a->buckets[k].hi - a->buckets[k].lo;
-        size_t message = uses_ring(a, n) ? dt_ring_scratch_floats(n, a->comm.nworkers) : n;
-        if (message > INT_MAX)
-            return dt_fail(DT_ERR_USAGE, "a gradient bucket of %zu floats exceeds an MPI count; use --fusion-mb "
-                                         "below 8192 (or the ring)", n);
-        if (uses_ring(a, n) && message > scratch) scratch = message;
-    }
-    if (scratch) DT_TRY(dt_alloc_floats(&a->ring_tmp, scratch, "ring allreduce scratch"));
+    DT_TRY(bucket_scratch(a));
     if (pthread_create(&a->thread, NULL, comm_thread, a) != 0)
         return dt_fail(DT_ERR_INTERNAL, "cannot start the communication thread");
     a->thread_started = 1;
@@ -258,16 +315,9 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
      * arrived averaged, window buckets are averaged as they are summed. */
     float inv = 1.0f / (float)a->comm.nworkers;
     for (int k = 0; k < a->sfb.n; k++) dt_sfb_rebuild(&a->sfb, a->sfb.layers[k].layer, net, inv);
-    /* A ring moves about 2 (W-1)/W of its data each way; in the window a
-     * worker reads (W-1)/W of its shard from its peers' slots, and they as
-     * much from its own. An allgather sends this worker's factors to, and
-     * receives from, W-1. */
-    double W = a->comm.nworkers, share = (a->use_shm ? 1.0 : 2.0) * (W - 1) / W;
-    if (a->hier) { /* (L-1)/L of its shard from the host's slots, 2 (H-1)/H of it over the ring */
-        double L = a->topo.local_size, H = a->topo.hosts;
-        share = (L - 1) / L + 2 * (H - 1) / H / L;
-    }
-    uint64_t bytes = (uint64_t)(share * (double)a->plan.ps_n * sizeof(float) + dt_sfb_bytes_each_way(&a->sfb));
+    /* Buckets and windows as counted at the start; an allgather sends this
+     * worker's factors to, and receives from, W-1. */
+    uint64_t bytes = (uint64_t)(a->bytes_per_step + dt_sfb_bytes_each_way(&a->sfb));
     if (a->use_shm) { /* the sums and the update, after backprop: nothing hides them */
         double u0 = dt_now();
         dt_group *g = a->hier ? &a->node : &a->group;
@@ -312,6 +362,9 @@ static void ar_free(dt_sync *s) {
     if (a->have_topo) dt_topology_free(&a->topo);
     dt_free(a->buckets);
     dt_free(a->ring_tmp);
+    dt_free(a->residual);
+    dt_free(a->pairs);
+    dt_free(a->gathered);
     dt_sfb_free(&a->sfb);
     dt_comm_plan_free(&a->plan);
     dt_group_sync_free(s);

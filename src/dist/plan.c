@@ -12,6 +12,28 @@ void dt_shard_range(size_t n, int shards, int s, size_t *lo, size_t *hi) {
     *hi = *lo + base + (us < extra ? 1 : 0);
 }
 
+/* --grad-compression with the mode and --allreduce-algo: what would not
+ * change the bytes on the wire is an error. */
+static dt_status check_codec(const dt_dist_cfg *cfg) {
+    dt_gc_kind gc = cfg->codec.kind;
+    if (gc == DT_GC_NONE) return DT_OK;
+    char name[32];
+    dt_grad_codec_name(&cfg->codec, name, sizeof name);
+    if (cfg->mode != DT_MODE_ALLREDUCE)
+        return dt_fail(DT_ERR_USAGE, "--grad-compression %s works with --mode allreduce, not %s%s", name,
+                       dt_mode_name(cfg->mode), dt_mode_is_ps(cfg->mode) ? " (the parameter servers' messages "
+                                                                           "are fp32)" : "");
+    dt_ar_algo algo = cfg->ar_algo;
+    if (algo == DT_AR_SHM || algo == DT_AR_MPI || (gc == DT_GC_TOPK && algo != DT_AR_AUTO))
+        return dt_fail(DT_ERR_USAGE, "--grad-compression %s and --allreduce-algo %s exclude each other (%s); "
+                                     "use %s", name, dt_ar_algo_name(algo),
+                       algo == DT_AR_SHM   ? "the window moves nothing over a wire"
+                       : algo == DT_AR_MPI ? "MPI_Iallreduce sums fp32 only"
+                                           : "top-k allgathers its pairs, it has no ring",
+                       gc == DT_GC_TOPK ? "auto" : "auto, ring or hier");
+    return DT_OK;
+}
+
 dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers) {
     const char *mode = dt_mode_name(cfg->mode);
     if (cfg->sfb != DT_SFB_OFF && cfg->mode != DT_MODE_ALLREDUCE && cfg->mode != DT_MODE_PS_SYNC)
@@ -22,6 +44,7 @@ dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers) {
                                      "buckets, and the %s sums whole shards at the end of the step",
                        cfg->ar_algo == DT_AR_SHM ? "shm" : "hier", cfg->sfb == DT_SFB_ALL ? "sfb" : "sacp",
                        cfg->ar_algo == DT_AR_SHM ? "shared window" : "hierarchy");
+    DT_TRY(check_codec(cfg));
     int k = cfg->group_size;
     if (k == 1) return DT_OK;
     if (cfg->mode != DT_MODE_PS_SYNC && cfg->mode != DT_MODE_PS_ASYNC)
@@ -32,11 +55,10 @@ dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers) {
     return DT_OK;
 }
 
-double dt_dense_bytes(dt_mode mode, size_t n, int P) {
-    double bytes = (double)n * sizeof(float);
+double dt_dense_bytes(dt_mode mode, size_t n, int P, const dt_grad_codec *codec) {
     if (P <= 1) return 0;
-    if (mode == DT_MODE_ALLREDUCE) return 4.0 * (P - 1) / P * bytes;
-    return 2.0 * bytes;
+    if (mode == DT_MODE_ALLREDUCE) return 2 * dt_allreduce_bytes_each_way(codec, n, P);
+    return 2.0 * (double)n * sizeof(float);
 }
 
 double dt_sfb_bytes(int M, int N, int K, int P) {
@@ -44,7 +66,7 @@ double dt_sfb_bytes(int M, int N, int K, int P) {
 }
 
 dt_status dt_comm_plan_create(dt_comm_plan *plan, const dt_net *net, dt_mode mode, dt_sfb_policy policy,
-                              int P, int K) {
+                              int P, int K, const dt_grad_codec *codec) {
     memset(plan, 0, sizeof *plan);
     size_t L = (size_t)net->nlayers;
     plan->nlayers = net->nlayers;
@@ -54,7 +76,7 @@ dt_status dt_comm_plan_create(dt_comm_plan *plan, const dt_net *net, dt_mode mod
     DT_TRY(dt_alloc_bytes((void **)&plan->ps_offset, (L + 1) * sizeof(size_t), "communication plan"));
     for (int i = 0; i < net->nlayers; i++) {
         const dt_layer *l = &net->layers[i];
-        plan->dense_bytes[i] = dt_dense_bytes(mode, l->nw + l->nb, P);
+        plan->dense_bytes[i] = dt_dense_bytes(mode, l->nw + l->nb, P, codec);
         if (l->spec.kind == DT_LAYER_DENSE)
             plan->sfb_bytes[i] = dt_sfb_bytes(l->out.c, (int)dt_shape_size(l->in), K, P);
         int fc = l->spec.kind == DT_LAYER_DENSE && P > 1;

@@ -621,7 +621,7 @@ static dt_status setup(server *sv) {
     /* Deferred: two slots, so a worker's next clock can arrive while its
      * last gradient still waits in the queue. */
     sv->nslots = sv->clocked ? sv->staleness + 2 : sv->deferred ? 2 : 1;
-    DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch));
+    DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch, NULL));
     DT_TRY(dt_optim_create(&sv->optim, &sv->spec->optim, sv->net, sv->plan.ps_offset));
     ps_shard(sv->optim, sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
     sv->n = sv->hi - sv->lo;

@@ -2,6 +2,8 @@
 
 #include <limits.h>
 
+#include "codec.h"
+
 enum { TAG_RING = 902 };
 
 /* Chunk i of n floats among w: [lo(i), lo(i + 1)). */
@@ -11,17 +13,16 @@ int dt_ring_pays(size_t n, int w) { return w > 1 && n / (size_t)w >= 16384; }
 
 size_t dt_ring_scratch_floats(size_t n, int w) { return w > 0 ? (n + (size_t)w - 1) / (size_t)w : n; }
 
-/* One ring step: send chunk `send` to the right, receive chunk `recv` from
- * the left into dst; waits for both. */
-static dt_status ring_step(dt_group *g, float *x, size_t n, int send, int recv, float *dst) {
+/* One ring step: send nsend words of sendbuf to the right, receive nrecv
+ * words from the left into recvbuf; waits for both. */
+static dt_status ring_step(dt_group *g, const void *sendbuf, size_t nsend, void *recvbuf, size_t nrecv,
+                           MPI_Datatype type) {
     int w = g->size, right = (g->rank + 1) % w, left = (g->rank + w - 1) % w;
-    size_t s0 = chunk_lo(n, w, send), s1 = chunk_lo(n, w, send + 1);
-    size_t r0 = chunk_lo(n, w, recv), r1 = chunk_lo(n, w, recv + 1);
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    dt_status s = dt_mpi_check(MPI_Irecv(dst, (int)(r1 - r0), MPI_FLOAT, left, TAG_RING, g->comm.workers, &req[0]),
+    dt_status s = dt_mpi_check(MPI_Irecv(recvbuf, (int)nrecv, type, left, TAG_RING, g->comm.workers, &req[0]),
                                "ring allreduce (MPI_Irecv)");
     if (s == DT_OK)
-        s = dt_mpi_check(MPI_Isend(x + s0, (int)(s1 - s0), MPI_FLOAT, right, TAG_RING, g->comm.workers, &req[1]),
+        s = dt_mpi_check(MPI_Isend(sendbuf, (int)nsend, type, right, TAG_RING, g->comm.workers, &req[1]),
                          "ring allreduce (MPI_Isend)");
     if (s == DT_OK) s = dt_group_wait(g, req, 2);
     /* On failure no request may outlive the buffers: the job is about to
@@ -34,7 +35,49 @@ static dt_status ring_step(dt_group *g, float *x, size_t n, int send, int recv, 
     return s;
 }
 
-dt_status dt_ring_allreduce(dt_group *g, float *x, size_t n, float *tmp, float scale) {
+/* Chunk i of x (n floats among w workers): start and length. */
+static float *chunk(float *x, size_t n, int w, int i, size_t *len) {
+    i = (i % w + w) % w;
+    *len = chunk_lo(n, w, i + 1) - chunk_lo(n, w, i);
+    return x + chunk_lo(n, w, i);
+}
+
+/* A step of the reduce-scatter: chunk `send` to the right; the left's
+ * chunk `recv` added to ours (then scaled, on the last step: the sum is
+ * complete; in halves, also rounded as every other worker will receive it). */
+static dt_status reduce_step(dt_group *g, float *x, size_t n, int send, int recv, float *tmp, float scale,
+                             int last, dt_gc_kind wire) {
+    size_t slen, rlen;
+    float *sc = chunk(x, n, g->size, send, &slen), *rc = chunk(x, n, g->size, recv, &rlen);
+    if (!dt_gc_is_half(wire)) {
+        DT_TRY(ring_step(g, sc, slen, tmp, rlen, MPI_FLOAT));
+        for (size_t i = 0; i < rlen; i++) rc[i] += tmp[i];
+    } else { /* tmp's floats hold the received chunk's words, then the sent one's */
+        uint16_t *in = (uint16_t *)tmp, *out = in + dt_ring_scratch_floats(n, g->size);
+        dt_half_encode(wire, sc, out, slen);
+        DT_TRY(ring_step(g, out, slen, in, rlen, MPI_UINT16_T));
+        dt_half_add(wire, in, rc, rlen);
+    }
+    if (!last) return DT_OK;
+    for (size_t i = 0; i < rlen; i++) rc[i] *= scale;
+    if (dt_gc_is_half(wire)) dt_half_round(wire, rc, rlen);
+    return DT_OK;
+}
+
+/* A step of the allgather: our summed chunk `send` to the right, the
+ * left's chunk `recv` received in place. */
+static dt_status gather_step(dt_group *g, float *x, size_t n, int send, int recv, float *tmp, dt_gc_kind wire) {
+    size_t slen, rlen;
+    float *sc = chunk(x, n, g->size, send, &slen), *rc = chunk(x, n, g->size, recv, &rlen);
+    if (!dt_gc_is_half(wire)) return ring_step(g, sc, slen, rc, rlen, MPI_FLOAT);
+    uint16_t *in = (uint16_t *)tmp, *out = in + dt_ring_scratch_floats(n, g->size);
+    dt_half_encode(wire, sc, out, slen);
+    DT_TRY(ring_step(g, out, slen, in, rlen, MPI_UINT16_T));
+    dt_half_decode(wire, in, rc, rlen);
+    return DT_OK;
+}
+
+dt_status dt_ring_allreduce(dt_group *g, float *x, size_t n, float *tmp, float scale, dt_gc_kind wire) {
     int w = g->size, r = g->rank;
     if (w < 2) {
         for (size_t i = 0; i < n; i++) x[i] *= scale;
@@ -45,20 +88,8 @@ dt_status dt_ring_allreduce(dt_group *g, float *x, size_t n, float *tmp, float s
     /* Reduce-scatter: at step s, send chunk r-s (holding s+1 workers' sums)
      * and add the left neighbour's chunk r-s-1; worker r ends with chunk
      * r+1 summed over all. */
-    for (int s = 0; s < w - 1; s++) {
-        int send = ((r - s) % w + w) % w, recv = ((r - s - 1) % w + w) % w;
-        DT_TRY(ring_step(g, x, n, send, recv, tmp));
-        float *c = x + chunk_lo(n, w, recv);
-        size_t len = chunk_lo(n, w, recv + 1) - chunk_lo(n, w, recv);
-        if (s < w - 2)
-            for (size_t i = 0; i < len; i++) c[i] += tmp[i];
-        else /* the chunk's last term: the sum is complete */
-            for (size_t i = 0; i < len; i++) c[i] = (c[i] + tmp[i]) * scale;
-    }
-    /* Allgather: pass the summed chunks round, received in place. */
-    for (int s = 0; s < w - 1; s++) {
-        int send = ((r + 1 - s) % w + w) % w, recv = ((r - s) % w + w) % w;
-        DT_TRY(ring_step(g, x, n, send, recv, x + chunk_lo(n, w, recv)));
-    }
+    for (int s = 0; s < w - 1; s++) DT_TRY(reduce_step(g, x, n, r - s, r - s - 1, tmp, scale, s == w - 2, wire));
+    /* Allgather: pass the summed chunks round. */
+    for (int s = 0; s < w - 1; s++) DT_TRY(gather_step(g, x, n, r + 1 - s, r - s, tmp, wire));
     return DT_OK;
 }

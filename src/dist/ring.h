@@ -27,13 +27,18 @@
 int dt_ring_pays(size_t n, int w);
 
 /* Floats of scratch dt_ring_allreduce needs for n floats among w workers
- * (the largest chunk). */
+ * (the largest chunk; in 16-bit words, room for a chunk sent and one
+ * received). */
 size_t dt_ring_scratch_floats(size_t n, int w);
 
 /* x (n) <- scale * (sum over the group's workers of x (n)), in place; tmp
  * holds dt_ring_scratch_floats(n, size) floats. The scaling rides on the
  * last reduction pass (scale 1/W: the average, with no pass of its own).
- * The caller has entered the collective (dt_group_enter). */
-dt_status dt_ring_allreduce(dt_group *g, float *x, size_t n, float *tmp, float scale);
+ * wire DT_GC_BF16 or DT_GC_FP16 sends 16-bit words (codec.h) and adds
+ * them into x in fp32; the summed chunks are rounded to the wire's
+ * precision before the allgather, so every worker still ends on the same
+ * bits. Any other wire kind sends floats. The caller has entered the
+ * collective (dt_group_enter). */
+dt_status dt_ring_allreduce(dt_group *g, float *x, size_t n, float *tmp, float scale, dt_gc_kind wire);
 
 #endif

@@ -18,11 +18,12 @@ static dt_status barrier(dt_shm *s, dt_group *g) {
     return dt_mpi_check(MPI_Win_sync(s->win), "MPI_Win_sync");
 }
 
-dt_status dt_shm_create(dt_shm *s, dt_group *g, dt_group *cross, const dt_optim *o, size_t n,
+dt_status dt_shm_create(dt_shm *s, dt_group *g, dt_group *cross, dt_gc_kind wire, const dt_optim *o, size_t n,
                         const float *params, const float *opt_state) {
     memset(s, 0, sizeof *s);
     s->optim = o;
     s->cross = cross;
+    s->wire = wire;
     size_t nstate = (size_t)dt_optim_nslots(o) * n;
     s->rank = g->rank;
     s->size = g->size;
@@ -98,7 +99,7 @@ dt_status dt_shm_update(dt_shm *s, dt_group *g, float lr, float scale, long step
     if (s->cross) {
         snprintf(s->what, sizeof s->what, "gradients of step %ld across hosts", step);
         DT_TRY(dt_group_enter(s->cross, s->what));
-        DT_TRY(dt_ring_allreduce(s->cross, own + lo, hi - lo, s->ring_tmp, scale));
+        DT_TRY(dt_ring_allreduce(s->cross, own + lo, hi - lo, s->ring_tmp, scale, s->wire));
     }
     if (whole) dt_optim_update(s->optim, lr, step, v, lo, hi);
     snprintf(s->what, sizeof s->what, "shared-memory update of step %ld", step);

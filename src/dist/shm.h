@@ -54,6 +54,7 @@ typedef struct {
     float *opt_state;    /* (nslots, n) shared optimiser state */
     size_t lo, hi;       /* this worker's shard */
     dt_group *cross;     /* this shard's workers on the other hosts, or NULL (not owned) */
+    dt_gc_kind wire;     /* how cross's ring sends (ring.h) */
     float *ring_tmp;     /* cross's ring scratch */
     const dt_optim *optim;
     char what[96];       /* the barrier waited for (stall messages) */
@@ -63,8 +64,9 @@ typedef struct {
  * from worker 0's params and opt_state (collective over g's workers, who
  * must all be on one host: topo.h). cross: NULL, or the group of this
  * worker's local index on every host (all hosts with g's size; kept, must
- * outlive s). o: the optimiser over the net's vector (kept; must outlive s). */
-dt_status dt_shm_create(dt_shm *s, dt_group *g, dt_group *cross, const dt_optim *o, size_t n,
+ * outlive s); wire: DT_GC_BF16 or DT_GC_FP16 to send cross's ring in 16-bit
+ * words. o: the optimiser over the net's vector (kept; must outlive s). */
+dt_status dt_shm_create(dt_shm *s, dt_group *g, dt_group *cross, dt_gc_kind wire, const dt_optim *o, size_t n,
                         const float *params, const float *opt_state);
 
 /* This worker's gradient slot (n floats). */

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# --grad-compression in --mode allreduce (src/dist/codec.h): bf16 and fp16
+# stay within a stated distance of serial with the global batch after 25
+# steps (and do round: they differ from it); top-k with R = 1 sends every
+# value and equals the uncompressed ring bit for bit; bytes per step are
+# the formulas' (ring halved; top-k (P-1) k 8 each way); info --plan halves
+# the dense bytes; on real data, mlp with top-k 1% over 2 workers reaches
+# 0.80 in one epoch. Bad values are one-line errors.
+source "$(dirname "$0")/clilib.sh" "$1"
+cp "$SRC/tests/data/small_net.cfg" "$TMP/net.cfg"
+# Tolerances after 25 momentum steps at lr 0.05 (measured: bf16 3.9e-3,
+# fp16 5.0e-5 on 2 workers; 1.2e-3 and 4.4e-5 on 3): every gradient is
+# rounded W-1 times on its way round the ring, to 8 (bf16) or 11 (fp16)
+# bits of mantissa.
+TOL_BF16=1e-2
+TOL_FP16=5e-4
+run() { train_ckpt "$1" "$2" "$TMP/net.cfg" --max-steps 25 "${@:3}"; }
+run serial2 1 --batch 16
+run ar2_ring 2 --batch 8 --allreduce-algo ring
+run ar2_bf16 2 --batch 8 --grad-compression bf16
+run ar2_fp16 2 --batch 8 --grad-compression fp16
+run ar2_topk1 2 --batch 8 --grad-compression topk:1
+run ar2_topk 2 --batch 8 --grad-compression topk:0.1
+same serial2 ar2_bf16 $TOL_BF16
+same serial2 ar2_fp16 $TOL_FP16
+check "bf16 rounds (differs from fp32)" bash -c "! /usr/bin/python3 '$SRC/tests/ckpt_diff.py' '$TMP/serial2.ckpt' '$TMP/ar2_bf16.ckpt' 1e-6"
+same ar2_ring ar2_topk1 0
+bytes() { sed -n 's/.*"bytes_per_step":\([0-9]*\).*/\1/p' "$TMP/$1.out"; }
+# small_net: 7334 floats, one bucket; sent + received per step.
+check "ring bytes: 2 x 2 (1/2) 7334 4" test "$(bytes ar2_ring)" = 58672
+check "bf16 bytes: half" test "$(bytes ar2_bf16)" = 29336
+check "top-k 0.1 bytes: 2 x ceil(733.4) 8" test "$(bytes ar2_topk)" = 11744
+timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
+    --threads 1 --max-steps 2 --grad-compression topk:0.1 > "$TMP/start.out" 2>&1
+check "start line names the compression" grep -q "gradients as topk:0.1$" "$TMP/start.out"
+if [ -z "${DT_SANITIZE:-}" ]; then
+    # 3 workers: two rounding hops; split buckets (uneven chunks).
+    run serial3 1 --batch 21
+    run ar3_bf16 3 --batch 7 --grad-compression bf16 --fusion-mb 0.01
+    run ar3_fp16 3 --batch 7 --grad-compression fp16
+    same serial3 ar3_bf16 $TOL_BF16
+    same serial3 ar3_fp16 $TOL_FP16
+    # Real data: the model file's global batch of 64 over 2 workers.
+    timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$DTRAIN" train "$SRC/examples/mlp.cfg" --epochs 1 \
+        --threads 1 --batch 32 --grad-compression topk:1% --quiet > "$TMP/mlp.out" 2>&1
+    check "mlp topk:1% trains" test $? -eq 0
+    acc=$(sed -n 's/.*"test_accuracy":\([0-9.]*\).*/\1/p' "$TMP/mlp.out")
+    echo "mlp, 2 workers, topk:1%, 1 epoch: test accuracy $acc"
+    check "accuracy $acc >= 0.80" /usr/bin/python3 -c "assert float('$acc') >= 0.80"
+fi
+"$DTRAIN" info "$TMP/net.cfg" --plan --mode allreduce > "$TMP/plan.out"
+"$DTRAIN" info "$TMP/net.cfg" --plan --mode allreduce --grad-compression fp16 > "$TMP/plan16.out"
+check "info --plan: fp16 halves the usual bytes" /usr/bin/python3 - "$TMP/plan.out" "$TMP/plan16.out" <<'PY'
+import re, sys
+usual = [re.findall(r"usual +([0-9.]+) MB", open(f).read()) for f in sys.argv[1:]]
+assert usual[0][1] == "0.056" and usual[1][1] == "0.028", usual
+PY
+expect 2 "^dtrain: --grad-compression: unknown 'zip' \(none, bf16, fp16, topk:R\)$" -- "$DTRAIN" train "$TMP/net.cfg" \
+    --dataset synthetic --grad-compression zip
+expect 2 "topk:0: R must be a fraction in \(0, 1\]" -- "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
+    --grad-compression topk:0
+expect 2 "works with --mode allreduce, not serial" -- "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
+    --grad-compression bf16
+expect 2 "exclude each other \(the window moves nothing over a wire\)" -- mpirun --oversubscribe -np 2 "$DTRAIN" \
+    train "$TMP/net.cfg" --dataset synthetic --grad-compression bf16 --allreduce-algo shm
+finish
