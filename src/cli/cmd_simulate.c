@@ -24,6 +24,8 @@ static const char simulate_usage[] =
     "  --servers S           parameter servers of ps-sync, sfb and sacp (default 1)\n"
     "  --fusion-mb X         allreduce fusion bucket size in MiB (default 4; 0 = per layer)\n"
     "  --no-overlap          transfers start after backward (no wait-free backprop)\n"
+    "  --grad-compression C  allreduce: gradients on the wire as none (default), bf16, fp16\n"
+    "                        or topk:R, as dtrain train's flag\n"
     "  --profile F.json      per-layer compute from dtrain bench --profile-out instead of\n"
     "                        measuring it now\n"
     "  --threads T           threads of the compute measured now (default: all cores)\n"
@@ -103,6 +105,9 @@ static void print_header(const dt_profile *p, const dt_sim_cfg *c, const char *b
            c->fusion_mb, c->servers, c->servers == 1 ? "" : "s",
            c->overlap ? "communication overlapped with backprop" : "no overlap");
     if (c->shared_cores) printf("; workers share %d cores", c->shared_cores);
+    char codec[32];
+    if (c->codec.kind != DT_GC_NONE)
+        printf("; allreduce gradients as %s", dt_grad_codec_name(&c->codec, codec, sizeof codec));
     printf("\n%5s  %-9s %9s %9s %8s %10s %9s\n", "nodes", "mode", "step ms", "img/s", "speedup",
            "comm share", "MB sent");
 }
@@ -142,7 +147,7 @@ static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *no
 
 int cmd_simulate(int argc, char **argv, const cli_env *env) {
     const char *nodes_arg = "1,2,4,8,16,32,64", *modes_arg = "allreduce,ps-sync,sfb,sacp";
-    const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL;
+    const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL, *compression = "none";
     int batch = 0, servers = 1, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0, help = 0;
     double fusion_mb = 4;
     cli_flag flags[] = {
@@ -154,6 +159,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         {"--servers", ARG_INT, &servers, 1, 1 << 16, 0},
         {"--fusion-mb", ARG_DOUBLE, &fusion_mb, 0, 4096, 0},
         {"--no-overlap", ARG_FLAG, &no_overlap, 0, 0, 0},
+        {"--grad-compression", ARG_STR, &compression, 0, 0, 0},
         {"--profile", ARG_STR, &profile_path, 0, 0, 0},
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
         {"--reps", ARG_INT, &reps, 1, 100000, 0},
@@ -182,6 +188,12 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     int_list nodes = {.n = 0}, modes = {.n = 0};
     if (s == DT_OK) s = each_item(nodes_arg, "--nodes", add_nodes, &nodes);
     if (s == DT_OK) s = each_item(modes_arg, "--modes", add_mode, &modes);
+    if (s == DT_OK) s = dt_grad_codec_parse(compression, &c.codec);
+    int has_allreduce = 0;
+    for (int i = 0; i < modes.n; i++) has_allreduce |= modes.v[i] == DT_SIM_ALLREDUCE;
+    if (s == DT_OK && c.codec.kind != DT_GC_NONE && !has_allreduce)
+        s = dt_fail(DT_ERR_USAGE, "--grad-compression %s applies to allreduce, which --modes %s leaves out",
+                    compression, modes_arg);
     dt_model_spec *spec = NULL;
     dt_profile *prof = NULL;
     if (s == DT_OK) s = (spec = malloc(sizeof *spec)) && (prof = malloc(sizeof *prof))

@@ -80,13 +80,18 @@ static dt_status run_allreduce(sim_step *st) {
     int nb = dt_bucket_plan_layers(b, max, off, p->nlayers, NULL, bucket_floats);
     DT_ASSERT(nb >= 0); /* max above is an upper bound on the buckets */
     double P = c->nodes;
+    /* Passes over a bucket, each costing about a gradient sum's: the ring's
+     * reduce-scatter adds (P-1)/P of it; encoding and decoding 16-bit words
+     * one more; top-k's selection four (three radix passes and the pick)
+     * and its sum of the gathered pairs, in place of the ring's. */
+    int topk = c->codec.kind == DT_GC_TOPK;
+    double passes = topk ? 4 : (P - 1) / P + (c->codec.kind != DT_GC_NONE);
     for (int k = 0; k < nb; k++) {
-        double bytes = (double)(b[k].hi - b[k].lo) * sizeof(float);
-        double moved = 2 * (P - 1) / P * bytes;
-        /* Each rank also sums (P-1)/P of the bucket (the ring's reduce-scatter). */
-        double reduce =
-            (P - 1) / P * p->sum_s * (double)(b[k].hi - b[k].lo) / (double)st->nparams * st->scale;
-        link_send(st, st->ready[b[k].ready_layer], moved / st->bw + 2 * (P - 1) * st->lat + reduce);
+        size_t n = b[k].hi - b[k].lo;
+        double moved = dt_allreduce_bytes_each_way(&c->codec, n, (int)P);
+        double reduce = passes * p->sum_s * (double)n / (double)st->nparams * st->scale;
+        double messages = topk ? P - 1 : 2 * (P - 1); /* an allgather's rounds, or the ring's */
+        link_send(st, st->ready[b[k].ready_layer], moved / st->bw + messages * st->lat + reduce);
         st->bytes_sent += moved;
     }
     double update = (p->sum_s + p->update_s) * st->scale;
