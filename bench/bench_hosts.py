@@ -6,6 +6,8 @@ server modes, each host's link shaped to each --links rate in turn. For
 each model (64 images per worker) and link it runs
 
     allreduce ring     dtrain launch --hosts h1:1,h2:1 ... --allreduce-algo ring
+    ring bf16          the same with --grad-compression bf16
+    topk 1%            --mode allreduce --grad-compression topk:0.01
     ps-sync            --hosts h3:1,h1:1,h2:1 --mode ps-sync --servers 1
     ps-sync sacp       the same with --sacp
     ps-async, ps-ssp   the same modes (ps-ssp --staleness 2)
@@ -37,12 +39,16 @@ CLUSTER = os.path.join(ROOT, 'scripts', 'cluster.sh')
 AGENT = CLUSTER + ' agent'
 WORKERS = 'h1:1,h2:1'
 WITH_SERVER = 'h3:1,' + WORKERS  # rank 0 (the server) on h3
-# (name, hosts, mode flags, what dtrain simulate calls it or None)
-RUNS = [('allreduce ring', WORKERS, ['--mode', 'allreduce', '--allreduce-algo', 'ring'], 'allreduce'),
-        ('ps-sync', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1'], 'ps-sync'),
-        ('ps-sync sacp', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1', '--sacp'], 'sacp'),
-        ('ps-async', WITH_SERVER, ['--mode', 'ps-async', '--servers', '1'], None),
-        ('ps-ssp', WITH_SERVER, ['--mode', 'ps-ssp', '--servers', '1', '--staleness', '2'], None)]
+RING = ['--mode', 'allreduce', '--allreduce-algo', 'ring']
+# (name, hosts, mode flags, what dtrain simulate calls it or None, its flags)
+RUNS = [('allreduce ring', WORKERS, RING, 'allreduce', []),
+        ('ring bf16', WORKERS, RING + ['--grad-compression', 'bf16'], 'allreduce', ['--grad-compression', 'bf16']),
+        ('topk 1%', WORKERS, ['--mode', 'allreduce', '--grad-compression', 'topk:0.01'], 'allreduce',
+         ['--grad-compression', 'topk:0.01']),
+        ('ps-sync', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1'], 'ps-sync', []),
+        ('ps-sync sacp', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1', '--sacp'], 'sacp', []),
+        ('ps-async', WITH_SERVER, ['--mode', 'ps-async', '--servers', '1'], None, []),
+        ('ps-ssp', WITH_SERVER, ['--mode', 'ps-ssp', '--servers', '1', '--staleness', '2'], None, [])]
 
 
 def cluster(*args):
@@ -78,7 +84,7 @@ def main():
     ap.add_argument('--rounds', type=int, default=1)
     ap.add_argument('--only', help='comma-separated run names to keep (DDP gloo is one)')
     a = ap.parse_args()
-    runs = keep_runs(RUNS + [('DDP gloo', None, None, None)], a.only, 'bench_hosts.py')
+    runs = keep_runs(RUNS + [('DDP gloo', None, None, None, [])], a.only, 'bench_hosts.py')
     cluster('up', '3')
     cores = os.cpu_count()
     rows = []
@@ -90,19 +96,20 @@ def main():
         for model in a.models.split(','):
             got = {r[0]: [] for r in runs}
             for _ in range(a.rounds):
-                for name, hosts, flags, _ in runs:
+                for name, hosts, flags, _, _ in runs:
                     got[name].append(Run(ddp(model, a.steps), 0, 0, 0, 0) if hosts is None
                                      else dtrain(model, a.steps, hosts, flags))
             ddp_ips = statistics.median(r.ips for r in got['DDP gloo']) if 'DDP gloo' in got else None
             print(f'{model}, {link}, 2 workers x 64, {a.steps} steps, {a.rounds} round(s), medians')
             print(f'{"run":16} {"img/s":>7} {"vs DDP":>6} {"comm wait":>9} {"MB/step":>8} {"step ms":>8} '
                   f'{"simulated":>9} {"error":>7}')
-            for name, hosts, flags, sim_mode in runs:
+            for name, hosts, flags, sim_mode, sim_flags in runs:
                 med = {f: statistics.median(getattr(r, f) for r in got[name]) for f in Run._fields}
                 sim = err = None
                 if sim_mode:
                     bw, lat = measured['allreduce' if sim_mode == 'allreduce' else 'p2p']
-                    sim = predict(os.path.join(ROOT, 'examples', model + '.cfg'), 2, sim_mode, 1, cores, bw, lat)
+                    sim = predict(os.path.join(ROOT, 'examples', model + '.cfg'), 2, sim_mode, 1, cores, bw, lat,
+                                  sim_flags)
                     err = (sim - med['step_ms']) / med['step_ms'] * 100
                 vs = med['ips'] / ddp_ips if ddp_ips else None
                 rows.append({'model': model, 'link': link, 'run': name, 'images_per_sec': med['ips'],

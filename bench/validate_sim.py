@@ -56,10 +56,10 @@ def measure_links(where=('-np', '2')):
     return links
 
 
-def predict(model, workers, mode, threads, cores, bw, lat):
+def predict(model, workers, mode, threads, cores, bw, lat, extra=()):
     out = run([DTRAIN, 'simulate', model, '--nodes', str(workers), '--modes', mode, '--threads', str(threads),
                '--shared-cores', str(cores), '--bandwidth', bw, '--latency', lat, '--batch', str(BATCH),
-               '--servers', '1', '--reps', '20', '--json'])
+               '--servers', '1', '--reps', '20', '--json', *extra])
     return json.loads(out.splitlines()[-1])['step_ms']
 
 
