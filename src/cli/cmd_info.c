@@ -153,8 +153,8 @@ static dt_status print_plan(const dt_net *net, const dt_model_spec *spec, const 
         return dt_fail(DT_ERR_USAGE, "--mode: the plan is for allreduce or ps-sync, not '%s'", mode_name);
     dt_grad_codec codec;
     DT_TRY(dt_grad_codec_parse(compression, &codec));
-    if (codec.kind != DT_GC_NONE && m != DT_MODE_ALLREDUCE)
-        return dt_fail(DT_ERR_USAGE, "--grad-compression works with --mode allreduce, not %s", mode_name);
+    dt_dist_cfg cfg = {.mode = (dt_mode)m, .sfb = DT_SFB_AUTO, .group_size = 1, .codec = codec};
+    DT_TRY(dt_dist_cfg_check(&cfg, workers)); /* what train would refuse, the plan does too */
     dt_comm_plan plan;
     DT_TRY(dt_comm_plan_create(&plan, net, (dt_mode)m, DT_SFB_AUTO, workers, spec->batch, &codec));
     printf("plan: %s, %s, %d workers x batch %d", spec->path, mode_name, workers, spec->batch);

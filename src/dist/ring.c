@@ -42,6 +42,17 @@ static float *chunk(float *x, size_t n, int w, int i, size_t *len) {
     return x + chunk_lo(n, w, i);
 }
 
+/* A ring step in 16-bit words: chunk sc (slen floats) encoded to the
+ * right, rlen words from the left into *in. tmp's floats hold the words
+ * received, then the words sent. */
+static dt_status half_step(dt_group *g, size_t n, const float *sc, size_t slen, size_t rlen, float *tmp,
+                           dt_gc_kind wire, uint16_t **in) {
+    *in = (uint16_t *)tmp;
+    uint16_t *out = *in + dt_ring_scratch_floats(n, g->size);
+    dt_half_encode(wire, sc, out, slen);
+    return ring_step(g, out, slen, *in, rlen, MPI_UINT16_T);
+}
+
 /* A step of the reduce-scatter: chunk `send` to the right; the left's
  * chunk `recv` added to ours (then scaled, on the last step: the sum is
  * complete; in halves, also rounded as every other worker will receive it). */
@@ -52,10 +63,9 @@ static dt_status reduce_step(dt_group *g, float *x, size_t n, int send, int recv
     if (!dt_gc_is_half(wire)) {
         DT_TRY(ring_step(g, sc, slen, tmp, rlen, MPI_FLOAT));
         for (size_t i = 0; i < rlen; i++) rc[i] += tmp[i];
-    } else { /* tmp's floats hold the received chunk's words, then the sent one's */
-        uint16_t *in = (uint16_t *)tmp, *out = in + dt_ring_scratch_floats(n, g->size);
-        dt_half_encode(wire, sc, out, slen);
-        DT_TRY(ring_step(g, out, slen, in, rlen, MPI_UINT16_T));
+    } else {
+        uint16_t *in;
+        DT_TRY(half_step(g, n, sc, slen, rlen, tmp, wire, &in));
         dt_half_add(wire, in, rc, rlen);
     }
     if (!last) return DT_OK;
@@ -70,9 +80,8 @@ static dt_status gather_step(dt_group *g, float *x, size_t n, int send, int recv
     size_t slen, rlen;
     float *sc = chunk(x, n, g->size, send, &slen), *rc = chunk(x, n, g->size, recv, &rlen);
     if (!dt_gc_is_half(wire)) return ring_step(g, sc, slen, rc, rlen, MPI_FLOAT);
-    uint16_t *in = (uint16_t *)tmp, *out = in + dt_ring_scratch_floats(n, g->size);
-    dt_half_encode(wire, sc, out, slen);
-    DT_TRY(ring_step(g, out, slen, in, rlen, MPI_UINT16_T));
+    uint16_t *in;
+    DT_TRY(half_step(g, n, sc, slen, rlen, tmp, wire, &in));
     dt_half_decode(wire, in, rc, rlen);
     return DT_OK;
 }
