@@ -55,13 +55,13 @@ import re, sys
 usual = [re.findall(r"usual +([0-9.]+) MB", open(f).read()) for f in sys.argv[1:]]
 assert usual[0][1] == "0.056" and usual[1][1] == "0.028", usual
 PY
-expect 2 "works with --mode allreduce, not ps-sync \(the parameter servers' messages are fp32\)" -- "$DTRAIN" info \
+expect 2 "^dtrain: --grad-compression bf16 applies to --mode allreduce, not ps-sync$" -- "$DTRAIN" info \
     "$TMP/net.cfg" --plan --grad-compression bf16
 expect 2 "^dtrain: --grad-compression: unknown 'zip' \(none, bf16, fp16, topk:R\)$" -- "$DTRAIN" train "$TMP/net.cfg" \
     --dataset synthetic --grad-compression zip
 expect 2 "topk:0: R must be a fraction in \(0, 1\]" -- "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
     --grad-compression topk:0
-expect 2 "works with --mode allreduce, not serial" -- "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
+expect 2 "--grad-compression bf16 applies to --mode allreduce, not serial" -- "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
     --grad-compression bf16
 expect 2 "exclude each other \(the window moves nothing over a wire\)" -- mpirun --oversubscribe -np 2 "$DTRAIN" \
     train "$TMP/net.cfg" --dataset synthetic --grad-compression bf16 --allreduce-algo shm

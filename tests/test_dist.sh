@@ -137,9 +137,17 @@ done
 
 # Usage errors.
 expect 2 "needs at least 3 ranks" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --mode ps-sync --servers 2
-expect 2 "unknown mode 'ps-magic'" -- "$DTRAIN" train "$TMP/net.cfg" --mode ps-magic
+expect 2 "unknown mode 'ps-magic' \(serial, allreduce, ps-sync, ps-async, ps-ssp, ps-async-nowait or ps-hogwild\)" -- \
+    "$DTRAIN" train "$TMP/net.cfg" --mode ps-magic
+# The usage text has a line for every mode and algorithm of the table.
+usage=$("$DTRAIN" train --help)
+for m in serial allreduce ps-sync ps-async ps-ssp ps-async-nowait ps-hogwild auto ring mpi shm hier; do
+    check "usage lists $m" grep -qE "^ {26}$m +[a-zA-Z]" <<<"$usage"
+done
+expect 2 "--fusion-mb applies to --allreduce-algo auto, ring or mpi \(buckets\), not hier" -- "$DTRAIN" train \
+    "$TMP/net.cfg" --mode allreduce --allreduce-algo hier --fusion-mb 1
 expect 2 "serial runs on one rank" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --mode serial
-expect 2 "--sfb works with --mode allreduce or ps-sync, not ps-async" -- \
+expect 2 "--sfb applies to --mode allreduce or ps-sync, not ps-async" -- \
     $MPIRUN -np 3 "$DTRAIN" train "$TMP/net.cfg" --mode ps-async --sfb
 expect 2 "exclude each other" -- "$DTRAIN" train "$TMP/net.cfg" --sfb --sacp
 expect 2 "--allreduce-algo: unknown algorithm 'tree'" -- "$DTRAIN" train "$TMP/net.cfg" --allreduce-algo tree

@@ -48,7 +48,7 @@ train groups_of_1 3 --mode ps-async --group-size 1 --max-steps 30
 check "groups of 1 run as ps-async" grep -q '"mode":"ps-async"' "$TMP/groups_of_1.out"
 expect 2 "--group-size 3 does not divide the 2 workers" -- $MPIRUN -np 3 "$DTRAIN" train "$TMP/net.cfg" \
     --mode ps-async --group-size 3
-expect 2 "--group-size works with --mode ps-sync or ps-async, not allreduce" -- $MPIRUN -np 2 "$DTRAIN" train \
+expect 2 "--group-size applies to --mode ps-sync or ps-async, not allreduce" -- $MPIRUN -np 2 "$DTRAIN" train \
     "$TMP/net.cfg" --mode allreduce --group-size 2
 
 # A persistent straggler (world rank 2 = worker 1 sleeps 20 ms a step): SSP

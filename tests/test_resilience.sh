@@ -66,7 +66,7 @@ done
 expect 0 "oneDNN: [0-9]+\.[0-9]+" -- "$DTRAIN" --version
 expect 2 "--batch is given twice" -- "$DTRAIN" train "$M" "${A[@]}" --batch 4 --batch 8
 expect 2 "--staleness applies to --mode ps-ssp, not serial" -- "$DTRAIN" train "$M" "${A[@]}" --staleness 2
-expect 2 "--servers applies to the ps-\* modes, not allreduce" -- $MPIRUN -np 2 "$DTRAIN" train "$M" "${A[@]}" --servers 2
+expect 2 "--servers applies to --mode ps-sync, ps-async, ps-ssp, ps-async-nowait or ps-hogwild, not allreduce" -- $MPIRUN -np 2 "$DTRAIN" train "$M" "${A[@]}" --servers 2
 expect 2 "--slow-worker 0:5: rank 0 is not a worker" -- $MPIRUN -np 3 "$DTRAIN" train "$M" "${A[@]}" --mode ps-sync --slow-worker 0:5
 expect 2 "put -- between launch's flags and the command" -- "$DTRAIN" launch -n 2 train "$M" --max-steps 2
 out=$($MPIRUN -np 3 "$DTRAIN" train "$M" "${A[@]}" --batch 0 2>&1); rc=$?

@@ -31,10 +31,6 @@ typedef enum {
     DT_MODE_PS_HOGWILD  /* like nowait, applied by two threads without locks (races by design) */
 } dt_mode;
 
-/* "serial" | "allreduce" | "ps-sync" | "ps-async" | "ps-ssp" | "ps-async-nowait" |
- * "ps-hogwild" -> mode, -1 if unknown. */
-int dt_mode_from_name(const char *name);
-const char *dt_mode_name(dt_mode mode);
 
 /* How fully connected layers' gradients travel (Poseidon):
  *   DT_SFB_OFF   like every other layer (allreduce bucket / PS push + pull)
@@ -54,9 +50,6 @@ typedef enum { DT_SFB_OFF = 0, DT_SFB_ALL, DT_SFB_AUTO } dt_sfb_policy;
  *   DT_AR_HIER  a window per host, a ring per shard across hosts (shm.h) */
 typedef enum { DT_AR_AUTO = 0, DT_AR_RING, DT_AR_MPI, DT_AR_SHM, DT_AR_HIER } dt_ar_algo;
 
-/* "auto" | "ring" | "mpi" | "shm" | "hier" <-> dt_ar_algo (-1 for any other name). */
-int dt_ar_algo_from_name(const char *name);
-const char *dt_ar_algo_name(dt_ar_algo algo);
 
 /* How gradients travel on the wire (--grad-compression):
  *   DT_GC_NONE  fp32
@@ -112,13 +105,6 @@ typedef struct {
  * runs, for nworkers workers (DT_ERR_USAGE naming the flags otherwise). */
 dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers);
 
-/* A ps-* mode (parameter servers). */
-static inline int dt_mode_is_ps(dt_mode m) { return m >= DT_MODE_PS_SYNC; }
-/* Workers never wait for each other (ps-async, ps-async-nowait, ps-hogwild). */
-static inline int dt_mode_is_async(dt_mode m) {
-    return m == DT_MODE_PS_ASYNC || m == DT_MODE_PS_NOWAIT || m == DT_MODE_PS_HOGWILD;
-}
-
 typedef struct {
     MPI_Comm world;         /* the run's ranks (not owned): MPI_COMM_WORLD or a sweep group */
     MPI_Comm workers;       /* the worker ranks; MPI_COMM_NULL on servers */
@@ -126,6 +112,71 @@ typedef struct {
     int nservers, nworkers;
     int worker;             /* index among workers, -1 on a server */
 } dt_comm;
+
+/* ---- the table of modes and allreduce algorithms (modes.c) ---------------
+ *
+ * One row per mode says what it is: its name and one-line summary (the
+ * usage text prints them), the flags it reads (any other mode-specific flag
+ * is an error naming the modes that read it), how its parameter servers
+ * reply, and how its sync strategy is made. A new mode is a dt_mode value,
+ * a row, and its strategy. */
+
+/* Mode-specific flags a mode reads (dt_mode_info.flags). */
+enum {
+    DT_MF_SERVERS = 1 << 0,     /* --servers: the first S ranks are parameter servers */
+    DT_MF_STALENESS = 1 << 1,   /* --staleness */
+    DT_MF_ALGO = 1 << 2,        /* --allreduce-algo, --fusion-mb */
+    DT_MF_FACTORS = 1 << 3,     /* --sfb, --sacp (sufficient factors) */
+    DT_MF_GROUPS = 1 << 4,      /* --group-size */
+    DT_MF_COMPRESSION = 1 << 5  /* --grad-compression */
+};
+
+/* How a mode's parameter servers answer a worker's gradient (ps_proto.h). */
+typedef enum {
+    DT_PS_NONE = 0,   /* no servers */
+    DT_PS_CLOCKED,    /* when the clocks the worker may read are in (BSP, SSP) */
+    DT_PS_IMMEDIATE,  /* right after that worker's gradient is applied */
+    DT_PS_DEFERRED    /* at once with the shard as it is; gradients queued and applied later */
+} dt_ps_policy;
+
+typedef struct {
+    const char *name;
+    const char *summary;   /* one line for the usage text */
+    unsigned flags;        /* DT_MF_* it reads */
+    dt_ps_policy ps;
+    int racy;              /* deferred updates by two threads without locks (Hogwild!) */
+    int one_rank;          /* runs on one rank only */
+    /* Its sync strategy for a worker; c and cfg as dt_sync_*_create. */
+    dt_status (*create)(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg);
+} dt_mode_info;
+
+/* The row of mode m; the mode named name (-1 if none). */
+const dt_mode_info *dt_mode_info_of(dt_mode m);
+int dt_mode_from_name(const char *name);
+const char *dt_mode_name(dt_mode mode);
+/* The modes that read every flag of flags (0: all modes), as "a, b or c",
+ * into buf. */
+const char *dt_mode_list(unsigned flags, char *buf, size_t cap);
+/* DT_ERR_USAGE "FLAG applies to --mode LIST, not MODE" unless mode reads
+ * every flag of flags. */
+dt_status dt_mode_check_flag(dt_mode mode, unsigned flags, const char *flag);
+/* "  --mode M ..." and "  --allreduce-algo A ..." lines of the usage text:
+ * the flag's own text, then a line per row of the table. */
+void dt_mode_usage(FILE *out, const char *flag_text);
+void dt_ar_algo_usage(FILE *out, const char *flag_text);
+
+/* A ps-* mode (parameter servers). */
+static inline int dt_mode_is_ps(dt_mode m) { return dt_mode_info_of(m)->ps != DT_PS_NONE; }
+/* Workers never wait for each other (ps-async, ps-async-nowait, ps-hogwild). */
+static inline int dt_mode_is_async(dt_mode m) {
+    dt_ps_policy p = dt_mode_info_of(m)->ps;
+    return p == DT_PS_IMMEDIATE || p == DT_PS_DEFERRED;
+}
+/* "auto" | "ring" | "mpi" | "shm" | "hier" <-> dt_ar_algo (-1 for any other name). */
+int dt_ar_algo_from_name(const char *name);
+const char *dt_ar_algo_name(dt_ar_algo algo);
+/* "auto, ring, mpi, shm or hier" into buf. */
+const char *dt_ar_algo_list(char *buf, size_t cap);
 
 /* Splits world (the ranks of this run) into servers (ranks < nservers) and
  * workers. Every rank of world must call it. */

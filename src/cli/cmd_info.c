@@ -149,8 +149,10 @@ static void print_dot(const dt_net *net, const dt_model_spec *spec) {
 static dt_status print_plan(const dt_net *net, const dt_model_spec *spec, const char *mode_name, int workers,
                             int servers, const char *compression) {
     int m = dt_mode_from_name(mode_name);
-    if (m != DT_MODE_ALLREDUCE && m != DT_MODE_PS_SYNC)
-        return dt_fail(DT_ERR_USAGE, "--mode: the plan is for allreduce or ps-sync, not '%s'", mode_name);
+    char list[160];
+    dt_mode_list(DT_MF_FACTORS, list, sizeof list);
+    if (m < 0 || !(dt_mode_info_of((dt_mode)m)->flags & DT_MF_FACTORS))
+        return dt_fail(DT_ERR_USAGE, "--mode: the plan is for %s, not '%s'", list, mode_name);
     dt_grad_codec codec;
     DT_TRY(dt_grad_codec_parse(compression, &codec));
     dt_dist_cfg cfg = {.mode = (dt_mode)m, .sfb = DT_SFB_AUTO, .group_size = 1, .codec = codec};
@@ -158,12 +160,12 @@ static dt_status print_plan(const dt_net *net, const dt_model_spec *spec, const 
     dt_comm_plan plan;
     DT_TRY(dt_comm_plan_create(&plan, net, (dt_mode)m, DT_SFB_AUTO, workers, spec->batch, &codec));
     printf("plan: %s, %s, %d workers x batch %d", spec->path, mode_name, workers, spec->batch);
-    if (m == DT_MODE_PS_SYNC) printf(", %d server%s", servers, servers == 1 ? "" : "s");
+    if (dt_mode_is_ps((dt_mode)m)) printf(", %d server%s", servers, servers == 1 ? "" : "s");
     char name[32];
     if (codec.kind != DT_GC_NONE) printf(", gradients as %s", dt_grad_codec_name(&codec, name, sizeof name));
     printf("; bytes per worker per step, sent + received\n");
     dt_comm_plan_write(stdout, &plan, net);
-    if (m == DT_MODE_PS_SYNC)
+    if (dt_mode_is_ps((dt_mode)m))
         printf("plan: each server moves %.3f MB per step (its shard of %zu floats to and from %d workers)\n",
                2.0 * workers * (double)plan.ps_n / servers * sizeof(float) / 1e6, plan.ps_n / (size_t)servers,
                workers);

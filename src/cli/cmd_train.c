@@ -57,19 +57,20 @@ static const char train_usage[] =
     "                        in directory D, or (auto) in --checkpoint-dir if it has one;\n"
     "                        --log then appends to the existing log\n"
     "  --no-prefetch         build batches in the training thread\n"
-    "  --mode M              serial | allreduce | ps-sync | ps-async | ps-async-nowait |\n"
-    "                        ps-hogwild | ps-ssp (default: serial, or allreduce when\n"
-    "                        started on several ranks)\n"
+    ;
+static const char train_usage_mode[] =
+    "  --mode M              how workers share gradients (default: serial, or allreduce when\n"
+    "                        started on several ranks):\n";
+static const char train_usage_dist[] =
     "  --staleness S         ps-ssp: the fastest worker runs at most S clocks ahead (default 3)\n"
     "  --straggle P:MS       every worker sleeps MS ms in a step with probability P\n"
     "  --slow-worker R:MS    world rank R sleeps MS ms in every step\n"
     "  --servers S           ps-* modes: the first S ranks are parameter servers (default 1)\n"
     "  --fusion-mb X         allreduce: fusion bucket size in MiB (default 4; 0 = per layer)\n"
-    "  --allreduce-algo A    allreduce: auto (default: shm when every worker is on one\n"
-    "                        host and no --sfb/--sacp; hier across hosts with the same\n"
-    "                        number of workers, several; else dtrain's ring for buckets\n"
-    "                        of 16 Ki floats per worker or more, MPI_Iallreduce below),\n"
-    "                        shm, hier (a window per host, a ring across hosts), ring, mpi\n"
+    ;
+static const char train_usage_algo[] =
+    "  --allreduce-algo A    allreduce: how gradients are summed (default auto; docs/CLUSTER.md):\n";
+static const char train_usage_tail[] =
     "  --grad-compression C  allreduce: how gradients travel: none (default), bf16 or fp16\n"
     "                        (half the bytes; sums stay fp32), topk:R (the fraction R, as\n"
     "                        topk:0.01 or topk:1%, of largest gradients per bucket; the\n"
@@ -95,15 +96,14 @@ static const char *ranks_said(char *buf, size_t cap, int ranks, int in_sweep) {
 
 /* --mode/--servers/--sfb/--sacp/--group-size against the run's ranks. */
 static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, int ranks, int in_sweep) {
-    char has[64];
+    char has[64], list[160];
     if (!name) name = ranks > 1 ? "allreduce" : "serial";
     int m = dt_mode_from_name(name);
     if (m < 0)
-        return dt_fail(DT_ERR_USAGE, "--mode: unknown mode '%s' (serial, allreduce, ps-sync, ps-async, "
-                       "ps-async-nowait, ps-hogwild, ps-ssp)", name);
+        return dt_fail(DT_ERR_USAGE, "--mode: unknown mode '%s' (%s)", name, dt_mode_list(0, list, sizeof list));
     dc->mode = (dt_mode)m;
-    if (dc->mode == DT_MODE_SERIAL && ranks > 1)
-        return dt_fail(DT_ERR_USAGE, "--mode serial runs on one rank, %s (use allreduce or ps-sync)",
+    if (dt_mode_info_of(dc->mode)->one_rank && ranks > 1)
+        return dt_fail(DT_ERR_USAGE, "--mode %s runs on one rank, %s (use allreduce or ps-sync)", name,
                        ranks_said(has, sizeof has, ranks, in_sweep));
     dc->servers = dt_mode_is_ps(dc->mode) ? servers : 0;
     if (dt_mode_is_ps(dc->mode) && ranks < servers + 1)
@@ -217,20 +217,20 @@ static dt_status check_checkpoint_flags(const cli_train_args *a) {
 
 /* Flags that would do nothing in the mode chosen are errors, not ignored. */
 static dt_status check_mode_flags(const cli_train_args *a, const dt_dist_cfg *dc) {
-    const char *m = dt_mode_name(dc->mode);
-    if (a->given_servers && !dt_mode_is_ps(dc->mode))
-        return dt_fail(DT_ERR_USAGE, "--servers applies to the ps-* modes, not %s", m);
-    if (a->given_staleness && dc->mode != DT_MODE_PS_SSP)
-        return dt_fail(DT_ERR_USAGE, "--staleness applies to --mode ps-ssp, not %s", m);
-    if (a->ar_algo && dc->mode != DT_MODE_ALLREDUCE)
-        return dt_fail(DT_ERR_USAGE, "--allreduce-algo applies to --mode allreduce, not %s", m);
-    int window = dc->ar_algo == DT_AR_SHM || dc->ar_algo == DT_AR_HIER;
-    if (a->given_fusion && (dc->mode != DT_MODE_ALLREDUCE || window))
-        return dt_fail(DT_ERR_USAGE, "--fusion-mb applies to --mode allreduce with buckets (--allreduce-algo "
-                       "auto, ring or mpi), not %s%s%s", m, window ? " --allreduce-algo " : "",
-                       window ? dt_ar_algo_name(dc->ar_algo) : "");
-    if (a->given_group && dc->mode != DT_MODE_PS_SYNC && dc->mode != DT_MODE_PS_ASYNC)
-        return dt_fail(DT_ERR_USAGE, "--group-size applies to --mode ps-sync and ps-async, not %s", m);
+    const struct {
+        int given;
+        unsigned reads;
+        const char *flag;
+    } given[] = {{a->given_servers, DT_MF_SERVERS, "--servers"},
+                 {a->given_staleness, DT_MF_STALENESS, "--staleness"},
+                 {a->ar_algo != NULL, DT_MF_ALGO, "--allreduce-algo"},
+                 {a->given_fusion, DT_MF_ALGO, "--fusion-mb"},
+                 {a->given_group, DT_MF_GROUPS, "--group-size"}};
+    for (size_t i = 0; i < sizeof given / sizeof *given; i++)
+        if (given[i].given) DT_TRY(dt_mode_check_flag(dc->mode, given[i].reads, given[i].flag));
+    if (a->given_fusion && (dc->ar_algo == DT_AR_SHM || dc->ar_algo == DT_AR_HIER))
+        return dt_fail(DT_ERR_USAGE, "--fusion-mb applies to --allreduce-algo auto, ring or mpi (buckets), not %s",
+                       dt_ar_algo_name(dc->ar_algo));
     return DT_OK;
 }
 
@@ -332,7 +332,10 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
                       a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
                       a->group_size, NULL, DT_AR_AUTO, NULL, {DT_GC_NONE, 0}};
     int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
-    if (algo < 0) return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (auto, shm, hier, ring, mpi)", a->ar_algo);
+    char list[64];
+    if (algo < 0)
+        return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (%s)", a->ar_algo,
+                       dt_ar_algo_list(list, sizeof list));
     dc.ar_algo = (dt_ar_algo)algo;
     if (a->grad_compression) DT_TRY(dt_grad_codec_parse(a->grad_compression, &dc.codec));
     DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks, in_sweep));
@@ -415,7 +418,7 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
     fprintf(out, "%s), %s, %d thread%s, mode %s", dt_schedule_kind_name(ls->kind),
             dt_precision_name(spec->precision), nthreads, nthreads == 1 ? "" : "s", dt_mode_name(p->dist.mode));
     if (dt_mode_is_ps(p->dist.mode)) fprintf(out, " with %d server%s", p->dist.servers, p->dist.servers == 1 ? "" : "s");
-    if (p->dist.mode == DT_MODE_PS_SSP) fprintf(out, ", staleness %d", p->dist.staleness);
+    if (dt_mode_info_of(p->dist.mode)->flags & DT_MF_STALENESS) fprintf(out, ", staleness %d", p->dist.staleness);
     if (p->dist.sfb != DT_SFB_OFF) fprintf(out, ", %s", p->dist.sfb == DT_SFB_ALL ? "sfb" : "sacp");
     if (p->dist.group_size > 1)
         fprintf(out, ", %d groups of %d workers", comm->nworkers / p->dist.group_size, p->dist.group_size);
@@ -451,13 +454,7 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
         if (p->dist.sfb != DT_SFB_OFF) p->dist.plan_out = o->out;
     }
     dt_sync *sync = NULL;
-    dt_status s;
-    if (p->dist.mode == DT_MODE_SERIAL)
-        s = dt_sync_serial_create(&sync);
-    else if (p->dist.mode == DT_MODE_ALLREDUCE)
-        s = dt_sync_allreduce_create(&sync, comm, &p->dist);
-    else
-        s = dt_sync_ps_create(&sync, comm, &p->dist);
+    dt_status s = dt_mode_info_of(p->dist.mode)->create(&sync, comm, &p->dist);
     if (s == DT_OK) s = dt_train_run(&p->spec, o, sync, sum);
     s = close_timeline(p->dist.timeline, comm, s, env);
     if (sync) sync->free(sync); /* before the timeline: its threads record until it is freed */
@@ -498,6 +495,10 @@ int cmd_train(int argc, char **argv, cli_env *env, cli_signals *sig) {
     dt_status s = cli_train_parse(&a, argc, argv);
     if (s == DT_OK && a.help) {
         fputs(train_usage, stdout);
+        dt_mode_usage(stdout, train_usage_mode);
+        fputs(train_usage_dist, stdout);
+        dt_ar_algo_usage(stdout, train_usage_algo);
+        fputs(train_usage_tail, stdout);
         return 0;
     }
     cli_train_plan p;

@@ -10,30 +10,6 @@
 #include "dtrain/textfile.h"
 #include "dtrain/timer.h"
 
-static const char *const mode_names[] = {"serial", "allreduce", "ps-sync", "ps-async", "ps-ssp",
-                                         "ps-async-nowait", "ps-hogwild"};
-
-static const char *const ar_algo_names[] = {"auto", "ring", "mpi", "shm", "hier"};
-
-/* Index of name in names (count entries), -1 if absent. */
-static int name_index(const char *const *names, int count, const char *name) {
-    for (int i = 0; i < count; i++)
-        if (strcmp(name, names[i]) == 0) return i;
-    return -1;
-}
-
-int dt_mode_from_name(const char *name) {
-    return name_index(mode_names, (int)(sizeof mode_names / sizeof *mode_names), name);
-}
-
-const char *dt_mode_name(dt_mode mode) { return mode_names[mode]; }
-
-int dt_ar_algo_from_name(const char *name) {
-    return name_index(ar_algo_names, (int)(sizeof ar_algo_names / sizeof *ar_algo_names), name);
-}
-
-const char *dt_ar_algo_name(dt_ar_algo algo) { return ar_algo_names[algo]; }
-
 dt_status dt_mpi_check(int rc, const char *what) {
     if (rc == MPI_SUCCESS) return DT_OK;
     char msg[MPI_MAX_ERROR_STRING];

@@ -19,10 +19,9 @@ static dt_status check_codec(const dt_dist_cfg *cfg) {
     if (gc == DT_GC_NONE) return DT_OK;
     char name[32];
     dt_grad_codec_name(&cfg->codec, name, sizeof name);
-    if (cfg->mode != DT_MODE_ALLREDUCE)
-        return dt_fail(DT_ERR_USAGE, "--grad-compression %s works with --mode allreduce, not %s%s", name,
-                       dt_mode_name(cfg->mode), dt_mode_is_ps(cfg->mode) ? " (the parameter servers' messages "
-                                                                           "are fp32)" : "");
+    char flag[64];
+    snprintf(flag, sizeof flag, "--grad-compression %s", name);
+    DT_TRY(dt_mode_check_flag(cfg->mode, DT_MF_COMPRESSION, flag));
     dt_ar_algo algo = cfg->ar_algo;
     if (algo == DT_AR_SHM || algo == DT_AR_MPI || (gc == DT_GC_TOPK && algo != DT_AR_AUTO))
         return dt_fail(DT_ERR_USAGE, "--grad-compression %s and --allreduce-algo %s exclude each other (%s); "
@@ -35,10 +34,8 @@ static dt_status check_codec(const dt_dist_cfg *cfg) {
 }
 
 dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers) {
-    const char *mode = dt_mode_name(cfg->mode);
-    if (cfg->sfb != DT_SFB_OFF && cfg->mode != DT_MODE_ALLREDUCE && cfg->mode != DT_MODE_PS_SYNC)
-        return dt_fail(DT_ERR_USAGE, "--%s works with --mode allreduce or ps-sync, not %s",
-                       cfg->sfb == DT_SFB_ALL ? "sfb" : "sacp", mode);
+    if (cfg->sfb != DT_SFB_OFF)
+        DT_TRY(dt_mode_check_flag(cfg->mode, DT_MF_FACTORS, cfg->sfb == DT_SFB_ALL ? "--sfb" : "--sacp"));
     if ((cfg->ar_algo == DT_AR_SHM || cfg->ar_algo == DT_AR_HIER) && cfg->sfb != DT_SFB_OFF)
         return dt_fail(DT_ERR_USAGE, "--allreduce-algo %s and --%s exclude each other: factors are sent by "
                                      "buckets, and the %s sums whole shards at the end of the step",
@@ -47,8 +44,7 @@ dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers) {
     DT_TRY(check_codec(cfg));
     int k = cfg->group_size;
     if (k == 1) return DT_OK;
-    if (cfg->mode != DT_MODE_PS_SYNC && cfg->mode != DT_MODE_PS_ASYNC)
-        return dt_fail(DT_ERR_USAGE, "--group-size works with --mode ps-sync or ps-async, not %s", mode);
+    DT_TRY(dt_mode_check_flag(cfg->mode, DT_MF_GROUPS, "--group-size"));
     if (k < 1 || nworkers % k != 0)
         return dt_fail(DT_ERR_USAGE, "--group-size %d does not divide the %d workers", k, nworkers);
     if (cfg->sfb != DT_SFB_OFF) return dt_fail(DT_ERR_USAGE, "--group-size and --sfb/--sacp exclude each other");

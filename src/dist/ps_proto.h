@@ -57,7 +57,7 @@ enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP, PS_CTRL_PULL };
  * layers would be copied before the worker's previous gradient is applied
  * (measured: version lag 1.9 -> 2.4 for 5 % more img/s on 2 cores), so they
  * send the shard as it is when the gradient is complete. */
-static inline int ps_segmented(dt_mode mode) { return mode != DT_MODE_PS_NOWAIT && mode != DT_MODE_PS_HOGWILD; }
+static inline int ps_segmented(dt_mode mode) { return dt_mode_info_of(mode)->ps != DT_PS_DEFERRED; }
 
 /* The servers' vector is the parameters of every layer that is not SFB,
  * end to end (dt_comm_plan ps_offset); shards are ranges of it.

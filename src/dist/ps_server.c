@@ -614,10 +614,11 @@ static dt_status serve(server *sv) {
 static dt_status setup(server *sv) {
     DT_TRY(dt_net_create(&sv->net, sv->spec, 1, 1));
     sv->W = sv->comm->nworkers / sv->cfg->group_size;
-    sv->clocked = !dt_mode_is_async(sv->cfg->mode);
-    sv->deferred = sv->cfg->mode == DT_MODE_PS_NOWAIT || sv->cfg->mode == DT_MODE_PS_HOGWILD;
-    sv->hogwild = sv->cfg->mode == DT_MODE_PS_HOGWILD;
-    sv->staleness = sv->cfg->mode == DT_MODE_PS_SSP ? sv->cfg->staleness : 0;
+    const dt_mode_info *mode = dt_mode_info_of(sv->cfg->mode);
+    sv->clocked = mode->ps == DT_PS_CLOCKED;
+    sv->deferred = mode->ps == DT_PS_DEFERRED;
+    sv->hogwild = mode->racy;
+    sv->staleness = mode->flags & DT_MF_STALENESS ? sv->cfg->staleness : 0;
     /* Deferred: two slots, so a worker's next clock can arrive while its
      * last gradient still waits in the queue. */
     sv->nslots = sv->clocked ? sv->staleness + 2 : sv->deferred ? 2 : 1;

@@ -165,7 +165,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     DT_TRY(dt_optim_create(&p->ps_optim, dt_optim_config(dt_trainer_optim(t)), p->net, p->plan.ps_offset));
     p->hdr_len = PS_HDR_LEN + p->net->nlayers;
     DT_TRY(dt_alloc_bytes((void **)&p->hdr, sizeof(double) * (size_t)p->hdr_len * (size_t)S, "reply headers"));
-    if (p->cfg.mode == DT_MODE_PS_SSP && p->cfg.staleness > 0) {
+    if ((dt_mode_info_of(p->cfg.mode)->flags & DT_MF_STALENESS) && p->cfg.staleness > 0) {
         size_t n;
         p->nown = p->cfg.staleness + 1;
         DT_TRY(dt_mul_size(&n, (size_t)p->nown, p->net->nparams, "own gradients"));
