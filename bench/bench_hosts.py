@@ -9,6 +9,7 @@ each model (64 images per worker) and link it runs
     ring bf16          the same with --grad-compression bf16
     topk 1%            --mode allreduce --grad-compression topk:0.01
     ps-sync            --hosts h3:1,h1:1,h2:1 --mode ps-sync --servers 1
+    ps-sync bf16       the same with --grad-compression bf16
     ps-sync sacp       the same with --sacp
     ps-async, ps-ssp   the same modes (ps-ssp --staleness 2)
     DDP gloo           ../shared/reference/torch_ddp.py, rank 0 on h1, rank 1
@@ -46,6 +47,8 @@ RUNS = [('allreduce ring', WORKERS, RING, 'allreduce', []),
         ('topk 1%', WORKERS, ['--mode', 'allreduce', '--grad-compression', 'topk:0.01'], 'allreduce',
          ['--grad-compression', 'topk:0.01']),
         ('ps-sync', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1'], 'ps-sync', []),
+        ('ps-sync bf16', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1', '--grad-compression', 'bf16'], None,
+         []),
         ('ps-sync sacp', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1', '--sacp'], 'sacp', []),
         ('ps-async', WITH_SERVER, ['--mode', 'ps-async', '--servers', '1'], None, []),
         ('ps-ssp', WITH_SERVER, ['--mode', 'ps-ssp', '--servers', '1', '--staleness', '2'], None, [])]

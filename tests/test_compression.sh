@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# --grad-compression in --mode allreduce (src/dist/codec.h): bf16 and fp16
-# stay within a stated distance of serial with the global batch after 25
-# steps (and do round: they differ from it); top-k with R = 1 sends every
+# --grad-compression (src/dist/codec.h): in allreduce and ps-sync, bf16 and
+# fp16 stay within a stated distance of serial with the global batch after
+# 25 steps (and do round: they differ from it); every server policy runs
+# with bf16 and a resumed bf16 ps-sync run equals an uninterrupted one;
+# top-k with R = 1 sends every
 # value and equals the uncompressed ring bit for bit; bytes per step are
 # the formulas' (ring halved; top-k (P-1) k 8 each way); info --plan halves
 # the dense bytes; on real data, mlp with top-k 1% over 2 workers reaches
@@ -25,11 +27,25 @@ same serial2 ar2_bf16 $TOL_BF16
 same serial2 ar2_fp16 $TOL_FP16
 check "bf16 rounds (differs from fp32)" bash -c "! /usr/bin/python3 '$SRC/tests/ckpt_diff.py' '$TMP/serial2.ckpt' '$TMP/ar2_bf16.ckpt' 1e-6"
 same ar2_ring ar2_topk1 0
+# Parameter servers: the pushed gradients and the replies in 16-bit words,
+# so the workers also compute on rounded parameters, and the difference
+# grows faster than the ring's (synthetic data at lr 0.05 amplifies it:
+# after 25 steps bf16 8.1e-3, fp16 6.9e-3 in the momentum): compared after
+# 3 steps (measured: bf16 5.0e-3, fp16 3.8e-5); the servers' shard and
+# sums stay fp32.
+TOL_PS_FP16=2e-4
+run ps2_bf16 3 --batch 8 --mode ps-sync --grad-compression bf16
+train_ckpt serial2_3 1 "$TMP/net.cfg" --max-steps 3 --batch 16
+train_ckpt ps2_bf16_3 3 "$TMP/net.cfg" --max-steps 3 --batch 8 --mode ps-sync --grad-compression bf16
+train_ckpt ps2_fp16_3 3 "$TMP/net.cfg" --max-steps 3 --batch 8 --mode ps-sync --grad-compression fp16
+same serial2_3 ps2_bf16_3 $TOL_BF16
+same serial2_3 ps2_fp16_3 $TOL_PS_FP16
 bytes() { sed -n 's/.*"bytes_per_step":\([0-9]*\).*/\1/p' "$TMP/$1.out"; }
 # small_net: 7334 floats, one bucket; sent + received per step.
 check "ring bytes: 2 x 2 (1/2) 7334 4" test "$(bytes ar2_ring)" = 58672
 check "bf16 bytes: half" test "$(bytes ar2_bf16)" = 29336
 check "top-k 0.1 bytes: 2 x ceil(733.4) 8" test "$(bytes ar2_topk)" = 11744
+check "ps-sync bf16 bytes: a push and a pull of 7334 x 2" test "$(bytes ps2_bf16)" = 29336
 timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
     --threads 1 --max-steps 2 --grad-compression topk:0.1 > "$TMP/start.out" 2>&1
 check "start line names the compression" grep -q "gradients as topk:0.1$" "$TMP/start.out"
@@ -40,6 +56,17 @@ if [ -z "${DT_SANITIZE:-}" ]; then
     run ar3_fp16 3 --batch 7 --grad-compression fp16
     same serial3 ar3_bf16 $TOL_BF16
     same serial3 ar3_fp16 $TOL_FP16
+    # Every server policy with bf16 (2 servers: segments cut between them),
+    # and a resumed bf16 ps-sync run ends where an uninterrupted one does
+    # (pulls and checkpoints move fp32).
+    for m in "ps-async --servers 2" "ps-ssp --staleness 2" "ps-async-nowait" "ps-hogwild --servers 2"; do
+        run "ps_${m%% *}" 4 --batch 8 --mode $m --grad-compression bf16
+    done
+    P=(--batch 8 --mode ps-sync --grad-compression bf16 --checkpoint-every 10)
+    train_ckpt ps_straight 3 "$TMP/net.cfg" --max-steps 20 "${P[@]}"
+    train_ckpt ps_half 3 "$TMP/net.cfg" --max-steps 10 "${P[@]}"
+    train_ckpt ps_resumed 3 "$TMP/net.cfg" --max-steps 20 "${P[@]}" --resume "$TMP/ps_half.ckpt"
+    same ps_straight ps_resumed 0
     # Real data: the model file's global batch of 64 over 2 workers.
     timeout 300 mpirun --oversubscribe --bind-to none -np 2 "$DTRAIN" train "$SRC/examples/mlp.cfg" --epochs 1 \
         --threads 1 --batch 32 --grad-compression topk:1% --quiet > "$TMP/mlp.out" 2>&1
@@ -55,13 +82,20 @@ import re, sys
 usual = [re.findall(r"usual +([0-9.]+) MB", open(f).read()) for f in sys.argv[1:]]
 assert usual[0][1] == "0.056" and usual[1][1] == "0.028", usual
 PY
-expect 2 "^dtrain: --grad-compression bf16 applies to --mode allreduce, not ps-sync$" -- "$DTRAIN" info \
-    "$TMP/net.cfg" --plan --grad-compression bf16
+"$DTRAIN" info "$TMP/net.cfg" --plan > "$TMP/plan_ps.out"
+"$DTRAIN" info "$TMP/net.cfg" --plan --grad-compression bf16 > "$TMP/plan_ps16.out"
+check "info --plan ps-sync: bf16 halves what a server moves" /usr/bin/python3 - "$TMP/plan_ps.out" "$TMP/plan_ps16.out" <<'PY'
+import re, sys
+mb = [float(re.findall(r"each server moves ([0-9.]+) MB", open(f).read())[0]) for f in sys.argv[1:]]
+assert abs(mb[1] - mb[0] / 2) < 2e-3, mb
+PY
+expect 2 "^dtrain: --grad-compression topk:0.01 works with --mode allreduce; the parameter servers take bf16 or fp16$" \
+    -- "$DTRAIN" info "$TMP/net.cfg" --plan --grad-compression topk:1%
 expect 2 "^dtrain: --grad-compression: unknown 'zip' \(none, bf16, fp16, topk:R\)$" -- "$DTRAIN" train "$TMP/net.cfg" \
     --dataset synthetic --grad-compression zip
 expect 2 "topk:0: R must be a fraction in \(0, 1\]" -- "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
     --grad-compression topk:0
-expect 2 "--grad-compression bf16 applies to --mode allreduce, not serial" -- "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
+expect 2 "--grad-compression bf16 applies to --mode allreduce, ps-sync, ps-async, ps-ssp, ps-async-nowait or ps-hogwild, not serial" -- "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
     --grad-compression bf16
 expect 2 "exclude each other \(the window moves nothing over a wire\)" -- mpirun --oversubscribe -np 2 "$DTRAIN" \
     train "$TMP/net.cfg" --dataset synthetic --grad-compression bf16 --allreduce-algo shm

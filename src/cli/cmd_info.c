@@ -167,8 +167,8 @@ static dt_status print_plan(const dt_net *net, const dt_model_spec *spec, const 
     dt_comm_plan_write(stdout, &plan, net);
     if (dt_mode_is_ps((dt_mode)m))
         printf("plan: each server moves %.3f MB per step (its shard of %zu floats to and from %d workers)\n",
-               2.0 * workers * (double)plan.ps_n / servers * sizeof(float) / 1e6, plan.ps_n / (size_t)servers,
-               workers);
+               workers * dt_dense_bytes((dt_mode)m, plan.ps_n, workers, &codec) / servers / 1e6,
+               plan.ps_n / (size_t)servers, workers);
     dt_comm_plan_free(&plan);
     return DT_OK;
 }

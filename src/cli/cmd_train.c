@@ -71,10 +71,10 @@ static const char train_usage_dist[] =
 static const char train_usage_algo[] =
     "  --allreduce-algo A    allreduce: how gradients are summed (default auto; docs/CLUSTER.md):\n";
 static const char train_usage_tail[] =
-    "  --grad-compression C  allreduce: how gradients travel: none (default), bf16 or fp16\n"
-    "                        (half the bytes; sums stay fp32), topk:R (the fraction R, as\n"
-    "                        topk:0.01 or topk:1%, of largest gradients per bucket; the\n"
-    "                        rest is carried to the next step)\n"
+    "  --grad-compression C  allreduce, ps-*: how gradients travel: none (default), bf16 or\n"
+    "                        fp16 (half the bytes; sums and the servers' weights stay fp32),\n"
+    "                        topk:R (allreduce: the fraction R, as topk:0.01 or topk:1%, of\n"
+    "                        largest gradients per bucket; the rest is carried to the next step)\n"
     "  --sfb                 allreduce, ps-sync: fully connected layers exchange sufficient\n"
     "                        factors between workers instead of their gradients\n"
     "  --sacp                allreduce, ps-sync: per layer, whichever of the two moves fewer\n"

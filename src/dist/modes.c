@@ -15,15 +15,15 @@ static const dt_mode_info modes[] = {
     {"allreduce", "every worker sums every gradient (Horovod, DDP)",
      DT_MF_ALGO | DT_MF_FACTORS | DT_MF_COMPRESSION, DT_PS_NONE, 0, 0, dt_sync_allreduce_create},
     {"ps-sync", "servers apply a clock once every gradient is in",
-     DT_MF_SERVERS | DT_MF_FACTORS | DT_MF_GROUPS, DT_PS_CLOCKED, 0, 0, dt_sync_ps_create},
+     DT_MF_SERVERS | DT_MF_FACTORS | DT_MF_GROUPS | DT_MF_COMPRESSION, DT_PS_CLOCKED, 0, 0, dt_sync_ps_create},
     {"ps-async", "servers apply each gradient on arrival",
-     DT_MF_SERVERS | DT_MF_GROUPS, DT_PS_IMMEDIATE, 0, 0, dt_sync_ps_create},
+     DT_MF_SERVERS | DT_MF_GROUPS | DT_MF_COMPRESSION, DT_PS_IMMEDIATE, 0, 0, dt_sync_ps_create},
     {"ps-ssp", "workers at most --staleness clocks apart (SSP)",
-     DT_MF_SERVERS | DT_MF_STALENESS, DT_PS_CLOCKED, 0, 0, dt_sync_ps_create},
+     DT_MF_SERVERS | DT_MF_STALENESS | DT_MF_COMPRESSION, DT_PS_CLOCKED, 0, 0, dt_sync_ps_create},
     {"ps-async-nowait", "servers reply at once, apply the gradients later",
-     DT_MF_SERVERS, DT_PS_DEFERRED, 0, 0, dt_sync_ps_create},
+     DT_MF_SERVERS | DT_MF_COMPRESSION, DT_PS_DEFERRED, 0, 0, dt_sync_ps_create},
     {"ps-hogwild", "ps-async-nowait, two threads, no locks",
-     DT_MF_SERVERS, DT_PS_DEFERRED, 1, 0, dt_sync_ps_create},
+     DT_MF_SERVERS | DT_MF_COMPRESSION, DT_PS_DEFERRED, 1, 0, dt_sync_ps_create},
 };
 enum { NMODES = (int)(sizeof modes / sizeof *modes) };
 

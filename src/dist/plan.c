@@ -4,6 +4,7 @@
 
 #include "dtrain/dist.h"
 #include "dtrain/mem.h"
+#include "codec.h"
 
 void dt_shard_range(size_t n, int shards, int s, size_t *lo, size_t *hi) {
     /* The first n % shards shards get one extra float. */
@@ -22,6 +23,9 @@ static dt_status check_codec(const dt_dist_cfg *cfg) {
     char flag[64];
     snprintf(flag, sizeof flag, "--grad-compression %s", name);
     DT_TRY(dt_mode_check_flag(cfg->mode, DT_MF_COMPRESSION, flag));
+    if (dt_mode_is_ps(cfg->mode) && gc == DT_GC_TOPK)
+        return dt_fail(DT_ERR_USAGE, "--grad-compression %s works with --mode allreduce; the parameter servers "
+                                     "take bf16 or fp16", name);
     dt_ar_algo algo = cfg->ar_algo;
     if (algo == DT_AR_SHM || algo == DT_AR_MPI || (gc == DT_GC_TOPK && algo != DT_AR_AUTO))
         return dt_fail(DT_ERR_USAGE, "--grad-compression %s and --allreduce-algo %s exclude each other (%s); "
@@ -54,7 +58,8 @@ dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers) {
 double dt_dense_bytes(dt_mode mode, size_t n, int P, const dt_grad_codec *codec) {
     if (P <= 1) return 0;
     if (mode == DT_MODE_ALLREDUCE) return 2 * dt_allreduce_bytes_each_way(codec, n, P);
-    return 2.0 * (double)n * sizeof(float);
+    /* A push and a pull, in 16-bit words under bf16/fp16. */
+    return 2.0 * (double)n * (codec && dt_gc_is_half(codec->kind) ? sizeof(uint16_t) : sizeof(float));
 }
 
 double dt_sfb_bytes(int M, int N, int K, int P) {

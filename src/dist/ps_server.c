@@ -21,6 +21,11 @@
  * So the top layers' parameters travel while the worker still runs the
  * lower layers' backward. Per-element arithmetic is the same as applying
  * the whole shard at once.
+ * --grad-compression bf16/fp16: a clock's gradient segments arrive in
+ * 16-bit words and are decoded into their fp32 slot as each arrives; its
+ * replies are encoded from the shard (a snapshot, in effect) as they are
+ * sent. The sums, the shard and the optimiser state stay fp32; pulls, the
+ * start and checkpoints move fp32.
  * All MPI calls are made by the server's main thread; appliers only compute.
  * Waits by polling with a growing sleep, so an idle server takes no core. */
 #include <pthread.h>
@@ -32,6 +37,7 @@
 #include "dtrain/mem.h"
 #include "dtrain/optim.h"
 #include "dtrain/timer.h"
+#include "codec.h"
 #include "ps_proto.h"
 
 enum { HOGWILD_APPLIERS = 2 };
@@ -65,6 +71,9 @@ typedef struct {
     float *lr;               /* (W, nslots) the learning rate each clock came with */
     float *sum;              /* (n) */
     float *reply;            /* (W, n) snapshot being sent to each worker */
+    dt_gc_kind wire;         /* bf16/fp16: a clock's messages in 16-bit words; else DT_GC_NONE */
+    uint16_t *wire_recv;     /* wire: (W, n) w's gradient segments as they arrive */
+    uint16_t *wire_reply;    /* wire: (W, n) w's reply, encoded */
     int hdr_len;             /* PS_HDR_LEN + nseg */
     double *hdr;             /* (W, hdr_len) reply headers */
     double (*ctrl)[PS_CTRL_LEN]; /* (W) control receive buffers */
@@ -132,10 +141,14 @@ static dt_status post_ctrl(server *sv, int w) {
 static dt_status post_grads(server *sv, int w) {
     MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
     float *dst = slot_of(sv, w, sv->wclock[w]);
-    for (int k = 0; k < sv->nseg; k++)
-        DT_TRY(dt_mpi_check(MPI_Irecv(dst + sv->seg_lo[k], (int)(sv->seg_hi[k] - sv->seg_lo[k]), MPI_FLOAT,
-                                      world_rank_of(sv, w), PS_TAG_GRAD, sv->comm->world, &r[k]),
+    uint16_t *words = sv->wire ? sv->wire_recv + (size_t)w * sv->n : NULL;
+    for (int k = 0; k < sv->nseg; k++) {
+        size_t lo = sv->seg_lo[k];
+        DT_TRY(dt_mpi_check(MPI_Irecv(words ? (void *)(words + lo) : dst + lo, (int)(sv->seg_hi[k] - lo),
+                                      words ? MPI_UINT16_T : MPI_FLOAT, world_rank_of(sv, w), PS_TAG_GRAD,
+                                      sv->comm->world, &r[k]),
                             "gradient receive (MPI_Irecv)"));
+    }
     sv->ngrad[w] = sv->nseg;
     sv->seg_done[w] = sv->seg_sent[w] = 0;
     sv->receiving[w] = 1;
@@ -354,24 +367,35 @@ static dt_status send_header(server *sv, int w, long lag, const long *v_read) {
 }
 
 /* Sends w floats [lo, hi) of src (the shard, or a snapshot of it) as
- * request `slot` of its reply. */
-static dt_status send_params(server *sv, int w, const float *src, size_t lo, size_t hi, int slot) {
+ * request `slot` of its reply; a clock's reply (clock) goes encoded when
+ * the wire is 16-bit. */
+static dt_status send_params(server *sv, int w, const float *src, size_t lo, size_t hi, int slot, int clock) {
     double t0 = dt_now();
     int to = world_rank_of(sv, w);
-    DT_TRY(dt_mpi_check(MPI_Isend(src + lo, (int)(hi - lo), MPI_FLOAT, to, PS_TAG_PARAM, sv->comm->world,
+    const void *data = src + lo;
+    MPI_Datatype type = MPI_FLOAT;
+    if (clock && sv->wire) {
+        uint16_t *words = sv->wire_reply + (size_t)w * sv->n + lo;
+        dt_half_encode(sv->wire, src + lo, words, hi - lo);
+        data = words;
+        type = MPI_UINT16_T;
+    }
+    DT_TRY(dt_mpi_check(MPI_Isend(data, (int)(hi - lo), type, to, PS_TAG_PARAM, sv->comm->world,
                                   &reply_reqs(sv, w)[slot]),
                         "parameter reply (MPI_Isend)"));
+    double bytes = (double)(hi - lo) * (type == MPI_FLOAT ? sizeof(float) : sizeof(uint16_t));
     dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_COMM, "reply", t0, dt_now(),
-                     (dt_tl_arg[]){{"worker", to}, {"bytes", (double)((hi - lo) * sizeof(float))}}, 2);
+                     (dt_tl_arg[]){{"worker", to}, {"bytes", bytes}}, 2);
     return DT_OK;
 }
 
-/* Sends w a snapshot of the whole shard with its header. */
-static dt_status reply(server *sv, int w, long lag) {
+/* Sends w a snapshot of the whole shard with its header: a clock's reply
+ * (clock), or a pull's. */
+static dt_status reply(server *sv, int w, long lag, int clock) {
     DT_TRY(wait_replies(sv, w));
     const float *snap = take_snapshot(sv, w, 0, sv->n);
     DT_TRY(send_header(sv, w, lag, NULL));
-    return send_params(sv, w, snap, 0, sv->n, 1);
+    return send_params(sv, w, snap, 0, sv->n, 1, clock);
 }
 
 /* ps-async: the first segment of w's gradient is here (or, on a shard
@@ -398,7 +422,7 @@ static dt_status async_segment(server *sv, int w, int k) {
     dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_UPDATE, "apply", t0, dt_now(),
                      (dt_tl_arg[]){{"worker", world_rank_of(sv, w)}, {"clock", sv->wclock[w]}, {"segment", k}},
                      3);
-    return send_params(sv, w, take_snapshot(sv, w, lo, hi), lo, hi, 1 + k);
+    return send_params(sv, w, take_snapshot(sv, w, lo, hi), lo, hi, 1 + k, 1);
 }
 
 /* Clock c's step on segment k of the shard: every worker's gradient
@@ -455,7 +479,7 @@ static dt_status advance_reply(server *sv, int w) {
         if (k == 0) DT_TRY(wait_replies(sv, w));
         const float *src = sv->staleness > 0 ? take_snapshot(sv, w, sv->seg_lo[k], sv->seg_hi[k]) : sv->params;
         h[PS_HDR_LEN + k] = (double)sv->seg_committed[k];
-        DT_TRY(send_params(sv, w, src, sv->seg_lo[k], sv->seg_hi[k], 1 + k));
+        DT_TRY(send_params(sv, w, src, sv->seg_lo[k], sv->seg_hi[k], 1 + k, 1));
     }
     /* (With segments all sent the whole clocks are there too; an empty
      * shard has only them to wait for.) */
@@ -486,11 +510,13 @@ static dt_status gradient_complete(server *sv, int w) {
     sv->receiving[w] = 0;
     sv->arrived[w] = c + 1;
     dt_timeline_span(sv->cfg->timeline, DT_TL_RECV + w, DT_TL_CAT_COMM, "receive gradients", sv->grad_posted[w],
-                     dt_now(), (dt_tl_arg[]){{"clock", c}, {"bytes", (double)(sv->n * sizeof(float))}}, 2);
+                     dt_now(),
+                     (dt_tl_arg[]){{"clock", c}, {"bytes", (double)(sv->n * (sv->wire ? sizeof(uint16_t) : sizeof(float)))}},
+                     2);
     if (sv->deferred) {
         long lag = current_version(sv) - sv->v_read[w];
         enqueue(sv, w, c);
-        return reply(sv, w, lag);
+        return reply(sv, w, lag, 1);
     }
     if (!sv->clocked) { /* ps-async: its segments have all gone back */
         if (sv->nseg == 0) DT_TRY(async_reply_begins(sv, w));
@@ -517,7 +543,7 @@ static dt_status serve_pulls(server *sv, int *progressed) {
         if (sv->clocked && (sv->committed < sv->arrived[w] || sv->receiving[w])) continue;
         sv->pulling[w] = 0;
         *progressed = 1;
-        DT_TRY(reply(sv, w, 0));
+        DT_TRY(reply(sv, w, 0, 0));
     }
     return DT_OK;
 }
@@ -533,6 +559,11 @@ static dt_status take_segments(server *sv, int w, int *progressed) {
         if (!done) return DT_OK;
         int k = sv->seg_done[w]++;
         *progressed = 1;
+        if (sv->wire) {
+            size_t lo = sv->seg_lo[k];
+            dt_half_decode(sv->wire, sv->wire_recv + (size_t)w * sv->n + lo, slot_of(sv, w, sv->wclock[w]) + lo,
+                           sv->seg_hi[k] - lo);
+        }
         if (ps_segmented(sv->cfg->mode)) DT_TRY(sv->clocked ? clocked_progress(sv) : async_segment(sv, w, k));
     }
     *progressed = 1;
@@ -622,7 +653,8 @@ static dt_status setup(server *sv) {
     /* Deferred: two slots, so a worker's next clock can arrive while its
      * last gradient still waits in the queue. */
     sv->nslots = sv->clocked ? sv->staleness + 2 : sv->deferred ? 2 : 1;
-    DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch, NULL));
+    DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch,
+                               &sv->cfg->codec));
     DT_TRY(dt_optim_create(&sv->optim, &sv->spec->optim, sv->net, sv->plan.ps_offset));
     ps_shard(sv->optim, sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
     sv->n = sv->hi - sv->lo;
@@ -640,6 +672,11 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_alloc_floats(&sv->sum, sv->n, "server shard"));
     DT_TRY(dt_alloc_floats(&sv->recv, rn, "server gradients"));
     DT_TRY(dt_alloc_floats(&sv->reply, wn, "server replies"));
+    sv->wire = dt_gc_is_half(sv->cfg->codec.kind) ? sv->cfg->codec.kind : DT_GC_NONE;
+    if (sv->wire) {
+        DT_TRY(dt_alloc_bytes((void **)&sv->wire_recv, wn * sizeof(uint16_t), "server gradients"));
+        DT_TRY(dt_alloc_bytes((void **)&sv->wire_reply, wn * sizeof(uint16_t), "server replies"));
+    }
     DT_TRY(dt_alloc_floats(&sv->lr, W * S, "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->hdr, W * (size_t)sv->hdr_len * sizeof(double), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_committed, L * sizeof(long), "server"));
@@ -710,7 +747,8 @@ static void teardown(server *sv) {
                     sv->ctrl_req, sv->reply_req, sv->grad_req, sv->ngrad, sv->receiving, sv->awaiting,
                     sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,
                     sv->slot_busy, sv->post_pending, sv->grad_posted, sv->seg_lo, sv->seg_hi, sv->seg_done,
-                    sv->seg_lr, sv->seg_lag, sv->seg_version, sv->seg_committed, sv->seg_sent};
+                    sv->seg_lr, sv->seg_lag, sv->seg_version, sv->seg_committed, sv->seg_sent,
+                    sv->wire_recv, sv->wire_reply};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dt_free(bufs[i]);
 }
 

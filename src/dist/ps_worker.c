@@ -8,12 +8,18 @@
  * ps-ssp's read-my-writes: the shards a worker receives may lack its own
  * latest clocks (up to s); it applies its own gradients of those clocks
  * (as a plain SGD step of lr/W each, its share of the averaged update) on
- * top, so its own updates are visible to it at once. */
+ * top, so its own updates are visible to it at once.
+ * --grad-compression bf16/fp16: a clock's traffic (pushed gradients, the
+ * replies) travels in 16-bit words, encoded into and decoded from buffers
+ * laid out like the flat parameters; the start, pulls and the optimiser
+ * state stay fp32, so evaluation and checkpoints see the servers' exact
+ * master weights. */
 
 #include "dtrain/dist.h"
 #include "dtrain/mem.h"
 #include "dtrain/optim.h"
 #include "dtrain/timer.h"
+#include "codec.h"
 #include "group.h"
 #include "ps_proto.h"
 #include "sfb.h"
@@ -50,6 +56,10 @@ typedef struct {
                                    * backward writes clock c's into slot c % (s + 1) */
     float *own_lr;                /* (s + 1) their learning rates */
     int nown;                     /* s + 1, or 0 when not ps-ssp */
+    dt_gc_kind wire;              /* bf16/fp16: a clock's messages in 16-bit words; else DT_GC_NONE */
+    uint16_t *wire_grads;         /* wire: (nparams) the pushed gradients, encoded */
+    uint16_t *wire_params;        /* wire: (nparams) the clock's replies, before decoding */
+    MPI_Datatype *wire_type;      /* wire: (nservers) shard s within wire_params */
 } ps_ctx;
 
 static dt_status send_ctrl(ps_ctx *p, int kind, long clock, float lr) {
@@ -89,12 +99,19 @@ static dt_status push_layer(ps_ctx *p, int layer) {
         ps_overlap(off, layer, p->shard_lo[s], p->shard_hi[s], &a, &b);
         if (a == b) continue;
         size_t at = p->net->param_offset[layer] + (a - off[layer]);
-        DT_TRY(add_req(p, MPI_Isend(p->net->grads + at, (int)(b - a), MPI_FLOAT, s, PS_TAG_GRAD, p->comm.world,
-                                    &p->reqs[p->nreqs]),
+        const void *grads = p->net->grads + at;
+        void *params = p->net->params + at;
+        MPI_Datatype type = MPI_FLOAT;
+        if (p->wire) {
+            dt_half_encode(p->wire, p->net->grads + at, p->wire_grads + at, b - a);
+            grads = p->wire_grads + at;
+            params = p->wire_params + at;
+            type = MPI_UINT16_T;
+        }
+        DT_TRY(add_req(p, MPI_Isend(grads, (int)(b - a), type, s, PS_TAG_GRAD, p->comm.world, &p->reqs[p->nreqs]),
                        -1, "gradient push (MPI_Isend)"));
         if (!ps_segmented(p->cfg.mode)) continue;
-        DT_TRY(add_req(p, MPI_Irecv(p->net->params + at, (int)(b - a), MPI_FLOAT, s, PS_TAG_PARAM, p->comm.world,
-                                    &p->reqs[p->nreqs]),
+        DT_TRY(add_req(p, MPI_Irecv(params, (int)(b - a), type, s, PS_TAG_PARAM, p->comm.world, &p->reqs[p->nreqs]),
                        s, "parameter pull (MPI_Irecv)"));
     }
     return DT_OK;
@@ -119,9 +136,10 @@ static void ps_grad_ready(void *ctx, int layer) {
     }
 }
 
-/* Shard s's floats within the flat parameters: the pieces of each held
- * layer that fall in [shard_lo[s], shard_hi[s]) of the servers' vector. */
-static dt_status make_shard_type(ps_ctx *p, int s) {
+/* Shard s's elements (of type base) within a buffer laid out like the flat
+ * parameters: the pieces of each held layer that fall in [shard_lo[s],
+ * shard_hi[s]) of the servers' vector. */
+static dt_status make_shard_type(ps_ctx *p, int s, MPI_Datatype base, MPI_Datatype *out) {
     const dt_net *net = p->net;
     int *len, *disp, n = 0;
     DT_TRY(dt_alloc_bytes((void **)&len, sizeof(int) * (size_t)net->nlayers, "shard layout"));
@@ -134,8 +152,8 @@ static dt_status make_shard_type(ps_ctx *p, int s) {
         disp[n++] = (int)(net->param_offset[i] + (a - p->plan.ps_offset[i]));
     }
     if (st == DT_OK)
-        st = dt_mpi_check(MPI_Type_indexed(n, len, disp, MPI_FLOAT, &p->shard_type[s]), "MPI_Type_indexed");
-    if (st == DT_OK) st = dt_mpi_check(MPI_Type_commit(&p->shard_type[s]), "MPI_Type_commit");
+        st = dt_mpi_check(MPI_Type_indexed(n, len, disp, base, out), "MPI_Type_indexed");
+    if (st == DT_OK) st = dt_mpi_check(MPI_Type_commit(out), "MPI_Type_commit");
     dt_free(len);
     dt_free(disp);
     return st;
@@ -156,11 +174,16 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     DT_TRY(dt_alloc_bytes((void **)&p->sfb_reqs, sizeof(MPI_Request) * 2 * (size_t)p->net->nlayers,
                           "requests"));
     DT_TRY(dt_alloc_bytes((void **)&p->shard_type, sizeof(MPI_Datatype) * (size_t)S, "shards"));
+    DT_TRY(dt_alloc_bytes((void **)&p->wire_type, sizeof(MPI_Datatype) * (size_t)S, "shards"));
+    for (int s = 0; s < S; s++) p->shard_type[s] = p->wire_type[s] = MPI_DATATYPE_NULL;
+    if (p->wire) {
+        DT_TRY(dt_alloc_bytes((void **)&p->wire_grads, sizeof(uint16_t) * p->net->nparams, "encoded gradients"));
+        DT_TRY(dt_alloc_bytes((void **)&p->wire_params, sizeof(uint16_t) * p->net->nparams, "encoded parameters"));
+    }
     DT_TRY(dt_alloc_bytes((void **)&p->sub_reqs, sizeof(MPI_Request) * (size_t)p->net->nlayers, "requests"));
     if (p->k > 1)
         DT_TRY(dt_mpi_check(MPI_Comm_split(p->comm.workers, p->comm.worker / p->k, p->comm.worker, &p->sub),
                             "worker groups (MPI_Comm_split)"));
-    for (int s = 0; s < S; s++) p->shard_type[s] = MPI_DATATYPE_NULL;
     DT_TRY(dt_sfb_setup(sy, &p->plan, &p->sfb, p->net, &p->cfg, &p->comm));
     DT_TRY(dt_optim_create(&p->ps_optim, dt_optim_config(dt_trainer_optim(t)), p->net, p->plan.ps_offset));
     p->hdr_len = PS_HDR_LEN + p->net->nlayers;
@@ -175,7 +198,8 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     }
     for (int s = 0; s < S; s++) {
         ps_shard(p->ps_optim, p->plan.ps_n, S, s, &p->shard_lo[s], &p->shard_hi[s]);
-        DT_TRY(make_shard_type(p, s));
+        DT_TRY(make_shard_type(p, s, MPI_FLOAT, &p->shard_type[s]));
+        if (p->wire) DT_TRY(make_shard_type(p, s, MPI_UINT16_T, &p->wire_type[s]));
         p->ctrl_reqs[s] = MPI_REQUEST_NULL;
     }
     float *state = dt_trainer_opt_state(t);
@@ -239,14 +263,16 @@ static void on_stall(void *arg, double waited, int report) {
 static double *hdr_of(const ps_ctx *p, int s) { return p->hdr + (size_t)s * (size_t)p->hdr_len; }
 
 /* Posts the receives of every server's reply into reqs: the header, then
- * the whole shard unless its segments are already on their way. */
-static dt_status post_replies(ps_ctx *p, int whole) {
+ * the whole shard unless its segments are already on their way (wire: a
+ * clock's, encoded, into wire_params). */
+static dt_status post_replies(ps_ctx *p, int whole, int wire) {
     for (int s = 0; s < p->comm.nservers; s++) {
         DT_TRY(add_req(p, MPI_Irecv(hdr_of(p, s), p->hdr_len, MPI_DOUBLE, s, PS_TAG_HDR, p->comm.world,
                                     &p->reqs[p->nreqs]),
                        s, "parameter pull (MPI_Irecv)"));
         if (whole)
-            DT_TRY(add_req(p, MPI_Irecv(p->net->params, 1, p->shard_type[s], s, PS_TAG_PARAM, p->comm.world,
+            DT_TRY(add_req(p, MPI_Irecv(wire ? (void *)p->wire_params : p->net->params, 1,
+                                        wire ? p->wire_type[s] : p->shard_type[s], s, PS_TAG_PARAM, p->comm.world,
                                         &p->reqs[p->nreqs]),
                            s, "parameter pull (MPI_Irecv)"));
     }
@@ -320,15 +346,25 @@ static dt_status group_reduce(ps_ctx *p) {
     return DT_OK;
 }
 
+/* wire: every layer the servers hold, from wire_params into the parameters. */
+static void decode_replies(ps_ctx *p) {
+    const size_t *off = p->plan.ps_offset;
+    for (int i = 0; i < p->net->nlayers; i++) {
+        size_t at = p->net->param_offset[i];
+        dt_half_decode(p->wire, p->wire_params + at, p->net->params + at, off[i + 1] - off[i]);
+    }
+}
+
 /* The servers' replies (whole shards, or the headers after segments
- * already posted): a leader receives them, its group gets parameters and
- * headers from it. */
-static dt_status receive_replies(ps_ctx *p, int whole, const char *what) {
+ * already posted; wire: a clock's, encoded): a leader receives them, its
+ * group gets parameters and headers from it. */
+static dt_status receive_replies(ps_ctx *p, int whole, int wire, const char *what) {
     if (p->leader) {
-        DT_TRY(post_replies(p, whole));
+        DT_TRY(post_replies(p, whole, wire));
         /* The trainer itself waits here: its core is free to poll. */
         static const atomic_int trainer_waits = 1;
         DT_TRY(dt_mpi_wait_hurry(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, p, what, &trainer_waits));
+        if (wire) decode_replies(p);
     }
     if (p->k == 1) return DT_OK;
     MPI_Request r[2];
@@ -350,7 +386,7 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
      * landing layer by layer; either way the step ends with all of them in. */
     int segmented = ps_segmented(p->cfg.mode);
     double t_post = segmented ? p->first_send : dt_now();
-    DT_TRY(receive_replies(p, !segmented, "parameter exchange"));
+    DT_TRY(receive_replies(p, !segmented, p->wire != DT_GC_NONE, "parameter exchange"));
     DT_TRY(update_sfb_layers(p, t, lr));
     double t1 = dt_now();
     if (p->nown) {
@@ -362,8 +398,8 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     /* Each way: the servers' vector (a leader's push and pull), the factors,
      * and in a group about 2 (k-1)/k of the gradients (ring allreduce) plus
      * the broadcast parameters. */
-    double n = (double)p->plan.ps_n, k = p->k;
-    double bytes = ((p->leader ? n : 0) + (k > 1 ? (2 * (k - 1) / k + 1) * n : 0)) * sizeof(float) +
+    double n = (double)p->plan.ps_n, k = p->k, word = p->wire ? sizeof(uint16_t) : sizeof(float);
+    double bytes = (p->leader ? n * word : 0) + (k > 1 ? (2 * (k - 1) / k + 1) * n * sizeof(float) : 0) +
                    dt_sfb_bytes_each_way(&p->sfb);
     /* Gradients are in flight from the first push until the exchange is
      * complete, replies from their receives being posted (segmented: with
@@ -392,7 +428,7 @@ static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t, int all) {
     ps_ctx *p = sy->ctx;
     if (p->leader) DT_TRY(send_ctrl(p, PS_CTRL_PULL, dt_trainer_step(t), 0));
     p->nreqs = 0;
-    DT_TRY(receive_replies(p, 1, "parameter pull"));
+    DT_TRY(receive_replies(p, 1, 0, "parameter pull"));
     return dt_group_state_hook(sy, t, all);
 }
 
@@ -441,9 +477,14 @@ static dt_status ps_finish(dt_sync *sy, dt_trainer *t) {
 static void ps_free(dt_sync *sy) {
     if (!sy) return;
     ps_ctx *p = sy->ctx;
-    for (int s = 0; p->shard_type && s < p->comm.nservers; s++)
+    for (int s = 0; p->shard_type && p->wire_type && s < p->comm.nservers; s++) {
         if (p->shard_type[s] != MPI_DATATYPE_NULL) MPI_Type_free(&p->shard_type[s]);
+        if (p->wire_type[s] != MPI_DATATYPE_NULL) MPI_Type_free(&p->wire_type[s]);
+    }
     dt_free(p->shard_type);
+    dt_free(p->wire_type);
+    dt_free(p->wire_grads);
+    dt_free(p->wire_params);
     dt_free(p->sfb_reqs);
     dt_free(p->sub_reqs);
     if (p->sub != MPI_COMM_NULL) MPI_Comm_free(&p->sub);
@@ -472,6 +513,7 @@ dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *
     p->k = cfg->group_size;
     p->leader = c->worker % p->k == 0;
     p->sub = MPI_COMM_NULL;
+    p->wire = dt_gc_is_half(cfg->codec.kind) ? cfg->codec.kind : DT_GC_NONE;
     sy->name = dt_mode_name(cfg->mode);
     sy->start = ps_start;
     sy->begin_step = ps_begin_step;
