@@ -114,9 +114,20 @@ static void test_ps_by_hand(void) {
     CHECK_CLOSE(r.step_s, 0.05724, 1e-12, 1e-12);
     CHECK_CLOSE(r.compute_s, 0.033, 1e-12, 1e-12); /* the update runs on the server */
     CHECK_CLOSE(r.bytes_sent, 6e6, 1e-6, 0);
+    double one_server = r.step_s;
+    /* bf16: 2-byte words. Worker link: L1 13..15.02, L0 33..33.42; the
+     * server's: L1 by 17.02, L0 by 33.82; its passes now 2 decodes more
+     * (7 x 2 ms) and the update: 50.82; sends 2 x 3 MB: + 4.82 = 55.64;
+     * the worker's encode and decode passes (2 x 2 ms): 59.64. */
+    c.codec = (dt_grad_codec){DT_GC_BF16, 0};
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.05964, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.037, 1e-12, 1e-12);
+    CHECK_CLOSE(r.bytes_sent, 3e6, 1e-6, 0);
+    c.codec = (dt_grad_codec){DT_GC_NONE, 0};
     /* Two servers halve what each link carries. */
     c.servers = 2;
-    CHECK(step(p, &c) < r.step_s);
+    CHECK(step(p, &c) < one_server);
 }
 
 static void test_sfb_by_hand(void) {

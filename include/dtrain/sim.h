@@ -105,7 +105,8 @@ typedef struct {
     double latency;        /* alpha: seconds per message */
     double fusion_mb;      /* allreduce bucket size in MiB, as --fusion-mb (0: one per layer) */
     int overlap;           /* 1: wait-free backprop; 0: transfers start after backward */
-    dt_grad_codec codec;   /* allreduce buckets on the wire (--grad-compression); zero: fp32 */
+    dt_grad_codec codec;   /* gradients on the wire (--grad-compression): allreduce buckets; bf16/fp16
+                              also the servers' pushes and replies; zero: fp32 */
     int shared_cores;      /* 0: every node is a machine of its own. C: all workers share one
                               machine of C cores (validation on this machine): with P x threads
                               > C, compute, transfers (copies by the same cores) and the servers'

@@ -24,8 +24,8 @@ static const char simulate_usage[] =
     "  --servers S           parameter servers of ps-sync, sfb and sacp (default 1)\n"
     "  --fusion-mb X         allreduce fusion bucket size in MiB (default 4; 0 = per layer)\n"
     "  --no-overlap          transfers start after backward (no wait-free backprop)\n"
-    "  --grad-compression C  allreduce: gradients on the wire as none (default), bf16, fp16\n"
-    "                        or topk:R, as dtrain train's flag\n"
+    "  --grad-compression C  gradients on the wire as none (default), bf16, fp16 (every mode)\n"
+    "                        or topk:R (allreduce), as dtrain train's flag\n"
     "  --profile F.json      per-layer compute from dtrain bench --profile-out instead of\n"
     "                        measuring it now\n"
     "  --threads T           threads of the compute measured now (default: all cores)\n"
@@ -107,7 +107,7 @@ static void print_header(const dt_profile *p, const dt_sim_cfg *c, const char *b
     if (c->shared_cores) printf("; workers share %d cores", c->shared_cores);
     char codec[32];
     if (c->codec.kind != DT_GC_NONE)
-        printf("; allreduce gradients as %s", dt_grad_codec_name(&c->codec, codec, sizeof codec));
+        printf("; gradients as %s", dt_grad_codec_name(&c->codec, codec, sizeof codec));
     printf("\n%5s  %-9s %9s %9s %8s %10s %9s\n", "nodes", "mode", "step ms", "img/s", "speedup",
            "comm share", "MB sent");
 }
@@ -191,7 +191,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     if (s == DT_OK) s = dt_grad_codec_parse(compression, &c.codec);
     int has_allreduce = 0;
     for (int i = 0; i < modes.n; i++) has_allreduce |= modes.v[i] == DT_SIM_ALLREDUCE;
-    if (s == DT_OK && c.codec.kind != DT_GC_NONE && !has_allreduce)
+    if (s == DT_OK && c.codec.kind == DT_GC_TOPK && !has_allreduce)
         s = dt_fail(DT_ERR_USAGE, "--grad-compression %s applies to allreduce, which --modes %s leaves out",
                     compression, modes_arg);
     dt_model_spec *spec = NULL;

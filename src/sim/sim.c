@@ -112,6 +112,11 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     const dt_sim_cfg *c = st->c;
     int L = p->nlayers, S = c->servers, K = p->batch;
     double P = c->nodes, scale = st->scale;
+    /* bf16/fp16: pushes and replies in 16-bit words; a server decodes P
+     * gradients (its reply encodes take the snapshots' place), a worker
+     * encodes its gradient and decodes the parameters: a pass each. */
+    int half = c->codec.kind == DT_GC_BF16 || c->codec.kind == DT_GC_FP16;
+    double word = half ? 2 : sizeof(float);
     /* ps_off[i]: layer i's offset among the parameters the servers hold;
      * srv[s]: when server s has every worker's part of its shard so far. */
     size_t *ps_off, ps_total = 0;
@@ -150,7 +155,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             size_t end = ps_off[i] + l->params;
             size_t a = ps_off[i] > lo ? ps_off[i] : lo, e = end < hi ? end : hi;
             if (a >= e) continue;
-            double bytes = (double)(e - a) * sizeof(float);
+            double bytes = (double)(e - a) * word;
             double start = fmax(st->ready[i], st->link);
             double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat);
             /* The server's link takes the same part from all P workers. */
@@ -169,14 +174,16 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             dt_shard_range(ps_total, S, k, &lo, &hi);
             if (hi == lo) continue;
             double share = (double)(hi - lo) / (double)st->nparams;
-            double applied = srv[k] + ((2 * P + 1) * p->sum_s + p->update_s) * share * scale;
+            double applied = srv[k] + ((2 * P + 1 + (half ? P : 0)) * p->sum_s + p->update_s) * share * scale;
             first_apply = fmin(first_apply, applied);
-            double shard_bytes = (double)(hi - lo) * sizeof(float);
+            double shard_bytes = (double)(hi - lo) * word;
             last_pull = fmax(last_pull, applied + st->lat + P * shard_bytes / st->bw);
         }
-        double recv = (double)ps_total * sizeof(float) / st->bw + st->lat;
+        double recv = (double)ps_total * word / st->bw + st->lat;
         double start = fmax(st->link, first_apply);
-        st->link = fmax(last_pull, start + recv);
+        double coding = half ? 2 * p->sum_s * (double)ps_total / (double)st->nparams * scale : 0;
+        st->link = fmax(last_pull, start + recv) + coding;
+        st->compute += coding;
         st->link_busy += recv;
     }
     st->link = fmax(st->link, cpu);
