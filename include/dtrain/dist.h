@@ -31,7 +31,6 @@ typedef enum {
     DT_MODE_PS_HOGWILD  /* like nowait, applied by two threads without locks (races by design) */
 } dt_mode;
 
-
 /* How fully connected layers' gradients travel (Poseidon):
  *   DT_SFB_OFF   like every other layer (allreduce bucket / PS push + pull)
  *   DT_SFB_ALL   --sfb: as sufficient factors broadcast to every worker
@@ -49,7 +48,6 @@ typedef enum { DT_SFB_OFF = 0, DT_SFB_ALL, DT_SFB_AUTO } dt_sfb_policy;
  *   DT_AR_MPI   always MPI_Iallreduce (Open MPI's algorithm choice)
  *   DT_AR_HIER  a window per host, a ring per shard across hosts (shm.h) */
 typedef enum { DT_AR_AUTO = 0, DT_AR_RING, DT_AR_MPI, DT_AR_SHM, DT_AR_HIER } dt_ar_algo;
-
 
 /* How gradients travel on the wire (--grad-compression):
  *   DT_GC_NONE  fp32
@@ -258,10 +256,13 @@ typedef struct {
 } dt_comm_plan;
 
 /* Bytes per step (sent + received by one worker) for the layer's n
- * parameters the usual way in `mode` with P workers (allreduce: with the
+ * parameters the usual way in `mode` with P workers (with the
  * --grad-compression codec, NULL for none), and as factors of an M x N
  * layer at batch K. */
 double dt_dense_bytes(dt_mode mode, size_t n, int P, const dt_grad_codec *codec);
+/* A parameter server's push or reply of n floats with codec (NULL: fp32):
+ * 16-bit words under bf16/fp16. */
+double dt_ps_bytes_each_way(const dt_grad_codec *codec, size_t n);
 double dt_sfb_bytes(int M, int N, int K, int P);
 
 /* The plan for net with P workers at batch K, allreduce buckets sent with

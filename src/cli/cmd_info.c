@@ -167,7 +167,7 @@ static dt_status print_plan(const dt_net *net, const dt_model_spec *spec, const 
     dt_comm_plan_write(stdout, &plan, net);
     if (dt_mode_is_ps((dt_mode)m))
         printf("plan: each server moves %.3f MB per step (its shard of %zu floats to and from %d workers)\n",
-               workers * dt_dense_bytes((dt_mode)m, plan.ps_n, workers, &codec) / servers / 1e6,
+               2 * workers * dt_ps_bytes_each_way(&codec, plan.ps_n) / servers / 1e6,
                plan.ps_n / (size_t)servers, workers);
     dt_comm_plan_free(&plan);
     return DT_OK;
@@ -183,7 +183,7 @@ static const char info_usage[] =
     "  --workers P       --plan: workers (default 2)\n"
     "  --servers S       --plan: parameter servers (default 1)\n"
     "  --mode M          --plan: ps-sync (default) or allreduce\n"
-    "  --grad-compression C  --plan, allreduce: none (default), bf16, fp16, topk:R\n"
+    "  --grad-compression C  --plan: none (default), bf16, fp16, topk:R (allreduce only)\n"
     "  --batch N         batch per worker (default: the model file's)\n";
 
 int cmd_info(int argc, char **argv, const cli_env *env) {

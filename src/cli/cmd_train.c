@@ -284,7 +284,7 @@ static dt_status apply_optimizer_flags(dt_optim_cfg *o, const cli_train_args *a,
 
 /* Combinations of optimiser, accumulation and mode that cannot run. */
 static dt_status check_mode_optimizer(const dt_model_spec *spec, const dt_dist_cfg *dc) {
-    if (dc->mode == DT_MODE_PS_SSP && dc->staleness > 0 && spec->optim.kind != DT_OPT_SGD)
+    if ((dt_mode_info_of(dc->mode)->flags & DT_MF_STALENESS) && dc->staleness > 0 && spec->optim.kind != DT_OPT_SGD)
         return dt_fail(DT_ERR_USAGE, "--mode ps-ssp --staleness %d runs only with --optimizer sgd: its read-my-writes "
                        "re-applies a worker's own gradients as plain gradient steps, and a %s step is not one (use "
                        "ps-sync, ps-async or --staleness 0)", dc->staleness, dt_optim_kind_name(spec->optim.kind));

@@ -26,6 +26,7 @@ static const dt_mode_info modes[] = {
      DT_MF_SERVERS | DT_MF_COMPRESSION, DT_PS_DEFERRED, 1, 0, dt_sync_ps_create},
 };
 enum { NMODES = (int)(sizeof modes / sizeof *modes) };
+_Static_assert(NMODES == DT_MODE_PS_HOGWILD + 1, "a row per dt_mode, in its order");
 
 /* In dt_ar_algo order. */
 static const struct {
@@ -38,6 +39,7 @@ static const struct {
     {"hier", "a window per host, a ring across hosts (Horovod)"},
 };
 enum { NALGOS = (int)(sizeof algos / sizeof *algos) };
+_Static_assert(NALGOS == DT_AR_HIER + 1, "a row per dt_ar_algo, in its order");
 
 const dt_mode_info *dt_mode_info_of(dt_mode m) { return &modes[m]; }
 

@@ -27,6 +27,7 @@ static dt_status check_codec(const dt_dist_cfg *cfg) {
         return dt_fail(DT_ERR_USAGE, "--grad-compression %s works with --mode allreduce; the parameter servers "
                                      "take bf16 or fp16", name);
     dt_ar_algo algo = cfg->ar_algo;
+    if (!(dt_mode_info_of(cfg->mode)->flags & DT_MF_ALGO)) return DT_OK;
     if (algo == DT_AR_SHM || algo == DT_AR_MPI || (gc == DT_GC_TOPK && algo != DT_AR_AUTO))
         return dt_fail(DT_ERR_USAGE, "--grad-compression %s and --allreduce-algo %s exclude each other (%s); "
                                      "use %s", name, dt_ar_algo_name(algo),
@@ -57,9 +58,12 @@ dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers) {
 
 double dt_dense_bytes(dt_mode mode, size_t n, int P, const dt_grad_codec *codec) {
     if (P <= 1) return 0;
-    if (mode == DT_MODE_ALLREDUCE) return 2 * dt_allreduce_bytes_each_way(codec, n, P);
-    /* A push and a pull, in 16-bit words under bf16/fp16. */
-    return 2.0 * (double)n * (codec && dt_gc_is_half(codec->kind) ? sizeof(uint16_t) : sizeof(float));
+    if (dt_mode_is_ps(mode)) return 2 * dt_ps_bytes_each_way(codec, n); /* a push and a pull */
+    return 2 * dt_allreduce_bytes_each_way(codec, n, P);
+}
+
+double dt_ps_bytes_each_way(const dt_grad_codec *codec, size_t n) {
+    return (double)n * (codec && dt_gc_is_half(codec->kind) ? sizeof(uint16_t) : sizeof(float));
 }
 
 double dt_sfb_bytes(int M, int N, int K, int P) {

@@ -510,9 +510,7 @@ static dt_status gradient_complete(server *sv, int w) {
     sv->receiving[w] = 0;
     sv->arrived[w] = c + 1;
     dt_timeline_span(sv->cfg->timeline, DT_TL_RECV + w, DT_TL_CAT_COMM, "receive gradients", sv->grad_posted[w],
-                     dt_now(),
-                     (dt_tl_arg[]){{"clock", c}, {"bytes", (double)(sv->n * (sv->wire ? sizeof(uint16_t) : sizeof(float)))}},
-                     2);
+                     dt_now(), (dt_tl_arg[]){{"clock", c}, {"bytes", dt_ps_bytes_each_way(&sv->cfg->codec, sv->n)}}, 2);
     if (sv->deferred) {
         long lag = current_version(sv) - sv->v_read[w];
         enqueue(sv, w, c);

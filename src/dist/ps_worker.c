@@ -11,9 +11,12 @@
  * top, so its own updates are visible to it at once.
  * --grad-compression bf16/fp16: a clock's traffic (pushed gradients, the
  * replies) travels in 16-bit words, encoded into and decoded from buffers
- * laid out like the flat parameters; the start, pulls and the optimiser
- * state stay fp32, so evaluation and checkpoints see the servers' exact
- * master weights. */
+ * laid out like the flat parameters (segmented replies land there, decoded
+ * once all are in); the start, pulls and the optimiser state stay fp32, so
+ * evaluation and checkpoints see the servers' exact master weights. A step
+ * after the start or a pull first rounds them as a reply would have been:
+ * every step computes on 16-bit parameters, whatever the evaluation and
+ * checkpoint schedule (a resumed run equals an uninterrupted one). */
 
 #include "dtrain/dist.h"
 #include "dtrain/mem.h"
@@ -60,6 +63,7 @@ typedef struct {
     uint16_t *wire_grads;         /* wire: (nparams) the pushed gradients, encoded */
     uint16_t *wire_params;        /* wire: (nparams) the clock's replies, before decoding */
     MPI_Datatype *wire_type;      /* wire: (nservers) shard s within wire_params */
+    int exact;                    /* wire: the parameters are fp32 from the start or a pull */
 } ps_ctx;
 
 static dt_status send_ctrl(ps_ctx *p, int kind, long clock, float lr) {
@@ -104,6 +108,8 @@ static dt_status push_layer(ps_ctx *p, int layer) {
         MPI_Datatype type = MPI_FLOAT;
         if (p->wire) {
             dt_half_encode(p->wire, p->net->grads + at, p->wire_grads + at, b - a);
+            /* ps-ssp re-applies its own clocks: as the servers see them. */
+            if (p->nown) dt_half_decode(p->wire, p->wire_grads + at, p->net->grads + at, b - a);
             grads = p->wire_grads + at;
             params = p->wire_params + at;
             type = MPI_UINT16_T;
@@ -159,6 +165,19 @@ static dt_status make_shard_type(ps_ctx *p, int s, MPI_Datatype base, MPI_Dataty
     return st;
 }
 
+/* wire: every layer the servers hold, from wire_params into the
+ * parameters (decode), or rounded in place to the wire's precision. */
+static void wire_params_in(ps_ctx *p, int decode) {
+    const size_t *off = p->plan.ps_offset;
+    for (int i = 0; i < p->net->nlayers; i++) {
+        size_t at = p->net->param_offset[i], n = off[i + 1] - off[i];
+        if (decode)
+            dt_half_decode(p->wire, p->wire_params + at, p->net->params + at, n);
+        else
+            dt_half_round(p->wire, p->net->params + at, n);
+    }
+}
+
 /* ps-ssp: where clock c's gradients live. */
 static float *own_slot(const ps_ctx *p, long c) { return p->own + (size_t)(c % p->nown) * p->net->nparams; }
 
@@ -176,7 +195,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     DT_TRY(dt_alloc_bytes((void **)&p->shard_type, sizeof(MPI_Datatype) * (size_t)S, "shards"));
     DT_TRY(dt_alloc_bytes((void **)&p->wire_type, sizeof(MPI_Datatype) * (size_t)S, "shards"));
     for (int s = 0; s < S; s++) p->shard_type[s] = p->wire_type[s] = MPI_DATATYPE_NULL;
-    if (p->wire) {
+    if (p->wire && p->leader) { /* the group's others get fp32 from their leader */
         DT_TRY(dt_alloc_bytes((void **)&p->wire_grads, sizeof(uint16_t) * p->net->nparams, "encoded gradients"));
         DT_TRY(dt_alloc_bytes((void **)&p->wire_params, sizeof(uint16_t) * p->net->nparams, "encoded parameters"));
     }
@@ -199,7 +218,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     for (int s = 0; s < S; s++) {
         ps_shard(p->ps_optim, p->plan.ps_n, S, s, &p->shard_lo[s], &p->shard_hi[s]);
         DT_TRY(make_shard_type(p, s, MPI_FLOAT, &p->shard_type[s]));
-        if (p->wire) DT_TRY(make_shard_type(p, s, MPI_UINT16_T, &p->wire_type[s]));
+        if (p->wire && p->leader) DT_TRY(make_shard_type(p, s, MPI_UINT16_T, &p->wire_type[s]));
         p->ctrl_reqs[s] = MPI_REQUEST_NULL;
     }
     float *state = dt_trainer_opt_state(t);
@@ -237,6 +256,8 @@ static dt_status ps_begin_step(dt_sync *sy, dt_trainer *t, float lr) {
     ps_ctx *p = sy->ctx;
     p->clock = dt_trainer_step(t);
     p->nreqs = p->nsfb_reqs = p->nsub_reqs = 0;
+    if (p->wire && p->exact) wire_params_in(p, 0);
+    p->exact = 0;
     return p->leader ? send_ctrl(p, PS_CTRL_STEP, p->clock, lr) : DT_OK;
 }
 
@@ -346,15 +367,6 @@ static dt_status group_reduce(ps_ctx *p) {
     return DT_OK;
 }
 
-/* wire: every layer the servers hold, from wire_params into the parameters. */
-static void decode_replies(ps_ctx *p) {
-    const size_t *off = p->plan.ps_offset;
-    for (int i = 0; i < p->net->nlayers; i++) {
-        size_t at = p->net->param_offset[i];
-        dt_half_decode(p->wire, p->wire_params + at, p->net->params + at, off[i + 1] - off[i]);
-    }
-}
-
 /* The servers' replies (whole shards, or the headers after segments
  * already posted; wire: a clock's, encoded): a leader receives them, its
  * group gets parameters and headers from it. */
@@ -364,7 +376,7 @@ static dt_status receive_replies(ps_ctx *p, int whole, int wire, const char *wha
         /* The trainer itself waits here: its core is free to poll. */
         static const atomic_int trainer_waits = 1;
         DT_TRY(dt_mpi_wait_hurry(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, p, what, &trainer_waits));
-        if (wire) decode_replies(p);
+        if (wire) wire_params_in(p, 1);
     }
     if (p->k == 1) return DT_OK;
     MPI_Request r[2];
@@ -383,7 +395,8 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     double t0 = dt_now();
     if (p->k > 1) DT_TRY(group_reduce(p));
     /* Whole replies land in net->params only now, segmented ones have been
-     * landing layer by layer; either way the step ends with all of them in. */
+     * landing layer by layer (wire: in wire_params, decoded once all are
+     * in); either way the step ends with all of them in. */
     int segmented = ps_segmented(p->cfg.mode);
     double t_post = segmented ? p->first_send : dt_now();
     DT_TRY(receive_replies(p, !segmented, p->wire != DT_GC_NONE, "parameter exchange"));
@@ -429,6 +442,7 @@ static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t, int all) {
     if (p->leader) DT_TRY(send_ctrl(p, PS_CTRL_PULL, dt_trainer_step(t), 0));
     p->nreqs = 0;
     DT_TRY(receive_replies(p, 1, 0, "parameter pull"));
+    p->exact = 1;
     return dt_group_state_hook(sy, t, all);
 }
 
@@ -514,6 +528,7 @@ dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *
     p->leader = c->worker % p->k == 0;
     p->sub = MPI_COMM_NULL;
     p->wire = dt_gc_is_half(cfg->codec.kind) ? cfg->codec.kind : DT_GC_NONE;
+    p->exact = 1;
     sy->name = dt_mode_name(cfg->mode);
     sy->start = ps_start;
     sy->begin_step = ps_begin_step;
