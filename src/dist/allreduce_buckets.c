@@ -1,0 +1,221 @@
+/* --mode allreduce, the bucket path (allreduce.h): gradients are packed
+ * into fusion buckets in backward order; a bucket's allreduce starts the
+ * moment its last layer's gradients are final (wait-free backprop), on a
+ * communication thread, so it runs while lower layers still compute.
+ * end_step waits, rebuilds the SFB layers and runs the update on every
+ * worker. A bucket is a ring (ring.h) or an MPI_Iallreduce, by size
+ * (dt_ring_pays) or --allreduce-algo; bf16 and fp16 send every bucket
+ * through the ring in 16-bit words (MPI_Iallreduce cannot sum them in
+ * fp32); top-k allgathers each bucket's pairs and sums them in rank order,
+ * keeping the rest in a residual the size of the gradients. Fully
+ * connected layers the plan marks SFB (--sfb, --sacp) are a bucket of
+ * their own: their sufficient factors are captured in grad_ready and
+ * allgathered by the thread (sfb.h).
+ * Threads: the trainer's thread enqueues buckets (grad_ready) and waits
+ * (end_step); the communication thread makes every MPI call of a step. The
+ * trainer's own MPI calls (metrics, evaluation) happen between steps, when
+ * the communication thread is idle. */
+#include <limits.h>
+#include <string.h>
+
+#include "dtrain/mem.h"
+#include "dtrain/timer.h"
+#include "allreduce.h"
+#include "codec.h"
+#include "ring.h"
+
+#define MAX_BUCKETS 4096
+
+static int uses_ring(const ar_ctx *a, size_t n) {
+    return a->cfg.ar_algo == DT_AR_RING || dt_gc_is_half(a->cfg.codec.kind) ||
+           (a->cfg.ar_algo == DT_AR_AUTO && dt_ring_pays(n, a->comm.nworkers));
+}
+
+/* Top-k: this worker's pairs (after error feedback) to every worker, and
+ * every worker's added into the zeroed bucket in rank order, so all end on
+ * the same bits; then scaled. */
+static dt_status topk_bucket(ar_ctx *a, size_t lo, size_t n, float scale) {
+    float *g = a->net->grads + lo;
+    size_t k = dt_topk_count(a->cfg.codec.ratio, n);
+    dt_topk_encode(g, a->residual + lo, n, k, a->pairs);
+    MPI_Request req;
+    DT_TRY(dt_mpi_check(MPI_Iallgather(a->pairs, (int)(2 * k), MPI_UINT32_T, a->gathered, (int)(2 * k),
+                                       MPI_UINT32_T, a->comm.workers, &req),
+                        "top-k gradient allgather (MPI_Iallgather)"));
+    DT_TRY(dt_group_wait(&a->group, &req, 1));
+    memset(g, 0, n * sizeof *g);
+    dt_topk_add(a->gathered, k * (size_t)a->comm.nworkers, g);
+    for (size_t i = 0; i < n; i++) g[i] *= scale;
+    return DT_OK;
+}
+
+/* Averages one bucket in place over the workers. The step's first bucket
+ * enters the group (announces the step to the stall inspector). */
+static dt_status reduce_bucket(ar_ctx *a, int k) {
+    const dt_bucket *b = &a->buckets[k];
+    if (k == 0) {
+        snprintf(a->what, sizeof a->what, "gradient allreduce of step %ld", a->step + 1);
+        DT_TRY(dt_group_enter(&a->group, a->what));
+    }
+    MPI_Request req[2];
+    if (b->sfb) {
+        DT_TRY(dt_sfb_start(&a->sfb, b->ready_layer, a->comm.workers, req));
+        return dt_group_wait(&a->group, req, 2);
+    }
+    float *g = a->net->grads + b->lo;
+    size_t n = b->hi - b->lo;
+    float inv = 1.0f / (float)a->comm.nworkers;
+    if (a->cfg.codec.kind == DT_GC_TOPK) return topk_bucket(a, b->lo, n, inv);
+    if (uses_ring(a, n)) return dt_ring_allreduce(&a->group, g, n, a->ring_tmp, inv, a->cfg.codec.kind);
+    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, a->comm.workers, &req[0]),
+                        "gradient allreduce (MPI_Iallreduce)"));
+    DT_TRY(dt_group_wait(&a->group, req, 1));
+    for (size_t i = 0; i < n; i++) g[i] *= inv;
+    return DT_OK;
+}
+
+static void *comm_thread(void *arg) {
+    ar_ctx *a = arg;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (!a->quit && a->started == a->queued) pthread_cond_wait(&a->cv, &a->mu);
+        if (a->quit) break;
+        int k = a->started++, failed = a->err != DT_OK;
+        pthread_mutex_unlock(&a->mu);
+        double t0 = dt_now();
+        /* After a failed bucket the ranks are out of step: no more messages. */
+        dt_status s = failed ? DT_OK : reduce_bucket(a, k);
+        double t1 = dt_now();
+        const dt_bucket *b = &a->buckets[k];
+        if (b->sfb) {
+            double bytes = dt_sfb_layer_bytes_each_way(&a->sfb, b->ready_layer);
+            dt_timeline_span(a->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "sfb allgather", t0, t1,
+                             (dt_tl_arg[]){{"layer", b->ready_layer}, {"bytes", bytes}}, 2);
+        } else {
+            dt_timeline_span(a->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "allreduce bucket", t0, t1,
+                             (dt_tl_arg[]){{"bucket", k}, {"bytes", (double)((b->hi - b->lo) * sizeof(float))}},
+                             2);
+        }
+        pthread_mutex_lock(&a->mu);
+        if (k == 0) a->first_start = t0;
+        a->last_end = t1;
+        if (s != DT_OK && a->err == DT_OK) {
+            a->err = s;
+            snprintf(a->errmsg, sizeof a->errmsg, "%s", dt_last_error());
+        }
+        a->done++;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+/* Hands every bucket whose lowest layer is at or above `layer` to the thread. */
+static void enqueue_ready(ar_ctx *a, int layer) {
+    pthread_mutex_lock(&a->mu);
+    int q = a->queued;
+    while (q < a->nbuckets && a->buckets[q].ready_layer >= layer) q++;
+    if (q != a->queued) {
+        a->queued = q;
+        pthread_cond_broadcast(&a->cv);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void ar_grad_ready(void *ctx, int layer) {
+    ar_ctx *a = ctx;
+    if (a->sfb.index[layer] >= 0) dt_sfb_capture(&a->sfb, a->net, layer);
+    enqueue_ready(a, layer);
+}
+
+/* Scratch for the largest ring chunk or top-k pairs, and the bytes per
+ * step; every message must fit an MPI count. */
+static dt_status bucket_scratch(ar_ctx *a) {
+    size_t scratch = 0, pairs = 0, W = (size_t)a->comm.nworkers;
+    int topk = a->cfg.codec.kind == DT_GC_TOPK;
+    for (int k = 0; k < a->nbuckets; k++) {
+        if (a->buckets[k].sfb) continue;
+        size_t n = a->buckets[k].hi - a->buckets[k].lo, k_n = dt_topk_count(a->cfg.codec.ratio, n);
+        size_t message = topk ? 2 * k_n * W : uses_ring(a, n) ? dt_ring_scratch_floats(n, a->comm.nworkers) : n;
+        if (message > INT_MAX)
+            return dt_fail(DT_ERR_USAGE, "a gradient bucket of %zu floats exceeds an MPI count; use --fusion-mb "
+                                         "below 8192 (or the ring)", n);
+        if (topk && k_n > pairs) pairs = k_n;
+        if (!topk && uses_ring(a, n) && message > scratch) scratch = message;
+        a->bytes_per_step += dt_allreduce_bytes_each_way(&a->cfg.codec, n, a->comm.nworkers);
+    }
+    if (scratch) DT_TRY(dt_alloc_floats(&a->ring_tmp, scratch, "ring allreduce scratch"));
+    if (!topk) return DT_OK;
+    DT_TRY(dt_alloc_floats(&a->residual, a->net->nparams, "top-k residual"));
+    DT_TRY(dt_alloc_bytes((void **)&a->pairs, 2 * pairs * sizeof(uint32_t), "top-k pairs"));
+    return dt_alloc_bytes((void **)&a->gathered, 2 * pairs * W * sizeof(uint32_t), "top-k pairs");
+}
+
+/* Every worker takes the buckets: enabled whenever the window is not. */
+static dt_status bucket_enabled(ar_ctx *a, int *yes) {
+    (void)a;
+    *yes = 1;
+    return DT_OK;
+}
+
+static dt_status bucket_start(ar_ctx *a, dt_sync *s, dt_trainer *t) {
+    (void)t;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    DT_TRY(dt_alloc_bytes((void **)&a->buckets, sizeof(dt_bucket) * MAX_BUCKETS, "buckets"));
+    size_t bucket_floats = (size_t)(a->cfg.fusion_mb * 1048576.0 / sizeof(float));
+    a->nbuckets = dt_bucket_plan(a->buckets, MAX_BUCKETS, a->net, &a->plan, bucket_floats);
+    if (a->nbuckets < 0)
+        return dt_fail(DT_ERR_USAGE, "--fusion-mb %g makes more than %d buckets; use a larger value",
+                       a->cfg.fusion_mb, MAX_BUCKETS);
+    DT_TRY(bucket_scratch(a));
+    if (pthread_create(&a->thread, NULL, comm_thread, a) != 0)
+        return dt_fail(DT_ERR_INTERNAL, "cannot start the communication thread");
+    a->thread_started = 1;
+    s->grad_ready = ar_grad_ready;
+    return DT_OK;
+}
+
+static dt_status bucket_end_step(ar_ctx *a, dt_trainer *t, float lr, double bytes, double *comm, double *waited) {
+    (void)bytes;
+    enqueue_ready(a, 0); /* buckets of layers that reported nothing (none today) */
+    double t0 = dt_now();
+    atomic_store(&a->group.hurry, 1);
+    pthread_mutex_lock(&a->mu);
+    while (a->done < a->nbuckets) pthread_cond_wait(&a->cv, &a->mu);
+    atomic_store(&a->group.hurry, 0);
+    a->queued = a->started = a->done = 0;
+    dt_status err = a->err;
+    *comm += a->last_end - a->first_start;
+    pthread_mutex_unlock(&a->mu);
+    if (err != DT_OK) return dt_fail(err, "%s", a->errmsg);
+    double w = dt_now() - t0;
+    *waited += w;
+    dt_timeline_span(a->cfg.timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "wait allreduce", t0, t0 + w, NULL, 0);
+    /* SFB layers are averaged as they are rebuilt; ring and MPI buckets
+     * arrived averaged. */
+    float inv = 1.0f / (float)a->comm.nworkers;
+    for (int k = 0; k < a->sfb.n; k++) dt_sfb_rebuild(&a->sfb, a->sfb.layers[k].layer, a->net, inv);
+    dt_trainer_update(t, lr, 0, a->net->nparams);
+    return DT_OK;
+}
+
+static void bucket_free(ar_ctx *a, int together) {
+    (void)together;
+    if (a->thread_started) {
+        pthread_mutex_lock(&a->mu);
+        a->quit = 1;
+        pthread_cond_broadcast(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+        pthread_join(a->thread, NULL);
+    }
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    dt_free(a->buckets);
+    dt_free(a->ring_tmp);
+    dt_free(a->residual);
+    dt_free(a->pairs);
+    dt_free(a->gathered);
+}
+
+const ar_path ar_bucket_path = {"buckets", bucket_enabled, bucket_start, bucket_end_step, bucket_free};
