@@ -49,6 +49,7 @@ check "ps-sync bf16 bytes: a push and a pull of 7334 x 2" test "$(bytes ps2_bf16
 timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
     --threads 1 --max-steps 2 --grad-compression topk:0.1 > "$TMP/start.out" 2>&1
 check "start line names the compression" grep -q "gradients as topk:0.1$" "$TMP/start.out"
+check "and how the pairs travel" grep -q "topk:0.1 pairs allgathered; 5872 bytes sent per step" "$TMP/start.out"
 if [ -z "${DT_SANITIZE:-}" ]; then
     # 3 workers: two rounding hops; split buckets (uneven chunks).
     run serial3 1 --batch 21

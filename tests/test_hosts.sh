@@ -32,7 +32,7 @@ AGENT="$CL agent"
 hosts() { # name hosts args...: a launch --hosts run whose checkpoint is $TMP/name.ckpt
     local name=$1 h=$2; shift 2
     timeout 300 "$DTRAIN" launch --hosts "$h" --launch-agent "$AGENT" -- train "$TMP/net.cfg" --dataset synthetic \
-        --threads 1 --quiet --checkpoint "$TMP/$name.ckpt" "$@" > "$TMP/$name.out" 2>&1
+        --threads 1 --checkpoint "$TMP/$name.ckpt" "$@" > "$TMP/$name.out" 2>&1
     check "$name runs" test $? -eq 0 || tail -5 "$TMP/$name.out"
 }
 K=25
@@ -54,6 +54,8 @@ check "hier bf16 bytes per step" grep -q '"bytes_per_step":44004' "$TMP/ar_hier_
 same serial12 ar_uneven $TOL
 same serial_ps ps_sync $TOL
 check "the ranks ran on both hosts" grep -q '"workers":4' "$TMP/ar_auto.out"
+check "auto chose hier" grep -q "^allreduce: hier, 2 hosts x 2 workers" "$TMP/ar_auto.out"
+check "ring when asked" grep -q "^allreduce: 4 fusion buckets (--fusion-mb 0.01), 4 by dtrain's ring" "$TMP/ar_ring.out"
 hosts ps_async t1:2,t2:1 --max-steps 40 --mode ps-async --servers 1
 hosts ps_ssp t1:2,t2:1 --max-steps 40 --mode ps-ssp --servers 1 --staleness 2
 # Link down for 3 s mid-run (--stall-timeout 10): TCP retransmits once it

@@ -84,7 +84,8 @@ typedef struct {
     int staleness;          /* ps-ssp: s */
     dt_sfb_policy sfb;      /* allreduce and ps-sync only */
     int batch;              /* per-worker batch K (the SFB cost depends on it) */
-    FILE *plan_out;         /* worker 0's start writes the communication plan here, or NULL */
+    FILE *plan_out;         /* worker 0's start says here how gradients travel (allreduce: the way
+                             * it sums them; --sfb/--sacp: the plan), or NULL */
     /* ps-sync / ps-async --group-size k (Apache SINGA): workers w with the
      * same w / k form a group that averages its gradients itself (a
      * synchronous allreduce over its own communicator); only the group's

@@ -451,7 +451,7 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
     o->out = comm->worker == 0 ? out : NULL;
     if (!o->quiet && o->out) {
         print_start(o->out, p, comm, nthreads);
-        if (p->dist.sfb != DT_SFB_OFF) p->dist.plan_out = o->out;
+        p->dist.plan_out = o->out;
     }
     dt_sync *sync = NULL;
     dt_status s = dt_mode_info_of(p->dist.mode)->create(&sync, comm, &p->dist);

@@ -26,7 +26,9 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
         DT_TRY(paths[i]->enabled(a, &yes));
         if (!yes) continue;
         a->path = paths[i];
-        return a->path->start(a, s, t);
+        DT_TRY(a->path->start(a, s, t));
+        if (a->cfg.plan_out && a->comm.worker == 0) a->path->describe(a, a->cfg.plan_out);
+        return DT_OK;
     }
     return dt_fail(DT_ERR_INTERNAL, "allreduce: no way of summing the gradients is enabled");
 }

@@ -32,6 +32,8 @@ typedef struct {
     /* together: every worker ended the run at the same point (collective
      * frees allowed). */
     void (*free)(ar_ctx *a, int together);
+    /* One line for the start of the run: how it sums (after start). */
+    void (*describe)(const ar_ctx *a, FILE *out);
 } ar_path;
 
 extern const ar_path ar_window_path, ar_bucket_path;

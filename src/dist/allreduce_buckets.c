@@ -218,4 +218,28 @@ static void bucket_free(ar_ctx *a, int together) {
     dt_free(a->gathered);
 }
 
-const ar_path ar_bucket_path = {"buckets", bucket_enabled, bucket_start, bucket_end_step, bucket_free};
+static void bucket_describe(const ar_ctx *a, FILE *out) {
+    int ring = 0, sfb = 0, n = 0;
+    for (int k = 0; k < a->nbuckets; k++) {
+        const dt_bucket *b = &a->buckets[k];
+        if (b->sfb) {
+            sfb++;
+            continue;
+        }
+        n++;
+        ring += uses_ring(a, b->hi - b->lo);
+    }
+    char codec[32];
+    dt_grad_codec_name(&a->cfg.codec, codec, sizeof codec);
+    fprintf(out, "allreduce: %d fusion bucket%s (--fusion-mb %g), ", n, n == 1 ? "" : "s", a->cfg.fusion_mb);
+    if (a->cfg.codec.kind == DT_GC_TOPK)
+        fprintf(out, "%s pairs allgathered", codec);
+    else
+        fprintf(out, "%d by dtrain's ring, %d by MPI_Iallreduce (%s)", ring, n - ring, codec);
+    if (sfb) fprintf(out, ", %d layer%s by sufficient factors", sfb, sfb == 1 ? "" : "s");
+    fprintf(out, "; %.0f bytes sent per step (and as many received)\n",
+            a->bytes_per_step + dt_sfb_bytes_each_way(&a->sfb));
+}
+
+const ar_path ar_bucket_path = {"buckets", bucket_enabled, bucket_start, bucket_end_step, bucket_free,
+                                bucket_describe};

@@ -100,4 +100,16 @@ static void window_free(ar_ctx *a, int together) {
     }
 }
 
-const ar_path ar_window_path = {"window", window_enabled, window_start, window_end_step, window_free};
+static void window_describe(const ar_ctx *a, FILE *out) {
+    char codec[32];
+    if (a->hier)
+        fprintf(out, "allreduce: hier, %d hosts x %d workers: a shared-memory window per host, a ring across hosts "
+                "(%s); %.0f bytes sent per step (and as many received)\n", a->topo.hosts, a->topo.local_size,
+                dt_grad_codec_name(&a->cfg.codec, codec, sizeof codec), a->bytes_per_step);
+    else
+        fprintf(out, "allreduce: shm, one shared-memory window of the %d workers on this host; "
+                "%.0f bytes sent per step (and as many received)\n", a->comm.nworkers, a->bytes_per_step);
+}
+
+const ar_path ar_window_path = {"window", window_enabled, window_start, window_end_step, window_free,
+                                window_describe};

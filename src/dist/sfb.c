@@ -93,7 +93,7 @@ dt_status dt_sfb_setup(dt_sync *s, dt_comm_plan *plan, dt_sfb *f, dt_net *net, c
                        const dt_comm *c) {
     DT_TRY(dt_comm_plan_create(plan, net, cfg->mode, cfg->sfb, c->nworkers, cfg->batch, &cfg->codec));
     DT_TRY(dt_sfb_create(f, net, plan, c->nworkers));
-    if (cfg->plan_out && c->worker == 0) dt_comm_plan_write(cfg->plan_out, plan, net);
+    if (cfg->plan_out && c->worker == 0 && cfg->sfb != DT_SFB_OFF) dt_comm_plan_write(cfg->plan_out, plan, net);
     if (cfg->sfb != DT_SFB_OFF) s->plan_bytes = dt_comm_plan_bytes(plan);
     return DT_OK;
 }
