@@ -41,9 +41,9 @@ same() {
 }
 
 # check DESCRIPTION COMMAND...: the command must succeed.
-check() {
+check() { # returns the command's failure too, so `check ... || show the output` works
     local what=$1; shift
-    if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what"; fails=$((fails + 1)); fi
+    if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what"; fails=$((fails + 1)); return 1; fi
 }
 
 # pid of world rank $2 of the running dtrain job whose command line carries
