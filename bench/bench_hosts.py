@@ -21,7 +21,8 @@ the share of the step spent waiting for communication, bytes per step
 time for the modes it models (allreduce, ps-sync, sacp) next to the measured
 median step with its error. The simulator gets the link as measured
 between h1 and h2 by build/mpi_link (MPI_Isend/Irecv for the parameter-
-server modes, MPI_Iallreduce for allreduce) and --shared-cores (all hosts
+server modes, MPI_Iallreduce for allreduce; waited for as the trainer does,
+ranks unbound as dtrain launch runs them) and --shared-cores (all hosts
 share this machine's cores). Like bench_dist.py, the first 5 steps are left
 out. The cluster stays up (scripts/cluster.sh down removes it).
 
@@ -93,7 +94,8 @@ def main():
     rows = []
     for link in a.links.split(','):
         cluster('shape', link)
-        measured = measure_links(['--host', 'h1,h2', '-np', '2', '--mca', 'plm_rsh_agent', AGENT])
+        # Placed as dtrain launch places ranks (no binding: see bench/mpi_link.c).
+        measured = measure_links(['--host', 'h1,h2', '-np', '2', '--bind-to', 'none', '--mca', 'plm_rsh_agent', AGENT])
         print(f'\nlink {link}: measured between h1 and h2: ' +
               ', '.join(f'{k} {bw}, {lat} per message' for k, (bw, lat) in measured.items()), flush=True)
         for model in a.models.split(','):

@@ -1,17 +1,27 @@
 /* The link between two MPI ranks as dtrain drives it, in dtrain simulate's
  * terms (alpha per message, beta bytes per second), measured two ways:
- *   allreduce: MPI_Iallreduce of floats completed by dt_mpi_wait, as the
- *     allreduce mode does. With two ranks the simulator's ring costs
- *     2 alpha + b / beta: an 8-byte allreduce gives alpha = t / 2 and a
+ *   allreduce: dtrain's ring allreduce (src/dist/ring.c), as the allreduce
+ *     mode sums its fusion buckets. With two ranks the simulator's ring
+ *     costs 2 alpha + b / beta: a 2-float ring gives alpha = t / 2 and a
  *     4 MiB one (dtrain's default fusion bucket) beta = b / (t - 2 alpha)
  *     (the sum is inside beta).
- *   p2p: one message from rank 0 to rank 1, sent with MPI_Isend and
- *     received with MPI_Irecv, both completed by dt_mpi_wait, as the
- *     parameter-server modes push and pull: alpha = t(8 bytes),
- *     beta = b / (t(4 MiB) - alpha).
- * dt_mpi_wait polls MPI_Testall with a sleep growing to 1 ms (Open MPI
- * progresses only in those calls), so both include what dtrain's waiting
- * adds to the raw transport (on one machine, Open MPI's shared memory).
+ *   p2p: a message from rank 0 to rank 1 and back (MPI_Isend/MPI_Irecv,
+ *     as the parameter-server modes push and pull), half the round trip:
+ *     alpha = t(8 bytes) / 2, beta = b / (t(4 MiB) / 2 - alpha). (Timing
+ *     one way on the receiver measured nothing: an eager message is there
+ *     before the receiver leaves the barrier.)
+ * Both wait as dtrain's trainer thread does at the end of a step, where
+ * the communication that is not hidden is waited for (hurried: polling
+ * with sched_yield, then short sleeps); the plain wait's sleep growing to
+ * 1 ms measured its own backoff (265 us per message between two emulated
+ * hosts at 1 Gbit/s, against 5 us hurried). Run it placed as dtrain launch
+ * places ranks across hosts: --bind-to none. With mpirun's default
+ * binding, two emulated hosts on one machine each bind their rank to core
+ * 0, and a message took 2 ms (the simulator then charged that for every
+ * bucket: cnn's ring predicted 42% slow unshaped). And the ring, not
+ * MPI_Iallreduce: between two emulated hosts at 1 Gbit/s Open MPI's
+ * allreduce of 4 MiB reached 0.56 Gbit/s where dtrain's ring ran cnn's
+ * buckets at 0.41 (as single 2 MiB messages; now segmented, ring.c).
  * Medians of REPS; bench/validate_sim.py passes them to dtrain simulate.
  *
  * usage: mpirun -np 2 build/mpi_link [REPS]
@@ -20,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "dist/group.h"
+#include "dist/ring.h"
 #include "dtrain/dist.h"
 #include "dtrain/timer.h"
 
@@ -29,26 +41,37 @@ static void check(dt_status s) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-/* Median seconds of an allreduce of n floats (p2p = 0), or of a message of
- * n floats from rank 0 to rank 1 as rank 1 sees it (p2p = 1). */
-static double link_time(float *buf, int n, int reps, int p2p, int rank) {
+/* The trainer's wait (see above). */
+static void wait_one(MPI_Request *req) {
+    static const atomic_int hurry = 1;
+    check(dt_mpi_wait_hurry(req, 1, 60, NULL, NULL, "link", &hurry));
+}
+
+/* Median seconds of a ring allreduce of n floats among g's two workers
+ * (p2p = 0; tmp: scratch), or of a message of n floats from rank 0 to
+ * rank 1 and back, as rank 0 sees it (p2p = 1). */
+static double link_time(dt_group *g, float *buf, float *tmp, int n, int reps, int p2p, int rank) {
     double *t = malloc(sizeof(double) * (size_t)reps);
     if (!t) MPI_Abort(MPI_COMM_WORLD, 1);
     for (int r = -2; r < reps; r++) { /* two untimed ones first */
-        MPI_Request req;
         check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
         double t0 = MPI_Wtime();
-        if (!p2p)
-            check(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req),
-                               "MPI_Iallreduce"));
-        else if (rank == 0)
-            check(dt_mpi_check(MPI_Isend(buf, n, MPI_FLOAT, 1, 0, MPI_COMM_WORLD, &req), "MPI_Isend"));
-        else
-            check(dt_mpi_check(MPI_Irecv(buf, n, MPI_FLOAT, 0, 0, MPI_COMM_WORLD, &req), "MPI_Irecv"));
-        check(dt_mpi_wait(&req, 1, 60, NULL, NULL, "link"));
+        if (!p2p) {
+            check(dt_group_enter(g, "link"));
+            check(dt_ring_allreduce(g, buf, (size_t)n, tmp, 1.0f, DT_GC_NONE));
+        } else {
+            for (int leg = 0; leg < 2; leg++) { /* rank 0 sends first, rank 1 answers */
+                MPI_Request req;
+                if (rank == leg)
+                    check(dt_mpi_check(MPI_Isend(buf, n, MPI_FLOAT, 1 - rank, 0, MPI_COMM_WORLD, &req), "MPI_Isend"));
+                else
+                    check(dt_mpi_check(MPI_Irecv(buf, n, MPI_FLOAT, 1 - rank, 0, MPI_COMM_WORLD, &req), "MPI_Irecv"));
+                wait_one(&req);
+            }
+        }
         double dt = MPI_Wtime() - t0;
-        /* Rank 1's time (the receiver's, for p2p) is the one reported. */
-        check(dt_mpi_check(MPI_Bcast(&dt, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD), "MPI_Bcast"));
+        /* Rank 0's time (a whole round trip, for p2p) is the one reported. */
+        check(dt_mpi_check(MPI_Bcast(&dt, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast"));
         if (r >= 0) t[r] = dt;
     }
     double m = dt_median(t, reps);
@@ -69,21 +92,30 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int big = 1 << 20; /* floats: 4 MiB */
-    float *buf = calloc((size_t)big, sizeof(float));
-    if (!buf) MPI_Abort(MPI_COMM_WORLD, 1);
+    float *buf = calloc((size_t)big, sizeof(float)), *tmp = calloc(dt_ring_scratch_floats(big, 2), sizeof(float));
+    if (!buf || !tmp) MPI_Abort(MPI_COMM_WORLD, 1);
+    dt_comm comm;
+    dt_group g;
+    check(dt_comm_create(&comm, MPI_COMM_WORLD, 0));
+    check(dt_group_create(&g, &comm, 60));
+    atomic_store(&g.hurry, 1); /* as the trainer at the end of a step */
     static const char *const names[2] = {"allreduce", "p2p"};
     for (int p2p = 0; p2p < 2; p2p++) {
-        /* Two ring steps in an allreduce of two ranks, one message in p2p. */
+        /* Two ring steps in an allreduce of two ranks; p2p: one way of the
+         * round trip. */
         double msgs = p2p ? 1 : 2;
-        double alpha = link_time(buf, 2, reps * 10, p2p, rank) / msgs;
-        double t_big = link_time(buf, big, reps, p2p, rank);
+        double alpha = link_time(&g, buf, tmp, 2, reps * 10, p2p, rank) / 2;
+        double t_big = link_time(&g, buf, tmp, big, reps, p2p, rank) / (p2p ? 2 : 1);
         double bytes = (double)big * sizeof(float);
         double beta = bytes / (t_big - msgs * alpha > 0 ? t_big - msgs * alpha : t_big);
         if (rank == 0)
-            printf("{\"link\":\"%s\",\"latency_us\":%.3f,\"bandwidth_gbps\":%.3f}\n", names[p2p],
+            printf("{\"link\":\"%s\",\"latency_us\":%.4g,\"bandwidth_gbps\":%.4g}\n", names[p2p],
                    alpha * 1e6, beta * 8 / 1e9);
     }
+    dt_group_free(&g);
+    dt_comm_free(&comm);
     free(buf);
+    free(tmp);
     MPI_Finalize();
     return 0;
 }

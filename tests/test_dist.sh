@@ -58,6 +58,23 @@ run ar4_shm 4 --mode allreduce --batch 4 --allreduce-algo shm
 release_only ar4_ring || same serial4x4 ar4_ring $TOL
 same serial4x4 ar4_shm $TOL
 
+# A ring step's message over 64000 bytes goes as segments of that size
+# (ring.c), and beyond 64 of them the segments grow: cnn (3.27 M floats)
+# in 1 MiB buckets makes 512 KiB chunks between 2 workers (9 segments), in
+# one 16 MiB bucket 6.5 MB chunks (64 segments of 102 KB); bf16 words
+# segment alike (32000 per segment). 3 steps each; release build only.
+if [ -z "${DT_SANITIZE:-}" ]; then
+    CNN=("$SRC/examples/cnn.cfg" --max-steps 3)
+    train_ckpt cnn_serial 1 "${CNN[@]}" --batch 8
+    train_ckpt cnn_ring_seg 2 "${CNN[@]}" --batch 4 --mode allreduce --allreduce-algo ring --fusion-mb 1
+    train_ckpt cnn_ring_grown 2 "${CNN[@]}" --batch 4 --mode allreduce --allreduce-algo ring --fusion-mb 16
+    train_ckpt cnn_ring_bf16 2 "${CNN[@]}" --batch 4 --mode allreduce --allreduce-algo ring --fusion-mb 16 \
+        --grad-compression bf16
+    same cnn_serial cnn_ring_seg $TOL
+    same cnn_serial cnn_ring_grown $TOL
+    same cnn_serial cnn_ring_bf16 1e-2 # test_compression's bf16 tolerance
+fi
+
 # allreduce in the shared window: worker 0 checkpoints the shared
 # parameters while its peer runs ahead (every 5 steps); a resumed run gives
 # the uninterrupted one's parameters bit for bit.

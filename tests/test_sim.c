@@ -376,6 +376,7 @@ static void test_shared_cores(void) {
     for (int m = 0; m < DT_SIM_MODE_COUNT; m++) {
         dt_sim_cfg c = cfg((dt_sim_mode)m, 3);
         c.shared_cores = 2; /* 3 workers x 1 thread on 2 cores: everything 1.5 x slower */
+        c.overlap = 0;      /* (and nothing sent while computing: see test_comm_shares_cores) */
         dt_sim_result shared, alone;
         CHECK_OK(dt_sim_run(&shared, p, &c));
         CHECK_CLOSE(shared.compute_scale, 1.5, 0, 1e-12);
@@ -384,11 +385,37 @@ static void test_shared_cores(void) {
         CHECK(alone.compute_scale == 1);
         /* Every time in the step's pipeline is 1.5 x longer, so the step is. */
         CHECK_CLOSE(shared.step_s, 1.5 * alone.step_s, 1e-12, 1e-9);
-        c.shared_cores = 3; /* a core per worker: as if alone */
+        c.overlap = 1;
+        c.shared_cores = 0;
+        CHECK_OK(dt_sim_run(&alone, p, &c));
+        c.shared_cores = 6; /* a core per worker's compute and one per its communication: as if alone */
         CHECK_OK(dt_sim_run(&shared, p, &c));
         CHECK(shared.compute_scale == 1);
         CHECK_CLOSE(shared.step_s, alone.step_s, 0, 1e-12);
     }
+}
+
+/* 4 workers x 1 thread on 4 cores: no core left for the communication
+ * threads, so a transfer during backward shares a core with the compute
+ * (share 8 / 4 = 2: each at half speed). By hand on two_layers, a bucket
+ * per layer: L1's (6.12 ms of link) starts at 13 ms, while 20 ms of
+ * backward remain: it ends at 13 + 2 x 6.12 = 25.24 ms and the compute
+ * loses 6.12 ms, so L0's gradients are ready at 39.12 ms, where backward
+ * now ends; L0's bucket runs alone, 39.12..40.44, then the 3 ms update. */
+static void test_comm_shares_cores(void) {
+    dt_profile *p = two_layers(0);
+    dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 4);
+    c.fusion_mb = 0;
+    c.shared_cores = 4;
+    dt_sim_result r;
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK(r.compute_scale == 1);
+    CHECK_CLOSE(r.step_s, 0.04044 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.03912 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.bytes_sent, 1.5 * 6e6, 1e-6, 0);
+    c.shared_cores = 8; /* a core for each: the unshared case (test_allreduce_by_hand) */
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.03432 + 0.003, 1e-12, 1e-12);
 }
 
 static void test_bad_config(void) {
@@ -571,6 +598,7 @@ int main(void) {
     test_monotonic();
     test_one_node();
     test_shared_cores();
+    test_comm_shares_cores();
     test_bad_config();
     test_units();
     test_profile_files();

@@ -13,21 +13,47 @@ int dt_ring_pays(size_t n, int w) { return w > 1 && n / (size_t)w >= 16384; }
 
 size_t dt_ring_scratch_floats(size_t n, int w) { return w > 0 ? (n + (size_t)w - 1) / (size_t)w : n; }
 
-/* One ring step: send nsend words of sendbuf to the right, receive nrecv
- * words from the left into recvbuf; waits for both. */
+/* A ring step's message goes as up to SEGMENTS_MAX pieces of at most
+ * SEGMENT_BYTES, all posted at once: each fits under Open MPI's TCP eager
+ * limit (btl_tcp_eager_limit, 64 KiB with its header), so the sender writes
+ * it to the socket at once, where a single large message waits for the
+ * receiver's rendezvous handshake and then moves only as fast as both
+ * ranks' polling progresses it. Between two emulated hosts at 1 Gbit/s
+ * cnn's ring ran 718 img/s this way against 497 as 2 MiB messages (+9%
+ * unshaped, the same within noise in shared memory; docs/CLUSTER.md). */
+enum { SEGMENT_BYTES = 64000, SEGMENTS_MAX = 64 };
+
+/* Posts n words of buf as segments to (send) or from peer into reqs;
+ * returns the number of requests posted (*s: the status). */
+static int post_segments(dt_group *g, void *buf, size_t n, size_t seg, MPI_Datatype type, int size, int peer,
+                         int send, MPI_Request *reqs, dt_status *s) {
+    int k = 0;
+    for (size_t o = 0; *s == DT_OK && o < n; o += seg, k++) {
+        int len = (int)(n - o < seg ? n - o : seg);
+        char *at = (char *)buf + o * (size_t)size;
+        *s = send ? dt_mpi_check(MPI_Isend(at, len, type, peer, TAG_RING, g->comm.workers, &reqs[k]),
+                                 "ring allreduce (MPI_Isend)")
+                  : dt_mpi_check(MPI_Irecv(at, len, type, peer, TAG_RING, g->comm.workers, &reqs[k]),
+                                 "ring allreduce (MPI_Irecv)");
+    }
+    return k;
+}
+
+/* One ring step: send nsend words (of size bytes) of sendbuf to the right,
+ * receive nrecv words from the left into recvbuf; waits for both. */
 static dt_status ring_step(dt_group *g, const void *sendbuf, size_t nsend, void *recvbuf, size_t nrecv,
-                           MPI_Datatype type) {
+                           MPI_Datatype type, int size) {
     int w = g->size, right = (g->rank + 1) % w, left = (g->rank + w - 1) % w;
-    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    dt_status s = dt_mpi_check(MPI_Irecv(recvbuf, (int)nrecv, type, left, TAG_RING, g->comm.workers, &req[0]),
-                               "ring allreduce (MPI_Irecv)");
-    if (s == DT_OK)
-        s = dt_mpi_check(MPI_Isend(sendbuf, (int)nsend, type, right, TAG_RING, g->comm.workers, &req[1]),
-                         "ring allreduce (MPI_Isend)");
-    if (s == DT_OK) s = dt_group_wait(g, req, 2);
+    size_t most = nsend > nrecv ? nsend : nrecv, seg = SEGMENT_BYTES / (size_t)size;
+    if ((most + seg - 1) / seg > SEGMENTS_MAX) seg = (most + SEGMENTS_MAX - 1) / SEGMENTS_MAX;
+    MPI_Request req[2 * SEGMENTS_MAX];
+    dt_status s = DT_OK;
+    int n = post_segments(g, recvbuf, nrecv, seg, type, size, left, 0, req, &s);
+    n += post_segments(g, (void *)sendbuf, nsend, seg, type, size, right, 1, req + n, &s);
+    if (s == DT_OK) s = dt_group_wait(g, req, n);
     /* On failure no request may outlive the buffers: the job is about to
      * end, but MPI could still write into tmp or x. */
-    for (int i = 0; s != DT_OK && i < 2; i++)
+    for (int i = 0; s != DT_OK && i < n; i++)
         if (req[i] != MPI_REQUEST_NULL) {
             MPI_Cancel(&req[i]);
             MPI_Wait(&req[i], MPI_STATUS_IGNORE);
@@ -50,7 +76,7 @@ static dt_status half_step(dt_group *g, size_t n, const float *sc, size_t slen, 
     *in = (uint16_t *)tmp;
     uint16_t *out = *in + dt_ring_scratch_floats(n, g->size);
     dt_half_encode(wire, sc, out, slen);
-    return ring_step(g, out, slen, *in, rlen, MPI_UINT16_T);
+    return ring_step(g, out, slen, *in, rlen, MPI_UINT16_T, sizeof(uint16_t));
 }
 
 /* A step of the reduce-scatter: chunk `send` to the right; the left's
@@ -61,7 +87,7 @@ static dt_status reduce_step(dt_group *g, float *x, size_t n, int send, int recv
     size_t slen, rlen;
     float *sc = chunk(x, n, g->size, send, &slen), *rc = chunk(x, n, g->size, recv, &rlen);
     if (!dt_gc_is_half(wire)) {
-        DT_TRY(ring_step(g, sc, slen, tmp, rlen, MPI_FLOAT));
+        DT_TRY(ring_step(g, sc, slen, tmp, rlen, MPI_FLOAT, sizeof(float)));
         for (size_t i = 0; i < rlen; i++) rc[i] += tmp[i];
     } else {
         uint16_t *in;
@@ -79,7 +105,7 @@ static dt_status reduce_step(dt_group *g, float *x, size_t n, int send, int recv
 static dt_status gather_step(dt_group *g, float *x, size_t n, int send, int recv, float *tmp, dt_gc_kind wire) {
     size_t slen, rlen;
     float *sc = chunk(x, n, g->size, send, &slen), *rc = chunk(x, n, g->size, recv, &rlen);
-    if (!dt_gc_is_half(wire)) return ring_step(g, sc, slen, rc, rlen, MPI_FLOAT);
+    if (!dt_gc_is_half(wire)) return ring_step(g, sc, slen, rc, rlen, MPI_FLOAT, sizeof(float));
     uint16_t *in;
     DT_TRY(half_step(g, n, sc, slen, rlen, tmp, wire, &in));
     dt_half_decode(wire, in, rc, rlen);

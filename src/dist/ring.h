@@ -10,7 +10,10 @@
  * point-to-point because Open MPI's nonblocking MPI_Iallreduce (libnbc)
  * moved the whole buffer each way between two ranks: on this machine a
  * 4 MiB bucket cost 1.7-2.2 ms of CPU that way, 0.8 ms as a ring
- * (docs/PERFORMANCE.md). Waits go through dt_group_wait, so a missing
+ * (docs/PERFORMANCE.md). A step's message travels as segments of at most
+ * 64000 bytes posted at once (under Open MPI's TCP eager limit: no
+ * rendezvous per message; 1.4-1.9x the ring's rate between hosts, ring.c).
+ * Waits go through dt_group_wait, so a missing
  * worker is reported by the stall inspector, never waited for silently.
  *
  * Small buffers are latency-bound (2 (W-1) messages in sequence), so

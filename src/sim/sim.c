@@ -35,14 +35,42 @@ typedef struct {
     double link;        /* when the worker's link is next free */
     double link_busy;
     double bytes_sent;
+    /* Shared cores with none to spare for a worker's communication thread
+     * (kernel copies, sums, polling): while the compute runs, the two
+     * share a core, the link's work moving at 1 / share of its speed and
+     * the compute at 1 - 1 / share. `stolen`: the compute time lost so
+     * far, by which backward and every later gradient are late. share 1:
+     * a core of its own. */
+    double share;
+    double stolen;
 } sim_step;
 
-/* A transfer of dur seconds on the worker's link, ready at `ready`,
- * after every transfer before it. Returns its end. */
+/* A transfer of dur seconds (at full speed) on the worker's link, ready at
+ * `ready` (of the compute as profiled), after every transfer before it.
+ * Returns its end. */
 static double link_send(sim_step *st, double ready, double dur) {
-    st->link = fmax(ready, st->link) + dur;
+    double start = fmax(ready + st->stolen, st->link), end = start + dur;
+    double left = st->bwd_end + st->stolen - start; /* compute still to run, at full speed */
+    if (st->share > 1 && left > 0) {
+        /* Both slowed until one ends: the transfer's work done meanwhile,
+         * which is also the compute's loss. */
+        double during = fmin(dur, left / (st->share - 1));
+        end = start + during * st->share + (dur - during);
+        st->stolen += during;
+    }
+    st->link = end;
     st->link_busy += dur;
-    return st->link;
+    return end;
+}
+
+/* Once every transfer of the backward pass is placed: backward ends as
+ * late as the link made it. Returns by how much. */
+static double settle_stolen(sim_step *st) {
+    double late = st->stolen;
+    st->bwd_end += late;
+    st->compute += late;
+    st->stolen = 0;
+    return late;
 }
 
 /* Forward, loss and backward on the compute cores: each layer's ready time. */
@@ -94,6 +122,7 @@ static dt_status run_allreduce(sim_step *st) {
         link_send(st, st->ready[b[k].ready_layer], moved / st->bw + messages * st->lat + reduce);
         st->bytes_sent += moved;
     }
+    settle_stolen(st);
     double update = (p->sum_s + p->update_s) * st->scale;
     st->compute += update;
     st->link = fmax(st->link, st->bwd_end) + update;
@@ -156,13 +185,14 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             size_t a = ps_off[i] > lo ? ps_off[i] : lo, e = end < hi ? end : hi;
             if (a >= e) continue;
             double bytes = (double)(e - a) * word;
-            double start = fmax(st->ready[i], st->link);
+            double start = fmax(st->ready[i] + st->stolen, st->link);
             double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat);
             /* The server's link takes the same part from all P workers. */
             srv[k] = fmax(sent, fmax(start, srv[k]) + P * bytes / st->bw + st->lat);
             st->bytes_sent += bytes;
         }
     }
+    cpu += settle_stolen(st);
     if (ps_total > 0) {
         /* Each server sums P gradients, averages them, steps its shard and
          * copies a reply snapshot per worker (as ps_server.c: 2P + 1 passes
@@ -295,6 +325,12 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         st.bw = c->bandwidth / st.scale;
         st.lat = c->latency * st.scale;
     }
+    /* Each worker's communication thread is one more runnable thread: with
+     * no core to spare for it, it shares the compute's (link_send). */
+    double with_comm = (double)c->nodes * (p->threads + 1);
+    st.share = c->shared_cores && c->nodes > 1 && with_comm > c->shared_cores
+                   ? with_comm / fmax(want, c->shared_cores)
+                   : 1;
     for (int i = 0; i < p->nlayers; i++) st.nparams += p->layers[i].params;
     DT_TRY(dt_alloc_bytes((void **)&st.ready, sizeof(double) * (size_t)p->nlayers, "simulator"));
     compute_pass(&st);
