@@ -85,7 +85,8 @@ static void test_allreduce_by_hand(void) {
 /* Compressed allreduce, by hand on the one-bucket case above (1.5 M
  * floats, 4 nodes, sum 2 ms for all of them): bf16 halves the bytes and
  * adds an encoding pass; top-k 1% allgathers 15000 pairs of 8 bytes (3 x
- * 120 KB, 3 alpha) after four selection passes. */
+ * 120 KB, 3 alpha) after the profile's selection (5 ms for all of them);
+ * a profile without a top-k rate cannot price it. */
 static void test_allreduce_compressed(void) {
     dt_profile *p = two_layers(0.002);
     dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 4);
@@ -96,9 +97,11 @@ static void test_allreduce_compressed(void) {
     CHECK_CLOSE(r.bytes_sent, 0.75 * 6e6, 1e-6, 0);
     CHECK_CLOSE(r.step_s, 0.033 + (3.6e-3 + 120e-6) + 1.75 * 0.002 + 0.002 + 0.003, 1e-12, 1e-12);
     c.codec = (dt_grad_codec){DT_GC_TOPK, 0.01};
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "no top-k rate"));
+    p->topk_s = 0.005;
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK_CLOSE(r.bytes_sent, 3 * 15000 * 8, 1e-6, 0);
-    CHECK_CLOSE(r.step_s, 0.033 + (288e-6 + 60e-6) + 4 * 0.002 + 0.002 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.step_s, 0.033 + (288e-6 + 60e-6) + 0.005 + 0.002 + 0.003, 1e-12, 1e-12);
 }
 
 static void test_ps_by_hand(void) {
@@ -396,24 +399,35 @@ static void test_shared_cores(void) {
 }
 
 /* 4 workers x 1 thread on 4 cores: no core left for the communication
- * threads, so a transfer during backward shares a core with the compute
- * (share 8 / 4 = 2: each at half speed). By hand on two_layers, a bucket
- * per layer: L1's (6.12 ms of link) starts at 13 ms, while 20 ms of
- * backward remain: it ends at 13 + 2 x 6.12 = 25.24 ms and the compute
- * loses 6.12 ms, so L0's gradients are ready at 39.12 ms, where backward
- * now ends; L0's bucket runs alone, 39.12..40.44, then the 3 ms update. */
+ * threads, so their own work during backward shares a core with the
+ * compute (share 8 / 4 = 2: each at half speed). By hand on two_layers at
+ * top-k 1% with a 12 ms selection over all 1.5 M floats, a bucket per
+ * layer: L1's selection (10 ms) starts at 13 ms, while 20 ms of backward
+ * remain: it ends at 33 ms, the compute has lost 10 ms, and its allgather
+ * (3 x 12500 pairs of 8 bytes, 0.24 ms, and 3 alpha) ends at 33.3 ms. L0's
+ * gradients are ready at 43 ms, where backward now ends: its selection
+ * (2 ms) and allgather (3 x 2500 pairs: 0.048 ms + 3 alpha) run alone,
+ * then the 3 ms update. */
 static void test_comm_shares_cores(void) {
     dt_profile *p = two_layers(0);
+    p->topk_s = 0.012;
     dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 4);
     c.fusion_mb = 0;
+    c.codec = (dt_grad_codec){DT_GC_TOPK, 0.01};
     c.shared_cores = 4;
     dt_sim_result r;
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK(r.compute_scale == 1);
-    CHECK_CLOSE(r.step_s, 0.04044 + 0.003, 1e-12, 1e-12);
-    CHECK_CLOSE(r.compute_s, 0.03912 + 0.003, 1e-12, 1e-12);
-    CHECK_CLOSE(r.bytes_sent, 1.5 * 6e6, 1e-6, 0);
-    c.shared_cores = 8; /* a core for each: the unshared case (test_allreduce_by_hand) */
+    CHECK_CLOSE(r.step_s, 0.043 + 0.002 + 0.000108 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033 + 0.010 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.bytes_sent, 3 * (12500 + 2500) * 8, 1e-6, 0);
+    c.shared_cores = 8; /* a core for each: L1's bucket 13..23.3 ms, hidden; L0's from 33 ms */
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.033 + 0.002108 + 0.003, 1e-12, 1e-12);
+    /* Transfers alone take no core: the plain ring (no sums: sum_s 0) is
+     * as on separate machines. */
+    c.codec = (dt_grad_codec){DT_GC_NONE, 0};
+    c.shared_cores = 4;
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK_CLOSE(r.step_s, 0.03432 + 0.003, 1e-12, 1e-12);
 }
@@ -493,6 +507,8 @@ static void bad_profile(const char *path, const char *text, const char *what) {
 }
 
 #define PROFILE_HEAD \
+    "{\"format\":\"dtrain-profile\",\"version\":2,\"model\":\"m\",\"batch\":8,\"threads\":1,\"reps\":3,"
+#define PROFILE_HEAD_V1 \
     "{\"format\":\"dtrain-profile\",\"version\":1,\"model\":\"m\",\"batch\":8,\"threads\":1,\"reps\":3,"
 #define ONE_LAYER \
     "\"layers\":[{\"kind\":\"connected\",\"fwd_s\":1,\"bwd_s\":2,\"params\":30,\"fc_out\":3,\"fc_in\":9}]"
@@ -503,6 +519,7 @@ static void test_profile_files(void) {
     snprintf(path, sizeof path, "%s/p.json", dir);
     dt_profile *p = cnn_like(), *q = malloc(sizeof *q);
     snprintf(p->model, sizeof p->model, "dir/\"quoted\" model.cfg");
+    p->topk_s = 0.0042;
     CHECK_OK(dt_profile_write(p, path));
     CHECK_OK(dt_profile_read(q, path));
     CHECK(strcmp(q->model, p->model) == 0);
@@ -510,6 +527,7 @@ static void test_profile_files(void) {
     CHECK_CLOSE(q->update_s, p->update_s, 0, 1e-8);
     CHECK_CLOSE(q->sum_s, p->sum_s, 0, 1e-8);
     CHECK_CLOSE(q->gemm_gflops, p->gemm_gflops, 0, 1e-5);
+    CHECK_CLOSE(q->topk_s, p->topk_s, 0, 1e-8);
     for (int i = 0; i < p->nlayers; i++) {
         CHECK(strcmp(q->layers[i].kind, p->layers[i].kind) == 0);
         CHECK_CLOSE(q->layers[i].fwd_s, p->layers[i].fwd_s, 0, 1e-8);
@@ -517,25 +535,33 @@ static void test_profile_files(void) {
         CHECK(q->layers[i].params == p->layers[i].params);
         CHECK(q->layers[i].fc_out == p->layers[i].fc_out && q->layers[i].fc_in == p->layers[i].fc_in);
     }
-    write_text(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}");
+    write_text(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4," ONE_LAYER "}");
     CHECK_OK(dt_profile_read(q, path));
-    CHECK(q->nlayers == 1 && q->layers[0].fc_in == 9);
+    CHECK(q->nlayers == 1 && q->layers[0].fc_in == 9 && q->topk_s == 4);
+    /* Version 1 (before topk_s) still reads, without a top-k rate. */
+    write_text(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}");
+    CHECK_OK(dt_profile_read(q, path));
+    CHECK(q->nlayers == 1 && q->topk_s == 0);
+    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4," ONE_LAYER "}",
+                "'topk_s' is not a field of version 1 profiles");
+    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}",
+                "missing 'topk_s'");
 
     bad_profile(path, "{\"format\":\"other\"}", "not a dtrain profile");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1," ONE_LAYER "}", "missing 'gemm_gflops'");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":0," ONE_LAYER "}",
+    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1," ONE_LAYER "}", "missing 'gemm_gflops'");
+    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":0," ONE_LAYER "}",
                 "gemm_gflops");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":-1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}",
+    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":-1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}",
                 "'update_s' must be a non-negative number");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"extra\":2," ONE_LAYER "}",
+    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"extra\":2," ONE_LAYER "}",
                 "unknown field 'extra'");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[]}",
+    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[]}",
                 "no layers");
     bad_profile(path,
-                PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[{\"kind\":\"x\"}]}",
+                PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[{\"kind\":\"x\"}]}",
                 "layer 0: missing 'fwd_s'");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\n" ONE_LAYER, "p.json:2:");
-    bad_profile(path, "{\"format\":\"dtrain-profile\",\"version\":2}", "version 2");
+    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\n" ONE_LAYER, "p.json:2:");
+    bad_profile(path, "{\"format\":\"dtrain-profile\",\"version\":3}", "version 3, this dtrain reads versions 1 to 2");
     unlink(path);
     CHECK(dt_profile_read(q, path) == DT_ERR_IO);
     rmdir(dir);

@@ -37,10 +37,16 @@ assert all(r['comm_share'] > 0 for r in rows if r['nodes'] > 1)"
 expect 0 '"event":"bench"' -- "$DTRAIN" bench "$M" --steps 3 --threads 1 --batch 16 --profile-out "$TMP/p.json"
 check "profile format" /usr/bin/python3 -c "
 import json; p=json.load(open('$TMP/p.json'))
-assert p['format'] == 'dtrain-profile' and p['version'] == 1 and p['batch'] == 16 and p['reps'] == 3
+assert p['format'] == 'dtrain-profile' and p['version'] == 2 and p['batch'] == 16 and p['reps'] == 3
+assert p['topk_s'] > 0
 assert sum(l['params'] for l in p['layers']) == 407050 and p['layers'][0]['fc_in'] == 784"
 expect 0 "compute from the profile at 1 thread" -- "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2
 expect 0 "batch 16 per worker" -- "$DTRAIN" simulate "$M" --profile "$TMP/p.json" --nodes 2
+expect 0 "topk:0.01" -- "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2 --modes allreduce --grad-compression topk:0.01
+# A version 1 profile (before its top-k rate) still prices everything else.
+expect 0 "ps-sync" -- "$DTRAIN" simulate --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes ps-sync
+expect 2 "the profile has no top-k rate \(version 1\): measure it again" -- "$DTRAIN" simulate \
+    --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes allreduce --grad-compression topk:0.01
 expect 2 "\-\-batch 32: --profile .* was measured at batch 16" -- "$DTRAIN" simulate "$M" --profile "$TMP/p.json" --batch 32
 expect 2 "\-\-profile .*p.json has 4 layers, .*cnn.cfg has 10" -- "$DTRAIN" simulate "$SRC/examples/cnn.cfg" --profile "$TMP/p.json"
 expect 2 "\-\-threads and --reps set the measurement" -- "$DTRAIN" simulate --profile "$TMP/p.json" --threads 2

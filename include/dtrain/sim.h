@@ -74,12 +74,16 @@ typedef struct {
                               (a server summing a worker's gradient, a worker averaging) */
     double gemm_gflops;    /* GFLOP/s of the fully connected layers' forward GEMMs
                               (SFB's reconstruction rate); 0 when there are none */
+    double topk_s;         /* a worker's top-k selection at R = 1% over all parameters
+                              (--grad-compression topk:R, dt_topk_encode); 0: not measured
+                              (version 1 profiles), which the simulator refuses for top-k */
 } dt_profile;
 
 /* Builds spec's net at spec->batch and times it on random data: a few
  * warm-up steps, then the medians of `reps` timed repetitions of every
- * layer's forward and backward (dt_net_profile), of the SGD update and of a
- * gradient sum. `threads` is recorded (the caller sets the thread count). */
+ * layer's forward and backward (dt_net_profile), of the SGD update, of a
+ * gradient sum and of a top-k selection. `threads` is recorded (the caller
+ * sets the thread count). */
 dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threads, int reps);
 
 /* Profile files (JSON). Write: DT_ERR_IO naming the file. Read: DT_ERR_IO,

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/codec.h"
+#include "dtrain/dist.h"
 #include "dtrain/json.h"
 #include "dtrain/mem.h"
 #include "dtrain/net.h"
@@ -16,11 +18,35 @@
 #include "dtrain/timer.h"
 
 #define PROFILE_FORMAT "dtrain-profile"
-#define PROFILE_VERSION 1
+#define PROFILE_VERSION 2 /* 2: topk_s; version 1 files still read (without it) */
 #define PROFILE_MAX_BYTES ((size_t)1 << 20) /* ~100 bytes per layer; refuse anything huge */
 #define PROFILE_WARMUP 3                    /* steps before timing: oneDNN builds its kernels */
 
-/* Medians of the optimiser's update and of a gradient sum over every parameter. */
+/* Median of a top-k selection at R = 1% over every parameter, as a worker
+ * runs it per bucket (codec.c: the residual added, a radix select, the
+ * pick): its histogram passes cost several gradient sums each. */
+static dt_status time_topk(dt_profile *p, const dt_net *net, double *t) {
+    size_t n = net->nparams, k = dt_topk_count(0.01, n);
+    float *g = NULL, *residual = NULL;
+    uint32_t *pairs = NULL;
+    dt_status s = dt_alloc_floats(&g, n, "top-k timing");
+    if (s == DT_OK) s = dt_alloc_floats(&residual, n, "top-k timing");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&pairs, 2 * sizeof *pairs * (k ? k : 1), "top-k timing");
+    for (int r = 0; s == DT_OK && r < p->reps; r++) {
+        memcpy(g, net->grads, n * sizeof *g); /* the gradients of the profiled backward passes */
+        double t0 = dt_now();
+        dt_topk_encode(g, residual, n, k, pairs);
+        t[r] = dt_now() - t0;
+    }
+    if (s == DT_OK) p->topk_s = dt_median(t, p->reps);
+    dt_free(g);
+    dt_free(residual);
+    dt_free(pairs);
+    return s;
+}
+
+/* Medians of the optimiser's update and of a gradient sum over every
+ * parameter, then of a top-k selection. */
 static dt_status time_update(dt_profile *p, dt_net *net, const dt_model_spec *spec, double *t) {
     float *state = NULL, *acc = NULL;
     dt_optim *opt = NULL;
@@ -42,7 +68,7 @@ static dt_status time_update(dt_profile *p, dt_net *net, const dt_model_spec *sp
     dt_free(state);
     dt_optim_free(opt);
     dt_free(acc);
-    return s;
+    return s == DT_OK ? time_topk(p, net, t) : s;
 }
 
 /* The layers' parameter counts, shapes and timings into p. */
@@ -122,9 +148,9 @@ dt_status dt_profile_write(const dt_profile *p, const char *path) {
     char model[1024];
     fprintf(f,
             "{\"format\":\"%s\",\"version\":%d,\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"reps\":%d,\n"
-            " \"update_s\":%.9g,\"sum_s\":%.9g,\"gemm_gflops\":%.6g,\n \"layers\":[\n",
+            " \"update_s\":%.9g,\"sum_s\":%.9g,\"gemm_gflops\":%.6g,\"topk_s\":%.9g,\n \"layers\":[\n",
             PROFILE_FORMAT, PROFILE_VERSION, dt_json_escape(model, sizeof model, p->model), p->batch,
-            p->threads, p->reps, p->update_s, p->sum_s, p->gemm_gflops);
+            p->threads, p->reps, p->update_s, p->sum_s, p->gemm_gflops, p->topk_s);
     for (int i = 0; i < p->nlayers; i++) {
         const dt_sim_layer *l = &p->layers[i];
         fprintf(f,
@@ -140,9 +166,9 @@ dt_status dt_profile_write(const dt_profile *p, const char *path) {
 
 /* Reading: every field is required exactly once; the scanner's callback
  * fills the profile and marks what it saw. */
-enum { F_FORMAT, F_VERSION, F_MODEL, F_BATCH, F_THREADS, F_REPS, F_UPDATE, F_SUM, F_GEMM, F_TOP };
-static const char *const top_fields[F_TOP] = {"format", "version", "model", "batch", "threads",
-                                              "reps", "update_s", "sum_s", "gemm_gflops"};
+enum { F_FORMAT, F_VERSION, F_MODEL, F_BATCH, F_THREADS, F_REPS, F_UPDATE, F_SUM, F_GEMM, F_TOPK, F_TOP };
+static const char *const top_fields[F_TOP] = {"format", "version", "model", "batch", "threads", "reps",
+                                              "update_s", "sum_s", "gemm_gflops", "topk_s"};
 enum { L_KIND, L_FWD, L_BWD, L_PARAMS, L_FC_OUT, L_FC_IN, L_FIELDS };
 static const char *const layer_fields[L_FIELDS] = {"kind", "fwd_s", "bwd_s", "params", "fc_out", "fc_in"};
 
@@ -150,6 +176,7 @@ typedef struct {
     dt_profile *p;
     const char *path;
     unsigned seen;                  /* bit per top field */
+    int version;                    /* 1 (no topk_s) or PROFILE_VERSION */
     unsigned char lseen[DT_MAX_LAYERS]; /* bit per layer field */
 } profile_reader;
 
@@ -218,9 +245,10 @@ static dt_status profile_field(void *ctx, const char *path, dt_json_kind kind, d
                            PROFILE_FORMAT);
         return DT_OK;
     case F_VERSION:
-        if (kind != DT_JSON_NUMBER || num != PROFILE_VERSION)
-            return dt_fail(DT_ERR_FORMAT, "%s: profile version %g, this dtrain reads version %d", r->path,
+        if (kind != DT_JSON_NUMBER || (num != 1 && num != PROFILE_VERSION))
+            return dt_fail(DT_ERR_FORMAT, "%s: profile version %g, this dtrain reads versions 1 to %d", r->path,
                            kind == DT_JSON_NUMBER ? num : -1.0, PROFILE_VERSION);
+        r->version = (int)num;
         return DT_OK;
     case F_MODEL:
         if (kind != DT_JSON_STRING) return dt_fail(DT_ERR_FORMAT, "%s: 'model' must be a string", r->path);
@@ -233,6 +261,7 @@ static dt_status profile_field(void *ctx, const char *path, dt_json_kind kind, d
         return DT_OK;
     case F_UPDATE: return number_field(r, path, kind, num, 0, &p->update_s);
     case F_SUM: return number_field(r, path, kind, num, 0, &p->sum_s);
+    case F_TOPK: return number_field(r, path, kind, num, 0, &p->topk_s);
     default: return number_field(r, path, kind, num, 0, &p->gemm_gflops);
     }
 }
@@ -247,8 +276,13 @@ dt_status dt_profile_read(dt_profile *p, const char *path) {
     dt_status s = dt_read_text_file(&text, path, PROFILE_MAX_BYTES, DT_ERR_FORMAT, "a profile");
     if (s == DT_OK) s = dt_json_scan(text, path, profile_field, r);
     free(text);
-    for (int f = 0; s == DT_OK && f < F_TOP; f++)
-        if (!(r->seen & 1u << f)) s = dt_fail(DT_ERR_FORMAT, "%s: missing '%s'", path, top_fields[f]);
+    for (int f = 0; s == DT_OK && f < F_TOP; f++) {
+        int in_version = f != F_TOPK || r->version != 1; /* (an unknown version failed above) */
+        if (!in_version && r->seen & 1u << f)
+            s = dt_fail(DT_ERR_FORMAT, "%s: '%s' is not a field of version 1 profiles", path, top_fields[f]);
+        else if (in_version && !(r->seen & 1u << f))
+            s = dt_fail(DT_ERR_FORMAT, "%s: missing '%s'", path, top_fields[f]);
+    }
     if (s == DT_OK && p->nlayers == 0) s = dt_fail(DT_ERR_FORMAT, "%s: no layers", path);
     int has_fc = 0;
     for (int i = 0; s == DT_OK && i < p->nlayers; i++) {

@@ -35,26 +35,27 @@ typedef struct {
     double link;        /* when the worker's link is next free */
     double link_busy;
     double bytes_sent;
-    /* Shared cores with none to spare for a worker's communication thread
-     * (kernel copies, sums, polling): while the compute runs, the two
-     * share a core, the link's work moving at 1 / share of its speed and
-     * the compute at 1 - 1 / share. `stolen`: the compute time lost so
-     * far, by which backward and every later gradient are late. share 1:
-     * a core of its own. */
+    /* Shared cores with none to spare for a worker's communication thread:
+     * its own work (a bucket's sums, coding, top-k selection) shares a core
+     * with the compute while the compute runs, each moving at 1 / share of
+     * its speed. `stolen`: the compute time lost so far, by which backward
+     * and every later gradient are late. share 1: a core of its own. (The
+     * kernel's work on the messages is not priced: see docs/SCALING.md.) */
     double share;
     double stolen;
 } sim_step;
 
 /* A transfer of dur seconds (at full speed) on the worker's link, ready at
- * `ready` (of the compute as profiled), after every transfer before it.
+ * `ready` (of the compute as profiled), after every transfer before it;
+ * its first `cpu` seconds are the communication thread's own work.
  * Returns its end. */
-static double link_send(sim_step *st, double ready, double dur) {
+static double link_send(sim_step *st, double ready, double dur, double cpu) {
     double start = fmax(ready + st->stolen, st->link), end = start + dur;
     double left = st->bwd_end + st->stolen - start; /* compute still to run, at full speed */
-    if (st->share > 1 && left > 0) {
-        /* Both slowed until one ends: the transfer's work done meanwhile,
-         * which is also the compute's loss. */
-        double during = fmin(dur, left / (st->share - 1));
+    if (st->share > 1 && left > 0 && cpu > 0) {
+        /* Both slowed until one ends: the work done meanwhile, which is
+         * also the compute's loss. */
+        double during = fmin(cpu, left / (st->share - 1));
         end = start + during * st->share + (dur - during);
         st->stolen += during;
     }
@@ -108,18 +109,19 @@ static dt_status run_allreduce(sim_step *st) {
     int nb = dt_bucket_plan_layers(b, max, off, p->nlayers, NULL, bucket_floats);
     DT_ASSERT(nb >= 0); /* max above is an upper bound on the buckets */
     double P = c->nodes;
-    /* Passes over a bucket, each costing about a gradient sum's: the ring's
-     * reduce-scatter adds (P-1)/P of it; encoding and decoding 16-bit words
-     * one more; top-k's selection four (three radix passes and the pick)
-     * and its sum of the gathered pairs, in place of the ring's. */
+    /* The work on a bucket besides its transfer, per float as a share of
+     * all parameters: the ring's reduce-scatter adds (P-1)/P of a gradient
+     * sum; encoding and decoding 16-bit words one more; top-k instead its
+     * measured selection (a radix select's histogram passes cost several
+     * sums each; the P k adds of the gathered pairs are left out). */
     int topk = c->codec.kind == DT_GC_TOPK;
-    double passes = topk ? 4 : (P - 1) / P + (c->codec.kind != DT_GC_NONE);
+    double work = topk ? p->topk_s : ((P - 1) / P + (c->codec.kind != DT_GC_NONE)) * p->sum_s;
     for (int k = 0; k < nb; k++) {
         size_t n = b[k].hi - b[k].lo;
         double moved = dt_allreduce_bytes_each_way(&c->codec, n, (int)P);
-        double reduce = passes * p->sum_s * (double)n / (double)st->nparams * st->scale;
+        double reduce = work * (double)n / (double)st->nparams * st->scale;
         double messages = topk ? P - 1 : 2 * (P - 1); /* an allgather's rounds, or the ring's */
-        link_send(st, st->ready[b[k].ready_layer], moved / st->bw + messages * st->lat + reduce);
+        link_send(st, st->ready[b[k].ready_layer], reduce + moved / st->bw + messages * st->lat, reduce);
         st->bytes_sent += moved;
     }
     settle_stolen(st);
@@ -169,7 +171,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             /* Allgather of the factors, then the rebuild and the layer's own
              * update on the compute cores once they are free. */
             double factors = (double)K * (l->fc_out + l->fc_in) * sizeof(float);
-            double got = link_send(st, st->ready[i], (P - 1) * (factors / st->bw + st->lat));
+            double got = link_send(st, st->ready[i], (P - 1) * (factors / st->bw + st->lat), 0);
             double rebuild = (P - 1) * 2.0 * K * l->fc_out * l->fc_in / (p->gemm_gflops * 1e9) * scale +
                              p->update_s * (double)l->params / (double)st->nparams * scale;
             cpu = fmax(cpu, got) + rebuild;
@@ -186,7 +188,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             if (a >= e) continue;
             double bytes = (double)(e - a) * word;
             double start = fmax(st->ready[i] + st->stolen, st->link);
-            double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat);
+            double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat, 0);
             /* The server's link takes the same part from all P workers. */
             srv[k] = fmax(sent, fmax(start, srv[k]) + P * bytes / st->bw + st->lat);
             st->bytes_sent += bytes;
@@ -310,6 +312,9 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
                                      "non-negative");
     if (p->nlayers < 1 || p->batch < 1 || p->threads < 1)
         return dt_fail(DT_ERR_USAGE, "simulate: empty profile");
+    if (c->codec.kind == DT_GC_TOPK && !(p->topk_s > 0))
+        return dt_fail(DT_ERR_USAGE, "simulate: the profile has no top-k rate (version 1): measure it again "
+                                     "(dtrain bench --profile-out) to price --grad-compression topk");
     for (int i = 0; i < p->nlayers; i++)
         if (p->layers[i].fc_out > 0 && p->layers[i].fc_in > 0 && !(p->gemm_gflops > 0))
             return dt_fail(DT_ERR_USAGE,
@@ -326,7 +331,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         st.lat = c->latency * st.scale;
     }
     /* Each worker's communication thread is one more runnable thread: with
-     * no core to spare for it, it shares the compute's (link_send). */
+     * no core to spare for it, its work shares the compute's (link_send). */
     double with_comm = (double)c->nodes * (p->threads + 1);
     st.share = c->shared_cores && c->nodes > 1 && with_comm > c->shared_cores
                    ? with_comm / fmax(want, c->shared_cores)
