@@ -6,8 +6,10 @@
 # 2-host job (2 ranks on each) in allreduce (auto = hierarchical, ring; and
 # hier with one worker per host, ring over uneven hosts) and ps-sync equals
 # serial with the global batch (hier with bf16 on the wire within bf16's
-# tolerance); a host's link down for 3 s stalls the job, which goes on; ps-async and ps-ssp train; the cluster
-# script's own edges. Needs root and network namespaces (else exit 77);
+# tolerance); a host's link down for 3 s stalls the job, which goes on,
+# and down for 5 s with --stall-timeout 2 the stall inspector names the
+# rank across it until the job goes on; ps-async and ps-ssp train; the
+# cluster script's own edges. Needs root and network namespaces (else exit 77);
 # release build only (the same code as the one-machine tests, CI time).
 source "$(dirname "$0")/clilib.sh" "$1"
 [ -n "${DT_SANITIZE:-}" ] && { echo "skipped under sanitizers (test_dist covers the code)"; exit 77; }
@@ -58,29 +60,42 @@ check "auto chose hier" grep -q "^allreduce: hier, 2 hosts x 2 workers" "$TMP/ar
 check "ring when asked" grep -q "^allreduce: 4 fusion buckets (--fusion-mb 0.01), 4 by dtrain's ring" "$TMP/ar_ring.out"
 hosts ps_async t1:2,t2:1 --max-steps 40 --mode ps-async --servers 1
 hosts ps_ssp t1:2,t2:1 --max-steps 40 --mode ps-ssp --servers 1 --staleness 2
-# Link down for 3 s mid-run (--stall-timeout 10): TCP retransmits once it
+# Link down for D s mid-run (--stall-timeout T): TCP retransmits once it
 # is back and the job goes on to the end, the outage a gap in its steps.
+# With D > T the stall inspector names, every T s, the rank across the
+# dead link (each host's rank cannot hear the other's heartbeats).
 # (Rank 0 sleeps 20 ms a step so the run outlasts the outage.)
-hosts_link_down() {
-    local log=$TMP/down.jsonl t0=$SECONDS
+hosts_link_down() { # D T
+    local down=$1 stall=$2 log=$TMP/down$1.jsonl t0=$SECONDS
     timeout 120 "$DTRAIN" launch --hosts t1:1,t2:1 --launch-agent "$AGENT" -- train "$TMP/net.cfg" \
         --dataset synthetic --threads 1 --quiet --max-steps 150 --slow-worker 0:20 --mode allreduce \
-        --allreduce-algo ring --stall-timeout 10 --log "$log" > "$TMP/down.out" 2>&1 &
+        --allreduce-algo ring --stall-timeout "$stall" --log "$log" > "$TMP/down$down.out" 2>&1 &
     local job=$!
     wait_for "$log" '"step":20,' 60
-    ip netns exec dtt-t2 ip link set eth0 down; sleep 3; ip netns exec dtt-t2 ip link set eth0 up
+    ip netns exec dtt-t2 ip link set eth0 down; sleep "$down"; ip netns exec dtt-t2 ip link set eth0 up
     wait $job; local rc=$?
-    echo "link down 3 s: exit $rc after $((SECONDS - t0)) s"
-    check "link down 3 s: the job recovers and ends" test $rc -eq 0 || tail -5 "$TMP/down.out"
-    check "link down 3 s: the outage shows as a gap of 2.5 s or more" /usr/bin/python3 - "$log" <<'PY'
+    echo "link down $down s, --stall-timeout $stall: exit $rc after $((SECONDS - t0)) s"
+    check "link down $down s: the job recovers and ends" test $rc -eq 0 || tail -5 "$TMP/down$down.out"
+    check "link down $down s: the outage shows as a gap of $down s or more" /usr/bin/python3 - "$log" "$down" <<'PY'
 import json, sys
 t = [e["elapsed_s"] for e in map(json.loads, open(sys.argv[1])) if e["event"] == "step"]
 gap = max(b - a for a, b in zip(t, t[1:]))
 print(f"largest gap between steps {gap:.2f} s over {len(t)} steps")
-assert len(t) == 150 and gap >= 2.5
+assert len(t) == 150 and gap >= float(sys.argv[2]) - 0.5
 PY
+    if [ "$down" -gt "$stall" ]; then
+        check "link down $down s: rank 0 names rank 1" \
+            grep -q "rank 0: gradient allreduce of step [0-9]* has waited $stall s; ranks that have not reached it: 1" \
+            "$TMP/down$down.out"
+        check "link down $down s: rank 1 names rank 0" \
+            grep -q "rank 1: gradient allreduce of step [0-9]* has waited $stall s; ranks that have not reached it: 0" \
+            "$TMP/down$down.out"
+    else
+        check "link down $down s: no stall report" test "$(grep -c 'has waited' "$TMP/down$down.out")" -eq 0
+    fi
 }
-hosts_link_down
+hosts_link_down 3 10
+hosts_link_down 5 2
 expect 2 "hier needs the same number of workers on every host" -- "$DTRAIN" launch --hosts t1:2,t2:1 \
     --launch-agent "$AGENT" -- train "$TMP/net.cfg" --dataset synthetic --mode allreduce --allreduce-algo hier
 expect 2 "shm needs every worker on one host \(here 2 hosts\)" -- "$DTRAIN" launch --hosts t1:1,t2:1 \
