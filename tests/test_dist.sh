@@ -73,6 +73,15 @@ if [ -z "${DT_SANITIZE:-}" ]; then
     same cnn_serial cnn_ring_seg $TOL
     same cnn_serial cnn_ring_grown $TOL
     same cnn_serial cnn_ring_bf16 1e-2 # test_compression's bf16 tolerance
+    # Uneven chunks whose grown segments differ: a 3,145,729-float bucket
+    # among 3 workers is chunks of 1,048,576 and one of 1,048,577 floats,
+    # cut in 64 segments of 16384 and of 16385; each message must be cut
+    # by its own length at both ends (when a rank cut both of its messages
+    # by its longer one, the ends disagreed and the run corrupted memory).
+    train_ckpt cnn_serial12 1 "${CNN[@]}" --batch 12
+    train_ckpt cnn_ring3_uneven 3 "${CNN[@]}" --batch 4 --mode allreduce --allreduce-algo ring \
+        --fusion-mb 12.0000039
+    same cnn_serial12 cnn_ring3_uneven $TOL
 fi
 
 # allreduce in the shared window: worker 0 checkpoints the shared

@@ -23,10 +23,14 @@ size_t dt_ring_scratch_floats(size_t n, int w) { return w > 0 ? (n + (size_t)w -
  * unshaped, the same within noise in shared memory; docs/CLUSTER.md). */
 enum { SEGMENT_BYTES = 64000, SEGMENTS_MAX = 64 };
 
-/* Posts n words of buf as segments to (send) or from peer into reqs;
- * returns the number of requests posted (*s: the status). */
-static int post_segments(dt_group *g, void *buf, size_t n, size_t seg, MPI_Datatype type, int size, int peer,
-                         int send, MPI_Request *reqs, dt_status *s) {
+/* Posts a message of n words (of size bytes) of buf as segments to (send)
+ * or from peer into reqs; returns the number of requests posted (*s: the
+ * status). The segment length depends on n alone, so the two ends of a
+ * message cut it alike (their other message may be longer: uneven chunks). */
+static int post_segments(dt_group *g, void *buf, size_t n, MPI_Datatype type, int size, int peer, int send,
+                         MPI_Request *reqs, dt_status *s) {
+    size_t seg = SEGMENT_BYTES / (size_t)size;
+    if ((n + seg - 1) / seg > SEGMENTS_MAX) seg = (n + SEGMENTS_MAX - 1) / SEGMENTS_MAX;
     int k = 0;
     for (size_t o = 0; *s == DT_OK && o < n; o += seg, k++) {
         int len = (int)(n - o < seg ? n - o : seg);
@@ -44,12 +48,10 @@ static int post_segments(dt_group *g, void *buf, size_t n, size_t seg, MPI_Datat
 static dt_status ring_step(dt_group *g, const void *sendbuf, size_t nsend, void *recvbuf, size_t nrecv,
                            MPI_Datatype type, int size) {
     int w = g->size, right = (g->rank + 1) % w, left = (g->rank + w - 1) % w;
-    size_t most = nsend > nrecv ? nsend : nrecv, seg = SEGMENT_BYTES / (size_t)size;
-    if ((most + seg - 1) / seg > SEGMENTS_MAX) seg = (most + SEGMENTS_MAX - 1) / SEGMENTS_MAX;
     MPI_Request req[2 * SEGMENTS_MAX];
     dt_status s = DT_OK;
-    int n = post_segments(g, recvbuf, nrecv, seg, type, size, left, 0, req, &s);
-    n += post_segments(g, (void *)sendbuf, nsend, seg, type, size, right, 1, req + n, &s);
+    int n = post_segments(g, recvbuf, nrecv, type, size, left, 0, req, &s);
+    n += post_segments(g, (void *)sendbuf, nsend, type, size, right, 1, req + n, &s);
     if (s == DT_OK) s = dt_group_wait(g, req, n);
     /* On failure no request may outlive the buffers: the job is about to
      * end, but MPI could still write into tmp or x. */
