@@ -424,6 +424,16 @@ static void test_comm_shares_cores(void) {
     c.shared_cores = 8; /* a core for each: L1's bucket 13..23.3 ms, hidden; L0's from 33 ms */
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK_CLOSE(r.step_s, 0.033 + 0.002108 + 0.003, 1e-12, 1e-12);
+    /* 4 workers x 2 threads on 8 cores: share 12 / 8 = 1.5, every thread
+     * at 2/3 speed. L1's selection takes 15 ms (13..28, then 0.3 ms of
+     * allgather), while the compute does 10 ms of work and loses 5: L0's
+     * gradients at 38 ms, its bucket 38..40.108, the update 3 ms. */
+    p->threads = 2;
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK(r.compute_scale == 1);
+    CHECK_CLOSE(r.step_s, 0.038 + 0.002108 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033 + 0.005 + 0.003, 1e-12, 1e-12);
+    p->threads = 1;
     /* Transfers alone take no core: the plain ring (no sums: sum_s 0) is
      * as on separate machines. */
     c.codec = (dt_grad_codec){DT_GC_NONE, 0};
@@ -546,6 +556,8 @@ static void test_profile_files(void) {
                 "'topk_s' is not a field of version 1 profiles");
     bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}",
                 "missing 'topk_s'");
+    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":0," ONE_LAYER "}",
+                "'topk_s' must be positive");
 
     bad_profile(path, "{\"format\":\"other\"}", "not a dtrain profile");
     bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1," ONE_LAYER "}", "missing 'gemm_gflops'");

@@ -18,9 +18,10 @@ size_t dt_ring_scratch_floats(size_t n, int w) { return w > 0 ? (n + (size_t)w -
  * limit (btl_tcp_eager_limit, 64 KiB with its header), so the sender writes
  * it to the socket at once, where a single large message waits for the
  * receiver's rendezvous handshake and then moves only as fast as both
- * ranks' polling progresses it. Between two emulated hosts at 1 Gbit/s
- * cnn's ring ran 718 img/s this way against 497 as 2 MiB messages (+9%
- * unshaped, the same within noise in shared memory; docs/CLUSTER.md). */
+ * ranks' polling progresses it. Between two emulated hosts cnn's ring ran
+ * 110 img/s this way against 59 as 2 MiB messages at 100 Mbit/s, 711
+ * against 505 at 1 Gbit/s (the same within noise in shared memory;
+ * docs/CLUSTER.md). */
 enum { SEGMENT_BYTES = 64000, SEGMENTS_MAX = 64 };
 
 /* Posts a message of n words (of size bytes) of buf as segments to (send)
@@ -34,6 +35,7 @@ static int post_segments(dt_group *g, void *buf, size_t n, MPI_Datatype type, in
     int k = 0;
     for (size_t o = 0; *s == DT_OK && o < n; o += seg, k++) {
         int len = (int)(n - o < seg ? n - o : seg);
+        reqs[k] = MPI_REQUEST_NULL; /* stays so if the post fails: the cleanup skips it */
         char *at = (char *)buf + o * (size_t)size;
         *s = send ? dt_mpi_check(MPI_Isend(at, len, type, peer, TAG_RING, g->comm.workers, &reqs[k]),
                                  "ring allreduce (MPI_Isend)")

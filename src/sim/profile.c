@@ -283,6 +283,8 @@ dt_status dt_profile_read(dt_profile *p, const char *path) {
         else if (in_version && !(r->seen & 1u << f))
             s = dt_fail(DT_ERR_FORMAT, "%s: missing '%s'", path, top_fields[f]);
     }
+    if (s == DT_OK && r->version != 1 && !(p->topk_s > 0))
+        s = dt_fail(DT_ERR_FORMAT, "%s: 'topk_s' must be positive (a measured time)", path);
     if (s == DT_OK && p->nlayers == 0) s = dt_fail(DT_ERR_FORMAT, "%s: no layers", path);
     int has_fc = 0;
     for (int i = 0; s == DT_OK && i < p->nlayers; i++) {

@@ -36,11 +36,12 @@ typedef struct {
     double link_busy;
     double bytes_sent;
     /* Shared cores with none to spare for a worker's communication thread:
-     * its own work (a bucket's sums, coding, top-k selection) shares a core
-     * with the compute while the compute runs, each moving at 1 / share of
-     * its speed. `stolen`: the compute time lost so far, by which backward
-     * and every later gradient are late. share 1: a core of its own. (The
-     * kernel's work on the messages is not priced: see docs/SCALING.md.) */
+     * its own work (a bucket's sums, coding, top-k selection) shares the
+     * cores with the compute while the compute runs, every thread moving at
+     * 1 / share of its speed. `stolen`: the compute time lost so far, by
+     * which backward and every later gradient are late. share 1: a core of
+     * its own. (The kernel's work on the messages is not priced: see
+     * docs/SCALING.md.) */
     double share;
     double stolen;
 } sim_step;
@@ -53,11 +54,11 @@ static double link_send(sim_step *st, double ready, double dur, double cpu) {
     double start = fmax(ready + st->stolen, st->link), end = start + dur;
     double left = st->bwd_end + st->stolen - start; /* compute still to run, at full speed */
     if (st->share > 1 && left > 0 && cpu > 0) {
-        /* Both slowed until one ends: the work done meanwhile, which is
-         * also the compute's loss. */
-        double during = fmin(cpu, left / (st->share - 1));
+        /* Both slowed until one ends: each does `during` of its work in
+         * during x share, and the compute loses the difference. */
+        double during = fmin(cpu, left);
         end = start + during * st->share + (dur - during);
-        st->stolen += during;
+        st->stolen += during * (st->share - 1);
     }
     st->link = end;
     st->link_busy += dur;
@@ -65,13 +66,11 @@ static double link_send(sim_step *st, double ready, double dur, double cpu) {
 }
 
 /* Once every transfer of the backward pass is placed: backward ends as
- * late as the link made it. Returns by how much. */
-static double settle_stolen(sim_step *st) {
-    double late = st->stolen;
-    st->bwd_end += late;
-    st->compute += late;
+ * late as the communication thread made it. */
+static void settle_stolen(sim_step *st) {
+    st->bwd_end += st->stolen;
+    st->compute += st->stolen;
     st->stolen = 0;
-    return late;
 }
 
 /* Forward, loss and backward on the compute cores: each layer's ready time. */
@@ -163,6 +162,8 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
         if (!sfb[i]) ps_total += p->layers[i].params;
     }
     *fc_sfb = 0;
+    /* Pushes and factors need no work of a communication thread (link_send's
+     * cpu 0): under shared cores nothing is taken from the compute here. */
     double cpu = st->bwd_end; /* the compute cores, free after backward */
     for (int i = L - 1; i >= 0; i--) {
         const dt_sim_layer *l = &p->layers[i];
@@ -187,14 +188,13 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             size_t a = ps_off[i] > lo ? ps_off[i] : lo, e = end < hi ? end : hi;
             if (a >= e) continue;
             double bytes = (double)(e - a) * word;
-            double start = fmax(st->ready[i] + st->stolen, st->link);
+            double start = fmax(st->ready[i], st->link);
             double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat, 0);
             /* The server's link takes the same part from all P workers. */
             srv[k] = fmax(sent, fmax(start, srv[k]) + P * bytes / st->bw + st->lat);
             st->bytes_sent += bytes;
         }
     }
-    cpu += settle_stolen(st);
     if (ps_total > 0) {
         /* Each server sums P gradients, averages them, steps its shard and
          * copies a reply snapshot per worker (as ps_server.c: 2P + 1 passes
