@@ -27,6 +27,10 @@ run() { # name ranks args...
 NS=(2 3)
 RELEASE_ONLY=""
 [ -n "${DT_SANITIZE:-}" ] && NS=(2) && RELEASE_ONLY=" ar2_unfused ar2_split ar2_ring ar2_sfb_ring ps2_s1 ar4_ring "
+# TSan looks for races between threads: ps-sync runs no thread beyond the
+# loader's, which every run has, so its runs and resume are left to the
+# release and ASan builds (CI time).
+[ "${DT_SANITIZE:-}" = thread ] && RELEASE_ONLY+="ps2_s2 ps2_s2_sfb ps2_s1_sacp ps_resume "
 release_only() { [[ "$RELEASE_ONLY" == *" $1 "* ]]; }
 for N in "${NS[@]}"; do
     B=$((N == 2 ? 8 : 7))   # 3 x 7 = 21 does not divide the 60000 samples: uneven tail dropped
@@ -93,23 +97,25 @@ timeout 300 $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --m
 check "allreduce resume runs" test $? -eq 0 || tail -5 "$TMP/resumed_shm.out"
 same straight_shm resumed_shm 0
 
-# Checkpoint with 2 servers, resume, same as uninterrupted (bit for bit).
-K=30
-run straight 4 --mode ps-sync --servers 2
-K=12
-run half 4 --mode ps-sync --servers 2
-timeout 300 $MPIRUN -np 4 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps 30 --threads 1 \
-    --quiet --mode ps-sync --servers 2 --resume "$TMP/half.ckpt" --checkpoint "$TMP/resumed.ckpt" > "$TMP/resumed.out" 2>&1
-check "ps-sync resume runs" test $? -eq 0 || tail -5 "$TMP/resumed.out"
-same straight resumed 0
-# The same checkpoint resumes in allreduce mode too (one file format for all modes).
-timeout 300 $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps 30 --threads 1 \
-    --quiet --mode allreduce --resume "$TMP/half.ckpt" --checkpoint "$TMP/resumed_ar.ckpt" > "$TMP/resumed_ar.out" 2>&1
-check "resume in allreduce runs" test $? -eq 0
-same straight resumed_ar $TOL
+if ! release_only ps_resume; then
+    # Checkpoint with 2 servers, resume, same as uninterrupted (bit for bit).
+    K=30
+    run straight 4 --mode ps-sync --servers 2
+    K=12
+    run half 4 --mode ps-sync --servers 2
+    timeout 300 $MPIRUN -np 4 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps 30 --threads 1 \
+        --quiet --mode ps-sync --servers 2 --resume "$TMP/half.ckpt" --checkpoint "$TMP/resumed.ckpt" > "$TMP/resumed.out" 2>&1
+    check "ps-sync resume runs" test $? -eq 0 || tail -5 "$TMP/resumed.out"
+    same straight resumed 0
+    # The same checkpoint resumes in allreduce mode too (one file format for all modes).
+    timeout 300 $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps 30 --threads 1 \
+        --quiet --mode allreduce --resume "$TMP/half.ckpt" --checkpoint "$TMP/resumed_ar.ckpt" > "$TMP/resumed_ar.out" 2>&1
+    check "resume in allreduce runs" test $? -eq 0
+    same straight resumed_ar $TOL
 
-# Observability: the summary carries overlap, bytes per step, server CPU share.
-check "ps summary fields" grep -qE '"comm_overlap":[0-9.]+,"comm_wait_share":[0-9.]+,"bytes_per_step":[0-9]+,"server_cpu_share":[0-9.]+' "$TMP/ps2_s2.out"
+    # Observability: the summary carries overlap, bytes per step, server CPU share.
+    check "ps summary fields" grep -qE '"comm_overlap":[0-9.]+,"comm_wait_share":[0-9.]+,"bytes_per_step":[0-9]+,"server_cpu_share":[0-9.]+' "$TMP/ps2_s2.out"
+fi
 
 # SFB moves fewer bytes than the gradients it replaces, as planned; the
 # start-up plan names the layers (small_net at batch 8: layer 3 by SFB).
