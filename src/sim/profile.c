@@ -31,7 +31,7 @@ static dt_status time_topk(dt_profile *p, const dt_net *net, double *t) {
     uint32_t *pairs = NULL;
     dt_status s = dt_alloc_floats(&g, n, "top-k timing");
     if (s == DT_OK) s = dt_alloc_floats(&residual, n, "top-k timing");
-    if (s == DT_OK) s = dt_alloc_bytes((void **)&pairs, 2 * sizeof *pairs * (k ? k : 1), "top-k timing");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&pairs, 2 * sizeof *pairs * k, "top-k timing");
     for (int r = 0; s == DT_OK && r < p->reps; r++) {
         memcpy(g, net->grads, n * sizeof *g); /* the gradients of the profiled backward passes */
         double t0 = dt_now();
@@ -45,8 +45,7 @@ static dt_status time_topk(dt_profile *p, const dt_net *net, double *t) {
     return s;
 }
 
-/* Medians of the optimiser's update and of a gradient sum over every
- * parameter, then of a top-k selection. */
+/* Medians of the optimiser's update and of a gradient sum over every parameter. */
 static dt_status time_update(dt_profile *p, dt_net *net, const dt_model_spec *spec, double *t) {
     float *state = NULL, *acc = NULL;
     dt_optim *opt = NULL;
@@ -68,7 +67,7 @@ static dt_status time_update(dt_profile *p, dt_net *net, const dt_model_spec *sp
     dt_free(state);
     dt_optim_free(opt);
     dt_free(acc);
-    return s == DT_OK ? time_topk(p, net, t) : s;
+    return s;
 }
 
 /* The layers' parameter counts, shapes and timings into p. */
@@ -126,6 +125,7 @@ dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threa
         s = dt_net_profile(net, x, y, spec->batch, reps, fwd, bwd);
     }
     if (s == DT_OK) s = time_update(p, net, spec, t);
+    if (s == DT_OK) s = time_topk(p, net, t);
     if (s == DT_OK) fill_layers(p, net, fwd, bwd);
     dt_free(x);
     dt_free(y);
