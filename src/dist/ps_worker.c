@@ -25,6 +25,7 @@
 #include "codec.h"
 #include "group.h"
 #include "ps_proto.h"
+#include "pump.h"
 #include "sfb.h"
 
 typedef struct {
@@ -64,6 +65,7 @@ typedef struct {
     uint16_t *wire_params;        /* wire: (nparams) the clock's replies, before decoding */
     MPI_Datatype *wire_type;      /* wire: (nservers) shard s within wire_params */
     int exact;                    /* wire: the parameters are fp32 from the start or a pull */
+    dt_pump pump;                 /* progresses the step's messages while backward computes */
 } ps_ctx;
 
 static dt_status send_ctrl(ps_ctx *p, int kind, long clock, float lr) {
@@ -126,7 +128,10 @@ static dt_status push_layer(ps_ctx *p, int layer) {
 static void ps_grad_ready(void *ctx, int layer) {
     ps_ctx *p = ctx;
     if (p->err != DT_OK) return;
-    if (p->nreqs == 0 && p->nsfb_reqs == 0 && p->nsub_reqs == 0) p->first_send = dt_now();
+    if (p->nreqs == 0 && p->nsfb_reqs == 0 && p->nsub_reqs == 0) {
+        p->first_send = dt_now();
+        dt_pump_on(&p->pump);
+    }
     dt_status st;
     if (p->k > 1) { /* summed in the group first; the leader pushes at end_step */
         size_t lo = p->net->param_offset[layer], n = p->net->param_offset[layer + 1] - lo;
@@ -224,6 +229,12 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     float *state = dt_trainer_opt_state(t);
     int nslots = dt_optim_nslots(p->ps_optim);
     DT_TRY(dt_group_create(&p->group, &p->comm, p->cfg.stall_timeout));
+    /* The pump makes MPI calls beside the trainer's: only under
+     * MPI_THREAD_MULTIPLE (an MPI that grants less moves the messages at
+     * the end of the step, as before the pump). */
+    int level;
+    DT_TRY(dt_mpi_check(MPI_Query_thread(&level), "MPI_Query_thread"));
+    if (level == MPI_THREAD_MULTIPLE) DT_TRY(dt_pump_create(&p->pump));
     DT_TRY(dt_group_bcast_start(&p->group, p->net, state, dt_trainer_opt_floats(t)));
     if (p->comm.worker != 0) return DT_OK;
     /* Worker 0 seeds every server with its shard of the parameters and of
@@ -389,18 +400,25 @@ static dt_status receive_replies(ps_ctx *p, int whole, int wire, const char *wha
 
 static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     ps_ctx *p = sy->ctx;
-    if (p->err != DT_OK) return dt_fail(p->err, "%s", p->errmsg);
+    if (p->err != DT_OK) {
+        DT_TRY(dt_pump_off(&p->pump));
+        return dt_fail(p->err, "%s", p->errmsg);
+    }
     if (p->nreqs == 0 && p->nsfb_reqs == 0 && p->nsub_reqs == 0) p->first_send = dt_now();
     if (p->nown) p->own_lr[p->clock % p->nown] = lr; /* the gradients are in their slot already */
     double t0 = dt_now();
     if (p->k > 1) DT_TRY(group_reduce(p));
+    /* The SFB layers first (their factors left long ago; their rebuild is a
+     * GEMM of the compute's), while the pump moves the servers' replies
+     * (they touch only the layers the servers hold). */
+    DT_TRY(update_sfb_layers(p, t, lr));
+    DT_TRY(dt_pump_off(&p->pump)); /* from here the trainer's own waits progress */
     /* Whole replies land in net->params only now, segmented ones have been
      * landing layer by layer (wire: in wire_params, decoded once all are
      * in); either way the step ends with all of them in. */
     int segmented = ps_segmented(p->cfg.mode);
     double t_post = segmented ? p->first_send : dt_now();
     DT_TRY(receive_replies(p, !segmented, p->wire != DT_GC_NONE, "parameter exchange"));
-    DT_TRY(update_sfb_layers(p, t, lr));
     double t1 = dt_now();
     if (p->nown) {
         read_my_writes(p);
@@ -491,6 +509,7 @@ static dt_status ps_finish(dt_sync *sy, dt_trainer *t) {
 static void ps_free(dt_sync *sy) {
     if (!sy) return;
     ps_ctx *p = sy->ctx;
+    dt_pump_free(&p->pump);
     for (int s = 0; p->shard_type && p->wire_type && s < p->comm.nservers; s++) {
         if (p->shard_type[s] != MPI_DATATYPE_NULL) MPI_Type_free(&p->shard_type[s]);
         if (p->wire_type[s] != MPI_DATATYPE_NULL) MPI_Type_free(&p->wire_type[s]);
