@@ -22,8 +22,10 @@ time for the modes it models (allreduce, ps-sync, sacp) next to the measured
 median step with its error. The simulator gets the link as measured
 between h1 and h2 by build/mpi_link (MPI_Isend/Irecv for the parameter-
 server modes, MPI_Iallreduce for allreduce; waited for as the trainer does,
-ranks unbound as dtrain launch runs them) and --shared-cores (all hosts
-share this machine's cores). Like bench_dist.py, the first 5 steps are left
+ranks unbound as dtrain launch runs them), --shared-cores (all hosts
+share this machine's cores) and --kernel-rate: the point-to-point rate
+mpi_link measures first on the unshaped link, where the kernel's copies
+bound it (what a byte sent or received costs a core). Like bench_dist.py, the first 5 steps are left
 out. The cluster stays up (scripts/cluster.sh down removes it).
 
 usage: bench/bench_hosts.py [--models cnn,resnet20] [--links 100mbit,1gbit,none]
@@ -92,6 +94,10 @@ def main():
     cluster('up', '3')
     cores = os.cpu_count()
     rows = []
+    cluster('shape', 'none')
+    kernel_rate = measure_links(['--host', 'h1,h2', '-np', '2', '--bind-to', 'none', '--mca', 'plm_rsh_agent',
+                                 AGENT])['p2p'][0]
+    print(f'kernel rate (point to point between h1 and h2, unshaped): {kernel_rate}', flush=True)
     for link in a.links.split(','):
         cluster('shape', link)
         # Placed as dtrain launch places ranks (no binding: see bench/mpi_link.c).
@@ -114,7 +120,7 @@ def main():
                 if sim_mode:
                     bw, lat = measured['allreduce' if sim_mode == 'allreduce' else 'p2p']
                     sim = predict(os.path.join(ROOT, 'examples', model + '.cfg'), 2, sim_mode, 1, cores, bw, lat,
-                                  sim_flags)
+                                  [*sim_flags, '--kernel-rate', kernel_rate])
                     err = (sim - med['step_ms']) / med['step_ms'] * 100
                 vs = med['ips'] / ddp_ips if ddp_ips else None
                 rows.append({'model': model, 'link': link, 'run': name, 'images_per_sec': med['ips'],

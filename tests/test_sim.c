@@ -440,6 +440,18 @@ static void test_comm_shares_cores(void) {
     c.shared_cores = 4;
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK_CLOSE(r.step_s, 0.03432 + 0.003, 1e-12, 1e-12);
+    /* The kernel's copies do take one (--kernel-rate 1.5 GB/s): L1's bucket
+     * moves 7.5 MB each way, 15 MB copied = 10 ms of a core from 13 ms,
+     * while 20 ms of backward remain: the compute loses 10 ms (share 2).
+     * L0's gradients at 43 ms, when backward is over: its copies take
+     * nothing; its ring 43..44.32, the update 3 ms. */
+    c.kernel_rate = 1.5e9;
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.04432 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033 + 0.010 + 0.003, 1e-12, 1e-12);
+    c.shared_cores = 8; /* a core for each communication thread: the copies run there */
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.03432 + 0.003, 1e-12, 1e-12);
 }
 
 static void test_bad_config(void) {
@@ -457,21 +469,24 @@ static void test_bad_config(void) {
     c.shared_cores = -1;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
     c.shared_cores = 0;
+    c.kernel_rate = -1;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
+    c.kernel_rate = 0;
     p->gemm_gflops = 0; /* the SFB rebuild's rate */
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "GEMM"));
 }
 
 static void test_units(void) {
     double v = 0;
-    CHECK_OK(dt_sim_parse_bandwidth("10Gbps", &v));
+    CHECK_OK(dt_sim_parse_bandwidth("10Gbps", "--bandwidth", &v));
     CHECK_CLOSE(v, 1.25e9, 0, 1e-15);
-    CHECK_OK(dt_sim_parse_bandwidth("1Gbps", &v));
+    CHECK_OK(dt_sim_parse_bandwidth("1Gbps", "--bandwidth", &v));
     CHECK_CLOSE(v, 1.25e8, 0, 1e-15);
-    CHECK_OK(dt_sim_parse_bandwidth("100Mbps", &v));
+    CHECK_OK(dt_sim_parse_bandwidth("100Mbps", "--bandwidth", &v));
     CHECK_CLOSE(v, 1.25e7, 0, 1e-15);
-    CHECK_OK(dt_sim_parse_bandwidth("25Gbps", &v));
+    CHECK_OK(dt_sim_parse_bandwidth("25Gbps", "--bandwidth", &v));
     CHECK_CLOSE(v, 3.125e9, 0, 1e-15);
-    CHECK_OK(dt_sim_parse_bandwidth("2.5GB/s", &v));
+    CHECK_OK(dt_sim_parse_bandwidth("2.5GB/s", "--bandwidth", &v));
     CHECK_CLOSE(v, 2.5e9, 0, 1e-15);
     CHECK_OK(dt_sim_parse_latency("20us", &v));
     CHECK_CLOSE(v, 20e-6, 0, 1e-15);
@@ -482,7 +497,7 @@ static void test_units(void) {
     static const char *const bad_bw[] = {"10", "10Gb", "10gbps", "fast", "-1Gbps", "0Gbps", "10 Gbps",
                                          "1e400Gbps", "Gbps", ""};
     for (size_t i = 0; i < sizeof bad_bw / sizeof *bad_bw; i++) {
-        CHECK(dt_sim_parse_bandwidth(bad_bw[i], &v) == DT_ERR_USAGE);
+        CHECK(dt_sim_parse_bandwidth(bad_bw[i], "--bandwidth", &v) == DT_ERR_USAGE);
         CHECK(strstr(dt_last_error(), "--bandwidth") && strstr(dt_last_error(), "Gbps"));
     }
     static const char *const bad_lat[] = {"20", "20sec", "-1us", "us", "nan us", "inf"};

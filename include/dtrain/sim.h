@@ -115,6 +115,10 @@ typedef struct {
                               machine of C cores (validation on this machine): with P x threads
                               > C, compute, transfers (copies by the same cores) and the servers'
                               work all slow by P x threads / C */
+    double kernel_rate;    /* with shared_cores: bytes per second one core moves through the
+                              kernel's network stack (each byte a worker sends or receives while
+                              its compute runs costs the compute 1/kernel_rate of a core, as its
+                              communication thread's work does); 0: not priced */
 } dt_sim_cfg;
 
 typedef struct {
@@ -146,8 +150,9 @@ double dt_sim_sfb_bytes(int m, int n, int k, int p); /* 2 K (P-1) (M+N) 4 */
 /* "10Gbps", "25Gbps", "100Mbps", "1.5Gbps", "400Kbps", "3GBps" (bytes) ->
  * bytes per second; "20us", "1ms", "0.5s", "100ns" -> seconds. A missing or
  * unknown unit, or a value that is not a positive finite number (latency
- * may be 0), is DT_ERR_USAGE naming the flag and the accepted units. */
-dt_status dt_sim_parse_bandwidth(const char *s, double *bytes_per_s);
+ * may be 0), is DT_ERR_USAGE naming the flag (a rate's: `flag`) and the
+ * accepted units. */
+dt_status dt_sim_parse_bandwidth(const char *s, const char *flag, double *bytes_per_s);
 dt_status dt_sim_parse_latency(const char *s, double *seconds);
 
 #endif

@@ -33,6 +33,11 @@ static const char simulate_usage[] =
     "  --shared-cores C      all workers run on this one machine of C cores (to validate\n"
     "                        against dtrain launch): with P x T > C, compute and transfers\n"
     "                        slow by P x T / C\n"
+    "  --kernel-rate R       with --shared-cores: the rate one core moves bytes through the\n"
+    "                        kernel's network stack (as --bandwidth; measure it as the\n"
+    "                        point-to-point rate between two emulated hosts on an unshaped\n"
+    "                        link): each byte a worker sends or receives while it computes\n"
+    "                        takes 1/R of a core from its compute (default: not priced)\n"
     "  --json                one JSON object per prediction instead of the table\n";
 
 /* Calls item() for each entry of a comma-separated list. */
@@ -148,6 +153,7 @@ static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *no
 int cmd_simulate(int argc, char **argv, const cli_env *env) {
     const char *nodes_arg = "1,2,4,8,16,32,64", *modes_arg = "allreduce,ps-sync,sfb,sacp";
     const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL, *compression = "none";
+    const char *kernel_arg = NULL;
     int batch = 0, servers = 1, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0, help = 0;
     double fusion_mb = 4;
     cli_flag flags[] = {
@@ -164,6 +170,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
         {"--reps", ARG_INT, &reps, 1, 100000, 0},
         {"--shared-cores", ARG_INT, &shared_cores, 1, 1 << 16, 0},
+        {"--kernel-rate", ARG_STR, &kernel_arg, 0, 0, 0},
         {"--json", ARG_FLAG, &json, 0, 0, 0},
         {"--help", ARG_FLAG, &help, 0, 0, 0},
     };
@@ -183,8 +190,12 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
                     "already", profile_path);
     dt_sim_cfg c = {.servers = servers, .fusion_mb = fusion_mb, .overlap = !no_overlap,
                     .shared_cores = shared_cores};
-    if (s == DT_OK) s = dt_sim_parse_bandwidth(bw_arg, &c.bandwidth);
+    if (s == DT_OK) s = dt_sim_parse_bandwidth(bw_arg, "--bandwidth", &c.bandwidth);
     if (s == DT_OK) s = dt_sim_parse_latency(lat_arg, &c.latency);
+    if (s == DT_OK && kernel_arg && !shared_cores)
+        s = dt_fail(DT_ERR_USAGE, "--kernel-rate prices the kernel's copies on shared cores: it needs "
+                    "--shared-cores");
+    if (s == DT_OK && kernel_arg) s = dt_sim_parse_bandwidth(kernel_arg, "--kernel-rate", &c.kernel_rate);
     int_list nodes = {.n = 0}, modes = {.n = 0};
     if (s == DT_OK) s = each_item(nodes_arg, "--nodes", add_nodes, &nodes);
     if (s == DT_OK) s = each_item(modes_arg, "--modes", add_mode, &modes);

@@ -401,18 +401,22 @@ static dt_status receive_replies(ps_ctx *p, int whole, int wire, const char *wha
 static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     ps_ctx *p = sy->ctx;
     if (p->err != DT_OK) {
-        DT_TRY(dt_pump_off(&p->pump));
+        (void)dt_pump_off(&p->pump);
         return dt_fail(p->err, "%s", p->errmsg);
     }
     if (p->nreqs == 0 && p->nsfb_reqs == 0 && p->nsub_reqs == 0) p->first_send = dt_now();
     if (p->nown) p->own_lr[p->clock % p->nown] = lr; /* the gradients are in their slot already */
     double t0 = dt_now();
-    if (p->k > 1) DT_TRY(group_reduce(p));
     /* The SFB layers first (their factors left long ago; their rebuild is a
      * GEMM of the compute's), while the pump moves the servers' replies
-     * (they touch only the layers the servers hold). */
-    DT_TRY(update_sfb_layers(p, t, lr));
-    DT_TRY(dt_pump_off(&p->pump)); /* from here the trainer's own waits progress */
+     * (they touch only the layers the servers hold). Then the pump stops on
+     * every path: after a failure the trainer frees the buffers that the
+     * step's open requests point to, and nothing may progress them. */
+    dt_status st = p->k > 1 ? group_reduce(p) : DT_OK;
+    if (st == DT_OK) st = update_sfb_layers(p, t, lr);
+    dt_status off = dt_pump_off(&p->pump); /* from here the trainer's own waits progress */
+    DT_TRY(st);
+    DT_TRY(off);
     /* Whole replies land in net->params only now, segmented ones have been
      * landing layer by layer (wire: in wire_params, decoded once all are
      * in); either way the step ends with all of them in. */

@@ -24,8 +24,8 @@
 #ifndef DTRAIN_DIST_PUMP_H
 #define DTRAIN_DIST_PUMP_H
 
+#include <mpi.h>
 #include <pthread.h>
-#include <stdatomic.h>
 
 #include "dtrain/status.h"
 
@@ -34,21 +34,26 @@
 typedef struct {
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    atomic_int on;      /* pumping (set by dt_pump_on, cleared by dt_pump_off) */
+    pthread_cond_t cv;  /* on/off/quit for the thread; a probe's end for dt_pump_off */
+    MPI_Comm self;      /* a copy of MPI_COMM_SELF whose errors return (the pump probes it) */
+    int on;             /* under mu: pumping */
+    int probing;        /* under mu: the thread is inside MPI_Iprobe */
+    int failed;         /* under mu: a probe failed; the pump stopped for good */
     int quit;           /* under mu: the thread ends */
     int started;        /* the thread runs (dt_pump_free joins it) */
-    atomic_int failed;  /* an MPI_Iprobe failed: the pump stopped for good */
 } dt_pump;
 
-/* Starts the thread, off. Errors: DT_ERR_INTERNAL when no thread starts. */
+/* Starts the thread, off. Errors: DT_ERR_MPI (the communicator), or
+ * DT_ERR_INTERNAL when no thread starts. */
 dt_status dt_pump_create(dt_pump *p);
 /* Pumping from now until dt_pump_off. No-op when the pump never started. */
 void dt_pump_on(dt_pump *p);
-/* Stops pumping (the caller's own waits progress from here). Returns
+/* Stops pumping; on return the thread makes no MPI call until the next
+ * dt_pump_on (the caller may free what the step's requests point to).
  * DT_ERR_MPI when a probe failed since the pump was created. */
 dt_status dt_pump_off(dt_pump *p);
-/* Ends and joins the thread; a zeroed or already freed pump is a no-op. */
+/* Ends and joins the thread; a zeroed or already freed pump is a no-op.
+ * Before MPI_Finalize. */
 void dt_pump_free(dt_pump *p);
 
 #endif

@@ -40,17 +40,22 @@ typedef struct {
      * cores with the compute while the compute runs, every thread moving at
      * 1 / share of its speed. `stolen`: the compute time lost so far, by
      * which backward and every later gradient are late. share 1: a core of
-     * its own. (The kernel's work on the messages is not priced: see
-     * docs/SCALING.md.) */
+     * its own. */
     double share;
     double stolen;
+    /* Shared cores with --kernel-rate: seconds of a core the kernel's
+     * network stack spends per byte a worker sends or receives (0: not
+     * priced). Done while the compute runs, it is taken from the compute as
+     * the communication thread's work is. */
+    double kernel_s_per_byte;
 } sim_step;
 
 /* A transfer of dur seconds (at full speed) on the worker's link, ready at
  * `ready` (of the compute as profiled), after every transfer before it;
- * its first `cpu` seconds are the communication thread's own work.
- * Returns its end. */
-static double link_send(sim_step *st, double ready, double dur, double cpu) {
+ * its first `cpu` seconds are the communication thread's own work, and the
+ * kernel copies `copied` bytes (sent and received by this worker) while it
+ * is on the wire. Returns its end. */
+static double link_send(sim_step *st, double ready, double dur, double cpu, double copied) {
     double start = fmax(ready + st->stolen, st->link), end = start + dur;
     double left = st->bwd_end + st->stolen - start; /* compute still to run, at full speed */
     if (st->share > 1 && left > 0 && cpu > 0) {
@@ -59,7 +64,13 @@ static double link_send(sim_step *st, double ready, double dur, double cpu) {
         double during = fmin(cpu, left);
         end = start + during * st->share + (dur - during);
         st->stolen += during * (st->share - 1);
+        left -= during;
     }
+    /* The kernel's copies run beside the wire time (which already holds
+     * them, measured), so they do not lengthen the transfer; what of them
+     * falls while the compute runs, the compute loses as above. */
+    double kernel = copied * st->kernel_s_per_byte;
+    if (st->share > 1 && left > 0 && kernel > 0) st->stolen += fmin(kernel, left) * (st->share - 1);
     st->link = end;
     st->link_busy += dur;
     return end;
@@ -120,7 +131,7 @@ static dt_status run_allreduce(sim_step *st) {
         double moved = dt_allreduce_bytes_each_way(&c->codec, n, (int)P);
         double reduce = work * (double)n / (double)st->nparams * st->scale;
         double messages = topk ? P - 1 : 2 * (P - 1); /* an allgather's rounds, or the ring's */
-        link_send(st, st->ready[b[k].ready_layer], reduce + moved / st->bw + messages * st->lat, reduce);
+        link_send(st, st->ready[b[k].ready_layer], reduce + moved / st->bw + messages * st->lat, reduce, 2 * moved);
         st->bytes_sent += moved;
     }
     settle_stolen(st);
@@ -163,7 +174,9 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     }
     *fc_sfb = 0;
     /* Pushes and factors need no work of a communication thread (link_send's
-     * cpu 0): under shared cores nothing is taken from the compute here. */
+     * cpu 0): under shared cores only the kernel's copies of them are taken
+     * from the compute (a push's by the worker; the server's side of it is
+     * not priced). */
     double cpu = st->bwd_end; /* the compute cores, free after backward */
     for (int i = L - 1; i >= 0; i--) {
         const dt_sim_layer *l = &p->layers[i];
@@ -172,7 +185,8 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             /* Allgather of the factors, then the rebuild and the layer's own
              * update on the compute cores once they are free. */
             double factors = (double)K * (l->fc_out + l->fc_in) * sizeof(float);
-            double got = link_send(st, st->ready[i], (P - 1) * (factors / st->bw + st->lat), 0);
+            double got = link_send(st, st->ready[i], (P - 1) * (factors / st->bw + st->lat), 0,
+                                   2 * (P - 1) * factors);
             double rebuild = (P - 1) * 2.0 * K * l->fc_out * l->fc_in / (p->gemm_gflops * 1e9) * scale +
                              p->update_s * (double)l->params / (double)st->nparams * scale;
             cpu = fmax(cpu, got) + rebuild;
@@ -189,7 +203,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             if (a >= e) continue;
             double bytes = (double)(e - a) * word;
             double start = fmax(st->ready[i], st->link);
-            double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat, 0);
+            double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat, 0, bytes);
             /* The server's link takes the same part from all P workers. */
             srv[k] = fmax(sent, fmax(start, srv[k]) + P * bytes / st->bw + st->lat);
             st->bytes_sent += bytes;
@@ -306,6 +320,8 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
                        c->servers);
     if (c->shared_cores < 0)
         return dt_fail(DT_ERR_USAGE, "simulate: shared cores (%d) must not be negative", c->shared_cores);
+    if (!(c->kernel_rate >= 0) || !isfinite(c->kernel_rate))
+        return dt_fail(DT_ERR_USAGE, "simulate: the kernel rate must be non-negative");
     if (!(c->bandwidth > 0) || !(c->latency >= 0) || !(c->fusion_mb >= 0) || !isfinite(c->bandwidth) ||
         !isfinite(c->latency))
         return dt_fail(DT_ERR_USAGE, "simulate: bandwidth must be positive, latency and fusion size "
@@ -336,6 +352,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
     st.share = c->shared_cores && c->nodes > 1 && with_comm > c->shared_cores
                    ? with_comm / fmax(want, c->shared_cores)
                    : 1;
+    if (c->kernel_rate > 0) st.kernel_s_per_byte = 1 / c->kernel_rate;
     for (int i = 0; i < p->nlayers; i++) st.nparams += p->layers[i].params;
     DT_TRY(dt_alloc_bytes((void **)&st.ready, sizeof(double) * (size_t)p->nlayers, "simulator"));
     compute_pass(&st);
@@ -377,12 +394,12 @@ static dt_status parse_with_unit(const char *s, const char *flag, const char *co
     return dt_fail(DT_ERR_USAGE, "%s: '%s' is not %s", flag, s, help);
 }
 
-dt_status dt_sim_parse_bandwidth(const char *s, double *bytes_per_s) {
+dt_status dt_sim_parse_bandwidth(const char *s, const char *flag, double *bytes_per_s) {
     static const char *const units[] = {"bps", "Kbps", "kbps", "Mbps", "Gbps", "Tbps",
                                         "B/s", "KB/s", "kB/s", "MB/s", "GB/s", "TB/s"};
     static const double scale[] = {1 / 8.0, 1e3 / 8, 1e3 / 8, 1e6 / 8, 1e9 / 8, 1e12 / 8,
                                    1, 1e3, 1e3, 1e6, 1e9, 1e12};
-    return parse_with_unit(s, "--bandwidth", units, scale, (int)(sizeof scale / sizeof *scale), 0,
+    return parse_with_unit(s, flag, units, scale, (int)(sizeof scale / sizeof *scale), 0,
                            "a bandwidth (a positive number and a unit: 100Mbps, 1Gbps, 10Gbps, 25Gbps; "
                            "bps, Kbps, Mbps, Gbps, Tbps for bits, B/s, KB/s, MB/s, GB/s for bytes)",
                            bytes_per_s);
