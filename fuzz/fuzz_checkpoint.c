@@ -2,9 +2,10 @@
  * and array sizes are taken from the input's own header when it has one
  * (bounded by MAX_FLOATS), so the fuzzer gets past the header checks to the
  * size, CRC and payload checks; each input is loaded twice, as a trainer
- * (with momentum and the class names) and as an evaluator (without). On
- * failure the caller's arrays must be untouched and no names returned, as
- * checkpoint.h promises; loaded names are 1..256 distinct non-empty ones. */
+ * (with momentum, the class names and a worker's state) and as an
+ * evaluator (without). On failure the caller's arrays must be untouched
+ * and no names returned, as checkpoint.h promises; loaded names are 1..256
+ * distinct non-empty ones. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,13 +32,15 @@ static size_t count_at(const uint8_t *data, size_t size, size_t off) {
 }
 
 static void load(int fd, uint64_t hash, size_t np, size_t ns, size_t nm, int with_momentum) {
-    static float p[MAX_FLOATS], st[MAX_FLOATS], m[MAX_FLOATS], sentinel[MAX_FLOATS];
+    static float p[MAX_FLOATS], st[MAX_FLOATS], m[MAX_FLOATS], w[MAX_FLOATS], sentinel[MAX_FLOATS];
     if (sentinel[0] == 0.0f)
         for (size_t i = 0; i < MAX_FLOATS; i++) sentinel[i] = -1234.5f - (float)i;
     memcpy(p, sentinel, sizeof p), memcpy(st, sentinel, sizeof st), memcpy(m, sentinel, sizeof m);
+    memcpy(w, sentinel, sizeof w);
     dt_class_names names = {0, NULL};
+    /* A trainer also asks for worker 1 of 2's state, the size of the parameters. */
     dt_ckpt_arrays a = {p, np, st, ns, with_momentum ? m : NULL, with_momentum ? nm : 0, 0,
-                        with_momentum ? &names : NULL};
+                        with_momentum ? &names : NULL, with_momentum ? w : NULL, np, 2, 1};
     dt_ckpt_meta meta;
     FUZZ_CHECK(lseek(fd, 0, SEEK_SET) == 0);
     dt_status s = dt_checkpoint_load_fd(fd, NAME, hash, &meta, &a);
@@ -54,7 +57,7 @@ static void load(int fd, uint64_t hash, size_t np, size_t ns, size_t nm, int wit
     }
     FUZZ_CHECK(names.n == 0 && names.names == NULL);
     FUZZ_CHECK(memcmp(p, sentinel, sizeof p) == 0 && memcmp(st, sentinel, sizeof st) == 0 &&
-               memcmp(m, sentinel, sizeof m) == 0);
+               memcmp(m, sentinel, sizeof m) == 0 && memcmp(w, sentinel, sizeof w) == 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -52,7 +52,7 @@ static void copy_file(const char *from, const char *to, long limit) {
 static void expect_reject(const char *path, uint64_t hash, dt_status want, const char *needle) {
     float p[NP], s[NS], m[NP];
     fill(p, NP, -7), fill(s, NS, -7), fill(m, NP, -7);
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
     dt_ckpt_meta meta;
     dt_status st = dt_checkpoint_load(path, hash, &meta, &a);
     CHECK(st == want);
@@ -79,7 +79,7 @@ static void check_version1(const char *v2, const char *v1) {
     CHECK(f && fwrite(buf, 1, n + 4, f) == n + 4);
     if (f) fclose(f);
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
     dt_ckpt_meta got;
     CHECK_OK(dt_checkpoint_load(v1, 0xabcdef, &got, &a));
     CHECK(got.step == 1234 && got.loss == 0 && got.best_loss == 0 && got.best_accuracy == -1 && p[1] == 1.5f);
@@ -89,7 +89,7 @@ static void check_version1(const char *v2, const char *v1) {
 static dt_status loads(const char *path, void *ctx) {
     (void)ctx;
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
     dt_ckpt_meta got;
     return dt_checkpoint_load(path, 0xabcdef, &got, &a);
 }
@@ -158,7 +158,7 @@ static void check_other_optimizer(const char *other, const dt_ckpt_meta *meta, c
     CHECK_OK(dt_checkpoint_save(other, meta, &adam));
     float p2[NP], s2[NS], m2[NP];
     memset(p2, 0, sizeof p2);
-    dt_ckpt_arrays adamw = {p2, NP, s2, NS, m2, NP, 2, NULL};
+    dt_ckpt_arrays adamw = {p2, NP, s2, NS, m2, NP, 2, NULL, NULL, 0, 0, 0};
     dt_ckpt_meta got;
     CHECK(dt_checkpoint_load(other, 0xabcdef, &got, &adamw) == DT_ERR_USAGE);
     CHECK(strstr(dt_last_error(), "holds the state of optimizer adam, this run uses adamw") != NULL);
@@ -186,7 +186,7 @@ static void reject_names(const char *path, const char *needle) {
     float p[NP], s[NS], m[NP];
     fill(p, NP, -7), fill(s, NS, -7), fill(m, NP, -7);
     dt_class_names got = {0, NULL};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &got};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &got, NULL, 0, 0, 0};
     dt_ckpt_meta meta;
     CHECK(dt_checkpoint_load(path, 0xabcdef, &meta, &a) == DT_ERR_FORMAT);
     if (!strstr(dt_last_error(), needle)) {
@@ -204,13 +204,13 @@ static void check_class_names(const char *path, const char *other, const dt_ckpt
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
     char *names[] = {"cat", "dog", "zebra"};
     dt_class_names three = {3, names};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &three};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &three, NULL, 0, 0, 0};
     CHECK_OK(dt_checkpoint_save(path, meta, &a));
-    enum { SIZE = NAMES_AT + 8 + 14 + 4 }; /* "cat\0dog\0zebra\0" */
+    enum { SIZE = NAMES_AT + 8 + 14 + 16 + 4 }; /* "cat\0dog\0zebra\0", an empty worker state */
     CHECK(file_size(path) == SIZE);
     float p2[NP], s2[NS], m2[NP];
     dt_class_names got = {0, NULL};
-    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, &got};
+    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, &got, NULL, 0, 0, 0};
     dt_ckpt_meta gm;
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &gm, &b));
     CHECK(got.n == 3 && strcmp(got.names[0], "cat") == 0 && strcmp(got.names[2], "zebra") == 0 && p2[7] == p[7]);
@@ -240,7 +240,7 @@ static void check_class_names(const char *path, const char *other, const dt_ckpt
                {3, 14, "cat\0cat\0zebra", "names class 'cat' twice"},
                {3, 14, "cat\0\0og\0zebra", "class name 1 is empty"},
                {3, 14, "cat\0dog\0zebraX", "cut short"},
-               {3, 13, "cat\0dog\0zebra", "class names of 13 bytes, the file holds 14"},
+               {3, 31, "cat\0dog\0zebra", "class names of 31 bytes, the file holds 14"},
                {300, 14, "cat\0dog\0zebra", "names 300 classes (at most 256)"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         memcpy(v3, buf, SIZE);
@@ -255,13 +255,79 @@ static void check_class_names(const char *path, const char *other, const dt_ckpt
     CHECK(big != NULL);
     for (long k = 0; big && k < NAMES_AT + 8 + DT_CKPT_MAX_NAME_BYTES + 1 + 4; k++) fputc(k < NAMES_AT ? buf[k] : 0, big);
     if (big) fclose(big);
-    reject_names(other, "and class names: truncated or corrupt");
+    reject_names(other, "truncated or corrupt");
     /* The writer: names a reader would refuse leave the old file as it was. */
     char *twice[] = {"cat", "cat"};
     dt_class_names dup = {2, twice};
     a.classes = &dup;
     CHECK(dt_checkpoint_save(path, meta, &a) == DT_ERR_FORMAT);
     CHECK(file_size(path) == SIZE);
+}
+
+/* Version 5's worker state: each worker gets its own part back, only when
+ * the file holds as many parts of the size it asks for; damage is refused
+ * without touching it; a version 4 file loads with none. */
+static void load_worker(const char *path, int nworkers, int worker, float mine[5], dt_ckpt_meta *gm, dt_status want,
+                        const char *needle) {
+    float p[NP], s[NS], m[NP];
+    dt_ckpt_arrays b = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
+    b.worker_state = mine, b.worker_floats = 5, b.nworkers = nworkers, b.worker = worker;
+    CHECK(dt_checkpoint_load(path, 0xabcdef, gm, &b) == want);
+    if (needle && !strstr(dt_last_error(), needle)) {
+        fprintf(stderr, "message '%s' lacks '%s'\n", dt_last_error(), needle);
+        dt_test_failures++;
+    }
+}
+
+static void check_worker_state(const char *path, const char *other, const dt_ckpt_meta *meta) {
+    float p[NP], s[NS], m[NP], all[15], mine[5];
+    fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3), fill(all, 15, 100);
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
+    a.worker_state = all, a.worker_floats = 5, a.nworkers = 3;
+    CHECK_OK(dt_checkpoint_save(path, meta, &a));
+    enum { WORK_AT = NAMES_AT + 8, SIZE = WORK_AT + 16 + 15 * 4 + 4 };
+    CHECK(file_size(path) == SIZE);
+    dt_ckpt_meta gm;
+    fill(mine, 5, -7);
+    load_worker(path, 3, 1, mine, &gm, DT_OK, NULL);
+    CHECK(memcmp(mine, all + 5, sizeof mine) == 0 && gm.file_nworkers == 3 && gm.file_worker_floats == 5);
+    fill(mine, 5, -7);
+    load_worker(path, 2, 1, mine, &gm, DT_OK, NULL); /* written by 3 workers: not this run's */
+    CHECK(mine[0] == -7.0f && gm.file_nworkers == 3);
+    static unsigned char buf[SIZE];
+    FILE *f = fopen(path, "rb");
+    CHECK(f && fread(buf, 1, SIZE, f) == SIZE);
+    if (f) fclose(f);
+    copy_file(path, other, -1);
+    flip_byte(other, WORK_AT + 16 + 12 * 4); /* worker 2's part */
+    load_worker(other, 3, 1, mine, &gm, DT_ERR_FORMAT, "checksum mismatch");
+    CHECK(mine[0] == -7.0f);
+    /* Heads that do not fit the file (CRC valid): refused. */
+    static unsigned char bad[SIZE];
+    const struct {
+        uint32_t n, zero;
+        uint64_t each;
+        const char *needle;
+    } heads[] = {{3, 0, 6, "worker state of 3 x 6 floats, the file holds 60 bytes"},
+                 {0xffffffffu, 0, 0x4000000000000001ull, "truncated or corrupt"},
+                 {3, 1, 5, "non-zero reserved word"},
+                 {0xffffffffu, 0, 0, "worker state of 4294967295 x 0 floats"},
+                 {0, 0, 5, "worker state of 0 x 5 floats"}};
+    for (size_t i = 0; i < sizeof heads / sizeof *heads; i++) {
+        memcpy(bad, buf, SIZE);
+        memcpy(bad + WORK_AT, &heads[i].n, 4);
+        memcpy(bad + WORK_AT + 4, &heads[i].zero, 4);
+        memcpy(bad + WORK_AT + 8, &heads[i].each, 8);
+        write_with_crc(other, bad, SIZE);
+        load_worker(other, 3, 1, mine, &gm, DT_ERR_FORMAT, heads[i].needle);
+        CHECK(mine[0] == -7.0f);
+    }
+    /* Version 4: the same without the section. */
+    memcpy(bad, buf, WORK_AT);
+    bad[8] = 4;
+    write_with_crc(other, bad, WORK_AT + 4);
+    load_worker(other, 3, 1, mine, &gm, DT_OK, NULL);
+    CHECK(mine[0] == -7.0f && gm.file_nworkers == 0 && gm.file_worker_floats == 0);
 }
 
 int main(void) {
@@ -272,8 +338,8 @@ int main(void) {
 
     float p[NP], s[NS], m[NP];
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
-    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL};
+    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0, 0, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
     CHECK_OK(dt_checkpoint_save(path, &meta, &a));
     char tmp[300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -281,19 +347,19 @@ int main(void) {
 
     /* Round trip. */
     float p2[NP], s2[NS], m2[NP];
-    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, NULL};
+    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, NULL, NULL, 0, 0, 0};
     dt_ckpt_meta got;
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &b));
     CHECK(memcmp(p, p2, sizeof p) == 0 && memcmp(s, s2, sizeof s) == 0 && memcmp(m, m2, sizeof m) == 0);
     CHECK(got.seed == 42 && got.step == 1234 && got.net_step == 1300 && got.epoch == 3 &&
           got.step_in_epoch == 17 && got.loss == 0.25 && got.best_loss == 0.125 && got.best_accuracy == 0.875);
     /* Eval readers skip the momentum. */
-    dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0, NULL};
+    dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0, NULL, NULL, 0, 0, 0};
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &c));
 
     /* Damage of every kind. */
     long size = file_size(path);
-    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 8 + 4); /* an empty class-name section */
+    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 8 + 16 + 4); /* empty class-name and worker sections */
     check_version1(path, other);
     expect_reject(dir, 0xabcdef, DT_ERR_USAGE, "is a directory, not a checkpoint file");
     expect_reject(path, 0x1234, DT_ERR_FORMAT, "different model");
@@ -353,6 +419,7 @@ int main(void) {
 
     check_directory(&meta, &a);
     check_class_names(path, other, &meta);
+    check_worker_state(path, other, &meta);
 
     unlink(path);
     unlink(other);

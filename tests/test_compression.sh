@@ -5,7 +5,8 @@
 # with bf16 and a resumed bf16 ps-sync run equals an uninterrupted one;
 # top-k with R = 1 sends every
 # value and equals the uncompressed ring bit for bit; bytes per step are
-# the formulas' (ring halved; top-k (P-1) k 8 each way); info --plan halves
+# the formulas' (ring halved; top-k (P-1) k 8 each way); a top-k run
+# resumes exactly (its residuals are checkpointed); info --plan halves
 # the dense bytes; on real data, mlp with top-k 1% over 2 workers reaches
 # 0.80 in one epoch. Bad values are one-line errors.
 source "$(dirname "$0")/clilib.sh" "$1"
@@ -46,6 +47,20 @@ check "ring bytes: 2 x 2 (1/2) 7334 4" test "$(bytes ar2_ring)" = 58672
 check "bf16 bytes: half" test "$(bytes ar2_bf16)" = 29336
 check "top-k 0.1 bytes: 2 x ceil(733.4) 8" test "$(bytes ar2_topk)" = 11744
 check "ps-sync bf16 bytes: a push and a pull of 7334 x 2" test "$(bytes ps2_bf16_3)" = 29336
+# A top-k run resumes exactly: every worker's residual (the gradients it has
+# not sent yet) is in the checkpoint, so 10 steps and a resume to 25 end on
+# the 25-step run's parameters bit for bit. A run of another worker count
+# starts its error feedback from zero, and says so.
+train_ckpt topk_half 2 "$TMP/net.cfg" --max-steps 10 --batch 8 --grad-compression topk:0.1
+train_ckpt topk_resumed 2 "$TMP/net.cfg" --max-steps 25 --batch 8 --grad-compression topk:0.1 \
+    --resume "$TMP/topk_half.ckpt"
+same ar2_topk topk_resumed 0
+timeout 300 mpirun --oversubscribe --bind-to none -np 3 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
+    --threads 1 --max-steps 12 --batch 8 --grad-compression topk:0.1 --resume "$TMP/topk_half.ckpt" \
+    > "$TMP/topk_3.out" 2>&1
+check "resumed by 3 workers" test $? -eq 0 || tail -5 "$TMP/topk_3.out"
+check "another worker count: said" grep -q "top-k residuals are those of 2 workers x 7334 floats, this run has \
+3 x 7334: error feedback starts from zero" "$TMP/topk_3.out"
 timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
     --threads 1 --max-steps 2 --grad-compression topk:0.1 > "$TMP/start.out" 2>&1
 check "start line names the compression" grep -q "gradients as topk:0.1$" "$TMP/start.out"

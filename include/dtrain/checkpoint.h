@@ -10,10 +10,16 @@
  *     the class names of a folder data set, label 0 first, each followed by
  *     a NUL (nclasses 0 and name_bytes 0: none); at most DT_DATA_MAX_CLASSES
  *     names, non-empty and distinct, name_bytes <= DT_CKPT_MAX_NAME_BYTES
+ *   version 5 and later: u32 nworkers | u32 0 | u64 worker_floats |
+ *     f32 worker_state[nworkers][worker_floats]: what each worker of the
+ *     run keeps for itself and a resume needs (top-k's residuals of the
+ *     gradients not sent yet, worker 0 first; nworkers 0 and worker_floats
+ *     0: none)
  *   u32 crc32 of every byte before it
  * opt_state is the optimiser's slots, slot-major (optim.h): nslots x
  * nparams. Versions 1 and 2 (SGD's momentum; version 1 without the loss
- * figures) still load, as sgd; versions before 4 load with no class names.
+ * figures) still load, as sgd; versions before 4 load with no class names,
+ * before 5 with no worker state.
  * Written to "PATH.tmp", fsync'd, renamed over PATH and the directory
  * fsync'd, so a crash at any moment leaves either the old or the new file. */
 #ifndef DTRAIN_CHECKPOINT_H
@@ -25,7 +31,7 @@
 #include "dtrain/data.h"
 #include "dtrain/status.h"
 
-#define DT_CKPT_VERSION 4
+#define DT_CKPT_VERSION 5
 #define DT_CKPT_MAX_NAME_BYTES 65536 /* 256 names of up to 255 bytes and their NULs */
 
 typedef struct {
@@ -41,6 +47,9 @@ typedef struct {
     double best_loss;      /* lowest smoothed training loss of the run so far (0: unknown) */
     double best_accuracy;  /* best test accuracy of the run so far (-1: none evaluated) */
     int optimizer;         /* dt_optim_kind of its optimiser state (filled on load) */
+    /* Filled on load: the worker state the file holds (0 and 0: none). */
+    uint64_t file_nworkers;
+    uint64_t file_worker_floats;
 } dt_ckpt_meta;
 
 /* The float arrays a checkpoint carries (views, not owned). On load, n* must
@@ -57,6 +66,14 @@ typedef struct {
      * an empty dt_class_names that receives the file's (n = 0 when it has
      * none; the caller frees it); left empty when the load fails. */
     dt_class_names *classes;
+    /* Save: every worker's state, worker_floats each, worker-major (NULL
+     * and nworkers 0: none). Load: worker_state (worker_floats floats)
+     * receives worker `worker`'s part when the file holds worker_floats for
+     * each of nworkers workers, and is left as it is otherwise (the meta
+     * says what the file holds); NULL: not read. */
+    float *worker_state;
+    size_t worker_floats;
+    int nworkers, worker;
 } dt_ckpt_arrays;
 
 dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a);

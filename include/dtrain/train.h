@@ -59,8 +59,10 @@ typedef struct dt_sync {
      * same on every worker. all = 0: an independent worker's own
      * checkpoint; nothing that needs the other workers. NULL: nothing to do. */
     dt_status (*sync_state)(struct dt_sync *s, dt_trainer *t, int all);
-    /* Before worker 0 writes a checkpoint: bring the optimiser state it does
-     * not hold (parameter servers' shards) into dt_trainer_opt_state. */
+    /* Before worker 0 writes a checkpoint (every worker calls it): bring
+     * the optimiser state worker 0 does not hold (parameter servers'
+     * shards) into dt_trainer_opt_state, and with keeps_residual every
+     * worker's residual into worker 0's dt_trainer_all_residuals. */
     dt_status (*gather)(struct dt_sync *s, dt_trainer *t);
     /* After the last step: tell the servers to stop, wait for peers. */
     dt_status (*finish)(struct dt_sync *s, dt_trainer *t);
@@ -76,6 +78,10 @@ typedef struct dt_sync {
     /* Set by start: bytes per step (sent + received by one worker) the
      * communication plan predicts; 0 when the strategy predicts none. */
     double plan_bytes;
+    /* Set at creation: each worker keeps a residual the size of the
+     * gradients (top-k's gradients not sent yet) in dt_trainer_residual,
+     * which checkpoints carry for every worker (a resume is exact). */
+    int keeps_residual;
 } dt_sync;
 
 typedef struct {
@@ -170,6 +176,14 @@ void dt_trainer_bind_opt_state(dt_trainer *t, float *state);
 /* The step's optimiser update of the net's parameters [lo, hi) from its
  * gradients (the step count is the step being finished, 1-based). */
 void dt_trainer_update(dt_trainer *t, float lr, size_t lo, size_t hi);
+/* sync->keeps_residual: this worker's residual, (nparams) floats: zeros,
+ * or its part of the resumed checkpoint when that was written by as many
+ * workers; NULL otherwise. */
+float *dt_trainer_residual(dt_trainer *t);
+/* Worker 0, for gather: the block every worker's residual goes to for a
+ * checkpoint, (world, nparams) floats: allocated at start-up when the run
+ * checkpoints (else on the first call). */
+dt_status dt_trainer_all_residuals(dt_trainer *t, float **out);
 /* Optimiser steps done so far (the clock of the next step). */
 long dt_trainer_step(const dt_trainer *t);
 /* Steps this worker would run in lockstep modes (epochs x steps per epoch,

@@ -6,6 +6,8 @@
  * --grad-compression (codec.h) changes what the buckets and the hierarchy's
  * ring across hosts carry; it never picks the one-host window, since it is
  * asked for to change what the wire carries. */
+#include <limits.h>
+
 #include "dtrain/mem.h"
 #include "group.h"
 #include "allreduce.h"
@@ -53,6 +55,22 @@ static dt_status ar_end_step(dt_sync *s, dt_trainer *t, float lr) {
     return DT_OK;
 }
 
+/* Top-k: every worker's residual to worker 0 for its checkpoint (between
+ * steps: the communication thread is idle). */
+static dt_status ar_gather(dt_sync *s, dt_trainer *t) {
+    ar_ctx *a = s->ctx;
+    size_t n = dt_trainer_net(t)->nparams;
+    if (n > INT_MAX) return dt_fail(DT_ERR_USAGE, "%zu top-k residuals exceed an MPI count", n);
+    float *all = NULL;
+    if (a->comm.worker == 0) DT_TRY(dt_trainer_all_residuals(t, &all));
+    MPI_Request req;
+    DT_TRY(dt_group_enter(&a->group, "top-k residual gather for a checkpoint"));
+    DT_TRY(dt_mpi_check(MPI_Igather(dt_trainer_residual(t), (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, 0,
+                                    a->comm.workers, &req),
+                        "top-k residual gather (MPI_Igather)"));
+    return dt_group_wait(&a->group, &req, 1);
+}
+
 static void ar_free(dt_sync *s) {
     if (!s) return;
     ar_ctx *a = s->ctx;
@@ -77,5 +95,9 @@ dt_status dt_sync_allreduce_create(dt_sync **out, const dt_comm *c, const dt_dis
     s->begin_step = ar_begin_step;
     s->end_step = ar_end_step;
     s->free = ar_free;
+    if (cfg->codec.kind == DT_GC_TOPK) {
+        s->keeps_residual = 1;
+        s->gather = ar_gather;
+    }
     return DT_OK;
 }

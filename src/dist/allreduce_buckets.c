@@ -130,7 +130,7 @@ static void ar_grad_ready(void *ctx, int layer) {
 
 /* Scratch for the largest ring chunk or top-k pairs, and the bytes per
  * step; every message must fit an MPI count. */
-static dt_status bucket_scratch(ar_ctx *a) {
+static dt_status bucket_scratch(ar_ctx *a, dt_trainer *t) {
     size_t scratch = 0, pairs = 0, W = (size_t)a->comm.nworkers;
     int topk = a->cfg.codec.kind == DT_GC_TOPK;
     for (int k = 0; k < a->nbuckets; k++) {
@@ -146,7 +146,7 @@ static dt_status bucket_scratch(ar_ctx *a) {
     }
     if (scratch) DT_TRY(dt_alloc_floats(&a->ring_tmp, scratch, "ring allreduce scratch"));
     if (!topk) return DT_OK;
-    DT_TRY(dt_alloc_floats(&a->residual, a->net->nparams, "top-k residual"));
+    a->residual = dt_trainer_residual(t); /* the trainer's: checkpoints carry it */
     DT_TRY(dt_alloc_bytes((void **)&a->pairs, 2 * pairs * sizeof(uint32_t), "top-k pairs"));
     return dt_alloc_bytes((void **)&a->gathered, 2 * pairs * W * sizeof(uint32_t), "top-k pairs");
 }
@@ -159,7 +159,6 @@ static dt_status bucket_enabled(ar_ctx *a, int *yes) {
 }
 
 static dt_status bucket_start(ar_ctx *a, dt_sync *s, dt_trainer *t) {
-    (void)t;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv, NULL);
     DT_TRY(dt_alloc_bytes((void **)&a->buckets, sizeof(dt_bucket) * MAX_BUCKETS, "buckets"));
@@ -168,7 +167,7 @@ static dt_status bucket_start(ar_ctx *a, dt_sync *s, dt_trainer *t) {
     if (a->nbuckets < 0)
         return dt_fail(DT_ERR_USAGE, "--fusion-mb %g makes more than %d buckets; use a larger value",
                        a->cfg.fusion_mb, MAX_BUCKETS);
-    DT_TRY(bucket_scratch(a));
+    DT_TRY(bucket_scratch(a, t));
     if (pthread_create(&a->thread, NULL, comm_thread, a) != 0)
         return dt_fail(DT_ERR_INTERNAL, "cannot start the communication thread");
     a->thread_started = 1;
@@ -213,7 +212,6 @@ static void bucket_free(ar_ctx *a, int together) {
     pthread_cond_destroy(&a->cv);
     dt_free(a->buckets);
     dt_free(a->ring_tmp);
-    dt_free(a->residual);
     dt_free(a->pairs);
     dt_free(a->gathered);
 }

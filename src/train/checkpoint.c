@@ -79,6 +79,18 @@ static dt_status write_names(writer *w, const dt_class_names *c) {
     return s;
 }
 
+/* Version 5's worker-state section: u32 {nworkers, 0}, u64 floats each,
+ * then every worker's floats. */
+static dt_status write_worker_state(writer *w, const dt_ckpt_arrays *a) {
+    uint32_t head[2] = {a->worker_state ? (uint32_t)a->nworkers : 0, 0};
+    uint64_t each = head[0] ? (uint64_t)a->worker_floats : 0;
+    size_t bytes = 0;
+    if (head[0]) DT_TRY(dt_mul_size(&bytes, (size_t)head[0] * sizeof(float), (size_t)each, w->path));
+    DT_TRY(write_all(w, head, sizeof head));
+    DT_TRY(write_all(w, &each, sizeof each));
+    return bytes ? write_all(w, a->worker_state, bytes) : DT_OK; /* (a NULL buffer would reset the CRC) */
+}
+
 static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
     disk_header h;
     memset(&h, 0, sizeof h);
@@ -101,6 +113,7 @@ static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_a
     double figures[3] = {meta->loss, meta->best_loss, meta->best_accuracy};
     DT_TRY(write_all(w, figures, sizeof figures));
     DT_TRY(write_names(w, a->classes));
+    DT_TRY(write_worker_state(w, a));
     uint32_t crc = (uint32_t)w->crc;
     return write_all(w, &crc, sizeof crc);
 }
@@ -218,11 +231,55 @@ static dt_status parse_names(dt_class_names *out, const char *buf, size_t len, u
     return out ? dt_class_names_copy(out, &(dt_class_names){(int)count, names}) : DT_OK;
 }
 
+/* Reads n bytes into nothing but the CRC (the other workers' state). */
+static dt_status read_skip(FILE *f, uint64_t n, uLong *crc, const char *path) {
+    char chunk[16384];
+    for (uint64_t left = n; left > 0;) {
+        size_t k = left > sizeof chunk ? sizeof chunk : (size_t)left;
+        DT_TRY(read_exact(f, chunk, k, crc, path));
+        left -= k;
+    }
+    return DT_OK;
+}
+
+/* Version 5's worker-state head: u32 {nworkers, 0}, u64 floats each. */
+static size_t workers_head_bytes(const disk_header *h) {
+    return h->version >= 5 ? 2 * sizeof(uint32_t) + sizeof(uint64_t) : 0;
+}
+
+/* The version 5 section, `bytes` long by the file's size: its head in
+ * workers[0..1] (nworkers, floats each), and worker a->worker's part into
+ * *mine (allocated) when the file holds what a asks for. */
+static dt_status read_workers(FILE *f, uint64_t bytes, uLong *crc, const dt_ckpt_arrays *a, uint64_t workers[2],
+                              float **mine, const char *path) {
+    uint32_t head[2];
+    uint64_t each;
+    DT_TRY(read_exact(f, head, sizeof head, crc, path));
+    DT_TRY(read_exact(f, &each, sizeof each, crc, path));
+    if (head[1] != 0) return dt_fail(DT_ERR_FORMAT, "%s: checkpoint worker state has a non-zero reserved word", path);
+    uint64_t n = head[0];
+    /* None is 0 x 0: one count of zero alone would be a loop over nothing
+     * (2^32 - 1 workers of no floats) or a size with no worker. */
+    if ((n == 0) != (each == 0) || (each && n > bytes / sizeof(float) / each) || n * each * sizeof(float) != bytes)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint worker state of %llu x %llu floats, the file holds %llu "
+                       "bytes: truncated or corrupt", path, (unsigned long long)n, (unsigned long long)each,
+                       (unsigned long long)bytes);
+    workers[0] = n, workers[1] = each;
+    int take = a && a->worker_state && n == (uint64_t)a->nworkers && each == a->worker_floats && a->worker >= 0 &&
+               (uint64_t)a->worker < n;
+    if (take) DT_TRY(dt_alloc_floats(mine, (size_t)each, path));
+    for (uint64_t w = 0; w < n; w++)
+        DT_TRY(take && w == (uint64_t)a->worker ? read_exact(f, *mine, each * sizeof(float), crc, path)
+                                                : read_skip(f, each * sizeof(float), crc, path));
+    return DT_OK;
+}
+
 /* Reads the arrays into one scratch block, checks the CRC, and only then
  * copies into the caller's arrays, so a corrupt file changes nothing.
- * figures: the version 2 trailer (left as it is for version 1). */
+ * figures: the version 2 trailer (left as it is for version 1); workers:
+ * the version 5 worker state's counts (left as they are before). */
 static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const dt_ckpt_arrays *a,
-                               double figures[3], const char *path) {
+                               double figures[3], uint64_t workers[2], const char *path) {
     size_t total = (size_t)(h->nparams + h->nstate + h->nopt_state), bytes;
     if (h->nopt_state > (uint64_t)SIZE_MAX / 8 || total < h->nopt_state)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint sizes overflow", path);
@@ -234,45 +291,51 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     if (fstat(fileno(f), &st) != 0 || at < 0)
         return dt_fail(DT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     uint64_t left = st.st_size > at ? (uint64_t)(st.st_size - at) : 0;
-    /* Everything but the class names, whose size (version 4) follows the
-     * arrays: the file may hold up to DT_CKPT_MAX_NAME_BYTES more. */
-    uint64_t promised = (uint64_t)bytes + trailer_bytes(h) + names_head_bytes(h) + sizeof(uint32_t);
+    /* Everything but the class names (version 4: up to
+     * DT_CKPT_MAX_NAME_BYTES, their size follows the arrays) and the
+     * workers' state (version 5: its size follows the names). */
+    uint64_t promised =
+        (uint64_t)bytes + trailer_bytes(h) + names_head_bytes(h) + workers_head_bytes(h) + sizeof(uint32_t);
     uint64_t most = promised + (h->version >= 4 ? DT_CKPT_MAX_NAME_BYTES : 0);
-    if (left < promised || left > most)
+    if (left < promised || (h->version < 5 && left > most))
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is %llu bytes, its header promises %llu%s: "
                        "truncated or corrupt", path, (unsigned long long)(sizeof *h + left),
                        (unsigned long long)(sizeof *h + promised), most > promised ? " and class names" : "");
-    const size_t name_bytes = (size_t)(left - promised);
-    float *buf;
-    char *names = NULL; /* (name_bytes) */
-    void *p;
+    const uint64_t rest = left - promised; /* the names' bytes, then the workers' state */
+    float *buf, *mine = NULL;              /* (total); (worker_floats) this worker's state */
+    char *names = NULL;                    /* (names_head[1]) */
     DT_TRY(dt_alloc_floats(&buf, total, path));
-    dt_status s = dt_alloc_bytes(&p, name_bytes, path);
-    names = p;
     uint32_t stored, names_head[2] = {0, 0}; /* count, bytes */
     double trailer[3];
     dt_class_names parsed = {0, NULL};
-    if (s == DT_OK) s = read_exact(f, buf, bytes, &crc, path);
+    dt_status s = read_exact(f, buf, bytes, &crc, path);
     if (s == DT_OK) s = read_exact(f, trailer, trailer_bytes(h), &crc, path);
     if (s == DT_OK) s = read_exact(f, names_head, names_head_bytes(h), &crc, path);
-    if (s == DT_OK && names_head[1] != name_bytes)
-        s = dt_fail(DT_ERR_FORMAT, "%s: checkpoint class names of %u bytes, the file holds %zu: truncated or corrupt",
-                    path, names_head[1], name_bytes);
-    if (s == DT_OK) s = read_exact(f, names, name_bytes, &crc, path);
+    if (s == DT_OK && (names_head[1] > DT_CKPT_MAX_NAME_BYTES || names_head[1] > rest ||
+                       (h->version < 5 && names_head[1] != rest)))
+        s = dt_fail(DT_ERR_FORMAT, "%s: checkpoint class names of %u bytes, the file holds %llu: truncated or "
+                    "corrupt", path, names_head[1], (unsigned long long)rest);
+    void *p = NULL;
+    if (s == DT_OK) s = dt_alloc_bytes(&p, names_head[1], path);
+    names = p;
+    if (s == DT_OK) s = read_exact(f, names, names_head[1], &crc, path);
+    if (s == DT_OK && h->version >= 5) s = read_workers(f, rest - names_head[1], &crc, a, workers, &mine, path);
     if (s == DT_OK && fread(&stored, 1, sizeof stored, f) != sizeof stored)
         s = dt_fail(DT_ERR_FORMAT, "%s: truncated checkpoint (no checksum)", path);
     if (s == DT_OK && stored != (uint32_t)crc)
         s = dt_fail(DT_ERR_FORMAT, "%s: checksum mismatch (file %08x, computed %08x): corrupt checkpoint",
                     path, stored, (uint32_t)crc);
-    if (s == DT_OK) s = parse_names(a && a->classes ? &parsed : NULL, names, name_bytes, names_head[0], path);
+    if (s == DT_OK) s = parse_names(a && a->classes ? &parsed : NULL, names, names_head[1], names_head[0], path);
     if (s == DT_OK && a) {
         memcpy(a->params, buf, a->nparams * sizeof(float));
         memcpy(a->state, buf + a->nparams, a->nstate * sizeof(float));
         if (a->opt_state)
             memcpy(a->opt_state, buf + a->nparams + a->nstate, a->nopt_state * sizeof(float));
         if (a->classes) *a->classes = parsed;
+        if (mine) memcpy(a->worker_state, mine, a->worker_floats * sizeof(float));
     }
     if (s == DT_OK && trailer_bytes(h)) memcpy(figures, trailer, sizeof trailer);
+    dt_free(mine);
     dt_free(names);
     dt_free(buf);
     return s;
@@ -291,13 +354,14 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
     disk_header h;
     uLong crc = crc32(0L, Z_NULL, 0);
     double figures[3] = {0, 0, -1}; /* version 1: unknown */
+    uint64_t workers[2] = {0, 0};   /* before version 5: none */
     dt_status s = read_exact(f, &h, sizeof h, &crc, name);
     if (s == DT_OK) s = check_header(&h, expect_hash, a, name);
     /* Another optimiser's state: a whole file (CRC checked, nothing
      * copied) that this run cannot continue, which is a usage error; a
      * damaged one is a format error like any other. */
     int other = s == DT_OK && a && a->opt_state && h.optimizer != (uint32_t)a->optimizer;
-    if (s == DT_OK) s = read_verified(f, &h, crc, other ? NULL : a, figures, name);
+    if (s == DT_OK) s = read_verified(f, &h, crc, other ? NULL : a, figures, workers, name);
     if (s == DT_OK && other)
         s = dt_fail(DT_ERR_USAGE, "%s: checkpoint holds the state of optimizer %s, this run uses %s "
                     "(--optimizer %s continues it)", name, dt_optim_kind_name((dt_optim_kind)h.optimizer),
@@ -314,6 +378,8 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
     meta->best_loss = figures[1];
     meta->best_accuracy = figures[2];
     meta->optimizer = (int)h.optimizer;
+    meta->file_nworkers = workers[0];
+    meta->file_worker_floats = workers[1];
     return DT_OK;
 }
 

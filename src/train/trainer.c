@@ -22,6 +22,8 @@ struct dt_trainer {
     float *own_opt_state;     /* the block the trainer allocated; NULL once a strategy bound another */
     float *acc;               /* (nparams) --accumulate N > 1: the step's earlier passes' gradients, weighted */
     float acc_weight;         /* the last pass's weight: its samples / the step's */
+    float *residual;          /* sync->keeps_residual: (nparams) this worker's */
+    float *all_residuals;     /* worker 0, once a checkpoint needed it: (world, nparams) */
     dt_dataset *train_ds, *test_ds;
     dt_loader *loader;
     dt_sync *sync;
@@ -58,6 +60,17 @@ struct dt_trainer {
 };
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
+float *dt_trainer_residual(dt_trainer *t) { return t->residual; }
+
+dt_status dt_trainer_all_residuals(dt_trainer *t, float **out) {
+    if (!t->all_residuals) {
+        size_t n;
+        DT_TRY(dt_mul_size(&n, (size_t)t->opts->world, t->net->nparams, "residuals for a checkpoint"));
+        DT_TRY(dt_alloc_floats(&t->all_residuals, n, "residuals for a checkpoint"));
+    }
+    *out = t->all_residuals;
+    return DT_OK;
+}
 float *dt_trainer_opt_state(dt_trainer *t) { return t->opt_state; }
 void dt_trainer_bind_opt_state(dt_trainer *t, float *state) {
     dt_free(t->own_opt_state);
@@ -187,7 +200,8 @@ static dt_status agree(dt_trainer *t, int *stop, int all) {
  * folder's; none otherwise). */
 static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
     dt_ckpt_arrays a = {t->net->params, t->net->nparams, t->net->state, t->net->nstate,
-                        t->opt_state, dt_trainer_opt_floats(t), t->spec->optim.kind, &t->train_ds->class_names};
+                        t->opt_state, dt_trainer_opt_floats(t), t->spec->optim.kind, &t->train_ds->class_names,
+                        NULL, 0, 0, 0}; /* the worker state: set by the caller where it applies */
     return a;
 }
 
@@ -290,7 +304,10 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
     int epoch, step_in_epoch;
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
     dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch, step_in_epoch,
-                      smoothed_loss(t), t->best_loss, t->best_acc, t->spec->optim.kind};
+                      smoothed_loss(t), t->best_loss, t->best_acc, t->spec->optim.kind, 0, 0};
+    a.worker_state = t->all_residuals; /* gathered by the strategy (NULL: none kept) */
+    a.worker_floats = t->net->nparams;
+    a.nworkers = t->opts->world;
     double t0 = dt_now();
     DT_TRY(dt_checkpoint_save(path, &m, &a));
     if (!best) {
@@ -330,6 +347,10 @@ static dt_status load_into(const char *path, void *ctx) {
     dt_ckpt_arrays a = ckpt_arrays(r->t);
     dt_class_names_free(r->classes); /* an older checkpoint tried before this one */
     a.classes = r->classes;
+    a.worker_state = r->t->residual; /* this worker's part, when written by as many */
+    a.worker_floats = r->t->net->nparams;
+    a.nworkers = r->t->opts->world;
+    a.worker = r->t->opts->rank;
     return dt_checkpoint_load(path, r->t->net->shape_hash, r->m, &a);
 }
 
@@ -389,6 +410,16 @@ static dt_status resume(dt_trainer *t) {
     snprintf(line, sizeof line, "resumed from %s at step %ld (epoch %d, step %d of the epoch)", from, t->step,
              m.epoch + 1, m.step_in_epoch);
     dt_report_line(&t->rep, line);
+    if (t->residual && (m.file_nworkers != (uint64_t)t->opts->world || m.file_worker_floats != t->net->nparams)) {
+        if (m.file_nworkers == 0)
+            snprintf(line, sizeof line, "the checkpoint holds no top-k residuals (written without top-k or before "
+                     "dtrain kept them): error feedback starts from zero");
+        else
+            snprintf(line, sizeof line, "the checkpoint's top-k residuals are those of %llu workers x %llu floats, "
+                     "this run has %d x %zu: error feedback starts from zero", (unsigned long long)m.file_nworkers,
+                     (unsigned long long)m.file_worker_floats, t->opts->world, t->net->nparams);
+        dt_report_line(&t->rep, line);
+    }
     char esc[8192], json[8192 + 256];
     dt_json_escape(esc, sizeof esc, from);
     snprintf(json, sizeof json, "{\"event\":\"resume\",\"step\":%ld,\"checkpoint\":\"%s\",\"elapsed_s\":%.4f}",
@@ -407,6 +438,13 @@ static dt_status setup(dt_trainer *t) {
     DT_TRY(dt_alloc_floats(&t->own_opt_state, dt_trainer_opt_floats(t), "optimiser state"));
     t->opt_state = t->own_opt_state;
     if (spec->accumulate > 1) DT_TRY(dt_alloc_floats(&t->acc, t->net->nparams, "accumulated gradients"));
+    if (t->sync->keeps_residual) {
+        DT_TRY(dt_alloc_floats(&t->residual, t->net->nparams, "top-k residual"));
+        /* Worker 0's block for every worker's, now: at a checkpoint hours in
+         * a failure would leave the others in the gather. */
+        float *all;
+        if (o->rank == 0 && (o->checkpoint_path || o->checkpoint_dir)) DT_TRY(dt_trainer_all_residuals(t, &all));
+    }
     DT_TRY(dt_trainset_load(&t->train_ds, &t->test_ds, spec, t->net->classes, o, &t->rep));
     const dt_dataset *d = t->train_ds;
     /* A step's batch: --accumulate passes of the net's batch each. */
@@ -666,6 +704,8 @@ static void teardown(dt_trainer *t) {
     dt_dataset_free(t->test_ds);
     dt_free(t->own_opt_state);
     dt_free(t->acc);
+    dt_free(t->residual);
+    dt_free(t->all_residuals);
     dt_optim_free(t->optim);
     dt_net_free(t->net);
 }
