@@ -82,7 +82,7 @@ static dt_status write_names(writer *w, const dt_class_names *c) {
 /* Version 5's worker-state section: u32 {nworkers, 0}, u64 floats each,
  * then every worker's floats. */
 static dt_status write_worker_state(writer *w, const dt_ckpt_arrays *a) {
-    uint32_t head[2] = {a->worker_state ? (uint32_t)a->nworkers : 0, 0};
+    uint32_t head[2] = {a->worker_state && a->worker_floats ? (uint32_t)a->nworkers : 0, 0};
     uint64_t each = head[0] ? (uint64_t)a->worker_floats : 0;
     size_t bytes = 0;
     if (head[0]) DT_TRY(dt_mul_size(&bytes, (size_t)head[0] * sizeof(float), (size_t)each, w->path));
