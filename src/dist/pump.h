@@ -9,8 +9,8 @@
  * next layers' backward and makes no MPI call until the next layer is
  * done: without a pump those messages move at the end of the step
  * (measured on cnn with --sacp between two hosts at 1 Gbit/s, docs/CLUSTER.md).
- * The pump calls MPI_Iprobe on MPI_COMM_SELF (which no message ever uses:
- * it only progresses the engine) every DT_PUMP_INTERVAL_US while it is on,
+ * The pump calls MPI_Iprobe on a copy of MPI_COMM_SELF (which no message
+ * ever uses: it only progresses the engine) every DT_PUMP_INTERVAL_US while it is on,
  * and sleeps on a condition variable while it is off. Needs
  * MPI_THREAD_MULTIPLE (the trainer posts while the pump probes).
  * Why 5 ms: the pump's probes move the messages' copies into the compute's
