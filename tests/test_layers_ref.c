@@ -1,7 +1,10 @@
 /* Fast paths (im2col + sgemm conv, sgemm dense) against the plain reference
- * loops on odd shapes, forward and every gradient, with din == NULL; plus
- * setup validation messages, names, init bounds and flops. */
+ * loops on odd shapes, forward and every gradient, with din == NULL; the
+ * OpenMP passes (activations, batch norm, pooling) give the same bits on 1
+ * and 3 threads; plus setup validation messages, names, init bounds and
+ * flops. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "dtrain/layer.h"
@@ -59,6 +62,64 @@ static void check_fast_vs_ref(test_layer *t, const char *name) {
     CHECK(untouched == t->nin);
 
     dt_free(ref_out), dt_free(ref_din), dt_free(ref_dw), dt_free(fast_dw);
+}
+
+/* One training forward and backward of t on `threads` threads: out, din and
+ * dw/db (the next np floats) into res (nout + nin + np). */
+static void run_on_threads(test_layer *t, int threads, float *res) {
+    dt_layer *l = &t->l;
+    size_t np = l->nw + l->nb;
+    omp_set_num_threads(threads);
+    l->ops->forward(l, t->out, t->in, t->batch, 1, t->ws);
+    l->ops->backward(l, t->din, t->dout, t->in, t->out, t->batch, t->ws);
+    omp_set_num_threads(1);
+    memcpy(res, t->out, sizeof(float) * t->nout);
+    memcpy(res + t->nout, t->din, sizeof(float) * t->nin);
+    memcpy(res + t->nout + t->nin, l->dw, sizeof(float) * np);
+}
+
+/* A layer on a batch above DT_LAYER_PAR_FLOATS (so its loops do split) gives
+ * the same bits on 1 and 3 threads: each value is computed by one thread in
+ * one order, so a run does not depend on --threads beyond the convolutions. */
+static void threads_case(dt_layer_spec s, dt_shape in, int B, const char *name) {
+    test_layer t;
+    if (!CHECK_OK(tl_create(&t, s, in, B, 17))) return;
+    CHECK(t.nin >= 32768);
+    dt_rng rng = dt_rng_seed(5);
+    tl_fill(t.dout, t.nout, -1.0f, 1.0f, &rng);
+    size_t n = t.nout + t.nin + t.l.nw + t.l.nb;
+    float *one, *three;
+    if (CHECK_OK(dt_alloc_floats(&one, n, "one")) && CHECK_OK(dt_alloc_floats(&three, n, "three"))) {
+        run_on_threads(&t, 1, one);
+        run_on_threads(&t, 3, three);
+        int same = memcmp(one, three, sizeof(float) * n) == 0;
+        CHECK(same);
+        if (!same) fprintf(stderr, "  (in %s)\n", name);
+        dt_free(three);
+    }
+    dt_free(one);
+    tl_free(&t);
+}
+
+static void test_threads(void) {
+    dt_layer_spec bn = tl_spec(DT_LAYER_BATCHNORM);
+    bn.bn_momentum = 0.1f, bn.bn_eps = 1e-5f;
+    threads_case(bn, (dt_shape){7, 13, 11}, 40, "batchnorm");
+    const char *acts[] = {"linear", "relu", "leaky", "tanh", "sigmoid"};
+    for (int a = DT_ACT_LINEAR; a <= DT_ACT_SIGMOID; a++) {
+        dt_layer_spec s = tl_spec(DT_LAYER_ACT);
+        s.act = (dt_activation)a, s.leaky_slope = 0.1f;
+        threads_case(s, (dt_shape){5, 9, 9}, 90, acts[a]);
+    }
+    dt_layer_spec pool = tl_spec(DT_LAYER_MAXPOOL);
+    pool.size = 2, pool.stride = 2;
+    threads_case(pool, (dt_shape){6, 14, 14}, 32, "maxpool 2x2");
+    pool.size = 3, pool.pad = 1;
+    threads_case(pool, (dt_shape){6, 14, 13}, 32, "maxpool 3x3/2");
+    pool.kind = DT_LAYER_AVGPOOL;
+    threads_case(pool, (dt_shape){6, 14, 13}, 32, "avgpool 3x3/2");
+    pool.size = pool.stride = pool.pad = 0;
+    threads_case(pool, (dt_shape){6, 14, 13}, 32, "global avgpool");
 }
 
 static void conv_case(int C, int H, int W, int F, int K, int S, int P, int B) {
@@ -313,6 +374,7 @@ int main(void) {
     lrn_case(7, 5);
     lrn_case(3, 5); /* window wider than the channels */
     lrn_case(4, 1);
+    test_threads();
     test_config_errors();
     test_names();
     test_init_and_flops();

@@ -44,8 +44,8 @@ static void test_exact(dt_model_spec *m) {
     /* Saved values (dropout mask) and state (batch-norm statistics). */
     if (parse(m, "[net]\nchannels=3\nheight=2\nwidth=2\n[batchnorm]\n[dropout]\n[softmax]\n")) {
         CHECK_OK(dt_net_estimate(&bytes, m, 5));
-        /* bn: 3 + 3 parameters, 6 state, saved 3 + 12 x 5; dropout saved 12 x 5. */
-        CHECK(bytes == 4 * (3 * 6 + 6 + 3 * 12 * 5 + (3 + 12 * 5) + 12 * 5 + 2 * 12 * 5));
+        /* bn: 3 + 3 parameters, 6 state, saved mean and invstd 3 + 3; dropout saved 12 x 5. */
+        CHECK(bytes == 4 * (3 * 6 + 6 + 3 * 12 * 5 + (3 + 3) + 12 * 5 + 2 * 12 * 5));
     }
     /* Shape errors come out of the estimate as out of dt_net_create. */
     if (parse(m, "[net]\nchannels=1\nheight=4\nwidth=4\n[convolutional]\nfilters=2\nsize=7\n"

@@ -17,7 +17,7 @@
  * - Non-trainable state (batch-norm running statistics) lives in `state`, a
  *   view into the net's flat buffer block, checkpointed with the parameters.
  * - Per-batch values backward needs (max-pool argmax, dropout mask, BN
- *   normalised input, LRN scale) live in `saved`, sized by saved_floats().
+ *   mean and 1/std, LRN scale) live in `saved`, sized by saved_floats().
  * - `ws` is a scratch area shared by all layers, sized by the net to the
  *   largest workspace_floats() of any layer (im2col columns etc.).
  */

@@ -2,9 +2,9 @@
  * in [0, 1], i.e. x > 0 ? x : slope*x), tanh, sigmoid. Shapes unchanged.
  * Each kind has its own loop, so no function pointer or branch on the kind
  * per element. Backward uses the input for relu/leaky (like PyTorch) and
- * the output for tanh (1 - y^2) and sigmoid (y (1 - y)). */
+ * the output for tanh (1 - y^2) and sigmoid (y (1 - y)). Every loop runs on
+ * OpenMP's threads (layer_impl.h). */
 #include <math.h>
-#include <string.h>
 
 #include "layers/layer_impl.h"
 
@@ -23,18 +23,22 @@ static void act_forward(dt_layer *l, float *out, const float *in, int batch, int
     float slope = l->spec.leaky_slope;
     switch (l->spec.act) {
     case DT_ACT_LINEAR:
-        if (out != in) memcpy(out, in, sizeof(float) * n);
+        dt_layer_copy(out, in, n);
         break;
     case DT_ACT_RELU:
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) out[i] = in[i] > 0 ? in[i] : 0.0f;
         break;
     case DT_ACT_LEAKY:
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) out[i] = in[i] > 0 ? in[i] : slope * in[i];
         break;
     case DT_ACT_TANH:
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) out[i] = tanhf(in[i]);
         break;
     case DT_ACT_SIGMOID:
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-in[i]));
         break;
     }
@@ -49,18 +53,22 @@ static void act_backward(dt_layer *l, float *din, const float *dout, const float
     float slope = l->spec.leaky_slope;
     switch (l->spec.act) {
     case DT_ACT_LINEAR:
-        if (din != dout) memcpy(din, dout, sizeof(float) * n);
+        dt_layer_copy(din, dout, n);
         break;
     case DT_ACT_RELU:
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) din[i] = in[i] > 0 ? dout[i] : 0.0f;
         break;
     case DT_ACT_LEAKY:
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) din[i] = in[i] > 0 ? dout[i] : slope * dout[i];
         break;
     case DT_ACT_TANH:
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) din[i] = dout[i] * (1.0f - out[i] * out[i]);
         break;
     case DT_ACT_SIGMOID:
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) din[i] = dout[i] * out[i] * (1.0f - out[i]);
         break;
     }

@@ -80,6 +80,12 @@ void dt_layer_fill_uniform(float *x, size_t n, float bound, dt_rng *rng) {
     for (size_t i = 0; i < n; i++) x[i] = (2.0f * dt_rng_uniform(rng) - 1.0f) * bound;
 }
 
+void dt_layer_copy(float *dst, const float *src, size_t n) {
+    if (dst == src) return;
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
 enum { LANES = 16 };
 
 double dt_layer_sum(const float *x, size_t n) {
@@ -89,6 +95,27 @@ double dt_layer_sum(const float *x, size_t n) {
         for (int j = 0; j < LANES; j++) acc[j] += x[i + j];
     double s = 0;
     for (; i < n; i++) s += x[i];
+    for (int j = 0; j < LANES; j++) s += acc[j];
+    return s;
+}
+
+double dt_layer_centred_dot(const float *x, float mean, const float *y, size_t n) {
+    float acc[LANES] = {0};
+    size_t i = 0;
+    if (y)
+        for (; i + LANES <= n; i += LANES)
+            for (int j = 0; j < LANES; j++) acc[j] += (x[i + j] - mean) * y[i + j];
+    else
+        for (; i + LANES <= n; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float d = x[i + j] - mean;
+                acc[j] += d * d;
+            }
+    double s = 0;
+    for (; i < n; i++) {
+        float d = x[i] - mean;
+        s += (double)d * (y ? y[i] : d);
+    }
     for (int j = 0; j < LANES; j++) s += acc[j];
     return s;
 }

@@ -54,9 +54,21 @@ uint64_t dt_layer_flops_elems(const dt_layer *l);
 /* x[i] ~ U(-bound, bound), PyTorch's default init for conv and linear. */
 void dt_layer_fill_uniform(float *x, size_t n, float bound, dt_rng *rng);
 
+/* The memory-bound passes (activations, batch norm, pooling, shortcut) run
+ * as OpenMP loops on the threads oneDNN uses (the CLI's --threads), split by
+ * element, plane or channel so that every value is computed by one thread in
+ * the same order whatever the thread count. Loops over fewer floats than
+ * this stay on one thread: starting the team would cost more than it saves. */
+enum { DT_LAYER_PAR_FLOATS = 1 << 15 };
+
+/* dst (n) <- src (n), threaded as the passes above. */
+void dt_layer_copy(float *dst, const float *src, size_t n);
+
 /* Sum and dot product of n floats: float partial sums in independent lanes
  * (so the compiler vectorises them) folded into a double. */
 double dt_layer_sum(const float *x, size_t n);
 double dt_layer_dot(const float *x, const float *y, size_t n);
+/* The same for sum (x - mean) y, or sum (x - mean)^2 when y is NULL. */
+double dt_layer_centred_dot(const float *x, float mean, const float *y, size_t n);
 
 #endif

@@ -163,6 +163,7 @@ static void maxpool_forward(dt_layer *l, float *out, const float *in, int batch,
     /* The 2x2 path reads whole windows: none may reach the end padding. */
     int fast = d.K == 2 && d.S == 2 && d.P == 0 && 2 * d.OH <= d.H && 2 * d.OW <= d.W;
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
+#pragma omp parallel for schedule(static) if (in_plane * d.planes >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < d.planes; p++) {
         const float *x = in + p * in_plane;
         for (int oh = 0; oh < d.OH; oh++) {
@@ -181,11 +182,12 @@ static void maxpool_backward(dt_layer *l, float *din, const float *dout, const f
     pool_dims d = dims_of(l, batch);
     const int32_t *arg = (const int32_t *)l->saved;
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
-    memset(din, 0, sizeof(float) * in_plane * d.planes);
+#pragma omp parallel for schedule(static) if (in_plane * d.planes >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < d.planes; p++) {
         float *dx = din + p * in_plane;
         const float *dy = dout + p * out_plane;
         const int32_t *a = arg + p * out_plane;
+        memset(dx, 0, sizeof(float) * in_plane);
         for (size_t i = 0; i < out_plane; i++) dx[a[i]] += dy[i];
     }
 }
@@ -193,12 +195,14 @@ static void maxpool_backward(dt_layer *l, float *din, const float *dout, const f
 /* Global: out (B, C) <- the mean of each plane of in (B, C, H, W). */
 static void global_forward(const dt_layer *l, float *out, const float *in, int batch) {
     size_t planes = (size_t)batch * (size_t)l->in.c, hw = (size_t)l->in.h * (size_t)l->in.w;
+#pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < planes; p++) out[p] = (float)(dt_layer_sum(in + p * hw, hw) / (double)hw);
 }
 
 /* Global: din (B, C, H, W) <- dout (B, C) / (H*W) over each plane. */
 static void global_backward(const dt_layer *l, float *din, const float *dout, int batch) {
     size_t planes = (size_t)batch * (size_t)l->in.c, hw = (size_t)l->in.h * (size_t)l->in.w;
+#pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < planes; p++) {
         float g = dout[p] / (float)hw;
         for (size_t i = 0; i < hw; i++) din[p * hw + i] = g;
@@ -216,6 +220,7 @@ static void avgpool_forward(dt_layer *l, float *out, const float *in, int batch,
     pool_dims d = dims_of(l, batch);
     float inv = 1.0f / (float)(d.K * d.K);
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
+#pragma omp parallel for schedule(static) if (in_plane * d.planes >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < d.planes; p++) {
         const float *x = in + p * in_plane;
         float *y = out + p * out_plane;
@@ -243,10 +248,11 @@ static void avgpool_backward(dt_layer *l, float *din, const float *dout, const f
     pool_dims d = dims_of(l, batch);
     float inv = 1.0f / (float)(d.K * d.K);
     size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
-    memset(din, 0, sizeof(float) * in_plane * d.planes);
+#pragma omp parallel for schedule(static) if (in_plane * d.planes >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < d.planes; p++) {
         float *dx = din + p * in_plane;
         const float *dy = dout + p * out_plane;
+        memset(dx, 0, sizeof(float) * in_plane);
         for (int oh = 0; oh < d.OH; oh++)
             for (int ow = 0; ow < d.OW; ow++) {
                 int h0, h1, w0, w1;

@@ -56,10 +56,12 @@ static void shortcut_forward(dt_layer *l, float *out, const float *const *in, in
     if (same_shape(o, a)) { /* a ResNet's identity: one vectorised pass */
         const float *restrict x0 = in[0], *restrict x1 = in[1];
         float *restrict y = out;
-        for (size_t i = 0; i < osz * (size_t)batch; i++) y[i] = x0[i] + x1[i];
+        size_t n = osz * (size_t)batch;
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+        for (size_t i = 0; i < n; i++) y[i] = x0[i] + x1[i];
         return;
     }
-    memcpy(out, in[0], sizeof(float) * osz * (size_t)batch);
+    dt_layer_copy(out, in[0], osz * (size_t)batch);
     for (int b = 0; b < batch; b++) {
         float *y = out + (size_t)b * osz;
         const float *x = in[1] + (size_t)b * asz;
@@ -77,10 +79,10 @@ static void shortcut_backward(dt_layer *l, float *const *din, const float *dout,
     shortcut_dims d = dims_of(l);
     dt_shape o = l->ins[0], a = l->ins[1];
     size_t osz = dt_shape_size(o), asz = dt_shape_size(a);
-    if (din[0]) memcpy(din[0], dout, sizeof(float) * osz * (size_t)batch);
+    if (din[0]) dt_layer_copy(din[0], dout, osz * (size_t)batch);
     if (!din[1]) return;
     if (same_shape(o, a)) {
-        memcpy(din[1], dout, sizeof(float) * osz * (size_t)batch);
+        dt_layer_copy(din[1], dout, osz * (size_t)batch);
         return;
     }
     memset(din[1], 0, sizeof(float) * asz * (size_t)batch);
