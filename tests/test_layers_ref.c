@@ -1,13 +1,15 @@
 /* Fast paths (im2col + sgemm conv, sgemm dense) against the plain reference
  * loops on odd shapes, forward and every gradient, with din == NULL; the
  * OpenMP passes (activations, batch norm, pooling) give the same bits on 1
- * and 3 threads; plus setup validation messages, names, init bounds and
+ * and 3 threads; layers on NCHW16C activations compute what they do on
+ * NCHW; plus setup validation messages, names, init bounds and
  * flops. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
 #include "dtrain/layer.h"
+#include "layers/layer_impl.h"
 #include "layers/layer_test_util.h"
 #include "testutil.h"
 
@@ -19,10 +21,15 @@ static float max_abs(const float *x, size_t n) {
 
 /* |fast - ref| <= 1e-4 * (|ref| + max|ref|): relative to the buffer's scale,
  * since sums over thousands of terms lose absolute precision on small values. */
-static void check_close_scaled(const float *fast, const float *ref, size_t n, const char *what) {
-    double atol = 1e-4 * (max_abs(ref, n) + 1e-6);
-    if (!dt_check_allclose(fast, ref, n, atol, 1e-4, __FILE__, __LINE__, what))
+static void check_close_scaled_tol(const float *fast, const float *ref, size_t n, double rtol,
+                                   const char *what) {
+    double atol = rtol * (max_abs(ref, n) + 1e-6);
+    if (!dt_check_allclose(fast, ref, n, atol, rtol, __FILE__, __LINE__, what))
         fprintf(stderr, "  (in %s)\n", what);
+}
+
+static void check_close_scaled(const float *fast, const float *ref, size_t n, const char *what) {
+    check_close_scaled_tol(fast, ref, n, 1e-4, what);
 }
 
 /* forward/backward vs forward_ref/backward_ref on t's input and a random
@@ -120,6 +127,89 @@ static void test_threads(void) {
     threads_case(pool, (dt_shape){6, 14, 13}, 32, "avgpool 3x3/2");
     pool.size = pool.stride = pool.pad = 0;
     threads_case(pool, (dt_shape){6, 14, 13}, 32, "global avgpool");
+}
+
+/* dst (B, s) in NCHW16C <- src in NCHW, into a new buffer (NULL on failure). */
+static float *to_blocked(const float *src, int batch, dt_shape s) {
+    float *dst = NULL;
+    if (CHECK_OK(dt_alloc_floats(&dst, dt_shape_size(s) * (size_t)batch, "blocked")))
+        dt_layout_convert(dst, DT_LAYOUT_NCHW16C, src, DT_LAYOUT_NCHW, batch, s);
+    return dst;
+}
+
+/* A layer on NCHW16C activations (input and output as its rule allows)
+ * computes what it computes on NCHW: the same training forward, input and
+ * parameter gradients, running statistics and evaluation forward, within
+ * rtol of the buffer's scale (sums run in another order). */
+static void layout_case(dt_layer_spec s, dt_shape in, int B, double rtol, const char *name) {
+    test_layer t;
+    if (!CHECK_OK(tl_create(&t, s, in, B, 23))) return;
+    dt_layer *l = &t.l;
+    dt_layout_rule rule = l->ops->layouts ? l->ops->layouts(l) : DT_LAYOUTS_NCHW;
+    CHECK(rule != DT_LAYOUTS_NCHW);
+    dt_rng rng = dt_rng_seed(8);
+    tl_fill(t.dout, t.nout, -1.0f, 1.0f, &rng);
+    size_t np = l->nw + l->nb;
+    float *ref = NULL, *state0 = NULL, *bws = NULL;
+    float *bin = to_blocked(t.in, B, in);
+    int out_blocked = rule != DT_LAYOUTS_READS_ANY;
+    float *bdout = out_blocked ? to_blocked(t.dout, B, l->out) : NULL;
+    size_t nref = 2 * t.nout + t.nin + np + l->nstate;
+    if (!bin || (out_blocked && !bdout) || !CHECK_OK(dt_alloc_floats(&ref, nref, "ref")) ||
+        !CHECK_OK(dt_alloc_floats(&state0, l->nstate + 1, "state")))
+        goto done;
+    memcpy(state0, l->state, sizeof(float) * l->nstate);
+    /* NCHW: train forward, backward, then evaluation forward. */
+    l->ops->forward(l, t.out, t.in, B, 1, t.ws);
+    memcpy(ref, t.out, sizeof(float) * t.nout);
+    l->ops->backward(l, t.din, t.dout, t.in, t.out, B, t.ws);
+    memcpy(ref + t.nout, t.din, sizeof(float) * t.nin);
+    memcpy(ref + t.nout + t.nin, l->dw, sizeof(float) * np);
+    memcpy(ref + t.nout + t.nin + np, l->state, sizeof(float) * l->nstate);
+    l->ops->forward(l, t.out, t.in, B, 0, t.ws);
+    memcpy(ref + t.nout + t.nin + np + l->nstate, t.out, sizeof(float) * t.nout);
+    /* The same in NCHW16C, from the same state, with its own workspace and
+     * (for oneDNN) plans. */
+    if (l->ops->destroy) l->ops->destroy(l);
+    memcpy(l->state, state0, sizeof(float) * l->nstate);
+    l->in_layout = DT_LAYOUT_NCHW16C;
+    l->out_layout = out_blocked ? DT_LAYOUT_NCHW16C : DT_LAYOUT_NCHW;
+    if (!CHECK_OK(dt_alloc_floats(&bws, l->ops->workspace_floats(l, B) + 1, "ws"))) goto done;
+    const float *dout = out_blocked ? bdout : t.dout;
+    float *out = t.out, *din = t.din;
+    if (!CHECK_OK(dt_alloc_floats(&out, t.nout, "out")) || !CHECK_OK(dt_alloc_floats(&din, t.nin, "din")))
+        goto done;
+    l->ops->forward(l, out, bin, B, 1, bws);
+    if (out_blocked) dt_layout_convert(t.out, DT_LAYOUT_NCHW, out, DT_LAYOUT_NCHW16C, B, l->out);
+    else memcpy(t.out, out, sizeof(float) * t.nout);
+    check_close_scaled_tol(t.out, ref, t.nout, rtol, name);
+    l->ops->backward(l, din, dout, bin, out, B, bws);
+    dt_layout_convert(t.din, DT_LAYOUT_NCHW, din, DT_LAYOUT_NCHW16C, B, in);
+    check_close_scaled_tol(t.din, ref + t.nout, t.nin, rtol, name);
+    check_close_scaled_tol(l->dw, ref + t.nout + t.nin, np, rtol, name);
+    check_close_scaled_tol(l->state, ref + t.nout + t.nin + np, l->nstate, rtol, name);
+    l->ops->forward(l, out, bin, B, 0, bws);
+    if (out_blocked) dt_layout_convert(t.out, DT_LAYOUT_NCHW, out, DT_LAYOUT_NCHW16C, B, l->out);
+    else memcpy(t.out, out, sizeof(float) * t.nout);
+    check_close_scaled_tol(t.out, ref + t.nout + t.nin + np + l->nstate, t.nout, rtol, name);
+    dt_free(out), dt_free(din);
+done:
+    dt_free(ref), dt_free(state0), dt_free(bws), dt_free(bin), dt_free(bdout);
+    tl_free(&t);
+}
+
+static void test_layouts(void) {
+    dt_layer_spec bn = tl_spec(DT_LAYER_BATCHNORM);
+    bn.bn_momentum = 0.1f, bn.bn_eps = 1e-5f;
+    layout_case(bn, (dt_shape){32, 7, 5}, 6, 1e-5, "batchnorm NCHW16C");
+    layout_case(bn, (dt_shape){16, 28, 28}, 33, 1e-5, "batchnorm NCHW16C, threaded");
+    dt_layer_spec act = tl_spec(DT_LAYER_ACT);
+    act.act = DT_ACT_RELU;
+    layout_case(act, (dt_shape){16, 3, 5}, 3, 0, "relu NCHW16C");
+    dt_layer_spec gap = tl_spec(DT_LAYER_AVGPOOL);
+    layout_case(gap, (dt_shape){48, 5, 3}, 4, 1e-6, "global avgpool NCHW16C");
+    layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, "conv NCHW16C -> NCHW16C");
+    layout_case(tl_conv(16, 1, 1, 0), (dt_shape){32, 6, 6}, 2, 1e-5, "conv 1x1 NCHW16C");
 }
 
 static void conv_case(int C, int H, int W, int F, int K, int S, int P, int B) {
@@ -375,6 +465,7 @@ int main(void) {
     lrn_case(3, 5); /* window wider than the channels */
     lrn_case(4, 1);
     test_threads();
+    test_layouts();
     test_config_errors();
     test_names();
     test_init_and_flops();

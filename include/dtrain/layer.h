@@ -72,6 +72,33 @@ int dt_precision_from_name(const char *name);  /* -1 if unknown */
  * naming the instructions that are missing. Never a slow emulation. */
 dt_status dt_precision_check(dt_precision p);
 
+/* How an activation (and its gradient) is laid out in memory. NCHW is the
+ * net's own; NCHW16C (oneDNN's nChw16c: (B, C/16, H, W, 16), channel c at
+ * block c/16, lane c%16) is what oneDNN's AVX-512 convolutions compute in,
+ * so a convolution reading or writing it needs no reorder. The net chooses
+ * per activation (dt_net_create): NCHW16C where every layer touching it
+ * handles it and C is a multiple of 16. */
+typedef enum { DT_LAYOUT_NCHW = 0, DT_LAYOUT_NCHW16C } dt_layout;
+#define DT_LAYOUT_BLOCK 16
+
+/* What a kind does with layouts (dt_layer_ops.layouts):
+ *   NCHW:    reads and writes NCHW only (the default);
+ *   FOLLOW:  elementwise or per channel: its inputs and output share one
+ *            layout, whichever it is;
+ *   READS_ANY: reads either layout, writes NCHW (global average pooling);
+ *   ANY:     each side either, independently (convolutions). */
+typedef enum {
+    DT_LAYOUTS_NCHW = 0,
+    DT_LAYOUTS_FOLLOW,
+    DT_LAYOUTS_READS_ANY,
+    DT_LAYOUTS_ANY
+} dt_layout_rule;
+
+/* Whether oneDNN's convolutions compute in NCHW16C on this CPU (AVX-512,
+ * as oneDNN finds it, ONEDNN_MAX_CPU_ISA included); elsewhere (AVX2: 8
+ * channels a block) the net keeps NCHW, as the reorders would remain. */
+int dt_layout_blocked_native(void);
+
 /* Most inputs a layer takes (a [route] of up to this many layers). */
 #define DT_LAYER_MAX_INPUTS 8
 
@@ -120,6 +147,8 @@ typedef struct dt_layer {
     uint64_t seed;         /* dropout: per-layer seed (from run seed and layer index) */
     uint64_t step;         /* dropout: set by the net before each forward; mask = f(seed, step, i) */
     dt_precision precision; /* conv, dense: of their products; set by the net */
+    dt_layout in_layout;   /* of every input (one for FOLLOW kinds); set by the net before */
+    dt_layout out_layout;  /* of the output; the first forward, NCHW unless ops->layouts allows */
     int skip_wgrad;        /* dense: backward leaves dw alone; a sync strategy rebuilds it
                               from sufficient factors (dt_dist SFB) */
     void *impl;            /* kind-private state kept between calls (conv: oneDNN primitives),
@@ -153,6 +182,9 @@ typedef struct dt_layer_ops {
     void (*forward_ref)(dt_layer *l, float *out, const float *in, int batch, int train, float *ws);
     void (*backward_ref)(dt_layer *l, float *din, const float *dout, const float *in,
                          const float *out, int batch, float *ws);
+    /* Which layouts the layer handles (NULL: DT_LAYOUTS_NCHW). Gradients
+     * travel in their activation's layout. */
+    dt_layout_rule (*layouts)(const dt_layer *l);
     /* Multiply-adds x2 of one sample's forward pass (for info and GFLOP/s). */
     uint64_t (*flops)(const dt_layer *l);
     /* Frees l->impl (no-op when NULL). Whoever owns a layer calls it before

@@ -3,7 +3,7 @@
  * Each kind has its own loop, so no function pointer or branch on the kind
  * per element. Backward uses the input for relu/leaky (like PyTorch) and
  * the output for tanh (1 - y^2) and sigmoid (y (1 - y)). Every loop runs on
- * OpenMP's threads (layer_impl.h). */
+ * OpenMP's threads (layer_impl.h); being elementwise, in either layout. */
 #include <math.h>
 
 #include "layers/layer_impl.h"
@@ -82,5 +82,6 @@ const dt_layer_ops dt_act_ops = {
     .init = dt_layer_init_none,
     .forward = act_forward,
     .backward = act_backward,
+    .layouts = dt_layout_follow, /* elementwise */
     .flops = dt_layer_flops_elems,
 };

@@ -9,7 +9,9 @@
  * conv uses the image itself as the column matrix.
  * Backward: dW accumulates dout_b (F, OH*OW) . cols_bᵀ over images, dX is
  * Wᵀ . dout_b into columns scattered back with col2im. The workspace holds
- * one image's columns. */
+ * one image's columns, then, where a side is NCHW16C (the fallback computes
+ * in NCHW), one image's NCHW copies of in and din (C, H, W) and of out/dout
+ * (F, OH, OW). Input and output may each be NCHW or NCHW16C. */
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -56,10 +58,42 @@ static dt_status conv_setup(dt_layer *l) {
     return DT_OK;
 }
 
-static size_t conv_workspace_floats(const dt_layer *l, int batch) {
-    (void)batch;
+static size_t cols_floats(const dt_layer *l) {
     conv_dims d = dims_of(l);
     return is_pointwise(&d) ? 0 : (size_t)d.kk * (size_t)d.n;
+}
+
+static size_t conv_workspace_floats(const dt_layer *l, int batch) {
+    (void)batch;
+    size_t in = l->in_layout == DT_LAYOUT_NCHW ? 0 : 2 * dt_shape_size(l->in);
+    return cols_floats(l) + in + (l->out_layout == DT_LAYOUT_NCHW ? 0 : dt_shape_size(l->out));
+}
+
+/* The sgemm path computes in NCHW. Where a side is NCHW16C, image b goes
+ * through NCHW copies in the workspace, after the columns: in, then din
+ * (C, H, W), then out or dout (F, OH, OW). */
+static float *in_copy(const dt_layer *l, float *ws) { return ws + cols_floats(l); }
+
+static float *out_copy(const dt_layer *l, float *ws) {
+    return in_copy(l, ws) + (l->in_layout == DT_LAYOUT_NCHW ? 0 : 2 * dt_shape_size(l->in));
+}
+
+/* Image b of buf (B, s) in `layout`, in NCHW: in place, or converted into copy. */
+static const float *nchw_image(const float *buf, dt_layout layout, dt_shape s, int b, float *copy) {
+    const float *x = buf + (size_t)b * dt_shape_size(s);
+    if (layout == DT_LAYOUT_NCHW) return x;
+    dt_layout_convert(copy, DT_LAYOUT_NCHW, x, layout, 1, s);
+    return copy;
+}
+
+/* Where the sgemm path writes image b of buf (B, s) in `layout`: in place,
+ * or the copy that store_image moves into buf. */
+static float *nchw_target(float *buf, dt_layout layout, dt_shape s, int b, float *copy) {
+    return layout == DT_LAYOUT_NCHW ? buf + (size_t)b * dt_shape_size(s) : copy;
+}
+
+static void store_image(float *buf, dt_layout layout, dt_shape s, int b, const float *copy) {
+    if (layout != DT_LAYOUT_NCHW) dt_layout_convert(buf + (size_t)b * dt_shape_size(s), layout, copy, DT_LAYOUT_NCHW, 1, s);
 }
 
 static void conv_init(dt_layer *l, dt_rng *rng) {
@@ -178,10 +212,9 @@ static void col2im(const conv_dims *d, float *cols, float *x) {
 /* out (B, F, OH, OW) <- in (B, C, H, W), with sgemm. */
 static void conv_forward_gemm(dt_layer *l, float *out, const float *in, int batch, float *ws) {
     conv_dims d = dims_of(l);
-    size_t in_sz = dt_shape_size(l->in), out_sz = dt_shape_size(l->out);
     for (int b = 0; b < batch; b++) {
-        const float *x = in + (size_t)b * in_sz;
-        float *y = out + (size_t)b * out_sz;
+        const float *x = nchw_image(in, l->in_layout, l->in, b, in_copy(l, ws));
+        float *y = nchw_target(out, l->out_layout, l->out, b, out_copy(l, ws));
         const float *cols = x;
         if (!is_pointwise(&d)) {
             im2col(&d, x, ws);
@@ -191,6 +224,7 @@ static void conv_forward_gemm(dt_layer *l, float *out, const float *in, int batc
             for (int i = 0; i < d.n; i++) y[(size_t)f * d.n + i] = l->nb ? l->b[f] : 0.0f;
         dt_sgemm('N', 'N', d.F, d.n, d.kk, 1.0f, l->w, d.kk,
                     cols, d.n, 1.0f, y, d.n);
+        store_image(out, l->out_layout, l->out, b, y);
     }
 }
 
@@ -199,12 +233,12 @@ static void conv_forward_gemm(dt_layer *l, float *out, const float *in, int batc
 static void conv_backward_gemm(dt_layer *l, float *din, const float *dout, const float *in,
                                int batch, float *ws) {
     conv_dims d = dims_of(l);
-    size_t in_sz = dt_shape_size(l->in), out_sz = dt_shape_size(l->out);
+    size_t in_sz = dt_shape_size(l->in);
     int pointwise = is_pointwise(&d);
     memset(l->db, 0, sizeof(float) * l->nb);
     for (int b = 0; b < batch; b++) {
-        const float *x = in + (size_t)b * in_sz;
-        const float *dy = dout + (size_t)b * out_sz;
+        const float *x = nchw_image(in, l->in_layout, l->in, b, in_copy(l, ws));
+        const float *dy = nchw_image(dout, l->out_layout, l->out, b, out_copy(l, ws));
         for (int f = 0; f < (int)l->nb; f++)
             l->db[f] += (float)dt_layer_sum(dy + (size_t)f * d.n, (size_t)d.n);
         const float *cols = x;
@@ -215,7 +249,7 @@ static void conv_backward_gemm(dt_layer *l, float *din, const float *dout, const
         dt_sgemm('N', 'T', d.F, d.kk, d.n, 1.0f, dy, d.n, cols,
                     d.n, b == 0 ? 0.0f : 1.0f, l->dw, d.kk);
         if (!din) continue;
-        float *dx = din + (size_t)b * in_sz;
+        float *dx = nchw_target(din, l->in_layout, l->in, b, in_copy(l, ws) + in_sz);
         /* dcols (C*K*K, OH*OW) = Wᵀ . dy; for the pointwise conv dcols is dx. */
         float *dcols = pointwise ? dx : ws;
         dt_sgemm('T', 'N', d.kk, d.n, d.F, 1.0f, l->w, d.kk, dy,
@@ -224,6 +258,7 @@ static void conv_backward_gemm(dt_layer *l, float *din, const float *dout, const
             memset(dx, 0, sizeof(float) * in_sz);
             col2im(&d, ws, dx);
         }
+        store_image(din, l->in_layout, l->in, b, dx);
     }
     if (batch == 0) memset(l->dw, 0, sizeof(float) * l->nw);
 }
@@ -279,7 +314,7 @@ static void conv_backward(dt_layer *l, float *din, const float *dout, const floa
         conv_backward_gemm(l, din, dout, in, batch, ws);
 }
 
-/* Reference: direct loops over (b, f, oh, ow, c, kh, kw). */
+/* Reference: direct loops over (b, f, oh, ow, c, kh, kw), NCHW only. */
 static void conv_forward_ref(dt_layer *l, float *out, const float *in, int batch, int train,
                              float *ws) {
     (void)train, (void)ws;
@@ -341,6 +376,7 @@ const dt_layer_ops dt_conv_ops = {
     .backward = conv_backward,
     .forward_ref = conv_forward_ref,
     .backward_ref = conv_backward_ref,
+    .layouts = dt_layout_any,
     .flops = conv_flops,
     .destroy = dt_dnnl_destroy,
 };

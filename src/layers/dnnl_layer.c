@@ -7,8 +7,9 @@
  * (AVX512_BF16 dot products, or AMX tiles) they do two or more times the
  * arithmetic of f32 FMAs per cycle, for convolutions and inner products.
  *
- * How: the net's buffers stay plain f32 (NCHW or NC activations, OIHW or
- * OI weights, 1D bias). Each primitive is created with layout "any" (in
+ * How: the net's buffers stay f32 in its layouts (NCHW, NCHW16C or NC
+ * activations, by the layer's in_layout/out_layout; OIHW or OI weights, 1D
+ * bias): "plain" below means these. Each primitive is created with layout "any" (in
  * the compute type); where oneDNN picks a layout or type other than the
  * plain f32 one, a tensor gets a buffer in that layout and type and a
  * reorder between it and the dtrain buffer (cheap next to the product;
@@ -115,7 +116,8 @@ typedef struct {
 /* Plain descriptors of the buffers and the "any" descriptors a kind builds
  * its op descriptors from, of one layer at one batch size. */
 typedef struct {
-    /* By B_*: in, din (B, src) and out, dout (B, dst) nchw or nc; w, dw
+    /* By B_*: in, din (B, src) and out, dout (B, dst) nchw (or nChw16c,
+     * by the layer's layouts) or nc; w, dw
      * oihw or oi; bias, db a (F). All f32. */
     dnnl_memory_desc_t plain[B_COUNT];
     dnnl_memory_desc_t any_src, any_wei, any_dst, any_diff_wei;
@@ -128,12 +130,16 @@ static dt_status geometry_of(const dt_layer *l, const dt_dnnl_kind *k, int batch
     k->describe(l, batch, &g->dims);
     int nd = g->dims.ndims;
     dnnl_format_tag_t act = nd == 4 ? dnnl_nchw : dnnl_nc, wei = nd == 4 ? dnnl_oihw : dnnl_oi;
+    /* NCHW16C activations are handed to oneDNN as they are: where its
+     * primitive picks nChw16c too (f32 on AVX-512), no reorder runs. */
+    dnnl_format_tag_t in = nd == 4 && l->in_layout == DT_LAYOUT_NCHW16C ? dnnl_nChw16c : act;
+    dnnl_format_tag_t out = nd == 4 && l->out_layout == DT_LAYOUT_NCHW16C ? dnnl_nChw16c : act;
     dnnl_data_type_t t = l->precision == DT_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
     dnnl_dims_t bias = {g->dims.dst[1]};
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], nd, g->dims.src, dnnl_f32, act));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], nd, g->dims.src, dnnl_f32, in));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_W], nd, g->dims.wei, dnnl_f32, wei));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_BIAS], 1, bias, dnnl_f32, dnnl_a));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_OUT], nd, g->dims.dst, dnnl_f32, act));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_OUT], nd, g->dims.dst, dnnl_f32, out));
     g->plain[B_DOUT] = g->plain[B_OUT];
     g->plain[B_DIN] = g->plain[B_IN];
     g->plain[B_DW] = g->plain[B_W];
@@ -449,4 +455,9 @@ dt_status dt_precision_check(dt_precision p) {
                    "bf16 needs the AVX512_BF16 or AMX-BF16 instructions, and oneDNN finds only %s "
                    "on this CPU (use fp32)",
                    isa_name(isa));
+}
+
+int dt_layout_blocked_native(void) {
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), core = (unsigned)dnnl_cpu_isa_avx512_core;
+    return (isa & core) == core;
 }

@@ -5,7 +5,7 @@
  * A kind describes itself by a dt_dnnl_kind: the dimensions of its source,
  * weights and destination, and oneDNN's op descriptor of each pass. Each
  * call computes the whole result, with the same contract as the layer's
- * forward/backward (buffers owned by the net in their plain layouts, dw/db
+ * forward/backward (buffers owned by the net in its layouts, dw/db
  * overwritten, din may be NULL), and returns DT_OK; or it returns an error
  * (oneDNN cannot run this shape or precision, or creating its objects
  * failed) and the caller computes the result its own way (in fp32), which

@@ -86,6 +86,34 @@ void dt_layer_copy(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = src[i];
 }
 
+void dt_layout_convert(float *dst, dt_layout to, const float *src, dt_layout from, int batch, dt_shape s) {
+    size_t n = dt_shape_size(s) * (size_t)batch, hw = (size_t)s.h * (size_t)s.w;
+    if (to == from) {
+        dt_layer_copy(dst, src, n);
+        return;
+    }
+    /* plane (b, c) of NCHW <-> lane c%16 of block (b, c/16) */
+    size_t planes = (size_t)batch * (size_t)s.c;
+#pragma omp parallel for schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+    for (size_t p = 0; p < planes; p++) {
+        size_t c = p % (size_t)s.c, block = p / DT_LAYOUT_BLOCK, lane = c % DT_LAYOUT_BLOCK;
+        const float *x = src + (to == DT_LAYOUT_NCHW ? block * hw * DT_LAYOUT_BLOCK + lane : p * hw);
+        float *y = dst + (to == DT_LAYOUT_NCHW ? p * hw : block * hw * DT_LAYOUT_BLOCK + lane);
+        size_t xs = to == DT_LAYOUT_NCHW ? DT_LAYOUT_BLOCK : 1, ys = to == DT_LAYOUT_NCHW ? 1 : DT_LAYOUT_BLOCK;
+        for (size_t i = 0; i < hw; i++) y[i * ys] = x[i * xs];
+    }
+}
+
+dt_layout_rule dt_layout_follow(const dt_layer *l) {
+    (void)l;
+    return DT_LAYOUTS_FOLLOW;
+}
+
+dt_layout_rule dt_layout_any(const dt_layer *l) {
+    (void)l;
+    return DT_LAYOUTS_ANY;
+}
+
 enum { LANES = 16 };
 
 double dt_layer_sum(const float *x, size_t n) {

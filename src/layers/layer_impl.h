@@ -61,6 +61,21 @@ void dt_layer_fill_uniform(float *x, size_t n, float bound, dt_rng *rng);
  * this stay on one thread: starting the team would cost more than it saves. */
 enum { DT_LAYER_PAR_FLOATS = 1 << 15 };
 
+/* dst (B, s) in layout `to` <- src (B, s) in layout `from` (NCHW16C: s.c a
+ * multiple of DT_LAYOUT_BLOCK); a copy when they agree. */
+void dt_layout_convert(float *dst, dt_layout to, const float *src, dt_layout from, int batch, dt_shape s);
+
+/* Offset of value (b, c, h, w) of a (B, s) tensor in NCHW16C. */
+static inline size_t dt_blocked_at(dt_shape s, int b, int c, int h, int w) {
+    size_t cb = (size_t)b * (size_t)(s.c / DT_LAYOUT_BLOCK) + (size_t)(c / DT_LAYOUT_BLOCK);
+    return ((cb * (size_t)s.h + (size_t)h) * (size_t)s.w + (size_t)w) * DT_LAYOUT_BLOCK +
+           (size_t)(c % DT_LAYOUT_BLOCK);
+}
+
+/* Rules of ops->layouts that do not depend on the layer. */
+dt_layout_rule dt_layout_follow(const dt_layer *l);
+dt_layout_rule dt_layout_any(const dt_layer *l);
+
 /* dst (n) <- src (n), threaded as the passes above. */
 void dt_layer_copy(float *dst, const float *src, size_t n);
 

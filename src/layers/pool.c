@@ -59,6 +59,11 @@ static dt_status pool_setup(dt_layer *l) {
 
 static int is_global(const dt_layer *l) { return l->spec.size == 0; }
 
+/* The global pool reads either layout (its output (C, 1, 1) is NCHW). */
+static dt_layout_rule avgpool_layouts(const dt_layer *l) {
+    return is_global(l) ? DT_LAYOUTS_READS_ANY : DT_LAYOUTS_NCHW;
+}
+
 static dt_status avgpool_setup(dt_layer *l) {
     if (l->spec.pad_extra) return dt_layer_config_error(l, "pad_extra is for [maxpool] only");
     if (!is_global(l)) return pool_setup(l);
@@ -192,20 +197,38 @@ static void maxpool_backward(dt_layer *l, float *din, const float *dout, const f
     }
 }
 
-/* Global: out (B, C) <- the mean of each plane of in (B, C, H, W). */
+/* Global: out (B, C) <- the mean of each plane of in (B, C, H, W); in
+ * NCHW16C, of each lane of a block (B, C/16, H, W, 16). */
 static void global_forward(const dt_layer *l, float *out, const float *in, int batch) {
     size_t planes = (size_t)batch * (size_t)l->in.c, hw = (size_t)l->in.h * (size_t)l->in.w;
+    if (l->in_layout == DT_LAYOUT_NCHW16C) {
+#pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
+        for (size_t blk = 0; blk < planes / DT_LAYOUT_BLOCK; blk++) {
+            const float *x = in + blk * hw * DT_LAYOUT_BLOCK;
+            double sum[DT_LAYOUT_BLOCK] = {0};
+            for (size_t i = 0; i < hw; i++)
+                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sum[c] += x[i * DT_LAYOUT_BLOCK + c];
+            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) out[blk * DT_LAYOUT_BLOCK + c] = (float)(sum[c] / (double)hw);
+        }
+        return;
+    }
 #pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < planes; p++) out[p] = (float)(dt_layer_sum(in + p * hw, hw) / (double)hw);
 }
 
-/* Global: din (B, C, H, W) <- dout (B, C) / (H*W) over each plane. */
+/* Global: din (B, C, H, W) <- dout (B, C) / (H*W) over each plane (lane). */
 static void global_backward(const dt_layer *l, float *din, const float *dout, int batch) {
     size_t planes = (size_t)batch * (size_t)l->in.c, hw = (size_t)l->in.h * (size_t)l->in.w;
+    int blocked = l->in_layout == DT_LAYOUT_NCHW16C;
 #pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < planes; p++) {
         float g = dout[p] / (float)hw;
-        for (size_t i = 0; i < hw; i++) din[p * hw + i] = g;
+        if (blocked) {
+            float *dx = din + (p / DT_LAYOUT_BLOCK) * hw * DT_LAYOUT_BLOCK + p % DT_LAYOUT_BLOCK;
+            for (size_t i = 0; i < hw; i++) dx[i * DT_LAYOUT_BLOCK] = g;
+        } else {
+            for (size_t i = 0; i < hw; i++) din[p * hw + i] = g;
+        }
     }
 }
 
@@ -283,5 +306,6 @@ const dt_layer_ops dt_avgpool_ops = {
     .init = dt_layer_init_none,
     .forward = avgpool_forward,
     .backward = avgpool_backward,
+    .layouts = avgpool_layouts,
     .flops = pool_flops,
 };

@@ -48,6 +48,28 @@ static dt_status shortcut_setup(dt_layer *l) {
 
 static int same_shape(dt_shape a, dt_shape b) { return a.c == b.c && a.h == b.h && a.w == b.w; }
 
+/* The shared block in NCHW16C (all channel counts are multiples of 16), 16
+ * channels a cell: forward out += x (x: in[1]), or backward dx = dout (dx:
+ * din[1]); the other pair is NULL. */
+static void blocked_sum(const dt_layer *l, float *out, const float *x, float *dx, const float *dout,
+                        int batch) {
+    shortcut_dims d = dims_of(l);
+    dt_shape o = l->ins[0], a = l->ins[1];
+    for (int b = 0; b < batch; b++)
+        for (int k = 0; k < d.minc; k += DT_LAYOUT_BLOCK)
+            for (int j = 0; j < d.minh; j++)
+                for (int i = 0; i < d.minw; i++) {
+                    size_t oc = dt_blocked_at(o, b, k, j * d.sample, i * d.sample);
+                    size_t ac = dt_blocked_at(a, b, k, j * d.stride, i * d.stride);
+                    for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
+                        if (out)
+                            out[oc + c] += x[ac + c];
+                        else
+                            dx[ac + c] = dout[oc + c];
+                    }
+                }
+}
+
 /* out (B, ins[0]) <- in[0] + the shared block of in[1] (B, ins[1]). */
 static void shortcut_forward(dt_layer *l, float *out, const float *const *in, int batch) {
     shortcut_dims d = dims_of(l);
@@ -62,6 +84,10 @@ static void shortcut_forward(dt_layer *l, float *out, const float *const *in, in
         return;
     }
     dt_layer_copy(out, in[0], osz * (size_t)batch);
+    if (l->in_layout == DT_LAYOUT_NCHW16C) {
+        blocked_sum(l, out, in[1], NULL, NULL, batch);
+        return;
+    }
     for (int b = 0; b < batch; b++) {
         float *y = out + (size_t)b * osz;
         const float *x = in[1] + (size_t)b * asz;
@@ -86,6 +112,10 @@ static void shortcut_backward(dt_layer *l, float *const *din, const float *dout,
         return;
     }
     memset(din[1], 0, sizeof(float) * asz * (size_t)batch);
+    if (l->in_layout == DT_LAYOUT_NCHW16C) {
+        blocked_sum(l, NULL, NULL, din[1], dout, batch);
+        return;
+    }
     for (int b = 0; b < batch; b++) {
         const float *dy = dout + (size_t)b * osz;
         float *dx = din[1] + (size_t)b * asz;
@@ -106,5 +136,6 @@ const dt_layer_ops dt_shortcut_ops = {
     .init = dt_layer_init_none,
     .forward_n = shortcut_forward,
     .backward_n = shortcut_backward,
+    .layouts = dt_layout_follow, /* elementwise, or 16 channels a cell in NCHW16C */
     .flops = dt_layer_flops_elems,
 };

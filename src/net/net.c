@@ -103,6 +103,50 @@ static dt_status plan_gradients(dt_net *net, const dt_model_spec *spec) {
     return DT_OK;
 }
 
+static dt_layout_rule layout_rule(const dt_layer *l) {
+    return l->ops->layouts ? l->ops->layouts(l) : DT_LAYOUTS_NCHW;
+}
+
+static int layout_root(int *parent, int i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+}
+
+/* Each layer's in_layout and out_layout. Layers that FOLLOW tie their
+ * inputs' and output's layouts together; each group of activations tied
+ * this way is NCHW16C when every one has a multiple of 16 channels, none is
+ * the data, every producer can write it (a FOLLOW member or a convolution)
+ * and every reader can read it; else NCHW. In a ResNet that makes every
+ * activation between the stem and the global pool blocked (the final
+ * softmax reads NCHW). NCHW everywhere when `nchw_only`. */
+static void plan_layouts(dt_net *net, int nchw_only) {
+    int L = net->nlayers, parent[DT_MAX_LAYERS];
+    unsigned char blocked[DT_MAX_LAYERS];
+    for (int i = 0; i < L; i++) parent[i] = i, blocked[i] = 1;
+    for (int i = 0; i < L; i++)
+        if (layout_rule(&net->layers[i]) == DT_LAYOUTS_FOLLOW)
+            for (int k = 0; k < net->layers[i].ninputs; k++)
+                if (net->layers[i].spec.inputs[k] >= 0)
+                    parent[layout_root(parent, net->layers[i].spec.inputs[k])] = layout_root(parent, i);
+    for (int i = 0; i < L; i++) {
+        const dt_layer *l = &net->layers[i];
+        dt_layout_rule rule = layout_rule(l);
+        int writes_nchw = rule == DT_LAYOUTS_NCHW || rule == DT_LAYOUTS_READS_ANY;
+        if (nchw_only || writes_nchw || l->out.c % DT_LAYOUT_BLOCK != 0) blocked[layout_root(parent, i)] = 0;
+        for (int k = 0; k < l->ninputs; k++) {
+            int from = l->spec.inputs[k];
+            if (from < 0 && rule == DT_LAYOUTS_FOLLOW) blocked[layout_root(parent, i)] = 0;
+            if (from >= 0 && rule == DT_LAYOUTS_NCHW) blocked[layout_root(parent, from)] = 0;
+        }
+    }
+    for (int i = 0; i < L; i++) {
+        dt_layer *l = &net->layers[i];
+        l->out_layout = blocked[layout_root(parent, i)] ? DT_LAYOUT_NCHW16C : DT_LAYOUT_NCHW;
+        int from = l->spec.inputs[0];
+        l->in_layout = from >= 0 && blocked[layout_root(parent, from)] ? DT_LAYOUT_NCHW16C : DT_LAYOUT_NCHW;
+    }
+}
+
 /* Layer i's inputs: the spec's (or the previous layer), each an earlier
  * layer or the data (-1), their shapes into l->ins. A kind with one input
  * (forward, not forward_n) gets exactly one. */
@@ -152,7 +196,6 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
             return dt_fail(s, "%s:%s", spec->path, msg);
         }
         net->param_offset[i + 1] = net->param_offset[i];
-        size_t ws = l->ops->workspace_floats(l, net->max_batch);
         if (!add_product(&net->param_offset[i + 1], l->nw, 1) ||
             !add_product(&net->param_offset[i + 1], l->nb, 1) ||
             !add_product(&net->nstate, l->nstate, 1) ||
@@ -160,13 +203,18 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
             !add_product(&sz->saved, l->ops->saved_floats(l, net->max_batch), 1))
             return dt_fail(DT_ERR_NOMEM, "%s:%d: layer sizes overflow", spec->path, l->spec.line);
         if (dt_shape_size(l->out) > sz->max_act) sz->max_act = dt_shape_size(l->out);
-        if (ws > sz->ws) sz->ws = ws;
     }
     const dt_layer *last = net->nlayers >= 2 ? &net->layers[net->nlayers - 1] : NULL;
     if (!last || last->spec.kind != DT_LAYER_SOFTMAX || last->spec.inputs[0] < 0)
         return dt_fail(DT_ERR_CONFIG, "%s: the model needs at least one layer before a final [softmax]",
                        spec->path);
     DT_TRY(plan_gradients(net, spec));
+    plan_layouts(net, spec->nchw_only || !dt_layout_blocked_native());
+    for (int i = 0; i < net->nlayers; i++) {
+        const dt_layer *l = &net->layers[i];
+        size_t ws = l->ops->workspace_floats(l, net->max_batch); /* may depend on the layouts */
+        if (ws > sz->ws) sz->ws = ws;
+    }
     net->nparams = net->param_offset[net->nlayers];
     net->classes = (int)dt_shape_size(last->out);
     net->nws = sz->ws;
