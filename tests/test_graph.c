@@ -215,60 +215,71 @@ static void train_pass(dt_net *net, const float *x, float *res) {
     memcpy(res + 1 + net->nparams + net->nstate, dt_net_forward(net, x, B, 0), sizeof(float) * B * 3);
 }
 
-/* A ResNet's stages in NCHW16C (16 and 32 channels, an identity and an
- * option-A shortcut, a global pool) compute what they compute with every
- * activation NCHW (spec.nchw_only): loss, gradients, running statistics and
- * evaluation within float rounding of other summation orders. */
-static void test_layouts(void) {
-    const char *cfg = NET(1, 8, 8) CONV(16, 1) "batch_normalize=1\nactivation=relu\n" CONV(16, 1)
-        "batch_normalize=1\nactivation=relu\n" CONV(16, 1) "batch_normalize=1\n"
-        "[shortcut]\nfrom=-3\nactivation=relu\n" CONV(32, 2) "batch_normalize=1\nactivation=relu\n"
-        CONV(32, 1) "batch_normalize=1\n[shortcut]\nfrom=-3\nactivation=relu\n" HEAD;
+/* The engine's fast paths against the plain one (spec.plain_engine: NCHW
+ * activations, every ReLU its own pass): loss, gradients, running
+ * statistics and evaluation within float rounding of other summation
+ * orders. `blocked` of the layers are expected NCHW16C on AVX-512 and `fused`
+ * ReLUs folded into the layer before them. */
+static void engine_case(const char *name, const char *cfg, int blocked, int fused) {
     dt_model_spec *m = NULL;
-    dt_net *blocked = NULL, *plain = NULL;
+    dt_net *fast = NULL, *plain = NULL;
     float *x = NULL, *a = NULL, *b = NULL;
     if (!CHECK_OK(dt_alloc_bytes((void **)&m, sizeof *m, "spec")) ||
-        !CHECK_OK(dt_model_parse_string(m, cfg, "layouts.cfg")) || !CHECK_OK(dt_net_create(&blocked, m, B, 5)))
+        !CHECK_OK(dt_model_parse_string(m, cfg, name)) || !CHECK_OK(dt_net_create(&fast, m, B, 5)))
         goto done;
-    m->nchw_only = 1;
+    m->plain_engine = 1;
     if (!CHECK_OK(dt_net_create(&plain, m, B, 5))) goto done;
-    int L = blocked->nlayers, nblocked = 0;
+    int L = fast->nlayers, nblocked = 0, nfused = 0;
     for (int i = 0; i < L; i++) {
-        CHECK(plain->layers[i].in_layout == DT_LAYOUT_NCHW && plain->layers[i].out_layout == DT_LAYOUT_NCHW);
-        nblocked += blocked->layers[i].out_layout == DT_LAYOUT_NCHW16C;
+        const dt_layer *p = &plain->layers[i];
+        CHECK(p->in_layout == DT_LAYOUT_NCHW && p->out_layout == DT_LAYOUT_NCHW && !p->folded && !p->relu_out);
+        nblocked += fast->layers[i].out_layout == DT_LAYOUT_NCHW16C;
+        nfused += fast->layers[i].folded;
     }
-    if (dt_layout_blocked_native()) {
-        /* All but the global pool, the connected layer and the softmax; the
-         * stem reads the data in NCHW, the pool reads NCHW16C. */
-        CHECK(nblocked == L - 3);
-        CHECK(blocked->layers[0].in_layout == DT_LAYOUT_NCHW);
-        CHECK(blocked->layers[L - 3].in_layout == DT_LAYOUT_NCHW16C);
-    } else {
-        CHECK(nblocked == 0);
-    }
-    printf("  layouts.cfg: %d of %d activations NCHW16C\n", nblocked, L);
-    size_t nx = dt_shape_size(blocked->input) * B, nres = 1 + blocked->nparams + blocked->nstate + B * 3;
+    CHECK(nblocked == (dt_layout_blocked_native() ? blocked : 0));
+    CHECK(nfused == fused);
+    CHECK(dt_net_bytes(fast) < dt_net_bytes(plain) || fused == 0); /* folded ReLUs keep no output */
+    printf("  %s: %d of %d activations NCHW16C, %d ReLUs folded\n", name, nblocked, L, nfused);
+    size_t nx = dt_shape_size(fast->input) * B, nres = 1 + fast->nparams + fast->nstate + B * 3;
     if (!CHECK_OK(dt_alloc_floats(&x, nx, "x")) || !CHECK_OK(dt_alloc_floats(&a, nres, "a")) ||
         !CHECK_OK(dt_alloc_floats(&b, nres, "b")))
         goto done;
     dt_rng rng = dt_rng_seed(4);
     for (size_t i = 0; i < nx; i++) x[i] = 2.0f * dt_rng_uniform(&rng) - 1.0f;
-    train_pass(blocked, x, a);
+    train_pass(fast, x, a);
     train_pass(plain, x, b);
     CHECK_CLOSE(a[0], b[0], 0, 1e-6);
     float gmax = 0;
     for (size_t i = 1; i < nres; i++) gmax = fabsf(b[i]) > gmax ? fabsf(b[i]) : gmax;
-    dt_check_allclose(a + 1, b + 1, nres - 1, 1e-5 * gmax, 1e-4, __FILE__, __LINE__, "NCHW16C vs NCHW");
+    if (!dt_check_allclose(a + 1, b + 1, nres - 1, 1e-5 * gmax, 1e-4, __FILE__, __LINE__, name))
+        fprintf(stderr, "  (%s: fast vs plain engine)\n", name);
 done:
     dt_free(x), dt_free(a), dt_free(b);
-    dt_net_free(blocked), dt_net_free(plain);
+    dt_net_free(fast), dt_net_free(plain);
     dt_free(m);
+}
+
+/* A ResNet's stages (an identity and an option-A shortcut, a global pool)
+ * in 16 and 32 channels (NCHW16C) and in 8 (NCHW): its 5 ReLUs after batch
+ * norms and shortcuts fold; a ReLU whose input has two readers does not. */
+static void test_engine(void) {
+#define STAGES(c1, c2)                                                                             \
+    CONV(c1, 1) "batch_normalize=1\nactivation=relu\n" CONV(c1, 1) "batch_normalize=1\nactivation=relu\n" \
+    CONV(c1, 1) "batch_normalize=1\n[shortcut]\nfrom=-3\nactivation=relu\n" CONV(c2, 2)                    \
+    "batch_normalize=1\nactivation=relu\n" CONV(c2, 1) "batch_normalize=1\n[shortcut]\nfrom=-3\nactivation=relu\n"
+    engine_case("resnet16.cfg", NET(1, 8, 8) STAGES(16, 32) HEAD, 17, 5);
+    engine_case("resnet8.cfg", NET(1, 8, 8) STAGES(8, 8) HEAD, 0, 5);
+    /* The batch norm's output is read by the ReLU and the shortcut: no fold. */
+    engine_case("two_readers.cfg",
+                NET(1, 8, 8) CONV(16, 1) "[batchnorm]\n[activation]\nactivation=relu\n[shortcut]\nfrom=-2\n" HEAD,
+                4, 0);
+#undef STAGES
 }
 
 int main(void) {
     printf("graph gradients against central differences:\n");
     test_gradients();
-    test_layouts();
+    test_engine();
     test_shortcut_values();
     test_section_indices();
     test_errors();

@@ -88,10 +88,21 @@ static void run_on_threads(test_layer *t, int threads, float *res) {
 /* A layer on a batch above DT_LAYER_PAR_FLOATS (so its loops do split) gives
  * the same bits on 1 and 3 threads: each value is computed by one thread in
  * one order, so a run does not depend on --threads beyond the convolutions. */
-static void threads_case(dt_layer_spec s, dt_shape in, int B, const char *name) {
+static void threads_case_in(dt_layer_spec s, dt_shape in, int B, dt_layout layout, int relu_out,
+                            const char *name) {
     test_layer t;
     if (!CHECK_OK(tl_create(&t, s, in, B, 17))) return;
     CHECK(t.nin >= 32768);
+    /* NCHW16C and a fused ReLU as the net would set them (the input's
+     * values need no conversion: any values do). */
+    t.l.in_layout = layout;
+    t.l.out_layout = t.l.ops->layouts && t.l.ops->layouts(&t.l) == DT_LAYOUTS_READS_ANY ? DT_LAYOUT_NCHW : layout;
+    t.l.relu_out = relu_out;
+    dt_free(t.ws);
+    if (!CHECK_OK(dt_alloc_floats(&t.ws, t.l.ops->workspace_floats(&t.l, B) + 1, "ws"))) {
+        tl_free(&t);
+        return;
+    }
     dt_rng rng = dt_rng_seed(5);
     tl_fill(t.dout, t.nout, -1.0f, 1.0f, &rng);
     size_t n = t.nout + t.nin + t.l.nw + t.l.nb;
@@ -108,10 +119,17 @@ static void threads_case(dt_layer_spec s, dt_shape in, int B, const char *name) 
     tl_free(&t);
 }
 
+static void threads_case(dt_layer_spec s, dt_shape in, int B, const char *name) {
+    threads_case_in(s, in, B, DT_LAYOUT_NCHW, 0, name);
+}
+
 static void test_threads(void) {
     dt_layer_spec bn = tl_spec(DT_LAYER_BATCHNORM);
     bn.bn_momentum = 0.1f, bn.bn_eps = 1e-5f;
     threads_case(bn, (dt_shape){7, 13, 11}, 40, "batchnorm");
+    threads_case_in(bn, (dt_shape){7, 13, 11}, 40, DT_LAYOUT_NCHW, 1, "batchnorm + relu");
+    threads_case_in(bn, (dt_shape){32, 13, 11}, 12, DT_LAYOUT_NCHW16C, 0, "batchnorm NCHW16C");
+    threads_case_in(bn, (dt_shape){16, 40, 40}, 3, DT_LAYOUT_NCHW16C, 1, "batchnorm + relu NCHW16C");
     const char *acts[] = {"linear", "relu", "leaky", "tanh", "sigmoid"};
     for (int a = DT_ACT_LINEAR; a <= DT_ACT_SIGMOID; a++) {
         dt_layer_spec s = tl_spec(DT_LAYER_ACT);
@@ -127,6 +145,7 @@ static void test_threads(void) {
     threads_case(pool, (dt_shape){6, 14, 13}, 32, "avgpool 3x3/2");
     pool.size = pool.stride = pool.pad = 0;
     threads_case(pool, (dt_shape){6, 14, 13}, 32, "global avgpool");
+    threads_case_in(pool, (dt_shape){32, 14, 13}, 6, DT_LAYOUT_NCHW16C, 0, "global avgpool NCHW16C");
 }
 
 /* dst (B, s) in NCHW16C <- src in NCHW, into a new buffer (NULL on failure). */

@@ -1,7 +1,9 @@
 /* Layers: one file per kind in src/layers/, all behind one small vtable.
  *
  * Conventions
- * - Activations are NCHW floats; a layer's per-sample shapes are `in`/`out`.
+ * - Activations are floats in NCHW or, where the net chose it, NCHW16C
+ *   (see dt_layout; `in_layout`/`out_layout`); a layer's per-sample shapes
+ *   are `in`/`out` either way.
  * - Forward/backward signatures: outputs first, then saved inputs, then
  *   batch size and scratch. All activation, parameter and scratch buffers
  *   are preallocated by the net; layers know nothing about MPI and never
@@ -147,8 +149,14 @@ typedef struct dt_layer {
     uint64_t seed;         /* dropout: per-layer seed (from run seed and layer index) */
     uint64_t step;         /* dropout: set by the net before each forward; mask = f(seed, step, i) */
     dt_precision precision; /* conv, dense: of their products; set by the net */
-    dt_layout in_layout;   /* of every input (one for FOLLOW kinds); set by the net before */
-    dt_layout out_layout;  /* of the output; the first forward, NCHW unless ops->layouts allows */
+    int relu_out;          /* set by the net (ops->fuses_relu): the output is ReLU'd in the
+                              same pass, and backward masks dout by out > 0; the [activation]
+                              reading it is `folded` */
+    int folded;            /* set by the net: a ReLU done by the layer it reads; runs nothing,
+                              its output is that layer's buffer */
+    dt_layout in_layout;   /* of every input (FOLLOW kinds' inputs share one), set by the net
+                              at create; NCHW unless ops->layouts allows another */
+    dt_layout out_layout;  /* of the output (and of its gradient), likewise */
     int skip_wgrad;        /* dense: backward leaves dw alone; a sync strategy rebuilds it
                               from sufficient factors (dt_dist SFB) */
     void *impl;            /* kind-private state kept between calls (conv: oneDNN primitives),
@@ -171,17 +179,23 @@ typedef struct dt_layer_ops {
     void (*backward)(dt_layer *l, float *din, const float *dout, const float *in,
                      const float *out, int batch, float *ws);
     /* Kinds with several inputs (shortcut, route) have these instead of
-     * forward/backward (which are NULL): in[k] (B, ins[k]), and din[k]
+     * forward/backward (which are NULL): in[k] (B, ins[k]), the forward's
+     * out (B, out) given back to backward_n, and din[k]
      * (B, ins[k]) overwritten, NULL where input k is the net's data. The
      * din[k] are distinct buffers even when two inputs are the same layer
      * (the net adds them up). */
     void (*forward_n)(struct dt_layer *l, float *out, const float *const *in, int batch);
-    void (*backward_n)(struct dt_layer *l, float *const *din, const float *dout, int batch);
+    void (*backward_n)(struct dt_layer *l, float *const *din, const float *dout, const float *out,
+                       int batch);
     /* Plain loops computing the same as forward/backward, kept for tests.
      * NULL when forward/backward already are plain loops. */
     void (*forward_ref)(dt_layer *l, float *out, const float *in, int batch, int train, float *ws);
     void (*backward_ref)(dt_layer *l, float *din, const float *dout, const float *in,
                          const float *out, int batch, float *ws);
+    /* 1: forward and backward honour l->relu_out, so a ReLU [activation]
+     * that is the only reader of the output runs inside this layer's passes
+     * (saving a read and a write of the activation and of its gradient). */
+    int fuses_relu;
     /* Which layouts the layer handles (NULL: DT_LAYOUTS_NCHW). Gradients
      * travel in their activation's layout. */
     dt_layout_rule (*layouts)(const dt_layer *l);

@@ -42,7 +42,8 @@ typedef struct {
     char dataset[32];       /* default dataset name ("" = fashion-mnist) */
     int flip, crop_pad;     /* training augmentation */
     dt_precision precision; /* of convolutions and connected layers (dt_net_create checks it) */
-    int nchw_only;          /* not from model files: every activation NCHW (tests compare layouts) */
+    int plain_engine;       /* not from model files: NCHW activations and no fused ReLUs (tests
+                               compare the engine's fast paths with this) */
     int nlayers;
     dt_layer_spec layers[DT_MAX_LAYERS];
 } dt_model_spec;

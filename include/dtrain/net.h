@@ -9,7 +9,10 @@
  *   params (nparams)   every layer's w then b, in layer order
  *   grads  (nparams)   same layout; backward overwrites it
  *   state  (nstate)    non-trainable buffers (BN running stats)
- *   act[i] (max_batch, layer i out)  forward outputs; act[nlayers-1] = probs
+ *   act[i] (max_batch, layer i out)  forward outputs, in layer i's out_layout
+ *          (NCHW16C between a ResNet's convolutions; the logits and probs
+ *          are NCHW); a ReLU folded into the layer it reads (`folded`)
+ *          shares that layer's buffer; act[nlayers-1] = probs
  *   gbuf[s] (max_batch, largest activation), ngbuf of them: the gradients
  *          of outputs while backward needs them; which layer uses which is
  *          planned at create (a chain needs 2, a residual block 3)
@@ -65,7 +68,8 @@ typedef struct dt_net {
     dt_precision precision; /* of the conv and connected layers' products */
     uint64_t step;          /* forward calls in training mode; drives dropout masks */
     /* During a grad_ready(i) call: layer i's input (batch, in_i) and output
-     * gradient (batch, out_i), which the next layer down overwrites. */
+     * gradient (batch, out_i), which the next layer down overwrites, in
+     * layer i's in_layout and out_layout (NCHW for connected layers). */
     const float *bwd_in, *bwd_dout;
     int bwd_batch;
     dt_timeline *timeline;  /* each layer's training forward/backward span goes here (NULL: off) */
@@ -90,7 +94,8 @@ void dt_net_free(dt_net *net);
  * switches freely. Errors: dt_precision_check's (the net is unchanged). */
 dt_status dt_net_set_precision(dt_net *net, dt_precision p);
 
-/* The output of layer `from` (-1: the data x) in the last forward. */
+/* The output of layer `from` (-1: the data x) in the last forward, in that
+ * layer's out_layout. */
 const float *dt_net_output(const dt_net *net, int from, const float *x);
 
 /* Forward pass of x (batch, input) -> returns probabilities (batch, classes). */

@@ -15,7 +15,9 @@
  * threads (those oneDNN uses); each channel's sums run on one thread in one
  * order, so the result does not depend on the thread count. A channel
  * (B x H x W values, 200 KB for 64 x 28 x 28) stays in the core's cache
- * between its passes. */
+ * between its passes. With l->relu_out (a ReLU folded in by the net) the
+ * output is max(0, y) and backward first masks dy by out > 0, in the same
+ * passes. */
 #include <math.h>
 
 #include "layers/layer_impl.h"
@@ -50,12 +52,16 @@ static void bn_init(dt_layer *l, dt_rng *rng) {
 
 static uint64_t bn_flops(const dt_layer *l) { return 2 * (uint64_t)dt_shape_size(l->in); }
 
-/* out <- in * scale + shift over channel c's B planes of hw values. */
+/* out <- in * scale + shift over channel c's B planes of hw values, then
+ * max(0, .) when relu. */
 static void bn_apply(float *out, const float *in, int batch, size_t n, size_t hw, int c,
-                     float scale, float shift) {
+                     float scale, float shift, int relu) {
     for (int b = 0; b < batch; b++) {
         size_t o = (size_t)b * n + (size_t)c * hw;
-        for (size_t i = o; i < o + hw; i++) out[i] = in[i] * scale + shift;
+        if (relu) /* each branch its own loop, so both vectorise */
+            for (size_t i = o; i < o + hw; i++) out[i] = in[i] * scale + shift > 0 ? in[i] * scale + shift : 0.0f;
+        else
+            for (size_t i = o; i < o + hw; i++) out[i] = in[i] * scale + shift;
     }
 }
 
@@ -67,7 +73,7 @@ static float bn_channel_stats(const float *in, int batch, size_t n, size_t hw, i
     for (int b = 0; b < batch; b++) sum += dt_layer_sum(in + (size_t)b * n + (size_t)c * hw, hw);
     float mean = (float)(sum / ((double)batch * (double)hw));
     *sq = 0;
-    for (int b = 0; b < batch; b++) *sq += dt_layer_centred_dot(in + (size_t)b * n + (size_t)c * hw, mean, NULL, hw);
+    for (int b = 0; b < batch; b++) *sq += dt_layer_centred_sq(in + (size_t)b * n + (size_t)c * hw, mean, hw);
     return mean;
 }
 
@@ -79,18 +85,33 @@ static float bn_channel_stats(const float *in, int batch, size_t n, size_t hw, i
  * passes, where the tensor (3.2 MB) does not. */
 static size_t blocked_items(int batch, dt_shape s) { return (size_t)batch * (size_t)(s.c / DT_LAYOUT_BLOCK); }
 
+/* Lanes add in float over at most CHUNK cells, then into doubles, so a
+ * sum over a large map (112 x 112) keeps the NCHW path's accuracy. */
+enum { CHUNK = 256 };
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
 /* Per item and lane: its mean and sum of squared deviations from it. */
 static void blocked_moments(const float *x, int batch, dt_shape s, double *imean, double *im2) {
     size_t hw = (size_t)s.h * (size_t)s.w, end = hw * DT_LAYOUT_BLOCK, items = blocked_items(batch, s);
 #pragma omp parallel for schedule(static) if (items * end >= DT_LAYER_PAR_FLOATS)
     for (size_t it = 0; it < items; it++) {
         const float *xb = x + it * end;
-        float sum[DT_LAYOUT_BLOCK] = {0}, m[DT_LAYOUT_BLOCK], sq[DT_LAYOUT_BLOCK] = {0};
-        for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
-            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sum[c] += xb[i + c];
-        for (int c = 0; c < DT_LAYOUT_BLOCK; c++) m[c] = sum[c] / (float)hw;
-        for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
-            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sq[c] += (xb[i + c] - m[c]) * (xb[i + c] - m[c]);
+        double sum[DT_LAYOUT_BLOCK] = {0}, sq[DT_LAYOUT_BLOCK] = {0};
+        float m[DT_LAYOUT_BLOCK];
+        for (size_t i0 = 0; i0 < end; i0 += CHUNK * DT_LAYOUT_BLOCK) {
+            float acc[DT_LAYOUT_BLOCK] = {0};
+            for (size_t i = i0; i < min_size(end, i0 + CHUNK * DT_LAYOUT_BLOCK); i += DT_LAYOUT_BLOCK)
+                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) acc[c] += xb[i + c];
+            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sum[c] += acc[c];
+        }
+        for (int c = 0; c < DT_LAYOUT_BLOCK; c++) m[c] = (float)(sum[c] / (double)hw);
+        for (size_t i0 = 0; i0 < end; i0 += CHUNK * DT_LAYOUT_BLOCK) {
+            float acc[DT_LAYOUT_BLOCK] = {0};
+            for (size_t i = i0; i < min_size(end, i0 + CHUNK * DT_LAYOUT_BLOCK); i += DT_LAYOUT_BLOCK)
+                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) acc[c] += (xb[i + c] - m[c]) * (xb[i + c] - m[c]);
+            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sq[c] += acc[c];
+        }
         for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
             imean[it * DT_LAYOUT_BLOCK + (size_t)c] = m[c];
             im2[it * DT_LAYOUT_BLOCK + (size_t)c] = sq[c];
@@ -98,31 +119,47 @@ static void blocked_moments(const float *x, int batch, dt_shape s, double *imean
     }
 }
 
-/* Per item and lane: sum dy and sum dy (x - mean). */
-static void blocked_grad_sums(const float *dy, const float *x, const float *mean, int batch, dt_shape s,
-                              double *sdy, double *sdyx) {
+/* Per item and lane: sum g and sum g (x - mean), g = dy masked by mask > 0
+ * (mask NULL: g = dy). */
+static void blocked_grad_sums(const float *dy, const float *mask, const float *x, const float *mean,
+                              int batch, dt_shape s, double *sdy, double *sdyx) {
     size_t hw = (size_t)s.h * (size_t)s.w, end = hw * DT_LAYOUT_BLOCK, items = blocked_items(batch, s);
 #pragma omp parallel for schedule(static) if (items * end >= DT_LAYER_PAR_FLOATS)
     for (size_t it = 0; it < items; it++) {
-        const float *xb = x + it * end, *dyb = dy + it * end;
+        const float *xb = x + it * end, *dyb = dy + it * end, *mb = mask ? mask + it * end : NULL;
         size_t c0 = (it % (size_t)(s.c / DT_LAYOUT_BLOCK)) * DT_LAYOUT_BLOCK;
-        float a[DT_LAYOUT_BLOCK] = {0}, d[DT_LAYOUT_BLOCK] = {0}, m[DT_LAYOUT_BLOCK];
+        double sa[DT_LAYOUT_BLOCK] = {0}, sd[DT_LAYOUT_BLOCK] = {0};
+        float m[DT_LAYOUT_BLOCK];
         for (int c = 0; c < DT_LAYOUT_BLOCK; c++) m[c] = mean[c0 + (size_t)c];
-        for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
-            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
-                a[c] += dyb[i + c];
-                d[c] += dyb[i + c] * (xb[i + c] - m[c]);
-            }
+        for (size_t i0 = 0; i0 < end; i0 += CHUNK * DT_LAYOUT_BLOCK) {
+            float a[DT_LAYOUT_BLOCK] = {0}, d[DT_LAYOUT_BLOCK] = {0};
+            size_t i1 = min_size(end, i0 + CHUNK * DT_LAYOUT_BLOCK);
+            if (mb) /* each branch its own loop, so both vectorise */
+                for (size_t i = i0; i < i1; i += DT_LAYOUT_BLOCK)
+                    for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
+                        float g = mb[i + c] > 0 ? dyb[i + c] : 0.0f;
+                        a[c] += g;
+                        d[c] += g * (xb[i + c] - m[c]);
+                    }
+            else
+                for (size_t i = i0; i < i1; i += DT_LAYOUT_BLOCK)
+                    for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
+                        a[c] += dyb[i + c];
+                        d[c] += dyb[i + c] * (xb[i + c] - m[c]);
+                    }
+            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sa[c] += a[c], sd[c] += d[c];
+        }
         for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
-            sdy[it * DT_LAYOUT_BLOCK + (size_t)c] = a[c];
-            sdyx[it * DT_LAYOUT_BLOCK + (size_t)c] = d[c];
+            sdy[it * DT_LAYOUT_BLOCK + (size_t)c] = sa[c];
+            sdyx[it * DT_LAYOUT_BLOCK + (size_t)c] = sd[c];
         }
     }
 }
 
-/* out <- in * scale[c] + shift[c] over a (B, s) NCHW16C tensor. */
+/* out <- in * scale[c] + shift[c] over a (B, s) NCHW16C tensor, then
+ * max(0, .) when relu. */
 static void blocked_apply(float *out, const float *in, const float *scale, const float *shift, int batch,
-                          dt_shape s) {
+                          dt_shape s, int relu) {
     size_t end = (size_t)s.h * (size_t)s.w * DT_LAYOUT_BLOCK, items = blocked_items(batch, s);
 #pragma omp parallel for schedule(static) if (items * end >= DT_LAYER_PAR_FLOATS)
     for (size_t it = 0; it < items; it++) {
@@ -131,8 +168,15 @@ static void blocked_apply(float *out, const float *in, const float *scale, const
         for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sc[c] = scale[c0 + c], sh[c] = shift[c0 + c];
         float *restrict y = out + it * end;
         const float *restrict x = in + it * end;
-        for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
-            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) y[i + c] = x[i + c] * sc[c] + sh[c];
+        if (relu) /* each branch its own loop, so both vectorise */
+            for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
+                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
+                    float v = x[i + c] * sc[c] + sh[c];
+                    y[i + c] = v > 0 ? v : 0.0f;
+                }
+        else
+            for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
+                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) y[i + c] = x[i + c] * sc[c] + sh[c];
     }
 }
 
@@ -171,22 +215,22 @@ static void bn_forward_blocked(dt_layer *l, float *out, const float *in, int bat
             shift[c] = l->b[c] - rmean[c] * scale[c];
         }
     }
-    blocked_apply(out, in, scale, shift, batch, l->in);
+    blocked_apply(out, in, scale, shift, batch, l->in, l->relu_out);
 }
 
 /* NCHW16C backward, as bn_backward: din = dout * gk + (in * k2 + k3) with
  * gk = gamma invstd, k2 = -proj gk, k3 = (mean proj - mean_dy) gk. ws: the
  * items' sum dy and sum dy (x - mean) (B, C) doubles each, then gk, k2, k3
  * (C). */
-static void bn_backward_blocked(dt_layer *l, float *din, const float *dout, const float *in, int batch,
-                                float *ws) {
+static void bn_backward_blocked(dt_layer *l, float *din, const float *dout, const float *mask,
+                                const float *in, int batch, float *ws) {
     int C = l->in.c;
     size_t hw = (size_t)l->in.h * l->in.w, bc = (size_t)batch * (size_t)C;
     double *sdy = (double *)ws, *sdyx = sdy + bc;
     float *gk = (float *)(sdyx + bc), *k2 = gk + C, *k3 = k2 + C;
     const float *mean = l->saved, *invstd = l->saved + C;
     double count = (double)batch * (double)hw;
-    blocked_grad_sums(dout, in, mean, batch, l->in, sdy, sdyx);
+    blocked_grad_sums(dout, mask, in, mean, batch, l->in, sdy, sdyx);
     for (int c = 0; c < C; c++) {
         double dbeta = 0, dyx = 0;
         for (int b = 0; b < batch; b++) {
@@ -209,8 +253,14 @@ static void bn_backward_blocked(dt_layer *l, float *din, const float *dout, cons
         for (int c = 0; c < DT_LAYOUT_BLOCK; c++) g[c] = gk[c0 + c], a[c] = k2[c0 + c], z[c] = k3[c0 + c];
         float *restrict dx = din + it * end;
         const float *restrict dy = dout + it * end, *restrict x = in + it * end;
-        for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
-            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) dx[i + c] = dy[i + c] * g[c] + (x[i + c] * a[c] + z[c]);
+        const float *restrict mb = mask ? mask + it * end : NULL;
+        if (mb) /* each branch its own loop, so both vectorise */
+            for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
+                for (int c = 0; c < DT_LAYOUT_BLOCK; c++)
+                    dx[i + c] = (mb[i + c] > 0 ? dy[i + c] : 0.0f) * g[c] + (x[i + c] * a[c] + z[c]);
+        else
+            for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
+                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) dx[i + c] = dy[i + c] * g[c] + (x[i + c] * a[c] + z[c]);
     }
 }
 
@@ -234,7 +284,7 @@ static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int 
 #pragma omp parallel for schedule(static) if (n * (size_t)batch >= DT_LAYER_PAR_FLOATS)
         for (int c = 0; c < C; c++) {
             float scale = l->w[c] / sqrtf(rvar[c] + eps);
-            bn_apply(out, in, batch, n, hw, c, scale, l->b[c] - rmean[c] * scale);
+            bn_apply(out, in, batch, n, hw, c, scale, l->b[c] - rmean[c] * scale, l->relu_out);
         }
         return;
     }
@@ -250,7 +300,7 @@ static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int 
         rmean[c] = (1.0f - m) * rmean[c] + m * mean[c];
         rvar[c] = (1.0f - m) * rvar[c] + m * (float)(count > 1 ? sq / (count - 1) : var);
         float scale = l->w[c] * invstd[c];
-        bn_apply(out, in, batch, n, hw, c, scale, l->b[c] - mean[c] * scale);
+        bn_apply(out, in, batch, n, hw, c, scale, l->b[c] - mean[c] * scale, l->relu_out);
     }
 }
 
@@ -258,9 +308,9 @@ static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int 
  * training forward on the same in. */
 static void bn_backward(dt_layer *l, float *din, const float *dout, const float *in,
                         const float *out, int batch, float *ws) {
-    (void)out;
+    const float *mask = l->relu_out ? out : NULL; /* a fused ReLU's output */
     if (l->in_layout == DT_LAYOUT_NCHW16C) {
-        bn_backward_blocked(l, din, dout, in, batch, ws);
+        bn_backward_blocked(l, din, dout, mask, in, batch, ws);
         return;
     }
     int C = l->in.c;
@@ -272,8 +322,7 @@ static void bn_backward(dt_layer *l, float *din, const float *dout, const float 
         double dbeta = 0, dyx = 0; /* dyx: sum dy (x - mean) */
         for (int b = 0; b < batch; b++) {
             size_t o = (size_t)b * n + (size_t)c * hw;
-            dbeta += dt_layer_sum(dout + o, hw);
-            dyx += dt_layer_centred_dot(in + o, mean[c], dout + o, hw);
+            dt_layer_grad_sums(dout + o, mask ? mask + o : NULL, in + o, mean[c], hw, &dbeta, &dyx);
         }
         float is = invstd[c], mu = mean[c];
         l->db[c] = (float)dbeta;
@@ -283,7 +332,11 @@ static void bn_backward(dt_layer *l, float *din, const float *dout, const float 
         float gk = l->w[c] * is, mean_dy = (float)(dbeta / count), proj = (float)(dyx * is * is / count);
         for (int b = 0; b < batch; b++) {
             size_t o = (size_t)b * n + (size_t)c * hw;
-            for (size_t i = o; i < o + hw; i++) din[i] = (dout[i] - mean_dy - (in[i] - mu) * proj) * gk;
+            if (mask) /* each branch its own loop, so both vectorise */
+                for (size_t i = o; i < o + hw; i++)
+                    din[i] = ((mask[i] > 0 ? dout[i] : 0.0f) - mean_dy - (in[i] - mu) * proj) * gk;
+            else
+                for (size_t i = o; i < o + hw; i++) din[i] = (dout[i] - mean_dy - (in[i] - mu) * proj) * gk;
         }
     }
 }
@@ -296,6 +349,7 @@ const dt_layer_ops dt_batchnorm_ops = {
     .init = bn_init,
     .forward = bn_forward,
     .backward = bn_backward,
+    .fuses_relu = 1,
     .layouts = dt_layout_follow, /* per channel, in either layout */
     .flops = bn_flops,
 };

@@ -127,25 +127,49 @@ double dt_layer_sum(const float *x, size_t n) {
     return s;
 }
 
-double dt_layer_centred_dot(const float *x, float mean, const float *y, size_t n) {
+double dt_layer_centred_sq(const float *x, float mean, size_t n) {
     float acc[LANES] = {0};
     size_t i = 0;
-    if (y)
-        for (; i + LANES <= n; i += LANES)
-            for (int j = 0; j < LANES; j++) acc[j] += (x[i + j] - mean) * y[i + j];
-    else
-        for (; i + LANES <= n; i += LANES)
-            for (int j = 0; j < LANES; j++) {
-                float d = x[i + j] - mean;
-                acc[j] += d * d;
-            }
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            float d = x[i + j] - mean;
+            acc[j] += d * d;
+        }
     double s = 0;
     for (; i < n; i++) {
         float d = x[i] - mean;
-        s += (double)d * (y ? y[i] : d);
+        s += (double)d * d;
     }
     for (int j = 0; j < LANES; j++) s += acc[j];
     return s;
+}
+
+void dt_layer_grad_sums(const float *dy, const float *mask, const float *x, float mean, size_t n,
+                        double *sum_dy, double *sum_dyx) {
+    float a[LANES] = {0}, d[LANES] = {0};
+    size_t i = 0;
+    if (mask) /* each branch its own loop, so both vectorise */
+        for (; i + LANES <= n; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float g = mask[i + j] > 0 ? dy[i + j] : 0.0f;
+                a[j] += g;
+                d[j] += (x[i + j] - mean) * g;
+            }
+    else
+        for (; i + LANES <= n; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                a[j] += dy[i + j];
+                d[j] += (x[i + j] - mean) * dy[i + j];
+            }
+    double sa = 0, sd = 0;
+    for (; i < n; i++) {
+        float g = mask && !(mask[i] > 0) ? 0.0f : dy[i];
+        sa += g;
+        sd += (double)(x[i] - mean) * g;
+    }
+    for (int j = 0; j < LANES; j++) sa += a[j], sd += d[j];
+    *sum_dy += sa;
+    *sum_dyx += sd;
 }
 
 double dt_layer_dot(const float *x, const float *y, size_t n) {

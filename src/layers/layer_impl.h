@@ -83,7 +83,12 @@ void dt_layer_copy(float *dst, const float *src, size_t n);
  * (so the compiler vectorises them) folded into a double. */
 double dt_layer_sum(const float *x, size_t n);
 double dt_layer_dot(const float *x, const float *y, size_t n);
-/* The same for sum (x - mean) y, or sum (x - mean)^2 when y is NULL. */
-double dt_layer_centred_dot(const float *x, float mean, const float *y, size_t n);
+/* The same for sum (x - mean)^2. */
+double dt_layer_centred_sq(const float *x, float mean, size_t n);
+/* *sum_dy += sum g and *sum_dyx += sum g (x - mean), g = dy where mask > 0
+ * and 0 elsewhere (mask NULL: g = dy): batch norm's backward sums, the
+ * mask a fused ReLU's output. */
+void dt_layer_grad_sums(const float *dy, const float *mask, const float *x, float mean, size_t n,
+                        double *sum_dy, double *sum_dyx);
 
 #endif

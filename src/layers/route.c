@@ -38,7 +38,8 @@ static void route_forward(dt_layer *l, float *out, const float *const *in, int b
 }
 
 /* din[k] <- input k's channels of dout. */
-static void route_backward(dt_layer *l, float *const *din, const float *dout, int batch) {
+static void route_backward(dt_layer *l, float *const *din, const float *dout, const float *out, int batch) {
+    (void)out;
     size_t osz = dt_shape_size(l->out);
     for (int b = 0; b < batch; b++) {
         const float *dy = dout + (size_t)b * osz;

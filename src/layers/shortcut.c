@@ -75,40 +75,57 @@ static void shortcut_forward(dt_layer *l, float *out, const float *const *in, in
     shortcut_dims d = dims_of(l);
     dt_shape o = l->ins[0], a = l->ins[1];
     size_t osz = dt_shape_size(o), asz = dt_shape_size(a);
+    size_t n = osz * (size_t)batch;
+    int relu = l->relu_out;
     if (same_shape(o, a)) { /* a ResNet's identity: one vectorised pass */
         const float *restrict x0 = in[0], *restrict x1 = in[1];
         float *restrict y = out;
-        size_t n = osz * (size_t)batch;
+        if (relu)
 #pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
-        for (size_t i = 0; i < n; i++) y[i] = x0[i] + x1[i];
+            for (size_t i = 0; i < n; i++) y[i] = x0[i] + x1[i] > 0 ? x0[i] + x1[i] : 0.0f;
+        else
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+            for (size_t i = 0; i < n; i++) y[i] = x0[i] + x1[i];
         return;
     }
     dt_layer_copy(out, in[0], osz * (size_t)batch);
-    if (l->in_layout == DT_LAYOUT_NCHW16C) {
+    if (l->in_layout == DT_LAYOUT_NCHW16C)
         blocked_sum(l, out, in[1], NULL, NULL, batch);
-        return;
-    }
-    for (int b = 0; b < batch; b++) {
-        float *y = out + (size_t)b * osz;
-        const float *x = in[1] + (size_t)b * asz;
-        for (int k = 0; k < d.minc; k++)
-            for (int j = 0; j < d.minh; j++) {
-                float *yr = y + ((size_t)k * o.h + (size_t)j * d.sample) * o.w;
-                const float *xr = x + ((size_t)k * a.h + (size_t)j * d.stride) * a.w;
-                for (int i = 0; i < d.minw; i++) yr[i * d.sample] += xr[i * d.stride];
-            }
-    }
+    else
+        for (int b = 0; b < batch; b++) {
+            float *y = out + (size_t)b * osz;
+            const float *x = in[1] + (size_t)b * asz;
+            for (int k = 0; k < d.minc; k++)
+                for (int j = 0; j < d.minh; j++) {
+                    float *yr = y + ((size_t)k * o.h + (size_t)j * d.sample) * o.w;
+                    const float *xr = x + ((size_t)k * a.h + (size_t)j * d.stride) * a.w;
+                    for (int i = 0; i < d.minw; i++) yr[i * d.sample] += xr[i * d.stride];
+                }
+        }
+    if (relu)
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+        for (size_t i = 0; i < n; i++) out[i] = out[i] > 0 ? out[i] : 0.0f;
 }
 
 /* din[0] <- dout; din[1] <- dout at the shared block's cells, 0 elsewhere. */
-static void shortcut_backward(dt_layer *l, float *const *din, const float *dout, int batch) {
+static void shortcut_backward(dt_layer *l, float *const *din, const float *dout, const float *out,
+                              int batch) {
     shortcut_dims d = dims_of(l);
     dt_shape o = l->ins[0], a = l->ins[1];
     size_t osz = dt_shape_size(o), asz = dt_shape_size(a);
-    if (din[0]) dt_layer_copy(din[0], dout, osz * (size_t)batch);
+    size_t n = osz * (size_t)batch;
+    if (l->relu_out) { /* din[0] = dout masked by out > 0 (the net gives din[0] here) */
+        const float *restrict dy = dout, *restrict y = out;
+        float *restrict dx = din[0];
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+        for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
+        dout = din[0]; /* the masked gradient is what din[1] takes from */
+    } else if (din[0]) {
+        dt_layer_copy(din[0], dout, n);
+    }
     if (!din[1]) return;
     if (same_shape(o, a)) {
-        dt_layer_copy(din[1], dout, osz * (size_t)batch);
+        dt_layer_copy(din[1], dout, n);
         return;
     }
     memset(din[1], 0, sizeof(float) * asz * (size_t)batch);
@@ -136,6 +153,7 @@ const dt_layer_ops dt_shortcut_ops = {
     .init = dt_layer_init_none,
     .forward_n = shortcut_forward,
     .backward_n = shortcut_backward,
+    .fuses_relu = 1, /* the forward writes max(0, sum); backward masks dout by the output */
     .layouts = dt_layout_follow, /* elementwise, or 16 channels a cell in NCHW16C */
     .flops = dt_layer_flops_elems,
 };

@@ -84,6 +84,11 @@ static dt_status plan_gradients(dt_net *net, const dt_model_spec *spec) {
         if (r->out < 0)
             return dt_fail(DT_ERR_CONFIG, "%s:%d: [%s] output is read by no later layer", spec->path,
                            l->spec.line, l->ops->name);
+        if (l->folded) { /* its input's gradient is its own: the fusing layer masks it */
+            r->add[0] = 0;
+            r->in[0] = net->groute[l->spec.inputs[0]].out = r->out;
+            continue;
+        }
         for (int k = 0; k < l->ninputs; k++) {
             int from = l->spec.inputs[k];
             dt_grad_route *src = from >= 0 ? &net->groute[from] : NULL;
@@ -101,6 +106,35 @@ static dt_status plan_gradients(dt_net *net, const dt_model_spec *spec) {
     }
     net->ngbuf = pool.nslots;
     return DT_OK;
+}
+
+/* Layers that read layer i's output (the loss reads the logits: counted). */
+static int readers_of(const dt_net *net, int i) {
+    int n = 0;
+    for (int j = i + 1; j < net->nlayers; j++)
+        for (int k = 0; k < net->layers[j].ninputs; k++) n += net->layers[j].spec.inputs[k] == i;
+    return n;
+}
+
+/* A ReLU [activation] whose only input is a layer that fuses ReLUs (batch
+ * norm, shortcut), reading only layers, and that is that layer's only
+ * reader, is folded into it: ResNets' conv -> BN -> ReLU and BN -> shortcut
+ * -> ReLU. Returns how many floats per sample folding saves (the ReLUs'
+ * outputs, which alias their inputs'). */
+static size_t plan_fusion(dt_net *net) {
+    size_t saved = 0;
+    for (int i = 1; i < net->nlayers; i++) {
+        dt_layer *a = &net->layers[i], *l = &net->layers[a->spec.inputs[0] >= 0 ? a->spec.inputs[0] : i];
+        if (a->spec.kind != DT_LAYER_ACT || a->spec.act != DT_ACT_RELU || a->spec.inputs[0] < 0 ||
+            !l->ops->fuses_relu || l->relu_out || readers_of(net, a->spec.inputs[0]) != 1)
+            continue;
+        int from_layers = 1;
+        for (int k = 0; k < l->ninputs; k++) from_layers &= l->spec.inputs[k] >= 0;
+        if (!from_layers) continue;
+        l->relu_out = a->folded = 1;
+        saved += dt_shape_size(a->out);
+    }
+    return saved;
 }
 
 static dt_layout_rule layout_rule(const dt_layer *l) {
@@ -208,8 +242,10 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
     if (!last || last->spec.kind != DT_LAYER_SOFTMAX || last->spec.inputs[0] < 0)
         return dt_fail(DT_ERR_CONFIG, "%s: the model needs at least one layer before a final [softmax]",
                        spec->path);
+    size_t folded = spec->plain_engine ? 0 : plan_fusion(net);
+    sz->acts -= folded * batch; /* cannot wrap: each was added above */
     DT_TRY(plan_gradients(net, spec));
-    plan_layouts(net, spec->nchw_only || !dt_layout_blocked_native());
+    plan_layouts(net, spec->plain_engine || !dt_layout_blocked_native());
     for (int i = 0; i < net->nlayers; i++) {
         const dt_layer *l = &net->layers[i];
         size_t ws = l->ops->workspace_floats(l, net->max_batch); /* may depend on the layouts */
@@ -279,6 +315,10 @@ static dt_status allocate(dt_net *net, const net_sizes *sz) {
         state_off += l->nstate;
         l->saved = saved;
         saved += l->ops->saved_floats(l, net->max_batch);
+        if (l->folded) { /* the fusing layer writes the ReLU's output */
+            net->act[i] = net->act[l->spec.inputs[0]];
+            continue;
+        }
         net->act[i] = acts;
         acts += dt_shape_size(l->out) * (size_t)net->max_batch;
     }
@@ -416,6 +456,7 @@ const float *dt_net_output(const dt_net *net, int from, const float *x) {
 static void forward_layer(dt_net *net, int i, const float *x, int batch, int train) {
     dt_layer *l = &net->layers[i];
     l->step = net->step;
+    if (l->folded) return;
     if (!l->ops->forward_n) {
         l->ops->forward(l, net->act[i], dt_net_output(net, l->spec.inputs[0], x), batch, train, net->ws);
         return;
@@ -456,12 +497,13 @@ static void add_floats(float *restrict dst, const float *restrict src, size_t n)
  * at the layer below it. */
 static void backward_layer(dt_net *net, int i, const float *x, int batch) {
     dt_layer *l = &net->layers[i];
+    if (l->folded) return;
     const dt_grad_route *r = &net->groute[i];
     float *din[DT_LAYER_MAX_INPUTS];
     for (int k = 0; k < l->ninputs; k++) din[k] = r->in[k] >= 0 ? net->gbuf[r->in[k]] : NULL;
     const float *dout = net->gbuf[r->out];
     if (l->ops->backward_n)
-        l->ops->backward_n(l, din, dout, batch);
+        l->ops->backward_n(l, din, dout, net->act[i], batch);
     else
         l->ops->backward(l, din[0], dout, dt_net_output(net, l->spec.inputs[0], x), net->act[i],
                          batch, net->ws);
