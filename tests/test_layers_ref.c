@@ -160,10 +160,11 @@ static float *to_blocked(const float *src, int batch, dt_shape s) {
  * computes what it computes on NCHW: the same training forward, input and
  * parameter gradients, running statistics and evaluation forward, within
  * rtol of the buffer's scale (sums run in another order). */
-static void layout_case(dt_layer_spec s, dt_shape in, int B, double rtol, const char *name) {
+static void layout_case(dt_layer_spec s, dt_shape in, int B, double rtol, dt_precision prec, const char *name) {
     test_layer t;
     if (!CHECK_OK(tl_create(&t, s, in, B, 23))) return;
     dt_layer *l = &t.l;
+    l->precision = prec;
     dt_layout_rule rule = l->ops->layouts ? l->ops->layouts(l) : DT_LAYOUTS_NCHW;
     CHECK(rule != DT_LAYOUTS_NCHW);
     dt_rng rng = dt_rng_seed(8);
@@ -220,15 +221,18 @@ done:
 static void test_layouts(void) {
     dt_layer_spec bn = tl_spec(DT_LAYER_BATCHNORM);
     bn.bn_momentum = 0.1f, bn.bn_eps = 1e-5f;
-    layout_case(bn, (dt_shape){32, 7, 5}, 6, 1e-5, "batchnorm NCHW16C");
-    layout_case(bn, (dt_shape){16, 28, 28}, 33, 1e-5, "batchnorm NCHW16C, threaded");
+    layout_case(bn, (dt_shape){32, 7, 5}, 6, 1e-5, DT_PRECISION_FP32, "batchnorm NCHW16C");
+    layout_case(bn, (dt_shape){16, 28, 28}, 33, 1e-5, DT_PRECISION_FP32, "batchnorm NCHW16C, 28x28: chunked sums");
     dt_layer_spec act = tl_spec(DT_LAYER_ACT);
     act.act = DT_ACT_RELU;
-    layout_case(act, (dt_shape){16, 3, 5}, 3, 0, "relu NCHW16C");
+    layout_case(act, (dt_shape){16, 3, 5}, 3, 0, DT_PRECISION_FP32, "relu NCHW16C");
     dt_layer_spec gap = tl_spec(DT_LAYER_AVGPOOL);
-    layout_case(gap, (dt_shape){48, 5, 3}, 4, 1e-6, "global avgpool NCHW16C");
-    layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, "conv NCHW16C -> NCHW16C");
-    layout_case(tl_conv(16, 1, 1, 0), (dt_shape){32, 6, 6}, 2, 1e-5, "conv 1x1 NCHW16C");
+    layout_case(gap, (dt_shape){48, 5, 3}, 4, 1e-6, DT_PRECISION_FP32, "global avgpool NCHW16C");
+    layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_FP32, "conv NCHW16C -> NCHW16C");
+    layout_case(tl_conv(16, 1, 1, 0), (dt_shape){32, 6, 6}, 2, 1e-5, DT_PRECISION_FP32, "conv 1x1 NCHW16C");
+    /* bf16: the same bf16 operands reach the same kernels from either layout. */
+    if (dt_precision_check(DT_PRECISION_BF16) == DT_OK)
+        layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_BF16, "conv bf16 NCHW16C");
 }
 
 static void conv_case(int C, int H, int W, int F, int K, int S, int P, int B) {
