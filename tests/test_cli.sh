@@ -37,6 +37,8 @@ expect 1 "train-images-idx3-ubyte.*magic" -- "$DTRAIN" train "$M" --data-dir "$T
 
 # info: table and graph JSON.
 expect 0 "total: 407050 parameters" -- "$DTRAIN" info "$M"
+# The engine column: a ResNet's ReLUs run inside the batch norm before them.
+expect 0 "^2 .*activation .*folded into L1$" -- "$DTRAIN" info "$SRC/examples/resnet20_fm.cfg"
 "$DTRAIN" info "$SRC/examples/cnn.cfg" --json > "$TMP/g.json"
 check "info --json is a graph" /usr/bin/python3 -c "
 import json,sys; g=json.load(open('$TMP/g.json'))

@@ -33,18 +33,28 @@ static void inputs_text(char *buf, size_t cap, const dt_layer *l, int i) {
     }
 }
 
+/* How the engine runs layer l: "folded into L<n>" for a ReLU done by the
+ * layer it reads, "nChw16c" for an output in that layout, else "-". */
+static const char *engine_text(char *buf, size_t cap, const dt_layer *l) {
+    if (l->folded)
+        snprintf(buf, cap, "folded into L%d", l->spec.inputs[0]);
+    else
+        snprintf(buf, cap, "%s", l->out_layout == DT_LAYOUT_NCHW16C ? "nChw16c" : "-");
+    return buf;
+}
+
 static void print_table(const dt_net *net, const dt_model_spec *spec) {
     printf("%s: input %dx%dx%d, batch %d, precision %s\n", spec->path, net->input.c, net->input.h,
            net->input.w, spec->batch, dt_precision_name(spec->precision));
-    printf("%-3s %-14s %-5s %-12s %-16s %12s %12s\n", "#", "layer", "line", "inputs", "output (CxHxW)",
-           "params", "MFLOPs/img");
+    printf("%-3s %-14s %-5s %-12s %-16s %12s %12s  %s\n", "#", "layer", "line", "inputs", "output (CxHxW)",
+           "params", "MFLOPs/img", "engine");
     for (int i = 0; i < net->nlayers; i++) {
         const dt_layer *l = &net->layers[i];
-        char shape[32], inputs[96];
+        char shape[32], inputs[96], engine[32];
         snprintf(shape, sizeof shape, "%dx%dx%d", l->out.c, l->out.h, l->out.w);
         inputs_text(inputs, sizeof inputs, l, i);
-        printf("%-3d %-14s %-5d %-12s %-16s %12zu %12.3f\n", i, l->ops->name, l->spec.line, inputs, shape,
-               l->nw + l->nb, (double)l->ops->flops(l) / 1e6);
+        printf("%-3d %-14s %-5d %-12s %-16s %12zu %12.3f  %s\n", i, l->ops->name, l->spec.line, inputs, shape,
+               l->nw + l->nb, (double)l->ops->flops(l) / 1e6, engine_text(engine, sizeof engine, l));
     }
     printf("total: %zu parameters (%.2f MB), %.3f MFLOPs per image forward, %.1f MB at batch %d\n",
            net->nparams, (double)net->nparams * 4 / 1e6, (double)dt_net_flops(net) / 1e6,
@@ -93,9 +103,10 @@ static void print_json(const dt_net *net, const dt_model_spec *spec) {
     for (int i = 0; i < net->nlayers; i++) {
         const dt_layer *l = &net->layers[i];
         printf(",{\"id\":\"L%d\",\"type\":\"%s\",\"line\":%d,\"output\":[%d,%d,%d],\"params\":%zu,"
-               "\"flops\":%llu",
+               "\"flops\":%llu,\"layout\":\"%s\",\"folded\":%s",
                i, l->ops->name, l->spec.line, l->out.c, l->out.h, l->out.w, l->nw + l->nb,
-               (unsigned long long)l->ops->flops(l));
+               (unsigned long long)l->ops->flops(l), l->out_layout == DT_LAYOUT_NCHW16C ? "nChw16c" : "nchw",
+               l->folded ? "true" : "false");
         print_tensors(l);
         printf("}");
     }
