@@ -95,20 +95,13 @@ dt_status dt_group_enter(dt_group *g, const char *what) {
 static void on_stall(void *arg, double waited, int report) {
     dt_group *g = arg;
     if (announce(g) != DT_OK || !report) return; /* heartbeat */
-    char missing[512] = "";
+    char missing[256] = "";
     size_t used = 0;
     double now = dt_now();
-    /* A rank silent for longer than the timeout may have reached the
-     * collective behind a dead link: say how long it has been silent. */
-    for (int r = 0; r < g->size && used + 1 < sizeof missing; r++) {
-        double silent = now - g->heard[r];
-        if (r == g->rank || (g->seen[r] >= g->seq && silent <= g->stall_timeout)) continue;
-        used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "",
-                                 r + g->comm.nservers);
-        if (silent > g->stall_timeout && used + 1 < sizeof missing)
-            used += (size_t)snprintf(missing + used, sizeof missing - used, " (not heard from for %.0f s)",
-                                     silent);
-    }
+    for (int r = 0; r < g->size && used + 1 < sizeof missing; r++)
+        if (r != g->rank && (g->seen[r] < g->seq || now - g->heard[r] > g->stall_timeout))
+                used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "",
+                                         r + g->comm.nservers);
     fprintf(stderr, "dtrain: rank %d: %s has waited %.0f s; ranks that have not reached it: %s\n",
             g->comm.rank, g->what, waited, missing[0] ? missing : "(none known: a message is slow)");
 }
