@@ -69,7 +69,9 @@ typedef struct dt_net {
     uint64_t step;          /* forward calls in training mode; drives dropout masks */
     /* During a grad_ready(i) call: layer i's input (batch, in_i) and output
      * gradient (batch, out_i), which the next layer down overwrites, in
-     * layer i's in_layout and out_layout (NCHW for connected layers). */
+     * layer i's in_layout and out_layout (NCHW for connected layers); for a
+     * layer with a folded ReLU (relu_out) the gradient of the ReLU's output,
+     * before the mask. */
     const float *bwd_in, *bwd_dout;
     int bwd_batch;
     dt_timeline *timeline;  /* each layer's training forward/backward span goes here (NULL: off) */
