@@ -52,6 +52,44 @@ static void bn_init(dt_layer *l, dt_rng *rng) {
 
 static uint64_t bn_flops(const dt_layer *l) { return 2 * (uint64_t)dt_shape_size(l->in); }
 
+/* Channel c's training statistics, from its mean and sum of squared
+ * deviations over count values: the saved mean and 1/std, the running ones
+ * updated, and the output's *scale (gamma invstd) and *shift (beta - mean
+ * scale). Both layouts' forwards share it. */
+static void bn_train_channel(dt_layer *l, int c, float mean, double sq, double count, float *scale, float *shift) {
+    int C = l->in.c;
+    float *rmean = l->state, *rvar = l->state + C, m = l->spec.bn_momentum;
+    double var = sq / count;
+    l->saved[c] = mean;
+    l->saved[C + c] = (float)(1.0 / sqrt(var + l->spec.bn_eps));
+    rmean[c] = (1.0f - m) * rmean[c] + m * mean;
+    rvar[c] = (1.0f - m) * rvar[c] + m * (float)(count > 1 ? sq / (count - 1) : var);
+    *scale = l->w[c] * l->saved[C + c];
+    *shift = l->b[c] - mean * *scale;
+}
+
+/* The same from the running statistics (evaluation). */
+static void bn_eval_channel(const dt_layer *l, int c, float *scale, float *shift) {
+    const float *rmean = l->state, *rvar = l->state + l->in.c;
+    *scale = l->w[c] / sqrtf(rvar[c] + l->spec.bn_eps);
+    *shift = l->b[c] - rmean[c] * *scale;
+}
+
+/* Channel c's input gradient is dx = (g - mean_dy - (x - mean) proj) gk,
+ * with g the (masked) output gradient. */
+typedef struct {
+    float gk, mean_dy, proj;
+} bn_dx;
+
+/* Channel c's dgamma and dbeta from sum g and sum g (x - mean) over count
+ * values, and the coefficients of its dx. Both layouts' backwards share it. */
+static bn_dx bn_grad_channel(dt_layer *l, int c, double dbeta, double dyx, double count) {
+    float is = l->saved[l->in.c + c];
+    l->db[c] = (float)dbeta;
+    l->dw[c] = (float)(dyx * is);
+    return (bn_dx){l->w[c] * is, (float)(dbeta / count), (float)(dyx * is * is / count)};
+}
+
 /* out <- in * scale + shift over channel c's B planes of hw values, then
  * max(0, .) when relu. */
 static void bn_apply(float *out, const float *in, int batch, size_t n, size_t hw, int c,
@@ -190,30 +228,21 @@ static void bn_forward_blocked(dt_layer *l, float *out, const float *in, int bat
     size_t hw = (size_t)l->in.h * l->in.w, bc = (size_t)batch * (size_t)C;
     double *imean = (double *)ws, *im2 = imean + bc;
     float *scale = (float *)(im2 + bc), *shift = scale + C;
-    float *rmean = l->state, *rvar = l->state + C, eps = l->spec.bn_eps, m = l->spec.bn_momentum;
-    float *mean = l->saved, *invstd = l->saved + C; /* (C), (C) */
     double count = (double)batch * (double)hw;
     if (train && batch > 0) blocked_moments(in, batch, l->in, imean, im2);
     for (int c = 0; c < C; c++) {
-        if (train && batch > 0) {
-            double mu = 0, sq = 0;
-            for (int b = 0; b < batch; b++) mu += imean[(size_t)b * (size_t)C + (size_t)c];
-            mu /= batch;
-            for (int b = 0; b < batch; b++) {
-                double dm = imean[(size_t)b * (size_t)C + (size_t)c] - mu;
-                sq += im2[(size_t)b * (size_t)C + (size_t)c] + (double)hw * dm * dm;
-            }
-            double var = sq / count;
-            mean[c] = (float)mu;
-            invstd[c] = (float)(1.0 / sqrt(var + eps));
-            rmean[c] = (1.0f - m) * rmean[c] + m * mean[c];
-            rvar[c] = (1.0f - m) * rvar[c] + m * (float)(count > 1 ? sq / (count - 1) : var);
-            scale[c] = l->w[c] * invstd[c];
-            shift[c] = l->b[c] - mean[c] * scale[c];
-        } else {
-            scale[c] = l->w[c] / sqrtf(rvar[c] + eps);
-            shift[c] = l->b[c] - rmean[c] * scale[c];
+        if (!train || batch == 0) {
+            bn_eval_channel(l, c, &scale[c], &shift[c]);
+            continue;
         }
+        double mu = 0, sq = 0;
+        for (int b = 0; b < batch; b++) mu += imean[(size_t)b * (size_t)C + (size_t)c];
+        mu /= batch;
+        for (int b = 0; b < batch; b++) {
+            double dm = imean[(size_t)b * (size_t)C + (size_t)c] - mu;
+            sq += im2[(size_t)b * (size_t)C + (size_t)c] + (double)hw * dm * dm;
+        }
+        bn_train_channel(l, c, (float)mu, sq, count, &scale[c], &shift[c]);
     }
     blocked_apply(out, in, scale, shift, batch, l->in, l->relu_out);
 }
@@ -228,7 +257,7 @@ static void bn_backward_blocked(dt_layer *l, float *din, const float *dout, cons
     size_t hw = (size_t)l->in.h * l->in.w, bc = (size_t)batch * (size_t)C;
     double *sdy = (double *)ws, *sdyx = sdy + bc;
     float *gk = (float *)(sdyx + bc), *k2 = gk + C, *k3 = k2 + C;
-    const float *mean = l->saved, *invstd = l->saved + C;
+    const float *mean = l->saved;
     double count = (double)batch * (double)hw;
     blocked_grad_sums(dout, mask, in, mean, batch, l->in, sdy, sdyx);
     for (int c = 0; c < C; c++) {
@@ -237,12 +266,10 @@ static void bn_backward_blocked(dt_layer *l, float *din, const float *dout, cons
             dbeta += sdy[(size_t)b * (size_t)C + (size_t)c];
             dyx += sdyx[(size_t)b * (size_t)C + (size_t)c];
         }
-        l->db[c] = (float)dbeta;
-        l->dw[c] = (float)(dyx * invstd[c]);
-        float mean_dy = (float)(dbeta / count), proj = (float)(dyx * invstd[c] * invstd[c] / count);
-        gk[c] = l->w[c] * invstd[c];
-        k2[c] = -proj * gk[c];
-        k3[c] = (mean[c] * proj - mean_dy) * gk[c];
+        bn_dx k = bn_grad_channel(l, c, dbeta, dyx, count);
+        gk[c] = k.gk;
+        k2[c] = -k.proj * k.gk;
+        k3[c] = (mean[c] * k.proj - k.mean_dy) * k.gk;
     }
     if (!din) return;
     size_t end = hw * DT_LAYOUT_BLOCK, items = blocked_items(batch, l->in);
@@ -279,28 +306,19 @@ static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int 
     }
     int C = l->in.c;
     size_t hw = (size_t)l->in.h * l->in.w, n = dt_shape_size(l->in);
-    float *rmean = l->state, *rvar = l->state + C, eps = l->spec.bn_eps;
-    if (!train || batch == 0) {
-#pragma omp parallel for schedule(static) if (n * (size_t)batch >= DT_LAYER_PAR_FLOATS)
-        for (int c = 0; c < C; c++) {
-            float scale = l->w[c] / sqrtf(rvar[c] + eps);
-            bn_apply(out, in, batch, n, hw, c, scale, l->b[c] - rmean[c] * scale, l->relu_out);
-        }
-        return;
-    }
-    float *mean = l->saved, *invstd = l->saved + C; /* (C), (C) */
     double count = (double)batch * (double)hw;
-    float m = l->spec.bn_momentum;
+    int stats = train && batch > 0;
 #pragma omp parallel for schedule(static) if (n * (size_t)batch >= DT_LAYER_PAR_FLOATS)
     for (int c = 0; c < C; c++) {
-        double sq;
-        mean[c] = bn_channel_stats(in, batch, n, hw, c, &sq);
-        double var = sq / count;
-        invstd[c] = (float)(1.0 / sqrt(var + eps));
-        rmean[c] = (1.0f - m) * rmean[c] + m * mean[c];
-        rvar[c] = (1.0f - m) * rvar[c] + m * (float)(count > 1 ? sq / (count - 1) : var);
-        float scale = l->w[c] * invstd[c];
-        bn_apply(out, in, batch, n, hw, c, scale, l->b[c] - mean[c] * scale, l->relu_out);
+        float scale, shift;
+        if (stats) {
+            double sq;
+            float mean = bn_channel_stats(in, batch, n, hw, c, &sq);
+            bn_train_channel(l, c, mean, sq, count, &scale, &shift);
+        } else {
+            bn_eval_channel(l, c, &scale, &shift);
+        }
+        bn_apply(out, in, batch, n, hw, c, scale, shift, l->relu_out);
     }
 }
 
@@ -315,7 +333,7 @@ static void bn_backward(dt_layer *l, float *din, const float *dout, const float 
     }
     int C = l->in.c;
     size_t hw = (size_t)l->in.h * l->in.w, n = dt_shape_size(l->in);
-    const float *mean = l->saved, *invstd = l->saved + C;
+    const float *mean = l->saved;
     double count = (double)batch * (double)hw;
 #pragma omp parallel for schedule(static) if (n * (size_t)batch >= DT_LAYER_PAR_FLOATS)
     for (int c = 0; c < C; c++) {
@@ -324,12 +342,9 @@ static void bn_backward(dt_layer *l, float *din, const float *dout, const float 
             size_t o = (size_t)b * n + (size_t)c * hw;
             dt_layer_grad_sums(dout + o, mask ? mask + o : NULL, in + o, mean[c], hw, &dbeta, &dyx);
         }
-        float is = invstd[c], mu = mean[c];
-        l->db[c] = (float)dbeta;
-        l->dw[c] = (float)(dyx * is);
+        bn_dx k = bn_grad_channel(l, c, dbeta, dyx, count);
         if (!din) continue;
-        /* dx = (dy - dbeta/N - (x - mean) proj) gamma invstd, proj = dgamma invstd / N. */
-        float gk = l->w[c] * is, mean_dy = (float)(dbeta / count), proj = (float)(dyx * is * is / count);
+        float mu = mean[c], gk = k.gk, mean_dy = k.mean_dy, proj = k.proj;
         for (int b = 0; b < batch; b++) {
             size_t o = (size_t)b * n + (size_t)c * hw;
             if (mask) /* each branch its own loop, so both vectorise */

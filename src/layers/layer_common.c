@@ -171,14 +171,3 @@ void dt_layer_grad_sums(const float *dy, const float *mask, const float *x, floa
     *sum_dy += sa;
     *sum_dyx += sd;
 }
-
-double dt_layer_dot(const float *x, const float *y, size_t n) {
-    float acc[LANES] = {0};
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) acc[j] += x[i + j] * y[i + j];
-    double s = 0;
-    for (; i < n; i++) s += (double)x[i] * y[i];
-    for (int j = 0; j < LANES; j++) s += acc[j];
-    return s;
-}

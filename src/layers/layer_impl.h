@@ -79,10 +79,9 @@ dt_layout_rule dt_layout_any(const dt_layer *l);
 /* dst (n) <- src (n), threaded as the passes above. */
 void dt_layer_copy(float *dst, const float *src, size_t n);
 
-/* Sum and dot product of n floats: float partial sums in independent lanes
- * (so the compiler vectorises them) folded into a double. */
+/* Sum of n floats: float partial sums in independent lanes (so the
+ * compiler vectorises them) folded into a double. */
 double dt_layer_sum(const float *x, size_t n);
-double dt_layer_dot(const float *x, const float *y, size_t n);
 /* The same for sum (x - mean)^2. */
 double dt_layer_centred_sq(const float *x, float mean, size_t n);
 /* *sum_dy += sum g and *sum_dyx += sum g (x - mean), g = dy where mask > 0
