@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "dtrain/model.h"
+#include "layers/layer_keys.h"
 #include "testutil.h"
 
 /* Prefix of a valid [net] section (lines 1-4); cases start at line 5. */
@@ -406,6 +407,34 @@ static char *many_layers(int ndrop, const char *tail) {
     return s;
 }
 
+/* The layer seam: every kind of the registry declares its section's keys
+ * (unique names), and the parser reads each kind's section through them
+ * alone: an empty section either parses with the table's defaults or is
+ * refused for the table's first required key. */
+static void test_kind_key_tables(dt_model_spec *m) {
+    for (int k = 0; k < DT_LAYER_KIND_COUNT; k++) {
+        const dt_layer_ops *ops = dt_layer_ops_of((dt_layer_kind)k);
+        CHECK(ops && ops->keys);
+        if (!ops || !ops->keys) continue;
+        const char *required = NULL;
+        for (const dt_key_def *a = ops->keys; a->name; a++) {
+            for (const dt_key_def *b = a + 1; b->name; b++) CHECK(strcmp(a->name, b->name) != 0);
+            if (!required && (a->flags & DT_KEY_REQUIRED)) required = a->name;
+        }
+        if (k == DT_LAYER_SOFTMAX) continue; /* the last section anyway */
+        char text[256], what[96];
+        snprintf(text, sizeof text, NET4 "[connected]\noutput=4\n[%s]\n[softmax]\n", ops->name);
+        if (!required) {
+            dt_status st = dt_model_parse_string(m, text, "kind.cfg");
+            if (st != DT_OK) fprintf(stderr, "[%s] with defaults: %s\n", ops->name, dt_last_error());
+            CHECK(st == DT_OK && m->layers[1].kind == (dt_layer_kind)k);
+            continue;
+        }
+        snprintf(what, sizeof what, "[%s] needs %s=", ops->name, required);
+        expect_error(m, text, 7, what, 1000 + k);
+    }
+}
+
 static void test_layer_limit(dt_model_spec *m) {
     char *s = many_layers(DT_MAX_LAYERS - 1, "[softmax]\n");
     CHECK_OK(dt_model_parse_string(m, s, "max"));
@@ -493,6 +522,7 @@ int main(void) {
     test_syntax_variants(m);
     test_step_policy(m);
     test_errors(m);
+    test_kind_key_tables(m);
     test_layer_limit(m);
     test_long_line(m);
     test_files(m);

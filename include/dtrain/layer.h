@@ -46,18 +46,26 @@ typedef enum {
     DT_ACT_SIGMOID
 } dt_activation;
 
+/* The layer kinds, X(ENUM, name): kind DT_LAYER_<ENUM>, whose ops are
+ * dt_<name>_ops in src/layers/<file>.c (the registry, registry.c, is built
+ * from this list). Adding a kind is its file and one line here. */
+#define DT_LAYER_KINDS(X)                                                                        \
+    X(CONV, conv)           /* [convolutional] */                                                \
+    X(MAXPOOL, maxpool)     /* [maxpool] */                                                      \
+    X(AVGPOOL, avgpool)     /* [avgpool] */                                                      \
+    X(DENSE, dense)         /* [connected] */                                                    \
+    X(ACT, act)             /* [activation] (also split off a section's activation=) */          \
+    X(DROPOUT, dropout)     /* [dropout] */                                                      \
+    X(LRN, lrn)             /* [lrn] local response normalisation across channels */             \
+    X(BATCHNORM, batchnorm) /* [batchnorm] (also split off batch_normalize=1) */                 \
+    X(SOFTMAX, softmax)     /* [softmax], must be last; trained with cross-entropy */            \
+    X(SHORTCUT, shortcut)   /* [shortcut] previous layer's output + an earlier one's (Darknet) */ \
+    X(ROUTE, route)         /* [route] earlier layers' outputs concatenated along channels */
+
 typedef enum {
-    DT_LAYER_CONV = 0,  /* [convolutional] */
-    DT_LAYER_MAXPOOL,   /* [maxpool] */
-    DT_LAYER_AVGPOOL,   /* [avgpool] */
-    DT_LAYER_DENSE,     /* [connected] */
-    DT_LAYER_ACT,       /* [activation] (also split off conv/connected activation=) */
-    DT_LAYER_DROPOUT,   /* [dropout] */
-    DT_LAYER_LRN,       /* [lrn] local response normalisation across channels */
-    DT_LAYER_BATCHNORM, /* [batchnorm] (also split off batch_normalize=1) */
-    DT_LAYER_SOFTMAX,   /* [softmax], must be last; trained with cross-entropy */
-    DT_LAYER_SHORTCUT,  /* [shortcut] previous layer's output + an earlier one's (Darknet) */
-    DT_LAYER_ROUTE,     /* [route] earlier layers' outputs concatenated along channels */
+#define DT_LAYER_KIND_ENUM(e, name) DT_LAYER_##e,
+    DT_LAYER_KINDS(DT_LAYER_KIND_ENUM)
+#undef DT_LAYER_KIND_ENUM
     DT_LAYER_KIND_COUNT
 } dt_layer_kind;
 
@@ -163,8 +171,20 @@ typedef struct dt_layer {
                               NULL until forward/backward creates it; freed by ops->destroy */
 } dt_layer;
 
+/* A kind's model-file keys and the parser's view of its section
+ * (src/layers/layer_keys.h). */
+struct dt_key_def;
+struct dt_section;
+struct dt_section_vals;
+
 typedef struct dt_layer_ops {
     const char *name;  /* section name in model files, e.g. "convolutional" */
+    /* The section's keys, a table ending in {0} (src/layers/layer_keys.h),
+     * and, for kinds with keys that are not spec fields or defaults that
+     * depend on other keys, the hook that finishes *layer (v->spec as read)
+     * from them when the section ends (NULL: v->spec is the layer). */
+    const struct dt_key_def *keys;
+    dt_status (*end_section)(const struct dt_section *s, const struct dt_section_vals *v, dt_layer_spec *layer);
     /* Validates spec against l->in, sets l->out, nw, nb, nstate. Errors are
      * DT_ERR_CONFIG with a message starting "line N: [section] ..." (the net
      * builder prefixes the file name). Sizes are overflow-checked. */

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
 
 static dt_status act_setup(dt_layer *l) {
     if ((int)l->spec.act < DT_ACT_LINEAR || l->spec.act > DT_ACT_SIGMOID)
@@ -74,8 +75,14 @@ static void act_backward(dt_layer *l, float *din, const float *dout, const float
     }
 }
 
+static const dt_key_def act_keys[] = {
+    {"activation", DT_KEY_ENUM, DT_SPEC_KEY(act), 0, 0, 0, DT_KEY_REQUIRED, &dt_activation_choices},
+    {"slope", DT_KEY_FLOAT, DT_SPEC_KEY(leaky_slope), 0.1, 0, 1, 0, NULL},
+    {0}};
+
 const dt_layer_ops dt_act_ops = {
     .name = "activation",
+    .keys = act_keys,
     .setup = act_setup,
     .saved_floats = dt_layer_no_floats,
     .workspace_floats = dt_layer_no_floats,

@@ -21,6 +21,7 @@
 #include <math.h>
 
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
 
 static dt_status bn_setup(dt_layer *l) {
     float m = l->spec.bn_momentum, eps = l->spec.bn_eps;
@@ -356,8 +357,15 @@ static void bn_backward(dt_layer *l, float *din, const float *dout, const float 
     }
 }
 
+/* Also the settings of the batch norm that batch_normalize=1 adds. */
+static const dt_key_def batchnorm_keys[] = {
+    {"momentum", DT_KEY_FLOAT, DT_SPEC_KEY(bn_momentum), 0.1, 0, 1, 0, NULL},
+    {"eps", DT_KEY_FLOAT, DT_SPEC_KEY(bn_eps), 1e-5, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
+    {0}};
+
 const dt_layer_ops dt_batchnorm_ops = {
     .name = "batchnorm",
+    .keys = batchnorm_keys,
     .setup = bn_setup,
     .saved_floats = bn_saved_floats,
     .workspace_floats = bn_workspace_floats,

@@ -19,6 +19,7 @@
 #include "layers/dnnl_layer.h"
 #include "layers/gemm.h"
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
 
 typedef struct {
     int C, H, W, F, K, S, P, OH, OW;
@@ -366,8 +367,50 @@ static uint64_t conv_flops(const dt_layer *l) {
     return 2ULL * l->nw * (uint64_t)l->out.h * (uint64_t)l->out.w;
 }
 
+/* ---- model-file keys ---------------------------------------------------- */
+
+/* Darknet's padding keys, and groups (checked to be 1). */
+typedef struct {
+    int pad_flag; /* pad: a flag meaning size/2 pixels per side */
+    int padding;  /* padding: pixels per side */
+    int groups;
+} conv_own_keys;
+DT_OWN_FITS(conv_own_keys);
+
+static const dt_key_def conv_keys[] = {
+    {"filters", DT_KEY_INT, DT_SPEC_KEY(filters), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
+    {"size", DT_KEY_INT, DT_SPEC_KEY(size), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
+    {"stride", DT_KEY_INT, DT_SPEC_KEY(stride), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"pad", DT_KEY_INT, DT_OWN_KEY(conv_own_keys, pad_flag), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
+    {"padding", DT_KEY_INT, DT_OWN_KEY(conv_own_keys, padding), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
+    {"groups", DT_KEY_INT, DT_OWN_KEY(conv_own_keys, groups), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
+    DT_FUSED_KEYS,
+    {0}};
+
+/* Darknet's convolution padding: pad=1 pads size/2 pixels per side,
+ * padding=N pads N. pad is a flag there (any non-zero value); values other
+ * than 0 and 1, and both keys together, are refused rather than guessed. */
+static dt_status conv_end_section(const dt_section *s, const dt_section_vals *v, dt_layer_spec *layer) {
+    const conv_own_keys *k = (const conv_own_keys *)(const void *)&v->own;
+    if (k->pad_flag > 1)
+        return dt_section_error(s, dt_section_key_line(s, "pad"),
+                                "pad=%d: pad is Darknet's flag (pad=1 pads size/2 = %d pixels per side); "
+                                "for N pixels write padding=N",
+                                k->pad_flag, layer->size / 2);
+    if (k->pad_flag && dt_section_key_line(s, "padding"))
+        return dt_section_error(s, dt_section_key_line(s, "padding"),
+                                "padding= with pad=1 (pad=1 already means size/2 pixels); give one of them");
+    if (k->groups != 1)
+        return dt_section_error(s, dt_section_key_line(s, "groups"),
+                                "groups=%d: grouped convolutions are not implemented (groups=1 only)", k->groups);
+    layer->pad = k->pad_flag ? layer->size / 2 : k->padding;
+    return DT_OK;
+}
+
 const dt_layer_ops dt_conv_ops = {
     .name = "convolutional",
+    .keys = conv_keys,
+    .end_section = conv_end_section,
     .setup = conv_setup,
     .saved_floats = dt_layer_no_floats,
     .workspace_floats = conv_workspace_floats,

@@ -11,6 +11,7 @@
 #include "layers/dnnl_layer.h"
 #include "layers/gemm.h"
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
 
 static dt_status dense_setup(dt_layer *l) {
     DT_TRY(dt_layer_check_shape(l, l->in, "input"));
@@ -162,8 +163,14 @@ static void dense_backward_ref(dt_layer *l, float *din, const float *dout, const
 
 static uint64_t dense_flops(const dt_layer *l) { return 2ULL * l->nw; }
 
+static const dt_key_def dense_keys[] = {
+    {"output", DT_KEY_INT, DT_SPEC_KEY(outputs), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
+    DT_FUSED_KEYS,
+    {0}};
+
 const dt_layer_ops dt_dense_ops = {
     .name = "connected",
+    .keys = dense_keys,
     .setup = dense_setup,
     .saved_floats = dt_layer_no_floats,
     .workspace_floats = dense_workspace_floats,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
 
 static dt_status dropout_setup(dt_layer *l) {
     float p = l->spec.dropout_p;
@@ -48,8 +49,13 @@ static void dropout_backward(dt_layer *l, float *din, const float *dout, const f
     for (size_t i = 0; i < n; i++) din[i] = dout[i] * l->saved[i];
 }
 
+static const dt_key_def dropout_keys[] = {
+    {"probability", DT_KEY_FLOAT, DT_SPEC_KEY(dropout_p), 0.5, 0, 1, DT_KEY_HI_OPEN, NULL},
+    {0}};
+
 const dt_layer_ops dt_dropout_ops = {
     .name = "dropout",
+    .keys = dropout_keys,
     .setup = dropout_setup,
     .saved_floats = dropout_saved_floats,
     .workspace_floats = dt_layer_no_floats,

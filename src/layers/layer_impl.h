@@ -1,5 +1,5 @@
-/* Internal to src/layers: the ops table of each layer kind and the helpers
- * the layer files share (setup validation, init, vectorisable reductions). */
+/* Internal to src/layers: the helpers the layer files share (setup
+ * validation, init, vectorisable reductions). */
 #ifndef DT_LAYERS_LAYER_IMPL_H
 #define DT_LAYERS_LAYER_IMPL_H
 
@@ -9,18 +9,6 @@
 #include "dtrain/layer.h"
 #include "dtrain/rng.h"
 #include "dtrain/status.h"
-
-extern const dt_layer_ops dt_conv_ops;
-extern const dt_layer_ops dt_maxpool_ops;
-extern const dt_layer_ops dt_avgpool_ops;
-extern const dt_layer_ops dt_dense_ops;
-extern const dt_layer_ops dt_act_ops;
-extern const dt_layer_ops dt_dropout_ops;
-extern const dt_layer_ops dt_lrn_ops;
-extern const dt_layer_ops dt_batchnorm_ops;
-extern const dt_layer_ops dt_softmax_ops;
-extern const dt_layer_ops dt_shortcut_ops;
-extern const dt_layer_ops dt_route_ops;
 
 /* Records DT_ERR_CONFIG "line N: [section] <message>" and returns it. */
 dt_status dt_layer_config_error(const dt_layer *l, const char *fmt, ...)

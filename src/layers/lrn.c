@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
 
 static dt_status lrn_setup(dt_layer *l) {
     const dt_layer_spec *s = &l->spec;
@@ -91,8 +92,16 @@ static void lrn_backward(dt_layer *l, float *din, const float *dout, const float
     }
 }
 
+static const dt_key_def lrn_keys[] = {
+    {"size", DT_KEY_INT, DT_SPEC_KEY(lrn_size), 5, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"alpha", DT_KEY_FLOAT, DT_SPEC_KEY(lrn_alpha), 1e-4, 0, INFINITY, 0, NULL},
+    {"beta", DT_KEY_FLOAT, DT_SPEC_KEY(lrn_beta), 0.75, 0, INFINITY, 0, NULL},
+    {"k", DT_KEY_FLOAT, DT_SPEC_KEY(lrn_k), 1.0, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
+    {0}};
+
 const dt_layer_ops dt_lrn_ops = {
     .name = "lrn",
+    .keys = lrn_keys,
     .setup = lrn_setup,
     .saved_floats = lrn_saved_floats,
     .workspace_floats = lrn_workspace_floats,

@@ -15,6 +15,7 @@
 #endif
 
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
 
 _Static_assert(sizeof(int32_t) == sizeof(float), "maxpool stores int32 argmaxes in saved floats");
 
@@ -287,8 +288,58 @@ static void avgpool_backward(dt_layer *l, float *din, const float *dout, const f
     }
 }
 
+/* ---- model-file keys ---------------------------------------------------- */
+
+typedef struct {
+    int padding; /* Darknet's maxpool padding: the total, before and after */
+} maxpool_own_keys;
+DT_OWN_FITS(maxpool_own_keys);
+
+/* Darknet's [maxpool]: size defaults to stride, stride to 1, padding to
+ * size - 1 (see maxpool_end_section). */
+static const dt_key_def maxpool_keys[] = {
+    {"size", DT_KEY_INT, DT_SPEC_KEY(size), 0, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"stride", DT_KEY_INT, DT_SPEC_KEY(stride), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"padding", DT_KEY_INT, DT_OWN_KEY(maxpool_own_keys, padding), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
+    {0}};
+
+/* Darknet's maxpool: size defaults to stride, padding to size - 1 in all,
+ * of which padding/2 before (output (H + padding - size) / stride + 1). */
+static dt_status maxpool_end_section(const dt_section *s, const dt_section_vals *v, dt_layer_spec *layer) {
+    if (!dt_section_key_line(s, "size")) layer->size = layer->stride;
+    int padding_line = dt_section_key_line(s, "padding");
+    int total = padding_line ? ((const maxpool_own_keys *)(const void *)&v->own)->padding : layer->size - 1;
+    if (total > 2 * (layer->size - 1))
+        return dt_section_error(s, padding_line,
+                                "padding=%d leaves windows without an input cell (at most %d for size %d)", total,
+                                2 * (layer->size - 1), layer->size);
+    layer->pad = total / 2;
+    layer->pad_extra = total % 2;
+    return DT_OK;
+}
+
+/* Darknet's [avgpool] has no keys and is global (size 0); size= makes it a
+ * window (a dtrain extension): stride defaults to size, pad is per side. */
+static const dt_key_def avgpool_keys[] = {
+    {"size", DT_KEY_INT, DT_SPEC_KEY(size), 0, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"stride", DT_KEY_INT, DT_SPEC_KEY(stride), 0, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"pad", DT_KEY_INT, DT_SPEC_KEY(pad), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
+    {0}};
+
+static dt_status avgpool_end_section(const dt_section *s, const dt_section_vals *v, dt_layer_spec *layer) {
+    (void)v;
+    int stride = dt_section_key_line(s, "stride"), pad = dt_section_key_line(s, "pad");
+    if (layer->size == 0 && (stride || pad))
+        return dt_section_error(s, stride ? stride : pad,
+                                "[avgpool] without size= is global; stride= and pad= need size=");
+    if (!stride) layer->stride = layer->size;
+    return DT_OK;
+}
+
 const dt_layer_ops dt_maxpool_ops = {
     .name = "maxpool",
+    .keys = maxpool_keys,
+    .end_section = maxpool_end_section,
     .setup = pool_setup,
     .saved_floats = maxpool_saved_floats,
     .workspace_floats = dt_layer_no_floats,
@@ -300,6 +351,8 @@ const dt_layer_ops dt_maxpool_ops = {
 
 const dt_layer_ops dt_avgpool_ops = {
     .name = "avgpool",
+    .keys = avgpool_keys,
+    .end_section = avgpool_end_section,
     .setup = avgpool_setup,
     .saved_floats = dt_layer_no_floats,
     .workspace_floats = dt_layer_no_floats,

@@ -1,16 +1,19 @@
-/* Kind and activation names and the ops table by kind. */
+/* Kind and activation names (and the activation keys' choices), and the
+ * ops table by kind. */
 #include <string.h>
 
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
+
+#define DECLARE_OPS(e, name) extern const dt_layer_ops dt_##name##_ops;
+DT_LAYER_KINDS(DECLARE_OPS)
+#undef DECLARE_OPS
 
 /* Indexed by dt_layer_kind. */
 static const dt_layer_ops *const kind_ops[DT_LAYER_KIND_COUNT] = {
-    [DT_LAYER_CONV] = &dt_conv_ops,       [DT_LAYER_MAXPOOL] = &dt_maxpool_ops,
-    [DT_LAYER_AVGPOOL] = &dt_avgpool_ops, [DT_LAYER_DENSE] = &dt_dense_ops,
-    [DT_LAYER_ACT] = &dt_act_ops,         [DT_LAYER_DROPOUT] = &dt_dropout_ops,
-    [DT_LAYER_LRN] = &dt_lrn_ops,         [DT_LAYER_BATCHNORM] = &dt_batchnorm_ops,
-    [DT_LAYER_SOFTMAX] = &dt_softmax_ops, [DT_LAYER_SHORTCUT] = &dt_shortcut_ops,
-    [DT_LAYER_ROUTE] = &dt_route_ops,
+#define OPS_ENTRY(e, name) [DT_LAYER_##e] = &dt_##name##_ops,
+    DT_LAYER_KINDS(OPS_ENTRY)
+#undef OPS_ENTRY
 };
 
 /* Indexed by dt_precision. */
@@ -50,6 +53,10 @@ const char *dt_activation_name(dt_activation a) {
     if ((int)a < 0 || (int)a >= ACT_COUNT) return "?";
     return act_names[a];
 }
+
+static const char *activation_name(int v) { return dt_activation_name((dt_activation)v); }
+_Static_assert(sizeof(dt_activation) == sizeof(int), "activation keys are stored as int");
+const dt_key_choices dt_activation_choices = {dt_activation_from_name, activation_name, ACT_COUNT};
 
 int dt_activation_from_name(const char *name) {
     for (int a = 0; a < ACT_COUNT; a++)

@@ -3,7 +3,9 @@
  * passes it on). Spatial sizes must agree. */
 #include <string.h>
 
+#include "dtrain/model.h"
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
 
 static dt_status route_setup(dt_layer *l) {
     int c = 0;
@@ -51,8 +53,29 @@ static void route_backward(dt_layer *l, float *const *din, const float *dout, co
     }
 }
 
+/* ---- model-file keys ---------------------------------------------------- */
+
+typedef struct {
+    dt_key_layers layers;
+} route_own_keys;
+DT_OWN_FITS(route_own_keys);
+
+static const dt_key_def route_keys[] = {
+    {"layers", DT_KEY_LAYERS, DT_OWN_KEY(route_own_keys, layers), 0, -DT_MAX_LAYERS, DT_MAX_LAYERS, DT_KEY_REQUIRED,
+     NULL},
+    {0}};
+
+static dt_status route_end_section(const dt_section *s, const dt_section_vals *v, dt_layer_spec *layer) {
+    const dt_key_layers *refs = &((const route_own_keys *)(const void *)&v->own)->layers;
+    layer->ninputs = refs->n;
+    for (int i = 0; i < refs->n; i++) DT_TRY(dt_section_layer(s, "layers", refs->ref[i], &layer->inputs[i]));
+    return DT_OK;
+}
+
 const dt_layer_ops dt_route_ops = {
     .name = "route",
+    .keys = route_keys,
+    .end_section = route_end_section,
     .setup = route_setup,
     .saved_floats = dt_layer_no_floats,
     .workspace_floats = dt_layer_no_floats,

@@ -9,7 +9,9 @@
  * ratios when the sizes do not divide). */
 #include <string.h>
 
+#include "dtrain/model.h"
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
 
 /* Geometry of the sum: out index of cell (k, j, i) of the shared block is
  * i*sample + W2*(j*sample + H2*k), the add index i*stride + W1*(j*stride + H1*k). */
@@ -145,8 +147,30 @@ static void shortcut_backward(dt_layer *l, float *const *din, const float *dout,
     }
 }
 
+/* ---- model-file keys ---------------------------------------------------- */
+
+typedef struct {
+    int from; /* Darknet section index (negative: relative) */
+} shortcut_own_keys;
+DT_OWN_FITS(shortcut_own_keys);
+
+static const dt_key_def shortcut_keys[] = {
+    {"from", DT_KEY_INT, DT_OWN_KEY(shortcut_own_keys, from), 0, -DT_MAX_LAYERS, DT_MAX_LAYERS, DT_KEY_REQUIRED,
+     NULL},
+    DT_ACT_KEYS,
+    {0}};
+
+/* Inputs: the previous section's output, then from='s. */
+static dt_status shortcut_end_section(const dt_section *s, const dt_section_vals *v, dt_layer_spec *layer) {
+    layer->ninputs = 2;
+    DT_TRY(dt_section_layer(s, NULL, -1, &layer->inputs[0]));
+    return dt_section_layer(s, "from", ((const shortcut_own_keys *)(const void *)&v->own)->from, &layer->inputs[1]);
+}
+
 const dt_layer_ops dt_shortcut_ops = {
     .name = "shortcut",
+    .keys = shortcut_keys,
+    .end_section = shortcut_end_section,
     .setup = shortcut_setup,
     .saved_floats = dt_layer_no_floats,
     .workspace_floats = dt_layer_no_floats,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "layers/layer_impl.h"
+#include "layers/layer_keys.h"
 
 static dt_status softmax_setup(dt_layer *l) { return dt_layer_setup_same(l); }
 
@@ -62,8 +63,21 @@ double dt_softmax_xent_loss(float *dlogits, const float *logits, const float *pr
     return loss;
 }
 
+/* Darknet's softmax options, at the only values dtrain trains. */
+typedef struct {
+    int groups;
+    float temperature;
+} softmax_own_keys;
+DT_OWN_FITS(softmax_own_keys);
+
+static const dt_key_def softmax_keys[] = {
+    {"groups", DT_KEY_INT, DT_OWN_KEY(softmax_own_keys, groups), 1, 1, 1, 0, NULL},
+    {"temperature", DT_KEY_FLOAT, DT_OWN_KEY(softmax_own_keys, temperature), 1, 1, 1, 0, NULL},
+    {0}};
+
 const dt_layer_ops dt_softmax_ops = {
     .name = "softmax",
+    .keys = softmax_keys,
     .setup = softmax_setup,
     .saved_floats = dt_layer_no_floats,
     .workspace_floats = dt_layer_no_floats,

@@ -6,7 +6,9 @@
  * straight into the dt_model_spec ([net]) or into a per-section scratch
  * record (layers) that is turned into one or more layer specs when the
  * section ends. Section names come from the layer registry, enum names from
- * the modules that own the enums, so the parser repeats none of them. */
+ * the modules that own the enums, so the parser repeats none of them. The
+ * layer sections' key tables are their kinds' (dt_layer_ops.keys); this file
+ * keeps [net]'s and [cost]'s. */
 #include "dtrain/model.h"
 
 #include <ctype.h>
@@ -22,78 +24,28 @@
 
 #include "dtrain/data.h"
 #include "dtrain/textfile.h"
+#include "layers/layer_keys.h"
 
 #define MAX_LINE 4096          /* characters per line, without the newline */
 #define MAX_FILE (16 << 20)    /* a model file is a few hundred bytes; refuse anything huge */
 #define MAX_KEYS 48            /* keys of the largest section ([net]: 33), with room to grow */
-#define DIM_MAX (1 << 24)      /* sizes, filters, outputs, batch */
 #define EPOCHS_MAX 100000
 
-/* ---- key tables ---------------------------------------------------------- */
-
-typedef enum {
-    V_INT,        /* int */
-    V_FLOAT,      /* float */
-    V_DOUBLE,     /* double */
-    V_ENUM,       /* int-sized enum, named through `choices` */
-    V_DATASET,    /* canonical dataset name into dt_model_spec.dataset */
-    V_MILESTONES, /* comma lists into a dt_lr_schedule (off points at it): */
-    V_STEPS,      /*   ascending epochs / Darknet's ascending batches, */
-    V_SCALES,     /*   Darknet's scales */
-    V_LAYERS      /* comma list of layer (section) indices into a section_vals */
-} value_type;
-
-enum { F_REQUIRED = 1, F_LO_OPEN = 2, F_HI_OPEN = 4 };
-
-typedef struct {
-    int (*from_name)(const char *name); /* -1 if unknown */
-    const char *(*name)(int value);
-    int count;                          /* values are 0..count-1 */
-} enum_desc;
-
-typedef struct {
-    const char *name;
-    value_type type;
-    size_t off;              /* into the section's target record */
-    double def;              /* used when the key is absent and not F_REQUIRED */
-    double lo, hi;           /* allowed range (hi = INFINITY: unbounded) */
-    unsigned flags;
-    const enum_desc *choices;
-} key_def;
-
-/* Scratch record of a layer section: its spec plus the keys that are not
- * spec fields: batch_normalize (adds a layer), shortcut's from= and route's
- * layers= (Darknet section indices, turned into layer indices at the end of
- * the section), [cost]'s type. */
-typedef struct {
-    dt_layer_spec spec;
-    int batch_normalize;
-    int from;
-    int nroute;
-    int route[DT_LAYER_MAX_INPUTS];
-    int cost_type;
-    int pad_flag, padding;     /* conv: Darknet's pad (flag) and padding; maxpool: padding */
-    int groups;                /* conv: checked to be 1 */
-    int softmax_groups;        /* checked to be 1 */
-    float softmax_temperature; /* checked to be 1 */
-} section_vals;
+/* ---- key tables (types in layers/layer_keys.h) --------------------------- */
 
 /* Enum fields are written through int pointers by the generic handler. */
-_Static_assert(sizeof(dt_activation) == sizeof(int), "dt_activation must be int-sized");
 _Static_assert(sizeof(dt_schedule_kind) == sizeof(int), "dt_schedule_kind must be int-sized");
 _Static_assert(sizeof(dt_optim_kind) == sizeof(int), "dt_optim_kind must be int-sized");
 _Static_assert(sizeof(dt_precision) == sizeof(int), "dt_precision must be int-sized");
 
 /* The owners' name functions take their enum type; adapt them to int. */
-static const char *activation_name(int v) { return dt_activation_name((dt_activation)v); }
 static const char *schedule_name(int v) { return dt_schedule_kind_name((dt_schedule_kind)v); }
 static const char *optim_name(int v) { return dt_optim_kind_name((dt_optim_kind)v); }
 static const char *dataset_name(int v) { return dt_dataset_kind_name((dt_dataset_kind)v); }
 static const char *precision_name(int v) { return dt_precision_name((dt_precision)v); }
 
-static const enum_desc activations = {dt_activation_from_name, activation_name, DT_ACT_SIGMOID + 1};
-static const enum_desc schedules = {dt_schedule_kind_from_name, schedule_name, DT_SCHED_SIGMOID + 1};
-static const enum_desc optimizers = {dt_optim_kind_from_name, optim_name, DT_OPT_COUNT};
+static const dt_key_choices schedules = {dt_schedule_kind_from_name, schedule_name, DT_SCHED_SIGMOID + 1};
+static const dt_key_choices optimizers = {dt_optim_kind_from_name, optim_name, DT_OPT_COUNT};
 /* Darknet's cost types (get_cost_type); only sse is trained (see [cost]). */
 static const char *const cost_names[] = {"sse", "masked", "smooth", "L1", "seg", "wgan", "logistic"};
 enum { COST_SSE = 0, COST_COUNT = sizeof cost_names / sizeof cost_names[0] };
@@ -103,149 +55,66 @@ static int cost_from_name(const char *name) {
     return -1;
 }
 static const char *cost_name(int v) { return cost_names[v]; }
-static const enum_desc costs = {cost_from_name, cost_name, COST_COUNT};
+static const dt_key_choices costs = {cost_from_name, cost_name, COST_COUNT};
 
-static const enum_desc precisions = {dt_precision_from_name, precision_name, DT_PRECISION_COUNT};
-static const enum_desc datasets = {dt_dataset_kind_from_name, dataset_name, DT_DATASET_KIND_COUNT};
+static const dt_key_choices precisions = {dt_precision_from_name, precision_name, DT_PRECISION_COUNT};
+static const dt_key_choices datasets = {dt_dataset_kind_from_name, dataset_name, DT_DATASET_KIND_COUNT};
 
 #define NET(field) offsetof(dt_model_spec, field)
-#define LAY(field) offsetof(section_vals, field)
 
 /* Columns: name, type, offset, default, lo, hi, flags, choices. */
-static const key_def net_keys[] = {
-    {"batch", V_INT, NET(batch), 64, 1, DIM_MAX, 0, NULL},
-    {"accumulate", V_INT, NET(accumulate), 1, 1, 1024, 0, NULL},
+static const dt_key_def net_keys[] = {
+    {"batch", DT_KEY_INT, NET(batch), 64, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"accumulate", DT_KEY_INT, NET(accumulate), 1, 1, 1024, 0, NULL},
     /* Darknet's: batch is the step's, split into subdivisions passes (see
      * apply_subdivisions). */
-    {"subdivisions", V_INT, NET(subdivisions), 1, 1, 1024, 0, NULL},
-    {"channels", V_INT, NET(input.c), 0, 1, DIM_MAX, F_REQUIRED, NULL},
-    {"height", V_INT, NET(input.h), 0, 1, DIM_MAX, F_REQUIRED, NULL},
-    {"width", V_INT, NET(input.w), 0, 1, DIM_MAX, F_REQUIRED, NULL},
-    {"learning_rate", V_DOUBLE, NET(sched.base_lr), 0.01, 0, INFINITY, F_LO_OPEN, NULL},
-    {"optimizer", V_ENUM, NET(optim.kind), DT_OPT_SGD, 0, 0, 0, &optimizers},
-    {"momentum", V_DOUBLE, NET(optim.momentum), 0.9, 0, 1, F_HI_OPEN, NULL},
-    {"decay", V_DOUBLE, NET(optim.decay), 5e-4, 0, INFINITY, 0, NULL},
-    {"nesterov", V_INT, NET(optim.nesterov), 0, 0, 1, 0, NULL},
+    {"subdivisions", DT_KEY_INT, NET(subdivisions), 1, 1, 1024, 0, NULL},
+    {"channels", DT_KEY_INT, NET(input.c), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
+    {"height", DT_KEY_INT, NET(input.h), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
+    {"width", DT_KEY_INT, NET(input.w), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
+    {"learning_rate", DT_KEY_DOUBLE, NET(sched.base_lr), 0.01, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
+    {"optimizer", DT_KEY_ENUM, NET(optim.kind), DT_OPT_SGD, 0, 0, 0, &optimizers},
+    {"momentum", DT_KEY_DOUBLE, NET(optim.momentum), 0.9, 0, 1, DT_KEY_HI_OPEN, NULL},
+    {"decay", DT_KEY_DOUBLE, NET(optim.decay), 5e-4, 0, INFINITY, 0, NULL},
+    {"nesterov", DT_KEY_INT, NET(optim.nesterov), 0, 0, 1, 0, NULL},
     /* -1: the optimiser's default (dt_optim_resolve) */
-    {"beta1", V_DOUBLE, NET(optim.beta1), -1, 0, 1, F_HI_OPEN, NULL},
-    {"beta2", V_DOUBLE, NET(optim.beta2), -1, 0, 1, F_HI_OPEN, NULL},
-    {"eps", V_DOUBLE, NET(optim.eps), -1, 0, INFINITY, F_LO_OPEN, NULL},
-    {"trust_coefficient", V_DOUBLE, NET(optim.trust), -1, 0, INFINITY, F_LO_OPEN, NULL},
-    {"exclude_bias_bn", V_INT, NET(optim.exclude), -1, 0, 1, 0, NULL},
-    {"epochs", V_INT, NET(epochs), 1, 1, EPOCHS_MAX, 0, NULL},
-    {"policy", V_ENUM, NET(sched.kind), DT_SCHED_CONSTANT, 0, 0, 0, &schedules},
-    {"step_epochs", V_DOUBLE, NET(sched.step_epochs), 0, 0, EPOCHS_MAX, F_LO_OPEN, NULL},
-    {"gamma", V_DOUBLE, NET(sched.gamma), 0.1, 0, 1, F_LO_OPEN, NULL},
-    {"milestones", V_MILESTONES, NET(sched), 0, 0, EPOCHS_MAX, F_LO_OPEN, NULL},
-    {"min_lr", V_DOUBLE, NET(sched.min_lr), 0, 0, INFINITY, 0, NULL},
-    {"warmup_epochs", V_DOUBLE, NET(sched.warmup_epochs), 0, 0, EPOCHS_MAX, 0, NULL},
-    {"warmup_start_factor", V_DOUBLE, NET(sched.warmup_start_factor), 0.1, 0, 1, 0, NULL},
+    {"beta1", DT_KEY_DOUBLE, NET(optim.beta1), -1, 0, 1, DT_KEY_HI_OPEN, NULL},
+    {"beta2", DT_KEY_DOUBLE, NET(optim.beta2), -1, 0, 1, DT_KEY_HI_OPEN, NULL},
+    {"eps", DT_KEY_DOUBLE, NET(optim.eps), -1, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
+    {"trust_coefficient", DT_KEY_DOUBLE, NET(optim.trust), -1, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
+    {"exclude_bias_bn", DT_KEY_INT, NET(optim.exclude), -1, 0, 1, 0, NULL},
+    {"epochs", DT_KEY_INT, NET(epochs), 1, 1, EPOCHS_MAX, 0, NULL},
+    {"policy", DT_KEY_ENUM, NET(sched.kind), DT_SCHED_CONSTANT, 0, 0, 0, &schedules},
+    {"step_epochs", DT_KEY_DOUBLE, NET(sched.step_epochs), 0, 0, EPOCHS_MAX, DT_KEY_LO_OPEN, NULL},
+    {"gamma", DT_KEY_DOUBLE, NET(sched.gamma), 0.1, 0, 1, DT_KEY_LO_OPEN, NULL},
+    {"milestones", DT_KEY_MILESTONES, NET(sched), 0, 0, EPOCHS_MAX, DT_KEY_LO_OPEN, NULL},
+    {"min_lr", DT_KEY_DOUBLE, NET(sched.min_lr), 0, 0, INFINITY, 0, NULL},
+    {"warmup_epochs", DT_KEY_DOUBLE, NET(sched.warmup_epochs), 0, 0, EPOCHS_MAX, 0, NULL},
+    {"warmup_start_factor", DT_KEY_DOUBLE, NET(sched.warmup_start_factor), 0.1, 0, 1, 0, NULL},
     /* Darknet's schedule keys, in optimiser steps (its "batches"). */
-    {"max_batches", V_INT, NET(sched.max_batches), 0, 1, INT_MAX, 0, NULL},
-    {"burn_in", V_INT, NET(sched.burn_in), 0, 0, INT_MAX, 0, NULL},
-    {"power", V_DOUBLE, NET(sched.power), 4, 0, INFINITY, 0, NULL},
-    {"steps", V_STEPS, NET(sched), 0, 1, INT_MAX, 0, NULL},
-    {"scales", V_SCALES, NET(sched), 0, 0, INFINITY, F_LO_OPEN, NULL},
-    {"step", V_INT, NET(sched.sig_step), 1, 0, INT_MAX, 0, NULL},
-    {"dataset", V_DATASET, NET(dataset), DT_DATASET_FASHION_MNIST, 0, 0, 0, &datasets},
-    {"flip", V_INT, NET(flip), 0, 0, 1, 0, NULL},
-    {"crop_pad", V_INT, NET(crop_pad), 0, 0, 1024, 0, NULL},
-    {"precision", V_ENUM, NET(precision), DT_PRECISION_FP32, 0, 0, 0, &precisions},
-    {0}};
-
-#define SLOPE_KEY {"slope", V_FLOAT, LAY(spec.leaky_slope), 0.1, 0, 1, 0, NULL}
-/* conv/connected: an activation and batch norm fused into the section. */
-#define FUSED_KEYS                                                                  \
-    {"activation", V_ENUM, LAY(spec.act), DT_ACT_LINEAR, 0, 0, 0, &activations},    \
-    {"batch_normalize", V_INT, LAY(batch_normalize), 0, 0, 1, 0, NULL}, SLOPE_KEY
-
-/* Darknet's: pad=1 is a flag for size/2 pixels, padding=N is N pixels per
- * side (see resolve_conv_padding). */
-static const key_def conv_keys[] = {
-    {"filters", V_INT, LAY(spec.filters), 0, 1, DIM_MAX, F_REQUIRED, NULL},
-    {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, F_REQUIRED, NULL},
-    {"stride", V_INT, LAY(spec.stride), 1, 1, DIM_MAX, 0, NULL},
-    {"pad", V_INT, LAY(pad_flag), 0, 0, DIM_MAX, 0, NULL},
-    {"padding", V_INT, LAY(padding), 0, 0, DIM_MAX, 0, NULL},
-    {"groups", V_INT, LAY(groups), 1, 1, DIM_MAX, 0, NULL},
-    FUSED_KEYS,
-    {0}};
-
-static const key_def dense_keys[] = {
-    {"output", V_INT, LAY(spec.outputs), 0, 1, DIM_MAX, F_REQUIRED, NULL},
-    FUSED_KEYS,
-    {0}};
-
-static const key_def avgpool_keys[] = {
-    /* Darknet's [avgpool] has no keys and is global (size 0); size= makes
-     * it a window (a dtrain extension): stride defaults to size (0 until
-     * the section ends), pad is per side. */
-    {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, 0, NULL},
-    {"stride", V_INT, LAY(spec.stride), 0, 1, DIM_MAX, 0, NULL},
-    {"pad", V_INT, LAY(spec.pad), 0, 0, DIM_MAX, 0, NULL},
-    {0}};
-
-/* Darknet's [maxpool]: size defaults to stride, stride to 1, padding (the
- * total, before and after) to size - 1 (see resolve_maxpool). */
-static const key_def maxpool_keys[] = {
-    {"size", V_INT, LAY(spec.size), 0, 1, DIM_MAX, 0, NULL},
-    {"stride", V_INT, LAY(spec.stride), 1, 1, DIM_MAX, 0, NULL},
-    {"padding", V_INT, LAY(padding), 0, 0, DIM_MAX, 0, NULL},
-    {0}};
-
-static const key_def act_keys[] = {
-    {"activation", V_ENUM, LAY(spec.act), 0, 0, 0, F_REQUIRED, &activations},
-    SLOPE_KEY,
-    {0}};
-
-static const key_def dropout_keys[] = {
-    {"probability", V_FLOAT, LAY(spec.dropout_p), 0.5, 0, 1, F_HI_OPEN, NULL},
-    {0}};
-
-static const key_def lrn_keys[] = {
-    {"size", V_INT, LAY(spec.lrn_size), 5, 1, DIM_MAX, 0, NULL},
-    {"alpha", V_FLOAT, LAY(spec.lrn_alpha), 1e-4, 0, INFINITY, 0, NULL},
-    {"beta", V_FLOAT, LAY(spec.lrn_beta), 0.75, 0, INFINITY, 0, NULL},
-    {"k", V_FLOAT, LAY(spec.lrn_k), 1.0, 0, INFINITY, F_LO_OPEN, NULL},
-    {0}};
-
-/* Also the settings of the batch norm that batch_normalize=1 adds. */
-static const key_def batchnorm_keys[] = {
-    {"momentum", V_FLOAT, LAY(spec.bn_momentum), 0.1, 0, 1, 0, NULL},
-    {"eps", V_FLOAT, LAY(spec.bn_eps), 1e-5, 0, INFINITY, F_LO_OPEN, NULL},
-    {0}};
-
-static const key_def shortcut_keys[] = {
-    {"from", V_INT, LAY(from), 0, -DT_MAX_LAYERS, DT_MAX_LAYERS, F_REQUIRED, NULL},
-    {"activation", V_ENUM, LAY(spec.act), DT_ACT_LINEAR, 0, 0, 0, &activations},
-    SLOPE_KEY,
-    {0}};
-
-static const key_def route_keys[] = {
-    {"layers", V_LAYERS, LAY(route), 0, -DT_MAX_LAYERS, DT_MAX_LAYERS, F_REQUIRED, NULL},
-    {0}};
-
-/* Darknet's softmax options, at the only values dtrain trains. */
-static const key_def softmax_keys[] = {
-    {"groups", V_INT, LAY(softmax_groups), 1, 1, 1, 0, NULL},
-    {"temperature", V_FLOAT, LAY(softmax_temperature), 1, 1, 1, 0, NULL},
+    {"max_batches", DT_KEY_INT, NET(sched.max_batches), 0, 1, INT_MAX, 0, NULL},
+    {"burn_in", DT_KEY_INT, NET(sched.burn_in), 0, 0, INT_MAX, 0, NULL},
+    {"power", DT_KEY_DOUBLE, NET(sched.power), 4, 0, INFINITY, 0, NULL},
+    {"steps", DT_KEY_STEPS, NET(sched), 0, 1, INT_MAX, 0, NULL},
+    {"scales", DT_KEY_SCALES, NET(sched), 0, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
+    {"step", DT_KEY_INT, NET(sched.sig_step), 1, 0, INT_MAX, 0, NULL},
+    {"dataset", DT_KEY_DATASET, NET(dataset), DT_DATASET_FASHION_MNIST, 0, 0, 0, &datasets},
+    {"flip", DT_KEY_INT, NET(flip), 0, 0, 1, 0, NULL},
+    {"crop_pad", DT_KEY_INT, NET(crop_pad), 0, 0, 1024, 0, NULL},
+    {"precision", DT_KEY_ENUM, NET(precision), DT_PRECISION_FP32, 0, 0, 0, &precisions},
     {0}};
 
 /* [cost] after [softmax]: Darknet's default sse there trains softmax
  * cross-entropy (the softmax layer's delta is truth - p and the cost layer
  * passes it on); other types would train another loss (refused). */
-static const key_def cost_keys[] = {
-    {"type", V_ENUM, LAY(cost_type), COST_SSE, 0, 0, 0, &costs},
-    {0}};
+typedef struct {
+    int type;
+} cost_own_keys;
+DT_OWN_FITS(cost_own_keys);
 
-static const key_def *const layer_keys[DT_LAYER_KIND_COUNT] = {
-    [DT_LAYER_CONV] = conv_keys,       [DT_LAYER_MAXPOOL] = maxpool_keys,
-    [DT_LAYER_AVGPOOL] = avgpool_keys, [DT_LAYER_DENSE] = dense_keys,
-    [DT_LAYER_ACT] = act_keys,         [DT_LAYER_DROPOUT] = dropout_keys,
-    [DT_LAYER_LRN] = lrn_keys,         [DT_LAYER_BATCHNORM] = batchnorm_keys,
-    [DT_LAYER_SOFTMAX] = softmax_keys, [DT_LAYER_SHORTCUT] = shortcut_keys,
-    [DT_LAYER_ROUTE] = route_keys,
-};
+static const dt_key_def cost_keys[] = {
+    {"type", DT_KEY_ENUM, DT_OWN_KEY(cost_own_keys, type), COST_SSE, 0, 0, 0, &costs},
+    {0}};
 
 /* Policy-specific keys: required by their policy, an error with any other
  * (a step_epochs= without policy=step would otherwise be silently ignored). */
@@ -259,31 +128,26 @@ static const struct {
 
 enum { SEC_COST = -3, SEC_NONE = -2, SEC_NET = -1 }; /* otherwise a dt_layer_kind */
 
-typedef struct {
+/* The parser; layer kinds see it as the section being read (layer_keys.h). */
+struct dt_section {
     dt_model_spec *m;
     const char *name;         /* file name for messages */
     int line;                 /* current line, 1-based */
     int kind;                 /* current section */
     char sec_name[32];        /* its name, for messages */
     int sec_line;
-    const key_def *keys;      /* its key table */
+    const dt_key_def *keys;      /* its key table */
     void *target;             /* where its values go: m or &vals */
     int seen[MAX_KEYS];       /* line of each key given in this section, 0 if absent */
-    section_vals vals;
+    dt_section_vals vals;
     int net_line, softmax_line, last_layer_line, cost_line;
     /* Darknet numbers sections (one layer each there); section s's output
      * is layer sec_out[s] of the built net (its last layer here). */
     int nsections;
     int sec_out[DT_MAX_LAYERS];
-} parser;
+};
 
-static dt_status fail_at(const parser *p, int line, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static dt_status fail_at(const parser *p, int line, const char *fmt, ...) {
+dt_status dt_section_error(const dt_section *p, int line, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
@@ -298,93 +162,93 @@ static void append_item(char *buf, size_t n, const char *s) {
     if (len < n) snprintf(buf + len, n - len, "%s%s", len ? ", " : "", s);
 }
 
-static void list_keys(char *buf, size_t n, const key_def *keys) {
+static void list_keys(char *buf, size_t n, const dt_key_def *keys) {
     buf[0] = '\0';
-    for (const key_def *k = keys; k->name; k++) append_item(buf, n, k->name);
+    for (const dt_key_def *k = keys; k->name; k++) append_item(buf, n, k->name);
 }
 
-static void list_choices(char *buf, size_t n, const enum_desc *e) {
+static void list_choices(char *buf, size_t n, const dt_key_choices *e) {
     buf[0] = '\0';
     for (int i = 0; i < e->count; i++) append_item(buf, n, e->name(i));
 }
 
 /* What a valid value of k looks like, for error messages. */
-static void describe(char *buf, size_t n, const key_def *k) {
+static void describe(char *buf, size_t n, const dt_key_def *k) {
     if (k->choices) {
         char names[256];
         list_choices(names, sizeof names, k->choices);
         snprintf(buf, n, "one of %s", names);
         return;
     }
-    const char *what = k->type == V_INT          ? "an integer"
-                       : k->type == V_MILESTONES ? "a comma list of ascending epochs, each"
-                       : k->type == V_STEPS      ? "a comma list of ascending steps, each"
-                       : k->type == V_SCALES     ? "a comma list of numbers, each"
-                       : k->type == V_LAYERS     ? "a comma list of layer indices, each"
+    const char *what = k->type == DT_KEY_INT          ? "an integer"
+                       : k->type == DT_KEY_MILESTONES ? "a comma list of ascending epochs, each"
+                       : k->type == DT_KEY_STEPS      ? "a comma list of ascending steps, each"
+                       : k->type == DT_KEY_SCALES     ? "a comma list of numbers, each"
+                       : k->type == DT_KEY_LAYERS     ? "a comma list of layer indices, each"
                                                  : "a number";
-    if (k->type == V_INT && k->lo == 0 && k->hi == 1)
+    if (k->type == DT_KEY_INT && k->lo == 0 && k->hi == 1)
         snprintf(buf, n, "0 or 1");
     else if (isinf(k->hi))
-        snprintf(buf, n, "%s %s %.10g", what, k->flags & F_LO_OPEN ? ">" : ">=", k->lo);
+        snprintf(buf, n, "%s %s %.10g", what, k->flags & DT_KEY_LO_OPEN ? ">" : ">=", k->lo);
     else
-        snprintf(buf, n, "%s in %c%.10g, %.10g%c", what, k->flags & F_LO_OPEN ? '(' : '[', k->lo,
-                 k->hi, k->flags & F_HI_OPEN ? ')' : ']');
+        snprintf(buf, n, "%s in %c%.10g, %.10g%c", what, k->flags & DT_KEY_LO_OPEN ? '(' : '[', k->lo,
+                 k->hi, k->flags & DT_KEY_HI_OPEN ? ')' : ']');
 }
 
-static int in_range(const key_def *k, double v) {
+static int in_range(const dt_key_def *k, double v) {
     if (!isfinite(v)) return 0;
-    if (k->flags & F_LO_OPEN ? v <= k->lo : v < k->lo) return 0;
-    return k->flags & F_HI_OPEN ? v < k->hi : v <= k->hi;
+    if (k->flags & DT_KEY_LO_OPEN ? v <= k->lo : v < k->lo) return 0;
+    return k->flags & DT_KEY_HI_OPEN ? v < k->hi : v <= k->hi;
 }
 
-static dt_status bad_value(const parser *p, const key_def *k, const char *val) {
+static dt_status bad_value(const dt_section *p, const dt_key_def *k, const char *val) {
     char want[300];
     describe(want, sizeof want, k);
-    return fail_at(p, p->line, "bad value '%.64s' for %s: expected %s", val, k->name, want);
+    return dt_section_error(p, p->line, "bad value '%.64s' for %s: expected %s", val, k->name, want);
 }
 
-static dt_status out_of_range(const parser *p, const key_def *k, const char *val) {
+static dt_status out_of_range(const dt_section *p, const dt_key_def *k, const char *val) {
     char want[300];
     describe(want, sizeof want, k);
-    return fail_at(p, p->line, "%s=%.64s is out of range: expected %s", k->name, val, want);
+    return dt_section_error(p, p->line, "%s=%.64s is out of range: expected %s", k->name, val, want);
 }
 
 /* ---- values -------------------------------------------------------------- */
 
-static void store(void *target, const key_def *k, double v) {
+static void store(void *target, const dt_key_def *k, double v) {
     char *dst = (char *)target + k->off;
     switch (k->type) {
-    case V_INT:
-    case V_ENUM: *(int *)dst = (int)v; break;
-    case V_FLOAT: *(float *)dst = (float)v; break;
-    case V_DOUBLE: *(double *)dst = v; break;
-    case V_DATASET:
+    case DT_KEY_INT:
+    case DT_KEY_ENUM: *(int *)dst = (int)v; break;
+    case DT_KEY_FLOAT: *(float *)dst = (float)v; break;
+    case DT_KEY_DOUBLE: *(double *)dst = v; break;
+    case DT_KEY_DATASET:
         snprintf(dst, sizeof((dt_model_spec *)0)->dataset, "%s", k->choices->name((int)v));
         break;
-    case V_MILESTONES: /* only the defaults: empty lists */
-    case V_STEPS:
-    case V_SCALES: {
+    case DT_KEY_MILESTONES: /* only the defaults: empty lists */
+    case DT_KEY_STEPS:
+    case DT_KEY_SCALES: {
         dt_lr_schedule *sc = (dt_lr_schedule *)(void *)dst;
-        if (k->type == V_MILESTONES) sc->nmilestones = 0;
-        if (k->type == V_STEPS) sc->nsteps = 0;
-        if (k->type == V_SCALES) sc->nscales = 0;
+        if (k->type == DT_KEY_MILESTONES) sc->nmilestones = 0;
+        if (k->type == DT_KEY_STEPS) sc->nsteps = 0;
+        if (k->type == DT_KEY_SCALES) sc->nscales = 0;
         break;
     }
-    case V_LAYERS: /* only the default: no layers (the key is required) */
-        ((section_vals *)target)->nroute = 0;
+    case DT_KEY_LAYERS: /* only the default: no layers (the key is required) */
+        ((dt_key_layers *)(void *)dst)->n = 0;
         break;
     }
 }
 
-static void set_defaults(void *target, const key_def *keys) {
-    for (const key_def *k = keys; k->name; k++)
-        if (!(k->flags & F_REQUIRED)) store(target, k, k->def);
+static void set_defaults(void *target, const dt_key_def *keys) {
+    for (const dt_key_def *k = keys; k->name; k++)
+        if (!(k->flags & DT_KEY_REQUIRED)) store(target, k, k->def);
 }
 
 /* Parses one number of k's type from s; *end is set past it. 0 on bad syntax. */
-static int parse_number(const key_def *k, const char *s, char **end, double *v) {
+static int parse_number(const dt_key_def *k, const char *s, char **end, double *v) {
     errno = 0;
-    if (k->type == V_INT || k->type == V_LAYERS || k->type == V_STEPS) {
+    if (k->type == DT_KEY_INT || k->type == DT_KEY_LAYERS || k->type == DT_KEY_STEPS) {
         long x = strtol(s, end, 10);
         /* An overflowing long is out of range, not malformed: clamp it so the
          * range check reports it. */
@@ -392,13 +256,13 @@ static int parse_number(const key_def *k, const char *s, char **end, double *v) 
     } else {
         *v = strtod(s, end);
         if (!isfinite(*v) && errno != ERANGE) return 0; /* "nan", "inf" written out */
-        if (k->type == V_FLOAT) *v = (double)(float)*v; /* check what will be stored */
+        if (k->type == DT_KEY_FLOAT) *v = (double)(float)*v; /* check what will be stored */
     }
     return *end != s;
 }
 
 /* A comma list of up to max numbers of k's type and range into v[*n]. */
-static dt_status parse_list(parser *p, const key_def *k, const char *val, double *v, int max, int *n) {
+static dt_status parse_list(dt_section *p, const dt_key_def *k, const char *val, double *v, int max, int *n) {
     const char *c = val;
     *n = 0;
     for (;;) {
@@ -407,7 +271,7 @@ static dt_status parse_list(parser *p, const key_def *k, const char *val, double
         while (isspace((unsigned char)*c)) c++;
         if (!parse_number(k, c, &end, &x)) return bad_value(p, k, val);
         if (!in_range(k, x)) return out_of_range(p, k, val);
-        if (*n == max) return fail_at(p, p->line, "%s= takes at most %d values", k->name, max);
+        if (*n == max) return dt_section_error(p, p->line, "%s= takes at most %d values", k->name, max);
         v[(*n)++] = x;
         c = end;
         while (isspace((unsigned char)*c)) c++;
@@ -417,27 +281,30 @@ static dt_status parse_list(parser *p, const key_def *k, const char *val, double
 }
 
 /* milestones=, steps= (both ascending) and scales= into the schedule. */
-static dt_status set_schedule_list(parser *p, const key_def *k, const char *val) {
+static dt_status set_schedule_list(dt_section *p, const dt_key_def *k, const char *val) {
     dt_lr_schedule *s = (dt_lr_schedule *)((char *)p->target + k->off);
-    double *v = k->type == V_MILESTONES ? s->milestones : k->type == V_STEPS ? s->steps : s->scales;
-    int *n = k->type == V_MILESTONES ? &s->nmilestones : k->type == V_STEPS ? &s->nsteps : &s->nscales;
+    double *v = k->type == DT_KEY_MILESTONES ? s->milestones : k->type == DT_KEY_STEPS ? s->steps : s->scales;
+    int *n = k->type == DT_KEY_MILESTONES ? &s->nmilestones : k->type == DT_KEY_STEPS ? &s->nsteps : &s->nscales;
     DT_TRY(parse_list(p, k, val, v, DT_MAX_MILESTONES, n));
-    for (int i = 1; k->type != V_SCALES && i < *n; i++)
+    for (int i = 1; k->type != DT_KEY_SCALES && i < *n; i++)
         if (v[i] <= v[i - 1])
-            return fail_at(p, p->line, "%s must be strictly ascending (%.10g after %.10g)", k->name, v[i], v[i - 1]);
+            return dt_section_error(p, p->line, "%s must be strictly ascending (%.10g after %.10g)", k->name,
+                                    v[i], v[i - 1]);
     return DT_OK;
 }
 
-static dt_status set_route(parser *p, const key_def *k, const char *val) {
+static dt_status set_layers(dt_section *p, const dt_key_def *k, const char *val) {
+    dt_key_layers *refs = (dt_key_layers *)(void *)((char *)p->target + k->off);
     double v[DT_LAYER_MAX_INPUTS];
-    DT_TRY(parse_list(p, k, val, v, DT_LAYER_MAX_INPUTS, &p->vals.nroute));
-    for (int i = 0; i < p->vals.nroute; i++) p->vals.route[i] = (int)v[i];
+    DT_TRY(parse_list(p, k, val, v, DT_LAYER_MAX_INPUTS, &refs->n));
+    for (int i = 0; i < refs->n; i++) refs->ref[i] = (int)v[i];
     return DT_OK;
 }
 
-static dt_status set_value(parser *p, const key_def *k, const char *val) {
-    if (k->type == V_MILESTONES || k->type == V_STEPS || k->type == V_SCALES) return set_schedule_list(p, k, val);
-    if (k->type == V_LAYERS) return set_route(p, k, val);
+static dt_status set_value(dt_section *p, const dt_key_def *k, const char *val) {
+    if (k->type == DT_KEY_MILESTONES || k->type == DT_KEY_STEPS || k->type == DT_KEY_SCALES)
+        return set_schedule_list(p, k, val);
+    if (k->type == DT_KEY_LAYERS) return set_layers(p, k, val);
     double v;
     if (k->choices) {
         int i = k->choices->from_name(val);
@@ -454,115 +321,63 @@ static dt_status set_value(parser *p, const key_def *k, const char *val) {
 
 /* ---- sections ------------------------------------------------------------ */
 
-static int find_key(const key_def *keys, const char *name) {
+static int find_key(const dt_key_def *keys, const char *name) {
     for (int i = 0; keys[i].name; i++)
         if (strcmp(keys[i].name, name) == 0) return i;
     return -1;
 }
 
-static int seen_line(const parser *p, const char *key) {
+int dt_section_key_line(const dt_section *p, const char *key) {
     int i = find_key(p->keys, key);
     DT_ASSERT(i >= 0);
     return p->seen[i];
 }
 
-static dt_status push_layer(parser *p, const dt_layer_spec *s) {
+int dt_section_line(const dt_section *p) { return p->sec_line; }
+
+const char *dt_section_name(const dt_section *p) { return p->sec_name; }
+
+static dt_status push_layer(dt_section *p, const dt_layer_spec *s) {
     dt_model_spec *m = p->m;
     if (m->nlayers == DT_MAX_LAYERS)
-        return fail_at(p, p->sec_line,
+        return dt_section_error(p, p->sec_line,
                        "more than %d layers (batch_normalize= and activation= add one each)",
                        DT_MAX_LAYERS);
     m->layers[m->nlayers++] = *s;
     return DT_OK;
 }
 
-/* The layer index of Darknet section index `ref` as written in key `key`
- * (negative: relative to this section; else absolute). */
-static dt_status section_layer(parser *p, const char *key, int ref, int *layer) {
+dt_status dt_section_layer(const dt_section *p, const char *key, int ref, int *layer) {
+    if (!key && p->nsections == 0) return dt_section_error(p, p->sec_line, "[%s] needs a layer before it", p->sec_name);
     int sec = ref < 0 ? p->nsections + ref : ref;
     if (sec < 0 || sec >= p->nsections)
-        return fail_at(p, seen_line(p, key),
-                       "%s=%d names section %d, but only sections 0..%d come before this one "
-                       "(sections after [net] count from 0, this one is %d)",
-                       key, ref, sec, p->nsections - 1, p->nsections);
+        return dt_section_error(p, dt_section_key_line(p, key),
+                                "%s=%d names section %d, but only sections 0..%d come before this one "
+                                "(sections after [net] count from 0, this one is %d)",
+                                key, ref, sec, p->nsections - 1, p->nsections);
     *layer = p->sec_out[sec];
     return DT_OK;
 }
 
-/* The inputs of a shortcut (the previous section's output and from=) or a
- * route (layers=), as layer indices. */
-static dt_status resolve_refs(parser *p, dt_layer_spec *layer) {
-    const section_vals *v = &p->vals;
-    if (layer->kind == DT_LAYER_SHORTCUT) {
-        if (p->nsections == 0) return fail_at(p, p->sec_line, "[shortcut] needs a layer before it");
-        layer->ninputs = 2;
-        layer->inputs[0] = p->sec_out[p->nsections - 1];
-        return section_layer(p, "from", v->from, &layer->inputs[1]);
-    }
-    layer->ninputs = v->nroute;
-    for (int i = 0; i < v->nroute; i++) DT_TRY(section_layer(p, "layers", v->route[i], &layer->inputs[i]));
-    return DT_OK;
-}
-
-/* Darknet's convolution padding: pad=1 pads size/2 pixels per side,
- * padding=N pads N. pad is a flag there (any non-zero value); values other
- * than 0 and 1, and both keys together, are refused rather than guessed. */
-static dt_status resolve_conv_padding(parser *p, dt_layer_spec *layer) {
-    const section_vals *v = &p->vals;
-    if (v->pad_flag > 1)
-        return fail_at(p, seen_line(p, "pad"),
-                       "pad=%d: pad is Darknet's flag (pad=1 pads size/2 = %d pixels per side); "
-                       "for N pixels write padding=N",
-                       v->pad_flag, layer->size / 2);
-    if (v->pad_flag && seen_line(p, "padding"))
-        return fail_at(p, seen_line(p, "padding"),
-                       "padding= with pad=1 (pad=1 already means size/2 pixels); give one of them");
-    if (v->groups != 1)
-        return fail_at(p, seen_line(p, "groups"),
-                       "groups=%d: grouped convolutions are not implemented (groups=1 only)", v->groups);
-    layer->pad = v->pad_flag ? layer->size / 2 : v->padding;
-    return DT_OK;
-}
-
-/* Darknet's maxpool: size defaults to stride, padding to size - 1 in all,
- * of which padding/2 before (output (H + padding - size) / stride + 1). */
-static dt_status resolve_maxpool(parser *p, dt_layer_spec *layer) {
-    if (!seen_line(p, "size")) layer->size = layer->stride;
-    int total = seen_line(p, "padding") ? p->vals.padding : layer->size - 1;
-    if (total > 2 * (layer->size - 1))
-        return fail_at(p, seen_line(p, "padding"),
-                       "padding=%d leaves windows without an input cell (at most %d for size %d)", total,
-                       2 * (layer->size - 1), layer->size);
-    layer->pad = total / 2;
-    layer->pad_extra = total % 2;
-    return DT_OK;
-}
-
-/* A layer section becomes its layer, and for conv/connected also a batch
- * norm and an activation layer (shortcut: an activation), so each layer
- * kind does one operation. batch_normalize=1 drops the conv/connected bias:
- * the batch norm's shift is the bias (Darknet's layout). */
-static dt_status emit_layers(parser *p) {
-    const section_vals *v = &p->vals;
+/* A layer section becomes its kind's layer (finished by its end_section
+ * hook), then a batch norm for batch_normalize=1 and an activation layer
+ * for activation= (the fused keys, layer_keys.h), so each layer kind does
+ * one operation. */
+static dt_status emit_layers(dt_section *p) {
+    const dt_section_vals *v = &p->vals;
+    const dt_layer_ops *ops = dt_layer_ops_of(v->spec.kind);
     dt_layer_spec layer = v->spec;
-    if (layer.kind == DT_LAYER_AVGPOOL && layer.stride == 0) layer.stride = layer.size;
-    if (layer.kind == DT_LAYER_MAXPOOL) DT_TRY(resolve_maxpool(p, &layer));
-    if (layer.kind == DT_LAYER_CONV) DT_TRY(resolve_conv_padding(p, &layer));
-    if (layer.kind == DT_LAYER_SHORTCUT || layer.kind == DT_LAYER_ROUTE) DT_TRY(resolve_refs(p, &layer));
-    if (layer.kind != DT_LAYER_CONV && layer.kind != DT_LAYER_DENSE && layer.kind != DT_LAYER_SHORTCUT)
-        return push_layer(p, &layer);
-
-    layer.act = DT_ACT_LINEAR; /* applied by the activation layer below */
+    if (ops->end_section) DT_TRY(ops->end_section(p, v, &layer));
     layer.no_bias = v->batch_normalize;
     DT_TRY(push_layer(p, &layer));
     if (v->batch_normalize) {
-        section_vals bn = {.spec = {.kind = DT_LAYER_BATCHNORM, .line = p->sec_line}};
-        set_defaults(&bn, batchnorm_keys);
+        dt_section_vals bn = {.spec = {.kind = DT_LAYER_BATCHNORM, .line = p->sec_line}};
+        set_defaults(&bn, dt_layer_ops_of(DT_LAYER_BATCHNORM)->keys);
         DT_TRY(push_layer(p, &bn.spec));
     }
-    if (v->spec.act != DT_ACT_LINEAR) {
-        dt_layer_spec act = {.kind = DT_LAYER_ACT, .act = v->spec.act,
-                             .leaky_slope = v->spec.leaky_slope, .line = p->sec_line};
+    if (v->fused_act != DT_ACT_LINEAR) {
+        dt_layer_spec act = {.kind = DT_LAYER_ACT, .act = v->fused_act, .leaky_slope = v->fused_slope,
+                             .line = p->sec_line};
         DT_TRY(push_layer(p, &act));
     }
     return DT_OK;
@@ -575,14 +390,14 @@ static const struct {
 } optim_keys[] = {{"momentum", "momentum"}, {"nesterov", "nesterov"}, {"beta1", "beta1"},
                   {"beta2", "beta2"},       {"eps", "eps"},           {"trust_coefficient", "trust"}};
 
-static dt_status check_optimizer_keys(parser *p) {
+static dt_status check_optimizer_keys(dt_section *p) {
     dt_optim_cfg *o = &p->m->optim;
     for (size_t i = 0; i < sizeof optim_keys / sizeof *optim_keys; i++) {
-        int line = seen_line(p, optim_keys[i].key);
+        int line = dt_section_key_line(p, optim_keys[i].key);
         if (!line || dt_optim_uses(o->kind, optim_keys[i].hyper)) continue;
         char who[64];
         dt_optim_users(who, sizeof who, optim_keys[i].hyper);
-        return fail_at(p, line, "%s= applies only to optimizer=%s (optimizer is %s)", optim_keys[i].key, who,
+        return dt_section_error(p, line, "%s= applies only to optimizer=%s (optimizer is %s)", optim_keys[i].key, who,
                        dt_optim_kind_name(o->kind));
     }
     return DT_OK;
@@ -590,16 +405,16 @@ static dt_status check_optimizer_keys(parser *p) {
 
 /* Darknet's batch=B subdivisions=S: S passes of B/S images per step, which
  * is dtrain's batch=B/S accumulate=S. */
-static dt_status apply_subdivisions(parser *p) {
+static dt_status apply_subdivisions(dt_section *p) {
     dt_model_spec *m = p->m;
-    int line = seen_line(p, "subdivisions");
+    int line = dt_section_key_line(p, "subdivisions");
     if (!line) return DT_OK;
-    if (seen_line(p, "accumulate"))
-        return fail_at(p, line,
+    if (dt_section_key_line(p, "accumulate"))
+        return dt_section_error(p, line,
                        "subdivisions= and accumulate= both given (Darknet's subdivisions splits batch into "
                        "passes, accumulate repeats it); give one");
     if (m->batch % m->subdivisions != 0)
-        return fail_at(p, line, "batch=%d is not a multiple of subdivisions=%d", m->batch, m->subdivisions);
+        return dt_section_error(p, line, "batch=%d is not a multiple of subdivisions=%d", m->batch, m->subdivisions);
     m->batch /= m->subdivisions;
     m->accumulate = m->subdivisions;
     return DT_OK;
@@ -607,42 +422,44 @@ static dt_status apply_subdivisions(parser *p) {
 
 /* Darknet's schedule keys that go together, and the ones that would mean two
  * things at once. */
-static dt_status check_darknet_schedule(parser *p) {
+static dt_status check_darknet_schedule(dt_section *p) {
     const dt_lr_schedule *s = &p->m->sched;
-    int steps = seen_line(p, "steps"), scales = seen_line(p, "scales");
+    int steps = dt_section_key_line(p, "steps"), scales = dt_section_key_line(p, "scales");
     if (steps && s->nsteps != s->nscales)
-        return fail_at(p, scales, "steps= has %d values and scales= %d; each step needs its scale", s->nsteps,
+        return dt_section_error(p, scales, "steps= has %d values and scales= %d; each step needs its scale", s->nsteps,
                        s->nscales);
     if (s->kind == DT_SCHED_POLY && !s->max_batches)
-        return fail_at(p, seen_line(p, "policy"), "policy=poly needs max_batches= (its horizon)");
-    if ((s->kind == DT_SCHED_EXP || s->kind == DT_SCHED_SIGMOID) && !seen_line(p, "gamma"))
-        return fail_at(p, seen_line(p, "policy"), "policy=%s needs gamma=", dt_schedule_kind_name(s->kind));
-    if (seen_line(p, "power") && s->kind != DT_SCHED_POLY && !seen_line(p, "burn_in"))
-        return fail_at(p, seen_line(p, "power"), "power= applies only to policy=poly and burn_in=");
-    if (seen_line(p, "max_batches") && seen_line(p, "epochs"))
-        return fail_at(p, seen_line(p, "max_batches"),
+        return dt_section_error(p, dt_section_key_line(p, "policy"), "policy=poly needs max_batches= (its horizon)");
+    if ((s->kind == DT_SCHED_EXP || s->kind == DT_SCHED_SIGMOID) && !dt_section_key_line(p, "gamma"))
+        return dt_section_error(p, dt_section_key_line(p, "policy"), "policy=%s needs gamma=",
+                                dt_schedule_kind_name(s->kind));
+    if (dt_section_key_line(p, "power") && s->kind != DT_SCHED_POLY && !dt_section_key_line(p, "burn_in"))
+        return dt_section_error(p, dt_section_key_line(p, "power"), "power= applies only to policy=poly and burn_in=");
+    if (dt_section_key_line(p, "max_batches") && dt_section_key_line(p, "epochs"))
+        return dt_section_error(p, dt_section_key_line(p, "max_batches"),
                        "max_batches= and epochs= both set the run's length (line %d); give one",
-                       seen_line(p, "epochs"));
-    if (seen_line(p, "burn_in") && seen_line(p, "warmup_epochs"))
-        return fail_at(p, seen_line(p, "burn_in"), "burn_in= and warmup_epochs= are two warmups; give one");
+                       dt_section_key_line(p, "epochs"));
+    if (dt_section_key_line(p, "burn_in") && dt_section_key_line(p, "warmup_epochs"))
+        return dt_section_error(p, dt_section_key_line(p, "burn_in"),
+                                "burn_in= and warmup_epochs= are two warmups; give one");
     return DT_OK;
 }
 
-static dt_status finish_net(parser *p) {
+static dt_status finish_net(dt_section *p) {
     DT_TRY(apply_subdivisions(p));
     dt_lr_schedule *s = &p->m->sched;
     const char *policy = dt_schedule_kind_name(s->kind);
-    if (s->kind == DT_SCHED_STEP && seen_line(p, "step") && !seen_line(p, "step_epochs"))
-        return fail_at(p, seen_line(p, "step"),
+    if (s->kind == DT_SCHED_STEP && dt_section_key_line(p, "step") && !dt_section_key_line(p, "step_epochs"))
+        return dt_section_error(p, dt_section_key_line(p, "step"),
                        "policy=step with step= (Darknet's, in batches with scale=) is not implemented; write "
                        "step_epochs= and gamma=, or policy=steps with steps= and scales=");
     for (size_t i = 0; i < sizeof policy_keys / sizeof policy_keys[0]; i++) {
-        int line = seen_line(p, policy_keys[i].key);
+        int line = dt_section_key_line(p, policy_keys[i].key);
         if (s->kind == policy_keys[i].policy && !line)
-            return fail_at(p, seen_line(p, "policy"), "policy=%s needs %s=", policy,
+            return dt_section_error(p, dt_section_key_line(p, "policy"), "policy=%s needs %s=", policy,
                            policy_keys[i].key);
         if (s->kind != policy_keys[i].policy && line)
-            return fail_at(p, line, "%s= applies only to policy=%s (policy is %s)",
+            return dt_section_error(p, line, "%s= applies only to policy=%s (policy is %s)",
                            policy_keys[i].key, dt_schedule_kind_name(policy_keys[i].policy),
                            policy);
     }
@@ -652,43 +469,41 @@ static dt_status finish_net(parser *p) {
     return check_optimizer_keys(p);
 }
 
-static dt_status finish_cost(parser *p) {
-    if (p->vals.cost_type == COST_SSE) return DT_OK;
-    return fail_at(p, seen_line(p, "type"),
+static dt_status finish_cost(dt_section *p) {
+    int type = ((const cost_own_keys *)(const void *)&p->vals.own)->type;
+    if (type == COST_SSE) return DT_OK;
+    return dt_section_error(p, dt_section_key_line(p, "type"),
                    "[cost] type=%s would train another loss; after [softmax] dtrain trains "
                    "softmax cross-entropy, which is Darknet's type=sse (the default) there",
-                   cost_name(p->vals.cost_type));
+                   cost_name(type));
 }
 
-static dt_status end_section(parser *p) {
+static dt_status end_section(dt_section *p) {
     if (p->kind == SEC_NONE) return DT_OK;
     for (int i = 0; p->keys[i].name; i++)
-        if ((p->keys[i].flags & F_REQUIRED) && !p->seen[i])
-            return fail_at(p, p->sec_line, "[%s] needs %s=", p->sec_name, p->keys[i].name);
+        if ((p->keys[i].flags & DT_KEY_REQUIRED) && !p->seen[i])
+            return dt_section_error(p, p->sec_line, "[%s] needs %s=", p->sec_name, p->keys[i].name);
     if (p->kind == SEC_NET) return finish_net(p);
     if (p->kind == SEC_COST) return finish_cost(p);
-    if (p->kind == DT_LAYER_AVGPOOL && p->vals.spec.size == 0 && (seen_line(p, "stride") || seen_line(p, "pad")))
-        return fail_at(p, seen_line(p, "stride") ? seen_line(p, "stride") : seen_line(p, "pad"),
-                       "[avgpool] without size= is global; stride= and pad= need size=");
     DT_TRY(emit_layers(p));
     p->sec_out[p->nsections++] = p->m->nlayers - 1;
     return DT_OK;
 }
 
-static dt_status unknown_section(const parser *p, const char *name) {
+static dt_status unknown_section(const dt_section *p, const char *name) {
     char valid[300] = "net";
     for (int k = 0; k < DT_LAYER_KIND_COUNT; k++)
         append_item(valid, sizeof valid, dt_layer_ops_of((dt_layer_kind)k)->name);
     append_item(valid, sizeof valid, "cost");
-    return fail_at(p, p->line, "unknown section [%.64s] (valid: %s)", name, valid);
+    return dt_section_error(p, p->line, "unknown section [%.64s] (valid: %s)", name, valid);
 }
 
 /* [cost]: only once, right after [softmax]. */
-static dt_status begin_cost(parser *p) {
+static dt_status begin_cost(dt_section *p) {
     if (p->cost_line)
-        return fail_at(p, p->line, "second [cost] section (the first is at line %d)", p->cost_line);
+        return dt_section_error(p, p->line, "second [cost] section (the first is at line %d)", p->cost_line);
     if (!p->softmax_line)
-        return fail_at(p, p->line, "[cost] must follow [softmax] (dtrain trains softmax cross-entropy)");
+        return dt_section_error(p, p->line, "[cost] must follow [softmax] (dtrain trains softmax cross-entropy)");
     p->cost_line = p->line;
     p->keys = cost_keys;
     memset(&p->vals, 0, sizeof p->vals);
@@ -696,12 +511,12 @@ static dt_status begin_cost(parser *p) {
     return DT_OK;
 }
 
-static dt_status begin_section(parser *p, const char *name) {
+static dt_status begin_section(dt_section *p, const char *name) {
     int is_net = strcmp(name, "net") == 0, is_cost = strcmp(name, "cost") == 0;
     int kind = is_net ? SEC_NET : is_cost ? SEC_COST : dt_layer_kind_from_name(name);
     if (is_net) {
         if (p->net_line)
-            return fail_at(p, p->line, "second [net] section (the first is at line %d)",
+            return dt_section_error(p, p->line, "second [net] section (the first is at line %d)",
                            p->net_line);
         p->net_line = p->line;
         p->keys = net_keys;
@@ -711,15 +526,15 @@ static dt_status begin_section(parser *p, const char *name) {
     } else {
         if (kind < 0) return unknown_section(p, name);
         if (!p->net_line)
-            return fail_at(p, p->line, "[%s] before [net]; the file must start with [net]", name);
+            return dt_section_error(p, p->line, "[%s] before [net]; the file must start with [net]", name);
         if (p->softmax_line)
-            return fail_at(p, p->line, "[%s] after [softmax] (line %d); [softmax] must be last "
+            return dt_section_error(p, p->line, "[%s] after [softmax] (line %d); [softmax] must be last "
                            "(only [cost] may follow it)",
                            name, p->softmax_line);
         if (kind == DT_LAYER_SOFTMAX) p->softmax_line = p->line;
         p->last_layer_line = p->line;
-        p->keys = layer_keys[kind];
-        DT_ASSERT(p->keys); /* every kind of the registry needs a key table */
+        p->keys = dt_layer_ops_of((dt_layer_kind)kind)->keys;
+        DT_ASSERT(p->keys); /* every kind of the registry declares its keys */
         memset(&p->vals, 0, sizeof p->vals);
         p->vals.spec.kind = (dt_layer_kind)kind;
         p->vals.spec.line = p->line;
@@ -745,48 +560,48 @@ static char *trim(char *s) {
     return s;
 }
 
-static dt_status parse_header(parser *p, char *s) {
+static dt_status parse_header(dt_section *p, char *s) {
     size_t n = strlen(s);
     if (n < 3 || s[n - 1] != ']' || strcspn(s + 1, " \t[]") != n - 2)
-        return fail_at(p, p->line, "malformed section header '%.64s' (expected [name])", s);
+        return dt_section_error(p, p->line, "malformed section header '%.64s' (expected [name])", s);
     s[n - 1] = '\0';
     DT_TRY(end_section(p));
     return begin_section(p, s + 1);
 }
 
-static dt_status parse_assignment(parser *p, char *s) {
+static dt_status parse_assignment(dt_section *p, char *s) {
     char *eq = strchr(s, '=');
-    if (!eq) return fail_at(p, p->line, "expected key=value or [section], got '%.64s'", s);
+    if (!eq) return dt_section_error(p, p->line, "expected key=value or [section], got '%.64s'", s);
     *eq = '\0';
     char *key = trim(s), *val = trim(eq + 1);
-    if (!*key) return fail_at(p, p->line, "missing key before '='");
-    if (!*val) return fail_at(p, p->line, "empty value for %s", key);
+    if (!*key) return dt_section_error(p, p->line, "missing key before '='");
+    if (!*val) return dt_section_error(p, p->line, "empty value for %s", key);
     if (p->kind == SEC_NONE)
-        return fail_at(p, p->line, "%.64s= before any section; the file must start with [net]",
+        return dt_section_error(p, p->line, "%.64s= before any section; the file must start with [net]",
                        key);
     int i = find_key(p->keys, key);
     if (i < 0) {
         char valid[300];
         list_keys(valid, sizeof valid, p->keys);
-        if (!valid[0]) return fail_at(p, p->line, "[%s] takes no keys (got %.64s=)", p->sec_name, key);
-        return fail_at(p, p->line, "unknown key '%.64s' in [%s] (valid: %s)", key, p->sec_name,
+        if (!valid[0]) return dt_section_error(p, p->line, "[%s] takes no keys (got %.64s=)", p->sec_name, key);
+        return dt_section_error(p, p->line, "unknown key '%.64s' in [%s] (valid: %s)", key, p->sec_name,
                        valid);
     }
     if (p->seen[i])
-        return fail_at(p, p->line, "duplicate key %s in [%s] (first at line %d)", key,
+        return dt_section_error(p, p->line, "duplicate key %s in [%s] (first at line %d)", key,
                        p->sec_name, p->seen[i]);
     p->seen[i] = p->line;
     return set_value(p, &p->keys[i], val);
 }
 
-static dt_status parse_line(parser *p, char *line) {
+static dt_status parse_line(dt_section *p, char *line) {
     line[strcspn(line, "#;")] = '\0'; /* values never contain '#' or ';' */
     char *s = trim(line);
     if (!*s) return DT_OK;
     return *s == '[' ? parse_header(p, s) : parse_assignment(p, s);
 }
 
-static dt_status parse_text(parser *p, const char *text) {
+static dt_status parse_text(dt_section *p, const char *text) {
     char buf[MAX_LINE + 1];
     const char *s = text;
     while (*s) {
@@ -796,7 +611,7 @@ static dt_status parse_text(parser *p, const char *text) {
         if (len && s[len - 1] == '\r') len--; /* CRLF files */
         p->line++;
         if (len > MAX_LINE)
-            return fail_at(p, p->line, "line longer than %d characters", MAX_LINE);
+            return dt_section_error(p, p->line, "line longer than %d characters", MAX_LINE);
         memcpy(buf, s, len);
         buf[len] = '\0';
         DT_TRY(parse_line(p, buf));
@@ -804,14 +619,14 @@ static dt_status parse_text(parser *p, const char *text) {
     }
     DT_TRY(end_section(p));
     if (!p->net_line)
-        return fail_at(p, p->line ? p->line : 1, "no [net] section (the file must start with it)");
-    if (!p->m->nlayers) return fail_at(p, p->net_line, "no layer sections after [net]");
+        return dt_section_error(p, p->line ? p->line : 1, "no [net] section (the file must start with it)");
+    if (!p->m->nlayers) return dt_section_error(p, p->net_line, "no layer sections after [net]");
     if (!p->softmax_line)
-        return fail_at(p, p->last_layer_line,
+        return dt_section_error(p, p->last_layer_line,
                        "the last section must be [softmax] (the net is trained with softmax "
                        "cross-entropy)");
     if (p->m->nlayers < 2)
-        return fail_at(p, p->softmax_line, "[softmax] needs a layer before it (whose outputs are "
+        return dt_section_error(p, p->softmax_line, "[softmax] needs a layer before it (whose outputs are "
                        "the logits)");
     return DT_OK;
 }
@@ -820,7 +635,7 @@ dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char
     if (!name) name = "<string>";
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", name);
-    parser p = {.m = out, .name = name, .kind = SEC_NONE};
+    dt_section p = {.m = out, .name = name, .kind = SEC_NONE};
     return parse_text(&p, text);
 }
 
