@@ -18,9 +18,10 @@
  * [r*N/W, (r+1)*N/W) in batches of B, the last one short; no sample is
  * dropped, so a reduced evaluation covers the test set exactly once.
  *
- * Augmentation (random crop with zero padding, horizontal flip) is drawn per
- * sample from (seed, epoch, sample index), so it does not depend on thread
- * timing, rank count or resume point. */
+ * Augmentation (random crop with zero padding, horizontal flip, Darknet's
+ * scaled/rotated crops and colour distortion) is drawn per sample from
+ * (seed, epoch, sample index), so it does not depend on thread timing, rank
+ * count or resume point. */
 #ifndef DTRAIN_DATA_H
 #define DTRAIN_DATA_H
 
@@ -158,6 +159,25 @@ dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *di
 
 void dt_dataset_free(dt_dataset *ds);
 
+/* Darknet's classifier augmentation, its [net] keys of the same names
+ * (src/data/augment.h has the formulas). Neutral: crop 0, angle 0, aspect
+ * 1, hue 0, saturation 1, exposure 1. */
+typedef struct {
+    int crop;               /* 1: a scaled (and rotated, stretched) random crop of the output's
+                               size, which may differ from the images' */
+    int min_crop, max_crop; /* the scaled image's shorter side, drawn in [min, max] */
+    float angle;            /* rotation drawn in [-angle, angle] degrees */
+    float aspect;           /* width stretch drawn in [1, aspect] or its inverse */
+    float hue;              /* hue shift drawn in [-hue, hue] of the full circle (3 channels) */
+    float saturation;       /* saturation factor drawn in [1, s] or its inverse (3 channels) */
+    float exposure;         /* value (brightness) factor, likewise */
+} dt_augment;
+
+/* 1 when a's colour distortion changes anything. */
+static inline int dt_augment_distorts(const dt_augment *a) {
+    return a->hue != 0 || a->saturation != 1 || a->exposure != 1;
+}
+
 typedef struct {
     int batch;          /* samples per batch on this rank */
     int rank, world;    /* this rank's shard among world */
@@ -165,6 +185,11 @@ typedef struct {
     int shuffle;        /* 1: training order (permutation per epoch, drop_last) */
     int flip;           /* 1: random horizontal flip (training) */
     int crop_pad;       /* >0: random crop of the original size from the image zero-padded by this */
+    const dt_augment *augment; /* training: Darknet's augmentation (NULL: none); must outlive
+                                  the loader */
+    dt_shape out;       /* per-sample shape of the batches; zero: the dataset's. It may differ
+                           from the dataset's in H and W only: training then needs augment.crop,
+                           evaluation resizes and centre-crops as Darknet's classifier does */
     int prefetch;       /* 1: build the next batch in a background thread */
     int threads;        /* threads building a batch's samples, the builder's own included
                          * (< 1: one); they decode on-demand datasets' samples */

@@ -23,6 +23,7 @@
 #ifndef DTRAIN_MODEL_H
 #define DTRAIN_MODEL_H
 
+#include "dtrain/data.h"
 #include "dtrain/layer.h"
 #include "dtrain/optim.h"
 #include "dtrain/status.h"
@@ -41,6 +42,8 @@ typedef struct {
     dt_lr_schedule sched;   /* total_epochs = epochs unless set */
     char dataset[32];       /* default dataset name ("" = fashion-mnist) */
     int flip, crop_pad;     /* training augmentation */
+    dt_augment augment;     /* Darknet's augmentation keys, resolved (crop set when a crop key is
+                               given; then the dataset's images may be of another size) */
     dt_precision precision; /* of convolutions and connected layers (dt_net_create checks it) */
     int plain_engine;       /* not from model files: NCHW activations and no fused ReLUs (tests
                                compare the engine's fast paths with this) */

@@ -151,6 +151,12 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
  * softmax layer, in this worker's dataset order. */
 typedef dt_status (*dt_logits_fn)(void *ctx, const float *logits, int n, int classes);
 
+/* DT_OK when ds's images can feed spec's input: the same channels, and the
+ * same size unless spec crops them (Darknet's min_crop=/max_crop=); hue= and
+ * saturation= need 3 channels. Else DT_ERR_CONFIG naming spec's file and
+ * `kind` (the data set's name). */
+dt_status dt_check_input(const dt_model_spec *spec, const dt_dataset *ds, const char *kind);
+
 /* Accuracy and mean loss of net over the whole dataset (this worker's part,
  * reduced through sync; batches built by `threads` loader threads); each
  * batch's logits also go to on_logits unless it is NULL (dtrain eval

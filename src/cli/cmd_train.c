@@ -393,6 +393,21 @@ static dt_status check_model(const dt_comm *comm, const dt_model_spec *spec) {
     return s;
 }
 
+/* ", augmentation: ..." of the start-up line (nothing without any). */
+static void print_augment(FILE *out, const dt_model_spec *spec) {
+    const dt_augment *a = &spec->augment;
+    if (!spec->flip && !spec->crop_pad && !a->crop && !dt_augment_distorts(a)) return;
+    const char *sep = ", augmentation:";
+    if (spec->flip) fprintf(out, "%s flip", sep), sep = ",";
+    if (spec->crop_pad) fprintf(out, "%s crop padded by %d", sep, spec->crop_pad), sep = ",";
+    if (a->crop)
+        fprintf(out, "%s Darknet crop (shorter side %d..%d, aspect %g, angle %g)", sep, a->min_crop, a->max_crop,
+                (double)a->aspect, (double)a->angle), sep = ",";
+    if (dt_augment_distorts(a))
+        fprintf(out, "%s hue %g, saturation %g, exposure %g", sep, (double)a->hue, (double)a->saturation,
+                (double)a->exposure);
+}
+
 /* The start-up line: what is trained, on what, and where its learning rate
  * comes from (the recipe's base rate, factor and warmup). */
 static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm, int nthreads) {
@@ -425,6 +440,7 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
     char codec[32];
     if (p->dist.codec.kind != DT_GC_NONE)
         fprintf(out, ", gradients as %s", dt_grad_codec_name(&p->dist.codec, codec, sizeof codec));
+    print_augment(out, spec);
     fprintf(out, "\n");
 }
 

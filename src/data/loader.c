@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "data/augment.h"
 #include "data/internal.h"
 #include "dtrain/mem.h"
 #include "dtrain/pool.h"
@@ -31,14 +32,21 @@ typedef struct {
 struct dt_loader {
     const dt_dataset *ds;
     dt_loader_cfg cfg;
-    size_t sample;   /* floats per sample, C*H*W */
+    dt_shape out;    /* per-sample shape of the batches (cfg.out, or the dataset's) */
+    size_t sample;   /* floats per sample of a batch, out's C*H*W */
+    size_t image;    /* bytes per image of the dataset, its C*H*W */
+    int in_floats;   /* 1: samples go through float images (augment.h): Darknet's
+                      * augmentation or another size than the dataset's */
+    float *fimg;     /* in_floats: (threads, fimg_floats) each thread's image as floats
+                      * in [0, 1] and the evaluation transform's workspace */
+    size_t fimg_floats;
     int lo, hi;      /* eval: this rank's sample range [lo, hi) */
     int steps;       /* batches per epoch on this rank */
     float *lut;      /* (C, 256): normalised value of each byte per channel, from the dataset's
                       * mean/std at create */
     uint32_t *perm;  /* (N) permutation of perm_epoch (training only); used by the builder only */
     dt_pool *pool;   /* cfg.threads threads building a batch's samples (the builder is one) */
-    uint8_t *scratch; /* (threads, C, H, W) on-demand datasets: each thread's fetched sample */
+    uint8_t *scratch; /* (threads, image) on-demand datasets: each thread's fetched sample */
     int perm_epoch;  /* -1 before the first one */
     int epoch, step; /* the caller's position: the batch next() returns */
     batch_buf buf[2]; /* the caller holds buf[cur]; the prefetch thread fills buf[1 - cur] */
@@ -111,6 +119,42 @@ static void make_sample(const dt_loader *l, int epoch, size_t idx, const uint8_t
     }
 }
 
+/* The float path of make_sample (in_floats): the image as floats in
+ * [0, 1] (fi, (C, H, W) of the dataset) becomes out (C, oh, ow): in
+ * training Darknet's crop (or the image itself), flip, distortion; in
+ * evaluation Darknet's resize and centre crop (its workspace after fi).
+ * Then normalised. */
+static void make_sample_floats(const dt_loader *l, int epoch, size_t idx, const uint8_t *img, float *out, float *fi) {
+    const dt_shape is = l->ds->shape, os = l->out;
+    const size_t oplane = (size_t)os.h * (size_t)os.w;
+    for (size_t i = 0; i < l->image; i++) fi[i] = (float)img[i] / 255.0f;
+    const dt_augment *a = l->cfg.augment;
+    if (!l->cfg.shuffle) {
+        dt_augment_eval(out, os, fi, is, fi + l->image);
+    } else {
+        dt_rng r = dt_rng_seed(dt_hash3(l->cfg.seed, (uint64_t)epoch, idx));
+        if (a && a->crop)
+            dt_augment_crop(out, os, fi, is, a, &r);
+        else
+            memcpy(out, fi, sizeof(float) * l->sample);
+        if (l->cfg.flip && (dt_rng_next(&r) >> 63))
+            for (size_t row = 0; row < (size_t)os.c * (size_t)os.h; row++) {
+                float *p = out + row * (size_t)os.w;
+                for (int x = 0, y = os.w - 1; x < y; x++, y--) {
+                    float t = p[x];
+                    p[x] = p[y];
+                    p[y] = t;
+                }
+            }
+        if (a && dt_augment_distorts(a)) dt_augment_distort(out, os.c, oplane, a, &r);
+    }
+    for (int c = 0; c < os.c; c++) {
+        const float mean = l->ds->mean[c], inv = 1.0f / l->ds->std[c];
+        float *p = out + (size_t)c * oplane;
+        for (size_t i = 0; i < oplane; i++) p[i] = (p[i] - mean) * inv;
+    }
+}
+
 /* The batch being built: its samples are items of a pool loop. */
 typedef struct {
     const dt_loader *l;
@@ -125,13 +169,17 @@ static dt_status build_sample(void *ctx, size_t i, int worker) {
     const size_t idx = l->cfg.shuffle ? l->perm[j->first + i] : j->first + i;
     const uint8_t *img;
     if (l->ds->images) {
-        img = l->ds->images + idx * l->sample;
+        img = l->ds->images + idx * l->image;
     } else {
-        uint8_t *mine = l->scratch + (size_t)worker * l->sample;
+        uint8_t *mine = l->scratch + (size_t)worker * l->image;
         DT_TRY(l->ds->fetch(l->ds->fetch_ctx, (int)idx, mine));
         img = mine;
     }
-    make_sample(l, j->epoch, idx, img, j->b->x + i * l->sample);
+    float *out = j->b->x + i * l->sample;
+    if (l->in_floats)
+        make_sample_floats(l, j->epoch, idx, img, out, l->fimg + (size_t)worker * l->fimg_floats);
+    else
+        make_sample(l, j->epoch, idx, img, out);
     j->b->y[i] = l->ds->labels[idx];
     return DT_OK;
 }
@@ -224,7 +272,19 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
     if (cfg->crop_pad < 0 || cfg->crop_pad > DT_DATA_MAX_DIM)
         return dt_fail(DT_ERR_USAGE, "loader: crop padding %d must be in 0..%d", cfg->crop_pad,
                        DT_DATA_MAX_DIM);
-    const dt_shape s = ds->shape;
+    const dt_shape s = ds->shape, o = cfg->out;
+    if (o.c && (o.c != s.c || !dt_data_shape_ok(o)))
+        return dt_fail(DT_ERR_USAGE, "loader: samples of %dx%dx%d cannot be made from images of %dx%dx%d", o.c, o.h,
+                       o.w, s.c, s.h, s.w);
+    const dt_augment *a = cfg->shuffle ? cfg->augment : NULL;
+    if (cfg->shuffle && o.c && (o.h != s.h || o.w != s.w) && !(a && a->crop))
+        return dt_fail(DT_ERR_USAGE, "loader: training samples of %dx%d from images of %dx%d need Darknet's crop",
+                       o.h, o.w, s.h, s.w);
+    if (a && a->crop && (cfg->crop_pad || a->min_crop < 1 || a->max_crop < 1 || !(a->aspect > 0)))
+        return dt_fail(DT_ERR_USAGE, "loader: Darknet's crop needs min_crop, max_crop >= 1, aspect > 0 and no "
+                       "crop padding");
+    if (a && (a->hue != 0 || a->saturation != 1) && s.c != 3)
+        return dt_fail(DT_ERR_USAGE, "loader: hue and saturation need 3-channel images, not %d", s.c);
     if (ds->n < 1 || ds->n > DT_DATA_MAX_SAMPLES || !dt_data_shape_ok(s) || ds->classes < 1)
         return dt_fail(DT_ERR_USAGE, "loader: dataset of %d samples of %dx%dx%d, %d classes is invalid",
                        ds->n, s.c, s.h, s.w, ds->classes);
@@ -245,6 +305,7 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
 static void free_buffers(dt_loader *l) {
     dt_pool_free(l->pool);
     dt_free(l->scratch);
+    dt_free(l->fimg);
     dt_free(l->lut);
     dt_free(l->perm);
     for (int i = 0; i < 2; i++) {
@@ -268,8 +329,14 @@ static dt_status alloc_buffers(dt_loader *l) {
     DT_TRY(dt_pool_create(&l->pool, threads));
     if (!ds->images) {
         void *p;
-        DT_TRY(dt_alloc_bytes(&p, l->sample * (size_t)threads, "loader samples"));
+        DT_TRY(dt_alloc_bytes(&p, l->image * (size_t)threads, "loader samples"));
         l->scratch = p;
+    }
+    if (l->in_floats) {
+        l->fimg_floats = l->image + (l->cfg.shuffle ? 0 : dt_augment_eval_floats(l->out, ds->shape));
+        size_t n;
+        DT_TRY(dt_mul_size(&n, l->fimg_floats, (size_t)threads, "loader images"));
+        DT_TRY(dt_alloc_floats(&l->fimg, n, "loader images"));
     }
     size_t floats;
     DT_TRY(dt_mul_size(&floats, (size_t)l->cfg.batch, l->sample, "loader batch"));
@@ -306,7 +373,11 @@ dt_status dt_loader_create(dt_loader **out, const dt_dataset *ds, const dt_loade
     dt_loader *l = p;
     l->ds = ds;
     l->cfg = *cfg;
-    l->sample = dt_shape_size(ds->shape);
+    l->out = cfg->out.c ? cfg->out : ds->shape;
+    l->sample = dt_shape_size(l->out);
+    l->image = dt_shape_size(ds->shape);
+    const dt_augment *a = cfg->shuffle ? cfg->augment : NULL;
+    l->in_floats = (a && (a->crop || dt_augment_distorts(a))) || l->out.h != ds->shape.h || l->out.w != ds->shape.w;
     l->perm_epoch = -1;
     if (cfg->shuffle) {
         l->steps = (int)(ds->n / ((int64_t)cfg->batch * cfg->world));

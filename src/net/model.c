@@ -101,6 +101,14 @@ static const dt_key_def net_keys[] = {
     {"dataset", DT_KEY_DATASET, NET(dataset), DT_DATASET_FASHION_MNIST, 0, 0, 0, &datasets},
     {"flip", DT_KEY_INT, NET(flip), 0, 0, 1, 0, NULL},
     {"crop_pad", DT_KEY_INT, NET(crop_pad), 0, 0, 1024, 0, NULL},
+    /* Darknet's classifier augmentation (see resolve_augment); 0: unset. */
+    {"min_crop", DT_KEY_INT, NET(augment.min_crop), 0, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"max_crop", DT_KEY_INT, NET(augment.max_crop), 0, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"angle", DT_KEY_FLOAT, NET(augment.angle), 0, 0, 180, 0, NULL},
+    {"aspect", DT_KEY_FLOAT, NET(augment.aspect), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
+    {"hue", DT_KEY_FLOAT, NET(augment.hue), 0, 0, 1, 0, NULL},
+    {"saturation", DT_KEY_FLOAT, NET(augment.saturation), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
+    {"exposure", DT_KEY_FLOAT, NET(augment.exposure), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
     {"precision", DT_KEY_ENUM, NET(precision), DT_PRECISION_FP32, 0, 0, 0, &precisions},
     {0}};
 
@@ -445,8 +453,29 @@ static dt_status check_darknet_schedule(dt_section *p) {
     return DT_OK;
 }
 
+/* Darknet's classifier crops every training image at a random scale and
+ * flips half of them; here the crop is on when one of its keys is given
+ * (the others then take Darknet's defaults: min_crop = width, max_crop = 2
+ * x width), and with it or a colour key, flip defaults to 1. */
+static dt_status resolve_augment(dt_section *p) {
+    dt_augment *a = &p->m->augment;
+    static const char *const crop_keys[] = {"min_crop", "max_crop", "angle", "aspect"};
+    for (size_t i = 0; i < sizeof crop_keys / sizeof *crop_keys; i++)
+        if (dt_section_key_line(p, crop_keys[i])) a->crop = 1;
+    if ((a->crop || dt_augment_distorts(a)) && !dt_section_key_line(p, "flip")) p->m->flip = 1;
+    if (!a->crop) return DT_OK;
+    if (dt_section_key_line(p, "crop_pad"))
+        return dt_section_error(p, dt_section_key_line(p, "crop_pad"),
+                                "crop_pad= with Darknet's crop (min_crop=, max_crop=, angle=, aspect=): two crops; "
+                                "give one");
+    if (!a->min_crop) a->min_crop = p->m->input.w;
+    if (!a->max_crop) a->max_crop = 2 * p->m->input.w;
+    return DT_OK;
+}
+
 static dt_status finish_net(dt_section *p) {
     DT_TRY(apply_subdivisions(p));
+    DT_TRY(resolve_augment(p));
     dt_lr_schedule *s = &p->m->sched;
     const char *policy = dt_schedule_kind_name(s->kind);
     if (s->kind == DT_SCHED_STEP && dt_section_key_line(p, "step") && !dt_section_key_line(p, "step_epochs"))

@@ -89,7 +89,7 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
                       int batch, int threads, dt_logits_fn on_logits, void *ctx, double *accuracy,
                       double *loss) {
     const dt_layer *head = &net->layers[net->nlayers - 1];
-    dt_loader_cfg cfg = {.batch = batch, .rank = rank, .world = world, .threads = threads};
+    dt_loader_cfg cfg = {.batch = batch, .rank = rank, .world = world, .threads = threads, .out = net->input};
     dt_loader *ld;
     DT_TRY(dt_loader_create(&ld, ds, &cfg));
     double sums[3] = {0, 0, 0}; /* correct, loss, samples */
@@ -449,7 +449,8 @@ static dt_status setup(dt_trainer *t) {
     const dt_dataset *d = t->train_ds;
     /* A step's batch: --accumulate passes of the net's batch each. */
     dt_loader_cfg lc = {.batch = dt_model_step_batch(spec), .rank = o->rank, .world = o->world, .seed = o->seed,
-                        .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad,
+                        .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad, .augment = &spec->augment,
+                        .out = spec->input,
                         .prefetch = o->prefetch, .threads = o->loader_threads, .timeline = o->timeline};
     DT_TRY(dt_loader_create(&t->loader, t->train_ds, &lc));
     t->steps_per_epoch = dt_loader_steps_per_epoch(t->loader);

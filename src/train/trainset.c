@@ -39,15 +39,26 @@ static dt_status print_classes(dt_report *rep, const dt_class_names *c) {
     return DT_OK;
 }
 
+dt_status dt_check_input(const dt_model_spec *spec, const dt_dataset *d, const char *kind) {
+    dt_shape in = spec->input, s = d->shape;
+    if (s.c != in.c || ((s.h != in.h || s.w != in.w) && !spec->augment.crop))
+        return dt_fail(DT_ERR_CONFIG, "%s: model input is %dx%dx%d but %s images are %dx%dx%d%s", spec->path, in.c, in.h,
+                       in.w, kind, s.c, s.h, s.w,
+                       s.c == in.c ? " (min_crop=/max_crop= would crop them to the model's size, as Darknet does)" : "");
+    const dt_augment *a = &spec->augment;
+    if ((a->hue != 0 || a->saturation != 1) && s.c != 3)
+        return dt_fail(DT_ERR_CONFIG, "%s: hue= and saturation= need colour images; %s images have %d channel%s",
+                       spec->path, kind, s.c, s.c == 1 ? "" : "s");
+    return DT_OK;
+}
+
 dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model_spec *spec, int outputs,
                            const dt_train_opts *o, dt_report *rep) {
     const char *kind = dt_dataset_kind_name(o->dataset);
     dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL};
     DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, spec->input, o->seed, &fo));
     const dt_dataset *d = *train;
-    if (d->shape.c != spec->input.c || d->shape.h != spec->input.h || d->shape.w != spec->input.w)
-        return dt_fail(DT_ERR_CONFIG, "%s: model input is %dx%dx%d but %s images are %dx%dx%d", spec->path,
-                       spec->input.c, spec->input.h, spec->input.w, kind, d->shape.c, d->shape.h, d->shape.w);
+    DT_TRY(dt_check_input(spec, d, kind));
     char split[4096] = "";
     if (o->dataset == DT_DATASET_FOLDER) {
         snprintf(split, sizeof split, "%s/train", o->data_dir);

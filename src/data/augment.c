@@ -1,0 +1,188 @@
+/* Darknet's classifier augmentation and evaluation transform (augment.h).
+ * The formulas are Darknet's (src/image.c, src/utils.c of pjreddie/darknet),
+ * with its random numbers drawn from dtrain's per-sample stream. */
+#include "data/augment.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Darknet's rand_uniform: uniform in [min, max] (the bounds in either order). */
+static float uniform(dt_rng *r, float lo, float hi) {
+    if (hi < lo) {
+        float t = lo;
+        lo = hi;
+        hi = t;
+    }
+    return lo + dt_rng_uniform(r) * (hi - lo);
+}
+
+/* Darknet's rand_scale: a factor in [1, s], or its inverse, each half the time. */
+static float random_scale(dt_rng *r, float s) {
+    float f = uniform(r, 1.0f, s);
+    return dt_rng_next(r) >> 63 ? f : 1.0f / f;
+}
+
+/* Darknet's rand_int: uniform integer in [lo, hi] (either order). */
+static int random_int(dt_rng *r, int lo, int hi) {
+    if (hi < lo) {
+        int t = lo;
+        lo = hi;
+        hi = t;
+    }
+    return lo + (int)dt_rng_below(r, (uint32_t)(hi - lo) + 1u);
+}
+
+/* Pixel (x, y) of plane p (h, w); 0 outside (Darknet's get_pixel_extend). */
+static float pixel_or_zero(const float *p, int h, int w, int x, int y) {
+    return x < 0 || x >= w || y < 0 || y >= h ? 0.0f : p[(size_t)y * (size_t)w + (size_t)x];
+}
+
+/* Darknet's bilinear_interpolate on plane p (h, w) at (x, y). */
+static float bilinear(const float *p, int h, int w, float x, float y) {
+    int ix = (int)floorf(x), iy = (int)floorf(y);
+    float dx = x - (float)ix, dy = y - (float)iy;
+    return (1 - dy) * (1 - dx) * pixel_or_zero(p, h, w, ix, iy) + dy * (1 - dx) * pixel_or_zero(p, h, w, ix, iy + 1) +
+           (1 - dy) * dx * pixel_or_zero(p, h, w, ix + 1, iy) + dy * dx * pixel_or_zero(p, h, w, ix + 1, iy + 1);
+}
+
+void dt_augment_crop(float *out, dt_shape os, const float *im, dt_shape is, const dt_augment *a, dt_rng *r) {
+    /* random_augment_image: the draws in Darknet's order. */
+    float aspect = random_scale(r, a->aspect);
+    int side = random_int(r, a->min_crop, a->max_crop);
+    int shorter = (float)is.h < (float)is.w * aspect ? is.h : (int)((float)is.w * aspect); /* an int there */
+    float s = (float)side / (float)shorter;
+    float rad = uniform(r, -a->angle, a->angle) * 6.2831853f / 360.0f;
+    /* Darknet computes both slacks against the output's width. */
+    float dx = ((float)is.w * s / aspect - (float)os.w) / 2.0f;
+    float dy = ((float)is.h * s - (float)os.w) / 2.0f;
+    dx = uniform(r, -dx, dx);
+    dy = uniform(r, -dy, dy);
+    /* rotate_crop_image: output (x, y) reads input (rx, ry). */
+    const float cs = cosf(rad), sn = sinf(rad), cx = (float)is.w / 2.0f, cy = (float)is.h / 2.0f;
+    const size_t iplane = (size_t)is.h * (size_t)is.w, oplane = (size_t)os.h * (size_t)os.w;
+    for (int c = 0; c < os.c; c++)
+        for (int y = 0; y < os.h; y++)
+            for (int x = 0; x < os.w; x++) {
+                float u = ((float)x - (float)os.w / 2.0f) / s * aspect + dx / s * aspect;
+                float v = ((float)y - (float)os.h / 2.0f) / s + dy / s;
+                float rx = cs * u - sn * v + cx, ry = sn * u + cs * v + cy;
+                out[(size_t)c * oplane + (size_t)y * (size_t)os.w + (size_t)x] =
+                    bilinear(im + (size_t)c * iplane, is.h, is.w, rx, ry);
+            }
+}
+
+static float max3(float a, float b, float c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+static float min3(float a, float b, float c) { return a < b ? (a < c ? a : c) : (b < c ? b : c); }
+
+void dt_augment_rgb_to_hsv(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float r = x[i], g = x[n + i], b = x[2 * n + i];
+        float mx = max3(r, g, b), delta = mx - min3(r, g, b), h = 0, s = 0;
+        /* Darknet divides by delta for a grey pixel too (0/0); its hue is 0 here. */
+        if (mx > 0 && delta > 0) {
+            s = delta / mx;
+            h = r == mx ? (g - b) / delta : g == mx ? 2 + (b - r) / delta : 4 + (r - g) / delta;
+            if (h < 0) h += 6;
+            h /= 6;
+        }
+        x[i] = h;
+        x[n + i] = s;
+        x[2 * n + i] = mx;
+    }
+}
+
+void dt_augment_hsv_to_rgb(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float h = 6 * x[i], s = x[n + i], v = x[2 * n + i], r = v, g = v, b = v;
+        if (s != 0) {
+            int sector = (int)floorf(h);
+            float f = h - (float)sector;
+            float p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
+            switch (sector) {
+            case 0: r = v, g = t, b = p; break;
+            case 1: r = q, g = v, b = p; break;
+            case 2: r = p, g = v, b = t; break;
+            case 3: r = p, g = q, b = v; break;
+            case 4: r = t, g = p, b = v; break;
+            default: r = v, g = p, b = q; break;
+            }
+        }
+        x[i] = r;
+        x[n + i] = g;
+        x[2 * n + i] = b;
+    }
+}
+
+static float clamp01(float v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
+
+void dt_augment_distort(float *x, int channels, size_t n, const dt_augment *a, dt_rng *r) {
+    /* random_distort_image's draws, then distort_image. */
+    float dhue = uniform(r, -a->hue, a->hue);
+    float dsat = random_scale(r, a->saturation);
+    float dexp = random_scale(r, a->exposure);
+    if (channels == 3) {
+        dt_augment_rgb_to_hsv(x, n);
+        for (size_t i = 0; i < n; i++) {
+            float h = x[i] + dhue;
+            x[i] = h > 1 ? h - 1 : h < 0 ? h + 1 : h;
+            x[n + i] *= dsat;
+            x[2 * n + i] *= dexp;
+        }
+        dt_augment_hsv_to_rgb(x, n);
+    } else {
+        for (size_t i = 0; i < (size_t)channels * n; i++) x[i] *= dexp;
+    }
+    for (size_t i = 0; i < (size_t)channels * n; i++) x[i] = clamp01(x[i]);
+}
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+size_t dt_augment_eval_floats(dt_shape os, dt_shape is) {
+    size_t m = (size_t)min_int(is.h, is.w);
+    return (size_t)is.c * m * (m + (size_t)os.w);
+}
+
+/* Darknet's resize_image: res (C, rs.h, rs.w) <- im (C, is.h, is.w), rows
+ * then columns, through part (C, is.h, rs.w); the last row/column maps to
+ * the last. */
+static void resize(float *res, dt_shape rs, const float *im, dt_shape is, float *part) {
+    const float ws = rs.w > 1 ? (float)(is.w - 1) / (float)(rs.w - 1) : 0;
+    const float hs = rs.h > 1 ? (float)(is.h - 1) / (float)(rs.h - 1) : 0;
+    for (int c = 0; c < is.c; c++)
+        for (int y = 0; y < is.h; y++) {
+            const float *row = im + ((size_t)c * (size_t)is.h + (size_t)y) * (size_t)is.w;
+            float *o = part + ((size_t)c * (size_t)is.h + (size_t)y) * (size_t)rs.w;
+            for (int x = 0; x < rs.w; x++) {
+                if (x == rs.w - 1 || is.w == 1) {
+                    o[x] = row[is.w - 1];
+                    continue;
+                }
+                float sx = (float)x * ws;
+                int ix = (int)sx;
+                float d = sx - (float)ix;
+                o[x] = (1 - d) * row[ix] + d * row[ix + 1];
+            }
+        }
+    for (int c = 0; c < is.c; c++)
+        for (int y = 0; y < rs.h; y++) {
+            float sy = (float)y * hs;
+            int iy = (int)sy;
+            float d = sy - (float)iy;
+            const float *p0 = part + ((size_t)c * (size_t)is.h + (size_t)iy) * (size_t)rs.w;
+            float *o = res + ((size_t)c * (size_t)rs.h + (size_t)y) * (size_t)rs.w;
+            int last = y == rs.h - 1 || is.h == 1;
+            for (int x = 0; x < rs.w; x++) o[x] = (1 - d) * p0[x] + (last ? 0.0f : d * p0[(size_t)rs.w + (size_t)x]);
+        }
+}
+
+void dt_augment_eval(float *out, dt_shape os, const float *im, dt_shape is, float *ws) {
+    /* center_crop_image: the centre square of side min(H, W), resized. */
+    const int m = min_int(is.h, is.w), x0 = (is.w - m) / 2, y0 = (is.h - m) / 2;
+    dt_shape sq = {is.c, m, m};
+    float *square = ws, *part = ws + (size_t)is.c * (size_t)m * (size_t)m;
+    for (int c = 0; c < is.c; c++)
+        for (int y = 0; y < m; y++)
+            memcpy(square + ((size_t)c * (size_t)m + (size_t)y) * (size_t)m,
+                   im + ((size_t)c * (size_t)is.h + (size_t)(y + y0)) * (size_t)is.w + (size_t)x0, sizeof(float) * (size_t)m);
+    resize(out, os, square, sq, part);
+}

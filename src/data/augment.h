@@ -1,0 +1,42 @@
+/* Darknet's classifier augmentation (its [net] keys min_crop, max_crop,
+ * angle, aspect, hue, saturation, exposure; see dt_augment in data.h), and
+ * its evaluation transform, on one sample at a time (not public API).
+ *
+ * Images are floats in [0, 1], (C, H, W), as Darknet holds them; the loader
+ * converts a sample's bytes into one and normalises the result. Every
+ * random draw comes from the caller's stream, so a sample's augmentation is
+ * a function of (seed, epoch, index) like the loader's own. */
+#ifndef DTRAIN_DATA_AUGMENT_H
+#define DTRAIN_DATA_AUGMENT_H
+
+#include "dtrain/data.h"
+#include "dtrain/rng.h"
+
+/* Darknet's random_augment_image: out (C, os.h, os.w) <- im (C, is.h, is.w)
+ * scaled so that its shorter side (after the aspect draw) is a random
+ * integer in [min_crop, max_crop], rotated by a random angle in
+ * [-angle, angle] degrees and shifted at random within the scaled image,
+ * sampled bilinearly (outside the image: 0). `a->crop` must be set. */
+void dt_augment_crop(float *out, dt_shape os, const float *im, dt_shape is, const dt_augment *a, dt_rng *r);
+
+/* Darknet's random_distort_image on x (C, n) in place: hue shifted by a
+ * random amount in [-hue, hue] (of the full circle), saturation and value
+ * (exposure) scaled by a random factor in [1, s] or its inverse, through
+ * HSV (C = 3); other channel counts scale every value by the exposure
+ * draw (a grey pixel has no hue or saturation); the result clamped to
+ * [0, 1]. */
+void dt_augment_distort(float *x, int channels, size_t n, const dt_augment *a, dt_rng *r);
+
+/* Darknet's classifier evaluation (center_crop_image): out (C, os.h, os.w)
+ * <- the centre square of side min(is.h, is.w) of im (C, is.h, is.w),
+ * resized bilinearly (Darknet's resize_image, corners to corners). ws:
+ * dt_augment_eval_floats floats. */
+void dt_augment_eval(float *out, dt_shape os, const float *im, dt_shape is, float *ws);
+size_t dt_augment_eval_floats(dt_shape os, dt_shape is);
+
+/* RGB <-> HSV in place on x (3, n), Darknet's formulas (hue in [0, 1); a
+ * grey pixel gets hue 0). Exposed for tests. */
+void dt_augment_rgb_to_hsv(float *x, size_t n);
+void dt_augment_hsv_to_rgb(float *x, size_t n);
+
+#endif

@@ -1,0 +1,247 @@
+/* Darknet's classifier augmentation (src/data/augment.c) and its use by the
+ * loader and the model file: HSV conversions on known colours, the colour
+ * distortion's invariants (hue shifts every pixel by one amount, exposure
+ * scales every value by one factor, both within their ranges), the crop's
+ * geometry read back from coordinate ramps (the identity at scale 1; a
+ * shift window for a smaller output; a rotation by an angle within range,
+ * stretched by the aspect), Darknet's evaluation resize and centre crop on
+ * ramps whose resized values are known exactly, and the loader making
+ * samples of another size than its images, identically on 1 and 3 threads.
+ * Formulas: pjreddie/darknet's src/image.c and src/utils.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/augment.h"
+#include "dtrain/data.h"
+#include "dtrain/model.h"
+#include "testutil.h"
+
+static void test_hsv(void) {
+    /* (3, n): red, green, blue, grey, black, an orange */
+    float x[3 * 6] = {1, 0, 0, 0.5f, 0, 1, 0, 1, 0, 0.5f, 0, 0.5f, 0, 0, 1, 0.5f, 0, 0};
+    const float want[3 * 6] = {0, 1.0f / 3, 2.0f / 3, 0, 0, 1.0f / 12, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0.5f, 0, 1};
+    float orig[3 * 6];
+    memcpy(orig, x, sizeof x);
+    dt_augment_rgb_to_hsv(x, 6);
+    CHECK_ALLCLOSE(x, want, 18, 1e-6, 0);
+    dt_augment_hsv_to_rgb(x, 6);
+    CHECK_ALLCLOSE(x, orig, 18, 1e-6, 0);
+    /* random colours round-trip */
+    dt_rng r = dt_rng_seed(7);
+    float y[3 * 100], y0[3 * 100];
+    for (int i = 0; i < 300; i++) y[i] = y0[i] = dt_rng_uniform(&r);
+    dt_augment_rgb_to_hsv(y, 100);
+    dt_augment_hsv_to_rgb(y, 100);
+    CHECK_ALLCLOSE(y, y0, 300, 2e-6, 0);
+}
+
+static void test_distort(void) {
+    enum { N = 64 };
+    dt_rng r = dt_rng_seed(3);
+    float x[3 * N], x0[3 * N], h0[3 * N], h1[3 * N];
+    for (int i = 0; i < 3 * N; i++) x[i] = x0[i] = 0.1f + 0.8f * dt_rng_uniform(&r);
+    /* hue only: saturation and value unchanged, hue moved by one d in [-0.2, 0.2] */
+    dt_augment a = {.aspect = 1, .hue = 0.2f, .saturation = 1, .exposure = 1};
+    dt_rng d = dt_rng_seed(11);
+    dt_augment_distort(x, 3, N, &a, &d);
+    memcpy(h0, x0, sizeof h0);
+    memcpy(h1, x, sizeof h1);
+    dt_augment_rgb_to_hsv(h0, N);
+    dt_augment_rgb_to_hsv(h1, N);
+    CHECK_ALLCLOSE(h1 + N, h0 + N, 2 * N, 2e-5, 0);
+    float shift = remainderf(h1[0] - h0[0], 1.0f);
+    CHECK(fabsf(shift) <= 0.2f + 1e-6f && fabsf(shift) > 0);
+    for (int i = 0; i < N; i++) CHECK_CLOSE(remainderf(h1[i] - h0[i] - shift, 1.0f), 0, 2e-5, 0);
+    /* exposure only, on grey values: every value times one f in [1/1.5, 1.5], clamped */
+    float g[N], g0[N];
+    for (int i = 0; i < N; i++) g[i] = g0[i] = 0.6f * (float)i / N;
+    dt_augment e = {.aspect = 1, .saturation = 1, .exposure = 1.5f};
+    int seen_up = 0, seen_down = 0;
+    for (uint64_t seed = 0; seed < 16; seed++) {
+        memcpy(g, g0, sizeof g);
+        d = dt_rng_seed(seed);
+        dt_augment_distort(g, 1, N, &e, &d);
+        float f = g[N - 1] / g0[N - 1];
+        CHECK(f >= 1 / 1.5f - 1e-6f && f <= 1.5f + 1e-6f);
+        seen_up |= f > 1, seen_down |= f < 1;
+        for (int i = 0; i < N; i++) CHECK_CLOSE(g[i], fminf(g0[i] * f, 1.0f), 1e-6, 0);
+    }
+    CHECK(seen_up && seen_down); /* rand_scale: the factor or its inverse */
+}
+
+/* Channel 0 holds x + 1, channel 1 y + 1 of an (h, w) image (0 stays "outside"). */
+static void ramps(float *im, int h, int w) {
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            im[y * w + x] = (float)x + 1;
+            im[h * w + y * w + x] = (float)y + 1;
+        }
+}
+
+static void test_crop(void) {
+    enum { S = 32, O = 28 };
+    float im[2 * S * S], out[2 * S * S];
+    ramps(im, S, S);
+    dt_shape is = {2, S, S};
+    /* scale 1, no slack, no rotation: the identity */
+    dt_augment a = {.crop = 1, .min_crop = S, .max_crop = S, .aspect = 1, .saturation = 1, .exposure = 1};
+    dt_rng r = dt_rng_seed(1);
+    dt_augment_crop(out, is, im, is, &a, &r);
+    CHECK(memcmp(out, im, sizeof im) == 0);
+    /* a 28 x 28 window of the 32 x 32 image: x + 2 + dx, dx in [-2, 2] */
+    dt_shape os = {2, O, O};
+    for (uint64_t seed = 0; seed < 8; seed++) {
+        r = dt_rng_seed(seed);
+        dt_augment_crop(out, os, im, is, &a, &r);
+        float ox = out[0] - 1, oy = out[O * O] - 1; /* where output (0, 0) reads */
+        CHECK(ox >= 0 - 1e-4f && ox <= 4 + 1e-4f && oy >= -1e-4f && oy <= 4 + 1e-4f);
+        for (int y = 0; y < O; y++)
+            for (int x = 0; x < O; x++) {
+                CHECK_CLOSE(out[y * O + x], ox + 1 + (float)x, 1e-4, 0);
+                CHECK_CLOSE(out[O * O + y * O + x], oy + 1 + (float)y, 1e-4, 0);
+            }
+    }
+    /* rotation and stretch: one step right in the output moves (aspect/s)
+     * (cos, sin) in the image, one step down (1/s) (-sin, cos), with
+     * |angle| <= 30 degrees. Read near the centre, inside the image. */
+    dt_augment rot = a;
+    rot.angle = 30;
+    rot.aspect = 1.25f;
+    for (uint64_t seed = 0; seed < 8; seed++) {
+        r = dt_rng_seed(seed);
+        dt_augment_crop(out, is, im, is, &rot, &r);
+        int c = S / 2 * S + S / 2;
+        float ux = out[c + 1] - out[c], uy = out[S * S + c + 1] - out[S * S + c];
+        float vx = out[c + S] - out[c], vy = out[S * S + c + S] - out[S * S + c];
+        float stretch = hypotf(ux, uy), rad = atan2f(uy, ux);
+        CHECK(fabsf(rad) <= 30 * 3.14159265f / 180 + 1e-4f);
+        /* the stretch is 1.25 or 1/1.25 over s, with s = S / shorter side */
+        /* aspect drawn in [1, 1.25] or its inverse; s = 32 / the shorter side
+         * (truncated to an int, as Darknet's) */
+        float s = 1 / hypotf(vx, vy), aspect = stretch * s;
+        CHECK(aspect >= 0.8f - 1e-3f && aspect <= 1.25f + 1e-3f);
+        int lo = aspect >= 1 ? S : (int)(S * (aspect - 1e-4f)), hi = aspect >= 1 ? S : (int)(S * (aspect + 1e-4f));
+        CHECK(fabsf(s - (float)S / (float)lo) < 1e-4f || fabsf(s - (float)S / (float)hi) < 1e-4f);
+        CHECK_CLOSE(vx, -sinf(rad) * hypotf(vx, vy), 1e-3, 0);
+        CHECK_CLOSE(vy, cosf(rad) * hypotf(vx, vy), 1e-3, 0);
+    }
+}
+
+/* Darknet's evaluation: the centre square (rows 4..35 of a 40 x 32
+ * image), resized to 28 x 28 corners to corners: output column c reads
+ * column c * 31 / 27, so on ramps (linear in x and y) the value is exact. */
+static void test_eval(void) {
+    enum { H = 40, W = 32, O = 28 };
+    float im[H * W];
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) im[y * W + x] = (float)x / (W - 1) + (float)y / (H - 1);
+    dt_shape is = {1, H, W}, os = {1, O, O};
+    float *ws = malloc(sizeof(float) * dt_augment_eval_floats(os, is)), out[O * O];
+    if (!ws) return;
+    dt_augment_eval(out, os, im, is, ws);
+    for (int y = 0; y < O; y++)
+        for (int x = 0; x < O; x++)
+            CHECK_CLOSE(out[y * O + x], (float)x / 27 + (4 + (float)y * 31 / 27) / 39, 3e-6, 0);
+    free(ws);
+    /* the same size: the image itself */
+    dt_shape same = {1, O, O};
+    float sq[O * O], out2[O * O];
+    ws = malloc(sizeof(float) * dt_augment_eval_floats(same, same));
+    if (!ws) return;
+    for (int i = 0; i < O * O; i++) sq[i] = (float)i;
+    dt_augment_eval(out2, same, sq, same, ws);
+    CHECK(memcmp(sq, out2, sizeof sq) == 0);
+    free(ws);
+}
+
+/* The loader makes 3 x 28 x 28 samples from 3 x 32 x 32 images, normalised,
+ * the same on 1 and 3 threads, evaluation by the resize + centre crop. */
+static void test_loader(void) {
+    dt_dataset *ds;
+    CHECK_OK(dt_dataset_synthetic(&ds, (dt_shape){3, 32, 32}, 10, 64, 5));
+    if (!ds) return;
+    ds->mean[0] = 0.5f, ds->std[0] = 0.25f;
+    dt_augment a = {.crop = 1, .min_crop = 32, .max_crop = 40, .angle = 7, .aspect = 0.75f, .hue = 0.1f,
+                    .saturation = 0.75f, .exposure = 0.75f};
+    const float *x1, *x3;
+    const uint8_t *y;
+    int n;
+    float *keep = malloc(sizeof(float) * 16 * 3 * 28 * 28);
+    for (int threads = 1; threads <= 3 && keep; threads += 2) {
+        dt_loader *ld;
+        dt_loader_cfg cfg = {.batch = 16, .world = 1, .seed = 9, .shuffle = 1, .flip = 1, .augment = &a,
+                             .out = {3, 28, 28}, .threads = threads};
+        CHECK_OK(dt_loader_create(&ld, ds, &cfg));
+        if (!ld) break;
+        CHECK_OK(dt_loader_next(ld, threads == 1 ? &x1 : &x3, &y, &n));
+        CHECK(n == 16);
+        if (threads == 1) {
+            memcpy(keep, x1, sizeof(float) * 16 * 3 * 28 * 28);
+            /* channel 0 normalised from [0, 1]: within [-2, 2] */
+            for (int i = 0; i < 28 * 28; i++) CHECK(x1[i] >= -2.0f - 1e-6f && x1[i] <= 2.0f + 1e-6f);
+        } else {
+            CHECK(memcmp(keep, x3, sizeof(float) * 16 * 3 * 28 * 28) == 0);
+        }
+        dt_loader_free(ld);
+    }
+    free(keep);
+    /* evaluation: Darknet's transform of sample 0 */
+    dt_loader *ev;
+    dt_loader_cfg ecfg = {.batch = 4, .world = 1, .out = {3, 28, 28}};
+    CHECK_OK(dt_loader_create(&ev, ds, &ecfg));
+    if (ev) {
+        CHECK_OK(dt_loader_next(ev, &x1, &y, &n));
+        float im[3 * 32 * 32], ws[3 * 32 * (32 + 28)], want[3 * 28 * 28];
+        for (int i = 0; i < 3 * 32 * 32; i++) im[i] = (float)ds->images[i] / 255.0f;
+        CHECK(dt_augment_eval_floats((dt_shape){3, 28, 28}, ds->shape) <= sizeof ws / sizeof *ws);
+        dt_augment_eval(want, (dt_shape){3, 28, 28}, im, ds->shape, ws);
+        for (int i = 0; i < 3 * 28 * 28; i++) want[i] = (want[i] - ds->mean[i / 784]) / ds->std[i / 784];
+        CHECK_ALLCLOSE(x1, want, 3 * 28 * 28, 1e-6, 0);
+        dt_loader_free(ev);
+    }
+    /* training at another size without Darknet's crop is refused */
+    dt_loader *bad = NULL;
+    dt_loader_cfg bcfg = {.batch = 4, .world = 1, .shuffle = 1, .out = {3, 28, 28}};
+    CHECK(dt_loader_create(&bad, ds, &bcfg) == DT_ERR_USAGE && !bad);
+    dt_dataset_free(ds);
+}
+
+/* Darknet's cfg/cifar.cfg [net] keys: the crop on (min = max = 32 for a
+ * 28 x 28 net), the colour keys as written; a crop key alone takes
+ * Darknet's defaults; crop_pad with a crop is an error. */
+static void test_model_keys(void) {
+    dt_model_spec *m = malloc(sizeof *m);
+    if (!m) return;
+    const char *cifar = "[net]\nbatch=128\nsubdivisions=1\nheight=28\nwidth=28\nchannels=3\nmax_crop=32\nmin_crop=32\n"
+                        "hue=.1\nsaturation=.75\nexposure=.75\n[connected]\noutput=10\n[softmax]\n";
+    CHECK_OK(dt_model_parse_string(m, cifar, "cifar.cfg"));
+    CHECK(m->augment.crop == 1 && m->augment.min_crop == 32 && m->augment.max_crop == 32);
+    CHECK(m->augment.angle == 0 && m->augment.aspect == 1);
+    CHECK(m->augment.hue == 0.1f && m->augment.saturation == 0.75f && m->augment.exposure == 0.75f);
+    CHECK(m->flip == 1); /* Darknet's classifier flips every image at random */
+    CHECK_OK(dt_model_parse_string(m, "[net]\nheight=224\nwidth=224\nchannels=3\nangle=7\n[connected]\noutput=2\n"
+                                      "[softmax]\n", "d.cfg"));
+    CHECK(m->augment.crop && m->augment.min_crop == 224 && m->augment.max_crop == 448);
+    CHECK_OK(dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\n[connected]\noutput=2\n[softmax]\n", "p.cfg"));
+    CHECK(!m->augment.crop && m->augment.aspect == 1 && m->augment.saturation == 1 && m->augment.exposure == 1);
+    CHECK(m->flip == 0);
+    CHECK_OK(dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nexposure=1.5\nflip=0\n[connected]\n"
+                                      "output=2\n[softmax]\n", "f.cfg"));
+    CHECK(m->flip == 0 && !m->augment.crop && m->augment.exposure == 1.5f);
+    dt_status st = dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\ncrop_pad=4\nmin_crop=28\n"
+                                            "[connected]\noutput=2\n[softmax]\n", "two.cfg");
+    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "two.cfg:5: crop_pad= with Darknet's crop"));
+    free(m);
+}
+
+int main(void) {
+    test_hsv();
+    test_distort();
+    test_crop();
+    test_eval();
+    test_loader();
+    test_model_keys();
+    return dt_test_finish("test_augment");
+}
