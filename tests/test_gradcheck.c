@@ -118,6 +118,53 @@ static void dropout_check(void) {
     tl_free(&t);
 }
 
+static void crop_check(int flip, int noadjust) {
+    test_layer t;
+    dt_layer_spec s = tl_spec(DT_LAYER_CROP);
+    s.crop_h = 3, s.crop_w = 4, s.crop_flip = flip, s.crop_noadjust = noadjust;
+    if (!CHECK_OK(tl_create(&t, s, (dt_shape){2, 5, 7}, 3, 17))) return;
+    t.l.step = 4; /* the same windows in every forward of the check */
+    gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, flip ? "crop flip" : "crop");
+    tl_free(&t);
+}
+
+/* [crop] by hand: evaluation is the centre window of 2 x - 1; training
+ * windows lie inside the image, differ between images and steps, and with
+ * flip=1 some are mirrored. */
+static void crop_numbers(void) {
+    test_layer t;
+    dt_layer_spec s = tl_spec(DT_LAYER_CROP);
+    s.crop_h = 4, s.crop_w = 4, s.crop_flip = 1;
+    enum { B = 16, H = 9, W = 10 };
+    if (!CHECK_OK(tl_create(&t, s, (dt_shape){1, H, W}, B, 5))) return;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < H * W; i++) t.in[b * H * W + i] = (float)(i + 1); /* value = 1 + y W + x */
+    t.l.ops->forward(&t.l, t.out, t.in, B, 0, t.ws);
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 4; x++) CHECK(t.out[y * 4 + x] == 2 * (float)(1 + (y + 2) * W + (x + 3)) - 1);
+    int mirrored = 0, offsets[H * W] = {0};
+    for (int step = 0; step < 4; step++) {
+        t.l.step = (uint64_t)step;
+        t.l.ops->forward(&t.l, t.out, t.in, B, 1, t.ws);
+        for (int b = 0; b < B; b++) {
+            const float *o = t.out + b * 16;
+            int at = (int)((o[0] + 1) / 2) - 1, y0 = at / W, x0 = at % W; /* where the first output reads */
+            int flip = o[1] < o[0];
+            if (flip) x0 -= 3;
+            mirrored += flip;
+            CHECK(y0 >= 0 && y0 <= H - 4 && x0 >= 0 && x0 <= W - 4);
+            for (int y = 0; y < 4; y++)
+                for (int x = 0; x < 4; x++)
+                    CHECK(o[y * 4 + x] == 2 * (float)(1 + (y0 + y) * W + x0 + (flip ? 3 - x : x)) - 1);
+            offsets[y0 * W + x0]++;
+        }
+    }
+    int distinct = 0;
+    for (int i = 0; i < H * W; i++) distinct += offsets[i] > 0;
+    CHECK(mirrored > 8 && mirrored < 56 && distinct > 10); /* 64 draws of 42 windows, half mirrored */
+    tl_free(&t);
+}
+
 static void lrn_check(int C, int size) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_LRN);
@@ -345,8 +392,10 @@ int main(void) {
     pool_check(DT_LAYER_AVGPOOL, 3, 2, 1, 0, (dt_shape){2, 7, 6}, 2);
     pool_check(DT_LAYER_AVGPOOL, 2, 1, 1, 0, (dt_shape){3, 4, 5}, 2);
     dense_check();
-    for (int a = DT_ACT_LINEAR; a <= DT_ACT_SIGMOID; a++) act_check((dt_activation)a);
+    for (int a = DT_ACT_LINEAR; a < DT_ACT_COUNT; a++) act_check((dt_activation)a);
     dropout_check();
+    crop_check(0, 0);
+    crop_check(1, 1);
     lrn_check(7, 5);
     lrn_check(4, 3);
     batchnorm_check((dt_shape){4, 3, 3}, 3);
@@ -354,6 +403,7 @@ int main(void) {
     softmax_xent_check();
     batchnorm_numbers();
     dropout_numbers();
+    crop_numbers();
     net_check();
     return dt_test_finish("test_gradcheck");
 }

@@ -280,6 +280,8 @@ static const bad_case bad_cases[] = {
     /* found by fuzz_model: accepted, then refused without a line by the net */
     {NET4 "\n[softmax]\n", 6, "[softmax] needs a layer before it"},
     {NET4 "[foo]\n[softmax]\n", 5, "unknown section [foo] (valid: net, convolutional"},
+    {NET4 "[crop]\ncrop_height=24\ncrop_width=24\nsaturation=1.5\n[softmax]\n", 8,
+     "[crop] saturation=1.5: only Darknet's GPU crop applies it"},
     {NET4 "[Net]\n", 5, "unknown section [Net]"},
     {"[net\n", 1, "malformed section header"},
     {"[net]x\n", 1, "malformed section header"},
@@ -443,14 +445,14 @@ static void test_layer_limit(dt_model_spec *m) {
 
     int line = 5 + DT_MAX_LAYERS; /* the softmax would be layer 257 */
     s = many_layers(DT_MAX_LAYERS, "[softmax]\n");
-    expect_error(m, s, line, "more than 256 layers", -1);
+    expect_error(m, s, line, "more than 1024 layers", -1);
     free(s);
 
     /* conv + batch norm + relu from one section overflows too */
     s = many_layers(DT_MAX_LAYERS - 2,
                     "[convolutional]\nfilters=1\nsize=1\nbatch_normalize=1\nactivation=relu\n"
                     "[softmax]\n");
-    expect_error(m, s, 5 + DT_MAX_LAYERS - 2, "more than 256 layers", -2);
+    expect_error(m, s, 5 + DT_MAX_LAYERS - 2, "more than 1024 layers", -2);
     free(s);
 }
 

@@ -43,7 +43,9 @@ typedef enum {
     DT_ACT_RELU,
     DT_ACT_LEAKY,  /* max(x, slope*x), slope from spec.leaky_slope (default 0.1) */
     DT_ACT_TANH,
-    DT_ACT_SIGMOID
+    DT_ACT_SIGMOID,
+    DT_ACT_RAMP,   /* Darknet's: x > 0 ? 1.1 x : 0.1 x */
+    DT_ACT_COUNT
 } dt_activation;
 
 /* The layer kinds, X(ENUM, name): kind DT_LAYER_<ENUM>, whose ops are
@@ -60,7 +62,8 @@ typedef enum {
     X(BATCHNORM, batchnorm) /* [batchnorm] (also split off batch_normalize=1) */                 \
     X(SOFTMAX, softmax)     /* [softmax], must be last; trained with cross-entropy */            \
     X(SHORTCUT, shortcut)   /* [shortcut] previous layer's output + an earlier one's (Darknet) */ \
-    X(ROUTE, route)         /* [route] earlier layers' outputs concatenated along channels */
+    X(ROUTE, route)         /* [route] earlier layers' outputs concatenated along channels */    \
+    X(CROP, crop)           /* [crop] Darknet's random crop (centre crop in evaluation) */
 
 typedef enum {
 #define DT_LAYER_KIND_ENUM(e, name) DT_LAYER_##e,
@@ -138,6 +141,9 @@ typedef struct {
     float lrn_alpha, lrn_beta, lrn_k; /* lrn: b = a / (k + alpha/size * sum a^2)^beta (PyTorch) */
     float bn_momentum;    /* batchnorm: running = (1-m)*running + m*batch (PyTorch, 0.1) */
     float bn_eps;         /* batchnorm: 1e-5 */
+    int crop_h, crop_w;   /* crop: output height and width */
+    int crop_flip;        /* crop: 1: mirror half of the training images */
+    int crop_noadjust;    /* crop: 0: outputs 2 x - 1 (Darknet's [0, 1] -> [-1, 1]); 1: x */
     int line;             /* line of the section in the model file, for errors */
 } dt_layer_spec;
 

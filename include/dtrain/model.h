@@ -28,7 +28,7 @@
 #include "dtrain/optim.h"
 #include "dtrain/status.h"
 
-#define DT_MAX_LAYERS 256
+#define DT_MAX_LAYERS 1024
 
 typedef struct {
     char path[512];         /* file the spec came from (for messages) */

@@ -133,6 +133,16 @@ static void emit_act(export_ctx *x, int i, const tensor *in) {
                                       [DT_ACT_LEAKY] = "LeakyRelu", [DT_ACT_TANH] = "Tanh",
                                       [DT_ACT_SIGMOID] = "Sigmoid"};
     const char *out = out_name(x, i);
+    if (l->spec.act == DT_ACT_RAMP) {
+        /* 1.1 LeakyRelu(x, 1/11): 1.1 x above 0, 0.1 x below */
+        const char *leaky = dt_onnx_name(x->m, "l%d_leaky", i), *k = dt_onnx_name(x->m, "l%d_gain", i);
+        dt_onnx_attr_float(x->m, dt_onnx_node(x->m, "LeakyRelu", &in[0].name, 1, leaky), "alpha", 1.0f / 11.0f);
+        int64_t one = 1;
+        dt_onnx_init_fill(x->m, k, &one, 1, 1.1f);
+        dt_onnx_node(x->m, "Mul", (const char *[]){leaky, k}, 2, out);
+        set_out(x, i, out, in[0].rank);
+        return;
+    }
     void *n = dt_onnx_node(x->m, ops[l->spec.act], &in[0].name, 1, out);
     if (l->spec.act == DT_ACT_LEAKY) dt_onnx_attr_float(x->m, n, "alpha", l->spec.leaky_slope);
     set_out(x, i, out, in[0].rank);

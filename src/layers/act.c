@@ -1,5 +1,6 @@
 /* [activation]: elementwise linear, relu, leaky (max(x, slope*x) for slope
- * in [0, 1], i.e. x > 0 ? x : slope*x), tanh, sigmoid. Shapes unchanged.
+ * in [0, 1], i.e. x > 0 ? x : slope*x), tanh, sigmoid, ramp (Darknet's
+ * x (x > 0) + 0.1 x, gradient (x > 0) + 0.1). Shapes unchanged.
  * Each kind has its own loop, so no function pointer or branch on the kind
  * per element. Backward uses the input for relu/leaky (like PyTorch) and
  * the output for tanh (1 - y^2) and sigmoid (y (1 - y)). Every loop runs on
@@ -10,7 +11,7 @@
 #include "layers/layer_keys.h"
 
 static dt_status act_setup(dt_layer *l) {
-    if ((int)l->spec.act < DT_ACT_LINEAR || l->spec.act > DT_ACT_SIGMOID)
+    if ((int)l->spec.act < DT_ACT_LINEAR || l->spec.act >= DT_ACT_COUNT)
         return dt_layer_config_error(l, "unknown activation %d", (int)l->spec.act);
     if (l->spec.act == DT_ACT_LEAKY && !(isfinite(l->spec.leaky_slope)))
         return dt_layer_config_error(l, "leaky slope must be finite");
@@ -42,6 +43,11 @@ static void act_forward(dt_layer *l, float *out, const float *in, int batch, int
 #pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-in[i]));
         break;
+    case DT_ACT_RAMP:
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+        for (size_t i = 0; i < n; i++) out[i] = (in[i] > 0 ? in[i] : 0.0f) + 0.1f * in[i];
+        break;
+    case DT_ACT_COUNT: break;
     }
 }
 
@@ -72,6 +78,11 @@ static void act_backward(dt_layer *l, float *din, const float *dout, const float
 #pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) din[i] = dout[i] * out[i] * (1.0f - out[i]);
         break;
+    case DT_ACT_RAMP:
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+        for (size_t i = 0; i < n; i++) din[i] = dout[i] * ((in[i] > 0 ? 1.0f : 0.0f) + 0.1f);
+        break;
+    case DT_ACT_COUNT: break;
     }
 }
 

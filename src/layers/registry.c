@@ -35,8 +35,8 @@ dt_precision dt_layer_precision(const dt_layer *l, dt_precision p) {
 }
 
 /* Indexed by dt_activation. */
-static const char *const act_names[] = {"linear", "relu", "leaky", "tanh", "sigmoid"};
-#define ACT_COUNT (int)(sizeof act_names / sizeof act_names[0])
+static const char *const act_names[DT_ACT_COUNT] = {"linear", "relu", "leaky", "tanh", "sigmoid", "ramp"};
+#define ACT_COUNT DT_ACT_COUNT
 
 const dt_layer_ops *dt_layer_ops_of(dt_layer_kind kind) {
     if ((int)kind < 0 || kind >= DT_LAYER_KIND_COUNT) return NULL;
