@@ -14,7 +14,10 @@
  * - Trainable parameters `w`, `b` and their gradients `dw`, `db` are views
  *   into the net's flat parameter/gradient blocks. backward() OVERWRITES
  *   dw/db with the gradient of the batch loss (the loss gradient it receives
- *   is already divided by the batch size, so no layer divides by B).
+ *   is already divided by the batch size, so no layer divides by B). dw is
+ *   NULL, for kinds with ops->optional_wgrad, when the net's owner computes
+ *   the weight gradient itself (dt_net_leave_weight_grad: SFB rebuilds it
+ *   from sufficient factors); backward then skips that product.
  * - `din` may be NULL: the first layer skips its input gradient.
  * - Non-trainable state (batch-norm running statistics) lives in `state`, a
  *   view into the net's flat buffer block, checkpointed with the parameters.
@@ -171,8 +174,6 @@ typedef struct dt_layer {
     dt_layout in_layout;   /* of every input (FOLLOW kinds' inputs share one), set by the net
                               at create; NCHW unless ops->layouts allows another */
     dt_layout out_layout;  /* of the output (and of its gradient), likewise */
-    int skip_wgrad;        /* dense: backward leaves dw alone; a sync strategy rebuilds it
-                              from sufficient factors (dt_dist SFB) */
     void *impl;            /* kind-private state kept between calls (conv: oneDNN primitives),
                               NULL until forward/backward creates it; freed by ops->destroy */
 } dt_layer;
@@ -222,6 +223,8 @@ typedef struct dt_layer_ops {
      * that is the only reader of the output runs inside this layer's passes
      * (saving a read and a write of the activation and of its gradient). */
     int fuses_relu;
+    /* 1: backward accepts dw NULL (see the conventions above). */
+    int optional_wgrad;
     /* Which layouts the layer handles (NULL: DT_LAYOUTS_NCHW). Gradients
      * travel in their activation's layout. */
     dt_layout_rule (*layouts)(const dt_layer *l);

@@ -61,6 +61,7 @@ typedef struct dt_net {
     float **gbuf;           /* (ngbuf) views, each (max_batch, max activation) */
     int ngbuf;
     dt_grad_route *groute;  /* (nlayers) */
+    unsigned char *caller_wgrad; /* (nlayers) 1: layer i's dw is NULL (dt_net_leave_weight_grad) */
     float *ws;              /* shared scratch (nws floats) */
     size_t nws;
     size_t bytes;           /* dt_net_bytes */
@@ -95,6 +96,12 @@ void dt_net_free(dt_net *net);
  * (spec->precision at create). Parameters are fp32 in either, so a net
  * switches freely. Errors: dt_precision_check's (the net is unchanged). */
 dt_status dt_net_set_precision(dt_net *net, dt_precision p);
+
+/* From now on layer i's backward leaves its weight gradient (at grads +
+ * param_offset[i], nw floats) to the caller, who writes it after the
+ * backward (SFB rebuilds it from sufficient factors); its other gradients
+ * stay the layer's. DT_ERR_USAGE for kinds that always compute it. */
+dt_status dt_net_leave_weight_grad(dt_net *net, int i);
 
 /* The output of layer `from` (-1: the data x) in the last forward, in that
  * layer's out_layout. */

@@ -26,7 +26,7 @@ dt_status dt_sfb_create(dt_sfb *f, dt_net *net, const dt_comm_plan *plan, int P)
         DT_TRY(dt_alloc_floats(&x->v, kv, "sufficient factors"));
         DT_TRY(dt_alloc_floats(&x->all_u, all_u, "sufficient factors"));
         DT_TRY(dt_alloc_floats(&x->all_v, all_v, "sufficient factors"));
-        l->skip_wgrad = 1;
+        DT_TRY(dt_net_leave_weight_grad(net, i));
         f->index[i] = f->n++;
     }
     return DT_OK;
@@ -66,7 +66,8 @@ void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net, float scale) {
     const dt_sfb_layer *x = &f->layers[f->index[layer]];
     dt_layer *l = &net->layers[layer];
     int rows = f->P * f->K;
-    dt_sgemm('T', 'N', x->M, x->N, rows, scale, x->all_u, x->M, x->all_v, x->N, 0.0f, l->dw, x->N);
+    float *dw = net->grads + net->param_offset[layer]; /* (M, N); the layer's own dw is NULL */
+    dt_sgemm('T', 'N', x->M, x->N, rows, scale, x->all_u, x->M, x->all_v, x->N, 0.0f, dw, x->N);
     /* The bias gradient is the sum of the u factors; a layer without a bias
      * (batch_normalize=1: nb 0) has none, and its db is the next layer's. */
     int nb = (int)l->nb;

@@ -10,7 +10,7 @@
  *   rebuild  dw = all_u^T all_v (one GEMM) and db = column sums of all_u:
  *            the sum over workers of their local gradients, exactly what an
  *            allreduce of dw, db would give (up to float summation order).
- * The layer's own backward skips its dw GEMM (skip_wgrad). */
+ * The layer's own backward skips its dw GEMM (dt_net_leave_weight_grad). */
 #ifndef DTRAIN_DIST_SFB_H
 #define DTRAIN_DIST_SFB_H
 
@@ -28,7 +28,8 @@ typedef struct {
     int *index;            /* (nlayers) position in layers, -1 for other layers */
 } dt_sfb;
 
-/* Buffers for plan's SFB layers of net (sets their skip_wgrad). */
+/* Buffers for plan's SFB layers of net, whose weight gradients the net then
+ * leaves to dt_sfb_rebuild (dt_net_leave_weight_grad). */
 dt_status dt_sfb_create(dt_sfb *f, dt_net *net, const dt_comm_plan *plan, int P);
 void dt_sfb_free(dt_sfb *f);
 /* Copies layer's factors from the net's backward (call inside grad_ready). */

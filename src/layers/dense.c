@@ -98,14 +98,14 @@ static void dense_forward(dt_layer *l, float *out, const float *in, int batch, i
     dt_sgemm('N', 'T', batch, no, ni, 1.0f, in, ni, l->w, ni, 1.0f, out, no);
 }
 
-/* din (B, I) (may be NULL), dw (O, I) (unless skip_wgrad), db (O) <- dout (B, O). */
+/* din (B, I) (may be NULL), dw (O, I) (may be NULL), db (O) <- dout (B, O). */
 static void dense_backward(dt_layer *l, float *din, const float *dout, const float *in,
                            const float *out, int batch, float *ws) {
     (void)out, (void)ws;
     int ni = (int)dt_shape_size(l->in), no = l->out.c;
-    /* oneDNN's backward-weights writes dw and db together; under skip_wgrad
-     * only din is taken from it. */
-    int weights = !l->skip_wgrad;
+    /* oneDNN's backward-weights writes dw and db together; without dw only
+     * din is taken from it. */
+    int weights = l->dw != NULL;
     if (runs_in_dnnl(l, batch) &&
         dt_dnnl_backward(l, &dense_dnnl, din, dout, in, batch, weights) == DT_OK) {
         if (weights) return;
@@ -115,10 +115,10 @@ static void dense_backward(dt_layer *l, float *din, const float *dout, const flo
     for (int b = 0; b < batch; b++)
         for (int o = 0; o < (int)l->nb; o++) l->db[o] += dout[(size_t)b * no + o];
     if (batch == 0) {
-        memset(l->dw, 0, sizeof(float) * l->nw);
+        if (weights) memset(l->dw, 0, sizeof(float) * l->nw);
         return;
     }
-    if (!l->skip_wgrad)
+    if (weights)
         dt_sgemm('T', 'N', no, ni, batch, 1.0f, dout, no, in, ni, 0.0f, l->dw, ni);
     if (din)
         dt_sgemm('N', 'N', batch, ni, no, 1.0f, dout, no, l->w,
@@ -181,4 +181,5 @@ const dt_layer_ops dt_dense_ops = {
     .backward_ref = dense_backward_ref,
     .flops = dense_flops,
     .destroy = dt_dnnl_destroy,
+    .optional_wgrad = 1,
 };

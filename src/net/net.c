@@ -282,8 +282,8 @@ static void bind_views(dt_net *net) {
         dt_layer *l = &net->layers[i];
         l->w = net->params + net->param_offset[i];
         l->b = l->w + l->nw;
-        l->dw = net->grads + net->param_offset[i];
-        l->db = l->dw + l->nw;
+        l->dw = net->caller_wgrad[i] ? NULL : net->grads + net->param_offset[i];
+        l->db = net->grads + net->param_offset[i] + l->nw;
     }
 }
 
@@ -328,6 +328,15 @@ static dt_status allocate(dt_net *net, const net_sizes *sz) {
     return DT_OK;
 }
 
+dt_status dt_net_leave_weight_grad(dt_net *net, int i) {
+    const dt_layer *l = &net->layers[i];
+    if (!l->ops->optional_wgrad)
+        return dt_fail(DT_ERR_USAGE, "layer %d ([%s]) always computes its weight gradient", i, l->ops->name);
+    net->caller_wgrad[i] = 1;
+    bind_views(net);
+    return DT_OK;
+}
+
 void dt_net_bind_grads(dt_net *net, float *grads) {
     dt_free(net->own_grads);
     net->own_grads = NULL;
@@ -359,6 +368,7 @@ static dt_status plan(dt_net **out, const dt_model_spec *spec, int max_batch, ne
     if (s == DT_OK)
         s = dt_alloc_bytes((void **)&net->groute, sizeof(dt_grad_route) * (size_t)spec->nlayers + 1,
                            "layers");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&net->caller_wgrad, (size_t)spec->nlayers + 1, "layers");
     if (s == DT_OK) s = setup_layers(net, spec, sz);
     if (s != DT_OK) {
         dt_net_free(net);
@@ -436,6 +446,7 @@ void dt_net_free(dt_net *net) {
     dt_free(net->layers);
     dt_free(net->param_offset);
     dt_free(net->groute);
+    dt_free(net->caller_wgrad);
     dt_free(net);
 }
 
