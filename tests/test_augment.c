@@ -145,6 +145,18 @@ static void test_eval(void) {
         for (int x = 0; x < O; x++)
             CHECK_CLOSE(out[y * O + x], (float)x / 27 + (4 + (float)y * 31 / 27) / 39, 3e-6, 0);
     free(ws);
+    /* 256 -> 224 (ImageNet's sizes): the last row is the last input row (on
+     * a ramp in y: 1), not Darknet's float-rounded (1 - dy) ~ 0 weight */
+    enum { L = 256, M = 224 };
+    float *big = malloc(sizeof(float) * L * L), *small = malloc(sizeof(float) * M * M);
+    ws = malloc(sizeof(float) * dt_augment_eval_floats((dt_shape){1, M, M}, (dt_shape){1, L, L}));
+    if (big && small && ws) {
+        for (int y = 0; y < L; y++)
+            for (int x = 0; x < L; x++) big[y * L + x] = (float)y / (L - 1);
+        dt_augment_eval(small, (dt_shape){1, M, M}, big, (dt_shape){1, L, L}, ws);
+        for (int y = 0; y < M; y++) CHECK_CLOSE(small[y * M + M / 2], (float)y / (M - 1), 2e-5, 0);
+    }
+    free(big), free(small), free(ws);
     /* the same size: the image itself */
     dt_shape same = {1, O, O};
     float sq[O * O], out2[O * O];
@@ -232,7 +244,14 @@ static void test_model_keys(void) {
     CHECK(m->flip == 0 && !m->augment.crop && m->augment.exposure == 1.5f);
     dt_status st = dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\ncrop_pad=4\nmin_crop=28\n"
                                             "[connected]\noutput=2\n[softmax]\n", "two.cfg");
-    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "two.cfg:5: crop_pad= with Darknet's crop"));
+    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "two.cfg:5: crop_pad= with Darknet's augmentation"));
+    st = dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nexposure=1.5\ncrop_pad=4\n"
+                                  "[connected]\noutput=2\n[softmax]\n", "two.cfg");
+    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "two.cfg:6: crop_pad= with Darknet's augmentation"));
+    /* a colour key at its neutral value changes nothing, flip included */
+    CHECK_OK(dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nsaturation=1\n[connected]\n"
+                                      "output=2\n[softmax]\n", "n.cfg"));
+    CHECK(m->flip == 0 && !m->augment.crop);
     free(m);
 }
 

@@ -50,6 +50,7 @@ void dt_augment_crop(float *out, dt_shape os, const float *im, dt_shape is, cons
     float aspect = random_scale(r, a->aspect);
     int side = random_int(r, a->min_crop, a->max_crop);
     int shorter = (float)is.h < (float)is.w * aspect ? is.h : (int)((float)is.w * aspect); /* an int there */
+    if (shorter < 1) shorter = 1; /* a stretch below one pixel (Darknet divides by 0) */
     float s = (float)side / (float)shorter;
     float rad = uniform(r, -a->angle, a->angle) * 6.2831853f / 360.0f;
     /* Darknet computes both slacks against the output's width. */
@@ -144,7 +145,9 @@ size_t dt_augment_eval_floats(dt_shape os, dt_shape is) {
 
 /* Darknet's resize_image: res (C, rs.h, rs.w) <- im (C, is.h, is.w), rows
  * then columns, through part (C, is.h, rs.w); the last row/column maps to
- * the last. */
+ * the last. (Darknet weights its last row by 1 - dy, where dy, rounded in
+ * float, can be nearly 1: 256 -> 224 gives a nearly black last row there;
+ * here it is the last input row.) */
 static void resize(float *res, dt_shape rs, const float *im, dt_shape is, float *part) {
     const float ws = rs.w > 1 ? (float)(is.w - 1) / (float)(rs.w - 1) : 0;
     const float hs = rs.h > 1 ? (float)(is.h - 1) / (float)(rs.h - 1) : 0;
@@ -165,12 +168,12 @@ static void resize(float *res, dt_shape rs, const float *im, dt_shape is, float 
         }
     for (int c = 0; c < is.c; c++)
         for (int y = 0; y < rs.h; y++) {
+            int last = y == rs.h - 1 || is.h == 1;
             float sy = (float)y * hs;
-            int iy = (int)sy;
-            float d = sy - (float)iy;
+            int iy = last ? is.h - 1 : (int)sy;
+            float d = last ? 0.0f : sy - (float)iy;
             const float *p0 = part + ((size_t)c * (size_t)is.h + (size_t)iy) * (size_t)rs.w;
             float *o = res + ((size_t)c * (size_t)rs.h + (size_t)y) * (size_t)rs.w;
-            int last = y == rs.h - 1 || is.h == 1;
             for (int x = 0; x < rs.w; x++) o[x] = (1 - d) * p0[x] + (last ? 0.0f : d * p0[(size_t)rs.w + (size_t)x]);
         }
 }

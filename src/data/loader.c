@@ -280,9 +280,10 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
     if (cfg->shuffle && o.c && (o.h != s.h || o.w != s.w) && !(a && a->crop))
         return dt_fail(DT_ERR_USAGE, "loader: training samples of %dx%d from images of %dx%d need Darknet's crop",
                        o.h, o.w, s.h, s.w);
-    if (a && a->crop && (cfg->crop_pad || a->min_crop < 1 || a->max_crop < 1 || !(a->aspect > 0)))
-        return dt_fail(DT_ERR_USAGE, "loader: Darknet's crop needs min_crop, max_crop >= 1, aspect > 0 and no "
-                       "crop padding");
+    if (a && (a->crop || dt_augment_distorts(a)) && cfg->crop_pad)
+        return dt_fail(DT_ERR_USAGE, "loader: crop padding does not go with Darknet's augmentation");
+    if (a && a->crop && (a->min_crop < 1 || a->max_crop < 1 || !(a->aspect > 0)))
+        return dt_fail(DT_ERR_USAGE, "loader: Darknet's crop needs min_crop, max_crop >= 1 and aspect > 0");
     if (a && (a->hue != 0 || a->saturation != 1) && s.c != 3)
         return dt_fail(DT_ERR_USAGE, "loader: hue and saturation need 3-channel images, not %d", s.c);
     if (ds->n < 1 || ds->n > DT_DATA_MAX_SAMPLES || !dt_data_shape_ok(s) || ds->classes < 1)

@@ -145,7 +145,7 @@ static void dense_backward_ref(dt_layer *l, float *din, const float *dout, const
         double gb = 0;
         for (size_t b = 0; b < (size_t)batch; b++) gb += dout[b * no + o];
         if (l->nb) l->db[o] = (float)gb;
-        for (size_t i = 0; i < ni; i++) {
+        for (size_t i = 0; l->dw && i < ni; i++) {
             double gw = 0;
             for (size_t b = 0; b < (size_t)batch; b++)
                 gw += (double)dout[b * no + o] * in[b * ni + i];

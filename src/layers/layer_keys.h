@@ -93,10 +93,6 @@ extern const dt_key_choices dt_activation_choices;
 /* The parser's view of the section being read. */
 typedef struct dt_section dt_section;
 
-/* Line of the section's header. */
-int dt_section_line(const dt_section *s);
-/* Its name ("convolutional"), for messages. */
-const char *dt_section_name(const dt_section *s);
 /* Line key (one of the section's keys) was given on; 0 if absent. */
 int dt_section_key_line(const dt_section *s, const char *key);
 /* Records DT_ERR_CONFIG "<file>:<line>: <message>" and returns it. */

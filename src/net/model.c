@@ -28,7 +28,7 @@
 
 #define MAX_LINE 4096          /* characters per line, without the newline */
 #define MAX_FILE (16 << 20)    /* a model file is a few hundred bytes; refuse anything huge */
-#define MAX_KEYS 48            /* keys of the largest section ([net]: 33), with room to grow */
+#define MAX_KEYS 64            /* keys of the largest section ([net]: 41), with room to grow */
 #define EPOCHS_MAX 100000
 
 /* ---- key tables (types in layers/layer_keys.h) --------------------------- */
@@ -341,10 +341,6 @@ int dt_section_key_line(const dt_section *p, const char *key) {
     return p->seen[i];
 }
 
-int dt_section_line(const dt_section *p) { return p->sec_line; }
-
-const char *dt_section_name(const dt_section *p) { return p->sec_name; }
-
 static dt_status push_layer(dt_section *p, const dt_layer_spec *s) {
     dt_model_spec *m = p->m;
     if (m->nlayers == DT_MAX_LAYERS)
@@ -462,12 +458,13 @@ static dt_status resolve_augment(dt_section *p) {
     static const char *const crop_keys[] = {"min_crop", "max_crop", "angle", "aspect"};
     for (size_t i = 0; i < sizeof crop_keys / sizeof *crop_keys; i++)
         if (dt_section_key_line(p, crop_keys[i])) a->crop = 1;
-    if ((a->crop || dt_augment_distorts(a)) && !dt_section_key_line(p, "flip")) p->m->flip = 1;
-    if (!a->crop) return DT_OK;
+    if (!a->crop && !dt_augment_distorts(a)) return DT_OK;
+    if (!dt_section_key_line(p, "flip")) p->m->flip = 1;
     if (dt_section_key_line(p, "crop_pad"))
         return dt_section_error(p, dt_section_key_line(p, "crop_pad"),
-                                "crop_pad= with Darknet's crop (min_crop=, max_crop=, angle=, aspect=): two crops; "
-                                "give one");
+                                "crop_pad= with Darknet's augmentation (min_crop=, max_crop=, angle=, aspect=, hue=, "
+                                "saturation=, exposure=): give Darknet's crop or crop_pad, not both");
+    if (!a->crop) return DT_OK;
     if (!a->min_crop) a->min_crop = p->m->input.w;
     if (!a->max_crop) a->max_crop = 2 * p->m->input.w;
     return DT_OK;
