@@ -254,13 +254,37 @@ static void emit_route(export_ctx *x, int i, const tensor *in) {
     set_out(x, i, out, rank);
 }
 
+/* Inference: the centre window (Slice), then 2 x - 1 unless noadjust. */
+static void emit_crop(export_ctx *x, int i, const tensor *in) {
+    const dt_layer *l = layer_of(x, i);
+    int64_t dh = (l->in.h - l->out.h) / 2, dw = (l->in.w - l->out.w) / 2;
+    int64_t starts[2] = {dh, dw}, ends[2] = {dh + l->out.h, dw + l->out.w}, axes[2] = {2, 3};
+    const char *names[3] = {dt_onnx_name(x->m, "l%d_starts", i), dt_onnx_name(x->m, "l%d_ends", i),
+                            dt_onnx_name(x->m, "l%d_axes", i)};
+    const int64_t *vals[3] = {starts, ends, axes};
+    for (int k = 0; k < 3; k++) dt_onnx_init_int64s(x->m, names[k], vals[k], 2);
+    const char *out = out_name(x, i);
+    const char *window = l->spec.crop_noadjust ? out : dt_onnx_name(x->m, "l%d_window", i);
+    dt_onnx_node(x->m, "Slice", (const char *[]){as_4d(x, in[0]), names[0], names[1], names[2]}, 4, window);
+    if (!l->spec.crop_noadjust) {
+        int64_t one = 1;
+        const char *two = dt_onnx_name(x->m, "l%d_two", i), *minus = dt_onnx_name(x->m, "l%d_minus_one", i);
+        const char *scaled = dt_onnx_name(x->m, "l%d_scaled", i);
+        dt_onnx_init_fill(x->m, two, &one, 1, 2.0f);
+        dt_onnx_init_fill(x->m, minus, &one, 1, -1.0f);
+        dt_onnx_node(x->m, "Mul", (const char *[]){window, two}, 2, scaled);
+        dt_onnx_node(x->m, "Add", (const char *[]){scaled, minus}, 2, out);
+    }
+    set_out(x, i, out, 4);
+}
+
 static const emit_fn emitters[DT_LAYER_KIND_COUNT] = {
     [DT_LAYER_CONV] = emit_conv,           [DT_LAYER_MAXPOOL] = emit_maxpool,
     [DT_LAYER_AVGPOOL] = emit_avgpool,     [DT_LAYER_DENSE] = emit_dense,
     [DT_LAYER_ACT] = emit_act,             [DT_LAYER_DROPOUT] = emit_dropout,
     [DT_LAYER_LRN] = emit_lrn,             [DT_LAYER_BATCHNORM] = emit_batchnorm,
     [DT_LAYER_SOFTMAX] = emit_softmax,     [DT_LAYER_SHORTCUT] = emit_shortcut,
-    [DT_LAYER_ROUTE] = emit_route,
+    [DT_LAYER_ROUTE] = emit_route,         [DT_LAYER_CROP] = emit_crop,
 };
 
 /* What no operator sequence above expresses, as a reason; NULL if exportable. */
