@@ -34,19 +34,19 @@ run: deps build
 test: deps test-release test-asan test-tsan
 
 test-release: build
-	cd $(BUILD) && ctest --output-on-failure -j 1
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Fast tests (not the real-data training ones) under ASan+UBSan.
 test-asan:
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDT_SANITIZE=address >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	cd build-asan && $(SAN_ENV) ctest --output-on-failure -LE slow
+	cd build-asan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS) -LE slow
 
 # Threaded parts (the loader's prefetch thread, the trainer) under TSan.
 test-tsan:
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDT_SANITIZE=thread >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && $(SAN_ENV) ctest --output-on-failure -L threads
+	cd build-tsan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS) -L threads
 
 # The signal test at length: SIGINT/SIGTERM under a 100 Hz SIGUSR1 burst,
 # SOAK_RUNS runs per mode (serial, allreduce, ps-sync); prints runs and crashes.
