@@ -71,7 +71,7 @@ static void parse_as_file(const uint8_t *data, size_t size, dt_status want,
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static dt_model_spec spec; /* ~20 KiB: not on the stack */
+    static dt_model_spec spec; /* ~125 KiB: not on the stack */
     char *text = malloc(size + 1);
     FUZZ_CHECK(text != NULL);
     memcpy(text, data, size);

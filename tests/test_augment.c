@@ -168,8 +168,40 @@ static void test_eval(void) {
     free(ws);
 }
 
+/* Training sample 0 of epoch 0 built by hand as the loader documents it:
+ * dataset image perm[0] of the epoch's Fisher-Yates permutation (stream
+ * (seed, 0, 0x5eed)), from its own stream (seed, 0, idx): Darknet's crop,
+ * the flip draw, the distortion, then normalisation. want (3, 28, 28). */
+static int expected_first_sample(float *want, const dt_dataset *ds, const dt_augment *a, uint64_t seed) {
+    uint32_t n = (uint32_t)ds->n, *perm = malloc(sizeof(uint32_t) * n);
+    if (!perm) return -1;
+    for (uint32_t i = 0; i < n; i++) perm[i] = i;
+    dt_rng pr = dt_rng_seed(dt_hash3(seed, 0, 0x5eed));
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint32_t j = dt_rng_below(&pr, i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    int idx = (int)perm[0];
+    free(perm);
+    const dt_shape is = ds->shape, os = {3, 28, 28};
+    float im[3 * 32 * 32];
+    for (int i = 0; i < 3 * 32 * 32; i++) im[i] = (float)ds->images[(size_t)idx * 3 * 32 * 32 + (size_t)i] / 255.0f;
+    dt_rng r = dt_rng_seed(dt_hash3(seed, 0, (uint64_t)idx));
+    dt_augment_crop(want, os, im, is, a, &r);
+    if (dt_rng_next(&r) >> 63)
+        for (int row = 0; row < 3 * 28; row++)
+            for (int x = 0; x < 14; x++) {
+                float t = want[row * 28 + x];
+                want[row * 28 + x] = want[row * 28 + 27 - x], want[row * 28 + 27 - x] = t;
+            }
+    dt_augment_distort(want, 3, 28 * 28, a, &r);
+    for (int i = 0; i < 3 * 28 * 28; i++) want[i] = (want[i] - ds->mean[i / 784]) / ds->std[i / 784];
+    return idx;
+}
+
 /* The loader makes 3 x 28 x 28 samples from 3 x 32 x 32 images, normalised,
- * the same on 1 and 3 threads, evaluation by the resize + centre crop. */
+ * as built by hand, the same on 1 and 3 threads, evaluation by the resize +
+ * centre crop. */
 static void test_loader(void) {
     dt_dataset *ds;
     CHECK_OK(dt_dataset_synthetic(&ds, (dt_shape){3, 32, 32}, 10, 64, 5));
@@ -191,8 +223,10 @@ static void test_loader(void) {
         CHECK(n == 16);
         if (threads == 1) {
             memcpy(keep, x1, sizeof(float) * 16 * 3 * 28 * 28);
-            /* channel 0 normalised from [0, 1]: within [-2, 2] */
-            for (int i = 0; i < 28 * 28; i++) CHECK(x1[i] >= -2.0f - 1e-6f && x1[i] <= 2.0f + 1e-6f);
+            float want[3 * 28 * 28];
+            int idx = expected_first_sample(want, ds, &a, 9);
+            CHECK(idx >= 0 && y[0] == ds->labels[idx]);
+            CHECK_ALLCLOSE(x1, want, 3 * 28 * 28, 1e-6, 0);
         } else {
             CHECK(memcmp(keep, x3, sizeof(float) * 16 * 3 * 28 * 28) == 0);
         }

@@ -62,6 +62,14 @@ run ar4_shm 4 --mode allreduce --batch 4 --allreduce-algo shm
 release_only ar4_ring || same serial4x4 ar4_ring $TOL
 same serial4x4 ar4_shm $TOL
 
+# Dropout: worker r's masks are those of samples r x b .. r x b + b - 1 of
+# the global batch (net.h's sample_base), so 2 workers of 8 draw exactly the
+# masks of serial with 16; before, every rank drew serial's first 8.
+sed 's/^\[connected\]$/[dropout]\nprobability=0.3\n[connected]/' "$TMP/net.cfg" > "$TMP/drop.cfg"
+train_ckpt drop_serial 1 "$TMP/drop.cfg" --max-steps $K --batch 16
+train_ckpt drop_ar 2 "$TMP/drop.cfg" --max-steps $K --batch 8 --mode allreduce
+same drop_serial drop_ar $TOL
+
 # A ring step's message over 64000 bytes goes as segments of that size
 # (ring.c), and beyond 64 of them the segments grow, each message cut by
 # its own length at both ends. cnn (3.27 M floats) in one 16 MiB bucket

@@ -53,6 +53,14 @@ train_ckpt resumed 1 "$M" --max-steps $K --resume "$TMP/half.ckpt"
 same mem resumed 0
 grep -q '"test_accuracy":1.0000' "$TMP/mem.out" || { echo "FAIL: not learnt: $(tail -1 "$TMP/mem.out")"; fails=$((fails + 1)); }
 
+# Darknet's crop decodes the folder at max_crop x max_crop (3 x 16 x 16
+# bytes for 96 images: 0.07 MiB) and crops 12 x 12 from it; eval takes
+# the centre crop of the same squares.
+sed -e 's/^crop_pad=1$/min_crop=12\nmax_crop=16\nhue=0.1/' "$M" > "$TMP/dk.cfg"
+expect 0 "imgs/train: 96 images in 4 classes, decoded once and held in memory \(0.07 MiB\)" -- \
+    "$DTRAIN" train "$TMP/dk.cfg" --data-dir "$TMP/imgs" --threads 1 --max-steps 4 --checkpoint "$TMP/dk.ckpt"
+expect 0 "accuracy" -- "$DTRAIN" eval "$TMP/dk.cfg" --data-dir "$TMP/imgs" --weights "$TMP/dk.ckpt"
+
 # 2 ranks of batch 4 (each loading the folder) equal serial at batch 8.
 # (Under the sanitizers, CI's time: not this, nor the error messages and
 # the bench below, which tests/test_folder.c and test_image.c cover there.)

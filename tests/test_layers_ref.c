@@ -34,7 +34,8 @@ static void check_close_scaled(const float *fast, const float *ref, size_t n, co
 
 /* forward/backward vs forward_ref/backward_ref on t's input and a random
  * dout; then backward with din == NULL must give the same dw/db and leave
- * din alone. dw/db are poisoned first: backward must overwrite them. */
+ * din alone, and (ops->optional_wgrad) both with dw == NULL the same din
+ * and db. dw/db are poisoned first: backward must overwrite them. */
 static void check_fast_vs_ref(test_layer *t, const char *name) {
     dt_layer *l = &t->l;
     dt_rng rng = dt_rng_seed(99);
@@ -67,6 +68,23 @@ static void check_fast_vs_ref(test_layer *t, const char *name) {
     size_t untouched = 0;
     for (size_t i = 0; i < t->nin; i++) untouched += t->din[i] == 42.0f;
     CHECK(untouched == t->nin);
+
+    /* Kinds that leave the weight gradient to the caller (SFB): with dw
+     * NULL both passes give the same db and din and write no weight. */
+    if (l->ops->optional_wgrad) {
+        float *dw = l->dw;
+        for (size_t i = 0; i < np; i++) dw[i] = 5.0f;
+        l->dw = NULL;
+        for (int ref = 0; ref < 2; ref++) {
+            (ref ? l->ops->backward_ref : l->ops->backward)(l, t->din, t->dout, t->in, t->out, t->batch, t->ws);
+            check_close_scaled(t->din, ref_din, t->nin, name);
+            check_close_scaled(l->db, ref_dw + l->nw, l->nb, name);
+            size_t kept = 0;
+            for (size_t i = 0; i < l->nw; i++) kept += dw[i] == 5.0f;
+            CHECK(kept == l->nw);
+        }
+        l->dw = dw;
+    }
 
     dt_free(ref_out), dt_free(ref_din), dt_free(ref_dw), dt_free(fast_dw);
 }

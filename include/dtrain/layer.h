@@ -163,8 +163,10 @@ typedef struct dt_layer {
     float *state;          /* bn: running mean (C) then running var (C) */
     size_t nstate;
     float *saved;          /* saved_floats(batch) floats, see above */
-    uint64_t seed;         /* dropout: per-layer seed (from run seed and layer index) */
-    uint64_t step;         /* dropout: set by the net before each forward; mask = f(seed, step, i) */
+    uint64_t seed;         /* dropout, crop: per-layer seed (from run seed and layer index) */
+    uint64_t step;         /* dropout, crop: set by the net before each forward, as is */
+    uint64_t sample_base;  /* the batch's first sample in the global batch: image b's draws
+                              are f(seed, step, sample_base + b) */
     dt_precision precision; /* conv, dense: of their products; set by the net */
     int relu_out;          /* set by the net (ops->fuses_relu): the output is ReLU'd in the
                               same pass, and backward masks dout by out > 0; the [activation]

@@ -68,6 +68,11 @@ typedef struct dt_net {
     uint64_t shape_hash;    /* identifies the architecture (checkpoints, ranks) */
     dt_precision precision; /* of the conv and connected layers' products */
     uint64_t step;          /* forward calls in training mode; drives dropout masks */
+    uint64_t sample_base;   /* set by the caller before a training forward: the position of
+                               the batch's first sample in the step's global batch (worker r
+                               of step batch B: r x B, plus B' per earlier pass of B'), so
+                               that ranks draw different dropout masks and crop windows, and
+                               W workers draw those of one serial run of the global batch */
     /* During a grad_ready(i) call: layer i's input (batch, in_i) and output
      * gradient (batch, out_i), which the next layer down overwrites, in
      * layer i's in_layout and out_layout (NCHW for connected layers); for a
@@ -97,10 +102,11 @@ void dt_net_free(dt_net *net);
  * switches freely. Errors: dt_precision_check's (the net is unchanged). */
 dt_status dt_net_set_precision(dt_net *net, dt_precision p);
 
-/* From now on layer i's backward leaves its weight gradient (at grads +
- * param_offset[i], nw floats) to the caller, who writes it after the
- * backward (SFB rebuilds it from sufficient factors); its other gradients
- * stay the layer's. DT_ERR_USAGE for kinds that always compute it. */
+/* From now on, for the net's life, layer i's backward leaves its weight
+ * gradient (at grads + param_offset[i], nw floats) to the caller, who
+ * writes it after the backward (SFB rebuilds it from sufficient factors);
+ * its other gradients stay the layer's. DT_ERR_USAGE for kinds that always
+ * compute it and for i outside [0, nlayers). */
 dt_status dt_net_leave_weight_grad(dt_net *net, int i);
 
 /* The output of layer `from` (-1: the data x) in the last forward, in that

@@ -157,6 +157,14 @@ typedef dt_status (*dt_logits_fn)(void *ctx, const float *logits, int n, int cla
  * `kind` (the data set's name). */
 dt_status dt_check_input(const dt_model_spec *spec, const dt_dataset *ds, const char *kind);
 
+/* The size to load a data set of this kind at for spec: its input, except
+ * folders under Darknet's crop (min_crop=/max_crop=), decoded as the
+ * max_crop x max_crop centre square: Darknet scales the whole image so that
+ * its shorter side is drawn in [min_crop, max_crop] and crops the input
+ * from that, so decoding at the largest side keeps its resolution (what
+ * lies beyond the square's sides is lost; docs/MODEL_FILES.md). */
+dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind);
+
 /* Accuracy and mean loss of net over the whole dataset (this worker's part,
  * reduced through sync; batches built by `threads` loader threads); each
  * batch's logits also go to on_logits unless it is NULL (dtrain eval

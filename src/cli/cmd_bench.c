@@ -92,7 +92,7 @@ static dt_status bench_data(const dt_model_spec *spec, int steps, const data_arg
                         .crop_pad = spec->crop_pad, .augment = &spec->augment, .out = spec->input,
                         .prefetch = 1, .threads = threads};
     double t0 = dt_now(), load_s = 0, dt = 0;
-    dt_status s = dt_dataset_load(&ds, kind, d->data_dir, 1, spec->input, 1, &fo);
+    dt_status s = dt_dataset_load(&ds, kind, d->data_dir, 1, dt_data_load_shape(spec, kind), 1, &fo);
     if (s == DT_OK) load_s = dt_now() - t0, s = dt_loader_create(&ld, ds, &lc);
     const int warmup = 3;
     for (int i = 0; s == DT_OK && i < warmup + steps; i++) {

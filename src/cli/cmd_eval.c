@@ -58,7 +58,7 @@ static dt_status load_test_set(dt_dataset **ds, const eval_args *a, dt_dataset_k
     int threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind);
     dt_folder_opts fo = {threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
                          saved->n ? saved : NULL, 0, a->weights};
-    DT_TRY(dt_dataset_load(ds, kind, a->data_dir, 0, spec->input, 1, &fo));
+    DT_TRY(dt_dataset_load(ds, kind, a->data_dir, 0, dt_data_load_shape(spec, kind), 1, &fo));
     DT_TRY(dt_check_input(spec, *ds, dt_dataset_kind_name(kind)));
     if (kind == DT_DATASET_FOLDER && (*ds)->classes > outputs)
         return dt_fail(DT_ERR_CONFIG, "%s: the model has %d outputs, fewer than the %d classes of %s/test", spec->path,

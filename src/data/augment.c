@@ -37,8 +37,13 @@ static float pixel_or_zero(const float *p, int h, int w, int x, int y) {
     return x < 0 || x >= w || y < 0 || y >= h ? 0.0f : p[(size_t)y * (size_t)w + (size_t)x];
 }
 
-/* Darknet's bilinear_interpolate on plane p (h, w) at (x, y). */
+/* Darknet's bilinear_interpolate on plane p (h, w) at (x, y). A point
+ * beyond a pixel of the border reads only zeros, so (x, y) is first clamped
+ * to [-2, w + 1] x [-2, h + 1]: the cast to int stays defined for any
+ * stretch or rotation. */
 static float bilinear(const float *p, int h, int w, float x, float y) {
+    x = fminf(fmaxf(x, -2.0f), (float)w + 1.0f);
+    y = fminf(fmaxf(y, -2.0f), (float)h + 1.0f);
     int ix = (int)floorf(x), iy = (int)floorf(y);
     float dx = x - (float)ix, dy = y - (float)iy;
     return (1 - dy) * (1 - dx) * pixel_or_zero(p, h, w, ix, iy) + dy * (1 - dx) * pixel_or_zero(p, h, w, ix, iy + 1) +
@@ -114,7 +119,8 @@ void dt_augment_hsv_to_rgb(float *x, size_t n) {
     }
 }
 
-static float clamp01(float v) { return v < 0 ? 0 : v > 1 ? 1 : v; }
+/* NaN (never made from valid keys) becomes 0 rather than passing through. */
+static float clamp01(float v) { return v > 1 ? 1 : v >= 0 ? v : 0; }
 
 void dt_augment_distort(float *x, int channels, size_t n, const dt_augment *a, dt_rng *r) {
     /* random_distort_image's draws, then distort_image. */

@@ -282,8 +282,16 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
                        o.h, o.w, s.h, s.w);
     if (a && (a->crop || dt_augment_distorts(a)) && cfg->crop_pad)
         return dt_fail(DT_ERR_USAGE, "loader: crop padding does not go with Darknet's augmentation");
-    if (a && a->crop && (a->min_crop < 1 || a->max_crop < 1 || !(a->aspect > 0)))
-        return dt_fail(DT_ERR_USAGE, "loader: Darknet's crop needs min_crop, max_crop >= 1 and aspect > 0");
+    if (a && a->crop && (a->min_crop < 1 || a->max_crop < 1 || !(a->aspect > 0) || !isfinite(a->aspect) ||
+                         !isfinite(a->angle)))
+        return dt_fail(DT_ERR_USAGE, "loader: Darknet's crop needs min_crop, max_crop >= 1, a finite angle and "
+                       "aspect > 0");
+    /* Neutral: hue 0, saturation and exposure 1 (a zeroed dt_augment is not). */
+    if (a && (!(a->hue >= 0 && a->hue <= 1) || !(a->saturation > 0) || !isfinite(a->saturation) ||
+              !(a->exposure > 0) || !isfinite(a->exposure)))
+        return dt_fail(DT_ERR_USAGE, "loader: Darknet's distortion needs hue in [0, 1] and finite saturation and "
+                       "exposure > 0 (1: none), not %g, %g, %g", (double)a->hue, (double)a->saturation,
+                       (double)a->exposure);
     if (a && (a->hue != 0 || a->saturation != 1) && s.c != 3)
         return dt_fail(DT_ERR_USAGE, "loader: hue and saturation need 3-channel images, not %d", s.c);
     if (ds->n < 1 || ds->n > DT_DATA_MAX_SAMPLES || !dt_data_shape_ok(s) || ds->classes < 1)

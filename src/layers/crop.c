@@ -5,8 +5,9 @@
  * mirrored half the time; in evaluation it is the centre window (offsets
  * (H - crop_h) / 2, (W - crop_w) / 2), never mirrored. Values become
  * 2 x - 1 (Darknet maps its [0, 1] images to [-1, 1] here) unless
- * noadjust=1. The draws of image b come from (seed, step, b), one per
- * image as Darknet's GPU layer (its CPU layer draws once per batch).
+ * noadjust=1. The draws of image b come from (seed, step, its position in
+ * the global batch), one per image as Darknet's GPU layer (its CPU layer
+ * draws once per batch).
  * saved (B, 3): each image's dh, dw and flip, for backward. */
 #include <string.h>
 
@@ -38,7 +39,7 @@ static void crop_forward(dt_layer *l, float *out, const float *in, int batch, in
     for (int b = 0; b < batch; b++) {
         int dh = (is.h - os.h) / 2, dw = (is.w - os.w) / 2, flip = 0;
         if (train) {
-            dt_rng r = dt_rng_seed(dt_hash3(l->seed, l->step, (uint64_t)b));
+            dt_rng r = dt_rng_seed(dt_hash3(l->seed, l->step, l->sample_base + (uint64_t)b));
             dh = (int)dt_rng_below(&r, (uint32_t)(is.h - os.h + 1));
             dw = (int)dt_rng_below(&r, (uint32_t)(is.w - os.w + 1));
             flip = l->spec.crop_flip && (dt_rng_next(&r) >> 63);

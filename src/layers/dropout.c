@@ -34,8 +34,9 @@ static void dropout_forward(dt_layer *l, float *out, const float *in, int batch,
     /* Dropped iff u = (top 24 bits) / 2^24 < p, i.e. top 24 bits < ceil(p 2^24). */
     uint64_t threshold = (uint64_t)ceil((double)l->spec.dropout_p * 16777216.0);
     float *mask = l->saved;
+    const uint64_t first = l->sample_base * dt_shape_size(l->in); /* element 0's index in the global batch */
     for (size_t i = 0; i < n; i++) {
-        mask[i] = (dt_hash3(l->seed, l->step, i) >> 40) < threshold ? 0.0f : scale;
+        mask[i] = (dt_hash3(l->seed, l->step, first + i) >> 40) < threshold ? 0.0f : scale;
         out[i] = in[i] * mask[i];
     }
 }

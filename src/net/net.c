@@ -329,6 +329,8 @@ static dt_status allocate(dt_net *net, const net_sizes *sz) {
 }
 
 dt_status dt_net_leave_weight_grad(dt_net *net, int i) {
+    if (i < 0 || i >= net->nlayers)
+        return dt_fail(DT_ERR_USAGE, "layer %d is not one of the net's %d layers", i, net->nlayers);
     const dt_layer *l = &net->layers[i];
     if (!l->ops->optional_wgrad)
         return dt_fail(DT_ERR_USAGE, "layer %d ([%s]) always computes its weight gradient", i, l->ops->name);
@@ -467,6 +469,7 @@ const float *dt_net_output(const dt_net *net, int from, const float *x) {
 static void forward_layer(dt_net *net, int i, const float *x, int batch, int train) {
     dt_layer *l = &net->layers[i];
     l->step = net->step;
+    l->sample_base = net->sample_base;
     if (l->folded) return;
     if (!l->ops->forward_n) {
         l->ops->forward(l, net->act[i], dt_net_output(net, l->spec.inputs[0], x), batch, train, net->ws);

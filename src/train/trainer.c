@@ -556,7 +556,7 @@ static last_pass accumulate_passes(dt_trainer *t, const float *x, const uint8_t 
     dt_net *net = t->net;
     int b = t->spec->batch;
     size_t sample = dt_shape_size(t->spec->input);
-    for (int first = 1; p.n > b; first = 0, p.x += (size_t)b * sample, p.y += b, p.n -= b) {
+    for (int first = 1; p.n > b; first = 0, p.x += (size_t)b * sample, p.y += b, p.n -= b, net->sample_base += b) {
         dt_net_forward(net, p.x, b, 1);
         p.loss_before += dt_net_loss(net, p.y, b);
         dt_net_backward(net, p.x, b, NULL, NULL);
@@ -586,6 +586,8 @@ static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int
     double t0 = dt_now();
     straggle(t->opts, t->step);
     if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
+    /* This worker's batch in the step's global batch (the loader's sharding). */
+    net->sample_base = (uint64_t)t->opts->rank * (uint64_t)dt_model_step_batch(t->spec);
     last_pass p = accumulate_passes(t, x, y, n);
     dt_net_forward(net, p.x, p.n, 1);
     double loss = p.loss_before + dt_net_loss(net, p.y, p.n);

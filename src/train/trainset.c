@@ -9,14 +9,15 @@
 static void describe(dt_report *rep, const char *name, const dt_dataset *d, const dt_train_opts *o) {
     char line[1024];
     double mib = (double)d->n * (double)dt_shape_size(d->shape) / (1 << 20);
+    int digits = mib < 1 ? 2 : 1;
     int threads = o->loader_threads > 1 ? o->loader_threads : 1;
     if (d->images)
-        snprintf(line, sizeof line, "%s: %d images in %d classes, decoded once and held in memory (%.1f MiB)", name,
-                 d->n, d->classes, mib);
+        snprintf(line, sizeof line, "%s: %d images in %d classes, decoded once and held in memory (%.*f MiB)", name,
+                 d->n, d->classes, digits, mib);
     else
-        snprintf(line, sizeof line, "%s: %d images in %d classes, decoded per batch by %d loader thread%s (%.1f MiB "
+        snprintf(line, sizeof line, "%s: %d images in %d classes, decoded per batch by %d loader thread%s (%.*f MiB "
                  "decoded would not fit the cache; --cache-mb)", name, d->n, d->classes, threads,
-                 threads == 1 ? "" : "s", mib);
+                 threads == 1 ? "" : "s", digits, mib);
     dt_report_line(rep, line);
     if (!d->skipped) return;
     snprintf(line, sizeof line, "%s: skipped %d unreadable file%s (--skip-bad-images); the first: %s", name,
@@ -52,11 +53,18 @@ dt_status dt_check_input(const dt_model_spec *spec, const dt_dataset *d, const c
     return DT_OK;
 }
 
+dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind) {
+    dt_shape s = spec->input;
+    if (kind == DT_DATASET_FOLDER && spec->augment.crop) s.h = s.w = spec->augment.max_crop;
+    return s;
+}
+
 dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model_spec *spec, int outputs,
                            const dt_train_opts *o, dt_report *rep) {
     const char *kind = dt_dataset_kind_name(o->dataset);
     dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL};
-    DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, spec->input, o->seed, &fo));
+    const dt_shape shape = dt_data_load_shape(spec, o->dataset);
+    DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, shape, o->seed, &fo));
     const dt_dataset *d = *train;
     DT_TRY(dt_check_input(spec, d, kind));
     char split[4096] = "";
@@ -83,7 +91,7 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
         return dt_fail(DT_ERR_CONFIG, "%s: model has %d outputs but %s has %d classes", spec->path, outputs, kind,
                        d->classes);
     }
-    DT_TRY(dt_dataset_load(test, o->dataset, o->data_dir, 0, spec->input, o->seed, &fo));
+    DT_TRY(dt_dataset_load(test, o->dataset, o->data_dir, 0, shape, o->seed, &fo));
     if (o->dataset == DT_DATASET_FOLDER) {
         snprintf(split, sizeof split, "%s/test", o->data_dir);
         describe(rep, split, *test, o);
