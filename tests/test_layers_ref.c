@@ -1,9 +1,9 @@
 /* Fast paths (im2col + sgemm conv, sgemm dense) against the plain reference
  * loops on odd shapes, forward and every gradient, with din == NULL; the
  * OpenMP passes (activations, batch norm, pooling) give the same bits on 1
- * and 3 threads; layers on NCHW16C activations compute what they do on
- * NCHW; plus setup validation messages, names, init bounds and
- * flops. */
+ * and 3 threads; layers on nChw8c and nChw16c activations (both on any CPU)
+ * compute what they do on NCHW; plus setup validation messages, names, init
+ * bounds and flops. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -111,8 +111,8 @@ static void threads_case_in(dt_layer_spec s, dt_shape in, int B, dt_layout layou
     test_layer t;
     if (!CHECK_OK(tl_create(&t, s, in, B, 17))) return;
     CHECK(t.nin >= 32768);
-    /* NCHW16C and a fused ReLU as the net would set them (the input's
-     * values need no conversion: any values do). */
+    /* A blocked layout and a fused ReLU as the net would set them (the
+     * input's values need no conversion: any values do). */
     t.l.in_layout = layout;
     t.l.out_layout = t.l.ops->layouts && t.l.ops->layouts(&t.l) == DT_LAYOUTS_READS_ANY ? DT_LAYOUT_NCHW : layout;
     t.l.relu_out = relu_out;
@@ -146,8 +146,10 @@ static void test_threads(void) {
     bn.bn_momentum = 0.1f, bn.bn_eps = 1e-5f;
     threads_case(bn, (dt_shape){7, 13, 11}, 40, "batchnorm");
     threads_case_in(bn, (dt_shape){7, 13, 11}, 40, DT_LAYOUT_NCHW, 1, "batchnorm + relu");
-    threads_case_in(bn, (dt_shape){32, 13, 11}, 12, DT_LAYOUT_NCHW16C, 0, "batchnorm NCHW16C");
-    threads_case_in(bn, (dt_shape){16, 40, 40}, 3, DT_LAYOUT_NCHW16C, 1, "batchnorm + relu NCHW16C");
+    for (dt_layout t = DT_LAYOUT_NCHW8C; t <= DT_LAYOUT_NCHW16C; t++) {
+        threads_case_in(bn, (dt_shape){32, 13, 11}, 12, t, 0, "batchnorm blocked");
+        threads_case_in(bn, (dt_shape){16, 40, 40}, 3, t, 1, "batchnorm + relu blocked");
+    }
     for (int a = DT_ACT_LINEAR; a < DT_ACT_COUNT; a++) {
         dt_layer_spec s = tl_spec(DT_LAYER_ACT);
         s.act = (dt_activation)a, s.leaky_slope = 0.1f;
@@ -162,22 +164,26 @@ static void test_threads(void) {
     threads_case(pool, (dt_shape){6, 14, 13}, 32, "avgpool 3x3/2");
     pool.size = pool.stride = pool.pad = 0;
     threads_case(pool, (dt_shape){6, 14, 13}, 32, "global avgpool");
-    threads_case_in(pool, (dt_shape){32, 14, 13}, 6, DT_LAYOUT_NCHW16C, 0, "global avgpool NCHW16C");
+    threads_case_in(pool, (dt_shape){32, 14, 13}, 6, DT_LAYOUT_NCHW8C, 0, "global avgpool nChw8c");
+    threads_case_in(pool, (dt_shape){32, 14, 13}, 6, DT_LAYOUT_NCHW16C, 0, "global avgpool nChw16c");
 }
 
-/* dst (B, s) in NCHW16C <- src in NCHW, into a new buffer (NULL on failure). */
-static float *to_blocked(const float *src, int batch, dt_shape s) {
+/* dst (B, s) in layout t <- src in NCHW, into a new buffer (NULL on failure). */
+static float *to_blocked(const float *src, int batch, dt_shape s, dt_layout t) {
     float *dst = NULL;
     if (CHECK_OK(dt_alloc_floats(&dst, dt_shape_size(s) * (size_t)batch, "blocked")))
-        dt_layout_convert(dst, DT_LAYOUT_NCHW16C, src, DT_LAYOUT_NCHW, batch, s);
+        dt_layout_convert(dst, t, src, DT_LAYOUT_NCHW, batch, s);
     return dst;
 }
 
-/* A layer on NCHW16C activations (input and output as its rule allows)
- * computes what it computes on NCHW: the same training forward, input and
- * parameter gradients, running statistics and evaluation forward, within
- * rtol of the buffer's scale (sums run in another order). */
-static void layout_case(dt_layer_spec s, dt_shape in, int B, double rtol, dt_precision prec, const char *name) {
+/* A layer on activations in blocked layout t (input and output as its rule
+ * allows) computes what it computes on NCHW: the same training forward,
+ * input and parameter gradients, running statistics and evaluation forward,
+ * within rtol of the buffer's scale (sums run in another order). */
+static void layout_case_in(dt_layer_spec s, dt_shape in, int B, double rtol, dt_precision prec, dt_layout lay,
+                           const char *what) {
+    char name[128];
+    snprintf(name, sizeof name, "%s %s", what, dt_layout_name(lay));
     test_layer t;
     if (!CHECK_OK(tl_create(&t, s, in, B, 23))) return;
     dt_layer *l = &t.l;
@@ -188,9 +194,9 @@ static void layout_case(dt_layer_spec s, dt_shape in, int B, double rtol, dt_pre
     tl_fill(t.dout, t.nout, -1.0f, 1.0f, &rng);
     size_t np = l->nw + l->nb;
     float *ref = NULL, *state0 = NULL, *bws = NULL;
-    float *bin = to_blocked(t.in, B, in);
+    float *bin = to_blocked(t.in, B, in, lay);
     int out_blocked = rule != DT_LAYOUTS_READS_ANY;
-    float *bdout = out_blocked ? to_blocked(t.dout, B, l->out) : NULL;
+    float *bdout = out_blocked ? to_blocked(t.dout, B, l->out, lay) : NULL;
     size_t nref = 2 * t.nout + t.nin + np + l->nstate;
     if (!bin || (out_blocked && !bdout) || !CHECK_OK(dt_alloc_floats(&ref, nref, "ref")) ||
         !CHECK_OK(dt_alloc_floats(&state0, l->nstate + 1, "state")))
@@ -205,28 +211,28 @@ static void layout_case(dt_layer_spec s, dt_shape in, int B, double rtol, dt_pre
     memcpy(ref + t.nout + t.nin + np, l->state, sizeof(float) * l->nstate);
     l->ops->forward(l, t.out, t.in, B, 0, t.ws);
     memcpy(ref + t.nout + t.nin + np + l->nstate, t.out, sizeof(float) * t.nout);
-    /* The same in NCHW16C, from the same state, with its own workspace and
-     * (for oneDNN) plans. */
+    /* The same in the blocked layout, from the same state, with its own
+     * workspace and (for oneDNN) plans. */
     if (l->ops->destroy) l->ops->destroy(l);
     memcpy(l->state, state0, sizeof(float) * l->nstate);
-    l->in_layout = DT_LAYOUT_NCHW16C;
-    l->out_layout = out_blocked ? DT_LAYOUT_NCHW16C : DT_LAYOUT_NCHW;
+    l->in_layout = lay;
+    l->out_layout = out_blocked ? lay : DT_LAYOUT_NCHW;
     if (!CHECK_OK(dt_alloc_floats(&bws, l->ops->workspace_floats(l, B) + 1, "ws"))) goto done;
     const float *dout = out_blocked ? bdout : t.dout;
     float *out = t.out, *din = t.din;
     if (!CHECK_OK(dt_alloc_floats(&out, t.nout, "out")) || !CHECK_OK(dt_alloc_floats(&din, t.nin, "din")))
         goto done;
     l->ops->forward(l, out, bin, B, 1, bws);
-    if (out_blocked) dt_layout_convert(t.out, DT_LAYOUT_NCHW, out, DT_LAYOUT_NCHW16C, B, l->out);
+    if (out_blocked) dt_layout_convert(t.out, DT_LAYOUT_NCHW, out, lay, B, l->out);
     else memcpy(t.out, out, sizeof(float) * t.nout);
     check_close_scaled_tol(t.out, ref, t.nout, rtol, name);
     l->ops->backward(l, din, dout, bin, out, B, bws);
-    dt_layout_convert(t.din, DT_LAYOUT_NCHW, din, DT_LAYOUT_NCHW16C, B, in);
+    dt_layout_convert(t.din, DT_LAYOUT_NCHW, din, lay, B, in);
     check_close_scaled_tol(t.din, ref + t.nout, t.nin, rtol, name);
     check_close_scaled_tol(l->dw, ref + t.nout + t.nin, np, rtol, name);
     check_close_scaled_tol(l->state, ref + t.nout + t.nin + np, l->nstate, rtol, name);
     l->ops->forward(l, out, bin, B, 0, bws);
-    if (out_blocked) dt_layout_convert(t.out, DT_LAYOUT_NCHW, out, DT_LAYOUT_NCHW16C, B, l->out);
+    if (out_blocked) dt_layout_convert(t.out, DT_LAYOUT_NCHW, out, lay, B, l->out);
     else memcpy(t.out, out, sizeof(float) * t.nout);
     check_close_scaled_tol(t.out, ref + t.nout + t.nin + np + l->nstate, t.nout, rtol, name);
     dt_free(out), dt_free(din);
@@ -235,21 +241,28 @@ done:
     tl_free(&t);
 }
 
+/* layout_case_in in nChw8c and in nChw16c. */
+static void layout_case(dt_layer_spec s, dt_shape in, int B, double rtol, dt_precision prec, const char *name) {
+    layout_case_in(s, in, B, rtol, prec, DT_LAYOUT_NCHW8C, name);
+    layout_case_in(s, in, B, rtol, prec, DT_LAYOUT_NCHW16C, name);
+}
+
 static void test_layouts(void) {
     dt_layer_spec bn = tl_spec(DT_LAYER_BATCHNORM);
     bn.bn_momentum = 0.1f, bn.bn_eps = 1e-5f;
-    layout_case(bn, (dt_shape){32, 7, 5}, 6, 1e-5, DT_PRECISION_FP32, "batchnorm NCHW16C");
-    layout_case(bn, (dt_shape){16, 28, 28}, 33, 1e-5, DT_PRECISION_FP32, "batchnorm NCHW16C, 28x28: chunked sums");
+    layout_case(bn, (dt_shape){32, 7, 5}, 6, 1e-5, DT_PRECISION_FP32, "batchnorm");
+    layout_case(bn, (dt_shape){16, 28, 28}, 33, 1e-5, DT_PRECISION_FP32, "batchnorm, 28x28: chunked sums");
+    layout_case_in(bn, (dt_shape){24, 5, 5}, 4, 1e-5, DT_PRECISION_FP32, DT_LAYOUT_NCHW8C, "batchnorm, 3 blocks");
     dt_layer_spec act = tl_spec(DT_LAYER_ACT);
     act.act = DT_ACT_RELU;
-    layout_case(act, (dt_shape){16, 3, 5}, 3, 0, DT_PRECISION_FP32, "relu NCHW16C");
+    layout_case(act, (dt_shape){16, 3, 5}, 3, 0, DT_PRECISION_FP32, "relu");
     dt_layer_spec gap = tl_spec(DT_LAYER_AVGPOOL);
-    layout_case(gap, (dt_shape){48, 5, 3}, 4, 1e-6, DT_PRECISION_FP32, "global avgpool NCHW16C");
-    layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_FP32, "conv NCHW16C -> NCHW16C");
-    layout_case(tl_conv(16, 1, 1, 0), (dt_shape){32, 6, 6}, 2, 1e-5, DT_PRECISION_FP32, "conv 1x1 NCHW16C");
+    layout_case(gap, (dt_shape){48, 5, 3}, 4, 1e-6, DT_PRECISION_FP32, "global avgpool");
+    layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_FP32, "conv -> blocked");
+    layout_case(tl_conv(16, 1, 1, 0), (dt_shape){32, 6, 6}, 2, 1e-5, DT_PRECISION_FP32, "conv 1x1");
     /* bf16: the same bf16 operands reach the same kernels from either layout. */
     if (dt_precision_check(DT_PRECISION_BF16) == DT_OK)
-        layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_BF16, "conv bf16 NCHW16C");
+        layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_BF16, "conv bf16");
 }
 
 static void conv_case(int C, int H, int W, int F, int K, int S, int P, int B) {

@@ -1,8 +1,8 @@
 /* Layers: one file per kind in src/layers/, all behind one small vtable.
  *
  * Conventions
- * - Activations are floats in NCHW or, where the net chose it, NCHW16C
- *   (see dt_layout; `in_layout`/`out_layout`); a layer's per-sample shapes
+ * - Activations are floats in NCHW or, where the net chose it, a blocked
+ *   layout (see dt_layout; `in_layout`/`out_layout`); a layer's per-sample shapes
  *   are `in`/`out` either way.
  * - Forward/backward signatures: outputs first, then saved inputs, then
  *   batch size and scratch. All activation, parameter and scratch buffers
@@ -89,13 +89,22 @@ int dt_precision_from_name(const char *name);  /* -1 if unknown */
 dt_status dt_precision_check(dt_precision p);
 
 /* How an activation (and its gradient) is laid out in memory. NCHW is the
- * net's own; NCHW16C (oneDNN's nChw16c: (B, C/16, H, W, 16), channel c at
- * block c/16, lane c%16) is what oneDNN's AVX-512 convolutions compute in,
- * so a convolution reading or writing it needs no reorder. The net chooses
- * per activation (dt_net_create): NCHW16C where every layer touching it
- * handles it and C is a multiple of 16. */
-typedef enum { DT_LAYOUT_NCHW = 0, DT_LAYOUT_NCHW16C } dt_layout;
-#define DT_LAYOUT_BLOCK 16
+ * net's own; the blocked layouts are oneDNN's nChw8c and nChw16c, (B, C/k,
+ * H, W, k) with channel c at block c/k, lane c%k: what its convolutions
+ * compute in with AVX2 (k = 8) and AVX-512 (k = 16), so a convolution
+ * reading or writing one needs no reorder. The net chooses per activation
+ * (dt_net_create): the CPU's blocked layout (dt_layout_native) where every
+ * layer touching it handles it and C is a multiple of k. */
+typedef enum { DT_LAYOUT_NCHW = 0, DT_LAYOUT_NCHW8C, DT_LAYOUT_NCHW16C } dt_layout;
+#define DT_LAYOUT_MAX_BLOCK 16
+
+/* k of a layout: channels a block (1 for NCHW). */
+static inline int dt_layout_block(dt_layout t) {
+    return t == DT_LAYOUT_NCHW16C ? 16 : t == DT_LAYOUT_NCHW8C ? 8 : 1;
+}
+
+/* "nchw", "nChw8c", "nChw16c" (oneDNN's names). */
+const char *dt_layout_name(dt_layout t);
 
 /* What a kind does with layouts (dt_layer_ops.layouts):
  *   NCHW:    reads and writes NCHW only (the default);
@@ -110,10 +119,10 @@ typedef enum {
     DT_LAYOUTS_ANY
 } dt_layout_rule;
 
-/* Whether oneDNN's convolutions compute in NCHW16C on this CPU (AVX-512,
- * as oneDNN finds it, ONEDNN_MAX_CPU_ISA included); elsewhere (AVX2: 8
- * channels a block) the net keeps NCHW, as the reorders would remain. */
-int dt_layout_blocked_native(void);
+/* The blocked layout oneDNN's f32 convolutions compute in on this CPU, as
+ * oneDNN finds it (ONEDNN_MAX_CPU_ISA included): NCHW16C with AVX-512,
+ * NCHW8C with AVX2; NCHW below AVX2 (the net then keeps NCHW). */
+dt_layout dt_layout_native(void);
 
 /* Most inputs a layer takes (a [route] of up to this many layers). */
 #define DT_LAYER_MAX_INPUTS 8

@@ -10,7 +10,7 @@
  *   grads  (nparams)   same layout; backward overwrites it
  *   state  (nstate)    non-trainable buffers (BN running stats)
  *   act[i] (max_batch, layer i out)  forward outputs, in layer i's out_layout
- *          (NCHW16C between a ResNet's convolutions; the logits and probs
+ *          (blocked between a ResNet's convolutions; the logits and probs
  *          are NCHW); a ReLU folded into the layer it reads (`folded`)
  *          shares that layer's buffer; act[nlayers-1] = probs
  *   gbuf[s] (max_batch, largest activation), ngbuf of them: the gradients

@@ -34,12 +34,13 @@ static void inputs_text(char *buf, size_t cap, const dt_layer *l, int i) {
 }
 
 /* How the engine runs layer l: "folded into L<n>" for a ReLU done by the
- * layer it reads, "nChw16c" for an output in that layout, else "-". */
+ * layer it reads, "nChw8c"/"nChw16c" for an output in a blocked layout,
+ * else "-". */
 static const char *engine_text(char *buf, size_t cap, const dt_layer *l) {
     if (l->folded)
         snprintf(buf, cap, "folded into L%d", l->spec.inputs[0]);
     else
-        snprintf(buf, cap, "%s", l->out_layout == DT_LAYOUT_NCHW16C ? "nChw16c" : "-");
+        snprintf(buf, cap, "%s", l->out_layout == DT_LAYOUT_NCHW ? "-" : dt_layout_name(l->out_layout));
     return buf;
 }
 
@@ -105,7 +106,7 @@ static void print_json(const dt_net *net, const dt_model_spec *spec) {
         printf(",{\"id\":\"L%d\",\"type\":\"%s\",\"line\":%d,\"output\":[%d,%d,%d],\"params\":%zu,"
                "\"flops\":%llu,\"layout\":\"%s\",\"folded\":%s",
                i, l->ops->name, l->spec.line, l->out.c, l->out.h, l->out.w, l->nw + l->nb,
-               (unsigned long long)l->ops->flops(l), l->out_layout == DT_LAYOUT_NCHW16C ? "nChw16c" : "nchw",
+               (unsigned long long)l->ops->flops(l), dt_layout_name(l->out_layout),
                l->folded ? "true" : "false");
         print_tensors(l);
         printf("}");

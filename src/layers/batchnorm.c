@@ -116,13 +116,14 @@ static float bn_channel_stats(const float *in, int batch, size_t n, size_t hw, i
     return mean;
 }
 
-/* NCHW16C, (B, C/16, H, W, 16): channel c is lane c%16 of block c/16. Sums
- * run per item (image, block), each on one thread, into (B, C) doubles in
- * the workspace, and are combined over the images in order: the same bits
- * on any thread count, B x C/16 items to share even when C is 16, and an
- * item (H x W x 16 floats, 50 KB at 28 x 28) stays in cache between its
- * passes, where the tensor (3.2 MB) does not. */
-static size_t blocked_items(int batch, dt_shape s) { return (size_t)batch * (size_t)(s.c / DT_LAYOUT_BLOCK); }
+/* Blocked layouts, (B, C/k, H, W, k): channel c is lane c%k of block c/k.
+ * Sums run per item (image, block), each on one thread, into (B, C)
+ * doubles in the workspace, and are combined over the images in order: the
+ * same bits on any thread count, B x C/k items to share even when C is k,
+ * and an item (H x W x k floats, 50 KB at 28 x 28 x 16) stays in cache
+ * between its passes, where the tensor (3.2 MB) does not. The per-item
+ * passes take k as K (DT_BLOCK_DISPATCH), so their lane loops are fixed. */
+static size_t blocked_items(int batch, dt_shape s, int k) { return (size_t)batch * (size_t)(s.c / k); }
 
 /* Lanes add in float over at most CHUNK cells, then into doubles, so a
  * sum over a large map (112 x 112) keeps the NCHW path's accuracy. */
@@ -130,107 +131,132 @@ enum { CHUNK = 256 };
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
-/* Per item and lane: its mean and sum of squared deviations from it. */
-static void blocked_moments(const float *x, int batch, dt_shape s, double *imean, double *im2) {
-    size_t hw = (size_t)s.h * (size_t)s.w, end = hw * DT_LAYOUT_BLOCK, items = blocked_items(batch, s);
-#pragma omp parallel for schedule(static) if (items * end >= DT_LAYER_PAR_FLOATS)
-    for (size_t it = 0; it < items; it++) {
-        const float *xb = x + it * end;
-        double sum[DT_LAYOUT_BLOCK] = {0}, sq[DT_LAYOUT_BLOCK] = {0};
-        float m[DT_LAYOUT_BLOCK];
-        for (size_t i0 = 0; i0 < end; i0 += CHUNK * DT_LAYOUT_BLOCK) {
-            float acc[DT_LAYOUT_BLOCK] = {0};
-            for (size_t i = i0; i < min_size(end, i0 + CHUNK * DT_LAYOUT_BLOCK); i += DT_LAYOUT_BLOCK)
-                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) acc[c] += xb[i + c];
-            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sum[c] += acc[c];
-        }
-        for (int c = 0; c < DT_LAYOUT_BLOCK; c++) m[c] = (float)(sum[c] / (double)hw);
-        for (size_t i0 = 0; i0 < end; i0 += CHUNK * DT_LAYOUT_BLOCK) {
-            float acc[DT_LAYOUT_BLOCK] = {0};
-            for (size_t i = i0; i < min_size(end, i0 + CHUNK * DT_LAYOUT_BLOCK); i += DT_LAYOUT_BLOCK)
-                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) acc[c] += (xb[i + c] - m[c]) * (xb[i + c] - m[c]);
-            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sq[c] += acc[c];
-        }
-        for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
-            imean[it * DT_LAYOUT_BLOCK + (size_t)c] = m[c];
-            im2[it * DT_LAYOUT_BLOCK + (size_t)c] = sq[c];
-        }
+/* One item xb (hw cells of K lanes): each lane's mean and sum of squared
+ * deviations from it into mean[K], m2[K]. */
+DT_BLOCK_PASS item_moments(const float *xb, size_t hw, int K, double *mean, double *m2) {
+    const size_t end = hw * (size_t)K;
+    double sum[DT_LAYOUT_MAX_BLOCK] = {0}, sq[DT_LAYOUT_MAX_BLOCK] = {0};
+    float m[DT_LAYOUT_MAX_BLOCK];
+    for (size_t i0 = 0; i0 < end; i0 += CHUNK * (size_t)K) {
+        float acc[DT_LAYOUT_MAX_BLOCK] = {0};
+        for (size_t i = i0; i < min_size(end, i0 + CHUNK * (size_t)K); i += (size_t)K)
+            for (int c = 0; c < K; c++) acc[c] += xb[i + c];
+        for (int c = 0; c < K; c++) sum[c] += acc[c];
     }
+    for (int c = 0; c < K; c++) m[c] = (float)(sum[c] / (double)hw);
+    for (size_t i0 = 0; i0 < end; i0 += CHUNK * (size_t)K) {
+        float acc[DT_LAYOUT_MAX_BLOCK] = {0};
+        for (size_t i = i0; i < min_size(end, i0 + CHUNK * (size_t)K); i += (size_t)K)
+            for (int c = 0; c < K; c++) acc[c] += (xb[i + c] - m[c]) * (xb[i + c] - m[c]);
+        for (int c = 0; c < K; c++) sq[c] += acc[c];
+    }
+    for (int c = 0; c < K; c++) mean[c] = m[c], m2[c] = sq[c];
+}
+
+/* Per item and lane: its mean and sum of squared deviations from it. */
+static void blocked_moments(const float *x, int batch, dt_shape s, int k, double *imean, double *im2) {
+    size_t hw = (size_t)s.h * (size_t)s.w, end = hw * (size_t)k, items = blocked_items(batch, s, k);
+#pragma omp parallel for schedule(static) if (items * end >= DT_LAYER_PAR_FLOATS)
+    for (size_t it = 0; it < items; it++)
+        DT_BLOCK_DISPATCH(k, item_moments(x + it * end, hw, K, imean + it * K, im2 + it * K));
+}
+
+/* One item's sum g and sum g (x - mean) per lane into sdy[K], sdyx[K], g =
+ * dy masked by mask > 0 (mb NULL: g = dy); m: the lanes' means. */
+DT_BLOCK_PASS item_grad_sums(const float *dyb, const float *mb, const float *xb, const float *m, size_t hw, int K,
+                              double *sdy, double *sdyx) {
+    const size_t end = hw * (size_t)K;
+    double sa[DT_LAYOUT_MAX_BLOCK] = {0}, sd[DT_LAYOUT_MAX_BLOCK] = {0};
+    for (size_t i0 = 0; i0 < end; i0 += CHUNK * (size_t)K) {
+        float a[DT_LAYOUT_MAX_BLOCK] = {0}, d[DT_LAYOUT_MAX_BLOCK] = {0};
+        size_t i1 = min_size(end, i0 + CHUNK * (size_t)K);
+        if (mb) /* each branch its own loop, so both vectorise */
+            for (size_t i = i0; i < i1; i += (size_t)K)
+                for (int c = 0; c < K; c++) {
+                    float g = mb[i + c] > 0 ? dyb[i + c] : 0.0f;
+                    a[c] += g;
+                    d[c] += g * (xb[i + c] - m[c]);
+                }
+        else
+            for (size_t i = i0; i < i1; i += (size_t)K)
+                for (int c = 0; c < K; c++) {
+                    a[c] += dyb[i + c];
+                    d[c] += dyb[i + c] * (xb[i + c] - m[c]);
+                }
+        for (int c = 0; c < K; c++) sa[c] += a[c], sd[c] += d[c];
+    }
+    for (int c = 0; c < K; c++) sdy[c] = sa[c], sdyx[c] = sd[c];
 }
 
 /* Per item and lane: sum g and sum g (x - mean), g = dy masked by mask > 0
  * (mask NULL: g = dy). */
 static void blocked_grad_sums(const float *dy, const float *mask, const float *x, const float *mean,
-                              int batch, dt_shape s, double *sdy, double *sdyx) {
-    size_t hw = (size_t)s.h * (size_t)s.w, end = hw * DT_LAYOUT_BLOCK, items = blocked_items(batch, s);
+                              int batch, dt_shape s, int k, double *sdy, double *sdyx) {
+    size_t hw = (size_t)s.h * (size_t)s.w, end = hw * (size_t)k, items = blocked_items(batch, s, k);
 #pragma omp parallel for schedule(static) if (items * end >= DT_LAYER_PAR_FLOATS)
     for (size_t it = 0; it < items; it++) {
-        const float *xb = x + it * end, *dyb = dy + it * end, *mb = mask ? mask + it * end : NULL;
-        size_t c0 = (it % (size_t)(s.c / DT_LAYOUT_BLOCK)) * DT_LAYOUT_BLOCK;
-        double sa[DT_LAYOUT_BLOCK] = {0}, sd[DT_LAYOUT_BLOCK] = {0};
-        float m[DT_LAYOUT_BLOCK];
-        for (int c = 0; c < DT_LAYOUT_BLOCK; c++) m[c] = mean[c0 + (size_t)c];
-        for (size_t i0 = 0; i0 < end; i0 += CHUNK * DT_LAYOUT_BLOCK) {
-            float a[DT_LAYOUT_BLOCK] = {0}, d[DT_LAYOUT_BLOCK] = {0};
-            size_t i1 = min_size(end, i0 + CHUNK * DT_LAYOUT_BLOCK);
-            if (mb) /* each branch its own loop, so both vectorise */
-                for (size_t i = i0; i < i1; i += DT_LAYOUT_BLOCK)
-                    for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
-                        float g = mb[i + c] > 0 ? dyb[i + c] : 0.0f;
-                        a[c] += g;
-                        d[c] += g * (xb[i + c] - m[c]);
-                    }
-            else
-                for (size_t i = i0; i < i1; i += DT_LAYOUT_BLOCK)
-                    for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
-                        a[c] += dyb[i + c];
-                        d[c] += dyb[i + c] * (xb[i + c] - m[c]);
-                    }
-            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sa[c] += a[c], sd[c] += d[c];
-        }
-        for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
-            sdy[it * DT_LAYOUT_BLOCK + (size_t)c] = sa[c];
-            sdyx[it * DT_LAYOUT_BLOCK + (size_t)c] = sd[c];
-        }
+        const float *m = mean + (it % (size_t)(s.c / k)) * (size_t)k;
+        const float *mb = mask ? mask + it * end : NULL;
+        DT_BLOCK_DISPATCH(k, item_grad_sums(dy + it * end, mb, x + it * end, m, hw, K, sdy + it * K, sdyx + it * K));
     }
 }
 
-/* out <- in * scale[c] + shift[c] over a (B, s) NCHW16C tensor, then
- * max(0, .) when relu. */
+/* One item: y = x * a[c] + z[c] per lane, then max(0, .) when relu. */
+DT_BLOCK_PASS item_affine(float *restrict y, const float *restrict x, const float *a, const float *z, size_t hw,
+                           int K, int relu) {
+    const size_t end = hw * (size_t)K;
+    float sc[DT_LAYOUT_MAX_BLOCK], sh[DT_LAYOUT_MAX_BLOCK];
+    for (int c = 0; c < K; c++) sc[c] = a[c], sh[c] = z[c];
+    if (relu) /* each branch its own loop, so both vectorise */
+        for (size_t i = 0; i < end; i += (size_t)K)
+            for (int c = 0; c < K; c++) {
+                float v = x[i + c] * sc[c] + sh[c];
+                y[i + c] = v > 0 ? v : 0.0f;
+            }
+    else
+        for (size_t i = 0; i < end; i += (size_t)K)
+            for (int c = 0; c < K; c++) y[i + c] = x[i + c] * sc[c] + sh[c];
+}
+
+/* out <- in * scale[c] + shift[c] over a (B, s) blocked tensor of k lanes,
+ * then max(0, .) when relu. */
 static void blocked_apply(float *out, const float *in, const float *scale, const float *shift, int batch,
-                          dt_shape s, int relu) {
-    size_t end = (size_t)s.h * (size_t)s.w * DT_LAYOUT_BLOCK, items = blocked_items(batch, s);
+                          dt_shape s, int k, int relu) {
+    size_t hw = (size_t)s.h * (size_t)s.w, end = hw * (size_t)k, items = blocked_items(batch, s, k);
 #pragma omp parallel for schedule(static) if (items * end >= DT_LAYER_PAR_FLOATS)
     for (size_t it = 0; it < items; it++) {
-        size_t c0 = (it % (size_t)(s.c / DT_LAYOUT_BLOCK)) * DT_LAYOUT_BLOCK;
-        float sc[DT_LAYOUT_BLOCK], sh[DT_LAYOUT_BLOCK];
-        for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sc[c] = scale[c0 + c], sh[c] = shift[c0 + c];
-        float *restrict y = out + it * end;
-        const float *restrict x = in + it * end;
-        if (relu) /* each branch its own loop, so both vectorise */
-            for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
-                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
-                    float v = x[i + c] * sc[c] + sh[c];
-                    y[i + c] = v > 0 ? v : 0.0f;
-                }
-        else
-            for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
-                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) y[i + c] = x[i + c] * sc[c] + sh[c];
+        size_t c0 = (it % (size_t)(s.c / k)) * (size_t)k;
+        DT_BLOCK_DISPATCH(k, item_affine(out + it * end, in + it * end, scale + c0, shift + c0, hw, K, relu));
     }
 }
 
-/* NCHW16C forward: the batch statistics (training: each channel's mean of
+/* One item of the input gradient: dx = g * gk[c] + (x * k2[c] + k3[c]),
+ * g = dy masked by mb > 0 (mb NULL: g = dy). */
+DT_BLOCK_PASS item_dx(float *restrict dx, const float *restrict dy, const float *restrict mb,
+                       const float *restrict x, const float *gk, const float *k2, const float *k3, size_t hw, int K) {
+    const size_t end = hw * (size_t)K;
+    float g[DT_LAYOUT_MAX_BLOCK], a[DT_LAYOUT_MAX_BLOCK], z[DT_LAYOUT_MAX_BLOCK];
+    for (int c = 0; c < K; c++) g[c] = gk[c], a[c] = k2[c], z[c] = k3[c];
+    if (mb) /* each branch its own loop, so both vectorise */
+        for (size_t i = 0; i < end; i += (size_t)K)
+            for (int c = 0; c < K; c++) dx[i + c] = (mb[i + c] > 0 ? dy[i + c] : 0.0f) * g[c] + (x[i + c] * a[c] + z[c]);
+    else
+        for (size_t i = 0; i < end; i += (size_t)K)
+            for (int c = 0; c < K; c++) dx[i + c] = dy[i + c] * g[c] + (x[i + c] * a[c] + z[c]);
+}
+
+/* Blocked forward: the batch statistics (training: each channel's mean of
  * the items' means, and its squared deviations combined as Chan et al.'s
  * parallel variance, M2 = sum M2_i + hw sum (mean_i - mean)^2) or the
  * running ones, then out = in * scale + shift. ws: item means and M2s (B, C)
  * doubles each, then scale and shift (C). */
 static void bn_forward_blocked(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
-    int C = l->in.c;
+    int C = l->in.c, k = dt_layout_block(l->in_layout);
     size_t hw = (size_t)l->in.h * l->in.w, bc = (size_t)batch * (size_t)C;
     double *imean = (double *)ws, *im2 = imean + bc;
     float *scale = (float *)(im2 + bc), *shift = scale + C;
     double count = (double)batch * (double)hw;
-    if (train && batch > 0) blocked_moments(in, batch, l->in, imean, im2);
+    if (train && batch > 0) blocked_moments(in, batch, l->in, k, imean, im2);
     for (int c = 0; c < C; c++) {
         if (!train || batch == 0) {
             bn_eval_channel(l, c, &scale[c], &shift[c]);
@@ -245,63 +271,53 @@ static void bn_forward_blocked(dt_layer *l, float *out, const float *in, int bat
         }
         bn_train_channel(l, c, (float)mu, sq, count, &scale[c], &shift[c]);
     }
-    blocked_apply(out, in, scale, shift, batch, l->in, l->relu_out);
+    blocked_apply(out, in, scale, shift, batch, l->in, k, l->relu_out);
 }
 
-/* NCHW16C backward, as bn_backward: din = dout * gk + (in * k2 + k3) with
+/* Blocked backward, as bn_backward: din = dout * gk + (in * k2 + k3) with
  * gk = gamma invstd, k2 = -proj gk, k3 = (mean proj - mean_dy) gk. ws: the
  * items' sum dy and sum dy (x - mean) (B, C) doubles each, then gk, k2, k3
  * (C). */
 static void bn_backward_blocked(dt_layer *l, float *din, const float *dout, const float *mask,
                                 const float *in, int batch, float *ws) {
-    int C = l->in.c;
+    int C = l->in.c, k = dt_layout_block(l->in_layout);
     size_t hw = (size_t)l->in.h * l->in.w, bc = (size_t)batch * (size_t)C;
     double *sdy = (double *)ws, *sdyx = sdy + bc;
     float *gk = (float *)(sdyx + bc), *k2 = gk + C, *k3 = k2 + C;
     const float *mean = l->saved;
     double count = (double)batch * (double)hw;
-    blocked_grad_sums(dout, mask, in, mean, batch, l->in, sdy, sdyx);
+    blocked_grad_sums(dout, mask, in, mean, batch, l->in, k, sdy, sdyx);
     for (int c = 0; c < C; c++) {
         double dbeta = 0, dyx = 0;
         for (int b = 0; b < batch; b++) {
             dbeta += sdy[(size_t)b * (size_t)C + (size_t)c];
             dyx += sdyx[(size_t)b * (size_t)C + (size_t)c];
         }
-        bn_dx k = bn_grad_channel(l, c, dbeta, dyx, count);
-        gk[c] = k.gk;
-        k2[c] = -k.proj * k.gk;
-        k3[c] = (mean[c] * k.proj - k.mean_dy) * k.gk;
+        bn_dx g = bn_grad_channel(l, c, dbeta, dyx, count);
+        gk[c] = g.gk;
+        k2[c] = -g.proj * g.gk;
+        k3[c] = (mean[c] * g.proj - g.mean_dy) * g.gk;
     }
     if (!din) return;
-    size_t end = hw * DT_LAYOUT_BLOCK, items = blocked_items(batch, l->in);
+    size_t end = hw * (size_t)k, items = blocked_items(batch, l->in, k);
 #pragma omp parallel for schedule(static) if (items * end >= DT_LAYER_PAR_FLOATS)
     for (size_t it = 0; it < items; it++) {
-        size_t c0 = (it % (size_t)(C / DT_LAYOUT_BLOCK)) * DT_LAYOUT_BLOCK;
-        float g[DT_LAYOUT_BLOCK], a[DT_LAYOUT_BLOCK], z[DT_LAYOUT_BLOCK];
-        for (int c = 0; c < DT_LAYOUT_BLOCK; c++) g[c] = gk[c0 + c], a[c] = k2[c0 + c], z[c] = k3[c0 + c];
-        float *restrict dx = din + it * end;
-        const float *restrict dy = dout + it * end, *restrict x = in + it * end;
-        const float *restrict mb = mask ? mask + it * end : NULL;
-        if (mb) /* each branch its own loop, so both vectorise */
-            for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
-                for (int c = 0; c < DT_LAYOUT_BLOCK; c++)
-                    dx[i + c] = (mb[i + c] > 0 ? dy[i + c] : 0.0f) * g[c] + (x[i + c] * a[c] + z[c]);
-        else
-            for (size_t i = 0; i < end; i += DT_LAYOUT_BLOCK)
-                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) dx[i + c] = dy[i + c] * g[c] + (x[i + c] * a[c] + z[c]);
+        size_t c0 = (it % (size_t)(C / k)) * (size_t)k, o = it * end;
+        const float *mb = mask ? mask + o : NULL;
+        DT_BLOCK_DISPATCH(k, item_dx(din + o, dout + o, mb, in + o, gk + c0, k2 + c0, k3 + c0, hw, K));
     }
 }
 
-/* The workspace of NCHW16C: two (B, C) blocks of doubles and three (C)
- * floats. */
+/* The workspace of a blocked layout: two (B, C) blocks of doubles and
+ * three (C) floats. */
 static size_t bn_workspace_floats(const dt_layer *l, int batch) {
     size_t C = (size_t)l->in.c;
-    return l->in_layout == DT_LAYOUT_NCHW16C ? 4 * (size_t)batch * C + 3 * C : 0;
+    return l->in_layout != DT_LAYOUT_NCHW ? 4 * (size_t)batch * C + 3 * C : 0;
 }
 
 /* out (B, C, H, W) <- in (B, C, H, W). */
 static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
-    if (l->in_layout == DT_LAYOUT_NCHW16C) {
+    if (l->in_layout != DT_LAYOUT_NCHW) {
         bn_forward_blocked(l, out, in, batch, train, ws);
         return;
     }
@@ -328,7 +344,7 @@ static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int 
 static void bn_backward(dt_layer *l, float *din, const float *dout, const float *in,
                         const float *out, int batch, float *ws) {
     const float *mask = l->relu_out ? out : NULL; /* a fused ReLU's output */
-    if (l->in_layout == DT_LAYOUT_NCHW16C) {
+    if (l->in_layout != DT_LAYOUT_NCHW) {
         bn_backward_blocked(l, din, dout, mask, in, batch, ws);
         return;
     }

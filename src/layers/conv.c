@@ -9,9 +9,9 @@
  * conv uses the image itself as the column matrix.
  * Backward: dW accumulates dout_b (F, OH*OW) . cols_bᵀ over images, dX is
  * Wᵀ . dout_b into columns scattered back with col2im. The workspace holds
- * one image's columns, then, where a side is NCHW16C (the fallback computes
+ * one image's columns, then, where a side is blocked (the fallback computes
  * in NCHW), one image's NCHW copies of in and din (C, H, W) and of out/dout
- * (F, OH, OW). Input and output may each be NCHW or NCHW16C. */
+ * (F, OH, OW). Input and output may each be NCHW or blocked. */
 #include <limits.h>
 #include <math.h>
 #include <string.h>
@@ -70,7 +70,7 @@ static size_t conv_workspace_floats(const dt_layer *l, int batch) {
     return cols_floats(l) + in + (l->out_layout == DT_LAYOUT_NCHW ? 0 : dt_shape_size(l->out));
 }
 
-/* The sgemm path computes in NCHW. Where a side is NCHW16C, image b goes
+/* The sgemm path computes in NCHW. Where a side is blocked, image b goes
  * through NCHW copies in the workspace, after the columns: in, then din
  * (C, H, W), then out or dout (F, OH, OW). */
 static float *in_copy(const dt_layer *l, float *ws) { return ws + cols_floats(l); }

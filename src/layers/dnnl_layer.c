@@ -3,11 +3,11 @@
  * Why: OpenBLAS sgemm reaches about half of a core's peak on the im2col
  * products of small convolutions ((64 x 800) . (800 x 196) in the cnn
  * model); oneDNN's JIT convolutions work on channel-blocked layouts
- * (nChw16c activations, OIhw16i16o-like weights) and run near peak. In bf16
+ * (nChw16c or nChw8c activations, OIhw16i16o-like weights) and run near peak. In bf16
  * (AVX512_BF16 dot products, or AMX tiles) they do two or more times the
  * arithmetic of f32 FMAs per cycle, for convolutions and inner products.
  *
- * How: the net's buffers stay f32 in its layouts (NCHW, NCHW16C or NC
+ * How: the net's buffers stay f32 in its layouts (NCHW, blocked or NC
  * activations, by the layer's in_layout/out_layout; OIHW or OI weights, 1D
  * bias): "plain" below means these. Each primitive is created with layout "any" (in
  * the compute type); where oneDNN picks a layout or type other than the
@@ -116,7 +116,7 @@ typedef struct {
 /* Plain descriptors of the buffers and the "any" descriptors a kind builds
  * its op descriptors from, of one layer at one batch size. */
 typedef struct {
-    /* By B_*: in, din (B, src) and out, dout (B, dst) nchw (or nChw16c,
+    /* By B_*: in, din (B, src) and out, dout (B, dst) nchw (or nChw8c/16c,
      * by the layer's layouts) or nc; w, dw
      * oihw or oi; bias, db a (F). All f32. */
     dnnl_memory_desc_t plain[B_COUNT];
@@ -125,15 +125,21 @@ typedef struct {
     dt_dnnl_descs descs;
 } geometry;
 
+/* oneDNN's tag of a 4-d activation in layout t. */
+static dnnl_format_tag_t activation_tag(dt_layout t) {
+    return t == DT_LAYOUT_NCHW16C ? dnnl_nChw16c : t == DT_LAYOUT_NCHW8C ? dnnl_nChw8c : dnnl_nchw;
+}
+
 static dt_status geometry_of(const dt_layer *l, const dt_dnnl_kind *k, int batch, geometry *g) {
     memset(g, 0, sizeof *g);
     k->describe(l, batch, &g->dims);
     int nd = g->dims.ndims;
-    dnnl_format_tag_t act = nd == 4 ? dnnl_nchw : dnnl_nc, wei = nd == 4 ? dnnl_oihw : dnnl_oi;
-    /* NCHW16C activations are handed to oneDNN as they are: where its
-     * primitive picks nChw16c too (f32 on AVX-512), no reorder runs. */
-    dnnl_format_tag_t in = nd == 4 && l->in_layout == DT_LAYOUT_NCHW16C ? dnnl_nChw16c : act;
-    dnnl_format_tag_t out = nd == 4 && l->out_layout == DT_LAYOUT_NCHW16C ? dnnl_nChw16c : act;
+    dnnl_format_tag_t wei = nd == 4 ? dnnl_oihw : dnnl_oi;
+    /* Blocked activations are handed to oneDNN as they are: where its
+     * primitive picks that layout too (f32: nChw16c on AVX-512, nChw8c on
+     * AVX2), no reorder runs. */
+    dnnl_format_tag_t in = nd == 4 ? activation_tag(l->in_layout) : dnnl_nc;
+    dnnl_format_tag_t out = nd == 4 ? activation_tag(l->out_layout) : dnnl_nc;
     dnnl_data_type_t t = l->precision == DT_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
     dnnl_dims_t bias = {g->dims.dst[1]};
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], nd, g->dims.src, dnnl_f32, in));
@@ -457,7 +463,8 @@ dt_status dt_precision_check(dt_precision p) {
                    isa_name(isa));
 }
 
-int dt_layout_blocked_native(void) {
-    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), core = (unsigned)dnnl_cpu_isa_avx512_core;
-    return (isa & core) == core;
+dt_layout dt_layout_native(void) {
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    unsigned core = (unsigned)dnnl_cpu_isa_avx512_core, avx2 = (unsigned)dnnl_cpu_isa_avx2;
+    return (isa & core) == core ? DT_LAYOUT_NCHW16C : (isa & avx2) == avx2 ? DT_LAYOUT_NCHW8C : DT_LAYOUT_NCHW;
 }

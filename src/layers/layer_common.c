@@ -92,16 +92,20 @@ void dt_layout_convert(float *dst, dt_layout to, const float *src, dt_layout fro
         dt_layer_copy(dst, src, n);
         return;
     }
-    /* plane (b, c) of NCHW <-> lane c%16 of block (b, c/16) */
-    size_t planes = (size_t)batch * (size_t)s.c;
+    /* Plane p = (b, c) is lane p % k of block p / k in a layout of k
+     * channels a block (k divides C), with stride k; in NCHW (k = 1) it is
+     * contiguous. */
+    size_t planes = (size_t)batch * (size_t)s.c, kx = (size_t)dt_layout_block(from), ky = (size_t)dt_layout_block(to);
 #pragma omp parallel for schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < planes; p++) {
-        size_t c = p % (size_t)s.c, block = p / DT_LAYOUT_BLOCK, lane = c % DT_LAYOUT_BLOCK;
-        const float *x = src + (to == DT_LAYOUT_NCHW ? block * hw * DT_LAYOUT_BLOCK + lane : p * hw);
-        float *y = dst + (to == DT_LAYOUT_NCHW ? p * hw : block * hw * DT_LAYOUT_BLOCK + lane);
-        size_t xs = to == DT_LAYOUT_NCHW ? DT_LAYOUT_BLOCK : 1, ys = to == DT_LAYOUT_NCHW ? 1 : DT_LAYOUT_BLOCK;
-        for (size_t i = 0; i < hw; i++) y[i * ys] = x[i * xs];
+        const float *x = src + (p / kx) * hw * kx + p % kx;
+        float *y = dst + (p / ky) * hw * ky + p % ky;
+        for (size_t i = 0; i < hw; i++) y[i * ky] = x[i * kx];
     }
+}
+
+const char *dt_layout_name(dt_layout t) {
+    return t == DT_LAYOUT_NCHW16C ? "nChw16c" : t == DT_LAYOUT_NCHW8C ? "nChw8c" : "nchw";
 }
 
 dt_layout_rule dt_layout_follow(const dt_layer *l) {

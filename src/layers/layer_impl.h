@@ -49,16 +49,32 @@ void dt_layer_fill_uniform(float *x, size_t n, float bound, dt_rng *rng);
  * this stay on one thread: starting the team would cost more than it saves. */
 enum { DT_LAYER_PAR_FLOATS = 1 << 15 };
 
-/* dst (B, s) in layout `to` <- src (B, s) in layout `from` (NCHW16C: s.c a
- * multiple of DT_LAYOUT_BLOCK); a copy when they agree. */
+/* dst (B, s) in layout `to` <- src (B, s) in layout `from` (a blocked
+ * layout's k dividing s.c); a copy when they agree. */
 void dt_layout_convert(float *dst, dt_layout to, const float *src, dt_layout from, int batch, dt_shape s);
 
-/* Offset of value (b, c, h, w) of a (B, s) tensor in NCHW16C. */
-static inline size_t dt_blocked_at(dt_shape s, int b, int c, int h, int w) {
-    size_t cb = (size_t)b * (size_t)(s.c / DT_LAYOUT_BLOCK) + (size_t)(c / DT_LAYOUT_BLOCK);
-    return ((cb * (size_t)s.h + (size_t)h) * (size_t)s.w + (size_t)w) * DT_LAYOUT_BLOCK +
-           (size_t)(c % DT_LAYOUT_BLOCK);
+/* Offset of value (b, c, h, w) of a (B, s) tensor in a blocked layout of
+ * k channels a block. */
+static inline size_t dt_blocked_at(dt_shape s, int k, int b, int c, int h, int w) {
+    size_t cb = (size_t)b * (size_t)(s.c / k) + (size_t)(c / k);
+    return ((cb * (size_t)s.h + (size_t)h) * (size_t)s.w + (size_t)w) * (size_t)k + (size_t)(c % k);
 }
+
+/* Blocked passes are written once for a block width k, as DT_BLOCK_PASS
+ * functions, and specialised by calling them with a constant:
+ * DT_BLOCK_DISPATCH(k, f(args, K)) runs f with K = 8 or 16 (each call is
+ * inlined, so its lane loops are fixed-length and vectorise). */
+#define DT_BLOCK_PASS static inline __attribute__((always_inline)) void
+#define DT_BLOCK_DISPATCH(k, call_with_K) \
+    do {                                   \
+        if ((k) == 8) {                    \
+            enum { K = 8 };                \
+            call_with_K;                   \
+        } else {                           \
+            enum { K = 16 };               \
+            call_with_K;                   \
+        }                                  \
+    } while (0)
 
 /* Rules of ops->layouts that do not depend on the layer. */
 dt_layout_rule dt_layout_follow(const dt_layer *l);

@@ -198,19 +198,23 @@ static void maxpool_backward(dt_layer *l, float *din, const float *dout, const f
     }
 }
 
-/* Global: out (B, C) <- the mean of each plane of in (B, C, H, W); in
- * NCHW16C, of each lane of a block (B, C/16, H, W, 16). */
+/* One block x (hw cells of K lanes): each lane's mean into out[K]. */
+DT_BLOCK_PASS block_means(float *out, const float *x, size_t hw, int K) {
+    double sum[DT_LAYOUT_MAX_BLOCK] = {0};
+    for (size_t i = 0; i < hw; i++)
+        for (int c = 0; c < K; c++) sum[c] += x[i * (size_t)K + (size_t)c];
+    for (int c = 0; c < K; c++) out[c] = (float)(sum[c] / (double)hw);
+}
+
+/* Global: out (B, C) <- the mean of each plane of in (B, C, H, W); in a
+ * blocked layout, of each lane of a block (B, C/k, H, W, k). */
 static void global_forward(const dt_layer *l, float *out, const float *in, int batch) {
     size_t planes = (size_t)batch * (size_t)l->in.c, hw = (size_t)l->in.h * (size_t)l->in.w;
-    if (l->in_layout == DT_LAYOUT_NCHW16C) {
+    const size_t k = (size_t)dt_layout_block(l->in_layout);
+    if (k > 1) {
 #pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
-        for (size_t blk = 0; blk < planes / DT_LAYOUT_BLOCK; blk++) {
-            const float *x = in + blk * hw * DT_LAYOUT_BLOCK;
-            double sum[DT_LAYOUT_BLOCK] = {0};
-            for (size_t i = 0; i < hw; i++)
-                for (int c = 0; c < DT_LAYOUT_BLOCK; c++) sum[c] += x[i * DT_LAYOUT_BLOCK + c];
-            for (int c = 0; c < DT_LAYOUT_BLOCK; c++) out[blk * DT_LAYOUT_BLOCK + c] = (float)(sum[c] / (double)hw);
-        }
+        for (size_t blk = 0; blk < planes / k; blk++)
+            DT_BLOCK_DISPATCH(k, block_means(out + blk * K, in + blk * hw * K, hw, K));
         return;
     }
 #pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
@@ -220,16 +224,11 @@ static void global_forward(const dt_layer *l, float *out, const float *in, int b
 /* Global: din (B, C, H, W) <- dout (B, C) / (H*W) over each plane (lane). */
 static void global_backward(const dt_layer *l, float *din, const float *dout, int batch) {
     size_t planes = (size_t)batch * (size_t)l->in.c, hw = (size_t)l->in.h * (size_t)l->in.w;
-    int blocked = l->in_layout == DT_LAYOUT_NCHW16C;
+    const size_t k = (size_t)dt_layout_block(l->in_layout); /* plane p: lane p % k of block p / k */
 #pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < planes; p++) {
-        float g = dout[p] / (float)hw;
-        if (blocked) {
-            float *dx = din + (p / DT_LAYOUT_BLOCK) * hw * DT_LAYOUT_BLOCK + p % DT_LAYOUT_BLOCK;
-            for (size_t i = 0; i < hw; i++) dx[i * DT_LAYOUT_BLOCK] = g;
-        } else {
-            for (size_t i = 0; i < hw; i++) din[p * hw + i] = g;
-        }
+        float g = dout[p] / (float)hw, *dx = din + (p / k) * hw * k + p % k;
+        for (size_t i = 0; i < hw; i++) dx[i * k] = g;
     }
 }
 

@@ -50,20 +50,20 @@ static dt_status shortcut_setup(dt_layer *l) {
 
 static int same_shape(dt_shape a, dt_shape b) { return a.c == b.c && a.h == b.h && a.w == b.w; }
 
-/* The shared block in NCHW16C (all channel counts are multiples of 16), 16
- * channels a cell: forward out += x (x: in[1]), or backward dx = dout (dx:
- * din[1]); the other pair is NULL. */
-static void blocked_sum(const dt_layer *l, float *out, const float *x, float *dx, const float *dout,
-                        int batch) {
+/* The shared block in a blocked layout of K channels a block (every
+ * channel count is a multiple of K), K channels a cell: forward out += x
+ * (x: in[1]), or backward dx = dout (dx: din[1]); the other pair is NULL. */
+DT_BLOCK_PASS blocked_sum(const dt_layer *l, float *out, const float *x, float *dx, const float *dout, int batch,
+                          int K) {
     shortcut_dims d = dims_of(l);
     dt_shape o = l->ins[0], a = l->ins[1];
     for (int b = 0; b < batch; b++)
-        for (int k = 0; k < d.minc; k += DT_LAYOUT_BLOCK)
+        for (int k = 0; k < d.minc; k += K)
             for (int j = 0; j < d.minh; j++)
                 for (int i = 0; i < d.minw; i++) {
-                    size_t oc = dt_blocked_at(o, b, k, j * d.sample, i * d.sample);
-                    size_t ac = dt_blocked_at(a, b, k, j * d.stride, i * d.stride);
-                    for (int c = 0; c < DT_LAYOUT_BLOCK; c++) {
+                    size_t oc = dt_blocked_at(o, K, b, k, j * d.sample, i * d.sample);
+                    size_t ac = dt_blocked_at(a, K, b, k, j * d.stride, i * d.stride);
+                    for (int c = 0; c < K; c++) {
                         if (out)
                             out[oc + c] += x[ac + c];
                         else
@@ -91,8 +91,8 @@ static void shortcut_forward(dt_layer *l, float *out, const float *const *in, in
         return;
     }
     dt_layer_copy(out, in[0], osz * (size_t)batch);
-    if (l->in_layout == DT_LAYOUT_NCHW16C)
-        blocked_sum(l, out, in[1], NULL, NULL, batch);
+    if (l->in_layout != DT_LAYOUT_NCHW)
+        DT_BLOCK_DISPATCH(dt_layout_block(l->in_layout), blocked_sum(l, out, in[1], NULL, NULL, batch, K));
     else
         for (int b = 0; b < batch; b++) {
             float *y = out + (size_t)b * osz;
@@ -131,8 +131,8 @@ static void shortcut_backward(dt_layer *l, float *const *din, const float *dout,
         return;
     }
     memset(din[1], 0, sizeof(float) * asz * (size_t)batch);
-    if (l->in_layout == DT_LAYOUT_NCHW16C) {
-        blocked_sum(l, NULL, NULL, din[1], dout, batch);
+    if (l->in_layout != DT_LAYOUT_NCHW) {
+        DT_BLOCK_DISPATCH(dt_layout_block(l->in_layout), blocked_sum(l, NULL, NULL, din[1], dout, batch, K));
         return;
     }
     for (int b = 0; b < batch; b++) {
@@ -178,6 +178,6 @@ const dt_layer_ops dt_shortcut_ops = {
     .forward_n = shortcut_forward,
     .backward_n = shortcut_backward,
     .fuses_relu = 1, /* the forward writes max(0, sum); backward masks dout by the output */
-    .layouts = dt_layout_follow, /* elementwise, or 16 channels a cell in NCHW16C */
+    .layouts = dt_layout_follow, /* elementwise, or k channels a cell in a blocked layout */
     .flops = dt_layer_flops_elems,
 };

@@ -148,12 +148,13 @@ static int layout_root(int *parent, int i) {
 
 /* Each layer's in_layout and out_layout. Layers that FOLLOW tie their
  * inputs' and output's layouts together; each group of activations tied
- * this way is NCHW16C when every one has a multiple of 16 channels, none is
- * the data, every producer can write it (a FOLLOW member or a convolution)
- * and every reader can read it; else NCHW. In a ResNet that makes every
- * activation between the stem and the global pool blocked (the final
- * softmax reads NCHW). NCHW everywhere when `nchw_only`. */
-static void plan_layouts(dt_net *net, int nchw_only) {
+ * this way is in the blocked layout `native` (of k channels a block) when
+ * every one has a multiple of k channels, none is the data, every producer
+ * can write it (a FOLLOW member or a convolution) and every reader can read
+ * it; else NCHW. In a ResNet that makes every activation between the stem
+ * and the global pool blocked (the final softmax reads NCHW). NCHW
+ * everywhere when `native` is. */
+static void plan_layouts(dt_net *net, dt_layout native) {
     int L = net->nlayers, parent[DT_MAX_LAYERS];
     unsigned char blocked[DT_MAX_LAYERS];
     for (int i = 0; i < L; i++) parent[i] = i, blocked[i] = 1;
@@ -166,7 +167,8 @@ static void plan_layouts(dt_net *net, int nchw_only) {
         const dt_layer *l = &net->layers[i];
         dt_layout_rule rule = layout_rule(l);
         int writes_nchw = rule == DT_LAYOUTS_NCHW || rule == DT_LAYOUTS_READS_ANY;
-        if (nchw_only || writes_nchw || l->out.c % DT_LAYOUT_BLOCK != 0) blocked[layout_root(parent, i)] = 0;
+        if (native == DT_LAYOUT_NCHW || writes_nchw || l->out.c % dt_layout_block(native) != 0)
+            blocked[layout_root(parent, i)] = 0;
         for (int k = 0; k < l->ninputs; k++) {
             int from = l->spec.inputs[k];
             if (from < 0 && rule == DT_LAYOUTS_FOLLOW) blocked[layout_root(parent, i)] = 0;
@@ -175,9 +177,9 @@ static void plan_layouts(dt_net *net, int nchw_only) {
     }
     for (int i = 0; i < L; i++) {
         dt_layer *l = &net->layers[i];
-        l->out_layout = blocked[layout_root(parent, i)] ? DT_LAYOUT_NCHW16C : DT_LAYOUT_NCHW;
+        l->out_layout = blocked[layout_root(parent, i)] ? native : DT_LAYOUT_NCHW;
         int from = l->spec.inputs[0];
-        l->in_layout = from >= 0 && blocked[layout_root(parent, from)] ? DT_LAYOUT_NCHW16C : DT_LAYOUT_NCHW;
+        l->in_layout = from >= 0 && blocked[layout_root(parent, from)] ? native : DT_LAYOUT_NCHW;
     }
 }
 
@@ -245,7 +247,7 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
     size_t folded = spec->plain_engine ? 0 : plan_fusion(net);
     sz->acts -= folded * batch; /* cannot wrap: each was added above */
     DT_TRY(plan_gradients(net, spec));
-    plan_layouts(net, spec->plain_engine || !dt_layout_blocked_native());
+    plan_layouts(net, spec->plain_engine ? DT_LAYOUT_NCHW : dt_layout_native());
     for (int i = 0; i < net->nlayers; i++) {
         const dt_layer *l = &net->layers[i];
         size_t ws = l->ops->workspace_floats(l, net->max_batch); /* may depend on the layouts */
