@@ -122,7 +122,11 @@ static float bn_channel_stats(const float *in, int batch, size_t n, size_t hw, i
  * same bits on any thread count, B x C/k items to share even when C is k,
  * and an item (H x W x k floats, 50 KB at 28 x 28 x 16) stays in cache
  * between its passes, where the tensor (3.2 MB) does not. The per-item
- * passes take k as K (DT_BLOCK_DISPATCH), so their lane loops are fixed. */
+ * passes take k as K (DT_BLOCK_DISPATCH), so their lane loops are fixed,
+ * and mark them `omp simd`: with K = 8 (one AVX2 vector) GCC's own
+ * vectoriser left the loops of a masked or summing pass scalar (a
+ * backward with a folded ReLU ran 6.4 ms where it now runs 0.5, 64 x 16 x
+ * 28 x 28 on an AVX2 EPYC). */
 static size_t blocked_items(int batch, dt_shape s, int k) { return (size_t)batch * (size_t)(s.c / k); }
 
 /* Lanes add in float over at most CHUNK cells, then into doubles, so a
@@ -140,6 +144,7 @@ DT_BLOCK_PASS item_moments(const float *xb, size_t hw, int K, double *mean, doub
     for (size_t i0 = 0; i0 < end; i0 += CHUNK * (size_t)K) {
         float acc[DT_LAYOUT_MAX_BLOCK] = {0};
         for (size_t i = i0; i < min_size(end, i0 + CHUNK * (size_t)K); i += (size_t)K)
+#pragma omp simd
             for (int c = 0; c < K; c++) acc[c] += xb[i + c];
         for (int c = 0; c < K; c++) sum[c] += acc[c];
     }
@@ -147,6 +152,7 @@ DT_BLOCK_PASS item_moments(const float *xb, size_t hw, int K, double *mean, doub
     for (size_t i0 = 0; i0 < end; i0 += CHUNK * (size_t)K) {
         float acc[DT_LAYOUT_MAX_BLOCK] = {0};
         for (size_t i = i0; i < min_size(end, i0 + CHUNK * (size_t)K); i += (size_t)K)
+#pragma omp simd
             for (int c = 0; c < K; c++) acc[c] += (xb[i + c] - m[c]) * (xb[i + c] - m[c]);
         for (int c = 0; c < K; c++) sq[c] += acc[c];
     }
@@ -172,13 +178,15 @@ DT_BLOCK_PASS item_grad_sums(const float *dyb, const float *mb, const float *xb,
         size_t i1 = min_size(end, i0 + CHUNK * (size_t)K);
         if (mb) /* each branch its own loop, so both vectorise */
             for (size_t i = i0; i < i1; i += (size_t)K)
+#pragma omp simd
                 for (int c = 0; c < K; c++) {
-                    float g = mb[i + c] > 0 ? dyb[i + c] : 0.0f;
+                    float dy = dyb[i + c], g = mb[i + c] > 0 ? dy : 0.0f;
                     a[c] += g;
                     d[c] += g * (xb[i + c] - m[c]);
                 }
         else
             for (size_t i = i0; i < i1; i += (size_t)K)
+#pragma omp simd
                 for (int c = 0; c < K; c++) {
                     a[c] += dyb[i + c];
                     d[c] += dyb[i + c] * (xb[i + c] - m[c]);
@@ -209,12 +217,14 @@ DT_BLOCK_PASS item_affine(float *restrict y, const float *restrict x, const floa
     for (int c = 0; c < K; c++) sc[c] = a[c], sh[c] = z[c];
     if (relu) /* each branch its own loop, so both vectorise */
         for (size_t i = 0; i < end; i += (size_t)K)
+#pragma omp simd
             for (int c = 0; c < K; c++) {
                 float v = x[i + c] * sc[c] + sh[c];
                 y[i + c] = v > 0 ? v : 0.0f;
             }
     else
         for (size_t i = 0; i < end; i += (size_t)K)
+#pragma omp simd
             for (int c = 0; c < K; c++) y[i + c] = x[i + c] * sc[c] + sh[c];
 }
 
@@ -237,11 +247,17 @@ DT_BLOCK_PASS item_dx(float *restrict dx, const float *restrict dy, const float 
     const size_t end = hw * (size_t)K;
     float g[DT_LAYOUT_MAX_BLOCK], a[DT_LAYOUT_MAX_BLOCK], z[DT_LAYOUT_MAX_BLOCK];
     for (int c = 0; c < K; c++) g[c] = gk[c], a[c] = k2[c], z[c] = k3[c];
-    if (mb) /* each branch its own loop, so both vectorise */
+    /* Each branch its own loop, so both vectorise. */
+    if (mb)
         for (size_t i = 0; i < end; i += (size_t)K)
-            for (int c = 0; c < K; c++) dx[i + c] = (mb[i + c] > 0 ? dy[i + c] : 0.0f) * g[c] + (x[i + c] * a[c] + z[c]);
+#pragma omp simd
+            for (int c = 0; c < K; c++) {
+                float d = dy[i + c];
+                dx[i + c] = (mb[i + c] > 0 ? d : 0.0f) * g[c] + (x[i + c] * a[c] + z[c]);
+            }
     else
         for (size_t i = 0; i < end; i += (size_t)K)
+#pragma omp simd
             for (int c = 0; c < K; c++) dx[i + c] = dy[i + c] * g[c] + (x[i + c] * a[c] + z[c]);
 }
 
@@ -364,9 +380,11 @@ static void bn_backward(dt_layer *l, float *din, const float *dout, const float 
         float mu = mean[c], gk = k.gk, mean_dy = k.mean_dy, proj = k.proj;
         for (int b = 0; b < batch; b++) {
             size_t o = (size_t)b * n + (size_t)c * hw;
-            if (mask) /* each branch its own loop, so both vectorise */
-                for (size_t i = o; i < o + hw; i++)
-                    din[i] = ((mask[i] > 0 ? dout[i] : 0.0f) - mean_dy - (in[i] - mu) * proj) * gk;
+            if (mask) /* each branch its own loop, so both vectorise; dout loaded either way (item_dx) */
+                for (size_t i = o; i < o + hw; i++) {
+                    float d = dout[i];
+                    din[i] = ((mask[i] > 0 ? d : 0.0f) - mean_dy - (in[i] - mu) * proj) * gk;
+                }
             else
                 for (size_t i = o; i < o + hw; i++) din[i] = (dout[i] - mean_dy - (in[i] - mu) * proj) * gk;
         }

@@ -118,12 +118,15 @@ dt_layout_rule dt_layout_any(const dt_layer *l) {
     return DT_LAYOUTS_ANY;
 }
 
+/* The sums below keep LANES independent float partial sums (`omp simd`
+ * on the lane loops: GCC left some of them scalar on AVX2). */
 enum { LANES = 16 };
 
 double dt_layer_sum(const float *x, size_t n) {
     float acc[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= n; i += LANES)
+#pragma omp simd
         for (int j = 0; j < LANES; j++) acc[j] += x[i + j];
     double s = 0;
     for (; i < n; i++) s += x[i];
@@ -135,6 +138,7 @@ double dt_layer_centred_sq(const float *x, float mean, size_t n) {
     float acc[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= n; i += LANES)
+#pragma omp simd
         for (int j = 0; j < LANES; j++) {
             float d = x[i + j] - mean;
             acc[j] += d * d;
@@ -154,13 +158,15 @@ void dt_layer_grad_sums(const float *dy, const float *mask, const float *x, floa
     size_t i = 0;
     if (mask) /* each branch its own loop, so both vectorise */
         for (; i + LANES <= n; i += LANES)
+#pragma omp simd
             for (int j = 0; j < LANES; j++) {
-                float g = mask[i + j] > 0 ? dy[i + j] : 0.0f;
+                float v = dy[i + j], g = mask[i + j] > 0 ? v : 0.0f; /* loaded either way: vectorises */
                 a[j] += g;
                 d[j] += (x[i + j] - mean) * g;
             }
     else
         for (; i + LANES <= n; i += LANES)
+#pragma omp simd
             for (int j = 0; j < LANES; j++) {
                 a[j] += dy[i + j];
                 d[j] += (x[i + j] - mean) * dy[i + j];
