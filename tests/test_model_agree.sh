@@ -4,7 +4,10 @@
 # start-up with exit 2 and one message, the same on every rank, naming the
 # first difference with both values and where they are; the job ends
 # without MPI_Abort. Files that differ only in comments, spacing, key order
-# or how a number is written are accepted.
+# or how a number is written are accepted. So is a checkpoint to resume
+# from that does not fit the model or the seed, or is missing: every worker
+# checks it before any mode starts and the job ends in order, with one
+# message.
 source "$(dirname "$0")/clilib.sh" "$1"
 MPIRUN="mpirun --oversubscribe --bind-to none"
 NET=$SRC/tests/data/small_net.cfg   # learning_rate=0.05 on line 8, output=32 on line 21
@@ -88,4 +91,22 @@ cp "$NET" "$TMP/extra/rank1.cfg"
 sed 's/^\[softmax\]$/[dropout]\n[softmax]/' "$NET" > "$TMP/extra/rank2.cfg"
 job extra 3
 refused extra "rank\(s\) 2 read a different model file than rank 0: rank 0 has \[softmax\] \($TMP/extra/rank0\.cfg line 25\), rank 2 has \[dropout\] \($TMP/extra/rank2\.cfg line 25\)"
+# --resume: a checkpoint of another model, of another seed, or none; in
+# allreduce and with a server (its rank 0 reads no checkpoint).
+"$DTRAIN" train "$NET" --dataset synthetic --threads 1 --quiet --max-steps 3 --checkpoint "$TMP/small.ckpt" > /dev/null
+resume_refused() { # name code pattern np args...
+    local name=$1 code=$2 pattern=$3 np=$4; shift 4
+    out=$(timeout 120 $MPIRUN -np "$np" "$DTRAIN" train "$@" --dataset synthetic --threads 1 --max-steps 5 --quiet \
+        2>&1); rc=$?
+    check "$name: exit $code (got $rc)" test "$rc" -eq "$code" || echo "$out" | tail -5
+    check "$name: said once: /$pattern/" test "$(grep -cE -- "$pattern" <<<"$out")" -eq 1 || echo "$out" | tail -5
+    check "$name: no MPI_Abort" test "$(grep -c MPI_ABORT <<<"$out")" -eq 0 || echo "$out" | tail -5
+}
+resume_refused "resume: other model" 1 "small.ckpt: checkpoint is for a different model" 2 \
+    "$SRC/examples/cnn.cfg" --resume "$TMP/small.ckpt"
+resume_refused "resume: other model, ps-sync" 1 "small.ckpt: checkpoint is for a different model" 3 \
+    "$SRC/examples/cnn.cfg" --resume "$TMP/small.ckpt" --mode ps-sync --servers 1
+resume_refused "resume: other seed" 2 "small.ckpt: checkpoint was written with --seed 1, this run has --seed 4" 2 \
+    "$NET" --resume "$TMP/small.ckpt" --seed 4
+resume_refused "resume: no such file" 1 "none.ckpt: cannot open checkpoint" 2 "$NET" --resume "$TMP/none.ckpt"
 finish

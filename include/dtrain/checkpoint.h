@@ -89,6 +89,10 @@ dt_status dt_sync_dir_of(const char *path);
 dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
                              const dt_ckpt_arrays *a);
 
+/* DT_ERR_FORMAT "PATH: checkpoint is for a different model (...)" unless
+ * the checkpoint's shape hash is the model's. */
+dt_status dt_checkpoint_check_hash(const char *path, uint64_t file_hash, uint64_t model_hash);
+
 /* Whether path is a whole, uncorrupted checkpoint (magic, version, sizes,
  * CRC), whatever model it is for; its meta in *meta. */
 dt_status dt_checkpoint_verify(const char *path, dt_ckpt_meta *meta);

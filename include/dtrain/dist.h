@@ -196,6 +196,11 @@ void dt_comm_free(dt_comm *c);
  * fails. */
 dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char *model_path);
 
+/* Every rank's outcome of a check each ran alone, made one: DT_OK when all
+ * passed, else on every rank the status and message of the first rank that
+ * failed. DT_ERR_MPI if a collective fails. */
+dt_status dt_comm_agree(const dt_comm *c, dt_status local);
+
 /* --timeline FILE: each rank opens its part with a clock origin shared by
  * every rank (collective over world; see comm_timeline.c for clusters). */
 dt_status dt_comm_timeline_open(dt_timeline **out, const dt_comm *c, const char *path);

@@ -12,6 +12,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "dtrain/checkpoint.h"
+#include "dtrain/ckptdir.h"
 #include "dtrain/data.h"
 #include "dtrain/model.h"
 #include "dtrain/net.h"
@@ -146,6 +148,22 @@ static inline int dt_run_ended_together(dt_status s) {
  * stop, and leaves the last checkpoint as it was. */
 dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_sync *sync,
                        dt_train_summary *summary);
+
+/* The checkpoint o->resume_path names: a file, the newest complete one of a
+ * directory, or with "auto" of o->checkpoint_dir, tried with try_one(path,
+ * ctx) as dt_ckptdir_newest does (skipped may be NULL). Its path goes to
+ * path; "" when "auto" finds no checkpoint (a fresh start). */
+dt_status dt_resume_find(const dt_train_opts *o, dt_ckptdir_try_fn try_one, dt_ckptdir_skip_fn skipped, void *ctx,
+                         char *path, size_t cap);
+
+/* DT_ERR_USAGE naming both seeds when checkpoint `from` (meta m) was
+ * written with another seed than this run's. */
+dt_status dt_resume_check_seed(const char *from, const dt_ckpt_meta *m, uint64_t seed);
+
+/* Whether the checkpoint to resume from (if any) is whole, of the model of
+ * this shape hash and of this run's seed: what every rank of a job checks
+ * before any mode starts, so that all end together on a wrong one. */
+dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash);
 
 /* Receives each evaluated batch's logits (n, classes): the input of the
  * softmax layer, in this worker's dataset order. */

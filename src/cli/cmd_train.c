@@ -384,11 +384,16 @@ static dt_status close_timeline(dt_timeline *tl, const dt_comm *comm, dt_status 
 }
 
 /* Every rank must have built the same network (same model file). */
-static dt_status check_model(const dt_comm *comm, const dt_model_spec *spec) {
+/* Every rank reads the same model file, and the checkpoint to resume from
+ * fits it (the workers read it; servers get the parameters from worker 0):
+ * verdicts every rank shares, so that a wrong file ends the job in order
+ * (one message) rather than by one worker's failure aborting all. */
+static dt_status check_model(const dt_comm *comm, const cli_train_plan *p) {
     if (comm->size == 1) return DT_OK;
     dt_net *net;
-    DT_TRY(dt_net_create(&net, spec, 1, 1));
-    dt_status s = dt_comm_check_model(comm, net->shape_hash, spec->path);
+    DT_TRY(dt_net_create(&net, &p->spec, 1, 1));
+    dt_status s = dt_comm_check_model(comm, net->shape_hash, p->spec.path);
+    if (s == DT_OK) s = dt_comm_agree(comm, comm->worker >= 0 ? dt_resume_check(&p->opts, net->shape_hash) : DT_OK);
     dt_net_free(net);
     return s;
 }
@@ -482,7 +487,7 @@ dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
     dt_comm comm;
     dt_status s = dt_comm_create(&comm, world, p->dist.servers);
     if (s == DT_OK) {
-        s = check_model(&comm, &p->spec);
+        s = check_model(&comm, p);
         p->agreed_failure = s != DT_OK && s != DT_ERR_MPI; /* the same verdict on every rank */
     }
     /* The recipe needs the global batch, known once the ranks are split. */

@@ -352,6 +352,19 @@ static void verdict_message(char *msg, size_t cap, int v, const dt_comm *c, int 
     }
 }
 
+dt_status dt_comm_agree(const dt_comm *c, dt_status local) {
+    if (c->size == 1) return local;
+    int first = local == DT_OK ? c->size : c->rank, status = (int)local;
+    char msg[1024] = "";
+    if (local != DT_OK) snprintf(msg, sizeof msg, "%s", dt_last_error());
+    DT_TRY(dt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c->world), "agreement (MPI_Allreduce)"));
+    if (first == c->size) return DT_OK;
+    DT_TRY(dt_mpi_check(MPI_Bcast(&status, 1, MPI_INT, first, c->world), "agreement (MPI_Bcast)"));
+    DT_TRY(dt_mpi_check(MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, c->world), "agreement (MPI_Bcast)"));
+    msg[sizeof msg - 1] = '\0';
+    return dt_fail((dt_status)status, "%s", msg);
+}
+
 dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char *model_path) {
     if (c->size == 1) return DT_OK;
     char msg[512] = "";

@@ -177,11 +177,7 @@ static dt_status check_header(const disk_header *h, uint64_t expect_hash, const 
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint names optimizer %u, this dtrain knows %d", path, h->optimizer,
                        DT_OPT_COUNT);
     if (!a) return check_position(h, path); /* dt_checkpoint_verify: no model to compare with */
-    if (h->shape_hash != expect_hash)
-        return dt_fail(DT_ERR_FORMAT,
-                       "%s: checkpoint is for a different model (shape hash %016llx, model has "
-                       "%016llx)",
-                       path, (unsigned long long)h->shape_hash, (unsigned long long)expect_hash);
+    DT_TRY(dt_checkpoint_check_hash(path, h->shape_hash, expect_hash));
     if (h->nparams != a->nparams || h->nstate != a->nstate)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint holds %llu parameters and %llu state values, "
                        "the model has %zu and %zu", path, (unsigned long long)h->nparams,
@@ -381,6 +377,12 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
     meta->file_nworkers = workers[0];
     meta->file_worker_floats = workers[1];
     return DT_OK;
+}
+
+dt_status dt_checkpoint_check_hash(const char *path, uint64_t file_hash, uint64_t model_hash) {
+    if (file_hash == model_hash) return DT_OK;
+    return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is for a different model (shape hash %016llx, model has %016llx)",
+                   path, (unsigned long long)file_hash, (unsigned long long)model_hash);
 }
 
 dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,

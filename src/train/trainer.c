@@ -1,7 +1,6 @@
 /* The training loop shared by every mode (see train.h). */
 #include <math.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "dtrain/checkpoint.h"
@@ -360,27 +359,13 @@ static void report_skipped(const char *path, const char *why, void *ctx) {
     dt_report_line(&((resume_try *)ctx)->t->rep, line);
 }
 
-/* --resume F, --resume D (its newest complete checkpoint) or --resume auto
- * (--checkpoint-dir's newest, a fresh start when it has none): loads it
- * into *m, *classes and the net, and names it in path ("" when starting
- * fresh). */
+/* The checkpoint dt_resume_find chooses, loaded into *m, *classes and the
+ * net, named in path ("" when starting fresh). */
 static dt_status load_resume(dt_trainer *t, dt_ckpt_meta *m, dt_class_names *classes, char *path, size_t cap) {
-    const char *from = t->opts->resume_path;
     resume_try r = {t, m, classes};
-    int is_auto = strcmp(from, "auto") == 0;
-    struct stat st;
-    if (!is_auto && (stat(from, &st) != 0 || !S_ISDIR(st.st_mode))) {
-        snprintf(path, cap, "%s", from);
-        return load_into(from, &r);
-    }
-    const char *dir = is_auto ? t->opts->checkpoint_dir : from;
-    dt_status s = dt_ckptdir_newest(dir, load_into, report_skipped, &r, path, cap);
-    if (s == DT_ERR_IO && is_auto && strstr(dt_last_error(), "no checkpoint in it")) {
-        path[0] = '\0';
-        dt_report_line(&t->rep, "--resume auto: no checkpoint yet; starting from the beginning");
-        return DT_OK;
-    }
-    return s;
+    DT_TRY(dt_resume_find(t->opts, load_into, report_skipped, &r, path, cap));
+    if (!path[0]) dt_report_line(&t->rep, "--resume auto: no checkpoint yet; starting from the beginning");
+    return DT_OK;
 }
 
 static dt_status resume(dt_trainer *t) {
@@ -391,9 +376,7 @@ static dt_status resume(dt_trainer *t) {
     if (s == DT_OK && from[0]) s = dt_trainset_check_classes(t->train_ds, &classes, from);
     dt_class_names_free(&classes);
     if (s != DT_OK || !from[0]) return s;
-    if (m.seed != t->opts->seed)
-        return dt_fail(DT_ERR_USAGE, "--resume %s: checkpoint was written with --seed %llu, this run "
-                       "has --seed %llu", from, (unsigned long long)m.seed, (unsigned long long)t->opts->seed);
+    DT_TRY(dt_resume_check_seed(from, &m, t->opts->seed));
     t->step = t->good_step = (long)m.step;
     t->net->step = m.net_step;
     t->best_loss = m.best_loss;

@@ -1,0 +1,52 @@
+/* Finding and checking the checkpoint a run resumes from (train.h). */
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dtrain/checkpoint.h"
+#include "dtrain/ckptdir.h"
+#include "dtrain/train.h"
+
+dt_status dt_resume_find(const dt_train_opts *o, dt_ckptdir_try_fn try_one, dt_ckptdir_skip_fn skipped, void *ctx,
+                         char *path, size_t cap) {
+    const char *from = o->resume_path;
+    int is_auto = strcmp(from, "auto") == 0;
+    struct stat st;
+    if (!is_auto && (stat(from, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        snprintf(path, cap, "%s", from);
+        return try_one(from, ctx);
+    }
+    const char *dir = is_auto ? o->checkpoint_dir : from;
+    dt_status s = dt_ckptdir_newest(dir, try_one, skipped, ctx, path, cap);
+    if (s == DT_ERR_IO && is_auto && strstr(dt_last_error(), "no checkpoint in it")) {
+        path[0] = '\0';
+        return DT_OK;
+    }
+    return s;
+}
+
+dt_status dt_resume_check_seed(const char *from, const dt_ckpt_meta *m, uint64_t seed) {
+    if (m->seed == seed) return DT_OK;
+    return dt_fail(DT_ERR_USAGE, "--resume %s: checkpoint was written with --seed %llu, this run has --seed %llu",
+                   from, (unsigned long long)m->seed, (unsigned long long)seed);
+}
+
+typedef struct {
+    uint64_t shape_hash;
+    dt_ckpt_meta *m;
+} verify_ctx;
+
+/* Whole (CRC), then of this model; the arrays are not read. */
+static dt_status verify_one(const char *path, void *ctx) {
+    verify_ctx *v = ctx;
+    DT_TRY(dt_checkpoint_verify(path, v->m));
+    return dt_checkpoint_check_hash(path, v->m->shape_hash, v->shape_hash);
+}
+
+dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash) {
+    if (!o->resume_path) return DT_OK;
+    dt_ckpt_meta m;
+    verify_ctx v = {shape_hash, &m};
+    char from[4096];
+    DT_TRY(dt_resume_find(o, verify_one, NULL, &v, from, sizeof from));
+    return from[0] ? dt_resume_check_seed(from, &m, o->seed) : DT_OK;
+}
