@@ -24,8 +24,10 @@ run() { # name args...
 }
 run b128 --batch 64
 run goyal "${BIG[@]}" --lr-scaling linear
-run lars "${BIG[@]}" --optimizer lars --lr "$L"
-run lamb "${BIG[@]}" --optimizer lamb --lr "$M"
+# The papers' LARS and LAMB: no decay and no trust ratio on biases and batch norm
+# (cnn_bn.cfg says exclude_bias_bn=0, PyTorch's SGD).
+run lars "${BIG[@]}" --optimizer lars --lr "$L" --exclude-bias-bn 1
+run lamb "${BIG[@]}" --optimizer lamb --lr "$M" --exclude-bias-bn 1
 for name in b128 goyal lars lamb; do
     /usr/bin/python3 - "$OUT/$name.jsonl" "$name" <<'PY'
 import json, sys

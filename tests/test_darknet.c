@@ -4,7 +4,8 @@
  * route, global avgpool, subdivisions, burn_in, the steps policy,
  * max_batches, [softmax] groups and [cost]) builds the shapes, parameter
  * counts and learning rates its comments work out from Darknet's source,
- * and trains 2 steps (losses finite, parameters moved). */
+ * and trains 2 steps (losses finite, parameters moved); a file of Darknet's
+ * defaults and section aliases builds what Darknet would. */
 #include <math.h>
 #include <string.h>
 
@@ -80,6 +81,39 @@ done:
     dt_free(state), dt_free(acc), dt_free(before), dt_free(x);
 }
 
+/* A Darknet file that leaves out every key it can, with Darknet's other
+ * section names: Darknet's defaults from parser.c (parse_net_options:
+ * batch 1, learning_rate .001, momentum .9, decay .0001; decay on weights
+ * only (update_*_layer); a logistic activation after convolutional and
+ * connected layers; [normalization]: size 5, alpha .0001, beta .75, kappa
+ * 1), and policy=step in Darknet's form: lr * scale^(b / step). */
+static void test_defaults(dt_model_spec *m) {
+    const char *cfg = "[network]\nheight=8\nwidth=8\nchannels=1\npolicy=step\nstep=2\nscale=0.5\n"
+                      "[conv]\nfilters=2\nsize=3\npad=1\n[max]\nsize=2\nstride=2\n[normalization]\n"
+                      "[avg]\n[conn]\noutput=3\n[soft]\n";
+    if (!CHECK_OK(dt_model_parse_string(m, cfg, "defaults.cfg"))) return;
+    CHECK(m->batch == 1 && m->accumulate == 1);
+    CHECK_CLOSE(m->sched.base_lr, 0.001, 0, 1e-12);
+    CHECK_CLOSE(m->optim.momentum, 0.9, 0, 1e-12);
+    CHECK_CLOSE(m->optim.decay, 1e-4, 0, 1e-12);
+    dt_optim_cfg oc = m->optim;
+    dt_optim_resolve(&oc);
+    CHECK(oc.kind == DT_OPT_SGD && oc.exclude == 1);
+    /* b = step + 1: 0.001 at b = 1, x0.5 from b = 2, x0.25 from b = 4. */
+    const double rate[] = {0.001, 0.0005, 0.0005, 0.00025};
+    for (int step = 0; step < 4; step++) CHECK_CLOSE(dt_lr_at(&m->sched, step, 1000), rate[step], 1e-15, 0);
+    static const dt_layer_kind kinds[] = {DT_LAYER_CONV, DT_LAYER_ACT,   DT_LAYER_MAXPOOL, DT_LAYER_LRN,
+                                          DT_LAYER_AVGPOOL, DT_LAYER_DENSE, DT_LAYER_ACT, DT_LAYER_SOFTMAX};
+    CHECK(m->nlayers == 8);
+    for (int i = 0; i < 8 && i < m->nlayers; i++) CHECK(m->layers[i].kind == kinds[i]);
+    if (m->nlayers != 8) return;
+    CHECK(m->layers[1].act == DT_ACT_SIGMOID && m->layers[6].act == DT_ACT_SIGMOID);
+    const dt_layer_spec *lrn = &m->layers[3];
+    CHECK(lrn->lrn_size == 5 && lrn->lrn_k == 1.0f);
+    CHECK_CLOSE(lrn->lrn_alpha, 1e-4, 0, 1e-6);
+    CHECK_CLOSE(lrn->lrn_beta, 0.75, 0, 1e-6);
+}
+
 int main(void) {
     dt_model_spec *m = NULL;
     dt_net *net = NULL;
@@ -95,6 +129,7 @@ int main(void) {
             train_two_steps(net, m);
         }
     }
+    if (m) test_defaults(m);
     dt_net_free(net);
     dt_free(m);
     return dt_test_finish("test_darknet");

@@ -69,6 +69,7 @@ layers=0
 from=1
 [connected]
 output=10
+activation=linear
 [softmax]
 CFG
 

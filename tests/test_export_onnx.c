@@ -30,7 +30,7 @@ static const char model[] =
     "[convolutional]\nfilters=2\nsize=3\npad=1\nbatch_normalize=1\nactivation=relu\n"
     "[maxpool]\nsize=2\nstride=2\n"
     "[dropout]\n"
-    "[connected]\noutput=3\n"
+    "[connected]\noutput=3\nactivation=linear\n"
     "[softmax]\n";
 
 /* Reads a whole file; NULL if it cannot. */

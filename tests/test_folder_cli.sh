@@ -30,6 +30,7 @@ output=32
 activation=relu
 [connected]
 output=4
+activation=linear
 [softmax]
 EOF
 M=$TMP/m.cfg

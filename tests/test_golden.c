@@ -213,7 +213,7 @@ static const layer_case layer_cases[] = {
     {"leaky", {.kind = DT_LAYER_ACT, .act = DT_ACT_LEAKY, .leaky_slope = 0.1f}},
     {"tanh", {.kind = DT_LAYER_ACT, .act = DT_ACT_TANH}},
     {"sigmoid", {.kind = DT_LAYER_ACT, .act = DT_ACT_SIGMOID}},
-    {"lrn", {.kind = DT_LAYER_LRN, .lrn_size = 5, .lrn_alpha = 0.01f, .lrn_beta = 0.75f,
+    {"lrn", {.kind = DT_LAYER_LRN, .lrn_size = 5, .lrn_alpha = 0.002f /* torch's 0.01 / 5 */, .lrn_beta = 0.75f,
              .lrn_k = 1.0f}},
     {"batchnorm2d", {.kind = DT_LAYER_BATCHNORM, .bn_momentum = 0.1f, .bn_eps = 1e-5f}},
     {"batchnorm1d", {.kind = DT_LAYER_BATCHNORM, .bn_momentum = 0.1f, .bn_eps = 1e-5f}},

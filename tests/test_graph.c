@@ -67,14 +67,20 @@ done:
 }
 
 #define NET(c, h, w) "[net]\nchannels=" #c "\nheight=" #h "\nwidth=" #w "\n"
-#define CONV(f, s) "[convolutional]\nfilters=" #f "\nsize=3\nstride=" #s "\npad=1\n"
-#define HEAD "[avgpool]\n[connected]\noutput=3\n[softmax]\n"
+/* A 3x3 convolution, linear (CONV), with an activation (CONV_ACT), or batch
+ * normalised (CONV_BN); HEAD: global pool, a linear connected layer and the
+ * softmax. (Darknet's default activation, logistic, is said nowhere.) */
+#define CONV_KEYS(f, s) "[convolutional]\nfilters=" #f "\nsize=3\nstride=" #s "\npad=1\n"
+#define CONV(f, s) CONV_KEYS(f, s) "activation=linear\n"
+#define CONV_ACT(f, s, a) CONV_KEYS(f, s) "activation=" #a "\n"
+#define CONV_BN(f, s, a) CONV_KEYS(f, s) "batch_normalize=1\nactivation=" #a "\n"
+#define HEAD "[avgpool]\n[connected]\noutput=3\nactivation=linear\n[softmax]\n"
 
 static void test_gradients(void) {
     /* Section 0's output feeds section 1 and the shortcut: its gradient is
      * the sum of both paths. */
     net_gradcheck("two_consumers.cfg",
-                  NET(2, 5, 5) CONV(3, 1) "activation=tanh\n" CONV(3, 1)
+                  NET(2, 5, 5) CONV_ACT(3, 1, tanh)  CONV(3, 1)
                   "[shortcut]\nfrom=-2\nactivation=tanh\n" HEAD);
     /* From 3x6x6 into 5x3x3 (read every 2nd cell, 3 shared channels), then
      * from 5x3x3 into 2x3x3 (2 shared channels). */
@@ -83,21 +89,21 @@ static void test_gradients(void) {
                   "[shortcut]\nfrom=-2\n" HEAD);
     /* From 2x3x3 into the 2x6x6 a route passes on (written every 2nd cell). */
     net_gradcheck("shortcut_up.cfg",
-                  NET(1, 6, 6) CONV(2, 1) "activation=tanh\n" CONV(2, 2)
+                  NET(1, 6, 6) CONV_ACT(2, 1, tanh)  CONV(2, 2)
                   "[route]\nlayers=0\n[shortcut]\nfrom=1\n" HEAD);
     /* Concatenation of two branches (3 + 2 channels), a shortcut by
      * absolute index, and one layer routed twice. */
     net_gradcheck("route.cfg",
-                  NET(2, 4, 4) CONV(2, 1) "activation=tanh\n" CONV(3, 1)
+                  NET(2, 4, 4) CONV_ACT(2, 1, tanh)  CONV(3, 1)
                   "[route]\nlayers=-1,-2,-2\n" CONV(4, 1) "[shortcut]\nfrom=1\n" HEAD);
     /* A ResNet basic block with stride 2, batch norm in training mode (tanh
      * instead of relu: batch norm puts half the values near relu's kink,
      * where central differences are wrong; the ResNet-20 golden in
      * test_golden has the relus). */
     net_gradcheck("resnet_block.cfg",
-                  NET(2, 6, 6) CONV(2, 1) "batch_normalize=1\nactivation=tanh\n" CONV(4, 2)
-                  "batch_normalize=1\nactivation=tanh\n" CONV(4, 1)
-                  "batch_normalize=1\n[shortcut]\nfrom=-3\nactivation=tanh\n" HEAD);
+                  NET(2, 6, 6) CONV_BN(2, 1, tanh)  CONV_BN(4, 2, tanh)
+                   CONV_BN(4, 1, linear)
+                  "[shortcut]\nfrom=-3\nactivation=tanh\n" HEAD);
 }
 
 /* Forward of cfg on x (1x4x4 = 1..16) after zeroing every parameter and
@@ -125,7 +131,7 @@ static void test_shortcut_values(void) {
     /* Layer 0 passes x (1x4x4) on, layer 1 makes 2x2x2 zeros, the shortcut
      * adds x read every 2nd cell into channel 0 (the one shared channel). */
     if (forward_hand(m, &net, NET(1, 4, 4) "[avgpool]\nsize=1\n[convolutional]\nfilters=2\nsize=1\n"
-                                           "stride=2\n[shortcut]\nfrom=0\n[softmax]\n",
+                                           "stride=2\nactivation=linear\n[shortcut]\nfrom=0\n[softmax]\n",
                      0, 2, &y)) {
         const float want[8] = {1, 3, 9, 11, 0, 0, 0, 0};
         CHECK_ALLCLOSE(y, want, 8, 0, 0);
@@ -136,8 +142,8 @@ static void test_shortcut_values(void) {
      * 2x4x4 zeros from the route of x; the shortcut writes the 2x2 values
      * every 2nd cell of channel 0. */
     if (forward_hand(m, &net, NET(1, 4, 4) "[avgpool]\nsize=1\n[convolutional]\nfilters=1\nsize=1\n"
-                                           "stride=2\n[route]\nlayers=0\n[convolutional]\nfilters=2\n"
-                                           "size=1\n[shortcut]\nfrom=1\n[softmax]\n",
+                                           "stride=2\nactivation=linear\n[route]\nlayers=0\n[convolutional]\n"
+                                           "filters=2\nsize=1\nactivation=linear\n[shortcut]\nfrom=1\n[softmax]\n",
                      1, 4, &y)) {
         float want[32] = {0};
         want[0] = 1, want[2] = 3, want[8] = 9, want[10] = 11;
@@ -153,7 +159,7 @@ static void test_shortcut_values(void) {
 static void test_section_indices(void) {
     dt_model_spec *m = NULL;
     if (!CHECK_OK(dt_alloc_bytes((void **)&m, sizeof *m, "spec"))) return;
-    if (CHECK_OK(dt_model_parse_string(m, NET(1, 4, 4) CONV(2, 1) "batch_normalize=1\nactivation=relu\n"
+    if (CHECK_OK(dt_model_parse_string(m, NET(1, 4, 4) CONV_BN(2, 1, relu) 
                                           CONV(2, 1) "[shortcut]\nfrom=-2\n[route]\nlayers=-1,0\n"
                                           "[avgpool]\n[softmax]\n[cost]\ntype=sse\n",
                                        "idx.cfg"))) {
@@ -184,21 +190,21 @@ static void refused(const char *cfg, const char *want) {
 
 static void test_errors(void) {
     refused(NET(1, 4, 4) CONV(2, 1) "[shortcut]\nfrom=-3\n" HEAD,
-            "bad.cfg:11: from=-3 names section -2, but only sections 0..0 come before this one");
+            "bad.cfg:12: from=-3 names section -2, but only sections 0..0 come before this one");
     refused(NET(1, 4, 4) "[shortcut]\nfrom=0\n" HEAD, "bad.cfg:5: [shortcut] needs a layer before it");
     refused(NET(1, 4, 4) "[route]\nlayers=-1\n" HEAD, "bad.cfg:6: layers=-1 names section -1");
     refused(NET(1, 4, 4) CONV(2, 1) CONV(2, 2) "[route]\nlayers=-1,-2\n" HEAD,
-            "bad.cfg:15: [route] layers= entry 2 has spatial size 4x4, entry 1 has 2x2");
+            "bad.cfg:17: [route] layers= entry 2 has spatial size 4x4, entry 1 has 2x2");
     refused(NET(1, 4, 4) CONV(2, 1) CONV(2, 1) "[route]\nlayers=0\n" HEAD,
-            "bad.cfg:10: [convolutional] output is read by no later layer");
+            "bad.cfg:11: [convolutional] output is read by no later layer");
     refused(NET(1, 4, 4) "[route]\nlayers=1,2,3,4,5,6,7,8,9\n" HEAD, "layers= takes at most 8 values");
     refused(NET(1, 4, 4) CONV(2, 1) "[route]\nlayers=0,x\n" HEAD, "bad value '0,x' for layers");
     refused(NET(1, 4, 4) CONV(2, 1) "[route]\nlayers=-0.5\n" HEAD, "bad value '-0.5' for layers");
     refused(NET(1, 4, 4) CONV(2, 1) "[route]\nlayers=0x0\n" HEAD, "bad value '0x0' for layers");
     refused(NET(1, 4, 4) HEAD "[cost]\ntype=masked\n",
-            "bad.cfg:10: [cost] type=masked would train another loss");
-    refused(NET(1, 4, 4) CONV(2, 1) "[cost]\n" HEAD, "bad.cfg:10: [cost] must follow [softmax]");
-    refused(NET(1, 4, 4) HEAD "[cost]\n[cost]\n", "bad.cfg:10: second [cost] section");
+            "bad.cfg:11: [cost] type=masked would train another loss");
+    refused(NET(1, 4, 4) CONV(2, 1) "[cost]\n" HEAD, "bad.cfg:11: [cost] must follow [softmax]");
+    refused(NET(1, 4, 4) HEAD "[cost]\n[cost]\n", "bad.cfg:11: second [cost] section");
     refused(NET(1, 4, 4) HEAD "[cost]\n[dropout]\n", "[dropout] after [softmax]");
     refused(NET(1, 4, 4) "[avgpool]\npad=1\n[softmax]\n", "[avgpool] without size= is global");
     refused(NET(1, 4, 4) CONV(2, 1) "[softmax]\ngroups=2\n", "groups=2 is out of range");
@@ -269,9 +275,9 @@ done:
  * input has two readers does not. */
 static void test_engine(void) {
 #define STAGES(c1, c2)                                                                             \
-    CONV(c1, 1) "batch_normalize=1\nactivation=relu\n" CONV(c1, 1) "batch_normalize=1\nactivation=relu\n" \
-    CONV(c1, 1) "batch_normalize=1\n[shortcut]\nfrom=-3\nactivation=relu\n" CONV(c2, 2)                    \
-    "batch_normalize=1\nactivation=relu\n" CONV(c2, 1) "batch_normalize=1\n[shortcut]\nfrom=-3\nactivation=relu\n"
+    CONV_BN(c1, 1, relu)  CONV_BN(c1, 1, relu)  \
+    CONV_BN(c1, 1, linear) "[shortcut]\nfrom=-3\nactivation=relu\n" CONV_BN(c2, 2, relu)                    \
+     CONV_BN(c2, 1, linear) "[shortcut]\nfrom=-3\nactivation=relu\n"
     engine_case("resnet16.cfg", NET(1, 8, 8) STAGES(16, 32) HEAD, 17, 17, 5);
     engine_case("resnet8.cfg", NET(1, 8, 8) STAGES(8, 8) HEAD, 0, 17, 5);
     /* The batch norm's output is read by the ReLU and the shortcut: no fold. */

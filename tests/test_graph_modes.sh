@@ -64,7 +64,7 @@ expect 2 "--warmup-epochs: .*darknet_small.cfg has burn_in=2, Darknet's warmup" 
 # Darknet's [crop] as the first layer (as in its AlexNet, VGG-16 and
 # Extraction files): a random 24x24 window of each 28x28 image, mirrored
 # half the time, trains; info shows the cropped shape.
-printf '[net]\nbatch=8\nchannels=1\nheight=28\nwidth=28\nlearning_rate=0.05\n[crop]\ncrop_height=24\ncrop_width=24\nflip=1\nangle=0\nsaturation=1\nexposure=1\n[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=ramp\n[connected]\noutput=10\n[softmax]\n[cost]\n' > "$TMP/crop.cfg"
+printf '[net]\nbatch=8\nchannels=1\nheight=28\nwidth=28\nlearning_rate=0.05\n[crop]\ncrop_height=24\ncrop_width=24\nflip=1\nangle=0\nsaturation=1\nexposure=1\n[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=ramp\n[connected]\noutput=10\nactivation=linear\n[softmax]\n[cost]\n' > "$TMP/crop.cfg"
 run crop 1 "$TMP/crop.cfg" --max-steps 4
 "$DTRAIN" info "$TMP/crop.cfg" | grep -q "^0 *crop .*1x24x24" || expect 0 x -- false
 

@@ -366,7 +366,8 @@ static void maxpool_ties(void) {
     tl_free(&t);
 }
 
-/* LRN forward against torch.nn.LocalResponseNorm's formula, per element. */
+/* LRN forward against Darknet's formula (torch.nn.LocalResponseNorm's with
+ * alpha x size), per element. */
 static void lrn_case(int C, int size) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_LRN);
@@ -382,7 +383,7 @@ static void lrn_case(int C, int size) {
                 for (int j = c - size / 2; j <= c + (size - 1) / 2; j++)
                     if (j >= 0 && j < C) sq += pow(t.in[(b * C + j) * 6 + i], 2);
                 double a = t.in[(b * C + c) * 6 + i];
-                want[(b * C + c) * 6 + i] = (float)(a / pow(1.5 + 0.3 / size * sq, 0.75));
+                want[(b * C + c) * 6 + i] = (float)(a / pow(1.5 + 0.3 * sq, 0.75));
             }
     CHECK_ALLCLOSE(t.out, want, t.nout, 1e-6, 1e-5);
     dt_free(want);

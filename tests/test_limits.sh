@@ -5,7 +5,7 @@
 source "$(dirname "$0")/clilib.sh" "$1"
 
 printf '[net]\nchannels=1\nheight=4096\nwidth=4096\n[connected]\noutput=16777216\n[softmax]\n' > "$TMP/huge.cfg"
-expect 1 "huge.cfg: the model needs about [0-9.]+ GiB at batch 64 .*workspace.*this machine has" -- \
+expect 1 "huge.cfg: the model needs about [0-9.]+ GiB at batch 1 .*workspace.*this machine has" -- \
     "$DTRAIN" info "$TMP/huge.cfg"
 expect 1 "huge.cfg: the model needs about" -- "$DTRAIN" train "$TMP/huge.cfg" --dataset synthetic
 

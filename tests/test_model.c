@@ -121,7 +121,9 @@ static void test_cifar(dt_model_spec *m) {
     CHECK(m->flip == 1 && m->crop_pad == 4);
 }
 
-/* Every key left out: the documented defaults. */
+/* Every key left out: the documented defaults, Darknet's (parser.c): batch
+ * 1, learning_rate 0.001, decay 0.0001 (weights only), gamma 1, and a
+ * logistic activation after [convolutional] and [connected]. */
 static void test_defaults(dt_model_spec *m) {
     const char *text = NET4
         "[convolutional]\nfilters=4\nsize=3\n"  /* 5-7 */
@@ -132,13 +134,16 @@ static void test_defaults(dt_model_spec *m) {
         "[dropout]\n[lrn]\n[batchnorm]\n[softmax]\n"; /* 17-20 */
     if (!CHECK_OK(dt_model_parse_string(m, text, "defaults"))) return;
     CHECK(strcmp(m->path, "defaults") == 0);
-    CHECK(m->batch == 64 && m->epochs == 1);
-    CHECK_CLOSE(m->sched.base_lr, 0.01, 0, 1e-12);
+    CHECK(m->batch == 1 && m->epochs == 1);
+    CHECK_CLOSE(m->sched.base_lr, 0.001, 0, 1e-12);
     CHECK_CLOSE(m->optim.momentum, 0.9, 0, 1e-12);
-    CHECK_CLOSE(m->optim.decay, 5e-4, 0, 1e-12);
+    CHECK_CLOSE(m->optim.decay, 1e-4, 0, 1e-12);
+    dt_optim_cfg oc = m->optim;
+    dt_optim_resolve(&oc);
+    CHECK(oc.exclude == 1);
     CHECK(m->optim.nesterov == 0);
     CHECK(m->sched.kind == DT_SCHED_CONSTANT);
-    CHECK_CLOSE(m->sched.gamma, 0.1, 0, 1e-12);
+    CHECK_CLOSE(m->sched.gamma, 1, 0, 1e-12);
     CHECK(m->sched.nmilestones == 0);
     CHECK(m->sched.min_lr == 0 && m->sched.warmup_epochs == 0);
     CHECK_CLOSE(m->sched.warmup_start_factor, 0.1, 0, 1e-12);
@@ -146,28 +151,29 @@ static void test_defaults(dt_model_spec *m) {
     CHECK(strcmp(m->dataset, "fashion-mnist") == 0);
     CHECK(m->flip == 0 && m->crop_pad == 0);
 
-    static const dt_layer_kind k[] = {DT_LAYER_CONV,    DT_LAYER_MAXPOOL, DT_LAYER_AVGPOOL,
-                                      DT_LAYER_DENSE,   DT_LAYER_ACT,     DT_LAYER_DROPOUT,
+    static const dt_layer_kind k[] = {DT_LAYER_CONV,    DT_LAYER_ACT,     DT_LAYER_MAXPOOL, DT_LAYER_AVGPOOL,
+                                      DT_LAYER_DENSE,   DT_LAYER_ACT,     DT_LAYER_ACT,     DT_LAYER_DROPOUT,
                                       DT_LAYER_LRN,     DT_LAYER_BATCHNORM, DT_LAYER_SOFTMAX};
-    check_kinds(m, k, 9);
-    if (m->nlayers != 9) return;
+    check_kinds(m, k, 11);
+    if (m->nlayers != 11) return;
     const dt_layer_spec *l = m->layers;
     check_conv(&l[0], 4, 3, 1, 0);
+    CHECK(l[1].act == DT_ACT_SIGMOID && l[5].act == DT_ACT_SIGMOID); /* Darknet's logistic */
     /* Darknet's maxpool: stride 1, padding size - 1 = 2 in all (1 before, 1 after). */
-    CHECK(l[1].size == 3 && l[1].stride == 1 && l[1].pad == 1 && l[1].pad_extra == 0);
-    CHECK(l[2].size == 2 && l[2].stride == 1);
-    CHECK(l[3].outputs == 7 && l[3].act == DT_ACT_LINEAR);
-    CHECK(l[4].act == DT_ACT_LEAKY);
-    CHECK_CLOSE(l[4].leaky_slope, 0.1, 0, 1e-6);
-    CHECK_CLOSE(l[5].dropout_p, 0.5, 0, 0);
-    CHECK(l[6].lrn_size == 5);
-    CHECK_CLOSE(l[6].lrn_alpha, 1e-4, 0, 1e-6);
-    CHECK_CLOSE(l[6].lrn_beta, 0.75, 0, 1e-6);
-    CHECK_CLOSE(l[6].lrn_k, 1.0, 0, 0);
-    CHECK_CLOSE(l[7].bn_momentum, 0.1, 0, 1e-6);
-    CHECK_CLOSE(l[7].bn_eps, 1e-5, 0, 1e-6);
-    static const int lines[] = {5, 8, 10, 13, 15, 17, 18, 19, 20};
-    for (int i = 0; i < 9; i++) CHECK(l[i].line == lines[i]);
+    CHECK(l[2].size == 3 && l[2].stride == 1 && l[2].pad == 1 && l[2].pad_extra == 0);
+    CHECK(l[3].size == 2 && l[3].stride == 1);
+    CHECK(l[4].outputs == 7);
+    CHECK(l[6].act == DT_ACT_LEAKY);
+    CHECK_CLOSE(l[6].leaky_slope, 0.1, 0, 1e-6);
+    CHECK_CLOSE(l[7].dropout_p, 0.5, 0, 0);
+    CHECK(l[8].lrn_size == 5);
+    CHECK_CLOSE(l[8].lrn_alpha, 1e-4, 0, 1e-6);
+    CHECK_CLOSE(l[8].lrn_beta, 0.75, 0, 1e-6);
+    CHECK_CLOSE(l[8].lrn_k, 1.0, 0, 0);
+    CHECK_CLOSE(l[9].bn_momentum, 0.1, 0, 1e-6);
+    CHECK_CLOSE(l[9].bn_eps, 1e-5, 0, 1e-6);
+    static const int lines[] = {5, 5, 8, 10, 13, 13, 15, 17, 18, 19, 20};
+    for (int i = 0; i < 11; i++) CHECK(l[i].line == lines[i]);
 }
 
 /* Comments, blank lines, tabs, CRLF, spaces around '=', no final newline,
@@ -205,12 +211,12 @@ static void test_syntax_variants(dt_model_spec *m) {
         "batch_normalize=1\n"
         "activation=leaky\n"
         "slope=0.2\n"
-        "[lrn]\nsize=3\nalpha=0.001\nbeta=0.5\nk=2\n" /* 32 */
+        "[lrn]\nsize=3\nalpha=0.001\nbeta=0.5\nkappa=2\n" /* 32 */
         "[batchnorm]\nmomentum=0.01\neps=0.001\n"     /* 37 */
         "[dropout]\nprobability=0.25\n"                /* 40 */
         "[activation]\nactivation=tanh\n"              /* 42 */
-        "[connected]\noutput=10\nbatch_normalize=1\n"  /* 44 */
-        "[softmax]";                                   /* 47, no newline */
+        "[connected]\noutput=10\nbatch_normalize=1\nactivation=linear\n" /* 44 */
+        "[softmax]";                                   /* 48, no newline */
     if (!CHECK_OK(dt_model_parse_string(m, text, "variants"))) return;
     CHECK(m->batch == 32 && m->input.c == 3 && m->input.h == 8 && m->input.w == 8);
     CHECK_CLOSE(m->sched.base_lr, 0.1, 0, 1e-12);
@@ -248,16 +254,23 @@ static void test_syntax_variants(dt_model_spec *m) {
     CHECK_CLOSE(l[5].dropout_p, 0.25, 0, 0);
     CHECK(l[6].act == DT_ACT_TANH && l[6].line == 42);
     CHECK(l[7].outputs == 10 && l[7].line == 44 && l[8].line == 44); /* no activation layer */
-    CHECK(l[9].line == 47);
+    CHECK(l[9].line == 48);
 }
 
 static void test_step_policy(dt_model_spec *m) {
     if (!CHECK_OK(dt_model_parse_string(
-            m, NET4 "policy=step\nstep_epochs=2.5\nepochs=10\n[dropout]\n[softmax]\n", "step")))
+            m, NET4 "policy=step\nstep_epochs=2.5\ngamma=0.1\nepochs=10\n[dropout]\n[softmax]\n", "step")))
         return;
-    CHECK(m->sched.kind == DT_SCHED_STEP && m->sched.step_epochs == 2.5);
+    CHECK(m->sched.kind == DT_SCHED_STEP && m->sched.step_epochs == 2.5 && m->sched.gamma == 0.1);
     CHECK(m->sched.total_epochs == 10);
     CHECK(m->nlayers == 2);
+    /* Darknet's form: step= and scale= in batches (defaults 1 and 1). */
+    if (!CHECK_OK(dt_model_parse_string(m, NET4 "policy=step\nstep=1000\nscale=0.5\n[dropout]\n[softmax]\n", "dk")))
+        return;
+    CHECK(m->sched.kind == DT_SCHED_STEP && m->sched.step_epochs == 0 && m->sched.step_batches == 1000 &&
+          m->sched.step_scale == 0.5);
+    if (CHECK_OK(dt_model_parse_string(m, NET4 "policy=step\n[dropout]\n[softmax]\n", "dk1")))
+        CHECK(m->sched.step_batches == 1 && m->sched.step_scale == 1);
 }
 
 typedef struct {
@@ -312,10 +325,12 @@ static const bad_case bad_cases[] = {
     {NET4 "policy=steps\nsteps=10,20\nscales=0.1\n[softmax]\n", 7, "steps= has 2 values and scales= 1"},
     {NET4 "policy=steps\nsteps=20,10\nscales=0.1,0.1\n[softmax]\n", 6, "steps must be strictly ascending"},
     {NET4 "policy=steps\nscales=0.1\n[softmax]\n", 5, "policy=steps needs steps="},
-    {NET4 "policy=exp\n[softmax]\n", 5, "policy=exp needs gamma="},
+    {NET4 "policy=multistep\nmilestones=2\n[softmax]\n", 5, "policy=multistep needs gamma= (the factor"},
     {NET4 "policy=sigmoid\ngamma=0.5\n[softmax]\n", 5, "policy=sigmoid needs step="},
-    {NET4 "policy=step\nstep=100\n[softmax]\n", 6, "policy=step with step= (Darknet's, in batches with scale=) is not implemented"},
-    {NET4 "policy=cosine\nstep=100\n[softmax]\n", 6, "step= applies only to policy=sigmoid (policy is cosine)"},
+    {NET4 "policy=step\nstep_epochs=2\ngamma=0.1\nscale=0.5\n[softmax]\n", 8,
+     "policy=step takes Darknet's step= and scale= (in batches) or step_epochs= and gamma=, not both (step_epochs= is on line 6)"},
+    {NET4 "policy=cosine\nstep=100\n[softmax]\n", 6, "step= applies only to policy=step or sigmoid (policy is cosine)"},
+    {NET4 "policy=steps\nsteps=5\nscales=0.1\nscale=0.5\n[softmax]\n", 8, "scale= applies only to policy=step (policy is steps)"},
     {NET4 "power=2\n[softmax]\n", 5, "power= applies only to policy=poly and burn_in="},
     {NET4 "epochs=3\nmax_batches=100\n[softmax]\n", 6, "max_batches= and epochs= both set the run's length"},
     {NET4 "burn_in=100\nwarmup_epochs=1\n[softmax]\n", 5, "burn_in= and warmup_epochs= are two warmups"},
@@ -346,7 +361,8 @@ static const bad_case bad_cases[] = {
     {NET4 "nesterov=yes\n", 5, "bad value 'yes'"},
     {NET4 "[dropout]\nprobability=1\n", 6, "[0, 1)"},
     {NET4 "[lrn]\nalpha=1e300\n", 6, "out of range"}, /* overflows float */
-    {NET4 "[lrn]\nk=0\n", 6, "out of range"},
+    {NET4 "[lrn]\nkappa=0\n", 6, "out of range"},
+    {NET4 "[lrn]\nk=1\n", 6, "unknown key 'k' in [lrn] (valid: size, alpha, beta, kappa)"},
     {NET4 "[batchnorm]\neps=0\n", 6, "out of range"},
     /* enums */
     {NET4 "[activation]\nactivation=relux\n", 6,
@@ -362,7 +378,7 @@ static const bad_case bad_cases[] = {
     {NET4 "[activation]\nslope=0.2\n[softmax]\n", 5, "needs activation="},
     {"\n[net]\nchannels=1\nheight=2\n[softmax]\n", 2, "[net] needs width="},
     /* schedules */
-    {NET4 "policy=step\n[softmax]\n", 5, "policy=step needs step_epochs="},
+    {NET4 "policy=step\nstep_epochs=3\n[softmax]\n", 5, "policy=step with step_epochs= needs gamma="},
     {NET4 "epochs=3\npolicy=multistep\n[softmax]\n", 6, "policy=multistep needs milestones="},
     {NET4 "step_epochs=3\n[softmax]\n", 5, "step_epochs= applies only to policy=step"},
     {NET4 "milestones=3\npolicy=cosine\n[softmax]\n", 5, "milestones= applies only to policy=multistep"},
@@ -425,7 +441,7 @@ static void test_kind_key_tables(dt_model_spec *m) {
         }
         if (k == DT_LAYER_SOFTMAX) continue; /* the last section anyway */
         char text[256], what[96];
-        snprintf(text, sizeof text, NET4 "[connected]\noutput=4\n[%s]\n[softmax]\n", ops->name);
+        snprintf(text, sizeof text, NET4 "[connected]\noutput=4\nactivation=linear\n[%s]\n[softmax]\n", ops->name);
         if (!required) {
             dt_status st = dt_model_parse_string(m, text, "kind.cfg");
             if (st != DT_OK) fprintf(stderr, "[%s] with defaults: %s\n", ops->name, dt_last_error());
@@ -433,7 +449,7 @@ static void test_kind_key_tables(dt_model_spec *m) {
             continue;
         }
         snprintf(what, sizeof what, "[%s] needs %s=", ops->name, required);
-        expect_error(m, text, 7, what, 1000 + k);
+        expect_error(m, text, 8, what, 1000 + k);
     }
 }
 

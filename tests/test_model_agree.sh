@@ -10,7 +10,7 @@
 # message.
 source "$(dirname "$0")/clilib.sh" "$1"
 MPIRUN="mpirun --oversubscribe --bind-to none"
-NET=$SRC/tests/data/small_net.cfg   # learning_rate=0.05 on line 8, output=32 on line 21
+NET=$SRC/tests/data/small_net.cfg   # learning_rate=0.05 on line 8, output=32 on line 22
 
 # Each rank trains DIR/rankR.cfg, R its world rank: mpirun gives every rank
 # the same command line, this gives them different files.
@@ -62,6 +62,7 @@ cp "$NET" "$TMP/same/rank0.cfg"
     echo "learning_rate = 5e-2"
     echo "momentum=0.90"
     echo "decay=5e-4"
+    echo "exclude_bias_bn = 0"
     echo "epochs=1"
     echo
     sed -n '/^\[convolutional\]/,$p' "$NET" | sed 's/=/ = /; s/$/\r/'
@@ -74,7 +75,7 @@ mkdir -p "$TMP/shape"
 cp "$NET" "$TMP/shape/rank0.cfg"
 sed 's/^output=32$/output=64/' "$NET" > "$TMP/shape/rank1.cfg"
 job shape 2
-refused shape "rank 0 has \[connected\] output=32 \($TMP/shape/rank0\.cfg line 21\), rank 1 has \[connected\] output=64 \($TMP/shape/rank1\.cfg line 21\)"
+refused shape "rank 0 has \[connected\] output=32 \($TMP/shape/rank0\.cfg line 22\), rank 1 has \[connected\] output=64 \($TMP/shape/rank1\.cfg line 22\)"
 
 # A key one file leaves to its default: refused (say so, not silently
 # equal), naming the section it is missing from.
@@ -90,7 +91,7 @@ cp "$NET" "$TMP/extra/rank0.cfg"
 cp "$NET" "$TMP/extra/rank1.cfg"
 sed 's/^\[softmax\]$/[dropout]\n[softmax]/' "$NET" > "$TMP/extra/rank2.cfg"
 job extra 3
-refused extra "rank\(s\) 2 read a different model file than rank 0: rank 0 has \[softmax\] \($TMP/extra/rank0\.cfg line 25\), rank 2 has \[dropout\] \($TMP/extra/rank2\.cfg line 25\)"
+refused extra "rank\(s\) 2 read a different model file than rank 0: rank 0 has \[softmax\] \($TMP/extra/rank0\.cfg line 27\), rank 2 has \[dropout\] \($TMP/extra/rank2\.cfg line 27\)"
 # --resume: a checkpoint of another model, of another seed, or none; in
 # allreduce and with a server (its rank 0 reads no checkpoint).
 "$DTRAIN" train "$NET" --dataset synthetic --threads 1 --quiet --max-steps 3 --checkpoint "$TMP/small.ckpt" > /dev/null

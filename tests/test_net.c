@@ -33,7 +33,7 @@ static void test_exact(dt_model_spec *m) {
      * gradient; layer 0 writes no input gradient), and the im2col workspace
      * of one image, 9 x 36 floats. */
     if (parse(m, "[net]\nchannels=1\nheight=8\nwidth=8\n[convolutional]\nfilters=2\nsize=3\n"
-                 "[softmax]\n")) {
+                 "activation=linear\n[softmax]\n")) {
         CHECK_OK(dt_net_estimate(&bytes, m, 2));
         CHECK(bytes == 4 * (3 * 20 + 2 * 72 * 2 + 72 * 2 + 9 * 36));
         dt_net *net = NULL;

@@ -34,8 +34,14 @@ static void test_darknet_schedules(void) {
     s = sched(DT_SCHED_EXP);
     s.gamma = 0.9;
     CHECK_CLOSE(dt_lr_at(&s, 2, 7), 0.1 * 0.729, 1e-12, 0);
+    /* step, Darknet's form: 0.1 * 0.5^floor(b / 3). */
+    s = sched(DT_SCHED_STEP);
+    s.step_batches = 3, s.step_scale = 0.5;
+    CHECK_CLOSE(dt_lr_at(&s, 1, 7), 0.1, 1e-12, 0);   /* b = 2 */
+    CHECK_CLOSE(dt_lr_at(&s, 2, 7), 0.05, 1e-12, 0);  /* b = 3 */
+    CHECK_CLOSE(dt_lr_at(&s, 8, 7), 0.0125, 1e-12, 0); /* b = 9 */
     s = sched(DT_SCHED_SIGMOID);
-    s.gamma = 0.5, s.sig_step = 20;
+    s.gamma = 0.5, s.step_batches = 20;
     CHECK_CLOSE(dt_lr_at(&s, 19, 7), 0.05, 1e-12, 0);
     CHECK_CLOSE(dt_lr_at(&s, 21, 7), 0.1 / (1 + exp(1.0)), 1e-12, 0);
     /* cosine over max_batches steps rather than epochs. */
@@ -180,8 +186,9 @@ static void step_tiny(dt_net *net, const dt_optim_cfg *c, float lr, long t, cons
     dt_optim_free(o);
 }
 
+/* exclude 0: every tensor decays (the tests below set 1 where they mean it). */
 static dt_optim_cfg cfg_of(dt_optim_kind kind, double decay) {
-    dt_optim_cfg c = {kind, 0.9, decay, 0, -1, -1, -1, -1, -1};
+    dt_optim_cfg c = {kind, 0.9, decay, 0, -1, -1, -1, -1, 0};
     return c;
 }
 
@@ -189,7 +196,7 @@ static void test_sgd(dt_net *net) {
     /* Two steps by hand: w=1, g=0.5, decay 0.1, momentum 0.9, lr 0.1.
      * step 1: g' = 0.5 + 0.1 = 0.6, v = 0.6, w = 1 - 0.06 = 0.94
      * step 2: g' = 0.5 + 0.094 = 0.594, v = 0.54 + 0.594 = 1.134, w = 0.94 - 0.1134 = 0.8266
-     * sgd decays biases too (PyTorch) unless excluded. */
+     * With exclude 0 sgd decays biases too (PyTorch). */
     dt_optim_cfg c = cfg_of(DT_OPT_SGD, 0.1);
     float w[6] = {1, 1, 1, 1, 1, 1}, g[6] = {.5f, .5f, .5f, .5f, .5f, .5f}, v[6] = {0}, out[6];
     step_tiny(net, &c, 0.1f, 1, w, g, v, out);
@@ -240,6 +247,7 @@ static void test_lars(dt_net *net) {
      * 0.1: q = 0.001 * 5 / (1 + 0.5) = 1/300. Step 1: v = lr q (g + wd w),
      * w -= v. The bias (plain, excluded): q = 1, no decay: w -= lr g. */
     dt_optim_cfg c = cfg_of(DT_OPT_LARS, 0.1);
+    c.exclude = 1;
     float w[6] = {3, 4, 0, 0, 1, 1}, g[6] = {.6f, .8f, 0, 0, .5f, -.5f}, v[6] = {0}, out[6];
     step_tiny(net, &c, 2.0f, 1, w, g, v, out);
     double q = 0.001 * 5 / 1.5;
@@ -252,6 +260,7 @@ static void test_lars(dt_net *net) {
 static void test_lamb(dt_net *net) {
     /* Step 1: r = g / (|g| + eps) = sign(g); u = r + wd w; q = ||w|| / ||u||. */
     dt_optim_cfg c = cfg_of(DT_OPT_LAMB, 0.5);
+    c.exclude = 1;
     float w[6] = {3, 4, 0, 0, 1, 1}, g[6] = {1, -1, 0, 0, .5f, -.5f}, st[12] = {0}, out[6];
     step_tiny(net, &c, 0.1f, 1, w, g, st, out);
     double u[4] = {1 + 1.5, -1 + 2, 0, 0}, un = sqrt(u[0] * u[0] + u[1] * u[1]), q = 5 / un;
@@ -291,6 +300,7 @@ static void test_ranges(dt_net *net) {
 /* Cuts move to the nearer end of a tensor whose norms matter. */
 static void test_align(dt_net *net) {
     dt_optim_cfg c = cfg_of(DT_OPT_LAMB, 0);
+    c.exclude = 1;
     dt_optim *o;
     if (!CHECK_OK(dt_optim_create(&o, &c, net, NULL))) return;
     CHECK(dt_optim_align(o, 0) == 0 && dt_optim_align(o, 1) == 0 && dt_optim_align(o, 3) == 4);
@@ -312,12 +322,15 @@ static void test_names(void) {
     char who[64];
     dt_optim_users(who, sizeof who, "beta1");
     CHECK(strcmp(who, "adam, adamw or lamb") == 0);
+    /* Unset (-1): exclude 1 for every optimiser (Darknet decays weights only). */
     dt_optim_cfg c = cfg_of(DT_OPT_LAMB, 0);
+    c.exclude = -1;
     dt_optim_resolve(&c);
     CHECK(c.eps == 1e-6 && c.exclude == 1 && c.beta2 == 0.999);
     c = cfg_of(DT_OPT_ADAM, 0);
+    c.exclude = -1;
     dt_optim_resolve(&c);
-    CHECK(c.eps == 1e-8 && c.exclude == 0);
+    CHECK(c.eps == 1e-8 && c.exclude == 1);
 }
 
 int main(void) {

@@ -12,7 +12,7 @@
  * 3 (303 params), layer 2 softmax. */
 static const char two_fc[] =
     "[net]\nchannels=1\nheight=4\nwidth=4\nbatch=4\n"
-    "[connected]\noutput=100\n[connected]\noutput=3\n[softmax]\n";
+    "[connected]\noutput=100\nactivation=linear\n[connected]\noutput=3\nactivation=linear\n[softmax]\n";
 
 static dt_net *build(const char *text) {
     dt_model_spec spec;

@@ -59,8 +59,9 @@ typedef struct {
     double beta2;     /* adam, adamw, lamb: 0.999 */
     double eps;       /* adam, adamw: 1e-8; lamb: 1e-6 */
     double trust;     /* lars: eta, 0.001 */
-    int exclude;      /* 1: biases and batch-norm parameters get no decay and no trust ratio;
-                       * default 1 for lars and lamb (the papers), 0 for sgd, adam, adamw (PyTorch) */
+    int exclude;      /* 1 (the default): biases and batch-norm parameters get no decay and no
+                       * trust ratio (Darknet decays weights only; LARS and LAMB's papers);
+                       * 0: every tensor alike (PyTorch's weight_decay) */
 } dt_optim_cfg;
 
 /* Fills what is unset (< 0) with kind's defaults. */

@@ -12,7 +12,8 @@
 
 typedef enum {
     DT_SCHED_CONSTANT = 0,
-    DT_SCHED_STEP,      /* lr * gamma^floor(epoch / step_epochs) */
+    DT_SCHED_STEP,      /* with step_epochs: lr * gamma^floor(epoch / step_epochs);
+                           without (Darknet's): lr * step_scale^floor(b / step_batches) */
     DT_SCHED_MULTISTEP, /* lr * gamma^(milestones passed) */
     DT_SCHED_COSINE,    /* min_lr + (lr - min_lr) * (1 + cos(pi * t)) / 2, t = epoch / total
                            (step / max_batches when max_batches is set) */
@@ -21,14 +22,15 @@ typedef enum {
     DT_SCHED_STEPS,     /* lr * product of scales[i] over steps[i] <= b */
     DT_SCHED_POLY,      /* lr * (1 - b / max_batches)^power */
     DT_SCHED_EXP,       /* lr * gamma^b */
-    DT_SCHED_SIGMOID    /* lr / (1 + exp(gamma * (b - sig_step))) */
+    DT_SCHED_SIGMOID    /* lr / (1 + exp(gamma * (b - step_batches))) */
 } dt_schedule_kind;
 
 typedef struct {
     dt_schedule_kind kind;
     double base_lr;
-    double gamma;                          /* step, multistep; default 0.1 */
-    double step_epochs;                    /* step */
+    double gamma;                          /* step (with step_epochs), multistep, exp, sigmoid;
+                                              default 1 (Darknet's) */
+    double step_epochs;                    /* step, dtrain's form (0: Darknet's form) */
     int nmilestones;                       /* multistep, epochs ascending */
     double milestones[DT_MAX_MILESTONES];
     double min_lr;                         /* cosine floor; default 0 */
@@ -40,7 +42,9 @@ typedef struct {
     double power;                          /* poly and burn_in; default 4 (Darknet's) */
     int max_batches;                       /* Darknet's run length in steps (0: epochs decide);
                                               poly's and cosine's horizon */
-    int sig_step;                          /* sigmoid: the step of half the rate */
+    int step_batches;                      /* Darknet's step=: sigmoid's batch of half the rate,
+                                              step's period in batches; default 1 */
+    double step_scale;                     /* Darknet's scale=: step's factor; default 1 */
     /* Darknet's warmup: for b < burn_in the rate is lr * (b / burn_in)^power
      * (b = step + 1), in front of any policy; 0: none. */
     int burn_in;

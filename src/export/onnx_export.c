@@ -158,7 +158,7 @@ static void emit_lrn(export_ctx *x, int i, const tensor *in) {
     const char *src = as_4d(x, in[0]), *out = out_name(x, i);
     void *n = dt_onnx_node(x->m, "LRN", &src, 1, out); /* the same formula as PyTorch's */
     dt_onnx_attr_int(x->m, n, "size", s->lrn_size);
-    dt_onnx_attr_float(x->m, n, "alpha", s->lrn_alpha);
+    dt_onnx_attr_float(x->m, n, "alpha", s->lrn_alpha * (float)s->lrn_size); /* ONNX divides it by size */
     dt_onnx_attr_float(x->m, n, "beta", s->lrn_beta);
     dt_onnx_attr_float(x->m, n, "bias", s->lrn_k);
     set_out(x, i, out, 4);

@@ -79,15 +79,17 @@ typedef struct dt_section_vals {
 extern const dt_key_choices dt_activation_choices;
 
 /* Rows of key tables (columns: name, type, offset, default, lo, hi, flags,
- * choices). DT_ACT_KEYS: an activation applied after the layer (Darknet's
- * default linear: none); DT_FUSED_KEYS: that and batch_normalize=. */
-#define DT_ACTIVATION_KEY                                                                             \
-    {"activation", DT_KEY_ENUM, offsetof(dt_section_vals, fused_act), DT_ACT_LINEAR, 0, 0, 0,           \
-     &dt_activation_choices}
+ * choices). DT_ACT_KEYS: an activation applied after the layer, by default
+ * linear (none), as Darknet's [shortcut]; DT_FUSED_KEYS: one that defaults
+ * to logistic, as Darknet's [convolutional] and [connected], and
+ * batch_normalize=. */
+#define DT_ACTIVATION_KEY(def) \
+    {"activation", DT_KEY_ENUM, offsetof(dt_section_vals, fused_act), def, 0, 0, 0, &dt_activation_choices}
 #define DT_SLOPE_KEY {"slope", DT_KEY_FLOAT, offsetof(dt_section_vals, fused_slope), 0.1, 0, 1, 0, NULL}
-#define DT_ACT_KEYS DT_ACTIVATION_KEY, DT_SLOPE_KEY
+#define DT_ACT_KEYS DT_ACTIVATION_KEY(DT_ACT_LINEAR), DT_SLOPE_KEY
 #define DT_FUSED_KEYS                                                                                  \
-    DT_ACTIVATION_KEY, {"batch_normalize", DT_KEY_INT, offsetof(dt_section_vals, batch_normalize), 0, 0, 1, 0, NULL}, \
+    DT_ACTIVATION_KEY(DT_ACT_SIGMOID),                                                                \
+        {"batch_normalize", DT_KEY_INT, offsetof(dt_section_vals, batch_normalize), 0, 0, 1, 0, NULL}, \
         DT_SLOPE_KEY
 
 /* The parser's view of the section being read. */

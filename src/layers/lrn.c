@@ -1,9 +1,14 @@
-/* [lrn]: torch.nn.LocalResponseNorm across channels, per pixel:
- *   s_c = k + alpha/n * sum_{c' = c-n/2 .. c+(n-1)/2} a_c'^2   (zero outside [0, C))
+/* [lrn] (Darknet's [normalization]): local response normalisation across
+ * channels, per pixel, Darknet's formula:
+ *   s_c = kappa + alpha * sum_{c' = c-n/2 .. c+n/2} a_c'^2   (zero outside [0, C))
  *   b_c = a_c * s_c^-beta
- * n (size) is odd, so the window is symmetric with half-width h = n/2 and
- * channel j lies in the windows of channels j-h .. j+h. Backward:
- *   da_j = db_j s_j^-beta - 2 alpha beta / n * a_j * sum_{c in win(j)} db_c b_c / s_c
+ * (torch.nn.LocalResponseNorm's alpha is this alpha x n). n (size) is odd,
+ * so the window is symmetric with half-width h = n/2 and channel j lies in
+ * the windows of channels j-h .. j+h. Darknet's CPU layer starts channel
+ * 0's window without channel h and its backward ignores the dependence of s
+ * on the input ("approximate", its source says); dtrain computes the
+ * formula and its exact gradient:
+ *   da_j = db_j s_j^-beta - 2 alpha beta a_j * sum_{c in win(j)} db_c b_c / s_c
  * saved (B, 2, C, H, W): s^-beta then 1/s. Workspace (C, H, W): squares in
  * forward, db b / s in backward, so both use one windowed channel sum. */
 #include <math.h>
@@ -18,7 +23,7 @@ static dt_status lrn_setup(dt_layer *l) {
         return dt_layer_config_error(l, "size must be odd and >= 1, got %d", s->lrn_size);
     if (!(s->lrn_alpha >= 0 && s->lrn_beta >= 0 && s->lrn_k > 0 && isfinite(s->lrn_alpha) &&
           isfinite(s->lrn_beta) && isfinite(s->lrn_k)))
-        return dt_layer_config_error(l, "alpha and beta must be >= 0 and k > 0 (finite)");
+        return dt_layer_config_error(l, "alpha and beta must be >= 0 and kappa > 0 (finite)");
     return dt_layer_setup_same(l);
 }
 
@@ -50,7 +55,7 @@ static void lrn_forward(dt_layer *l, float *out, const float *in, int batch, int
     (void)train;
     int C = l->in.c, half = l->spec.lrn_size / 2;
     size_t hw = (size_t)l->in.h * l->in.w, n = dt_shape_size(l->in);
-    float alpha_n = l->spec.lrn_alpha / (float)l->spec.lrn_size, beta = l->spec.lrn_beta;
+    float alpha = l->spec.lrn_alpha, beta = l->spec.lrn_beta;
     float k = l->spec.lrn_k;
     for (int b = 0; b < batch; b++) {
         const float *a = in + (size_t)b * n;
@@ -62,7 +67,7 @@ static void lrn_forward(dt_layer *l, float *out, const float *in, int batch, int
             size_t o = (size_t)c * hw;
             window_sum(inv + o, ws, c, C, half, hw);
             for (size_t i = o; i < o + hw; i++) {
-                float s = k + alpha_n * inv[i];
+                float s = k + alpha * inv[i];
                 pw[i] = powf(s, -beta);
                 inv[i] = 1.0f / s;
                 y[i] = a[i] * pw[i];
@@ -77,7 +82,7 @@ static void lrn_backward(dt_layer *l, float *din, const float *dout, const float
     if (!din) return;
     int C = l->in.c, half = l->spec.lrn_size / 2;
     size_t hw = (size_t)l->in.h * l->in.w, n = dt_shape_size(l->in);
-    float coef = 2.0f * l->spec.lrn_alpha * l->spec.lrn_beta / (float)l->spec.lrn_size;
+    float coef = 2.0f * l->spec.lrn_alpha * l->spec.lrn_beta;
     for (int b = 0; b < batch; b++) {
         size_t off = (size_t)b * n;
         const float *a = in + off, *dy = dout + off, *y = out + off;
@@ -96,7 +101,7 @@ static const dt_key_def lrn_keys[] = {
     {"size", DT_KEY_INT, DT_SPEC_KEY(lrn_size), 5, 1, DT_KEY_DIM_MAX, 0, NULL},
     {"alpha", DT_KEY_FLOAT, DT_SPEC_KEY(lrn_alpha), 1e-4, 0, INFINITY, 0, NULL},
     {"beta", DT_KEY_FLOAT, DT_SPEC_KEY(lrn_beta), 0.75, 0, INFINITY, 0, NULL},
-    {"k", DT_KEY_FLOAT, DT_SPEC_KEY(lrn_k), 1.0, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
+    {"kappa", DT_KEY_FLOAT, DT_SPEC_KEY(lrn_k), 1.0, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
     {0}};
 
 const dt_layer_ops dt_lrn_ops = {

@@ -64,7 +64,7 @@ static const dt_key_choices datasets = {dt_dataset_kind_from_name, dataset_name,
 
 /* Columns: name, type, offset, default, lo, hi, flags, choices. */
 static const dt_key_def net_keys[] = {
-    {"batch", DT_KEY_INT, NET(batch), 64, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"batch", DT_KEY_INT, NET(batch), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
     {"accumulate", DT_KEY_INT, NET(accumulate), 1, 1, 1024, 0, NULL},
     /* Darknet's: batch is the step's, split into subdivisions passes (see
      * apply_subdivisions). */
@@ -72,10 +72,10 @@ static const dt_key_def net_keys[] = {
     {"channels", DT_KEY_INT, NET(input.c), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
     {"height", DT_KEY_INT, NET(input.h), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
     {"width", DT_KEY_INT, NET(input.w), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
-    {"learning_rate", DT_KEY_DOUBLE, NET(sched.base_lr), 0.01, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
+    {"learning_rate", DT_KEY_DOUBLE, NET(sched.base_lr), 0.001, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
     {"optimizer", DT_KEY_ENUM, NET(optim.kind), DT_OPT_SGD, 0, 0, 0, &optimizers},
     {"momentum", DT_KEY_DOUBLE, NET(optim.momentum), 0.9, 0, 1, DT_KEY_HI_OPEN, NULL},
-    {"decay", DT_KEY_DOUBLE, NET(optim.decay), 5e-4, 0, INFINITY, 0, NULL},
+    {"decay", DT_KEY_DOUBLE, NET(optim.decay), 1e-4, 0, INFINITY, 0, NULL},
     {"nesterov", DT_KEY_INT, NET(optim.nesterov), 0, 0, 1, 0, NULL},
     /* -1: the optimiser's default (dt_optim_resolve) */
     {"beta1", DT_KEY_DOUBLE, NET(optim.beta1), -1, 0, 1, DT_KEY_HI_OPEN, NULL},
@@ -86,7 +86,7 @@ static const dt_key_def net_keys[] = {
     {"epochs", DT_KEY_INT, NET(epochs), 1, 1, EPOCHS_MAX, 0, NULL},
     {"policy", DT_KEY_ENUM, NET(sched.kind), DT_SCHED_CONSTANT, 0, 0, 0, &schedules},
     {"step_epochs", DT_KEY_DOUBLE, NET(sched.step_epochs), 0, 0, EPOCHS_MAX, DT_KEY_LO_OPEN, NULL},
-    {"gamma", DT_KEY_DOUBLE, NET(sched.gamma), 0.1, 0, 1, DT_KEY_LO_OPEN, NULL},
+    {"gamma", DT_KEY_DOUBLE, NET(sched.gamma), 1, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
     {"milestones", DT_KEY_MILESTONES, NET(sched), 0, 0, EPOCHS_MAX, DT_KEY_LO_OPEN, NULL},
     {"min_lr", DT_KEY_DOUBLE, NET(sched.min_lr), 0, 0, INFINITY, 0, NULL},
     {"warmup_epochs", DT_KEY_DOUBLE, NET(sched.warmup_epochs), 0, 0, EPOCHS_MAX, 0, NULL},
@@ -97,7 +97,8 @@ static const dt_key_def net_keys[] = {
     {"power", DT_KEY_DOUBLE, NET(sched.power), 4, 0, INFINITY, 0, NULL},
     {"steps", DT_KEY_STEPS, NET(sched), 0, 1, INT_MAX, 0, NULL},
     {"scales", DT_KEY_SCALES, NET(sched), 0, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
-    {"step", DT_KEY_INT, NET(sched.sig_step), 1, 0, INT_MAX, 0, NULL},
+    {"step", DT_KEY_INT, NET(sched.step_batches), 1, 1, INT_MAX, 0, NULL},
+    {"scale", DT_KEY_DOUBLE, NET(sched.step_scale), 1, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
     {"dataset", DT_KEY_DATASET, NET(dataset), DT_DATASET_FASHION_MNIST, 0, 0, 0, &datasets},
     {"flip", DT_KEY_INT, NET(flip), 0, 0, 1, 0, NULL},
     {"crop_pad", DT_KEY_INT, NET(crop_pad), 0, 0, 1024, 0, NULL},
@@ -124,13 +125,30 @@ static const dt_key_def cost_keys[] = {
     {"type", DT_KEY_ENUM, DT_OWN_KEY(cost_own_keys, type), COST_SSE, 0, 0, 0, &costs},
     {0}};
 
-/* Policy-specific keys: required by their policy, an error with any other
- * (a step_epochs= without policy=step would otherwise be silently ignored). */
+/* Policy-specific keys: an error with a policy that does not read them (a
+ * step_epochs= without policy=step would otherwise be silently ignored),
+ * required by some. Sets of policies as bits (1 << dt_schedule_kind). */
+#define POLICY(k) (1u << DT_SCHED_##k)
 static const struct {
     const char *key;
-    dt_schedule_kind policy;
-} policy_keys[] = {{"step_epochs", DT_SCHED_STEP}, {"milestones", DT_SCHED_MULTISTEP}, {"steps", DT_SCHED_STEPS},
-                   {"scales", DT_SCHED_STEPS},    {"step", DT_SCHED_SIGMOID}};
+    unsigned read_by, needed_by;
+} policy_keys[] = {{"step_epochs", POLICY(STEP), 0},
+                   {"milestones", POLICY(MULTISTEP), POLICY(MULTISTEP)},
+                   {"steps", POLICY(STEPS), POLICY(STEPS)},
+                   {"scales", POLICY(STEPS), POLICY(STEPS)},
+                   {"step", POLICY(STEP) | POLICY(SIGMOID), POLICY(SIGMOID)},
+                   {"scale", POLICY(STEP), 0}};
+
+/* "step or sigmoid": the names of a set of policies, into buf. */
+static const char *policy_names(unsigned set, char *buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < 32 && used < cap; k++)
+        if (set & (1u << k))
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? " or " : "",
+                                     dt_schedule_kind_name((dt_schedule_kind)k));
+    return buf;
+}
 
 /* ---- parser state -------------------------------------------------------- */
 
@@ -434,9 +452,11 @@ static dt_status check_darknet_schedule(dt_section *p) {
                        s->nscales);
     if (s->kind == DT_SCHED_POLY && !s->max_batches)
         return dt_section_error(p, dt_section_key_line(p, "policy"), "policy=poly needs max_batches= (its horizon)");
-    if ((s->kind == DT_SCHED_EXP || s->kind == DT_SCHED_SIGMOID) && !dt_section_key_line(p, "gamma"))
-        return dt_section_error(p, dt_section_key_line(p, "policy"), "policy=%s needs gamma=",
-                                dt_schedule_kind_name(s->kind));
+    /* gamma's default is Darknet's 1 (no decay): dtrain's own decaying forms need it given. */
+    int own_step = s->kind == DT_SCHED_STEP && dt_section_key_line(p, "step_epochs");
+    if ((own_step || s->kind == DT_SCHED_MULTISTEP) && !dt_section_key_line(p, "gamma"))
+        return dt_section_error(p, dt_section_key_line(p, "policy"), "policy=%s%s needs gamma= (the factor of each "
+                                "decay)", dt_schedule_kind_name(s->kind), own_step ? " with step_epochs=" : "");
     if (dt_section_key_line(p, "power") && s->kind != DT_SCHED_POLY && !dt_section_key_line(p, "burn_in"))
         return dt_section_error(p, dt_section_key_line(p, "power"), "power= applies only to policy=poly and burn_in=");
     if (dt_section_key_line(p, "max_batches") && dt_section_key_line(p, "epochs"))
@@ -475,19 +495,22 @@ static dt_status finish_net(dt_section *p) {
     DT_TRY(resolve_augment(p));
     dt_lr_schedule *s = &p->m->sched;
     const char *policy = dt_schedule_kind_name(s->kind);
-    if (s->kind == DT_SCHED_STEP && dt_section_key_line(p, "step") && !dt_section_key_line(p, "step_epochs"))
-        return dt_section_error(p, dt_section_key_line(p, "step"),
-                       "policy=step with step= (Darknet's, in batches with scale=) is not implemented; write "
-                       "step_epochs= and gamma=, or policy=steps with steps= and scales=");
+    /* policy=step: Darknet's (step=, scale= in batches) or dtrain's (step_epochs=, gamma=). */
+    int epochs_line = dt_section_key_line(p, "step_epochs");
+    int darknet_line = dt_section_key_line(p, "step") ? dt_section_key_line(p, "step") : dt_section_key_line(p, "scale");
+    if (s->kind == DT_SCHED_STEP && epochs_line && darknet_line)
+        return dt_section_error(p, darknet_line, "policy=step takes Darknet's step= and scale= (in batches) or "
+                                "step_epochs= and gamma=, not both (step_epochs= is on line %d)", epochs_line);
     for (size_t i = 0; i < sizeof policy_keys / sizeof policy_keys[0]; i++) {
         int line = dt_section_key_line(p, policy_keys[i].key);
-        if (s->kind == policy_keys[i].policy && !line)
+        unsigned kind = 1u << s->kind;
+        if ((policy_keys[i].needed_by & kind) && !line)
             return dt_section_error(p, dt_section_key_line(p, "policy"), "policy=%s needs %s=", policy,
                            policy_keys[i].key);
-        if (s->kind != policy_keys[i].policy && line)
-            return dt_section_error(p, line, "%s= applies only to policy=%s (policy is %s)",
-                           policy_keys[i].key, dt_schedule_kind_name(policy_keys[i].policy),
-                           policy);
+        char names[64];
+        if (!(policy_keys[i].read_by & kind) && line)
+            return dt_section_error(p, line, "%s= applies only to policy=%s (policy is %s)", policy_keys[i].key,
+                                    policy_names(policy_keys[i].read_by, names, sizeof names), policy);
     }
     DT_TRY(check_darknet_schedule(p));
     s->total_epochs = p->m->epochs;
@@ -537,7 +560,18 @@ static dt_status begin_cost(dt_section *p) {
     return DT_OK;
 }
 
+/* Darknet's other names of sections (string_to_layer_type in parser.c). */
+static const char *canonical_section(const char *name) {
+    static const char *const aliases[][2] = {{"network", "net"},    {"conv", "convolutional"}, {"conn", "connected"},
+                                             {"max", "maxpool"},    {"avg", "avgpool"},        {"soft", "softmax"},
+                                             {"normalization", "lrn"}};
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(name, aliases[i][0]) == 0) return aliases[i][1];
+    return name;
+}
+
 static dt_status begin_section(dt_section *p, const char *name) {
+    name = canonical_section(name);
     int is_net = strcmp(name, "net") == 0, is_cost = strcmp(name, "cost") == 0;
     int kind = is_net ? SEC_NET : is_cost ? SEC_COST : dt_layer_kind_from_name(name);
     if (is_net) {

@@ -80,6 +80,6 @@ static void lamb_step(const dt_optim_cfg *c, const dt_optim_piece *p, const doub
     }
 }
 
-const dt_optim_row dt_optim_row_adam = {"adam", 2, 0, 0, NULL, adam_step};
-const dt_optim_row dt_optim_row_adamw = {"adamw", 2, 0, 0, NULL, adamw_step};
-const dt_optim_row dt_optim_row_lamb = {"lamb", 2, 1, 1, lamb_sums, lamb_step};
+const dt_optim_row dt_optim_row_adam = {"adam", 2, 0, NULL, adam_step};
+const dt_optim_row dt_optim_row_adamw = {"adamw", 2, 0, NULL, adamw_step};
+const dt_optim_row dt_optim_row_lamb = {"lamb", 2, 1, lamb_sums, lamb_step};

@@ -46,5 +46,5 @@ static void lars_step(const dt_optim_cfg *c, const dt_optim_piece *p, const doub
     }
 }
 
-const dt_optim_row dt_optim_row_sgd = {"sgd", 1, 0, 0, NULL, sgd_step};
-const dt_optim_row dt_optim_row_lars = {"lars", 1, 1, 1, lars_sums, lars_step};
+const dt_optim_row dt_optim_row_sgd = {"sgd", 1, 0, NULL, sgd_step};
+const dt_optim_row dt_optim_row_lars = {"lars", 1, 1, lars_sums, lars_step};

@@ -25,7 +25,6 @@ typedef struct {
     const char *name;
     int nslots;
     int norms;
-    int exclude_default;
     void (*sums)(const dt_optim_cfg *c, const dt_optim_piece *p, double sums[2]);
     void (*step)(const dt_optim_cfg *c, const dt_optim_piece *p, const double sums[2]);
 } dt_optim_row;

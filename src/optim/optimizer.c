@@ -28,7 +28,7 @@ void dt_optim_resolve(dt_optim_cfg *c) {
     if (c->beta2 < 0) c->beta2 = 0.999;
     if (c->eps < 0) c->eps = c->kind == DT_OPT_LAMB ? 1e-6 : 1e-8;
     if (c->trust < 0) c->trust = 0.001;
-    if (c->exclude < 0) c->exclude = rows[c->kind]->exclude_default;
+    if (c->exclude < 0) c->exclude = 1; /* Darknet's decay reaches weights only */
 }
 
 struct dt_optim {

@@ -43,7 +43,9 @@ static double schedule_at(const dt_lr_schedule *s, long step, double epoch) {
     double b = (double)step + 1; /* Darknet's batch number at this update */
     switch (s->kind) {
     case DT_SCHED_CONSTANT: return s->base_lr;
-    case DT_SCHED_STEP: return s->base_lr * pow(s->gamma, floor(epoch / s->step_epochs));
+    case DT_SCHED_STEP:
+        if (s->step_epochs > 0) return s->base_lr * pow(s->gamma, floor(epoch / s->step_epochs));
+        return s->base_lr * pow(s->step_scale, floor(b / s->step_batches)); /* Darknet's batch_num / step */
     case DT_SCHED_MULTISTEP: {
         int passed = 0;
         while (passed < s->nmilestones && epoch >= s->milestones[passed]) passed++;
@@ -62,7 +64,7 @@ static double schedule_at(const dt_lr_schedule *s, long step, double epoch) {
     }
     case DT_SCHED_POLY: return s->base_lr * pow(fmax(1.0 - b / s->max_batches, 0.0), s->power);
     case DT_SCHED_EXP: return s->base_lr * pow(s->gamma, b);
-    case DT_SCHED_SIGMOID: return s->base_lr / (1.0 + exp(s->gamma * (b - s->sig_step)));
+    case DT_SCHED_SIGMOID: return s->base_lr / (1.0 + exp(s->gamma * (b - s->step_batches)));
     }
     return s->base_lr;
 }
