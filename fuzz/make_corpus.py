@@ -52,15 +52,19 @@ NET = "[net]\nchannels=%d\nheight=%d\nwidth=%d\nbatch=2\n"
 MODELS = {
     "every_layer.cfg": NET % (3, 9, 9) + "policy=cosine\nwarmup_epochs=0.5\nflip=1\ncrop_pad=2\n"
     "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\nbatch_normalize=1\nactivation=leaky\n"
-    "slope=0.2\n[lrn]\nsize=3\nalpha=0.001\nbeta=0.75\nk=2\n[maxpool]\nsize=3\nstride=2\npad=1\n"
+    "slope=0.2\n[lrn]\nsize=3\nalpha=0.001\nbeta=0.75\nkappa=2\n[maxpool]\nsize=3\nstride=2\npad=1\n"
     "[avgpool]\nsize=2\nstride=1\n[dropout]\nprobability=0.3\n[connected]\noutput=7\n"
     "activation=tanh\n[batchnorm]\nmomentum=0.2\neps=1e-4\n[activation]\nactivation=sigmoid\n"
     "[connected]\noutput=3\n[softmax]\n",
     "schedules.cfg": NET % (1, 5, 5) + "epochs=9\npolicy=multistep\nmilestones=2,4.5,7\n"
     "gamma=0.5\nnesterov=1\nmomentum=0.5\ndecay=0\nmin_lr=0.001\ndataset=synthetic\n"
     "[connected]\noutput=4\nactivation=relu\n[connected]\noutput=2\n[softmax]\n",
-    "step.cfg": NET % (2, 6, 6) + "policy=step\nstep_epochs=3\n; comment\n"
+    "step.cfg": NET % (2, 6, 6) + "policy=step\nstep_epochs=3\ngamma=0.5\n; comment\n"
     "[convolutional]\nfilters=2\nsize=1\n[convolutional]\nfilters=3\nsize=6\n[softmax]\n",
+    # Darknet's names and defaults: its step policy, aliases, logistic activations.
+    "darknet.cfg": "[network]\nchannels=1\nheight=6\nwidth=6\npolicy=step\nstep=2\nscale=0.5\n"
+    "[conv]\nfilters=2\nsize=3\npad=1\n[max]\nsize=2\nstride=2\n[normalization]\n[avg]\n[conn]\noutput=2\n"
+    "[soft]\n",
     "crlf.cfg": (NET % (1, 4, 4) + "[connected]\noutput=2  # two\n[softmax]\n").replace("\n", "\r\n"),
 }
 

@@ -145,7 +145,7 @@ static float to_bf16(float x) {
 static void check_master_weights(void) {
     static const char cfg[] = "[net]\nbatch=4\nchannels=1\nheight=8\nwidth=8\nmomentum=0\ndecay=0\n"
                               "precision=bf16\n[convolutional]\nfilters=4\nsize=3\npad=1\n"
-                              "activation=relu\n[connected]\noutput=3\n[softmax]\n";
+                              "activation=relu\n[connected]\noutput=3\nactivation=linear\n[softmax]\n";
     dt_model_spec spec;
     CHECK_OK(dt_model_parse_string(&spec, cfg, "tiny.cfg"));
     CHECK(spec.precision == DT_PRECISION_BF16);

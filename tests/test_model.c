@@ -326,7 +326,7 @@ static const bad_case bad_cases[] = {
     {NET4 "policy=steps\nsteps=20,10\nscales=0.1,0.1\n[softmax]\n", 6, "steps must be strictly ascending"},
     {NET4 "policy=steps\nscales=0.1\n[softmax]\n", 5, "policy=steps needs steps="},
     {NET4 "policy=multistep\nmilestones=2\n[softmax]\n", 5, "policy=multistep needs gamma= (the factor"},
-    {NET4 "policy=sigmoid\ngamma=0.5\n[softmax]\n", 5, "policy=sigmoid needs step="},
+    {NET4 "policy=step\nstep=0\n[softmax]\n", 6, "policy=step needs step= of at least 1"},
     {NET4 "policy=step\nstep_epochs=2\ngamma=0.1\nscale=0.5\n[softmax]\n", 8,
      "policy=step takes Darknet's step= and scale= (in batches) or step_epochs= and gamma=, not both (step_epochs= is on line 6)"},
     {NET4 "policy=cosine\nstep=100\n[softmax]\n", 6, "step= applies only to policy=step or sigmoid (policy is cosine)"},

@@ -97,17 +97,19 @@ refused extra "rank\(s\) 2 read a different model file than rank 0: rank 0 has \
 "$DTRAIN" train "$NET" --dataset synthetic --threads 1 --quiet --max-steps 3 --checkpoint "$TMP/small.ckpt" > /dev/null
 resume_refused() { # name code pattern np args...
     local name=$1 code=$2 pattern=$3 np=$4; shift 4
-    out=$(timeout 120 $MPIRUN -np "$np" "$DTRAIN" train "$@" --dataset synthetic --threads 1 --max-steps 5 --quiet \
+    out=$(timeout 120 $MPIRUN -np "$np" "$DTRAIN" train "$@" --dataset synthetic --threads 1 --quiet \
         2>&1); rc=$?
     check "$name: exit $code (got $rc)" test "$rc" -eq "$code" || echo "$out" | tail -5
     check "$name: said once: /$pattern/" test "$(grep -cE -- "$pattern" <<<"$out")" -eq 1 || echo "$out" | tail -5
     check "$name: no MPI_Abort" test "$(grep -c MPI_ABORT <<<"$out")" -eq 0 || echo "$out" | tail -5
 }
 resume_refused "resume: other model" 1 "small.ckpt: checkpoint is for a different model" 2 \
-    "$SRC/examples/cnn.cfg" --resume "$TMP/small.ckpt"
+    "$SRC/examples/cnn.cfg" --resume "$TMP/small.ckpt" --max-steps 5
 resume_refused "resume: other model, ps-sync" 1 "small.ckpt: checkpoint is for a different model" 3 \
-    "$SRC/examples/cnn.cfg" --resume "$TMP/small.ckpt" --mode ps-sync --servers 1
+    "$SRC/examples/cnn.cfg" --resume "$TMP/small.ckpt" --mode ps-sync --servers 1 --max-steps 5
 resume_refused "resume: other seed" 2 "small.ckpt: checkpoint was written with --seed 1, this run has --seed 4" 2 \
-    "$NET" --resume "$TMP/small.ckpt" --seed 4
-resume_refused "resume: no such file" 1 "none.ckpt: cannot open checkpoint" 2 "$NET" --resume "$TMP/none.ckpt"
+    "$NET" --resume "$TMP/small.ckpt" --seed 4 --max-steps 5
+resume_refused "resume: no such file" 1 "none.ckpt: cannot open checkpoint" 2 "$NET" --resume "$TMP/none.ckpt" --max-steps 5
+resume_refused "resume: nothing left" 2 "small.ckpt: the checkpoint is at step 3, and this run ends at step 3" 3 \
+    "$NET" --resume "$TMP/small.ckpt" --max-steps 3 --mode ps-sync --servers 1
 finish

@@ -13,9 +13,10 @@
 /* Conv + batch norm + dropout: every piece of state a resume must restore. */
 static const char *model_text =
     "[net]\nbatch=16\nchannels=1\nheight=8\nwidth=8\nlearning_rate=0.05\nmomentum=0.9\n"
-    "decay=0.0005\nepochs=3\npolicy=cosine\nwarmup_epochs=0.01\nflip=1\ncrop_pad=1\n"
+    "decay=0.0005\nexclude_bias_bn=0\nepochs=3\npolicy=cosine\nwarmup_epochs=0.01\nflip=1\ncrop_pad=1\n"
     "[convolutional]\nfilters=4\nsize=3\npad=1\nbatch_normalize=1\nactivation=relu\n"
-    "[maxpool]\nsize=2\nstride=2\n[dropout]\nprobability=0.2\n[connected]\noutput=10\n[softmax]\n";
+    "[maxpool]\nsize=2\nstride=2\n[dropout]\nprobability=0.2\n[connected]\noutput=10\nactivation=linear\n"
+    "[softmax]\n";
 
 static char dir[] = "/tmp/dt_train_XXXXXX";
 
@@ -102,7 +103,7 @@ int main(void) {
     dt_model_spec other;
     CHECK_OK(dt_model_parse_string(&other,
                                    "[net]\nchannels=1\nheight=8\nwidth=8\nbatch=16\n"
-                                   "[connected]\noutput=10\n[softmax]\n", "other.cfg"));
+                                   "[connected]\noutput=10\nactivation=linear\n[softmax]\n", "other.cfg"));
     s = run(&other, 10, NULL, half, &d);
     CHECK(s == DT_ERR_FORMAT);
     CHECK(strstr(dt_last_error(), "different model") != NULL);

@@ -1,19 +1,20 @@
 /* Model files: Darknet-style INI, parsed strictly, separate from building.
  *
  *   [net]                       input shape, batch, optimiser, schedule
- *   batch=64  accumulate=1 | subdivisions=1  channels=1 height=28 width=28
- *   learning_rate=0.01 optimizer=sgd|adam|adamw|lars|lamb decay=0.0005
- *   momentum=0.9 nesterov=0 beta1 beta2 eps trust_coefficient exclude_bias_bn
- *   epochs=2 policy=constant|step|multistep|cosine
- *   step_epochs=..  gamma=0.1  milestones=30,60  min_lr=0
+ *   (defaults are Darknet's: docs/MODEL_FILES.md has every key)
+ *   batch=1  accumulate=1 | subdivisions=1  channels= height= width=
+ *   learning_rate=0.001 optimizer=sgd|adam|adamw|lars|lamb decay=0.0001
+ *   momentum=0.9 nesterov=0 beta1 beta2 eps trust_coefficient exclude_bias_bn=1
+ *   epochs=1 policy=constant|step|multistep|cosine|steps|poly|exp|sigmoid
+ *   step_epochs=..  step=1 scale=1  gamma=1  milestones=30,60  min_lr=0
  *   warmup_epochs=0  warmup_start_factor=0.1
  *   dataset=fashion-mnist  flip=0  crop_pad=0  precision=fp32|bf16
- *   [convolutional] filters size stride pad activation batch_normalize
- *   [connected] output activation batch_normalize
+ *   [convolutional] filters size stride pad activation=logistic batch_normalize
+ *   [connected] output activation=logistic batch_normalize
  *   [maxpool] / [avgpool] size stride pad
  *   [activation] activation (relu|leaky|tanh|sigmoid|linear) slope (leaky)
  *   [dropout] probability
- *   [lrn] size alpha beta k
+ *   [lrn] size alpha beta kappa
  *   [batchnorm] momentum eps
  *   [softmax]   (last)
  * Comments start with '#' or ';'. Every section and key must be known and

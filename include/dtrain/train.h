@@ -160,10 +160,17 @@ dt_status dt_resume_find(const dt_train_opts *o, dt_ckptdir_try_fn try_one, dt_c
  * written with another seed than this run's. */
 dt_status dt_resume_check_seed(const char *from, const dt_ckpt_meta *m, uint64_t seed);
 
+/* DT_ERR_USAGE "nothing left to train" when the checkpoint `from` is at or
+ * past the run's last step. */
+dt_status dt_resume_check_end(const char *from, long step, long total_steps);
+
 /* Whether the checkpoint to resume from (if any) is whole, of the model of
- * this shape hash and of this run's seed: what every rank of a job checks
- * before any mode starts, so that all end together on a wrong one. */
-dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash);
+ * this shape hash and of this run's seed, and before last_step (the run's
+ * end where it is known without the data set, else 0): what every worker of
+ * a job checks before any mode starts, so that all end together on a wrong
+ * one. What needs the data set's size (an end in epochs, a position in an
+ * epoch of another --batch) the trainer checks. */
+dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash, long last_step);
 
 /* Receives each evaluated batch's logits (n, classes): the input of the
  * softmax layer, in this worker's dataset order. */

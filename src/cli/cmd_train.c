@@ -36,8 +36,8 @@ static const char train_usage[] =
     "  --beta1 B, --beta2 B  adam, adamw, lamb: moment decay rates in [0, 1) (0.9, 0.999)\n"
     "  --eps E               adam, adamw, lamb: > 0 (1e-8; lamb 1e-6)\n"
     "  --trust-coefficient T lars: eta of the trust ratio, > 0 (0.001)\n"
-    "  --exclude-bias-bn 0|1 biases and batch-norm parameters without decay and trust ratio\n"
-    "                        (default 1 for lars and lamb, 0 for sgd, adam and adamw)\n"
+    "  --exclude-bias-bn 0|1 1: biases and batch-norm parameters without decay and trust\n"
+    "                        ratio (Darknet's default); 0: decay on every parameter (PyTorch's)\n"
     "  --precision P         fp32 | bf16: the arithmetic of convolutions and connected layers\n"
     "                        (default: the model file's precision=, else fp32; bf16 needs\n"
     "                        AVX512_BF16 or AMX; weights, optimiser and loss stay fp32)\n"
@@ -393,7 +393,13 @@ static dt_status check_model(const dt_comm *comm, const cli_train_plan *p) {
     dt_net *net;
     DT_TRY(dt_net_create(&net, &p->spec, 1, 1));
     dt_status s = dt_comm_check_model(comm, net->shape_hash, p->spec.path);
-    if (s == DT_OK) s = dt_comm_agree(comm, comm->worker >= 0 ? dt_resume_check(&p->opts, net->shape_hash) : DT_OK);
+    /* The run's last step where it is known before the data set: lockstep
+     * modes' --max-steps or max_batches (asynchronous workers share a budget). */
+    long last = p->spec.sched.max_batches;
+    if (p->opts.max_steps > 0 && (last == 0 || p->opts.max_steps < last)) last = p->opts.max_steps;
+    if (dt_mode_is_async(p->dist.mode)) last = 0;
+    if (s == DT_OK)
+        s = dt_comm_agree(comm, comm->worker >= 0 ? dt_resume_check(&p->opts, net->shape_hash, last) : DT_OK);
     dt_net_free(net);
     return s;
 }

@@ -97,7 +97,7 @@ static const dt_key_def net_keys[] = {
     {"power", DT_KEY_DOUBLE, NET(sched.power), 4, 0, INFINITY, 0, NULL},
     {"steps", DT_KEY_STEPS, NET(sched), 0, 1, INT_MAX, 0, NULL},
     {"scales", DT_KEY_SCALES, NET(sched), 0, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
-    {"step", DT_KEY_INT, NET(sched.step_batches), 1, 1, INT_MAX, 0, NULL},
+    {"step", DT_KEY_INT, NET(sched.step_batches), 1, 0, INT_MAX, 0, NULL},
     {"scale", DT_KEY_DOUBLE, NET(sched.step_scale), 1, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
     {"dataset", DT_KEY_DATASET, NET(dataset), DT_DATASET_FASHION_MNIST, 0, 0, 0, &datasets},
     {"flip", DT_KEY_INT, NET(flip), 0, 0, 1, 0, NULL},
@@ -136,7 +136,7 @@ static const struct {
                    {"milestones", POLICY(MULTISTEP), POLICY(MULTISTEP)},
                    {"steps", POLICY(STEPS), POLICY(STEPS)},
                    {"scales", POLICY(STEPS), POLICY(STEPS)},
-                   {"step", POLICY(STEP) | POLICY(SIGMOID), POLICY(SIGMOID)},
+                   {"step", POLICY(STEP) | POLICY(SIGMOID), 0},
                    {"scale", POLICY(STEP), 0}};
 
 /* "step or sigmoid": the names of a set of policies, into buf. */
@@ -501,6 +501,9 @@ static dt_status finish_net(dt_section *p) {
     if (s->kind == DT_SCHED_STEP && epochs_line && darknet_line)
         return dt_section_error(p, darknet_line, "policy=step takes Darknet's step= and scale= (in batches) or "
                                 "step_epochs= and gamma=, not both (step_epochs= is on line %d)", epochs_line);
+    if (s->kind == DT_SCHED_STEP && !epochs_line && s->step_batches == 0)
+        return dt_section_error(p, dt_section_key_line(p, "step"), "policy=step needs step= of at least 1 (the "
+                                "rate is scale^(batch / step))");
     for (size_t i = 0; i < sizeof policy_keys / sizeof policy_keys[0]; i++) {
         int line = dt_section_key_line(p, policy_keys[i].key);
         unsigned kind = 1u << s->kind;

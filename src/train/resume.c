@@ -30,6 +30,12 @@ dt_status dt_resume_check_seed(const char *from, const dt_ckpt_meta *m, uint64_t
                    from, (unsigned long long)m->seed, (unsigned long long)seed);
 }
 
+dt_status dt_resume_check_end(const char *from, long step, long total_steps) {
+    if (step < total_steps) return DT_OK;
+    return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint is at step %ld, and this run ends at step %ld "
+                   "(--max-steps or --epochs): nothing left to train", from, step, total_steps);
+}
+
 typedef struct {
     uint64_t shape_hash;
     dt_ckpt_meta *m;
@@ -42,11 +48,13 @@ static dt_status verify_one(const char *path, void *ctx) {
     return dt_checkpoint_check_hash(path, v->m->shape_hash, v->shape_hash);
 }
 
-dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash) {
+dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash, long last_step) {
     if (!o->resume_path) return DT_OK;
     dt_ckpt_meta m;
     verify_ctx v = {shape_hash, &m};
     char from[4096];
     DT_TRY(dt_resume_find(o, verify_one, NULL, &v, from, sizeof from));
-    return from[0] ? dt_resume_check_seed(from, &m, o->seed) : DT_OK;
+    if (!from[0]) return DT_OK;
+    DT_TRY(dt_resume_check_seed(from, &m, o->seed));
+    return last_step > 0 ? dt_resume_check_end(from, (long)m.step, last_step) : DT_OK;
 }

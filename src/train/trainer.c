@@ -387,9 +387,7 @@ static dt_status resume(dt_trainer *t) {
         return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint stopped at step %d of an epoch, "
                        "this run's epochs have %d steps (another --batch or data set?)",
                        from, m.step_in_epoch, t->steps_per_epoch);
-    if (t->step >= t->total_steps)
-        return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint is at step %ld, and this run ends at step %ld "
-                       "(--max-steps or --epochs): nothing left to train", from, t->step, t->total_steps);
+    DT_TRY(dt_resume_check_end(from, t->step, t->total_steps));
     snprintf(line, sizeof line, "resumed from %s at step %ld (epoch %d, step %d of the epoch)", from, t->step,
              m.epoch + 1, m.step_in_epoch);
     dt_report_line(&t->rep, line);
