@@ -92,13 +92,8 @@ static void test_defaults(dt_model_spec *m) {
                       "[conv]\nfilters=2\nsize=3\npad=1\n[max]\nsize=2\nstride=2\n[normalization]\n"
                       "[avg]\n[conn]\noutput=3\n[soft]\n";
     if (!CHECK_OK(dt_model_parse_string(m, cfg, "defaults.cfg"))) return;
+    /* [net]'s other defaults: test_model's test_defaults. */
     CHECK(m->batch == 1 && m->accumulate == 1);
-    CHECK_CLOSE(m->sched.base_lr, 0.001, 0, 1e-12);
-    CHECK_CLOSE(m->optim.momentum, 0.9, 0, 1e-12);
-    CHECK_CLOSE(m->optim.decay, 1e-4, 0, 1e-12);
-    dt_optim_cfg oc = m->optim;
-    dt_optim_resolve(&oc);
-    CHECK(oc.kind == DT_OPT_SGD && oc.exclude == 1);
     /* b = step + 1: 0.001 at b = 1, x0.5 from b = 2, x0.25 from b = 4. */
     const double rate[] = {0.001, 0.0005, 0.0005, 0.00025};
     for (int step = 0; step < 4; step++) CHECK_CLOSE(dt_lr_at(&m->sched, step, 1000), rate[step], 1e-15, 0);
