@@ -112,4 +112,13 @@ resume_refused "resume: other seed" 2 "small.ckpt: checkpoint was written with -
 resume_refused "resume: no such file" 1 "none.ckpt: cannot open checkpoint" 2 "$NET" --resume "$TMP/none.ckpt" --max-steps 5
 resume_refused "resume: nothing left" 2 "small.ckpt: the checkpoint is at step 3, and this run ends at step 3" 3 \
     "$NET" --resume "$TMP/small.ckpt" --max-steps 3 --mode ps-sync --servers 1
+# Found only once the data is loaded (each trainer's set-up, agreed there):
+# step 40 of an epoch of 60 (60000 samples in batches of 1000) has no place
+# in the 30 steps of 2 workers' epochs.
+"$DTRAIN" train "$NET" --dataset synthetic --threads 1 --quiet --batch 1000 --max-steps 40 \
+    --checkpoint "$TMP/mid.ckpt" > /dev/null
+resume_refused "resume: place in the epoch" 2 "mid.ckpt: the checkpoint stopped at step 40 of an epoch, this run's epochs have 30 steps" 2 \
+    "$NET" --resume "$TMP/mid.ckpt" --batch 1000
+resume_refused "resume: place in the epoch, ps-sync" 2 "mid.ckpt: the checkpoint stopped at step 40 of an epoch, this run's epochs have 30 steps" 3 \
+    "$NET" --resume "$TMP/mid.ckpt" --batch 1000 --mode ps-sync --servers 1
 finish

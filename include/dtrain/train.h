@@ -120,6 +120,15 @@ typedef struct {
     FILE *out;                   /* progress and summary (rank 0), NULL for none */
     dt_timeline *timeline;       /* spans of layers, steps, data, eval, checkpoints (NULL: off);
                                   * flushed at every checkpoint */
+    /* Called by every worker once its trainer is set up (data loaded,
+     * checkpoint resumed), before the strategy starts, with the set-up's
+     * status (DT_OK or the failure, its message in dt_last_error); returns
+     * the verdict every rank of the job shares (servers included), so that
+     * a failure there (a data set that is missing on one host, a checkpoint
+     * whose place in an epoch does not fit this batch) ends every rank in
+     * order. NULL: none (one process). */
+    dt_status (*agree_setup)(void *ctx, dt_status local);
+    void *agree_ctx;
 } dt_train_opts;
 
 typedef struct {

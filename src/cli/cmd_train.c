@@ -464,6 +464,21 @@ static int progress_tty(FILE *out) {
     return !getenv("OMPI_COMM_WORLD_SIZE") && isatty(fileno(out));
 }
 
+/* The trainers' set-up (data, the checkpoint's place in an epoch) and the
+ * strategy's creation, agreed by every rank: a failure there is everyone's,
+ * said once, with no MPI_Abort. Servers agree with DT_OK. */
+typedef struct {
+    const dt_comm *comm;
+    cli_train_plan *plan;
+} setup_agreement;
+
+static dt_status agree_setup(void *ctx, dt_status local) {
+    setup_agreement *a = ctx;
+    dt_status s = dt_comm_agree(a->comm, local);
+    a->plan->agreed_failure = s != DT_OK && s != DT_ERR_MPI;
+    return s;
+}
+
 static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_env *env,
                             cli_signals *sig, FILE *out, dt_train_summary *sum) {
     int nthreads = cli_set_threads(p->threads, env);
@@ -480,9 +495,15 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
         print_start(o->out, p, comm, nthreads);
         p->dist.plan_out = o->out;
     }
+    setup_agreement agreement = {comm, p};
+    o->agree_setup = agree_setup;
+    o->agree_ctx = &agreement;
     dt_sync *sync = NULL;
     dt_status s = dt_mode_info_of(p->dist.mode)->create(&sync, comm, &p->dist);
-    if (s == DT_OK) s = dt_train_run(&p->spec, o, sync, sum);
+    if (s == DT_OK)
+        s = dt_train_run(&p->spec, o, sync, sum);
+    else
+        s = agree_setup(&agreement, s);
     s = close_timeline(p->dist.timeline, comm, s, env);
     if (sync) sync->free(sync); /* before the timeline: its threads record until it is freed */
     return s;
@@ -506,7 +527,9 @@ dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
     p->dist.stop = &sig->stop;
     if (s == DT_OK && comm.worker < 0) {
         cli_set_threads(1, env); /* a server only sums and steps its shard */
-        s = dt_server_run(&comm, &p->dist, &p->spec);
+        setup_agreement agreement = {&comm, p};
+        s = agree_setup(&agreement, DT_OK);
+        if (s == DT_OK) s = dt_server_run(&comm, &p->dist, &p->spec);
         s = close_timeline(p->dist.timeline, &comm, s, env);
     } else if (s == DT_OK) {
         s = run_worker(p, &comm, env, sig, out, sum);

@@ -357,7 +357,11 @@ dt_status dt_comm_agree(const dt_comm *c, dt_status local) {
     int first = local == DT_OK ? c->size : c->rank, status = (int)local;
     char msg[1024] = "";
     if (local != DT_OK) snprintf(msg, sizeof msg, "%s", dt_last_error());
-    DT_TRY(dt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c->world), "agreement (MPI_Allreduce)"));
+    /* Without spinning: a server waits here while the workers load data. */
+    MPI_Request req;
+    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c->world, &req),
+                        "agreement (MPI_Iallreduce)"));
+    DT_TRY(dt_mpi_wait(&req, 1, 0, NULL, NULL, "agreement (MPI_Iallreduce)"));
     if (first == c->size) return DT_OK;
     DT_TRY(dt_mpi_check(MPI_Bcast(&status, 1, MPI_INT, first, c->world), "agreement (MPI_Bcast)"));
     DT_TRY(dt_mpi_check(MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, c->world), "agreement (MPI_Bcast)"));

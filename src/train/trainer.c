@@ -385,7 +385,7 @@ static dt_status resume(dt_trainer *t) {
     /* Batch size and data set are not part of the model's shape hash. */
     if (dt_loader_seek(t->loader, m.epoch, m.step_in_epoch) != DT_OK)
         return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint stopped at step %d of an epoch, "
-                       "this run's epochs have %d steps (another --batch or data set?)",
+                       "this run's epochs have %d steps (another --batch, number of workers or data set?)",
                        from, m.step_in_epoch, t->steps_per_epoch);
     DT_TRY(dt_resume_check_end(from, t->step, t->total_steps));
     snprintf(line, sizeof line, "resumed from %s at step %ld (epoch %d, step %d of the epoch)", from, t->step,
@@ -408,6 +408,8 @@ static dt_status resume(dt_trainer *t) {
     return dt_report_log(&t->rep, json);
 }
 
+/* What a worker sets up alone, before any message: its report, net,
+ * optimiser, data, loader and the checkpoint it resumes. */
 static dt_status setup(dt_trainer *t) {
     const dt_train_opts *o = t->opts;
     const dt_model_spec *spec = t->spec;
@@ -448,6 +450,14 @@ static dt_status setup(dt_trainer *t) {
      * up to all of them (the strategy says when the budget is spent). */
     if (t->sync->independent) t->total_steps *= o->world;
     if (o->resume_path) DT_TRY(resume(t));
+    return DT_OK;
+}
+
+/* After the set-up every rank agreed on: the strategy starts (parameters
+ * broadcast, servers seeded) and the log gets the run's configuration. */
+static dt_status start(dt_trainer *t) {
+    const dt_train_opts *o = t->opts;
+    const dt_model_spec *spec = t->spec;
     if (t->sync->start) DT_TRY(t->sync->start(t->sync, t));
     char json[2048], model[1024];
     dt_json_escape(model, sizeof model, spec->path);
@@ -707,6 +717,8 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     memset(summary, 0, sizeof *summary);
     double acc = 0, test_loss = 0;
     dt_status s = setup(&t);
+    if (opts->agree_setup) s = opts->agree_setup(opts->agree_ctx, s);
+    if (s == DT_OK) s = start(&t);
     if (s == DT_OK) s = run_loop(&t, &acc, &test_loss);
     if (s == DT_OK) {
         double done[2] = {(double)t.images, (double)t.steps_run};
