@@ -161,19 +161,23 @@ def checkpoint_seeds(dtrain):
     put("checkpoint", "bad_magic", flip(good, 0))
     put("checkpoint", "version2", with_crc(body[:8] + struct.pack("<I", 2) + body[12:]))
     # Version 3 (no class-name section: the body ends with version 4's empty
-    # names head and version 5's empty worker head), version 4 with class
-    # names (the tiny net has 10 outputs; the section holds a folder data
-    # set's names), and version 5 with 2 workers' state (top-k residuals).
-    v3 = body[:8] + struct.pack("<I", 3) + body[12:-24]
+    # names head, version 5's empty worker head and version 6's samples per
+    # step), version 4 with class names (the tiny net has 10 outputs; the
+    # section holds a folder data set's names), version 5 (no samples per
+    # step) and 2 workers' state (top-k residuals).
+    v3 = body[:8] + struct.pack("<I", 3) + body[12:-32]
     put("checkpoint", "version3", with_crc(v3))
-    v4 = body[:8] + struct.pack("<I", 4) + body[12:-24]
+    put("checkpoint", "version5", with_crc(body[:8] + struct.pack("<I", 5) + body[12:-8]))
+    v4 = body[:8] + struct.pack("<I", 4) + body[12:-32]
     names = b"cat\0dog\0zebra\0"
     put("checkpoint", "class_names", with_crc(v4 + struct.pack("<II", 3, len(names)) + names))
     put("checkpoint", "class_names_twice", with_crc(v4 + struct.pack("<II", 2, 8) + b"cat\0cat\0"))
     nparams = struct.unpack_from("<Q", body, 56)[0]
     residuals = struct.pack(f"<{2 * nparams}f", *(0.5 * i for i in range(2 * nparams)))
-    put("checkpoint", "worker_state", with_crc(body[:-16] + struct.pack("<IIQ", 2, 0, nparams) + residuals))
-    put("checkpoint", "worker_state_loop", with_crc(body[:-16] + struct.pack("<IIQ", 0xFFFFFFFF, 0, 0)))
+    samples = body[-8:]
+    put("checkpoint", "worker_state",
+        with_crc(body[:-24] + struct.pack("<IIQ", 2, 0, nparams) + residuals + samples))
+    put("checkpoint", "worker_state_loop", with_crc(body[:-24] + struct.pack("<IIQ", 0xFFFFFFFF, 0, 0) + samples))
     # Counts that disagree with the file's size, CRC recomputed.
     put("checkpoint", "count_too_big",
         with_crc(body[:56] + struct.pack("<Q", nparams + 1) + body[64:]))

@@ -180,6 +180,28 @@ static void write_with_crc(const char *path, unsigned char *buf, size_t len) {
     if (f) fclose(f);
 }
 
+/* A version 5 file (no samples per step: what dtrain wrote before them)
+ * still loads, with step_samples 0 (unknown). Made from v6's bytes (size):
+ * version 5, the 8 bytes before the CRC gone. */
+static void check_version5(const char *v6, const char *v5, long size) {
+    static unsigned char buf[1 << 16];
+    FILE *f = fopen(v6, "rb");
+    CHECK(f && size <= (long)sizeof buf && fread(buf, 1, (size_t)size, f) == (size_t)size);
+    if (f) fclose(f);
+    buf[8] = 5;
+    memmove(buf + size - 12, buf + size - 4, 4);
+    write_with_crc(v5, buf, (size_t)size - 8);
+    float p[NP], s[NS], m[NP];
+    dt_ckpt_arrays b = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
+    dt_ckpt_meta got;
+    CHECK_OK(dt_checkpoint_load(v5, 0xabcdef, &got, &b));
+    CHECK(got.step == 1234 && got.step_samples == 0 && got.best_accuracy == 0.875 && p[NP - 1] == 1.0f + 0.5f * (NP - 1));
+    /* A version 6 file without them is short by their 8 bytes. */
+    buf[8] = 6;
+    write_with_crc(v5, buf, (size_t)size - 8);
+    expect_reject(v5, 0xabcdef, DT_ERR_FORMAT, "truncated");
+}
+
 /* path's class-name section broken as described (CRC valid): refused with
  * needle, the arrays untouched and no names returned. */
 static void reject_names(const char *path, const char *needle) {
@@ -206,7 +228,7 @@ static void check_class_names(const char *path, const char *other, const dt_ckpt
     dt_class_names three = {3, names};
     dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &three, NULL, 0, 0, 0};
     CHECK_OK(dt_checkpoint_save(path, meta, &a));
-    enum { SIZE = NAMES_AT + 8 + 14 + 16 + 4 }; /* "cat\0dog\0zebra\0", an empty worker state */
+    enum { SIZE = NAMES_AT + 8 + 14 + 16 + 8 + 4 }; /* "cat\0dog\0zebra\0", an empty worker state */
     CHECK(file_size(path) == SIZE);
     float p2[NP], s2[NS], m2[NP];
     dt_class_names got = {0, NULL};
@@ -285,7 +307,7 @@ static void check_worker_state(const char *path, const char *other, const dt_ckp
     dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
     a.worker_state = all, a.worker_floats = 5, a.nworkers = 3;
     CHECK_OK(dt_checkpoint_save(path, meta, &a));
-    enum { WORK_AT = NAMES_AT + 8, SIZE = WORK_AT + 16 + 15 * 4 + 4 };
+    enum { WORK_AT = NAMES_AT + 8, SIZE = WORK_AT + 16 + 15 * 4 + 8 + 4 };
     CHECK(file_size(path) == SIZE);
     dt_ckpt_meta gm;
     fill(mine, 5, -7);
@@ -338,7 +360,7 @@ int main(void) {
 
     float p[NP], s[NS], m[NP];
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
-    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0, 0, 0};
+    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0, 512, 0, 0};
     dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
     CHECK_OK(dt_checkpoint_save(path, &meta, &a));
     char tmp[300];
@@ -352,15 +374,17 @@ int main(void) {
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &b));
     CHECK(memcmp(p, p2, sizeof p) == 0 && memcmp(s, s2, sizeof s) == 0 && memcmp(m, m2, sizeof m) == 0);
     CHECK(got.seed == 42 && got.step == 1234 && got.net_step == 1300 && got.epoch == 3 &&
-          got.step_in_epoch == 17 && got.loss == 0.25 && got.best_loss == 0.125 && got.best_accuracy == 0.875);
+          got.step_in_epoch == 17 && got.loss == 0.25 && got.best_loss == 0.125 && got.best_accuracy == 0.875 &&
+          got.step_samples == 512);
     /* Eval readers skip the momentum. */
     dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0, NULL, NULL, 0, 0, 0};
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &c));
 
     /* Damage of every kind. */
     long size = file_size(path);
-    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 8 + 16 + 4); /* empty class-name and worker sections */
+    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 8 + 16 + 8 + 4); /* empty class-name and worker sections */
     check_version1(path, other);
+    check_version5(path, other, size);
     expect_reject(dir, 0xabcdef, DT_ERR_USAGE, "is a directory, not a checkpoint file");
     expect_reject(path, 0x1234, DT_ERR_FORMAT, "different model");
     copy_file(path, other, -1);

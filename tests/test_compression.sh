@@ -50,17 +50,18 @@ check "ps-sync bf16 bytes: a push and a pull of 7334 x 2" test "$(bytes ps2_bf16
 # A top-k run resumes exactly: every worker's residual (the gradients it has
 # not sent yet) is in the checkpoint, so 10 steps and a resume to 25 end on
 # the 25-step run's parameters bit for bit. A run of another worker count
-# starts its error feedback from zero, and says so.
+# (the same global batch: 4 workers of 4) starts its error feedback from
+# zero, and says so.
 train_ckpt topk_half 2 "$TMP/net.cfg" --max-steps 10 --batch 8 --grad-compression topk:0.1
 train_ckpt topk_resumed 2 "$TMP/net.cfg" --max-steps 25 --batch 8 --grad-compression topk:0.1 \
     --resume "$TMP/topk_half.ckpt"
 same ar2_topk topk_resumed 0
-timeout 300 mpirun --oversubscribe --bind-to none -np 3 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
-    --threads 1 --max-steps 12 --batch 8 --grad-compression topk:0.1 --resume "$TMP/topk_half.ckpt" \
-    > "$TMP/topk_3.out" 2>&1
-check "resumed by 3 workers" test $? -eq 0 || tail -5 "$TMP/topk_3.out"
+timeout 300 mpirun --oversubscribe --bind-to none -np 4 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
+    --threads 1 --max-steps 12 --batch 4 --grad-compression topk:0.1 --resume "$TMP/topk_half.ckpt" \
+    > "$TMP/topk_4.out" 2>&1
+check "resumed by 4 workers" test $? -eq 0 || tail -5 "$TMP/topk_4.out"
 check "another worker count: said" grep -q "top-k residuals are those of 2 workers x 7334 floats, this run has \
-3 x 7334: error feedback starts from zero" "$TMP/topk_3.out"
+4 x 7334: error feedback starts from zero" "$TMP/topk_4.out"
 timeout 120 mpirun --oversubscribe --bind-to none -np 2 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic \
     --threads 1 --max-steps 2 --grad-compression topk:0.1 > "$TMP/start.out" 2>&1
 check "start line names the compression" grep -q "gradients as topk:0.1$" "$TMP/start.out"

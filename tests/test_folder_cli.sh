@@ -96,6 +96,13 @@ cp -r "$TMP/imgs" "$TMP/renamed" && mv "$TMP/renamed/train/a" "$TMP/renamed/trai
 expect 2 "--resume .*half.ckpt: label 2 is class 'a' in the checkpoint, 'aa' in the train folder" -- \
     "$DTRAIN" train "$M" --data-dir "$TMP/renamed" --threads 1 --max-steps $K --resume "$TMP/half.ckpt"
 
+# Resuming on a smaller train folder (12 images a class, not 24): step 10
+# has no place in its epochs of 6 steps.
+cp -r "$TMP/imgs" "$TMP/fewer"
+for d in "$TMP/fewer/train"/*; do ls "$d" | head -12 | while read -r f; do rm "$d/$f"; done; done
+expect 2 "--resume .*half.ckpt: the checkpoint stopped at step 10 of an epoch, this run's epochs have 6 steps" -- \
+    "$DTRAIN" train "$M" --data-dir "$TMP/fewer" --threads 1 --max-steps $K --resume "$TMP/half.ckpt"
+
 # Bad input: one line naming the file, exit 1; or skipped and counted.
 $MAKE bad "$TMP/bad"
 cp "$TMP/bad/truncated.jpg" "$TMP/imgs/train/a/z.jpg"

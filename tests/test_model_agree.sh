@@ -5,9 +5,10 @@
 # first difference with both values and where they are; the job ends
 # without MPI_Abort. Files that differ only in comments, spacing, key order
 # or how a number is written are accepted. So is a checkpoint to resume
-# from that does not fit the model or the seed, or is missing: every worker
-# checks it before any mode starts and the job ends in order, with one
-# message.
+# from that does not fit the model, the seed or the global batch, or is
+# missing: every worker checks it before any mode starts and the job ends
+# in order, with one message; so does what a trainer finds when it loads
+# its data.
 source "$(dirname "$0")/clilib.sh" "$1"
 MPIRUN="mpirun --oversubscribe --bind-to none"
 NET=$SRC/tests/data/small_net.cfg   # learning_rate=0.05 on line 8, output=32 on line 22
@@ -111,14 +112,34 @@ resume_refused "resume: other seed" 2 "small.ckpt: checkpoint was written with -
     "$NET" --resume "$TMP/small.ckpt" --seed 4 --max-steps 5
 resume_refused "resume: no such file" 1 "none.ckpt: cannot open checkpoint" 2 "$NET" --resume "$TMP/none.ckpt" --max-steps 5
 resume_refused "resume: nothing left" 2 "small.ckpt: the checkpoint is at step 3, and this run ends at step 3" 3 \
-    "$NET" --resume "$TMP/small.ckpt" --max-steps 3 --mode ps-sync --servers 1
-# Found only once the data is loaded (each trainer's set-up, agreed there):
-# step 40 of an epoch of 60 (60000 samples in batches of 1000) has no place
-# in the 30 steps of 2 workers' epochs.
-"$DTRAIN" train "$NET" --dataset synthetic --threads 1 --quiet --batch 1000 --max-steps 40 \
-    --checkpoint "$TMP/mid.ckpt" > /dev/null
-resume_refused "resume: place in the epoch" 2 "mid.ckpt: the checkpoint stopped at step 40 of an epoch, this run's epochs have 30 steps" 2 \
-    "$NET" --resume "$TMP/mid.ckpt" --batch 1000
-resume_refused "resume: place in the epoch, ps-sync" 2 "mid.ckpt: the checkpoint stopped at step 40 of an epoch, this run's epochs have 30 steps" 3 \
-    "$NET" --resume "$TMP/mid.ckpt" --batch 1000 --mode ps-sync --servers 1
+    "$NET" --resume "$TMP/small.ckpt" --max-steps 3 --mode ps-sync --servers 1 --batch 4
+# Steps of another global batch (batch x accumulate x workers): 2 workers
+# of 8 after steps of 8.
+resume_refused "resume: other global batch" 2 "small.ckpt: the checkpoint's steps were of 8 samples, this run's are of 16" 2 \
+    "$NET" --resume "$TMP/small.ckpt" --max-steps 5
+resume_refused "resume: other global batch, ps-sync" 2 "small.ckpt: the checkpoint's steps were of 8 samples, this run's are of 16" 3 \
+    "$NET" --resume "$TMP/small.ckpt" --max-steps 5 --mode ps-sync --servers 1
+# The same global batch on other workers continues.
+out=$(timeout 120 $MPIRUN -np 2 "$DTRAIN" train "$NET" --resume "$TMP/small.ckpt" --max-steps 5 --batch 4 \
+    --dataset synthetic --threads 1 --quiet 2>&1); rc=$?
+check "resume: 2 workers of 4 after steps of 8: exit 0 (got $rc)" test "$rc" -eq 0 || echo "$out" | tail -5
+# What only a trainer finds, once it loads its data, is agreed there: a
+# data set the last rank (a worker) cannot load (an empty folder) while the
+# other worker trains on synthetic data; one message, exit 1, no MPI_Abort.
+mkdir -p "$TMP/empty"
+cat > "$TMP/data.sh" <<EOF
+#!/usr/bin/env bash
+if [ "\$OMPI_COMM_WORLD_RANK" = "\$((OMPI_COMM_WORLD_SIZE - 1))" ]; then set -- "\$@" --dataset folder --data-dir "$TMP/empty"
+else set -- "\$@" --dataset synthetic; fi
+exec "$DTRAIN" train "$NET" --threads 1 --quiet --max-steps 2 "\$@"
+EOF
+chmod +x "$TMP/data.sh"
+for mode in "allreduce" "ps-sync --servers 1"; do
+    np=2; [ "$mode" = allreduce ] || np=3
+    out=$(timeout 120 $MPIRUN -np $np "$TMP/data.sh" --mode $mode 2>&1); rc=$?
+    check "data set missing on one rank, $mode: exit 1 (got $rc)" test "$rc" -eq 1 || echo "$out" | tail -5
+    check "data set missing on one rank, $mode: said once" test "$(grep -c "$TMP/empty" <<<"$out")" -eq 1 ||
+        echo "$out" | tail -5
+    check "data set missing on one rank, $mode: no MPI_Abort" test "$(grep -c MPI_ABORT <<<"$out")" -eq 0
+done
 finish

@@ -15,11 +15,13 @@
  *     run keeps for itself and a resume needs (top-k's residuals of the
  *     gradients not sent yet, worker 0 first; nworkers 0 and worker_floats
  *     0: none)
+ *   version 6 and later: u64 step_samples: the samples of one optimiser
+ *     step over all workers (batch x accumulate x workers; 0: unknown)
  *   u32 crc32 of every byte before it
  * opt_state is the optimiser's slots, slot-major (optim.h): nslots x
  * nparams. Versions 1 and 2 (SGD's momentum; version 1 without the loss
  * figures) still load, as sgd; versions before 4 load with no class names,
- * before 5 with no worker state.
+ * before 5 with no worker state, before 6 with step_samples 0.
  * Written to "PATH.tmp", fsync'd, renamed over PATH and the directory
  * fsync'd, so a crash at any moment leaves either the old or the new file. */
 #ifndef DTRAIN_CHECKPOINT_H
@@ -31,7 +33,7 @@
 #include "dtrain/data.h"
 #include "dtrain/status.h"
 
-#define DT_CKPT_VERSION 5
+#define DT_CKPT_VERSION 6
 #define DT_CKPT_MAX_NAME_BYTES 65536 /* 256 names of up to 255 bytes and their NULs */
 
 typedef struct {
@@ -47,6 +49,9 @@ typedef struct {
     double best_loss;      /* lowest smoothed training loss of the run so far (0: unknown) */
     double best_accuracy;  /* best test accuracy of the run so far (-1: none evaluated) */
     int optimizer;         /* dt_optim_kind of its optimiser state (filled on load) */
+    /* Samples of one step over all workers: steps, the schedule and the
+     * place in an epoch are counted in such steps (0: unknown). */
+    uint64_t step_samples;
     /* Filled on load: the worker state the file holds (0 and 0: none). */
     uint64_t file_nworkers;
     uint64_t file_worker_floats;

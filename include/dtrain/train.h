@@ -165,21 +165,24 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
 dt_status dt_resume_find(const dt_train_opts *o, dt_ckptdir_try_fn try_one, dt_ckptdir_skip_fn skipped, void *ctx,
                          char *path, size_t cap);
 
-/* DT_ERR_USAGE naming both seeds when checkpoint `from` (meta m) was
- * written with another seed than this run's. */
-dt_status dt_resume_check_seed(const char *from, const dt_ckpt_meta *m, uint64_t seed);
+/* DT_ERR_USAGE when checkpoint `from` (meta m) was written with another
+ * seed than this run's (naming both), or with steps of another number of
+ * samples than this run's step_samples (batch x accumulate x workers):
+ * steps, the schedule and the place in an epoch are counted in such steps
+ * (a file that does not say, before version 6, passes). */
+dt_status dt_resume_check_run(const char *from, const dt_ckpt_meta *m, uint64_t seed, long step_samples);
 
 /* DT_ERR_USAGE "nothing left to train" when the checkpoint `from` is at or
  * past the run's last step. */
 dt_status dt_resume_check_end(const char *from, long step, long total_steps);
 
 /* Whether the checkpoint to resume from (if any) is whole, of the model of
- * this shape hash and of this run's seed, and before last_step (the run's
- * end where it is known without the data set, else 0): what every worker of
- * a job checks before any mode starts, so that all end together on a wrong
- * one. What needs the data set's size (an end in epochs, a position in an
- * epoch of another --batch) the trainer checks. */
-dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash, long last_step);
+ * this shape hash, passes dt_resume_check_run, and is before last_step (the
+ * run's end where it is known without the data set, else 0): what every
+ * worker of a job checks before any mode starts, so that all end together
+ * on a wrong one. What needs the data set's size (an end in epochs, a
+ * position in an epoch of another data set) the trainer checks. */
+dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash, long step_samples, long last_step);
 
 /* Receives each evaluated batch's logits (n, classes): the input of the
  * softmax layer, in this worker's dataset order. */

@@ -114,6 +114,7 @@ static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_a
     DT_TRY(write_all(w, figures, sizeof figures));
     DT_TRY(write_names(w, a->classes));
     DT_TRY(write_worker_state(w, a));
+    DT_TRY(write_all(w, &meta->step_samples, sizeof meta->step_samples));
     uint32_t crc = (uint32_t)w->crc;
     return write_all(w, &crc, sizeof crc);
 }
@@ -243,6 +244,9 @@ static size_t workers_head_bytes(const disk_header *h) {
     return h->version >= 5 ? 2 * sizeof(uint32_t) + sizeof(uint64_t) : 0;
 }
 
+/* Version 6's samples per step, after the worker state (bytes). */
+static size_t step_samples_bytes(const disk_header *h) { return h->version >= 6 ? sizeof(uint64_t) : 0; }
+
 /* The version 5 section, `bytes` long by the file's size: its head in
  * workers[0..1] (nworkers, floats each), and worker a->worker's part into
  * *mine (allocated) when the file holds what a asks for. */
@@ -273,9 +277,10 @@ static dt_status read_workers(FILE *f, uint64_t bytes, uLong *crc, const dt_ckpt
 /* Reads the arrays into one scratch block, checks the CRC, and only then
  * copies into the caller's arrays, so a corrupt file changes nothing.
  * figures: the version 2 trailer (left as it is for version 1); workers:
- * the version 5 worker state's counts (left as they are before). */
+ * the version 5 worker state's counts (left as they are before);
+ * step_samples: version 6's (left as it is before). */
 static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const dt_ckpt_arrays *a,
-                               double figures[3], uint64_t workers[2], const char *path) {
+                               double figures[3], uint64_t workers[2], uint64_t *step_samples, const char *path) {
     size_t total = (size_t)(h->nparams + h->nstate + h->nopt_state), bytes;
     if (h->nopt_state > (uint64_t)SIZE_MAX / 8 || total < h->nopt_state)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint sizes overflow", path);
@@ -290,8 +295,8 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     /* Everything but the class names (version 4: up to
      * DT_CKPT_MAX_NAME_BYTES, their size follows the arrays) and the
      * workers' state (version 5: its size follows the names). */
-    uint64_t promised =
-        (uint64_t)bytes + trailer_bytes(h) + names_head_bytes(h) + workers_head_bytes(h) + sizeof(uint32_t);
+    uint64_t promised = (uint64_t)bytes + trailer_bytes(h) + names_head_bytes(h) + workers_head_bytes(h) +
+                        step_samples_bytes(h) + sizeof(uint32_t);
     uint64_t most = promised + (h->version >= 4 ? DT_CKPT_MAX_NAME_BYTES : 0);
     if (left < promised || (h->version < 5 && left > most))
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is %llu bytes, its header promises %llu%s: "
@@ -316,6 +321,8 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     names = p;
     if (s == DT_OK) s = read_exact(f, names, names_head[1], &crc, path);
     if (s == DT_OK && h->version >= 5) s = read_workers(f, rest - names_head[1], &crc, a, workers, &mine, path);
+    uint64_t samples = 0;
+    if (s == DT_OK) s = read_exact(f, &samples, step_samples_bytes(h), &crc, path);
     if (s == DT_OK && fread(&stored, 1, sizeof stored, f) != sizeof stored)
         s = dt_fail(DT_ERR_FORMAT, "%s: truncated checkpoint (no checksum)", path);
     if (s == DT_OK && stored != (uint32_t)crc)
@@ -331,6 +338,7 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
         if (mine) memcpy(a->worker_state, mine, a->worker_floats * sizeof(float));
     }
     if (s == DT_OK && trailer_bytes(h)) memcpy(figures, trailer, sizeof trailer);
+    if (s == DT_OK && step_samples_bytes(h)) *step_samples = samples;
     dt_free(mine);
     dt_free(names);
     dt_free(buf);
@@ -351,13 +359,14 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
     uLong crc = crc32(0L, Z_NULL, 0);
     double figures[3] = {0, 0, -1}; /* version 1: unknown */
     uint64_t workers[2] = {0, 0};   /* before version 5: none */
+    uint64_t step_samples = 0;      /* before version 6: unknown */
     dt_status s = read_exact(f, &h, sizeof h, &crc, name);
     if (s == DT_OK) s = check_header(&h, expect_hash, a, name);
     /* Another optimiser's state: a whole file (CRC checked, nothing
      * copied) that this run cannot continue, which is a usage error; a
      * damaged one is a format error like any other. */
     int other = s == DT_OK && a && a->opt_state && h.optimizer != (uint32_t)a->optimizer;
-    if (s == DT_OK) s = read_verified(f, &h, crc, other ? NULL : a, figures, workers, name);
+    if (s == DT_OK) s = read_verified(f, &h, crc, other ? NULL : a, figures, workers, &step_samples, name);
     if (s == DT_OK && other)
         s = dt_fail(DT_ERR_USAGE, "%s: checkpoint holds the state of optimizer %s, this run uses %s "
                     "(--optimizer %s continues it)", name, dt_optim_kind_name((dt_optim_kind)h.optimizer),
@@ -376,6 +385,7 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
     meta->optimizer = (int)h.optimizer;
     meta->file_nworkers = workers[0];
     meta->file_worker_floats = workers[1];
+    meta->step_samples = step_samples;
     return DT_OK;
 }
 

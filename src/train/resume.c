@@ -24,10 +24,16 @@ dt_status dt_resume_find(const dt_train_opts *o, dt_ckptdir_try_fn try_one, dt_c
     return s;
 }
 
-dt_status dt_resume_check_seed(const char *from, const dt_ckpt_meta *m, uint64_t seed) {
-    if (m->seed == seed) return DT_OK;
-    return dt_fail(DT_ERR_USAGE, "--resume %s: checkpoint was written with --seed %llu, this run has --seed %llu",
-                   from, (unsigned long long)m->seed, (unsigned long long)seed);
+dt_status dt_resume_check_run(const char *from, const dt_ckpt_meta *m, uint64_t seed, long step_samples) {
+    if (m->seed != seed)
+        return dt_fail(DT_ERR_USAGE, "--resume %s: checkpoint was written with --seed %llu, this run has --seed %llu",
+                       from, (unsigned long long)m->seed, (unsigned long long)seed);
+    if (m->step_samples && m->step_samples != (uint64_t)step_samples)
+        return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint's steps were of %llu samples, this run's are of "
+                       "%ld (--batch x --accumulate x workers): a resumed run keeps the global batch (its steps, "
+                       "schedule and place in the epoch count in it); on other workers, give a --batch that keeps "
+                       "it", from, (unsigned long long)m->step_samples, step_samples);
+    return DT_OK;
 }
 
 dt_status dt_resume_check_end(const char *from, long step, long total_steps) {
@@ -48,13 +54,13 @@ static dt_status verify_one(const char *path, void *ctx) {
     return dt_checkpoint_check_hash(path, v->m->shape_hash, v->shape_hash);
 }
 
-dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash, long last_step) {
+dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash, long step_samples, long last_step) {
     if (!o->resume_path) return DT_OK;
     dt_ckpt_meta m;
     verify_ctx v = {shape_hash, &m};
     char from[4096];
     DT_TRY(dt_resume_find(o, verify_one, NULL, &v, from, sizeof from));
     if (!from[0]) return DT_OK;
-    DT_TRY(dt_resume_check_seed(from, &m, o->seed));
+    DT_TRY(dt_resume_check_run(from, &m, o->seed, step_samples));
     return last_step > 0 ? dt_resume_check_end(from, (long)m.step, last_step) : DT_OK;
 }

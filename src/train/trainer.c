@@ -225,6 +225,9 @@ static double debias(double ema, double beta, long n, long min_n) {
     return n >= min_n ? ema / (1 - pow(beta, (double)n)) : 0;
 }
 
+/* The samples of one optimiser step over all workers (checkpoints say it). */
+static long step_samples(const dt_trainer *t) { return (long)dt_model_step_batch(t->spec) * t->opts->world; }
+
 static double smoothed_loss(const dt_trainer *t) { return debias(t->ema, LOSS_FAST_BETA, t->ema_n, LOSS_MIN_STEPS); }
 
 static void track_loss(dt_trainer *t, double step_loss) {
@@ -303,7 +306,8 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
     int epoch, step_in_epoch;
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
     dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch, step_in_epoch,
-                      smoothed_loss(t), t->best_loss, t->best_acc, t->spec->optim.kind, 0, 0};
+                      smoothed_loss(t), t->best_loss, t->best_acc, t->spec->optim.kind, (uint64_t)step_samples(t),
+                      0, 0};
     a.worker_state = t->all_residuals; /* gathered by the strategy (NULL: none kept) */
     a.worker_floats = t->net->nparams;
     a.nworkers = t->opts->world;
@@ -376,7 +380,7 @@ static dt_status resume(dt_trainer *t) {
     if (s == DT_OK && from[0]) s = dt_trainset_check_classes(t->train_ds, &classes, from);
     dt_class_names_free(&classes);
     if (s != DT_OK || !from[0]) return s;
-    DT_TRY(dt_resume_check_seed(from, &m, t->opts->seed));
+    DT_TRY(dt_resume_check_run(from, &m, t->opts->seed, step_samples(t)));
     t->step = t->good_step = (long)m.step;
     t->net->step = m.net_step;
     t->best_loss = m.best_loss;
