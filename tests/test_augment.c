@@ -6,7 +6,9 @@
  * shift window for a smaller output; a rotation by an angle within range,
  * stretched by the aspect), Darknet's evaluation resize and centre crop on
  * ramps whose resized values are known exactly, and the loader making
- * samples of another size than its images, identically on 1 and 3 threads.
+ * samples of another size than its images, identically on 1 and 3 threads;
+ * random erasing's rectangles (share, aspect, rate) and the loader's use of
+ * it (the same sample but for one rectangle of the mean, in its own stream).
  * Formulas: pjreddie/darknet's src/image.c and src/utils.c. */
 #include <math.h>
 #include <stdio.h>
@@ -254,6 +256,114 @@ static void test_loader(void) {
     dt_dataset_free(ds);
 }
 
+/* Random erasing on 2000 images of ones (2 x 28 x 28) at p = 0.5: each is
+ * unchanged or has exactly one rectangle of zeros, on both channels, whose
+ * area is within [0.02, 0.33] of the image (widened by the rounding of
+ * each side, +-0.5) and aspect within [0.3, 3.3] (the same); about half are
+ * erased; p = 0 and 1 never and always (the image is large enough for the
+ * first draw of most). */
+static int erased_box(const float *x, int *top, int *left, int *h, int *w) {
+    int y0 = 28, y1 = -1, x0 = 28, x1 = -1, zeros = 0;
+    for (int i = 0; i < 28 * 28; i++) {
+        if (x[i] != x[784 + i] || (x[i] != 0 && x[i] != 1)) return -1;
+        if (x[i] == 0) {
+            int y = i / 28, xx = i % 28;
+            zeros++, y0 = y < y0 ? y : y0, y1 = y > y1 ? y : y1, x0 = xx < x0 ? xx : x0, x1 = xx > x1 ? xx : x1;
+        }
+    }
+    if (!zeros) return 0;
+    *top = y0, *left = x0, *h = y1 - y0 + 1, *w = x1 - x0 + 1;
+    return zeros == *h * *w ? 1 : -1; /* a full rectangle */
+}
+
+static void test_erase(void) {
+    float x[2 * 28 * 28];
+    int erased = 0, bad = 0;
+    for (int k = 0; k < 2000; k++) {
+        for (int i = 0; i < 2 * 28 * 28; i++) x[i] = 1;
+        dt_rng r = dt_rng_seed(dt_hash3(3, (uint64_t)k, 7));
+        dt_augment_erase(x, (dt_shape){2, 28, 28}, 0.5f, &r);
+        int top, left, h, w, got = erased_box(x, &top, &left, &h, &w);
+        if (got < 0) {
+            bad++;
+            continue;
+        }
+        if (!got) continue;
+        erased++;
+        /* h and w are the rounded sqrt(A s a) and sqrt(A s / a), s the share, a the aspect. */
+        double hl = h - 0.5, hh = h + 0.5, wl = w - 0.5, wh = w + 0.5;
+        if (h >= 28 || w >= 28 || hl * wl > 0.33 * 784 || hh * wh < 0.02 * 784 || hl / wh > 3.3 || hh / wl < 0.3)
+            bad++;
+    }
+    CHECK(bad == 0);
+    CHECK(erased > 900 && erased < 1100); /* 1000 +- 4.5 sigma */
+    int never = 0, always = 0;
+    for (int k = 0; k < 200; k++) {
+        int top, left, h, w;
+        for (int i = 0; i < 2 * 28 * 28; i++) x[i] = 1;
+        dt_rng r = dt_rng_seed((uint64_t)k);
+        dt_augment_erase(x, (dt_shape){2, 28, 28}, 0.0f, &r);
+        never += erased_box(x, &top, &left, &h, &w) != 0;
+        dt_augment_erase(x, (dt_shape){2, 28, 28}, 1.0f, &r);
+        always += erased_box(x, &top, &left, &h, &w) == 1;
+    }
+    CHECK(never == 0 && always >= 195);
+}
+
+/* The loader with erase=1 and with none, the same seed: every sample is
+ * its unerased self but for one rectangle set to 0 (the normalised mean),
+ * the same on 1 and 3 threads; evaluation batches are never erased. */
+static void test_loader_erase(void) {
+    dt_dataset *ds;
+    CHECK_OK(dt_dataset_synthetic(&ds, (dt_shape){1, 28, 28}, 10, 64, 5));
+    if (!ds) return;
+    enum { B = 16, S = 28 * 28 };
+    static float plain[B * S], keep[B * S];
+    for (int pass = 0; pass < 3; pass++) {
+        dt_loader *ld;
+        dt_loader_cfg cfg = {.batch = B, .world = 1, .seed = 9, .shuffle = 1, .flip = 1, .crop_pad = 2,
+                             .erase = pass ? 1.0f : 0.0f, .threads = pass == 2 ? 3 : 1};
+        CHECK_OK(dt_loader_create(&ld, ds, &cfg));
+        if (!ld) break;
+        const float *x;
+        const uint8_t *y;
+        int n;
+        CHECK_OK(dt_loader_next(ld, &x, &y, &n));
+        if (pass == 0) memcpy(plain, x, sizeof plain);
+        if (pass == 1) memcpy(keep, x, sizeof keep);
+        if (pass == 2) CHECK(memcmp(keep, x, sizeof keep) == 0);
+        for (int b = 0; pass == 1 && b < B; b++) {
+            int changed = 0, outside = 0, y0 = S, y1 = -1, x0 = S, x1 = -1;
+            for (int i = 0; i < S; i++) {
+                if (x[b * S + i] == plain[b * S + i]) continue;
+                changed++;
+                outside += x[b * S + i] != 0;
+                int yy = i / 28, xx = i % 28;
+                y0 = yy < y0 ? yy : y0, y1 = yy > y1 ? yy : y1, x0 = xx < x0 ? xx : x0, x1 = xx > x1 ? xx : x1;
+            }
+            /* Pixels already at the mean inside the box do not change: the changed ones fit in it. */
+            CHECK(outside == 0 && changed > 0 && changed <= (y1 - y0 + 1) * (x1 - x0 + 1));
+        }
+        dt_loader_free(ld);
+    }
+    dt_loader *ev;
+    dt_loader_cfg ecfg = {.batch = B, .world = 1, .erase = 1.0f};
+    CHECK_OK(dt_loader_create(&ev, ds, &ecfg));
+    if (ev) {
+        const float *x;
+        const uint8_t *y;
+        int n, zeros = 0;
+        CHECK_OK(dt_loader_next(ev, &x, &y, &n));
+        for (int i = 0; i < B * S; i++) zeros += x[i] == 0;
+        CHECK(zeros < B * S / 20);
+        dt_loader_free(ev);
+    }
+    dt_loader *bad = NULL;
+    dt_loader_cfg bcfg = {.batch = 4, .world = 1, .shuffle = 1, .erase = 1.5f};
+    CHECK(dt_loader_create(&bad, ds, &bcfg) == DT_ERR_USAGE && !bad);
+    dt_dataset_free(ds);
+}
+
 /* Darknet's cfg/cifar.cfg [net] keys: the crop on (min = max = 32 for a
  * 28 x 28 net), the colour keys as written; a crop key alone takes
  * Darknet's defaults; crop_pad with a crop is an error. */
@@ -282,6 +392,13 @@ static void test_model_keys(void) {
     st = dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nexposure=1.5\ncrop_pad=4\n"
                                   "[connected]\noutput=2\n[softmax]\n", "two.cfg");
     CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "two.cfg:6: crop_pad= with Darknet's augmentation"));
+    /* random erasing: a probability */
+    CHECK_OK(dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nerase=0.5\n[connected]\noutput=2\n"
+                                      "[softmax]\n", "e.cfg"));
+    CHECK(m->erase == 0.5f && m->flip == 0);
+    st = dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nerase=1.5\n[connected]\noutput=2\n"
+                                  "[softmax]\n", "e.cfg");
+    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "e.cfg:5") && strstr(dt_last_error(), "erase"));
     /* a colour key at its neutral value changes nothing, flip included */
     CHECK_OK(dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nsaturation=1\n[connected]\n"
                                       "output=2\n[softmax]\n", "n.cfg"));
@@ -295,6 +412,8 @@ int main(void) {
     test_crop();
     test_eval();
     test_loader();
+    test_erase();
+    test_loader_erase();
     test_model_keys();
     return dt_test_finish("test_augment");
 }

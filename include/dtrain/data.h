@@ -185,6 +185,8 @@ typedef struct {
     int shuffle;        /* 1: training order (permutation per epoch, drop_last) */
     int flip;           /* 1: random horizontal flip (training) */
     int crop_pad;       /* >0: random crop of the original size from the image zero-padded by this */
+    float erase;        /* training: probability of random erasing, after the other augmentation
+                           (dt_augment_erase in src/data/augment.h; 0: none) */
     const dt_augment *augment; /* training: Darknet's augmentation (NULL: none); must outlive
                                   the loader */
     dt_shape out;       /* per-sample shape of the batches; zero: the dataset's. It may differ

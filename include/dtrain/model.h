@@ -8,7 +8,7 @@
  *   epochs=1 policy=constant|step|multistep|cosine|steps|poly|exp|sigmoid
  *   step_epochs=..  step=1 scale=1  gamma=1  milestones=30,60  min_lr=0
  *   warmup_epochs=0  warmup_start_factor=0.1
- *   dataset=fashion-mnist  flip=0  crop_pad=0  precision=fp32|bf16
+ *   dataset=fashion-mnist  flip=0  crop_pad=0  erase=0  precision=fp32|bf16
  *   [convolutional] filters size stride pad activation=logistic batch_normalize
  *   [connected] output activation=logistic batch_normalize
  *   [maxpool] / [avgpool] size stride pad
@@ -43,6 +43,7 @@ typedef struct {
     dt_lr_schedule sched;   /* total_epochs = epochs unless set */
     char dataset[32];       /* default dataset name ("" = fashion-mnist) */
     int flip, crop_pad;     /* training augmentation */
+    float erase;            /* training: probability of random erasing (0: none) */
     dt_augment augment;     /* Darknet's augmentation keys, resolved (crop set when a crop key is
                                given; then the dataset's images may be of another size) */
     dt_precision precision; /* of convolutions and connected layers (dt_net_create checks it) */

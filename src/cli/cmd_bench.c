@@ -89,7 +89,8 @@ static dt_status bench_data(const dt_model_spec *spec, int steps, const data_arg
     dt_dataset *ds = NULL;
     dt_loader *ld = NULL;
     dt_loader_cfg lc = {.batch = spec->batch, .world = 1, .seed = 1, .shuffle = 1, .flip = spec->flip,
-                        .crop_pad = spec->crop_pad, .augment = &spec->augment, .out = spec->input,
+                        .crop_pad = spec->crop_pad, .erase = spec->erase, .augment = &spec->augment,
+                        .out = spec->input,
                         .prefetch = 1, .threads = threads};
     double t0 = dt_now(), load_s = 0, dt = 0;
     dt_status s = dt_dataset_load(&ds, kind, d->data_dir, 1, dt_data_load_shape(spec, kind), 1, &fo);

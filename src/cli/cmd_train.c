@@ -410,7 +410,7 @@ static dt_status check_model(const dt_comm *comm, const cli_train_plan *p) {
 /* ", augmentation: ..." of the start-up line (nothing without any). */
 static void print_augment(FILE *out, const dt_model_spec *spec) {
     const dt_augment *a = &spec->augment;
-    if (!spec->flip && !spec->crop_pad && !a->crop && !dt_augment_distorts(a)) return;
+    if (!spec->flip && !spec->crop_pad && !a->crop && !dt_augment_distorts(a) && !spec->erase) return;
     const char *sep = ", augmentation:";
     if (spec->flip) fprintf(out, "%s flip", sep), sep = ",";
     if (spec->crop_pad) fprintf(out, "%s crop padded by %d", sep, spec->crop_pad), sep = ",";
@@ -419,7 +419,8 @@ static void print_augment(FILE *out, const dt_model_spec *spec) {
                 (double)a->aspect, (double)a->angle), sep = ",";
     if (dt_augment_distorts(a))
         fprintf(out, "%s hue %g, saturation %g, exposure %g", sep, (double)a->hue, (double)a->saturation,
-                (double)a->exposure);
+                (double)a->exposure), sep = ",";
+    if (spec->erase) fprintf(out, "%s random erasing (p %g)", sep, (double)spec->erase);
 }
 
 /* The start-up line: what is trained, on what, and where its learning rate

@@ -142,6 +142,20 @@ void dt_augment_distort(float *x, int channels, size_t n, const dt_augment *a, d
     for (size_t i = 0; i < (size_t)channels * n; i++) x[i] = clamp01(x[i]);
 }
 
+void dt_augment_erase(float *x, dt_shape s, float p, dt_rng *r) {
+    if (dt_rng_uniform(r) >= p) return;
+    const float area = (float)s.h * (float)s.w, log_lo = logf(0.3f), log_hi = logf(3.3f);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        float share = uniform(r, 0.02f, 0.33f), aspect = expf(uniform(r, log_lo, log_hi));
+        int h = (int)lroundf(sqrtf(area * share * aspect)), w = (int)lroundf(sqrtf(area * share / aspect));
+        if (h >= s.h || w >= s.w) continue;
+        int top = (int)dt_rng_below(r, (uint32_t)(s.h - h + 1)), left = (int)dt_rng_below(r, (uint32_t)(s.w - w + 1));
+        for (int c = 0; c < s.c; c++)
+            for (int y = top; y < top + h; y++) memset(x + ((size_t)c * s.h + y) * s.w + left, 0, sizeof(float) * (size_t)w);
+        return;
+    }
+}
+
 static int min_int(int a, int b) { return a < b ? a : b; }
 
 size_t dt_augment_eval_floats(dt_shape os, dt_shape is) {

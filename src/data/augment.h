@@ -34,6 +34,14 @@ void dt_augment_distort(float *x, int channels, size_t n, const dt_augment *a, d
 void dt_augment_eval(float *out, dt_shape os, const float *im, dt_shape is, float *ws);
 size_t dt_augment_eval_floats(dt_shape os, dt_shape is);
 
+/* Random erasing (Zhong et al. 2017; torchvision's RandomErasing with its
+ * defaults): with probability p, a rectangle of x (C, h, w) covering a
+ * random share in [0.02, 0.33] of the image, of aspect ratio log-uniform
+ * in [0.3, 3.3], at a random place, is set to 0 on every channel (the
+ * data set's mean, as x is normalised); after 10 draws that do not fit
+ * the image, nothing. */
+void dt_augment_erase(float *x, dt_shape s, float p, dt_rng *r);
+
 /* RGB <-> HSV in place on x (3, n), Darknet's formulas (hue in [0, 1); a
  * grey pixel gets hue 0). Exposed for tests. */
 void dt_augment_rgb_to_hsv(float *x, size_t n);

@@ -19,6 +19,9 @@
 #include "dtrain/rng.h"
 #include "dtrain/timer.h"
 
+/* Salt of random erasing's stream ("erase"). */
+#define ERASE_STREAM 0x6572617365ULL
+
 /* One batch and the position it was built for. */
 typedef struct {
     float *x;   /* (batch, C, H, W) normalised */
@@ -180,6 +183,11 @@ static dt_status build_sample(void *ctx, size_t i, int worker) {
         make_sample_floats(l, j->epoch, idx, img, out, l->fimg + (size_t)worker * l->fimg_floats);
     else
         make_sample(l, j->epoch, idx, img, out);
+    if (l->cfg.shuffle && l->cfg.erase > 0) {
+        /* A stream of its own: the other draws of a sample stay as they were. */
+        dt_rng r = dt_rng_seed(dt_hash3(l->cfg.seed ^ ERASE_STREAM, (uint64_t)j->epoch, idx));
+        dt_augment_erase(out, l->out, l->cfg.erase, &r);
+    }
     j->b->y[i] = l->ds->labels[idx];
     return DT_OK;
 }
@@ -269,6 +277,8 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
     if (cfg->batch < 1) return dt_fail(DT_ERR_USAGE, "loader: batch size %d must be >= 1", cfg->batch);
     if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
         return dt_fail(DT_ERR_USAGE, "loader: rank %d of world %d is invalid", cfg->rank, cfg->world);
+    if (!(cfg->erase >= 0 && cfg->erase <= 1))
+        return dt_fail(DT_ERR_USAGE, "loader: random erasing's probability %g must be in [0, 1]", (double)cfg->erase);
     if (cfg->crop_pad < 0 || cfg->crop_pad > DT_DATA_MAX_DIM)
         return dt_fail(DT_ERR_USAGE, "loader: crop padding %d must be in 0..%d", cfg->crop_pad,
                        DT_DATA_MAX_DIM);

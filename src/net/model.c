@@ -102,6 +102,7 @@ static const dt_key_def net_keys[] = {
     {"dataset", DT_KEY_DATASET, NET(dataset), DT_DATASET_FASHION_MNIST, 0, 0, 0, &datasets},
     {"flip", DT_KEY_INT, NET(flip), 0, 0, 1, 0, NULL},
     {"crop_pad", DT_KEY_INT, NET(crop_pad), 0, 0, 1024, 0, NULL},
+    {"erase", DT_KEY_FLOAT, NET(erase), 0, 0, 1, 0, NULL},
     /* Darknet's classifier augmentation (see resolve_augment); 0: unset. */
     {"min_crop", DT_KEY_INT, NET(augment.min_crop), 0, 1, DT_KEY_DIM_MAX, 0, NULL},
     {"max_crop", DT_KEY_INT, NET(augment.max_crop), 0, 1, DT_KEY_DIM_MAX, 0, NULL},

@@ -436,7 +436,8 @@ static dt_status setup(dt_trainer *t) {
     const dt_dataset *d = t->train_ds;
     /* A step's batch: --accumulate passes of the net's batch each. */
     dt_loader_cfg lc = {.batch = dt_model_step_batch(spec), .rank = o->rank, .world = o->world, .seed = o->seed,
-                        .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad, .augment = &spec->augment,
+                        .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad, .erase = spec->erase,
+                        .augment = &spec->augment,
                         .out = spec->input,
                         .prefetch = o->prefetch, .threads = o->loader_threads, .timeline = o->timeline};
     DT_TRY(dt_loader_create(&t->loader, t->train_ds, &lc));
