@@ -18,7 +18,7 @@ each model (64 images per worker) and link it runs
 each ROUNDS times, alternating, and prints medians: img/s, the ratio to DDP,
 the share of the step spent waiting for communication, bytes per step
 (worker 0's, sent + received), and dtrain simulate's prediction of the step
-time for the modes it models (allreduce, ps-sync, sacp) next to the measured
+time for the modes it models (all but DDP) next to the measured
 median step with its error. The simulator gets the link as measured
 between h1 and h2 by build/mpi_link (MPI_Isend/Irecv for the parameter-
 server modes, MPI_Iallreduce for allreduce; waited for as the trainer does,
@@ -53,8 +53,9 @@ RUNS = [('allreduce ring', WORKERS, RING, 'allreduce', []),
         ('ps-sync bf16', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1', '--grad-compression', 'bf16'],
          'ps-sync', ['--grad-compression', 'bf16']),
         ('ps-sync sacp', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1', '--sacp'], 'sacp', []),
-        ('ps-async', WITH_SERVER, ['--mode', 'ps-async', '--servers', '1'], None, []),
-        ('ps-ssp', WITH_SERVER, ['--mode', 'ps-ssp', '--servers', '1', '--staleness', '2'], None, [])]
+        ('ps-async', WITH_SERVER, ['--mode', 'ps-async', '--servers', '1'], 'ps-async', []),
+        ('ps-ssp', WITH_SERVER, ['--mode', 'ps-ssp', '--servers', '1', '--staleness', '2'], 'ps-ssp',
+         ['--staleness', '2'])]
 
 
 def cluster(*args):

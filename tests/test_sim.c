@@ -133,6 +133,49 @@ static void test_ps_by_hand(void) {
     CHECK(step(p, &c) < one_server);
 }
 
+/* ps-async and ps-ssp on the two layers, 10 Gbit/s, one server, sums of
+ * 2 ms. A worker's cycle against a server serving it alone: L1 (5 MB) on
+ * its link 13..17.02 ms, L0 (1 MB) 33..33.82. ps-async: the server applies
+ * it straight (one update, 3 ms, and one reply copy, 2 ms): 38.82; the
+ * reply (6 MB) is in by + 0.02 + 4.8 = 43.64. The server's bound for P
+ * workers: P x (4.8 ms + 2 messages x 0.02) on its link each way, P x 5 ms
+ * of work: 9.68 and 10 ms for 2 workers (the cycle, 43.64, is longer),
+ * 48.4 and 50 ms for 10 (the work, 50 ms, sets the step). ps-ssp
+ * (staleness 3) waits for no reply: its pushes end at 33.82, its link's
+ * 4.82 ms of replies fit, and it adds its own gradient (2 ms): 35.82; the
+ * server's bound is one clock's work, (2P + 1) x 2 + 3 ms (13 for 2
+ * workers, 45 for 10), or the link's 48.4 ms for 10. Staleness 0 is
+ * ps-sync. */
+static void test_async_by_hand(void) {
+    dt_profile *p = two_layers(0.002);
+    dt_sim_cfg c = cfg(DT_SIM_PS_ASYNC, 2);
+    dt_sim_result r;
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.04364, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033, 1e-12, 1e-12);
+    CHECK_CLOSE(r.bytes_sent, 6e6, 1e-6, 0);
+    c.nodes = 10;
+    CHECK_CLOSE(step(p, &c), 0.050, 1e-12, 1e-12);
+    c = cfg(DT_SIM_PS_SSP, 2);
+    c.staleness = 3;
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.03582, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.035, 1e-12, 1e-12);
+    c.nodes = 10;
+    CHECK_CLOSE(step(p, &c), 0.0484, 1e-12, 1e-12);
+    c.staleness = 0;
+    dt_sim_cfg sync = cfg(DT_SIM_PS_SYNC, 10);
+    CHECK_CLOSE(step(p, &c), step(p, &sync), 0, 0);
+    /* With no one to wait for, the fastest synchronisation is ps-ssp's,
+     * then ps-async's, then ps-sync's, on any link. */
+    for (double bw = 1.25e7; bw <= 1.25e10; bw *= 10) {
+        dt_sim_cfg a = cfg(DT_SIM_PS_ASYNC, 4), s = cfg(DT_SIM_PS_SSP, 4), y = cfg(DT_SIM_PS_SYNC, 4);
+        a.bandwidth = s.bandwidth = y.bandwidth = bw;
+        s.staleness = 1;
+        CHECK(step(p, &s) <= step(p, &a) && step(p, &a) <= step(p, &y));
+    }
+}
+
 static void test_sfb_by_hand(void) {
     /* One FC layer (100 x 200, batch 10) and a loss layer; 3 workers, 1 GFLOP/s. */
     memset(prof, 0, sizeof *prof);
@@ -465,6 +508,9 @@ static void test_bad_config(void) {
     c = cfg(DT_SIM_PS_SYNC, 2);
     c.servers = 0;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
+    c = cfg(DT_SIM_PS_SSP, 2);
+    c.staleness = -1;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
     c = cfg(DT_SIM_SFB, 2);
     c.shared_cores = -1;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
@@ -506,7 +552,8 @@ static void test_units(void) {
         CHECK(strstr(dt_last_error(), "--latency") && strstr(dt_last_error(), "us"));
     }
     CHECK(dt_sim_mode_from_name("sacp") == DT_SIM_SACP);
-    CHECK(dt_sim_mode_from_name("ps-async") == -1);
+    CHECK(dt_sim_mode_from_name("ps-async") == DT_SIM_PS_ASYNC && dt_sim_mode_from_name("ps-ssp") == DT_SIM_PS_SSP);
+    CHECK(dt_sim_mode_from_name("hogwild") == -1);
     CHECK(strcmp(dt_sim_mode_name(DT_SIM_PS_SYNC), "ps-sync") == 0);
 }
 
@@ -644,6 +691,7 @@ int main(void) {
     test_allreduce_by_hand();
     test_allreduce_compressed();
     test_ps_by_hand();
+    test_async_by_hand();
     test_sfb_by_hand();
     test_byte_counts();
     test_sacp_cnn();

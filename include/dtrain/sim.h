@@ -42,6 +42,17 @@
  *     HybComm compares (dt_sim_ps_bytes against dt_sim_sfb_bytes, the
  *     trainer's --sacp rule), and sacp's step is never longer than ps-sync's
  *     or sfb's (both are candidates; ties keep the servers).
+ *   ps-async, ps-ssp: P identical workers in steady state, none waiting for
+ *     another. A worker's cycle is its step against servers that serve it
+ *     alone: ps-async as ps-sync with P = 1, except that a server applies
+ *     the gradient straight and copies the reply (one pass and one update,
+ *     not 2P + 1 passes); ps-ssp (staleness >= 1) does not wait for its
+ *     replies: its cycle is its compute with its pushes, or its link's
+ *     replies coming in, whichever is longer, plus adding its own gradient
+ *     (read-my-writes). The servers bound the cycle from below: per cycle a
+ *     server's link takes P pushes of its shard in and sends P replies out,
+ *     and it applies P gradients (ps-async) or one clock (ps-ssp, as
+ *     ps-sync). ps-ssp with staleness 0 is ps-sync.
  * One node (P = 1) is the serial step in every mode: nothing to exchange. */
 #ifndef DTRAIN_SIM_H
 #define DTRAIN_SIM_H
@@ -95,16 +106,26 @@ dt_status dt_profile_read(dt_profile *p, const char *path);
 /* Serial step (forward, loss, backward, SGD) in seconds. */
 double dt_profile_step_s(const dt_profile *p);
 
-typedef enum { DT_SIM_ALLREDUCE = 0, DT_SIM_PS_SYNC, DT_SIM_SFB, DT_SIM_SACP, DT_SIM_MODE_COUNT } dt_sim_mode;
+typedef enum {
+    DT_SIM_ALLREDUCE = 0,
+    DT_SIM_PS_SYNC,
+    DT_SIM_SFB,
+    DT_SIM_SACP,
+    DT_SIM_PS_ASYNC,
+    DT_SIM_PS_SSP,
+    DT_SIM_MODE_COUNT
+} dt_sim_mode;
 
-/* "allreduce" | "ps-sync" | "sfb" | "sacp" -> mode, -1 if unknown. */
+/* "allreduce" | "ps-sync" | "sfb" | "sacp" | "ps-async" | "ps-ssp" -> mode, -1 if unknown. */
 int dt_sim_mode_from_name(const char *name);
 const char *dt_sim_mode_name(dt_sim_mode mode);
 
 typedef struct {
     dt_sim_mode mode;
     int nodes;             /* P: workers */
-    int servers;           /* S: ps-sync/sfb/sacp servers, each with its own link */
+    int servers;           /* S: the parameter servers of every mode but allreduce, each with its
+                              own link */
+    int staleness;         /* ps-ssp: clocks a worker may run ahead (0: ps-sync) */
     double bandwidth;      /* beta: bytes per second per link, each direction */
     double latency;        /* alpha: seconds per message */
     double fusion_mb;      /* allreduce bucket size in MiB, as --fusion-mb (0: one per layer) */
@@ -136,7 +157,7 @@ typedef struct {
 } dt_sim_result;
 
 /* Predicts one configuration. DT_ERR_USAGE for nodes/servers < 1, a
- * bandwidth <= 0, a negative latency, fusion size or core count. */
+ * bandwidth <= 0, a negative latency, fusion size, staleness or core count. */
 dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *cfg);
 
 /* Bytes a worker sends plus receives per step for one fully connected

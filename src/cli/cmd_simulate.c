@@ -19,9 +19,11 @@ static const char simulate_usage[] =
     "  --bandwidth B         per-node link, each direction: 100Mbps, 1Gbps, 10Gbps, 25Gbps, 3GB/s\n"
     "                        (default 10Gbps)\n"
     "  --latency L           per message: 20us, 1ms, 500ns (default 20us)\n"
-    "  --modes LIST          allreduce,ps-sync,sfb,sacp (default all four)\n"
+    "  --modes LIST          of allreduce, ps-sync, sfb, sacp, ps-async, ps-ssp (default\n"
+    "                        allreduce,ps-sync,sfb,sacp)\n"
     "  --batch K             batch per worker (default: the model file's)\n"
-    "  --servers S           parameter servers of ps-sync, sfb and sacp (default 1)\n"
+    "  --servers S           parameter servers of every mode but allreduce (default 1)\n"
+    "  --staleness S         ps-ssp's bound, as dtrain train's (default 3; 0 is ps-sync)\n"
     "  --fusion-mb X         allreduce fusion bucket size in MiB (default 4; 0 = per layer)\n"
     "  --no-overlap          transfers start after backward (no wait-free backprop)\n"
     "  --grad-compression C  gradients on the wire as none (default), bf16, fp16 (every mode)\n"
@@ -76,7 +78,9 @@ static dt_status add_nodes(const char *s, void *ctx) {
 static dt_status add_mode(const char *s, void *ctx) {
     int_list *l = ctx;
     int m = dt_sim_mode_from_name(s);
-    if (m < 0) return dt_fail(DT_ERR_USAGE, "--modes: unknown mode '%s' (allreduce, ps-sync, sfb, sacp)", s);
+    if (m < 0)
+        return dt_fail(DT_ERR_USAGE, "--modes: unknown mode '%s' (allreduce, ps-sync, sfb, sacp, ps-async, ps-ssp)",
+                       s);
     if (l->n == MAX_POINTS) return dt_fail(DT_ERR_USAGE, "--modes: more than %d values", MAX_POINTS);
     l->v[l->n++] = m;
     return DT_OK;
@@ -106,8 +110,8 @@ static void print_header(const dt_profile *p, const dt_sim_cfg *c, const char *b
     printf("dtrain simulate: %s, batch %d per worker; compute %s at %d thread%s (serial step %.2f ms, "
            "%.0f img/s)\n",
            p->model, p->batch, source, p->threads, p->threads == 1 ? "" : "s", step * 1e3, p->batch / step);
-    printf("network: %s per link, %s per message; allreduce buckets of %g MiB; %d server%s; %s", bw, lat,
-           c->fusion_mb, c->servers, c->servers == 1 ? "" : "s",
+    printf("network: %s per link, %s per message; allreduce buckets of %g MiB; %d server%s; ps-ssp staleness "
+           "%d; %s", bw, lat, c->fusion_mb, c->servers, c->servers == 1 ? "" : "s", c->staleness,
            c->overlap ? "communication overlapped with backprop" : "no overlap");
     if (c->shared_cores) printf("; workers share %d cores", c->shared_cores);
     char codec[32];
@@ -125,12 +129,12 @@ static void print_result(const dt_profile *p, const dt_sim_cfg *c, const dt_sim_
     }
     char model[1024];
     printf("{\"event\":\"simulate\",\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"nodes\":%d,"
-           "\"mode\":\"%s\",\"servers\":%d,\"bandwidth_gbps\":%.6g,\"latency_us\":%.6g,\"fusion_mb\":%g,"
+           "\"mode\":\"%s\",\"servers\":%d,\"staleness\":%d,\"bandwidth_gbps\":%.6g,\"latency_us\":%.6g,\"fusion_mb\":%g,"
            "\"overlap\":%s,\"shared_cores\":%d,\"compute_scale\":%.4g,\"step_ms\":%.4f,"
            "\"images_per_sec\":%.1f,\"speedup\":%.4f,\"comm_share\":%.4f,\"compute_ms\":%.4f,"
            "\"link_busy_ms\":%.4f,\"mb_sent\":%.4f,\"fc_sfb\":%d}\n",
            dt_json_escape(model, sizeof model, p->model), p->batch, p->threads, c->nodes,
-           dt_sim_mode_name(c->mode), c->servers, c->bandwidth * 8 / 1e9, c->latency * 1e6, c->fusion_mb,
+           dt_sim_mode_name(c->mode), c->servers, c->staleness, c->bandwidth * 8 / 1e9, c->latency * 1e6, c->fusion_mb,
            c->overlap ? "true" : "false", c->shared_cores, r->compute_scale, r->step_s * 1e3,
            r->images_per_sec, r->speedup, r->comm_share, r->compute_s * 1e3, r->link_busy_s * 1e3,
            r->bytes_sent / 1e6, r->fc_sfb);
@@ -154,7 +158,8 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     const char *nodes_arg = "1,2,4,8,16,32,64", *modes_arg = "allreduce,ps-sync,sfb,sacp";
     const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL, *compression = "none";
     const char *kernel_arg = NULL;
-    int batch = 0, servers = 1, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0, help = 0;
+    int batch = 0, servers = 1, staleness = 3, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0,
+        help = 0;
     double fusion_mb = 4;
     cli_flag flags[] = {
         {"--nodes", ARG_STR, &nodes_arg, 0, 0, 0},
@@ -163,6 +168,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         {"--modes", ARG_STR, &modes_arg, 0, 0, 0},
         {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
         {"--servers", ARG_INT, &servers, 1, 1 << 16, 0},
+        {"--staleness", ARG_INT, &staleness, 0, 1000, 0},
         {"--fusion-mb", ARG_DOUBLE, &fusion_mb, 0, 4096, 0},
         {"--no-overlap", ARG_FLAG, &no_overlap, 0, 0, 0},
         {"--grad-compression", ARG_STR, &compression, 0, 0, 0},
@@ -188,7 +194,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
                                        cli_flag_get(flags, nflags, "--reps")->seen))
         s = dt_fail(DT_ERR_USAGE, "--threads and --reps set the measurement; --profile %s was measured "
                     "already", profile_path);
-    dt_sim_cfg c = {.servers = servers, .fusion_mb = fusion_mb, .overlap = !no_overlap,
+    dt_sim_cfg c = {.servers = servers, .staleness = staleness, .fusion_mb = fusion_mb, .overlap = !no_overlap,
                     .shared_cores = shared_cores};
     if (s == DT_OK) s = dt_sim_parse_bandwidth(bw_arg, "--bandwidth", &c.bandwidth);
     if (s == DT_OK) s = dt_sim_parse_latency(lat_arg, &c.latency);

@@ -8,7 +8,8 @@
 #include "dtrain/mem.h"
 #include "dtrain/sim.h"
 
-static const char *const mode_names[DT_SIM_MODE_COUNT] = {"allreduce", "ps-sync", "sfb", "sacp"};
+static const char *const mode_names[DT_SIM_MODE_COUNT] = {"allreduce", "ps-sync", "sfb", "sacp", "ps-async",
+                                                          "ps-ssp"};
 
 int dt_sim_mode_from_name(const char *name) {
     for (int i = 0; i < DT_SIM_MODE_COUNT; i++)
@@ -48,6 +49,13 @@ typedef struct {
      * priced). Done while the compute runs, it is taken from the compute as
      * the communication thread's work is. */
     double kernel_s_per_byte;
+    /* The parameter servers' pass (run_ps): how many workers they serve at
+     * once (P; 1 for an asynchronous worker's own cycle), whether a server
+     * applies a gradient straight (ps-async: no sum over workers), and
+     * whether the worker waits for its replies (not ps-ssp's, staleness >= 1). */
+    double peers;
+    int apply_straight;
+    int waits_for_replies;
 } sim_step;
 
 /* A transfer of dur seconds (at full speed) on the worker's link, ready at
@@ -146,13 +154,25 @@ static dt_status run_allreduce(sim_step *st) {
 /* Whether layer l can go by sufficient factors: a fully connected layer. */
 static int is_fc(const dt_sim_layer *l) { return l->fc_out > 0 && l->fc_in > 0 && l->params > 0; }
 
+/* Seconds a server's cores spend on one step of `served` workers, for a
+ * shard that is `share` of the parameters: summing, averaging and a reply
+ * snapshot per worker (2 served + 1 passes at the sum rate, decoding served
+ * more in 16-bit words) and one update; applied straight (ps-async), each
+ * gradient is one update and one snapshot (and its decoding). */
+static double server_work(const sim_step *st, double served, int half, double share, int straight) {
+    const dt_profile *p = st->p;
+    double work = straight ? served * ((1 + half) * p->sum_s + p->update_s)
+                                     : (2 * served + 1 + (half ? served : 0)) * p->sum_s + p->update_s;
+    return work * share * st->scale;
+}
+
 /* Parameter servers for every layer but those marked in sfb[] (fully
  * connected), which broadcast sufficient factors. */
 static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     const dt_profile *p = st->p;
     const dt_sim_cfg *c = st->c;
     int L = p->nlayers, S = c->servers, K = p->batch;
-    double P = c->nodes, scale = st->scale;
+    double P = c->nodes, scale = st->scale, served = st->peers;
     /* bf16/fp16: pushes and replies in 16-bit words; a server decodes P
      * gradients (its reply encodes take the snapshots' place), a worker
      * encodes its gradient and decodes the parameters: a pass each. */
@@ -204,31 +224,40 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             double bytes = (double)(e - a) * word;
             double start = fmax(st->ready[i], st->link);
             double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat, 0, bytes);
-            /* The server's link takes the same part from all P workers. */
-            srv[k] = fmax(sent, fmax(start, srv[k]) + P * bytes / st->bw + st->lat);
+            /* The server's link takes the same part from every worker it serves. */
+            srv[k] = fmax(sent, fmax(start, srv[k]) + served * bytes / st->bw + st->lat);
             st->bytes_sent += bytes;
         }
     }
     if (ps_total > 0) {
-        /* Each server sums P gradients, averages them, steps its shard and
-         * copies a reply snapshot per worker (as ps_server.c: 2P + 1 passes
-         * over the shard at the sum rate, one update), then sends the shard
-         * to every worker; a worker's link takes all shards. */
+        /* Each server sums the gradients of the workers it serves, averages
+         * them, steps its shard and copies a reply snapshot per worker (as
+         * ps_server.c: 2P + 1 passes over the shard at the sum rate, one
+         * update), then sends the shard to every worker; a worker's link
+         * takes all shards. */
         double first_apply = INFINITY, last_pull = 0;
         for (int k = 0; k < S; k++) {
             size_t lo, hi;
             dt_shard_range(ps_total, S, k, &lo, &hi);
             if (hi == lo) continue;
             double share = (double)(hi - lo) / (double)st->nparams;
-            double applied = srv[k] + ((2 * P + 1 + (half ? P : 0)) * p->sum_s + p->update_s) * share * scale;
+            double applied = srv[k] + server_work(st, served, half, share, st->apply_straight);
             first_apply = fmin(first_apply, applied);
             double shard_bytes = (double)(hi - lo) * word;
-            last_pull = fmax(last_pull, applied + st->lat + P * shard_bytes / st->bw);
+            last_pull = fmax(last_pull, applied + st->lat + served * shard_bytes / st->bw);
         }
         double recv = (double)ps_total * word / st->bw + st->lat;
         double start = fmax(st->link, first_apply);
         double coding = half ? 2 * p->sum_s * (double)ps_total / (double)st->nparams * scale : 0;
-        st->link = fmax(last_pull, start + recv) + coding;
+        if (st->waits_for_replies) {
+            st->link = fmax(last_pull, start + recv) + coding;
+        } else {
+            /* ps-ssp: earlier clocks' replies come in while it computes and
+             * pushes; then it adds its own gradient to what it read. */
+            double own = p->sum_s * (double)ps_total / (double)st->nparams * scale;
+            st->link = fmax(st->link, recv) + coding + own;
+            coding += own;
+        }
         st->compute += coding;
         st->link_busy += recv;
     }
@@ -313,13 +342,50 @@ static dt_status run_servers(sim_step *st, dt_sim_result *r) {
     return s;
 }
 
+/* Messages of one push to (or reply from) the server of shard [lo, hi):
+ * one per layer with parameters in it. */
+static int shard_messages(const dt_profile *p, size_t lo, size_t hi) {
+    int n = 0;
+    for (size_t i = 0, off = 0; i < (size_t)p->nlayers; off += p->layers[i++].params)
+        n += p->layers[i].params > 0 && off < hi && off + p->layers[i].params > lo;
+    return n;
+}
+
+/* ps-async and ps-ssp (staleness >= 1): a worker's cycle against servers
+ * that serve it alone, then at least what the servers need per cycle for
+ * all P workers: P shards' pushes in and P replies out on each server's
+ * link, and their work on P gradients (ps-async) or one clock (ps-ssp). */
+static dt_status run_async(sim_step *st, dt_sim_result *r) {
+    const dt_sim_cfg *c = st->c;
+    const dt_profile *p = st->p;
+    double P = c->nodes;
+    int half = c->codec.kind == DT_GC_BF16 || c->codec.kind == DT_GC_FP16;
+    double word = half ? 2 : sizeof(float);
+    st->peers = 1;
+    st->apply_straight = c->mode == DT_SIM_PS_ASYNC;
+    st->waits_for_replies = c->mode == DT_SIM_PS_ASYNC;
+    DT_TRY(run_servers(st, r));
+    double bound = 0;
+    for (int k = 0; k < c->servers; k++) {
+        size_t lo, hi;
+        dt_shard_range(st->nparams, c->servers, k, &lo, &hi);
+        if (hi == lo) continue;
+        double share = (double)(hi - lo) / (double)st->nparams;
+        double wire = P * ((double)(hi - lo) * word / st->bw + shard_messages(p, lo, hi) * st->lat);
+        bound = fmax(bound, fmax(wire, server_work(st, P, half, share, st->apply_straight)));
+    }
+    st->link = fmax(st->link, bound);
+    return DT_OK;
+}
+
 dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c) {
     memset(r, 0, sizeof *r);
     if (c->nodes < 1 || c->servers < 1)
         return dt_fail(DT_ERR_USAGE, "simulate: nodes (%d) and servers (%d) must be at least 1", c->nodes,
                        c->servers);
-    if (c->shared_cores < 0)
-        return dt_fail(DT_ERR_USAGE, "simulate: shared cores (%d) must not be negative", c->shared_cores);
+    if (c->shared_cores < 0 || c->staleness < 0)
+        return dt_fail(DT_ERR_USAGE, "simulate: shared cores (%d) and staleness (%d) must not be negative",
+                       c->shared_cores, c->staleness);
     if (!(c->kernel_rate >= 0) || !isfinite(c->kernel_rate))
         return dt_fail(DT_ERR_USAGE, "simulate: the kernel rate must be non-negative");
     if (!(c->bandwidth > 0) || !(c->latency >= 0) || !(c->fusion_mb >= 0) || !isfinite(c->bandwidth) ||
@@ -335,7 +401,8 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         if (p->layers[i].fc_out > 0 && p->layers[i].fc_in > 0 && !(p->gemm_gflops > 0))
             return dt_fail(DT_ERR_USAGE,
                            "simulate: the profile has fully connected layers but no GEMM rate");
-    sim_step st = {.p = p, .c = c, .scale = 1, .bw = c->bandwidth, .lat = c->latency};
+    sim_step st = {.p = p, .c = c, .scale = 1, .bw = c->bandwidth, .lat = c->latency, .peers = c->nodes,
+                   .waits_for_replies = 1};
     double want = (double)c->nodes * p->threads;
     if (c->shared_cores && want > c->shared_cores) {
         /* One machine's cores, all computing: each worker gets its share,
@@ -363,6 +430,8 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         st.link = st.compute;
     } else if (c->mode == DT_SIM_ALLREDUCE) {
         s = run_allreduce(&st);
+    } else if (c->mode == DT_SIM_PS_ASYNC || (c->mode == DT_SIM_PS_SSP && c->staleness > 0)) {
+        s = run_async(&st, r);
     } else {
         s = run_servers(&st, r);
     }
