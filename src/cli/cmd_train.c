@@ -390,9 +390,14 @@ static dt_status close_timeline(dt_timeline *tl, const dt_comm *comm, dt_status 
  * (one message) rather than by one worker's failure aborting all. */
 static dt_status check_model(const dt_comm *comm, const cli_train_plan *p) {
     if (comm->size == 1) return DT_OK;
-    dt_net *net;
-    DT_TRY(dt_net_create(&net, &p->spec, 1, 1));
-    dt_status s = dt_comm_check_model(comm, net->shape_hash, p->spec.path);
+    dt_net *net = NULL;
+    /* A net one rank cannot build (its file differs) fails on every rank. */
+    dt_status s = dt_comm_agree(comm, dt_net_create(&net, &p->spec, 1, 1));
+    if (s != DT_OK) {
+        dt_net_free(net);
+        return s;
+    }
+    s = dt_comm_check_model(comm, net->shape_hash, p->spec.path);
     /* The run's last step where it is known before the data set: lockstep
      * modes' --max-steps or max_batches (asynchronous workers share a budget). */
     long last = p->spec.sched.max_batches;
@@ -483,8 +488,12 @@ static dt_status agree_setup(void *ctx, dt_status local) {
     return s;
 }
 
+/* opened: whether this rank's timeline part could be created (a failure is
+ * agreed with the set-up's). */
 static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_env *env,
-                            cli_signals *sig, FILE *out, dt_train_summary *sum) {
+                            cli_signals *sig, FILE *out, dt_train_summary *sum, dt_status opened) {
+    setup_agreement agreement = {comm, p};
+    if (opened != DT_OK) return agree_setup(&agreement, opened);
     int nthreads = cli_set_threads(p->threads, env);
     dt_train_opts *o = &p->opts;
     o->cache_bytes = cli_cache_bytes(p->cache_mb, env);
@@ -499,7 +508,6 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
         print_start(o->out, p, comm, nthreads);
         p->dist.plan_out = o->out;
     }
-    setup_agreement agreement = {comm, p};
     o->agree_setup = agree_setup;
     o->agree_ctx = &agreement;
     dt_sync *sync = NULL;
@@ -508,6 +516,8 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
         s = dt_train_run(&p->spec, o, sync, sum);
     else
         s = agree_setup(&agreement, s);
+    o->agree_setup = NULL; /* the plan outlives this frame (sweeps reuse it) */
+    o->agree_ctx = NULL;
     s = close_timeline(p->dist.timeline, comm, s, env);
     if (sync) sync->free(sync); /* before the timeline: its threads record until it is freed */
     return s;
@@ -525,18 +535,21 @@ dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
     if (s == DT_OK)
         s = dt_lr_scale(&p->spec.sched, p->scaling, p->base_batch,
                         dt_model_step_batch(&p->spec) * comm.nworkers);
-    /* Before anything trains, so a bad path stops the run at once. */
-    if (s == DT_OK && p->timeline_path) s = dt_comm_timeline_open(&p->dist.timeline, &comm, p->timeline_path);
+    /* Before anything trains, so a bad path stops the run at once: a rank
+     * that cannot create its part fails at the set-up agreement, in order. */
+    dt_status opened = DT_OK;
+    if (s == DT_OK && p->timeline_path) opened = dt_comm_timeline_open(&p->dist.timeline, &comm, p->timeline_path);
+    if (opened == DT_ERR_MPI) s = opened;
     p->opts.timeline = p->dist.timeline;
     p->dist.stop = &sig->stop;
     if (s == DT_OK && comm.worker < 0) {
         cli_set_threads(1, env); /* a server only sums and steps its shard */
         setup_agreement agreement = {&comm, p};
-        s = agree_setup(&agreement, DT_OK);
+        s = agree_setup(&agreement, opened);
         if (s == DT_OK) s = dt_server_run(&comm, &p->dist, &p->spec);
         s = close_timeline(p->dist.timeline, &comm, s, env);
     } else if (s == DT_OK) {
-        s = run_worker(p, &comm, env, sig, out, sum);
+        s = run_worker(p, &comm, env, sig, out, sum, opened);
     }
     dt_timeline_free(p->dist.timeline);
     p->dist.timeline = NULL;

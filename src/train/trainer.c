@@ -389,8 +389,8 @@ static dt_status resume(dt_trainer *t) {
     /* Batch size and data set are not part of the model's shape hash. */
     if (dt_loader_seek(t->loader, m.epoch, m.step_in_epoch) != DT_OK)
         return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint stopped at step %d of an epoch, "
-                       "this run's epochs have %d steps (another --batch, number of workers or data set?)",
-                       from, m.step_in_epoch, t->steps_per_epoch);
+                       "this run's epochs have %d steps (%s)", from, m.step_in_epoch, t->steps_per_epoch,
+                       m.step_samples ? "another data set?" : "another --batch, number of workers or data set?");
     DT_TRY(dt_resume_check_end(from, t->step, t->total_steps));
     snprintf(line, sizeof line, "resumed from %s at step %ld (epoch %d, step %d of the epoch)", from, t->step,
              m.epoch + 1, m.step_in_epoch);
@@ -741,7 +741,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
         summary->train_loss = t.last_epoch_loss;
         summary->steps = t.step;
         /* From the loader's position: steps of a resumed run's first part may
-         * have had another batch or worker count. */
+         * have had another global batch (a checkpoint before version 6). */
         int epoch, pos;
         dt_loader_position(t.loader, &epoch, &pos);
         summary->epochs = t.steps_per_epoch ? epoch + (double)pos / t.steps_per_epoch : 0;
