@@ -94,6 +94,20 @@ expect 1 "bad.ckpt: checksum mismatch" -- "$DTRAIN" eval "$M" --weights "$TMP/ba
 expect 1 "different model" -- "$DTRAIN" eval "$SRC/examples/cnn.cfg" --weights "$TMP/m.ckpt" --dataset synthetic
 expect 1 "bad.ckpt: checksum mismatch" -- "$DTRAIN" train "$M" --dataset synthetic --resume "$TMP/bad.ckpt"
 
+# --weights: a fresh run (its own batch, step 1) from the checkpoint's
+# weights; at lr 1e-12 they stay what eval of the checkpoint measured.
+expect 0 "starting from the weights of .*m.ckpt \(step 30 of its run\)" -- "$DTRAIN" train "$M" --dataset synthetic \
+    --weights "$TMP/m.ckpt" --lr 1e-12 --max-steps 1 --batch 16 --checkpoint "$TMP/w.ckpt" --log "$TMP/w.jsonl"
+check "--weights: a fresh run of 1 step" grep -q '"event":"summary".*"steps":1,' "$TMP/w.jsonl"
+check "--weights: logged" grep -q '"event":"weights",.*m.ckpt","its_step":30' "$TMP/w.jsonl"
+expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/w.ckpt" --dataset synthetic
+expect 2 "\-\-weights and \-\-resume exclude each other" -- "$DTRAIN" train "$M" --weights "$TMP/m.ckpt" \
+    --resume "$TMP/m.ckpt"
+expect 2 "\-\-log .*m.ckpt is the checkpoint given to \-\-weights" -- "$DTRAIN" train "$M" --weights "$TMP/m.ckpt" \
+    --log "$TMP/m.ckpt"
+expect 1 "m.ckpt: checkpoint is for a different model" -- "$DTRAIN" train "$SRC/examples/cnn.cfg" --dataset synthetic \
+    --weights "$TMP/m.ckpt" --max-steps 1
+
 # Large-minibatch recipe: batch 32 on small_net.cfg's base batch 8 is k = 4:
 # lr 0.05 x 4 = 0.2, warmup over 0.002 epochs (4 of 1875 steps) from 0.05.
 "$DTRAIN" train "$SRC/tests/data/small_net.cfg" --dataset synthetic --max-steps 6 --threads 1 --batch 32 \

@@ -119,10 +119,15 @@ resume_refused "resume: other global batch" 2 "small.ckpt: the checkpoint's step
     "$NET" --resume "$TMP/small.ckpt" --max-steps 5
 resume_refused "resume: other global batch, ps-sync" 2 "small.ckpt: the checkpoint's steps were of 8 samples, this run's are of 16" 3 \
     "$NET" --resume "$TMP/small.ckpt" --max-steps 5 --mode ps-sync --servers 1
-# The same global batch on other workers continues.
+resume_refused "weights: other model" 1 "small.ckpt: checkpoint is for a different model" 2 \
+    "$SRC/examples/cnn.cfg" --weights "$TMP/small.ckpt" --max-steps 5
+# The same global batch on other workers continues; --weights takes any.
 out=$(timeout 120 $MPIRUN -np 2 "$DTRAIN" train "$NET" --resume "$TMP/small.ckpt" --max-steps 5 --batch 4 \
     --dataset synthetic --threads 1 --quiet 2>&1); rc=$?
 check "resume: 2 workers of 4 after steps of 8: exit 0 (got $rc)" test "$rc" -eq 0 || echo "$out" | tail -5
+out=$(timeout 120 $MPIRUN -np 3 "$DTRAIN" train "$NET" --weights "$TMP/small.ckpt" --max-steps 2 --mode ps-sync \
+    --dataset synthetic --threads 1 --quiet 2>&1); rc=$?
+check "weights: ps-sync on 2 workers of 8: exit 0 (got $rc)" test "$rc" -eq 0 || echo "$out" | tail -5
 # What only a trainer finds, once it loads its data, is agreed there: a
 # data set the last rank (a worker) cannot load (an empty folder) while the
 # other worker trains on synthetic data; one message, exit 1, no MPI_Abort.

@@ -99,6 +99,8 @@ typedef struct {
     int keep;                    /* checkpoint_dir: step-N.ckpt files kept */
     double max_loss_ratio;       /* a checkpoint whose smoothed loss is over this x the run's
                                   * best is not written over good ones (0: no such check) */
+    const char *weights_path;    /* checkpoint file whose parameters and batch-norm statistics the
+                                  * run starts from (optimiser, step and schedule afresh), or NULL */
     const char *resume_path;     /* checkpoint file, checkpoint directory, "auto" (the newest in
                                   * checkpoint_dir, or a fresh start), or NULL */
     int quiet;                   /* no progress output, only the summary line */

@@ -53,6 +53,8 @@ static const char train_usage[] =
     "  --checkpoint-every N  also every N steps\n"
     "  --max-loss-ratio R    a checkpoint whose smoothed training loss is over R x the run's\n"
     "                        best is not written (the good ones stay; default 100, 0 = off)\n"
+    "  --weights F           start from checkpoint F's parameters and batch-norm statistics\n"
+    "                        (this model's; any batch): optimiser, step and schedule afresh\n"
     "  --resume F|D|auto     continue exactly from checkpoint F, from the newest complete one\n"
     "                        in directory D, or (auto) in --checkpoint-dir if it has one;\n"
     "                        --log then appends to the existing log\n"
@@ -170,6 +172,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--keep", ARG_INT, &a->keep, 1, 1000000, 0},
         {"--max-loss-ratio", ARG_DOUBLE, &a->max_loss_ratio, 0, 1e30, 0},
         {"--resume", ARG_STR, &a->resume, 0, 0, 0},
+        {"--weights", ARG_STR, &a->weights, 0, 0, 0},
         {"--no-prefetch", ARG_FLAG, &a->no_prefetch, 0, 0, 0},
         {"--quiet", ARG_FLAG, &a->quiet, 0, 0, 0},
         {"--help", ARG_FLAG, &a->help, 0, 0, 0},
@@ -210,6 +213,9 @@ static dt_status check_checkpoint_flags(const cli_train_args *a) {
     if (a->ckpt_every && !a->ckpt && !a->ckpt_dir)
         return dt_fail(DT_ERR_USAGE, "--checkpoint-every needs --checkpoint FILE or --checkpoint-dir DIR");
     if (a->given_keep && !a->ckpt_dir) return dt_fail(DT_ERR_USAGE, "--keep needs --checkpoint-dir DIR");
+    if (a->resume && a->weights)
+        return dt_fail(DT_ERR_USAGE, "--weights and --resume exclude each other (start afresh from a checkpoint's "
+                       "weights, or continue its run)");
     if (a->resume && strcmp(a->resume, "auto") == 0 && !a->ckpt_dir)
         return dt_fail(DT_ERR_USAGE, "--resume auto needs --checkpoint-dir DIR (it resumes from there)");
     return DT_OK;
@@ -360,6 +366,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     o->keep = a->keep;
     o->max_loss_ratio = a->max_loss_ratio;
     o->resume_path = a->resume;
+    o->weights_path = a->weights;
     o->quiet = a->quiet;
     o->prefetch = !a->no_prefetch;
     o->loader_threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(o->dataset);

@@ -20,7 +20,7 @@
  * "not given": the model file's value stands. Strings point into argv. */
 typedef struct {
     const char *model;
-    const char *dataset, *data_dir, *log, *ckpt, *resume, *mode, *straggle, *slow, *lr_scaling, *timeline;
+    const char *dataset, *data_dir, *log, *ckpt, *resume, *weights, *mode, *straggle, *slow, *lr_scaling, *timeline;
     const char *ckpt_dir;
     int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size, keep;
     long max_steps, ckpt_every, seed;

@@ -51,6 +51,10 @@ dt_status cli_check_path_collisions(const cli_train_args *a) {
             strcmp(out[i].flag, "--checkpoint-dir") != 0)
             return dt_fail(DT_ERR_USAGE, "%s %s is the checkpoint to resume from: it would be overwritten", out[i].flag,
                            out[i].path);
+        /* --weights F --checkpoint F: the new run's checkpoints replace F, as asked. */
+        if (a->weights && same_file(out[i].path, a->weights) && strcmp(out[i].flag, "--checkpoint") != 0)
+            return dt_fail(DT_ERR_USAGE, "%s %s is the checkpoint given to --weights: it would be overwritten",
+                           out[i].flag, out[i].path);
         for (int j = 0; j < i; j++)
             if (out[j].path && same_file(out[i].path, out[j].path))
                 return dt_fail(DT_ERR_USAGE, "%s and %s name the same file (%s): one would overwrite the other",

@@ -377,7 +377,7 @@ static dt_status resume(dt_trainer *t) {
     char from[4096], line[4352];
     dt_class_names classes = {0, NULL};
     dt_status s = load_resume(t, &m, &classes, from, sizeof from);
-    if (s == DT_OK && from[0]) s = dt_trainset_check_classes(t->train_ds, &classes, from);
+    if (s == DT_OK && from[0]) s = dt_trainset_check_classes(t->train_ds, &classes, "--resume", from);
     dt_class_names_free(&classes);
     if (s != DT_OK || !from[0]) return s;
     DT_TRY(dt_resume_check_run(from, &m, t->opts->seed, step_samples(t)));
@@ -409,6 +409,29 @@ static dt_status resume(dt_trainer *t) {
     dt_json_escape(esc, sizeof esc, from);
     snprintf(json, sizeof json, "{\"event\":\"resume\",\"step\":%ld,\"checkpoint\":\"%s\",\"elapsed_s\":%.4f}",
              t->step, esc, dt_now() - t->rep.start);
+    return dt_report_log(&t->rep, json);
+}
+
+/* --weights: the parameters and batch-norm statistics of a checkpoint of
+ * this model (its optimiser state, step and place are not read: the run
+ * starts afresh from them, at any batch). */
+static dt_status warm_start(dt_trainer *t) {
+    const char *from = t->opts->weights_path;
+    dt_ckpt_meta m;
+    dt_class_names classes = {0, NULL};
+    dt_ckpt_arrays a = {.params = t->net->params, .nparams = t->net->nparams, .state = t->net->state,
+                        .nstate = t->net->nstate, .classes = &classes};
+    dt_status s = dt_checkpoint_load(from, t->net->shape_hash, &m, &a);
+    if (s == DT_OK) s = dt_trainset_check_classes(t->train_ds, &classes, "--weights", from);
+    dt_class_names_free(&classes);
+    if (s != DT_OK) return s;
+    char line[4352], esc[4096], json[4352];
+    snprintf(line, sizeof line, "starting from the weights of %s (step %llu of its run); the optimiser, the step "
+             "and the schedule start afresh", from, (unsigned long long)m.step);
+    dt_report_line(&t->rep, line);
+    dt_json_escape(esc, sizeof esc, from);
+    snprintf(json, sizeof json, "{\"event\":\"weights\",\"checkpoint\":\"%s\",\"its_step\":%llu}", esc,
+             (unsigned long long)m.step);
     return dt_report_log(&t->rep, json);
 }
 
@@ -454,6 +477,7 @@ static dt_status setup(dt_trainer *t) {
     /* Independent workers share the whole run's budget of steps; one may do
      * up to all of them (the strategy says when the budget is spent). */
     if (t->sync->independent) t->total_steps *= o->world;
+    if (o->weights_path) DT_TRY(warm_start(t));
     if (o->resume_path) DT_TRY(resume(t));
     return DT_OK;
 }

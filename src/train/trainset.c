@@ -99,16 +99,17 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
     return DT_OK;
 }
 
-dt_status dt_trainset_check_classes(const dt_dataset *train, const dt_class_names *saved, const char *from) {
+dt_status dt_trainset_check_classes(const dt_dataset *train, const dt_class_names *saved, const char *flag,
+                                    const char *from) {
     const dt_class_names *now = &train->class_names;
     if (saved->n == 0 || now->n == 0) return DT_OK;
     int i = 0;
     while (i < saved->n && i < now->n && strcmp(saved->names[i], now->names[i]) == 0) i++;
     if (i < saved->n && i < now->n)
-        return dt_fail(DT_ERR_USAGE, "--resume %s: label %d is class '%s' in the checkpoint, '%s' in the train "
-                       "folder (its class folders changed)", from, i, saved->names[i], now->names[i]);
+        return dt_fail(DT_ERR_USAGE, "%s %s: label %d is class '%s' in the checkpoint, '%s' in the train "
+                       "folder (its class folders changed)", flag, from, i, saved->names[i], now->names[i]);
     if (saved->n != now->n)
-        return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint has %d classes, the train folder %d (its class "
-                       "folders changed)", from, saved->n, now->n);
+        return dt_fail(DT_ERR_USAGE, "%s %s: the checkpoint has %d classes, the train folder %d (its class "
+                       "folders changed)", flag, from, saved->n, now->n);
     return DT_OK;
 }

@@ -13,8 +13,10 @@
 dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model_spec *spec, int outputs,
                            const dt_train_opts *o, dt_report *rep);
 
-/* The class names a resumed checkpoint holds (from; n = 0: none) against
- * the train set's: when both have names they must be the same list. */
-dt_status dt_trainset_check_classes(const dt_dataset *train, const dt_class_names *saved, const char *from);
+/* The class names a checkpoint holds (from, given with `flag`: --resume or
+ * --weights; n = 0: none) against the train set's: when both have names
+ * they must be the same list. */
+dt_status dt_trainset_check_classes(const dt_dataset *train, const dt_class_names *saved, const char *flag,
+                                    const char *from);
 
 #endif
