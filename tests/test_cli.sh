@@ -101,8 +101,15 @@ expect 0 "starting from the weights of .*m.ckpt \(step 30 of its run\)" -- "$DTR
 check "--weights: a fresh run of 1 step" grep -q '"event":"summary".*"steps":1,' "$TMP/w.jsonl"
 check "--weights: logged" grep -q '"event":"weights",.*m.ckpt","its_step":30' "$TMP/w.jsonl"
 expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/w.ckpt" --dataset synthetic
-expect 2 "\-\-weights and \-\-resume exclude each other" -- "$DTRAIN" train "$M" --weights "$TMP/m.ckpt" \
+expect 2 "\-\-weights goes with \-\-resume auto only" -- "$DTRAIN" train "$M" --weights "$TMP/m.ckpt" \
     --resume "$TMP/m.ckpt"
+# With --resume auto: the weights while the directory is empty, then its own.
+expect 0 "no checkpoint yet; starting from \-\-weights" -- "$DTRAIN" train "$M" --dataset synthetic \
+    --weights "$TMP/m.ckpt" --resume auto --checkpoint-dir "$TMP/wd" --max-steps 3
+out=$("$DTRAIN" train "$M" --dataset synthetic --weights "$TMP/m.ckpt" --resume auto --checkpoint-dir "$TMP/wd" \
+    --max-steps 5 2>&1)
+check "--weights with --resume auto: the directory's checkpoint continues" grep -q "resumed from .*step-3.ckpt at step 3" <<<"$out"
+check "--weights with --resume auto: the weights left" test "$(grep -c 'starting from the weights' <<<"$out")" -eq 0
 expect 2 "\-\-log .*m.ckpt is the checkpoint given to \-\-weights" -- "$DTRAIN" train "$M" --weights "$TMP/m.ckpt" \
     --log "$TMP/m.ckpt"
 expect 1 "m.ckpt: checkpoint is for a different model" -- "$DTRAIN" train "$SRC/examples/cnn.cfg" --dataset synthetic \

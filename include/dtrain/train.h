@@ -100,7 +100,8 @@ typedef struct {
     double max_loss_ratio;       /* a checkpoint whose smoothed loss is over this x the run's
                                   * best is not written over good ones (0: no such check) */
     const char *weights_path;    /* checkpoint file whose parameters and batch-norm statistics the
-                                  * run starts from (optimiser, step and schedule afresh), or NULL */
+                                  * run starts from (optimiser, step and schedule afresh), or NULL;
+                                  * with resume_path "auto" only when that finds no checkpoint */
     const char *resume_path;     /* checkpoint file, checkpoint directory, "auto" (the newest in
                                   * checkpoint_dir, or a fresh start), or NULL */
     int quiet;                   /* no progress output, only the summary line */

@@ -54,7 +54,8 @@ static const char train_usage[] =
     "  --max-loss-ratio R    a checkpoint whose smoothed training loss is over R x the run's\n"
     "                        best is not written (the good ones stay; default 100, 0 = off)\n"
     "  --weights F           start from checkpoint F's parameters and batch-norm statistics\n"
-    "                        (this model's; any batch): optimiser, step and schedule afresh\n"
+    "                        (this model's; any batch): optimiser, step and schedule afresh;\n"
+    "                        with --resume auto, until --checkpoint-dir has a checkpoint\n"
     "  --resume F|D|auto     continue exactly from checkpoint F, from the newest complete one\n"
     "                        in directory D, or (auto) in --checkpoint-dir if it has one;\n"
     "                        --log then appends to the existing log\n"
@@ -213,9 +214,10 @@ static dt_status check_checkpoint_flags(const cli_train_args *a) {
     if (a->ckpt_every && !a->ckpt && !a->ckpt_dir)
         return dt_fail(DT_ERR_USAGE, "--checkpoint-every needs --checkpoint FILE or --checkpoint-dir DIR");
     if (a->given_keep && !a->ckpt_dir) return dt_fail(DT_ERR_USAGE, "--keep needs --checkpoint-dir DIR");
-    if (a->resume && a->weights)
-        return dt_fail(DT_ERR_USAGE, "--weights and --resume exclude each other (start afresh from a checkpoint's "
-                       "weights, or continue its run)");
+    if (a->resume && a->weights && strcmp(a->resume, "auto") != 0)
+        return dt_fail(DT_ERR_USAGE, "--weights goes with --resume auto only (the weights start the run until "
+                       "--checkpoint-dir has a checkpoint); with --resume %s the run continues that checkpoint",
+                       a->resume);
     if (a->resume && strcmp(a->resume, "auto") == 0 && !a->ckpt_dir)
         return dt_fail(DT_ERR_USAGE, "--resume auto needs --checkpoint-dir DIR (it resumes from there)");
     return DT_OK;

@@ -368,17 +368,21 @@ static void report_skipped(const char *path, const char *why, void *ctx) {
 static dt_status load_resume(dt_trainer *t, dt_ckpt_meta *m, dt_class_names *classes, char *path, size_t cap) {
     resume_try r = {t, m, classes};
     DT_TRY(dt_resume_find(t->opts, load_into, report_skipped, &r, path, cap));
-    if (!path[0]) dt_report_line(&t->rep, "--resume auto: no checkpoint yet; starting from the beginning");
+    if (!path[0])
+        dt_report_line(&t->rep, t->opts->weights_path ? "--resume auto: no checkpoint yet; starting from --weights"
+                                                      : "--resume auto: no checkpoint yet; starting from the beginning");
     return DT_OK;
 }
 
-static dt_status resume(dt_trainer *t) {
+/* *resumed: whether a checkpoint was found (--resume auto may find none). */
+static dt_status resume(dt_trainer *t, int *resumed) {
     dt_ckpt_meta m;
     char from[4096], line[4352];
     dt_class_names classes = {0, NULL};
     dt_status s = load_resume(t, &m, &classes, from, sizeof from);
     if (s == DT_OK && from[0]) s = dt_trainset_check_classes(t->train_ds, &classes, "--resume", from);
     dt_class_names_free(&classes);
+    *resumed = from[0] != '\0';
     if (s != DT_OK || !from[0]) return s;
     DT_TRY(dt_resume_check_run(from, &m, t->opts->seed, step_samples(t)));
     t->step = t->good_step = (long)m.step;
@@ -477,8 +481,11 @@ static dt_status setup(dt_trainer *t) {
     /* Independent workers share the whole run's budget of steps; one may do
      * up to all of them (the strategy says when the budget is spent). */
     if (t->sync->independent) t->total_steps *= o->world;
-    if (o->weights_path) DT_TRY(warm_start(t));
-    if (o->resume_path) DT_TRY(resume(t));
+    /* With --resume auto, the weights start the run only while the
+     * directory has no checkpoint (a restarted job continues its own). */
+    int resumed = 0;
+    if (o->resume_path) DT_TRY(resume(t, &resumed));
+    if (o->weights_path && !resumed) DT_TRY(warm_start(t));
     return DT_OK;
 }
 
