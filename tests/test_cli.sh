@@ -110,6 +110,8 @@ out=$("$DTRAIN" train "$M" --dataset synthetic --weights "$TMP/m.ckpt" --resume 
     --max-steps 5 2>&1)
 check "--weights with --resume auto: the directory's checkpoint continues" grep -q "resumed from .*step-3.ckpt at step 3" <<<"$out"
 check "--weights with --resume auto: the weights left" test "$(grep -c 'starting from the weights' <<<"$out")" -eq 0
+expect 2 "\-\-weights .*wd/latest is in \-\-checkpoint-dir .*wd, whose checkpoints this run replaces" -- \
+    "$DTRAIN" train "$M" --dataset synthetic --weights "$TMP/wd/latest" --checkpoint-dir "$TMP/wd" --batch 32
 expect 2 "\-\-log .*m.ckpt is the checkpoint given to \-\-weights" -- "$DTRAIN" train "$M" --weights "$TMP/m.ckpt" \
     --log "$TMP/m.ckpt"
 expect 1 "m.ckpt: checkpoint is for a different model" -- "$DTRAIN" train "$SRC/examples/cnn.cfg" --dataset synthetic \

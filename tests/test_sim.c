@@ -141,10 +141,10 @@ static void test_ps_by_hand(void) {
  * workers: P x (4.8 ms + 2 messages x 0.02) on its link each way, P x 5 ms
  * of work: 9.68 and 10 ms for 2 workers (the cycle, 43.64, is longer),
  * 48.4 and 50 ms for 10 (the work, 50 ms, sets the step). ps-ssp
- * (staleness 3) waits for no reply: its pushes end at 33.82, its link's
- * 4.82 ms of replies fit, and it adds its own gradient (2 ms): 35.82; the
- * server's bound is one clock's work, (2P + 1) x 2 + 3 ms (13 for 2
- * workers, 45 for 10), or the link's 48.4 ms for 10. Staleness 0 is
+ * (staleness 3): the server replies from a snapshot (2 ms): 35.82, the
+ * reply is in by 40.64, and the worker adds its own gradient (2 ms):
+ * 42.64; the server's bound is one clock's work, (2P + 1) x 2 + 3 ms (13
+ * for 2 workers, 45 for 10), or the link's 48.4 ms for 10. Staleness 0 is
  * ps-sync. */
 static void test_async_by_hand(void) {
     dt_profile *p = two_layers(0.002);
@@ -159,20 +159,20 @@ static void test_async_by_hand(void) {
     c = cfg(DT_SIM_PS_SSP, 2);
     c.staleness = 3;
     CHECK_OK(dt_sim_run(&r, p, &c));
-    CHECK_CLOSE(r.step_s, 0.03582, 1e-12, 1e-12);
+    CHECK_CLOSE(r.step_s, 0.04264, 1e-12, 1e-12);
     CHECK_CLOSE(r.compute_s, 0.035, 1e-12, 1e-12);
     c.nodes = 10;
     CHECK_CLOSE(step(p, &c), 0.0484, 1e-12, 1e-12);
     c.staleness = 0;
     dt_sim_cfg sync = cfg(DT_SIM_PS_SYNC, 10);
     CHECK_CLOSE(step(p, &c), step(p, &sync), 0, 0);
-    /* With no one to wait for, the fastest synchronisation is ps-ssp's,
-     * then ps-async's, then ps-sync's, on any link. */
+    /* With no one to wait for, ps-ssp and ps-async are never slower than
+     * ps-sync, on any link. */
     for (double bw = 1.25e7; bw <= 1.25e10; bw *= 10) {
         dt_sim_cfg a = cfg(DT_SIM_PS_ASYNC, 4), s = cfg(DT_SIM_PS_SSP, 4), y = cfg(DT_SIM_PS_SYNC, 4);
         a.bandwidth = s.bandwidth = y.bandwidth = bw;
         s.staleness = 1;
-        CHECK(step(p, &s) <= step(p, &a) && step(p, &a) <= step(p, &y));
+        CHECK(step(p, &s) <= step(p, &y) && step(p, &a) <= step(p, &y));
     }
 }
 

@@ -44,11 +44,12 @@
  *     or sfb's (both are candidates; ties keep the servers).
  *   ps-async, ps-ssp: P identical workers in steady state, none waiting for
  *     another. A worker's cycle is its step against servers that serve it
- *     alone: ps-async as ps-sync with P = 1, except that a server applies
- *     the gradient straight and copies the reply (one pass and one update,
- *     not 2P + 1 passes); ps-ssp (staleness >= 1) does not wait for its
- *     replies: its cycle is its compute with its pushes, or its link's
- *     replies coming in, whichever is longer, plus adding its own gradient
+ *     alone: as ps-sync with P = 1, except for what a server does before
+ *     the reply: ps-async applies the gradient straight and copies the
+ *     reply (one pass and one update, not 2P + 1 passes); a ps-ssp server
+ *     (staleness >= 1) copies the shard as it is (one pass: the clock is
+ *     applied once every worker's is in, and with identical workers the
+ *     bound s is never reached), and the worker then adds its own gradient
  *     (read-my-writes). The servers bound the cycle from below: per cycle a
  *     server's link takes P pushes of its shard in and sends P replies out,
  *     and it applies P gradients (ps-async) or one clock (ps-ssp, as

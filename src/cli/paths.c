@@ -33,11 +33,23 @@ static int same_file(const char *a, const char *b) {
     return strcmp(ra, rb) == 0;
 }
 
+/* Whether the file `path` (followed through links, as `latest` is) lies
+ * in directory dir. */
+static int in_directory(const char *path, const char *dir) {
+    char rp[PATH_MAX], rd[PATH_MAX];
+    if (!realpath(path, rp) || !realpath(dir, rd)) return 0;
+    return same_file(dirname(rp), rd);
+}
+
 typedef struct {
     const char *flag, *path;
 } named_path;
 
 dt_status cli_check_path_collisions(const cli_train_args *a) {
+    /* The new run's checkpoints would prune it (a later step) or replace it. */
+    if (a->weights && a->ckpt_dir && in_directory(a->weights, a->ckpt_dir))
+        return dt_fail(DT_ERR_USAGE, "--weights %s is in --checkpoint-dir %s, whose checkpoints this run replaces: "
+                       "copy it out, or give another directory", a->weights, a->ckpt_dir);
     const char *resume = a->resume && strcmp(a->resume, "auto") != 0 ? a->resume : NULL;
     named_path out[] = {{"--log", a->log}, {"--checkpoint", a->ckpt}, {"--checkpoint-dir", a->ckpt_dir},
                         {"--timeline", a->timeline}};

@@ -23,6 +23,13 @@ double dt_sim_ps_bytes(int m, int n) { return 2.0 * m * n * 4; }
 
 double dt_sim_sfb_bytes(int m, int n, int k, int p) { return 2.0 * k * (p - 1) * ((double)m + n) * 4; }
 
+/* What a server does with a worker's push before its reply: the clock of
+ * every worker served (sum, average, update, a snapshot each: ps-sync),
+ * that gradient alone (an update and a snapshot: ps-async), or a snapshot
+ * of the shard as it is (ps-ssp with staleness: the clock is applied once
+ * every worker's is in, which the reply need not wait for). */
+typedef enum { PASS_CLOCK, PASS_APPLY, PASS_SNAPSHOT } server_pass;
+
 /* One worker's step in flight. Times are seconds from the step's start. */
 typedef struct {
     const dt_profile *p;
@@ -50,12 +57,12 @@ typedef struct {
      * the communication thread's work is. */
     double kernel_s_per_byte;
     /* The parameter servers' pass (run_ps): how many workers they serve at
-     * once (P; 1 for an asynchronous worker's own cycle), whether a server
-     * applies a gradient straight (ps-async: no sum over workers), and
-     * whether the worker waits for its replies (not ps-ssp's, staleness >= 1). */
+     * once (P; 1 for an asynchronous worker's own cycle), what a server does
+     * before a reply, and whether the worker then adds its own gradient to
+     * what it read (ps-ssp's read-my-writes). */
     double peers;
-    int apply_straight;
-    int waits_for_replies;
+    server_pass pass;
+    int adds_own;
 } sim_step;
 
 /* A transfer of dur seconds (at full speed) on the worker's link, ready at
@@ -154,15 +161,17 @@ static dt_status run_allreduce(sim_step *st) {
 /* Whether layer l can go by sufficient factors: a fully connected layer. */
 static int is_fc(const dt_sim_layer *l) { return l->fc_out > 0 && l->fc_in > 0 && l->params > 0; }
 
-/* Seconds a server's cores spend on one step of `served` workers, for a
- * shard that is `share` of the parameters: summing, averaging and a reply
- * snapshot per worker (2 served + 1 passes at the sum rate, decoding served
- * more in 16-bit words) and one update; applied straight (ps-async), each
- * gradient is one update and one snapshot (and its decoding). */
-static double server_work(const sim_step *st, double served, int half, double share, int straight) {
+/* Seconds a server's cores spend on `served` workers' pushes for a shard
+ * that is `share` of the parameters, as `pass`: a clock is summing,
+ * averaging and a reply snapshot per worker (2 served + 1 passes at the sum
+ * rate, decoding served more in 16-bit words) and one update; applied
+ * straight, each gradient is one update and one snapshot (and its
+ * decoding); a snapshot alone is one pass each. */
+static double server_work(const sim_step *st, server_pass pass, double served, int half, double share) {
     const dt_profile *p = st->p;
-    double work = straight ? served * ((1 + half) * p->sum_s + p->update_s)
-                                     : (2 * served + 1 + (half ? served : 0)) * p->sum_s + p->update_s;
+    double work = pass == PASS_APPLY      ? served * ((1 + half) * p->sum_s + p->update_s)
+                  : pass == PASS_SNAPSHOT ? served * p->sum_s
+                                          : (2 * served + 1 + (half ? served : 0)) * p->sum_s + p->update_s;
     return work * share * st->scale;
 }
 
@@ -241,7 +250,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             dt_shard_range(ps_total, S, k, &lo, &hi);
             if (hi == lo) continue;
             double share = (double)(hi - lo) / (double)st->nparams;
-            double applied = srv[k] + server_work(st, served, half, share, st->apply_straight);
+            double applied = srv[k] + server_work(st, st->pass, served, half, share);
             first_apply = fmin(first_apply, applied);
             double shard_bytes = (double)(hi - lo) * word;
             last_pull = fmax(last_pull, applied + st->lat + served * shard_bytes / st->bw);
@@ -249,15 +258,9 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
         double recv = (double)ps_total * word / st->bw + st->lat;
         double start = fmax(st->link, first_apply);
         double coding = half ? 2 * p->sum_s * (double)ps_total / (double)st->nparams * scale : 0;
-        if (st->waits_for_replies) {
-            st->link = fmax(last_pull, start + recv) + coding;
-        } else {
-            /* ps-ssp: earlier clocks' replies come in while it computes and
-             * pushes; then it adds its own gradient to what it read. */
-            double own = p->sum_s * (double)ps_total / (double)st->nparams * scale;
-            st->link = fmax(st->link, recv) + coding + own;
-            coding += own;
-        }
+        /* ps-ssp: then its own gradient is added to what it read. */
+        if (st->adds_own) coding += p->sum_s * (double)ps_total / (double)st->nparams * scale;
+        st->link = fmax(last_pull, start + recv) + coding;
         st->compute += coding;
         st->link_busy += recv;
     }
@@ -352,18 +355,22 @@ static int shard_messages(const dt_profile *p, size_t lo, size_t hi) {
 }
 
 /* ps-async and ps-ssp (staleness >= 1): a worker's cycle against servers
- * that serve it alone, then at least what the servers need per cycle for
- * all P workers: P shards' pushes in and P replies out on each server's
- * link, and their work on P gradients (ps-async) or one clock (ps-ssp). */
+ * that serve it alone (it waits for its reply, which a ps-ssp server sends
+ * from a snapshot without waiting for the clock: with identical workers the
+ * bound s is never reached), then at least what the servers need per cycle
+ * for all P workers: P shards' pushes in and P replies out on each
+ * server's link, and their work on P gradients (ps-async) or one clock
+ * (ps-ssp). */
 static dt_status run_async(sim_step *st, dt_sim_result *r) {
     const dt_sim_cfg *c = st->c;
     const dt_profile *p = st->p;
     double P = c->nodes;
     int half = c->codec.kind == DT_GC_BF16 || c->codec.kind == DT_GC_FP16;
     double word = half ? 2 : sizeof(float);
+    int async = c->mode == DT_SIM_PS_ASYNC;
     st->peers = 1;
-    st->apply_straight = c->mode == DT_SIM_PS_ASYNC;
-    st->waits_for_replies = c->mode == DT_SIM_PS_ASYNC;
+    st->pass = async ? PASS_APPLY : PASS_SNAPSHOT;
+    st->adds_own = !async;
     DT_TRY(run_servers(st, r));
     double bound = 0;
     for (int k = 0; k < c->servers; k++) {
@@ -372,7 +379,7 @@ static dt_status run_async(sim_step *st, dt_sim_result *r) {
         if (hi == lo) continue;
         double share = (double)(hi - lo) / (double)st->nparams;
         double wire = P * ((double)(hi - lo) * word / st->bw + shard_messages(p, lo, hi) * st->lat);
-        bound = fmax(bound, fmax(wire, server_work(st, P, half, share, st->apply_straight)));
+        bound = fmax(bound, fmax(wire, server_work(st, async ? PASS_APPLY : PASS_CLOCK, P, half, share)));
     }
     st->link = fmax(st->link, bound);
     return DT_OK;
@@ -402,7 +409,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
             return dt_fail(DT_ERR_USAGE,
                            "simulate: the profile has fully connected layers but no GEMM rate");
     sim_step st = {.p = p, .c = c, .scale = 1, .bw = c->bandwidth, .lat = c->latency, .peers = c->nodes,
-                   .waits_for_replies = 1};
+                   .pass = PASS_CLOCK};
     double want = (double)c->nodes * p->threads;
     if (c->shared_cores && want > c->shared_cores) {
         /* One machine's cores, all computing: each worker gets its share,
