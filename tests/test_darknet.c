@@ -5,7 +5,8 @@
  * max_batches, [softmax] groups and [cost]) builds the shapes, parameter
  * counts and learning rates its comments work out from Darknet's source,
  * and trains 2 steps (losses finite, parameters moved); a file of Darknet's
- * defaults and section aliases builds what Darknet would. */
+ * defaults and section aliases builds what Darknet would; grouped and
+ * depthwise convolutions have Darknet's weight counts and train. */
 #include <math.h>
 #include <string.h>
 
@@ -109,6 +110,31 @@ static void test_defaults(dt_model_spec *m) {
     CHECK_CLOSE(lrn->lrn_beta, 0.75, 0, 1e-6);
 }
 
+/* groups= as Darknet's parse_convolutional reads it (AlexeyAB's fork uses
+ * it for depthwise convolutions): c / groups x n x size x size weights, a
+ * filter reading its group's channels. 4 channels, 8 filters in 2 groups:
+ * 4/2 x 8 x 9 = 144 weights (no bias under batch_normalize; the batch
+ * norm's 16); depthwise over the 8: 8/8 x 8 x 9 = 72 and 8 biases. */
+static void test_groups(dt_model_spec *m) {
+    const char *cfg = "[net]\nbatch=4\nheight=8\nwidth=8\nchannels=4\nlearning_rate=0.1\n"
+                      "[convolutional]\nfilters=8\nsize=3\npad=1\ngroups=2\nbatch_normalize=1\nactivation=leaky\n"
+                      "[convolutional]\nfilters=8\nsize=3\npad=1\ngroups=8\nactivation=linear\n"
+                      "[avgpool]\n[softmax]\n";
+    dt_net *net = NULL;
+    if (!CHECK_OK(dt_model_parse_string(m, cfg, "groups.cfg")) || !CHECK_OK(dt_net_create(&net, m, m->batch, 3)))
+        return;
+    CHECK(net->layers[0].nw == 144 && net->layers[0].nb == 0 && net->nparams == 144 + 16 + 72 + 8);
+    train_two_steps(net, m);
+    dt_net_free(net);
+    /* groups must divide the channels and the filters */
+    const char *bad = "[net]\nheight=8\nwidth=8\nchannels=4\n[convolutional]\nfilters=6\nsize=3\ngroups=3\n"
+                      "[softmax]\n";
+    if (CHECK_OK(dt_model_parse_string(m, bad, "bad.cfg"))) {
+        CHECK(dt_net_create(&net, m, 1, 1) == DT_ERR_CONFIG);
+        CHECK(strstr(dt_last_error(), "bad.cfg:5: [convolutional] groups=3 must divide the 4 input channels") != NULL);
+    }
+}
+
 int main(void) {
     dt_model_spec *m = NULL;
     dt_net *net = NULL;
@@ -125,6 +151,7 @@ int main(void) {
         }
     }
     if (m) test_defaults(m);
+    if (m) test_groups(m);
     dt_net_free(net);
     dt_free(m);
     return dt_test_finish("test_darknet");

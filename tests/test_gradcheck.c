@@ -61,12 +61,18 @@ static void gradcheck(test_layer *t, int train, float eps, double atol, double r
     dt_free(R);
 }
 
-static void conv_check(int C, int H, int W, int F, int K, int S, int P, int B) {
+static void conv_check_groups(int C, int H, int W, int F, int K, int S, int P, int B, int G) {
     test_layer t;
-    if (!CHECK_OK(tl_create(&t, tl_conv(F, K, S, P), (dt_shape){C, H, W}, B, 11))) return;
+    dt_layer_spec s = tl_conv(F, K, S, P);
+    s.groups = G;
+    if (!CHECK_OK(tl_create(&t, s, (dt_shape){C, H, W}, B, 11))) return;
     /* Linear in every argument: only float rounding, ~1e-5, remains. */
-    gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, "conv");
+    gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, G > 1 ? "grouped conv" : "conv");
     tl_free(&t);
+}
+
+static void conv_check(int C, int H, int W, int F, int K, int S, int P, int B) {
+    conv_check_groups(C, H, W, F, K, S, P, B, 1);
 }
 
 /* Pools: the input is a shuffled grid of values 0.03 apart, so no window
@@ -381,6 +387,8 @@ int main(void) {
     conv_check(2, 6, 5, 3, 3, 1, 1, 2);
     conv_check(4, 5, 6, 3, 1, 1, 0, 2); /* 1x1 fast path */
     conv_check(2, 8, 7, 4, 4, 3, 2, 1); /* even kernel, stride 3 */
+    conv_check_groups(4, 6, 5, 6, 3, 1, 1, 2, 2);
+    conv_check_groups(3, 7, 6, 3, 3, 2, 1, 2, 3); /* depthwise */
     pool_check(DT_LAYER_MAXPOOL, 2, 2, 0, 0, (dt_shape){3, 6, 7}, 2);
     pool_check(DT_LAYER_MAXPOOL, 3, 2, 1, 0, (dt_shape){2, 7, 7}, 2);
     pool_check(DT_LAYER_MAXPOOL, 3, 1, 2, 0, (dt_shape){2, 4, 5}, 1);

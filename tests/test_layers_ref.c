@@ -260,20 +260,49 @@ static void test_layouts(void) {
     layout_case(gap, (dt_shape){48, 5, 3}, 4, 1e-6, DT_PRECISION_FP32, "global avgpool");
     layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_FP32, "conv -> blocked");
     layout_case(tl_conv(16, 1, 1, 0), (dt_shape){32, 6, 6}, 2, 1e-5, DT_PRECISION_FP32, "conv 1x1");
+    dt_layer_spec grouped = tl_conv(32, 3, 1, 1), depthwise = tl_conv(16, 3, 2, 1);
+    grouped.groups = 2, depthwise.groups = 16;
+    layout_case(grouped, (dt_shape){16, 7, 6}, 2, 1e-5, DT_PRECISION_FP32, "conv, 2 groups");
+    layout_case(depthwise, (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_FP32, "conv, depthwise");
     /* bf16: the same bf16 operands reach the same kernels from either layout. */
     if (dt_precision_check(DT_PRECISION_BF16) == DT_OK)
         layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_BF16, "conv bf16");
 }
 
-static void conv_case(int C, int H, int W, int F, int K, int S, int P, int B) {
+static void gemm_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
+    (void)train;
+    dt_conv_forward_gemm(l, out, in, batch, ws);
+}
+
+static void gemm_backward(dt_layer *l, float *din, const float *dout, const float *in, const float *out, int batch,
+                          float *ws) {
+    (void)out;
+    dt_conv_backward_gemm(l, din, dout, in, batch, ws);
+}
+
+static void conv_case_groups(int C, int H, int W, int F, int K, int S, int P, int B, int G) {
     test_layer t;
     char name[96];
-    snprintf(name, sizeof name, "conv C%d %dx%d F%d K%d S%d P%d B%d", C, H, W, F, K, S, P, B);
-    if (!CHECK_OK(tl_create(&t, tl_conv(F, K, S, P), (dt_shape){C, H, W}, B, 1000 + (uint64_t)K)))
-        return;
+    snprintf(name, sizeof name, "conv C%d %dx%d F%d K%d S%d P%d B%d G%d", C, H, W, F, K, S, P, B, G);
+    dt_layer_spec s = tl_conv(F, K, S, P);
+    s.groups = G;
+    if (!CHECK_OK(tl_create(&t, s, (dt_shape){C, H, W}, B, 1000 + (uint64_t)K))) return;
+    CHECK(t.l.nw == (size_t)F * (size_t)(C / G) * (size_t)K * (size_t)K);
     CHECK(t.l.out.h == (H + 2 * P - K) / S + 1 && t.l.out.w == (W + 2 * P - K) / S + 1);
     check_fast_vs_ref(&t, name);
+    /* The sgemm path oneDNN's failures fall back to, the same way. */
+    const dt_layer_ops *ops = t.l.ops;
+    dt_layer_ops gemm = *ops;
+    gemm.forward = gemm_forward, gemm.backward = gemm_backward;
+    t.l.ops = &gemm;
+    strncat(name, " sgemm", sizeof name - strlen(name) - 1);
+    check_fast_vs_ref(&t, name);
+    t.l.ops = ops;
     tl_free(&t);
+}
+
+static void conv_case(int C, int H, int W, int F, int K, int S, int P, int B) {
+    conv_case_groups(C, H, W, F, K, S, P, B, 1);
 }
 
 static void dense_case(dt_shape in, int outputs, int B) {
@@ -412,6 +441,9 @@ static void test_config_errors(void) {
     dt_shape img = {3, 8, 8};
     config_error(tl_conv(4, 11, 1, 1), img, "convolutional", "larger than the padded input");
     config_error(tl_conv(4, 3, 0, 1), img, "convolutional", "stride");
+    dt_layer_spec odd = tl_conv(4, 3, 1, 1);
+    odd.groups = 3;
+    config_error(odd, (dt_shape){6, 8, 8}, "convolutional", "groups=3 must divide the 6 input channels and the 4 filters");
     config_error(tl_conv(0, 3, 1, 1), img, "convolutional", "filters");
     config_error(tl_conv(4, 3, 1, -1), img, "convolutional", "pad");
     config_error(tl_conv(4, 0, 1, 0), img, "convolutional", "size");
@@ -502,6 +534,13 @@ int main(void) {
     conv_case(5, 11, 8, 3, 4, 3, 2, 3);  /* even kernel, stride 3 */
     conv_case(2, 7, 7, 3, 7, 1, 0, 3);   /* 1x1 output */
     conv_case(2, 4, 5, 3, 3, 1, 3, 2);   /* pad beyond the kernel: all-padding windows */
+    /* Groups: oneDNN's grouped and depthwise kernels; the sgemm path's
+     * per-group products where oneDNN refuses the padding (the last two). */
+    conv_case_groups(4, 7, 6, 6, 3, 1, 1, 3, 2);
+    conv_case_groups(8, 9, 7, 8, 3, 2, 1, 2, 8);  /* depthwise, stride 2 */
+    conv_case_groups(6, 5, 5, 9, 1, 1, 0, 2, 3);  /* pointwise groups */
+    conv_case_groups(4, 4, 5, 6, 3, 1, 3, 2, 2);
+    conv_case_groups(6, 4, 4, 3, 1, 1, 1, 2, 3);
     conv_case(16, 12, 12, 32, 3, 1, 1, 3);
     dense_case((dt_shape){3, 2, 5}, 7, 3);
     dense_case((dt_shape){1, 1, 1}, 1, 1);

@@ -139,6 +139,8 @@ typedef struct {
     int inputs[DT_LAYER_MAX_INPUTS];
     int no_bias;          /* conv/dense: no bias (batch norm after it gives the shift) */
     int filters;          /* conv: output channels */
+    int groups;           /* conv: channel groups, each filter reading its group's C / groups
+                             input channels (0 or 1: none); C and filters divide by it */
     int size;             /* conv kernel / pool window (square); avgpool 0: global */
     int stride;           /* conv / pool */
     int pad;              /* conv / pool: zero padding before (top/left) and, for conv and
@@ -158,6 +160,9 @@ typedef struct {
     int crop_noadjust;    /* crop: 0: outputs 2 x - 1 (Darknet's [0, 1] -> [-1, 1]); 1: x */
     int line;             /* line of the section in the model file, for errors */
 } dt_layer_spec;
+
+/* A convolution's channel groups (1 when the spec says 0 or 1). */
+static inline int dt_layer_groups(const dt_layer_spec *s) { return s->groups > 1 ? s->groups : 1; }
 
 typedef struct dt_layer {
     dt_layer_spec spec;

@@ -64,10 +64,10 @@ static void print_table(const dt_net *net, const dt_model_spec *spec) {
 
 /* The shape of layer l's parameter block `which` (0: w, 1: b) or state block
  * (2: running mean, 3: running var) as the layer stores it: conv weights
- * (F, C, K, K), connected (out, in), everything else one axis. */
+ * (F, C/groups, K, K), connected (out, in), everything else one axis. */
 static void print_tensor_shape(const dt_layer *l, int which) {
     if (which == 0 && l->spec.kind == DT_LAYER_CONV)
-        printf("[%d,%d,%d,%d]", l->spec.filters, l->in.c, l->spec.size, l->spec.size);
+        printf("[%d,%d,%d,%d]", l->spec.filters, l->in.c / dt_layer_groups(&l->spec), l->spec.size, l->spec.size);
     else if (which == 0 && l->spec.kind == DT_LAYER_DENSE)
         printf("[%d,%zu]", l->spec.outputs, dt_shape_size(l->in));
     else

@@ -85,12 +85,15 @@ static void window_attrs(export_ctx *x, void *node, const dt_layer_spec *s, int 
 static void emit_conv(export_ctx *x, int i, const tensor *in) {
     const dt_layer *l = layer_of(x, i);
     const dt_layer_spec *s = &l->spec;
-    int64_t wd[4] = {s->filters, l->in.c, s->size, s->size}, bd[1] = {s->filters};
+    int groups = dt_layer_groups(s);
+    int64_t wd[4] = {s->filters, l->in.c / groups, s->size, s->size}, bd[1] = {s->filters};
     const char *args[3] = {as_4d(x, in[0]), param(x, i, "weight", wd, 4, l->w), NULL};
     int nargs = 2;
     if (l->nb) args[nargs++] = param(x, i, "bias", bd, 1, l->b);
     const char *out = out_name(x, i);
-    window_attrs(x, dt_onnx_node(x->m, "Conv", args, nargs, out), s, 0);
+    void *node = dt_onnx_node(x->m, "Conv", args, nargs, out);
+    window_attrs(x, node, s, 0);
+    if (groups > 1) dt_onnx_attr_int(x->m, node, "group", groups);
     set_out(x, i, out, 4);
 }
 

@@ -1,6 +1,7 @@
 /* [convolutional]: torch.nn.Conv2d with a square kernel.
- *   weight (F, C, K, K), bias (F; none with spec.no_bias), in (C, H, W) -> out (F, OH, OW),
- *   OH = floor((H + 2P - K) / S) + 1, zero padding P, stride S.
+ *   weight (F, C/G, K, K), bias (F; none with spec.no_bias), in (C, H, W) -> out (F, OH, OW),
+ *   OH = floor((H + 2P - K) / S) + 1, zero padding P, stride S; G groups: filters
+ *   [g F/G, (g+1) F/G) read input channels [g C/G, (g+1) C/G) (PyTorch's groups).
  * Fast path: oneDNN's convolutions (dnnl_layer.c), about twice as fast as
  * sgemm on im2col columns, in the layer's precision (fp32 or bf16).
  * Fallback, when oneDNN cannot run a shape (always in fp32): each
@@ -8,7 +9,8 @@
  * weight matrix (F, C*K*K) with OpenBLAS sgemm; a 1x1, stride-1, unpadded
  * conv uses the image itself as the column matrix.
  * Backward: dW accumulates dout_b (F, OH*OW) . cols_bᵀ over images, dX is
- * Wᵀ . dout_b into columns scattered back with col2im. The workspace holds
+ * Wᵀ . dout_b into columns scattered back with col2im. With groups each
+ * product is G products of a group's rows (weights, columns, outputs). The workspace holds
  * one image's columns, then, where a side is blocked (the fallback computes
  * in NCHW), one image's NCHW copies of in and din (C, H, W) and of out/dout
  * (F, OH, OW). Input and output may each be NCHW or blocked. */
@@ -23,14 +25,19 @@
 
 typedef struct {
     int C, H, W, F, K, S, P, OH, OW;
-    int kk; /* C*K*K: rows of the column matrix */
-    int n;  /* OH*OW: columns */
+    int G, Cg, Fg; /* groups, and input channels and filters per group */
+    int kk;        /* Cg*K*K: a filter's weights, a group's rows of the column matrix */
+    int n;         /* OH*OW: columns */
 } conv_dims;
+
+static int groups_of(const dt_layer *l) { return dt_layer_groups(&l->spec); }
 
 static conv_dims dims_of(const dt_layer *l) {
     conv_dims d = {l->in.c,  l->in.h,  l->in.w, l->out.c, l->spec.size, l->spec.stride, l->spec.pad,
-                   l->out.h, l->out.w, 0,       0};
-    d.kk = d.C * d.K * d.K;
+                   l->out.h, l->out.w, groups_of(l), 0, 0, 0, 0};
+    d.Cg = d.C / d.G;
+    d.Fg = d.F / d.G;
+    d.kk = d.Cg * d.K * d.K;
     d.n = d.OH * d.OW;
     return d;
 }
@@ -44,16 +51,20 @@ static dt_status conv_setup(dt_layer *l) {
     DT_TRY(dt_layer_window_setup(l, &oh, &ow));
     if (l->spec.filters < 1)
         return dt_layer_config_error(l, "filters must be >= 1, got %d", l->spec.filters);
+    int G = groups_of(l);
+    if (l->in.c % G || l->spec.filters % G)
+        return dt_layer_config_error(l, "groups=%d must divide the %d input channels and the %d filters", G, l->in.c,
+                                     l->spec.filters);
     l->out = (dt_shape){l->spec.filters, oh, ow};
     DT_TRY(dt_layer_check_shape(l, l->out, "output"));
     size_t k2, kk;
     DT_TRY(dt_layer_mul(l, &k2, (size_t)l->spec.size, (size_t)l->spec.size, "kernel"));
     DT_TRY(dt_layer_mul(l, &kk, k2, (size_t)l->in.c, "kernel"));
-    /* kk <= INT_MAX and OH*OW <= INT_MAX: BLAS sizes and the im2col
-     * workspace (kk * OH*OW) cannot overflow. */
+    /* kk (C*K*K, the column matrix's rows) <= INT_MAX and OH*OW <= INT_MAX:
+     * BLAS sizes and the im2col workspace (kk * OH*OW) cannot overflow. */
     if (kk > INT_MAX)
         return dt_layer_config_error(l, "kernel of %zu values per filter is too large", kk);
-    DT_TRY(dt_layer_mul(l, &l->nw, kk, (size_t)l->spec.filters, "weight"));
+    DT_TRY(dt_layer_mul(l, &l->nw, kk / (size_t)G, (size_t)l->spec.filters, "weight"));
     l->nb = l->spec.no_bias ? 0 : (size_t)l->spec.filters;
     l->nstate = 0;
     return DT_OK;
@@ -61,7 +72,7 @@ static dt_status conv_setup(dt_layer *l) {
 
 static size_t cols_floats(const dt_layer *l) {
     conv_dims d = dims_of(l);
-    return is_pointwise(&d) ? 0 : (size_t)d.kk * (size_t)d.n;
+    return is_pointwise(&d) ? 0 : (size_t)d.kk * (size_t)d.G * (size_t)d.n;
 }
 
 static size_t conv_workspace_floats(const dt_layer *l, int batch) {
@@ -151,7 +162,7 @@ static void zero_margins(const conv_dims *d, const row_span *s, float *row) {
     }
 }
 
-/* cols (C*K*K, OH*OW) <- x (C, H, W). */
+/* cols (C*K*K, OH*OW) <- x (C, H, W): group g's rows are [g kk, (g+1) kk). */
 static void im2col(const conv_dims *d, const float *x, float *cols) {
     size_t plane = (size_t)d->H * d->W;
     for (int c = 0; c < d->C; c++)
@@ -211,7 +222,7 @@ static void col2im(const conv_dims *d, float *cols, float *x) {
 }
 
 /* out (B, F, OH, OW) <- in (B, C, H, W), with sgemm. */
-static void conv_forward_gemm(dt_layer *l, float *out, const float *in, int batch, float *ws) {
+void dt_conv_forward_gemm(dt_layer *l, float *out, const float *in, int batch, float *ws) {
     conv_dims d = dims_of(l);
     for (int b = 0; b < batch; b++) {
         const float *x = nchw_image(in, l->in_layout, l->in, b, in_copy(l, ws));
@@ -223,15 +234,16 @@ static void conv_forward_gemm(dt_layer *l, float *out, const float *in, int batc
         }
         for (int f = 0; f < d.F; f++)
             for (int i = 0; i < d.n; i++) y[(size_t)f * d.n + i] = l->nb ? l->b[f] : 0.0f;
-        dt_sgemm('N', 'N', d.F, d.n, d.kk, 1.0f, l->w, d.kk,
-                    cols, d.n, 1.0f, y, d.n);
+        for (int g = 0; g < d.G; g++) /* y_g (Fg, n) += W_g (Fg, kk) . cols_g (kk, n) */
+            dt_sgemm('N', 'N', d.Fg, d.n, d.kk, 1.0f, l->w + (size_t)g * d.Fg * d.kk, d.kk,
+                     cols + (size_t)g * d.kk * d.n, d.n, 1.0f, y + (size_t)g * d.Fg * d.n, d.n);
         store_image(out, l->out_layout, l->out, b, y);
     }
 }
 
 /* din (B, C, H, W) (may be NULL), dw (F, C*K*K), db (F) <- dout (B, F, OH, OW),
  * with sgemm. */
-static void conv_backward_gemm(dt_layer *l, float *din, const float *dout, const float *in,
+void dt_conv_backward_gemm(dt_layer *l, float *din, const float *dout, const float *in,
                                int batch, float *ws) {
     conv_dims d = dims_of(l);
     size_t in_sz = dt_shape_size(l->in);
@@ -247,14 +259,17 @@ static void conv_backward_gemm(dt_layer *l, float *din, const float *dout, const
             im2col(&d, x, ws);
             cols = ws;
         }
-        dt_sgemm('N', 'T', d.F, d.kk, d.n, 1.0f, dy, d.n, cols,
-                    d.n, b == 0 ? 0.0f : 1.0f, l->dw, d.kk);
+        for (int g = 0; g < d.G; g++) /* dW_g (Fg, kk) += dy_g (Fg, n) . cols_gᵀ */
+            dt_sgemm('N', 'T', d.Fg, d.kk, d.n, 1.0f, dy + (size_t)g * d.Fg * d.n, d.n,
+                     cols + (size_t)g * d.kk * d.n, d.n, b == 0 ? 0.0f : 1.0f, l->dw + (size_t)g * d.Fg * d.kk,
+                     d.kk);
         if (!din) continue;
         float *dx = nchw_target(din, l->in_layout, l->in, b, in_copy(l, ws) + in_sz);
-        /* dcols (C*K*K, OH*OW) = Wᵀ . dy; for the pointwise conv dcols is dx. */
+        /* dcols (C*K*K, OH*OW) = Wᵀ . dy, by group; for the pointwise conv dcols is dx. */
         float *dcols = pointwise ? dx : ws;
-        dt_sgemm('T', 'N', d.kk, d.n, d.F, 1.0f, l->w, d.kk, dy,
-                    d.n, 0.0f, dcols, d.n);
+        for (int g = 0; g < d.G; g++)
+            dt_sgemm('T', 'N', d.kk, d.n, d.Fg, 1.0f, l->w + (size_t)g * d.Fg * d.kk, d.kk,
+                     dy + (size_t)g * d.Fg * d.n, d.n, 0.0f, dcols + (size_t)g * d.kk * d.n, d.n);
         if (!pointwise) {
             memset(dx, 0, sizeof(float) * in_sz);
             col2im(&d, ws, dx);
@@ -270,6 +285,7 @@ static void conv_backward_gemm(dt_layer *l, float *din, const float *dout, const
 static void conv_describe(const dt_layer *l, int batch, dt_dnnl_dims *g) {
     conv_dims d = dims_of(l);
     *g = (dt_dnnl_dims){.ndims = 4,
+                        .wei_ndims = d.G > 1 ? 5 : 4,
                         .src = {batch, d.C, d.H, d.W},
                         .wei = {d.F, d.C, d.K, d.K},
                         .dst = {batch, d.F, d.OH, d.OW},
@@ -277,6 +293,8 @@ static void conv_describe(const dt_layer *l, int batch, dt_dnnl_dims *g) {
                         .pad_l = {d.P, d.P},
                         .pad_r = {(d.OH - 1) * d.S + d.K - d.H - d.P,
                                   (d.OW - 1) * d.S + d.K - d.W - d.P}};
+    if (d.G > 1) /* goihw: the same floats as (F, C/G, K, K) */
+        memcpy(g->wei, (dnnl_dims_t){d.G, d.Fg, d.Cg, d.K, d.K}, sizeof(dnnl_dim_t) * 5);
 }
 
 static dnnl_status_t conv_op_desc(dt_dnnl_op_desc *od, dt_dnnl_pass pass, const dt_dnnl_descs *d) {
@@ -305,14 +323,14 @@ static void conv_forward(dt_layer *l, float *out, const float *in, int batch, in
                          float *ws) {
     (void)train;
     if (batch < 1 || dt_dnnl_forward(l, &conv_dnnl, out, in, batch) != DT_OK)
-        conv_forward_gemm(l, out, in, batch, ws);
+        dt_conv_forward_gemm(l, out, in, batch, ws);
 }
 
 static void conv_backward(dt_layer *l, float *din, const float *dout, const float *in,
                           const float *out, int batch, float *ws) {
     (void)out;
     if (batch < 1 || dt_dnnl_backward(l, &conv_dnnl, din, dout, in, batch, 1) != DT_OK)
-        conv_backward_gemm(l, din, dout, in, batch, ws);
+        dt_conv_backward_gemm(l, din, dout, in, batch, ws);
 }
 
 /* Reference: direct loops over (b, f, oh, ow, c, kh, kw), NCHW only. */
@@ -325,13 +343,13 @@ static void conv_forward_ref(dt_layer *l, float *out, const float *in, int batch
             for (int oh = 0; oh < d.OH; oh++)
                 for (int ow = 0; ow < d.OW; ow++) {
                     double acc = l->nb ? l->b[f] : 0.0;
-                    for (int c = 0; c < d.C; c++)
+                    for (int c = 0; c < d.Cg; c++) /* of filter f's group */
                         for (int kh = 0; kh < d.K; kh++)
                             for (int kw = 0; kw < d.K; kw++) {
-                                int ih = oh * d.S - d.P + kh, iw = ow * d.S - d.P + kw;
+                                int ih = oh * d.S - d.P + kh, iw = ow * d.S - d.P + kw, ci = f / d.Fg * d.Cg + c;
                                 if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
-                                acc += (double)l->w[(((size_t)f * d.C + c) * d.K + kh) * d.K + kw] *
-                                       in[(((size_t)b * d.C + c) * d.H + ih) * d.W + iw];
+                                acc += (double)l->w[(((size_t)f * d.Cg + c) * d.K + kh) * d.K + kw] *
+                                       in[(((size_t)b * d.C + ci) * d.H + ih) * d.W + iw];
                             }
                     out[(((size_t)b * d.F + f) * d.OH + oh) * d.OW + ow] = (float)acc;
                 }
@@ -350,13 +368,13 @@ static void conv_backward_ref(dt_layer *l, float *din, const float *dout, const 
                 for (int ow = 0; ow < d.OW; ow++) {
                     float g = dout[(((size_t)b * d.F + f) * d.OH + oh) * d.OW + ow];
                     if (l->nb) l->db[f] += g;
-                    for (int c = 0; c < d.C; c++)
+                    for (int c = 0; c < d.Cg; c++)
                         for (int kh = 0; kh < d.K; kh++)
                             for (int kw = 0; kw < d.K; kw++) {
-                                int ih = oh * d.S - d.P + kh, iw = ow * d.S - d.P + kw;
+                                int ih = oh * d.S - d.P + kh, iw = ow * d.S - d.P + kw, ci = f / d.Fg * d.Cg + c;
                                 if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
-                                size_t wi = (((size_t)f * d.C + c) * d.K + kh) * d.K + kw;
-                                size_t xi = (((size_t)b * d.C + c) * d.H + ih) * d.W + iw;
+                                size_t wi = (((size_t)f * d.Cg + c) * d.K + kh) * d.K + kw;
+                                size_t xi = (((size_t)b * d.C + ci) * d.H + ih) * d.W + iw;
                                 l->dw[wi] += g * in[xi];
                                 if (din) din[xi] += g * l->w[wi];
                             }
@@ -369,11 +387,10 @@ static uint64_t conv_flops(const dt_layer *l) {
 
 /* ---- model-file keys ---------------------------------------------------- */
 
-/* Darknet's padding keys, and groups (checked to be 1). */
+/* Darknet's padding keys. */
 typedef struct {
     int pad_flag; /* pad: a flag meaning size/2 pixels per side */
     int padding;  /* padding: pixels per side */
-    int groups;
 } conv_own_keys;
 DT_OWN_FITS(conv_own_keys);
 
@@ -383,7 +400,7 @@ static const dt_key_def conv_keys[] = {
     {"stride", DT_KEY_INT, DT_SPEC_KEY(stride), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
     {"pad", DT_KEY_INT, DT_OWN_KEY(conv_own_keys, pad_flag), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
     {"padding", DT_KEY_INT, DT_OWN_KEY(conv_own_keys, padding), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
-    {"groups", DT_KEY_INT, DT_OWN_KEY(conv_own_keys, groups), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"groups", DT_KEY_INT, DT_SPEC_KEY(groups), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
     DT_FUSED_KEYS,
     {0}};
 
@@ -400,9 +417,6 @@ static dt_status conv_end_section(const dt_section *s, const dt_section_vals *v,
     if (k->pad_flag && dt_section_key_line(s, "padding"))
         return dt_section_error(s, dt_section_key_line(s, "padding"),
                                 "padding= with pad=1 (pad=1 already means size/2 pixels); give one of them");
-    if (k->groups != 1)
-        return dt_section_error(s, dt_section_key_line(s, "groups"),
-                                "groups=%d: grouped convolutions are not implemented (groups=1 only)", k->groups);
     layer->pad = k->pad_flag ? layer->size / 2 : k->padding;
     return DT_OK;
 }

@@ -118,7 +118,7 @@ typedef struct {
 typedef struct {
     /* By B_*: in, din (B, src) and out, dout (B, dst) nchw (or nChw8c/16c,
      * by the layer's layouts) or nc; w, dw
-     * oihw or oi; bias, db a (F). All f32. */
+     * oihw, goihw (groups) or oi; bias, db a (F). All f32. */
     dnnl_memory_desc_t plain[B_COUNT];
     dnnl_memory_desc_t any_src, any_wei, any_dst, any_diff_wei;
     dt_dnnl_dims dims;
@@ -133,8 +133,8 @@ static dnnl_format_tag_t activation_tag(dt_layout t) {
 static dt_status geometry_of(const dt_layer *l, const dt_dnnl_kind *k, int batch, geometry *g) {
     memset(g, 0, sizeof *g);
     k->describe(l, batch, &g->dims);
-    int nd = g->dims.ndims;
-    dnnl_format_tag_t wei = nd == 4 ? dnnl_oihw : dnnl_oi;
+    int nd = g->dims.ndims, wnd = g->dims.wei_ndims ? g->dims.wei_ndims : nd;
+    dnnl_format_tag_t wei = wnd == 5 ? dnnl_goihw : nd == 4 ? dnnl_oihw : dnnl_oi;
     /* Blocked activations are handed to oneDNN as they are: where its
      * primitive picks that layout too (f32: nChw16c on AVX-512, nChw8c on
      * AVX2), no reorder runs. */
@@ -143,7 +143,7 @@ static dt_status geometry_of(const dt_layer *l, const dt_dnnl_kind *k, int batch
     dnnl_data_type_t t = l->precision == DT_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
     dnnl_dims_t bias = {g->dims.dst[1]};
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], nd, g->dims.src, dnnl_f32, in));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_W], nd, g->dims.wei, dnnl_f32, wei));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_W], wnd, g->dims.wei, dnnl_f32, wei));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_BIAS], 1, bias, dnnl_f32, dnnl_a));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_OUT], nd, g->dims.dst, dnnl_f32, out));
     g->plain[B_DOUT] = g->plain[B_OUT];
@@ -153,9 +153,9 @@ static dt_status geometry_of(const dt_layer *l, const dt_dnnl_kind *k, int batch
     dnnl_format_tag_t any = dnnl_format_tag_any;
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_src, nd, g->dims.src, t, any));
     dnnl_format_tag_t wtag = k->plain_weights ? wei : any;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_wei, nd, g->dims.wei, t, wtag));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_wei, wnd, g->dims.wei, t, wtag));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_dst, nd, g->dims.dst, t, any));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_diff_wei, nd, g->dims.wei, dnnl_f32, wtag));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_diff_wei, wnd, g->dims.wei, dnnl_f32, wtag));
     g->descs = (dt_dnnl_descs){&g->any_src, &g->any_wei,      &g->any_dst,
                                &g->any_diff_wei, l->nb > 0 ? &g->plain[B_BIAS] : NULL,
                                &g->dims};

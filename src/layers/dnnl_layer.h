@@ -36,6 +36,7 @@ typedef enum { DT_DNNL_FORWARD, DT_DNNL_BACKWARD_WEIGHTS, DT_DNNL_BACKWARD_DATA 
  * (4: NCHW and OIHW; 2: NC and OI), and a convolution's geometry. */
 typedef struct {
     int ndims;
+    int wei_ndims; /* 0: ndims; 5: a grouped convolution's (G, F/G, C/G, K, K) */
     dnnl_dims_t src, wei, dst;
     dnnl_dims_t strides, pad_l, pad_r; /* convolutions only */
 } dt_dnnl_dims;

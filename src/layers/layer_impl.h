@@ -76,6 +76,12 @@ static inline size_t dt_blocked_at(dt_shape s, int k, int b, int c, int h, int w
         }                                  \
     } while (0)
 
+/* [convolutional]'s sgemm path, which it falls back to where oneDNN cannot
+ * run (exposed so that tests reach it: oneDNN runs every shape they make).
+ * The contracts of ops->forward and ops->backward (ws: workspace_floats). */
+void dt_conv_forward_gemm(dt_layer *l, float *out, const float *in, int batch, float *ws);
+void dt_conv_backward_gemm(dt_layer *l, float *din, const float *dout, const float *in, int batch, float *ws);
+
 /* Rules of ops->layouts that do not depend on the layer. */
 dt_layout_rule dt_layout_follow(const dt_layer *l);
 dt_layout_rule dt_layout_any(const dt_layer *l);
