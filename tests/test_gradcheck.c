@@ -61,14 +61,18 @@ static void gradcheck(test_layer *t, int train, float eps, double atol, double r
     dt_free(R);
 }
 
-static void conv_check_groups(int C, int H, int W, int F, int K, int S, int P, int B, int G) {
+static void conv_check_gd(int C, int H, int W, int F, int K, int S, int P, int B, int G, int D) {
     test_layer t;
     dt_layer_spec s = tl_conv(F, K, S, P);
-    s.groups = G;
+    s.groups = G, s.dilation = D;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){C, H, W}, B, 11))) return;
     /* Linear in every argument: only float rounding, ~1e-5, remains. */
-    gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, G > 1 ? "grouped conv" : "conv");
+    gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, G > 1 ? "grouped conv" : D > 1 ? "dilated conv" : "conv");
     tl_free(&t);
+}
+
+static void conv_check_groups(int C, int H, int W, int F, int K, int S, int P, int B, int G) {
+    conv_check_gd(C, H, W, F, K, S, P, B, G, 1);
 }
 
 static void conv_check(int C, int H, int W, int F, int K, int S, int P, int B) {
@@ -389,6 +393,7 @@ int main(void) {
     conv_check(2, 8, 7, 4, 4, 3, 2, 1); /* even kernel, stride 3 */
     conv_check_groups(4, 6, 5, 6, 3, 1, 1, 2, 2);
     conv_check_groups(3, 7, 6, 3, 3, 2, 1, 2, 3); /* depthwise */
+    conv_check_gd(2, 9, 8, 3, 3, 1, 2, 2, 1, 2);   /* dilated */
     pool_check(DT_LAYER_MAXPOOL, 2, 2, 0, 0, (dt_shape){3, 6, 7}, 2);
     pool_check(DT_LAYER_MAXPOOL, 3, 2, 1, 0, (dt_shape){2, 7, 7}, 2);
     pool_check(DT_LAYER_MAXPOOL, 3, 1, 2, 0, (dt_shape){2, 4, 5}, 1);

@@ -280,15 +280,17 @@ static void gemm_backward(dt_layer *l, float *din, const float *dout, const floa
     dt_conv_backward_gemm(l, din, dout, in, batch, ws);
 }
 
-static void conv_case_groups(int C, int H, int W, int F, int K, int S, int P, int B, int G) {
+/* G groups, dilation D. */
+static void conv_case_gd(int C, int H, int W, int F, int K, int S, int P, int B, int G, int D) {
     test_layer t;
     char name[96];
-    snprintf(name, sizeof name, "conv C%d %dx%d F%d K%d S%d P%d B%d G%d", C, H, W, F, K, S, P, B, G);
+    snprintf(name, sizeof name, "conv C%d %dx%d F%d K%d S%d P%d B%d G%d D%d", C, H, W, F, K, S, P, B, G, D);
     dt_layer_spec s = tl_conv(F, K, S, P);
-    s.groups = G;
+    s.groups = G, s.dilation = D;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){C, H, W}, B, 1000 + (uint64_t)K))) return;
     CHECK(t.l.nw == (size_t)F * (size_t)(C / G) * (size_t)K * (size_t)K);
-    CHECK(t.l.out.h == (H + 2 * P - K) / S + 1 && t.l.out.w == (W + 2 * P - K) / S + 1);
+    int E = (K - 1) * D + 1; /* PyTorch's output size */
+    CHECK(t.l.out.h == (H + 2 * P - E) / S + 1 && t.l.out.w == (W + 2 * P - E) / S + 1);
     check_fast_vs_ref(&t, name);
     /* The sgemm path oneDNN's failures fall back to, the same way. */
     const dt_layer_ops *ops = t.l.ops;
@@ -299,6 +301,10 @@ static void conv_case_groups(int C, int H, int W, int F, int K, int S, int P, in
     check_fast_vs_ref(&t, name);
     t.l.ops = ops;
     tl_free(&t);
+}
+
+static void conv_case_groups(int C, int H, int W, int F, int K, int S, int P, int B, int G) {
+    conv_case_gd(C, H, W, F, K, S, P, B, G, 1);
 }
 
 static void conv_case(int C, int H, int W, int F, int K, int S, int P, int B) {
@@ -444,6 +450,9 @@ static void test_config_errors(void) {
     dt_layer_spec odd = tl_conv(4, 3, 1, 1);
     odd.groups = 3;
     config_error(odd, (dt_shape){6, 8, 8}, "convolutional", "groups=3 must divide the 6 input channels and the 4 filters");
+    dt_layer_spec wide = tl_conv(4, 3, 1, 0);
+    wide.dilation = 4;
+    config_error(wide, (dt_shape){1, 8, 8}, "convolutional", "size 3 dilated by 4 spans 9 cells, more than the padded input");
     config_error(tl_conv(0, 3, 1, 1), img, "convolutional", "filters");
     config_error(tl_conv(4, 3, 1, -1), img, "convolutional", "pad");
     config_error(tl_conv(4, 0, 1, 0), img, "convolutional", "size");
@@ -541,6 +550,10 @@ int main(void) {
     conv_case_groups(6, 5, 5, 9, 1, 1, 0, 2, 3);  /* pointwise groups */
     conv_case_groups(4, 4, 5, 6, 3, 1, 3, 2, 2);
     conv_case_groups(6, 4, 4, 3, 1, 1, 1, 2, 3);
+    /* Dilation: taps 2 and 3 cells apart, "same" padding, strided, grouped. */
+    conv_case_gd(3, 9, 8, 4, 3, 1, 2, 2, 1, 2);
+    conv_case_gd(2, 11, 10, 3, 3, 2, 1, 2, 1, 3);
+    conv_case_gd(4, 8, 9, 4, 2, 1, 1, 2, 2, 2);
     conv_case(16, 12, 12, 32, 3, 1, 1, 3);
     dense_case((dt_shape){3, 2, 5}, 7, 3);
     dense_case((dt_shape){1, 1, 1}, 1, 1);

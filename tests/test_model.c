@@ -306,7 +306,7 @@ static const bad_case bad_cases[] = {
     {NET4 "[maxpool]\nsize=\n", 6, "empty value for size"},
     {NET4 "[maxpool]\nsize=   # two\n", 6, "empty value for size"},
     {NET4 "[convolutional]\nfilters=8\nsize=3\nfilterz=3\n[softmax]\n", 8,
-     "unknown key 'filterz' in [convolutional] (valid: filters, size, stride, pad, padding, groups, "
+     "unknown key 'filterz' in [convolutional] (valid: filters, size, stride, pad, padding, groups, dilation, "
      "activation, batch_normalize, slope)"},
     {"[net]\nchannels=1\nbatchsize=3\n", 3, "unknown key 'batchsize' in [net] (valid: batch,"},
     {NET4 "[softmax]\nsize=2\n", 6, "unknown key 'size' in [softmax] (valid: groups, temperature)"},
@@ -345,7 +345,7 @@ static const bad_case bad_cases[] = {
     {NET4 "[convolutional]\nfilters=2\nsize=5\npad=1\npadding=2\n[softmax]\n", 9,
      "padding= with pad=1 (pad=1 already means size/2 pixels); give one of them"},
     {NET4 "[convolutional]\nfilters=2\nsize=3\ngroups=0\n[softmax]\n", 8, "groups=0 is out of range"},
-    {NET4 "[convolutional]\nfilters=2\nsize=3\ndilation=2\n[softmax]\n", 8, "unknown key 'dilation'"},
+    {NET4 "[convolutional]\nfilters=2\nsize=3\ndilation=0\n[softmax]\n", 8, "dilation=0 is out of range"},
     {NET4 "[convolutional]\nfilters=2\nsize=3\nbatch_normalize=2\n", 8, "expected 0 or 1"},
     {NET4 "learning_rate=nan\n", 5, "bad value 'nan' for learning_rate"},
     {NET4 "learning_rate=inf\n", 5, "bad value 'inf'"},

@@ -141,6 +141,8 @@ typedef struct {
     int filters;          /* conv: output channels */
     int groups;           /* conv: channel groups, each filter reading its group's C / groups
                              input channels (0 or 1: none); C and filters divide by it */
+    int dilation;         /* conv: spacing of the kernel's taps, which span (size - 1) x
+                             dilation + 1 cells (0 or 1: adjacent) */
     int size;             /* conv kernel / pool window (square); avgpool 0: global */
     int stride;           /* conv / pool */
     int pad;              /* conv / pool: zero padding before (top/left) and, for conv and
@@ -161,8 +163,9 @@ typedef struct {
     int line;             /* line of the section in the model file, for errors */
 } dt_layer_spec;
 
-/* A convolution's channel groups (1 when the spec says 0 or 1). */
+/* A convolution's channel groups and dilation (1 when the spec says 0 or 1). */
 static inline int dt_layer_groups(const dt_layer_spec *s) { return s->groups > 1 ? s->groups : 1; }
+static inline int dt_layer_dilation(const dt_layer_spec *s) { return s->dilation > 1 ? s->dilation : 1; }
 
 typedef struct dt_layer {
     dt_layer_spec spec;

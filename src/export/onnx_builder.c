@@ -13,7 +13,7 @@
 #include "dtrain/checkpoint.h"
 #include "onnx/onnx.pb-c.h"
 
-/* Most attributes one node gets (Conv: kernel_shape, strides, pads, group). */
+/* Most attributes one node gets (Conv: kernel_shape, strides, pads, group, dilations). */
 #define MAX_ATTRS 8
 
 /* A growable array of message pointers, handed to protobuf-c as is. */

@@ -94,6 +94,8 @@ static void emit_conv(export_ctx *x, int i, const tensor *in) {
     void *node = dt_onnx_node(x->m, "Conv", args, nargs, out);
     window_attrs(x, node, s, 0);
     if (groups > 1) dt_onnx_attr_int(x->m, node, "group", groups);
+    int64_t dil[2] = {dt_layer_dilation(s), dt_layer_dilation(s)};
+    if (dil[0] > 1) dt_onnx_attr_ints(x->m, node, "dilations", dil, 2);
     set_out(x, i, out, 4);
 }
 

@@ -1,7 +1,8 @@
 /* [convolutional]: torch.nn.Conv2d with a square kernel.
  *   weight (F, C/G, K, K), bias (F; none with spec.no_bias), in (C, H, W) -> out (F, OH, OW),
- *   OH = floor((H + 2P - K) / S) + 1, zero padding P, stride S; G groups: filters
- *   [g F/G, (g+1) F/G) read input channels [g C/G, (g+1) C/G) (PyTorch's groups).
+ *   OH = floor((H + 2P - D (K-1) - 1) / S) + 1, zero padding P, stride S, dilation D
+ *   (taps D cells apart); G groups: filters [g F/G, (g+1) F/G) read input channels
+ *   [g C/G, (g+1) C/G) (PyTorch's groups and dilation).
  * Fast path: oneDNN's convolutions (dnnl_layer.c), about twice as fast as
  * sgemm on im2col columns, in the layer's precision (fp32 or bf16).
  * Fallback, when oneDNN cannot run a shape (always in fp32): each
@@ -25,6 +26,7 @@
 
 typedef struct {
     int C, H, W, F, K, S, P, OH, OW;
+    int D;         /* dilation: tap k reads input offset k D */
     int G, Cg, Fg; /* groups, and input channels and filters per group */
     int kk;        /* Cg*K*K: a filter's weights, a group's rows of the column matrix */
     int n;         /* OH*OW: columns */
@@ -34,7 +36,7 @@ static int groups_of(const dt_layer *l) { return dt_layer_groups(&l->spec); }
 
 static conv_dims dims_of(const dt_layer *l) {
     conv_dims d = {l->in.c,  l->in.h,  l->in.w, l->out.c, l->spec.size, l->spec.stride, l->spec.pad,
-                   l->out.h, l->out.w, groups_of(l), 0, 0, 0, 0};
+                   l->out.h, l->out.w, dt_layer_dilation(&l->spec), groups_of(l), 0, 0, 0, 0};
     d.Cg = d.C / d.G;
     d.Fg = d.F / d.G;
     d.kk = d.Cg * d.K * d.K;
@@ -42,7 +44,7 @@ static conv_dims dims_of(const dt_layer *l) {
     return d;
 }
 
-/* The image itself is the column matrix. */
+/* The image itself is the column matrix (a 1x1 kernel has one tap: no dilation). */
 static int is_pointwise(const conv_dims *d) { return d->K == 1 && d->S == 1 && d->P == 0; }
 
 static dt_status conv_setup(dt_layer *l) {
@@ -125,7 +127,7 @@ static void valid_range(int k, int S, int P, int n, int nout, int *lo, int *hi) 
 }
 
 /* Row (c, kh, kw) of the column matrix (C*K*K, OH*OW) holds, at column
- * (oh, ow), x[c][oh*S-P+kh][ow*S-P+kw] or 0 in the padding. Real cells are
+ * (oh, ow), x[c][oh*S-P+kh*D][ow*S-P+kw*D] or 0 in the padding. Real cells are
  * rows [oh0, oh1) x columns [lo, hi) of the (OH, OW) grid, the first of them
  * at input offset `first` within the channel. When S == 1 and OW == W (a
  * "same" conv, the common case) output o reads input o + const, so the whole
@@ -139,11 +141,12 @@ typedef struct {
 } row_span;
 
 static int span_of(const conv_dims *d, int kh, int kw, row_span *s) {
-    valid_range(kh, d->S, d->P, d->H, d->OH, &s->oh0, &s->oh1);
-    valid_range(kw, d->S, d->P, d->W, d->OW, &s->lo, &s->hi);
+    int dy = kh * d->D, dx = kw * d->D; /* the tap's input offsets */
+    valid_range(dy, d->S, d->P, d->H, d->OH, &s->oh0, &s->oh1);
+    valid_range(dx, d->S, d->P, d->W, d->OW, &s->lo, &s->hi);
     if (s->oh0 >= s->oh1 || s->lo >= s->hi) return 0;
     s->first =
-        (size_t)(s->oh0 * d->S - d->P + kh) * (size_t)d->W + (size_t)(s->lo * d->S - d->P + kw);
+        (size_t)(s->oh0 * d->S - d->P + dy) * (size_t)d->W + (size_t)(s->lo * d->S - d->P + dx);
     s->contiguous = d->S == 1 && d->OW == d->W;
     s->run0 = (size_t)s->oh0 * d->OW + (size_t)s->lo;
     s->run1 = (size_t)(s->oh1 - 1) * d->OW + (size_t)s->hi;
@@ -280,8 +283,9 @@ void dt_conv_backward_gemm(dt_layer *l, float *din, const float *dout, const flo
 }
 
 /* The convolution as oneDNN sees it. Right padding makes
- * (H + P + pad_r - K) / S + 1 == OH exactly, as oneDNN requires; with
- * PyTorch's floor it may be below P (or < 0). */
+ * (H + P + pad_r - E) / S + 1 == OH exactly, E = (K - 1) D + 1 the
+ * kernel's extent, as oneDNN requires; with PyTorch's floor it may be
+ * below P (or < 0). oneDNN counts dilation from 0 (adjacent taps). */
 static void conv_describe(const dt_layer *l, int batch, dt_dnnl_dims *g) {
     conv_dims d = dims_of(l);
     *g = (dt_dnnl_dims){.ndims = 4,
@@ -291,8 +295,9 @@ static void conv_describe(const dt_layer *l, int batch, dt_dnnl_dims *g) {
                         .dst = {batch, d.F, d.OH, d.OW},
                         .strides = {d.S, d.S},
                         .pad_l = {d.P, d.P},
-                        .pad_r = {(d.OH - 1) * d.S + d.K - d.H - d.P,
-                                  (d.OW - 1) * d.S + d.K - d.W - d.P}};
+                        .dilates = {d.D - 1, d.D - 1},
+                        .pad_r = {(d.OH - 1) * d.S + (d.K - 1) * d.D + 1 - d.H - d.P,
+                                  (d.OW - 1) * d.S + (d.K - 1) * d.D + 1 - d.W - d.P}};
     if (d.G > 1) /* goihw: the same floats as (F, C/G, K, K) */
         memcpy(g->wei, (dnnl_dims_t){d.G, d.Fg, d.Cg, d.K, d.K}, sizeof(dnnl_dim_t) * 5);
 }
@@ -303,14 +308,14 @@ static dnnl_status_t conv_op_desc(dt_dnnl_op_desc *od, dt_dnnl_pass pass, const 
     dnnl_alg_kind_t alg = dnnl_convolution_direct;
     switch (pass) {
     case DT_DNNL_FORWARD:
-        return dnnl_convolution_forward_desc_init(c, dnnl_forward_training, alg, d->src, d->wei,
-                                                  d->bias, d->dst, g->strides, g->pad_l, g->pad_r);
+        return dnnl_dilated_convolution_forward_desc_init(c, dnnl_forward_training, alg, d->src, d->wei, d->bias,
+                                                          d->dst, g->strides, g->dilates, g->pad_l, g->pad_r);
     case DT_DNNL_BACKWARD_WEIGHTS:
-        return dnnl_convolution_backward_weights_desc_init(c, alg, d->src, d->diff_wei, d->bias,
-                                                           d->dst, g->strides, g->pad_l, g->pad_r);
+        return dnnl_dilated_convolution_backward_weights_desc_init(c, alg, d->src, d->diff_wei, d->bias, d->dst,
+                                                                   g->strides, g->dilates, g->pad_l, g->pad_r);
     case DT_DNNL_BACKWARD_DATA:
-        return dnnl_convolution_backward_data_desc_init(c, alg, d->src, d->wei, d->dst, g->strides,
-                                                        g->pad_l, g->pad_r);
+        return dnnl_dilated_convolution_backward_data_desc_init(c, alg, d->src, d->wei, d->dst, g->strides,
+                                                                g->dilates, g->pad_l, g->pad_r);
     }
     return dnnl_invalid_arguments;
 }
@@ -346,7 +351,8 @@ static void conv_forward_ref(dt_layer *l, float *out, const float *in, int batch
                     for (int c = 0; c < d.Cg; c++) /* of filter f's group */
                         for (int kh = 0; kh < d.K; kh++)
                             for (int kw = 0; kw < d.K; kw++) {
-                                int ih = oh * d.S - d.P + kh, iw = ow * d.S - d.P + kw, ci = f / d.Fg * d.Cg + c;
+                                int ih = oh * d.S - d.P + kh * d.D, iw = ow * d.S - d.P + kw * d.D;
+                                int ci = f / d.Fg * d.Cg + c;
                                 if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
                                 acc += (double)l->w[(((size_t)f * d.Cg + c) * d.K + kh) * d.K + kw] *
                                        in[(((size_t)b * d.C + ci) * d.H + ih) * d.W + iw];
@@ -371,7 +377,8 @@ static void conv_backward_ref(dt_layer *l, float *din, const float *dout, const 
                     for (int c = 0; c < d.Cg; c++)
                         for (int kh = 0; kh < d.K; kh++)
                             for (int kw = 0; kw < d.K; kw++) {
-                                int ih = oh * d.S - d.P + kh, iw = ow * d.S - d.P + kw, ci = f / d.Fg * d.Cg + c;
+                                int ih = oh * d.S - d.P + kh * d.D, iw = ow * d.S - d.P + kw * d.D;
+                                int ci = f / d.Fg * d.Cg + c;
                                 if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) continue;
                                 size_t wi = (((size_t)f * d.Cg + c) * d.K + kh) * d.K + kw;
                                 size_t xi = (((size_t)b * d.C + ci) * d.H + ih) * d.W + iw;
@@ -381,7 +388,7 @@ static void conv_backward_ref(dt_layer *l, float *din, const float *dout, const 
                 }
 }
 
-static uint64_t conv_flops(const dt_layer *l) {
+static uint64_t conv_flops(const dt_layer *l) { /* dilation spreads the taps, not their count */
     return 2ULL * l->nw * (uint64_t)l->out.h * (uint64_t)l->out.w;
 }
 
@@ -401,6 +408,7 @@ static const dt_key_def conv_keys[] = {
     {"pad", DT_KEY_INT, DT_OWN_KEY(conv_own_keys, pad_flag), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
     {"padding", DT_KEY_INT, DT_OWN_KEY(conv_own_keys, padding), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
     {"groups", DT_KEY_INT, DT_SPEC_KEY(groups), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"dilation", DT_KEY_INT, DT_SPEC_KEY(dilation), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
     DT_FUSED_KEYS,
     {0}};
 

@@ -38,7 +38,7 @@ typedef struct {
     int ndims;
     int wei_ndims; /* 0: ndims; 5: a grouped convolution's (G, F/G, C/G, K, K) */
     dnnl_dims_t src, wei, dst;
-    dnnl_dims_t strides, pad_l, pad_r; /* convolutions only */
+    dnnl_dims_t strides, dilates, pad_l, pad_r; /* convolutions only (dilates: 0 = adjacent taps) */
 } dt_dnnl_dims;
 
 /* The descriptors a kind builds its op descriptors from: layout "any" in

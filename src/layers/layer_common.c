@@ -36,15 +36,21 @@ dt_status dt_layer_check_shape(const dt_layer *l, dt_shape s, const char *what) 
     return DT_OK;
 }
 
-/* One spatial dimension of a window: n input cells -> *out positions. */
+/* One spatial dimension of a window: n input cells -> *out positions. The
+ * window spans (size - 1) x dilation + 1 cells (a dilated convolution's). */
 static dt_status window_dim(const dt_layer *l, int n, const char *dim, int *out) {
     const dt_layer_spec *s = &l->spec;
     long long padded = (long long)n + 2LL * s->pad + s->pad_extra;
-    if (s->size > padded)
-        return dt_layer_config_error(l,
-                                     "size %d is larger than the padded input %s %lld (%d + %d)",
-                                     s->size, dim, padded, n, 2 * s->pad + s->pad_extra);
-    *out = (int)((padded - s->size) / s->stride + 1);
+    long long span = (long long)(s->size - 1) * dt_layer_dilation(s) + 1;
+    if (span > padded) {
+        if (span == s->size)
+            return dt_layer_config_error(l, "size %d is larger than the padded input %s %lld (%d + %d)", s->size,
+                                         dim, padded, n, 2 * s->pad + s->pad_extra);
+        return dt_layer_config_error(l, "size %d dilated by %d spans %lld cells, more than the padded input %s %lld "
+                                     "(%d + %d)", s->size, dt_layer_dilation(s), span, dim, padded, n,
+                                     2 * s->pad + s->pad_extra);
+    }
+    *out = (int)((padded - span) / s->stride + 1);
     return DT_OK;
 }
 
