@@ -264,6 +264,11 @@ static void test_layouts(void) {
     grouped.groups = 2, depthwise.groups = 16;
     layout_case(grouped, (dt_shape){16, 7, 6}, 2, 1e-5, DT_PRECISION_FP32, "conv, 2 groups");
     layout_case(depthwise, (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_FP32, "conv, depthwise");
+    /* 3x3, stride 1, pad 1 in nChw8c: the Winograd path on AVX2 (winograd.h). */
+    layout_case_in(tl_conv(16, 3, 1, 1), (dt_shape){16, 7, 6}, 3, 1e-5, DT_PRECISION_FP32, DT_LAYOUT_NCHW8C,
+                   "conv 3x3 nChw8c");
+    layout_case_in(tl_conv(24, 3, 1, 1), (dt_shape){8, 5, 9}, 13, 1e-5, DT_PRECISION_FP32, DT_LAYOUT_NCHW8C,
+                   "conv 3x3 nChw8c, 8 -> 24, blocks");
     /* bf16: the same bf16 operands reach the same kernels from either layout. */
     if (dt_precision_check(DT_PRECISION_BF16) == DT_OK)
         layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_BF16, "conv bf16");

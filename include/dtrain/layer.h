@@ -185,6 +185,8 @@ typedef struct dt_layer {
     uint64_t sample_base;  /* the batch's first sample in the global batch: image b's draws
                               are f(seed, step, sample_base + b) */
     dt_precision precision; /* conv, dense: of their products; set by the net */
+    int winograd;          /* conv: 1 when it may run Winograd's algorithm ([net] winograd); set by
+                              the net */
     int relu_out;          /* set by the net (ops->fuses_relu): the output is ReLU'd in the
                               same pass, and backward masks dout by out > 0; the [activation]
                               reading it is `folded` */

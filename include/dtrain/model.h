@@ -8,7 +8,7 @@
  *   epochs=1 policy=constant|step|multistep|cosine|steps|poly|exp|sigmoid
  *   step_epochs=..  step=1 scale=1  gamma=1  milestones=30,60  min_lr=0
  *   warmup_epochs=0  warmup_start_factor=0.1
- *   dataset=fashion-mnist  flip=0  crop_pad=0  erase=0  precision=fp32|bf16
+ *   dataset=fashion-mnist  flip=0  crop_pad=0  erase=0  precision=fp32|bf16  winograd=1
  *   [convolutional] filters size stride pad activation=logistic batch_normalize
  *   [connected] output activation=logistic batch_normalize
  *   [maxpool] / [avgpool] size stride pad
@@ -47,6 +47,8 @@ typedef struct {
     dt_augment augment;     /* Darknet's augmentation keys, resolved (crop set when a crop key is
                                given; then the dataset's images may be of another size) */
     dt_precision precision; /* of convolutions and connected layers (dt_net_create checks it) */
+    int winograd;           /* 1: 3x3 stride-1 convolutions may run Winograd's algorithm where it is
+                               faster (src/layers/winograd.h); 0: always oneDNN's direct kernels */
     int plain_engine;       /* not from model files: NCHW activations and no fused ReLUs (tests
                                compare the engine's fast paths with this) */
     int nlayers;

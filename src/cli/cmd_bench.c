@@ -55,12 +55,12 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
         char model[1024];
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        printf("{\"event\":\"bench\",\"model\":\"%s\",\"precision\":\"%s\",\"batch\":%d,\"threads\":%d,"
-               "\"steps\":%d,"
+        printf("{\"event\":\"bench\",\"model\":\"%s\",\"precision\":\"%s\",\"winograd\":%d,\"batch\":%d,"
+               "\"threads\":%d,\"steps\":%d,"
                "\"images_per_sec\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.1f,\"loss\":%.4f,"
                "\"peak_rss_mb\":%.1f}\n",
-               dt_json_escape(model, sizeof model, spec->path), dt_precision_name(spec->precision), spec->batch,
-               threads, steps, spec->batch * steps / dt, dt / steps * 1e3,
+               dt_json_escape(model, sizeof model, spec->path), dt_precision_name(spec->precision), spec->winograd,
+               spec->batch, threads, steps, spec->batch * steps / dt, dt / steps * 1e3,
                gflops, loss, ru.ru_maxrss / 1024.0);
     }
     dt_loader_free(ld);
@@ -133,6 +133,9 @@ static const char bench_usage[] =
     "  --steps N           timed steps (default 50)\n"
     "  --threads N         threads (default: all cores)\n"
     "  --precision P       fp32 | bf16 (default: the model file's precision=, else fp32)\n"
+    "  --winograd 0|1      1: 3x3 stride-1 convolutions by Winograd's algorithm where it\n"
+    "                      is faster (AVX2 CPUs); 0: oneDNN's direct kernels (default:\n"
+    "                      the model file's winograd=, else 1)\n"
     "  --profile-out F     write the per-layer profile as JSON (input of dtrain simulate)\n"
     "  --data-only         time the loader alone instead: training batches of the model's\n"
     "                      batch, input and augmentation from a data set, images/s\n"
@@ -141,7 +144,7 @@ static const char bench_usage[] =
     "                      (--cache-mb 0 times decoding per batch)\n";
 
 int cmd_bench(int argc, char **argv, const cli_env *env) {
-    int batch = 0, steps = 50, threads = 0, help = 0, data_only = 0;
+    int batch = 0, steps = 50, threads = 0, help = 0, data_only = 0, winograd = -1;
     const char *profile_out = NULL, *precision = NULL;
     data_args d = {.cache_mb = -1};
     cli_flag flags[] = {
@@ -151,6 +154,7 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
         {"--profile-out", ARG_STR, &profile_out, 0, 0, 0},
         {"--precision", ARG_STR, &precision, 0, 0, 0},
+        {"--winograd", ARG_INT, &winograd, 0, 1, 0},
         {"--data-only", ARG_FLAG, &data_only, 0, 0, 0},
         {"--dataset", ARG_STR, &d.dataset, 0, 0, 0},
         {"--data-dir", ARG_STR, &d.data_dir, 0, 0, 0},
@@ -175,8 +179,9 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
     if (s == DT_OK && !data_only) s = cli_precision(&spec, precision);
-    if (s == DT_OK && data_only && precision)
-        s = dt_fail(DT_ERR_USAGE, "bench: --precision times the model, --data-only the loader: give one");
+    if (s == DT_OK && data_only && (precision || winograd >= 0))
+        s = dt_fail(DT_ERR_USAGE, "bench: --precision and --winograd time the model, --data-only the loader: give one");
+    if (winograd >= 0) spec.winograd = winograd;
     if (s == DT_OK && data_only) s = bench_data(&spec, steps, &d, env);
     if (s != DT_OK || data_only) return cli_report(s, env);
     int nthreads = cli_set_threads(threads, env);

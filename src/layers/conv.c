@@ -23,6 +23,7 @@
 #include "layers/gemm.h"
 #include "layers/layer_impl.h"
 #include "layers/layer_keys.h"
+#include "layers/winograd.h"
 
 typedef struct {
     int C, H, W, F, K, S, P, OH, OW;
@@ -322,11 +323,13 @@ static dnnl_status_t conv_op_desc(dt_dnnl_op_desc *od, dt_dnnl_pass pass, const 
 
 static const dt_dnnl_kind conv_dnnl = {"oneDNN convolution", 0, conv_describe, conv_op_desc};
 
-/* oneDNN when it can run the layer at this batch size, else sgemm (which
- * overwrites everything a failed oneDNN call may have half written). */
+/* The first path that runs the layer at this batch size: Winograd where it
+ * applies (winograd.h), oneDNN, else sgemm; each overwrites everything a
+ * failed one may have half written. */
 static void conv_forward(dt_layer *l, float *out, const float *in, int batch, int train,
                          float *ws) {
     (void)train;
+    if (batch >= 1 && dt_winograd_applies(l) && dt_winograd_forward(l, out, in, batch) == DT_OK) return;
     if (batch < 1 || dt_dnnl_forward(l, &conv_dnnl, out, in, batch) != DT_OK)
         dt_conv_forward_gemm(l, out, in, batch, ws);
 }
@@ -334,6 +337,7 @@ static void conv_forward(dt_layer *l, float *out, const float *in, int batch, in
 static void conv_backward(dt_layer *l, float *din, const float *dout, const float *in,
                           const float *out, int batch, float *ws) {
     (void)out;
+    if (batch >= 1 && dt_winograd_applies(l) && dt_winograd_backward(l, din, dout, in, batch) == DT_OK) return;
     if (batch < 1 || dt_dnnl_backward(l, &conv_dnnl, din, dout, in, batch, 1) != DT_OK)
         dt_conv_backward_gemm(l, din, dout, in, batch, ws);
 }

@@ -41,6 +41,7 @@ static inline dt_status tl_create(test_layer *t, dt_layer_spec spec, dt_shape in
     t->l.in = t->l.ins[0] = in;
     t->l.ninputs = 1;
     t->l.seed = seed;
+    t->l.winograd = 1; /* as a net does by default ([net] winograd=1) */
     t->batch = batch;
     DT_TRY(t->l.ops->setup(&t->l));
     t->nin = dt_shape_size(in) * (size_t)batch;

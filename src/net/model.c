@@ -112,6 +112,7 @@ static const dt_key_def net_keys[] = {
     {"saturation", DT_KEY_FLOAT, NET(augment.saturation), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
     {"exposure", DT_KEY_FLOAT, NET(augment.exposure), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
     {"precision", DT_KEY_ENUM, NET(precision), DT_PRECISION_FP32, 0, 0, 0, &precisions},
+    {"winograd", DT_KEY_INT, NET(winograd), 1, 0, 1, 0, NULL},
     {0}};
 
 /* [cost] after [softmax]: Darknet's default sse there trains softmax

@@ -220,6 +220,7 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
     for (int i = 0; i < net->nlayers; i++) {
         dt_layer *l = &net->layers[i];
         l->spec = spec->layers[i];
+        l->winograd = spec->winograd;
         l->ops = dt_layer_ops_of(l->spec.kind);
         DT_TRY(resolve_inputs(net, spec, i));
         dt_status s = l->ops->setup(l);

@@ -1,0 +1,44 @@
+/* Internal to src/layers: [convolutional]'s Winograd path, F(2x2, 3x3)
+ * (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
+ * 2016), for the 3x3 convolutions of stride 1 and padding 1 that make up
+ * most of a ResNet, on CPUs whose activations are nChw8c (AVX2 without
+ * AVX-512: there oneDNN 2.6 has no Winograd kernels of its own and its
+ * direct kernels run at 75-90 % of the FMA peak, so only fewer
+ * multiplications make them faster).
+ *
+ * Each 2x2 output tile is A^T [(G g G^T) . (B^T d B)] A for the 4x4 input
+ * tile d around it: 16 products per tile and channel pair instead of 36, a
+ * batched matrix product over the 16 positions of the tile, done here a
+ * block of tiles at a time so that the transformed tiles stay in cache.
+ * Backward-data is the same product with the kernel flipped and its
+ * channels swapped; backward-weights multiplies the transformed inputs by
+ * the transformed output gradients and brings the 4x4 sums back to 3x3
+ * through G^T . G. Results differ from the direct convolution's by
+ * rounding (a few 1e-7 relative; tests/test_layers_ref.c bounds them).
+ *
+ * Every function computes the whole result with the contracts of
+ * ops->forward and ops->backward (src/layers/layer_impl.h): out, din, dw
+ * and db overwritten; din may be NULL. They return DT_OK, or an error
+ * when scratch memory cannot be had, with the outputs unspecified: the
+ * caller then runs another path, which overwrites them all. */
+#ifndef DT_LAYERS_WINOGRAD_H
+#define DT_LAYERS_WINOGRAD_H
+
+#include "dtrain/layer.h"
+#include "dtrain/status.h"
+
+/* 1 when this layer runs here: l->winograd is set ([net] winograd=1, the
+ * default), it is a 3x3 convolution of stride 1, padding 1, no dilation or
+ * groups, fp32, input and output nChw8c (so channels and filters are
+ * multiples of 8), and the CPU has AVX2 and FMA. */
+int dt_winograd_applies(const dt_layer *l);
+
+/* out (B, F, H, W) <- in (B, C, H, W), both nChw8c, weights l->w (F, C,
+ * 3, 3) and bias l->b (F) when l->nb. */
+dt_status dt_winograd_forward(const dt_layer *l, float *out, const float *in, int batch);
+
+/* l->dw (F, C, 3, 3), l->db and, unless NULL, din (B, C, H, W) <- dout
+ * (B, F, H, W), given the forward's in; nChw8c. */
+dt_status dt_winograd_backward(dt_layer *l, float *din, const float *dout, const float *in, int batch);
+
+#endif
