@@ -33,7 +33,8 @@
 enum {
     XI = 16,            /* positions of a 4x4 tile */
     ROWS = 6,           /* rows of the product kernel: 12 accumulators of 16 */
-    BLOCK_FLOATS = 1536 /* TB x channels of a block's V or M: 96 KiB for all 16 positions */
+    BLOCK_FLOATS = 1536, /* TB x channels of a block's V or M: 96 KiB for all 16 positions */
+    WEIGHTS_PAR = 1024   /* channel pairs from which the weights' transforms use the threads */
 };
 
 typedef struct {
@@ -437,11 +438,17 @@ static dt_status convolve(const float *x, int Cin, float *y, int Cout, const flo
  * forward's (Cin = C, Cout = F), or backward-data's (flip: Cin = F, Cout =
  * C, the kernel rotated by 180 degrees). */
 static dt_status transformed_weights(const dt_layer *l, int flip, float **U) {
-    size_t C = (size_t)l->in.c, F = (size_t)l->out.c;
-    DT_TRY(dt_alloc_floats(U, XI * C * F, "Winograd weights"));
-    for (size_t f = 0; f < F; f++)
-        for (size_t c = 0; c < C; c++)
-            transform_weight(l->w + (f * C + c) * 9, flip, *U + (flip ? f * C + c : c * F + f), C * F);
+    int C = l->in.c, F = l->out.c, rows = flip ? F : C, cols = flip ? C : F;
+    float *u;
+    DT_TRY(dt_alloc_floats(&u, (size_t)XI * (size_t)C * (size_t)F, "Winograd weights"));
+    /* Row by row of U, so that each position's writes are consecutive. */
+#pragma omp parallel for schedule(static) if (C * F >= WEIGHTS_PAR)
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < cols; k++) {
+            size_t f = (size_t)(flip ? r : k), c = (size_t)(flip ? k : r);
+            transform_weight(l->w + (f * (size_t)C + c) * 9, flip, u + (size_t)r * cols + k, (size_t)C * F);
+        }
+    *U = u;
     return DT_OK;
 }
 
@@ -516,8 +523,9 @@ dt_status dt_winograd_backward(dt_layer *l, float *din, const float *dout, const
     float *dU = scratch + bp.per - bp.ndu; /* thread 0's, plus the others' in order */
     for (int i = 1; i < nt; i++)
         for (size_t k = 0; k < bp.ndu; k++) dU[k] += scratch[bp.per * (size_t)(i + 1) - bp.ndu + k];
-    for (int f = 0; f < F; f++)
-        for (int c = 0; c < C; c++)
+#pragma omp parallel for schedule(static) if (C * F >= WEIGHTS_PAR)
+    for (int c = 0; c < C; c++)
+        for (int f = 0; f < F; f++)
             weight_gradient(dU + (size_t)c * F + f, (size_t)padded_rows(C) * F, l->dw + ((size_t)f * C + c) * 9);
     dt_free(scratch), dt_free(Uf);
     if (l->nb) bias_gradient(l->db, dout, F, batch, (size_t)l->in.h * (size_t)l->in.w);
