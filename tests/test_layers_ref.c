@@ -11,6 +11,7 @@
 #include "dtrain/layer.h"
 #include "layers/layer_impl.h"
 #include "layers/layer_test_util.h"
+#include "layers/winograd.h"
 #include "testutil.h"
 
 static float max_abs(const float *x, size_t n) {
@@ -264,14 +265,66 @@ static void test_layouts(void) {
     grouped.groups = 2, depthwise.groups = 16;
     layout_case(grouped, (dt_shape){16, 7, 6}, 2, 1e-5, DT_PRECISION_FP32, "conv, 2 groups");
     layout_case(depthwise, (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_FP32, "conv, depthwise");
-    /* 3x3, stride 1, pad 1 in nChw8c: the Winograd path on AVX2 (winograd.h). */
-    layout_case_in(tl_conv(16, 3, 1, 1), (dt_shape){16, 7, 6}, 3, 1e-5, DT_PRECISION_FP32, DT_LAYOUT_NCHW8C,
-                   "conv 3x3 nChw8c");
-    layout_case_in(tl_conv(24, 3, 1, 1), (dt_shape){8, 5, 9}, 13, 1e-5, DT_PRECISION_FP32, DT_LAYOUT_NCHW8C,
-                   "conv 3x3 nChw8c, 8 -> 24, blocks");
     /* bf16: the same bf16 operands reach the same kernels from either layout. */
     if (dt_precision_check(DT_PRECISION_BF16) == DT_OK)
         layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_BF16, "conv bf16");
+}
+
+/* The Winograd path (winograd.h): where it applies, and, where it runs (an
+ * AVX2 CPU), its forward, gradients and evaluation forward against the
+ * reference loops through layout_case_in, on tile grids with odd edges,
+ * one tile, several blocks, 8-channel remainders and rows padded to 6;
+ * then 1 and 3 threads: out and din bit for bit (each tile is one
+ * thread's), dw within rounding (the threads' sums are added in order). */
+static void test_winograd(void) {
+    test_layer t;
+    if (!CHECK_OK(tl_create(&t, tl_conv(16, 3, 1, 1), (dt_shape){16, 7, 6}, 2, 5))) return;
+    t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW8C;
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    CHECK(dt_winograd_applies(&t.l) == avx2);
+    t.l.winograd = 0; /* [net] winograd=0 */
+    CHECK(!dt_winograd_applies(&t.l));
+    t.l.winograd = 1, t.l.precision = DT_PRECISION_BF16;
+    CHECK(!dt_winograd_applies(&t.l));
+    t.l.precision = DT_PRECISION_FP32, t.l.out_layout = DT_LAYOUT_NCHW;
+    CHECK(!dt_winograd_applies(&t.l));
+    t.l.out_layout = DT_LAYOUT_NCHW8C, t.l.spec.dilation = 2;
+    CHECK(!dt_winograd_applies(&t.l));
+    t.l.spec.dilation = 1, t.l.spec.groups = 2;
+    CHECK(!dt_winograd_applies(&t.l));
+    tl_free(&t);
+    if (!avx2) return;
+    static const struct {
+        int C, F, H, W, B;
+        const char *what;
+    } cases[] = {
+        {16, 16, 7, 6, 3, "odd rows"},
+        {8, 24, 5, 9, 13, "8 -> 24, blocks"},
+        {24, 8, 1, 1, 2, "1x1 images: one tile, all padding"},
+        {40, 16, 4, 3, 1, "rows padded 40 -> 42, batch 1"},
+        {16, 40, 10, 11, 4, "16 + 16 + 8 filters"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "conv 3x3 Winograd %s", cases[i].what);
+        layout_case_in(tl_conv(cases[i].F, 3, 1, 1), (dt_shape){cases[i].C, cases[i].H, cases[i].W}, cases[i].B, 1e-5,
+                       DT_PRECISION_FP32, DT_LAYOUT_NCHW8C, name);
+    }
+    if (!CHECK_OK(tl_create(&t, tl_conv(32, 3, 1, 1), (dt_shape){16, 14, 14}, 16, 9))) return;
+    t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW8C;
+    dt_rng rng = dt_rng_seed(4);
+    tl_fill(t.dout, t.nout, -1.0f, 1.0f, &rng);
+    size_t n = t.nout + t.nin + t.l.nw + t.l.nb;
+    float *one = NULL, *three = NULL;
+    if (CHECK_OK(dt_alloc_floats(&one, n, "one")) && CHECK_OK(dt_alloc_floats(&three, n, "three"))) {
+        run_on_threads(&t, 1, one);
+        run_on_threads(&t, 3, three);
+        CHECK(memcmp(one, three, sizeof(float) * (t.nout + t.nin)) == 0);
+        size_t at = t.nout + t.nin;
+        check_close_scaled_tol(three + at, one + at, t.l.nw + t.l.nb, 1e-5, "Winograd dw, 1 and 3 threads");
+    }
+    dt_free(one), dt_free(three);
+    tl_free(&t);
 }
 
 static void gemm_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
@@ -578,6 +631,7 @@ int main(void) {
     lrn_case(4, 1);
     test_threads();
     test_layouts();
+    test_winograd();
     test_config_errors();
     test_names();
     test_init_and_flops();

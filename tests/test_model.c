@@ -150,6 +150,7 @@ static void test_defaults(dt_model_spec *m) {
     CHECK(m->sched.total_epochs == 1);
     CHECK(strcmp(m->dataset, "fashion-mnist") == 0);
     CHECK(m->flip == 0 && m->crop_pad == 0);
+    CHECK(m->winograd == 1);
 
     static const dt_layer_kind k[] = {DT_LAYER_CONV,    DT_LAYER_ACT,     DT_LAYER_MAXPOOL, DT_LAYER_AVGPOOL,
                                       DT_LAYER_DENSE,   DT_LAYER_ACT,     DT_LAYER_ACT,     DT_LAYER_DROPOUT,
