@@ -39,6 +39,20 @@ expect 1 "train-images-idx3-ubyte.*magic" -- "$DTRAIN" train "$M" --data-dir "$T
 expect 0 "total: 407050 parameters" -- "$DTRAIN" info "$M"
 # The engine column: a ResNet's ReLUs run inside the batch norm before them.
 expect 0 "^2 .*activation .*folded into L1$" -- "$DTRAIN" info "$SRC/examples/resnet20_fm.cfg"
+# Winograd: on a CPU whose layout is nChw8c (AVX2 without AVX-512) the 16 3x3
+# stride-1 convolutions of resnet20_fm run it, the stem (1 channel, NCHW
+# input) and the strided ones do not; winograd=0 turns it off.
+"$DTRAIN" info "$SRC/examples/resnet20_fm.cfg" --json > "$TMP/w.json"
+sed 's/^\[net\]$/[net]\nwinograd=0/' "$SRC/examples/resnet20_fm.cfg" > "$TMP/now.cfg"
+"$DTRAIN" info "$TMP/now.cfg" --json > "$TMP/now.json"
+check "info --json: which convolutions run Winograd" /usr/bin/python3 -c "
+import json; g=json.load(open('$TMP/w.json')); n=json.load(open('$TMP/now.json'))
+convs=[x for x in g['nodes'] if x['type']=='convolutional']
+wino=[x['id'] for x in convs if x['winograd']]
+avx2_only=convs[1]['layout']=='nChw8c'
+assert wino==([x['id'] for x in convs if x['flops']==3612672] if avx2_only else []), wino
+assert len(wino)==(16 if avx2_only else 0), wino
+assert not any(x.get('winograd') for x in n['nodes'])"
 "$DTRAIN" info "$SRC/examples/cnn.cfg" --json > "$TMP/g.json"
 check "info --json is a graph" /usr/bin/python3 -c "
 import json,sys; g=json.load(open('$TMP/g.json'))

@@ -281,17 +281,17 @@ static void test_winograd(void) {
     if (!CHECK_OK(tl_create(&t, tl_conv(16, 3, 1, 1), (dt_shape){16, 7, 6}, 2, 5))) return;
     t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW8C;
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    CHECK(dt_winograd_applies(&t.l) == avx2);
+    CHECK(dt_layer_winograd(&t.l) == avx2);
     t.l.winograd = 0; /* [net] winograd=0 */
-    CHECK(!dt_winograd_applies(&t.l));
+    CHECK(!dt_layer_winograd(&t.l));
     t.l.winograd = 1, t.l.precision = DT_PRECISION_BF16;
-    CHECK(!dt_winograd_applies(&t.l));
+    CHECK(!dt_layer_winograd(&t.l));
     t.l.precision = DT_PRECISION_FP32, t.l.out_layout = DT_LAYOUT_NCHW;
-    CHECK(!dt_winograd_applies(&t.l));
+    CHECK(!dt_layer_winograd(&t.l));
     t.l.out_layout = DT_LAYOUT_NCHW8C, t.l.spec.dilation = 2;
-    CHECK(!dt_winograd_applies(&t.l));
+    CHECK(!dt_layer_winograd(&t.l));
     t.l.spec.dilation = 1, t.l.spec.groups = 2;
-    CHECK(!dt_winograd_applies(&t.l));
+    CHECK(!dt_layer_winograd(&t.l));
     tl_free(&t);
     if (!avx2) return;
     static const struct {

@@ -262,6 +262,13 @@ typedef struct dt_layer_ops {
  * (cnn's 1-channel conv: 4.4 ms a step in bf16, 3.5 in fp32). */
 dt_precision dt_layer_precision(const dt_layer *l, dt_precision p);
 
+/* 1 when convolution l runs Winograd's algorithm (src/layers/winograd.h):
+ * l->winograd is set ([net] winograd=1, the default), it is 3x3 with
+ * stride 1, padding 1, no dilation or groups, in fp32, its input and output
+ * are nChw8c (the net's layout on AVX2 CPUs without AVX-512; channels and
+ * filters are then multiples of 8), and the CPU has AVX2 and FMA. */
+int dt_layer_winograd(const dt_layer *l);
+
 /* The ops of a kind (never NULL for a valid kind). */
 const dt_layer_ops *dt_layer_ops_of(dt_layer_kind kind);
 

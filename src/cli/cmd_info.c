@@ -35,12 +35,13 @@ static void inputs_text(char *buf, size_t cap, const dt_layer *l, int i) {
 
 /* How the engine runs layer l: "folded into L<n>" for a ReLU done by the
  * layer it reads, "nChw8c"/"nChw16c" for an output in a blocked layout,
- * else "-". */
+ * else "-"; ", Winograd" after a convolution that runs Winograd's algorithm. */
 static const char *engine_text(char *buf, size_t cap, const dt_layer *l) {
     if (l->folded)
         snprintf(buf, cap, "folded into L%d", l->spec.inputs[0]);
     else
-        snprintf(buf, cap, "%s", l->out_layout == DT_LAYOUT_NCHW ? "-" : dt_layout_name(l->out_layout));
+        snprintf(buf, cap, "%s%s", l->out_layout == DT_LAYOUT_NCHW ? "-" : dt_layout_name(l->out_layout),
+                 l->spec.kind == DT_LAYER_CONV && dt_layer_winograd(l) ? ", Winograd" : "");
     return buf;
 }
 
@@ -104,10 +105,10 @@ static void print_json(const dt_net *net, const dt_model_spec *spec) {
     for (int i = 0; i < net->nlayers; i++) {
         const dt_layer *l = &net->layers[i];
         printf(",{\"id\":\"L%d\",\"type\":\"%s\",\"line\":%d,\"output\":[%d,%d,%d],\"params\":%zu,"
-               "\"flops\":%llu,\"layout\":\"%s\",\"folded\":%s",
+               "\"flops\":%llu,\"layout\":\"%s\",\"folded\":%s,\"winograd\":%s",
                i, l->ops->name, l->spec.line, l->out.c, l->out.h, l->out.w, l->nw + l->nb,
                (unsigned long long)l->ops->flops(l), dt_layout_name(l->out_layout),
-               l->folded ? "true" : "false");
+               l->folded ? "true" : "false", l->spec.kind == DT_LAYER_CONV && dt_layer_winograd(l) ? "true" : "false");
         print_tensors(l);
         printf("}");
     }

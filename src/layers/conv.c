@@ -329,7 +329,7 @@ static const dt_dnnl_kind conv_dnnl = {"oneDNN convolution", 0, conv_describe, c
 static void conv_forward(dt_layer *l, float *out, const float *in, int batch, int train,
                          float *ws) {
     (void)train;
-    if (batch >= 1 && dt_winograd_applies(l) && dt_winograd_forward(l, out, in, batch) == DT_OK) return;
+    if (batch >= 1 && dt_layer_winograd(l) && dt_winograd_forward(l, out, in, batch) == DT_OK) return;
     if (batch < 1 || dt_dnnl_forward(l, &conv_dnnl, out, in, batch) != DT_OK)
         dt_conv_forward_gemm(l, out, in, batch, ws);
 }
@@ -337,7 +337,7 @@ static void conv_forward(dt_layer *l, float *out, const float *in, int batch, in
 static void conv_backward(dt_layer *l, float *din, const float *dout, const float *in,
                           const float *out, int batch, float *ws) {
     (void)out;
-    if (batch >= 1 && dt_winograd_applies(l) && dt_winograd_backward(l, din, dout, in, batch) == DT_OK) return;
+    if (batch >= 1 && dt_layer_winograd(l) && dt_winograd_backward(l, din, dout, in, batch) == DT_OK) return;
     if (batch < 1 || dt_dnnl_backward(l, &conv_dnnl, din, dout, in, batch, 1) != DT_OK)
         dt_conv_backward_gemm(l, din, dout, in, batch, ws);
 }

@@ -85,7 +85,7 @@ static int block_tiles(const wino_grid *g, long blk) {
 
 static int cpu_has_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
-int dt_winograd_applies(const dt_layer *l) {
+int dt_layer_winograd(const dt_layer *l) {
     return l->winograd && l->spec.size == 3 && l->spec.stride == 1 && l->spec.pad == 1 && dt_layer_dilation(&l->spec) == 1 &&
            dt_layer_groups(&l->spec) == 1 && l->precision == DT_PRECISION_FP32 &&
            l->in_layout == DT_LAYOUT_NCHW8C && l->out_layout == DT_LAYOUT_NCHW8C && cpu_has_avx2_fma();

@@ -27,11 +27,7 @@
 #include "dtrain/layer.h"
 #include "dtrain/status.h"
 
-/* 1 when this layer runs here: l->winograd is set ([net] winograd=1, the
- * default), it is a 3x3 convolution of stride 1, padding 1, no dilation or
- * groups, fp32, input and output nChw8c (so channels and filters are
- * multiples of 8), and the CPU has AVX2 and FMA. */
-int dt_winograd_applies(const dt_layer *l);
+/* Which layers run here: dt_layer_winograd (include/dtrain/layer.h). */
 
 /* out (B, F, H, W) <- in (B, C, H, W), both nChw8c, weights l->w (F, C,
  * 3, 3) and bias l->b (F) when l->nb. */
