@@ -404,13 +404,6 @@ static void test_model_keys(void) {
     st = dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nerase=1.5\n[connected]\noutput=2\n"
                                   "[softmax]\n", "e.cfg");
     CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "e.cfg:5") && strstr(dt_last_error(), "erase"));
-    /* winograd: a flag (the engine's choice for 3x3 convolutions, not augmentation, but a [net] key too) */
-    CHECK_OK(dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nwinograd=0\n[connected]\noutput=2\n"
-                                      "[softmax]\n", "w.cfg"));
-    CHECK(m->winograd == 0);
-    st = dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nwinograd=2\n[connected]\noutput=2\n"
-                                  "[softmax]\n", "w.cfg");
-    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "w.cfg:5") && strstr(dt_last_error(), "winograd"));
     /* a colour key at its neutral value changes nothing, flip included */
     CHECK_OK(dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nsaturation=1\n[connected]\n"
                                       "output=2\n[softmax]\n", "n.cfg"));

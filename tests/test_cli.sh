@@ -45,6 +45,9 @@ expect 0 "^2 .*activation .*folded into L1$" -- "$DTRAIN" info "$SRC/examples/re
 "$DTRAIN" info "$SRC/examples/resnet20_fm.cfg" --json > "$TMP/w.json"
 sed 's/^\[net\]$/[net]\nwinograd=0/' "$SRC/examples/resnet20_fm.cfg" > "$TMP/now.cfg"
 "$DTRAIN" info "$TMP/now.cfg" --json > "$TMP/now.json"
+grep -q "^3 .*convolutional .*nChw8c, Winograd$" <("$DTRAIN" info "$SRC/examples/resnet20_fm.cfg") && on=1 || on=0
+check "info's table marks Winograd's convolutions as --json does" test "$on" = "$(/usr/bin/python3 -c "
+import json; print(int(json.load(open('$TMP/w.json'))['nodes'][4]['winograd']))")"
 check "info --json: which convolutions run Winograd" /usr/bin/python3 -c "
 import json; g=json.load(open('$TMP/w.json')); n=json.load(open('$TMP/now.json'))
 convs=[x for x in g['nodes'] if x['type']=='convolutional']
@@ -89,6 +92,10 @@ expect 2 "\-\-json, \-\-dot and \-\-plan exclude each other" -- "$DTRAIN" info "
 
 # bench prints its JSON line with peak RSS.
 expect 0 '"event":"bench".*"images_per_sec":[0-9.]+.*"peak_rss_mb"' -- "$DTRAIN" bench "$M" --steps 3 --threads 1
+# --winograd: the setting in the JSON line; a flag; a model's, not the loader's.
+expect 0 '"winograd":0,' -- "$DTRAIN" bench "$SRC/examples/resnet20_fm.cfg" --steps 1 --batch 2 --threads 1 --winograd 0
+expect 2 "\-\-winograd" -- "$DTRAIN" bench "$M" --winograd 2
+expect 2 "\-\-winograd time the model" -- "$DTRAIN" bench "$M" --data-only --winograd 1
 
 # train on synthetic data: summary is the last line of stdout and of the log;
 # checkpoint + eval reproduce the accuracy; a corrupted checkpoint is refused.

@@ -272,15 +272,22 @@ static void test_layouts(void) {
 
 /* The Winograd path (winograd.h): where it applies, and, where it runs (an
  * AVX2 CPU), its forward, gradients and evaluation forward against the
- * reference loops through layout_case_in, on tile grids with odd edges,
- * one tile, several blocks, 8-channel remainders and rows padded to 6;
- * then 1 and 3 threads: out and din bit for bit (each tile is one
- * thread's), dw within rounding (the threads' sums are added in order). */
+ * layer's NCHW path (oneDNN, which conv_case holds to the reference loops)
+ * through layout_case_in, on tile grids with odd edges, one tile, several
+ * blocks, 8-filter remainders, rows padded to 6, blocks of 6 tiles (256
+ * channels), with and without bias; then that the layer ran it (its
+ * output is dt_winograd_forward's, bit for bit), and 1 against 3 threads:
+ * out and din bit for bit (each tile is one thread's), dw within rounding
+ * (the threads' sums are added in order). */
 static void test_winograd(void) {
     test_layer t;
     if (!CHECK_OK(tl_create(&t, tl_conv(16, 3, 1, 1), (dt_shape){16, 7, 6}, 2, 5))) return;
     t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW8C;
+#if defined(__x86_64__) || defined(__i386__)
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    int avx2 = 0;
+#endif
     CHECK(dt_layer_winograd(&t.l) == avx2);
     t.l.winograd = 0; /* [net] winograd=0 */
     CHECK(!dt_layer_winograd(&t.l));
@@ -295,20 +302,23 @@ static void test_winograd(void) {
     tl_free(&t);
     if (!avx2) return;
     static const struct {
-        int C, F, H, W, B;
+        int C, F, H, W, B, no_bias;
         const char *what;
     } cases[] = {
-        {16, 16, 7, 6, 3, "odd rows"},
-        {8, 24, 5, 9, 13, "8 -> 24, blocks"},
-        {24, 8, 1, 1, 2, "1x1 images: one tile, all padding"},
-        {40, 16, 4, 3, 1, "rows padded 40 -> 42, batch 1"},
-        {16, 40, 10, 11, 4, "16 + 16 + 8 filters"},
+        {16, 16, 7, 6, 3, 0, "odd rows"},
+        {8, 24, 5, 9, 13, 0, "8 -> 24, blocks"},
+        {24, 8, 1, 1, 2, 0, "1x1 images: one tile, all padding"},
+        {40, 16, 4, 3, 1, 1, "rows padded 40 -> 42, batch 1, no bias"},
+        {16, 40, 10, 11, 4, 1, "16 + 16 + 8 filters, no bias"},
+        {256, 16, 3, 4, 2, 1, "blocks of 6 tiles"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char name[96];
         snprintf(name, sizeof name, "conv 3x3 Winograd %s", cases[i].what);
-        layout_case_in(tl_conv(cases[i].F, 3, 1, 1), (dt_shape){cases[i].C, cases[i].H, cases[i].W}, cases[i].B, 1e-5,
-                       DT_PRECISION_FP32, DT_LAYOUT_NCHW8C, name);
+        dt_layer_spec s = tl_conv(cases[i].F, 3, 1, 1);
+        s.no_bias = cases[i].no_bias;
+        layout_case_in(s, (dt_shape){cases[i].C, cases[i].H, cases[i].W}, cases[i].B, 1e-5, DT_PRECISION_FP32,
+                       DT_LAYOUT_NCHW8C, name);
     }
     if (!CHECK_OK(tl_create(&t, tl_conv(32, 3, 1, 1), (dt_shape){16, 14, 14}, 16, 9))) return;
     t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW8C;
@@ -319,6 +329,8 @@ static void test_winograd(void) {
     if (CHECK_OK(dt_alloc_floats(&one, n, "one")) && CHECK_OK(dt_alloc_floats(&three, n, "three"))) {
         run_on_threads(&t, 1, one);
         run_on_threads(&t, 3, three);
+        CHECK_OK(dt_winograd_forward(&t.l, t.out, t.in, t.batch));
+        CHECK(memcmp(t.out, one, sizeof(float) * t.nout) == 0); /* the layer ran it */
         CHECK(memcmp(one, three, sizeof(float) * (t.nout + t.nin)) == 0);
         size_t at = t.nout + t.nin;
         check_close_scaled_tol(three + at, one + at, t.l.nw + t.l.nb, 1e-5, "Winograd dw, 1 and 3 threads");

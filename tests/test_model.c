@@ -151,6 +151,9 @@ static void test_defaults(dt_model_spec *m) {
     CHECK(strcmp(m->dataset, "fashion-mnist") == 0);
     CHECK(m->flip == 0 && m->crop_pad == 0);
     CHECK(m->winograd == 1);
+    if (CHECK_OK(dt_model_parse_string(m, NET4 "winograd=0\n[connected]\noutput=2\n[softmax]\n", "w.cfg")))
+        CHECK(m->winograd == 0);
+    if (!CHECK_OK(dt_model_parse_string(m, text, "defaults"))) return;
 
     static const dt_layer_kind k[] = {DT_LAYER_CONV,    DT_LAYER_ACT,     DT_LAYER_MAXPOOL, DT_LAYER_AVGPOOL,
                                       DT_LAYER_DENSE,   DT_LAYER_ACT,     DT_LAYER_ACT,     DT_LAYER_DROPOUT,
@@ -286,6 +289,7 @@ static const bad_case bad_cases[] = {
     {"# only\n\n; comments\n", 3, "no [net]"},
     {"batch=3\n[net]\n", 1, "before any section"},
     {"# c\n[maxpool]\nsize=2\n[net]\n", 2, "[maxpool] before [net]"},
+    {NET4 "winograd=2\n[softmax]\n", 5, "winograd"},
     {NET4 "[net]\n[softmax]\n", 5, "second [net] section (the first is at line 1)"},
     {NET4, 1, "no layer sections"},
     {NET4 "\n[dropout]\n# end\n", 6, "last section must be [softmax]"},

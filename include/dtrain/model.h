@@ -47,8 +47,8 @@ typedef struct {
     dt_augment augment;     /* Darknet's augmentation keys, resolved (crop set when a crop key is
                                given; then the dataset's images may be of another size) */
     dt_precision precision; /* of convolutions and connected layers (dt_net_create checks it) */
-    int winograd;           /* 1: 3x3 stride-1 convolutions may run Winograd's algorithm where it is
-                               faster (src/layers/winograd.h); 0: always oneDNN's direct kernels */
+    int winograd;           /* 1: 3x3 stride-1 convolutions run Winograd's algorithm where it applies
+                               (dt_layer_winograd: fp32, nChw8c, AVX2); 0: never */
     int plain_engine;       /* not from model files: NCHW activations and no fused ReLUs (tests
                                compare the engine's fast paths with this) */
     int nlayers;

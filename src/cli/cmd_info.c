@@ -33,15 +33,21 @@ static void inputs_text(char *buf, size_t cap, const dt_layer *l, int i) {
     }
 }
 
+/* Layer l of info's net (built in fp32 to infer shapes) runs Winograd's
+ * algorithm in the file's precision. */
+static int runs_winograd(const dt_layer *l, const dt_model_spec *spec) {
+    return dt_layer_precision(l, spec->precision) == DT_PRECISION_FP32 && dt_layer_winograd(l);
+}
+
 /* How the engine runs layer l: "folded into L<n>" for a ReLU done by the
  * layer it reads, "nChw8c"/"nChw16c" for an output in a blocked layout,
  * else "-"; ", Winograd" after a convolution that runs Winograd's algorithm. */
-static const char *engine_text(char *buf, size_t cap, const dt_layer *l) {
+static const char *engine_text(char *buf, size_t cap, const dt_layer *l, const dt_model_spec *spec) {
     if (l->folded)
         snprintf(buf, cap, "folded into L%d", l->spec.inputs[0]);
     else
         snprintf(buf, cap, "%s%s", l->out_layout == DT_LAYOUT_NCHW ? "-" : dt_layout_name(l->out_layout),
-                 l->spec.kind == DT_LAYER_CONV && dt_layer_winograd(l) ? ", Winograd" : "");
+                 runs_winograd(l, spec) ? ", Winograd" : "");
     return buf;
 }
 
@@ -56,7 +62,7 @@ static void print_table(const dt_net *net, const dt_model_spec *spec) {
         snprintf(shape, sizeof shape, "%dx%dx%d", l->out.c, l->out.h, l->out.w);
         inputs_text(inputs, sizeof inputs, l, i);
         printf("%-3d %-14s %-5d %-12s %-16s %12zu %12.3f  %s\n", i, l->ops->name, l->spec.line, inputs, shape,
-               l->nw + l->nb, (double)l->ops->flops(l) / 1e6, engine_text(engine, sizeof engine, l));
+               l->nw + l->nb, (double)l->ops->flops(l) / 1e6, engine_text(engine, sizeof engine, l, spec));
     }
     printf("total: %zu parameters (%.2f MB), %.3f MFLOPs per image forward, %.1f MB at batch %d\n",
            net->nparams, (double)net->nparams * 4 / 1e6, (double)dt_net_flops(net) / 1e6,
@@ -108,7 +114,7 @@ static void print_json(const dt_net *net, const dt_model_spec *spec) {
                "\"flops\":%llu,\"layout\":\"%s\",\"folded\":%s,\"winograd\":%s",
                i, l->ops->name, l->spec.line, l->out.c, l->out.h, l->out.w, l->nw + l->nb,
                (unsigned long long)l->ops->flops(l), dt_layout_name(l->out_layout),
-               l->folded ? "true" : "false", l->spec.kind == DT_LAYER_CONV && dt_layer_winograd(l) ? "true" : "false");
+               l->folded ? "true" : "false", runs_winograd(l, spec) ? "true" : "false");
         print_tensors(l);
         printf("}");
     }

@@ -3,8 +3,10 @@
  *   OH = floor((H + 2P - D (K-1) - 1) / S) + 1, zero padding P, stride S, dilation D
  *   (taps D cells apart); G groups: filters [g F/G, (g+1) F/G) read input channels
  *   [g C/G, (g+1) C/G) (PyTorch's groups and dilation).
- * Fast path: oneDNN's convolutions (dnnl_layer.c), about twice as fast as
- * sgemm on im2col columns, in the layer's precision (fp32 or bf16).
+ * Fast paths, in order: Winograd's F(2x2, 3x3) for 3x3 stride-1 convolutions
+ * on AVX2 CPUs (winograd.h, dt_layer_winograd); oneDNN's convolutions
+ * (dnnl_layer.c), about twice as fast as sgemm on im2col columns, in the
+ * layer's precision (fp32 or bf16).
  * Fallback, when oneDNN cannot run a shape (always in fp32): each
  * image is lowered to columns (im2col, (C*K*K, OH*OW)) and multiplied by the
  * weight matrix (F, C*K*K) with OpenBLAS sgemm; a 1x1, stride-1, unpadded
@@ -329,7 +331,10 @@ static const dt_dnnl_kind conv_dnnl = {"oneDNN convolution", 0, conv_describe, c
 static void conv_forward(dt_layer *l, float *out, const float *in, int batch, int train,
                          float *ws) {
     (void)train;
-    if (batch >= 1 && dt_layer_winograd(l) && dt_winograd_forward(l, out, in, batch) == DT_OK) return;
+    if (batch >= 1 && dt_layer_winograd(l) && dt_winograd_forward(l, out, in, batch) == DT_OK) {
+        dt_dnnl_forget_forward(l); /* a failed Winograd backward falls back to oneDNN */
+        return;
+    }
     if (batch < 1 || dt_dnnl_forward(l, &conv_dnnl, out, in, batch) != DT_OK)
         dt_conv_forward_gemm(l, out, in, batch, ws);
 }

@@ -405,6 +405,10 @@ dt_status dt_dnnl_forward(dt_layer *l, const dt_dnnl_kind *k, float *out, const 
     return DT_OK;
 }
 
+void dt_dnnl_forget_forward(dt_layer *l) {
+    if (l->impl) ((dnnl_layer *)l->impl)->last_forward_plan = NULL;
+}
+
 dt_status dt_dnnl_backward(dt_layer *l, const dt_dnnl_kind *k, float *din, const float *dout,
                            const float *in, int batch, int weights) {
     dnnl_layer *d;

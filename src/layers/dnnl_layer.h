@@ -72,6 +72,11 @@ dt_status dt_dnnl_forward(dt_layer *l, const dt_dnnl_kind *k, float *out, const 
 dt_status dt_dnnl_backward(dt_layer *l, const dt_dnnl_kind *k, float *din, const float *dout,
                            const float *in, int batch, int weights);
 
+/* A forward of l ran another way (a convolution's Winograd path): the next
+ * backward must not reuse the input and weight copies of oneDNN's last
+ * forward, which may be a step old. No-op when l->impl is NULL. */
+void dt_dnnl_forget_forward(dt_layer *l);
+
 /* Frees l->impl and sets it to NULL; no-op when it is NULL. */
 void dt_dnnl_destroy(dt_layer *l);
 

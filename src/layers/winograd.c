@@ -22,6 +22,8 @@
  * backward-weights' per-thread sums, as oneDNN's does. */
 #include "layers/winograd.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+
 #include <immintrin.h>
 #include <omp.h>
 #include <string.h>
@@ -86,9 +88,10 @@ static int block_tiles(const wino_grid *g, long blk) {
 static int cpu_has_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 int dt_layer_winograd(const dt_layer *l) {
-    return l->winograd && l->spec.size == 3 && l->spec.stride == 1 && l->spec.pad == 1 && dt_layer_dilation(&l->spec) == 1 &&
-           dt_layer_groups(&l->spec) == 1 && l->precision == DT_PRECISION_FP32 &&
-           l->in_layout == DT_LAYOUT_NCHW8C && l->out_layout == DT_LAYOUT_NCHW8C && cpu_has_avx2_fma();
+    return l->winograd && l->spec.kind == DT_LAYER_CONV && l->spec.size == 3 && l->spec.stride == 1 &&
+           l->spec.pad == 1 && dt_layer_dilation(&l->spec) == 1 && dt_layer_groups(&l->spec) == 1 &&
+           l->precision == DT_PRECISION_FP32 && l->in_layout == DT_LAYOUT_NCHW8C &&
+           l->out_layout == DT_LAYOUT_NCHW8C && l->in.c % 8 == 0 && l->out.c % 8 == 0 && cpu_has_avx2_fma();
 }
 
 /* ---- transforms of 8 channels at a time --------------------------------- */
@@ -238,21 +241,36 @@ AVX2 static void transform_grads(const float *dy, int F, const wino_grid *g, lon
 
 /* ---- the products ------------------------------------------------------- */
 
-/* One row r of the product kernels: x = v[r][k] times 16 (or 8) columns. */
-#define FMA_ROW16(r)                                                                                                  \
-    x = _mm256_broadcast_ss(v + (size_t)(r) * ldv + k);                                                               \
-    a##r##0 = _mm256_fmadd_ps(x, u0, a##r##0);                                                                        \
-    a##r##1 = _mm256_fmadd_ps(x, u1, a##r##1)
-#define FMA_ROW8(r)                                                                                                   \
-    x = _mm256_broadcast_ss(v + (size_t)(r) * ldv + k);                                                               \
-    a##r##0 = _mm256_fmadd_ps(x, u0, a##r##0)
+/* The left operand of the product kernels, 6 rows of K values: value (r,
+ * k) at p[r row + k step]. The forward products read rows of V (row: a
+ * tile row, step 1); backward-weights' read V down its columns (row 1,
+ * step: a tile row), so that one kernel serves both. */
+typedef struct {
+    const float *p;
+    size_t row, step;
+} rows6;
 
-/* m (6 rows of 16, ldm) <- v (6 rows of K, ldv) . u (K rows of 16, ldu). */
-AVX2 static void mul_6x16(const float *v, size_t ldv, const float *u, size_t ldu, float *m, size_t ldm, int K) {
-    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
-    __m256 a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
+/* Row r of the kernels: x = a(r, k) times 16 (or 8) columns of b's row k. */
+#define FMA_ROW16(r)                                                                                                  \
+    x = _mm256_broadcast_ss(a.p + (size_t)(r) * a.row + (size_t)k * a.step);                                          \
+    c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                                                        \
+    c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1)
+#define FMA_ROW8(r)                                                                                                   \
+    x = _mm256_broadcast_ss(a.p + (size_t)(r) * a.row + (size_t)k * a.step);                                          \
+    c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0)
+
+/* 8 floats of c to start a sum from: c's own (add) or zero. */
+AVX2 static inline __m256 start(const float *c, int add) { return add ? _mm256_loadu_ps(c) : _mm256_setzero_ps(); }
+
+/* c (6 rows of 16, ldc) <- (add ? c : 0) + a . b, b (K rows of 16, ldb):
+ * 12 accumulators, two FMAs per broadcast. */
+AVX2 static inline __attribute__((always_inline)) void fma_6x16(rows6 a, const float *b, size_t ldb, float *c, size_t ldc, int K, int add) {
+    __m256 c00 = start(c, add), c01 = start(c + 8, add), c10 = start(c + ldc, add), c11 = start(c + ldc + 8, add);
+    __m256 c20 = start(c + 2 * ldc, add), c21 = start(c + 2 * ldc + 8, add), c30 = start(c + 3 * ldc, add);
+    __m256 c31 = start(c + 3 * ldc + 8, add), c40 = start(c + 4 * ldc, add), c41 = start(c + 4 * ldc + 8, add);
+    __m256 c50 = start(c + 5 * ldc, add), c51 = start(c + 5 * ldc + 8, add);
     for (int k = 0; k < K; k++) {
-        __m256 u0 = _mm256_loadu_ps(u + (size_t)k * ldu), u1 = _mm256_loadu_ps(u + (size_t)k * ldu + 8), x;
+        __m256 b0 = _mm256_loadu_ps(b + (size_t)k * ldb), b1 = _mm256_loadu_ps(b + (size_t)k * ldb + 8), x;
         FMA_ROW16(0);
         FMA_ROW16(1);
         FMA_ROW16(2);
@@ -260,18 +278,19 @@ AVX2 static void mul_6x16(const float *v, size_t ldv, const float *u, size_t ldu
         FMA_ROW16(4);
         FMA_ROW16(5);
     }
-    __m256 acc[ROWS][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}, {a40, a41}, {a50, a51}};
+    __m256 sum[ROWS][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     for (int r = 0; r < ROWS; r++) {
-        _mm256_storeu_ps(m + (size_t)r * ldm, acc[r][0]);
-        _mm256_storeu_ps(m + (size_t)r * ldm + 8, acc[r][1]);
+        _mm256_storeu_ps(c + (size_t)r * ldc, sum[r][0]);
+        _mm256_storeu_ps(c + (size_t)r * ldc + 8, sum[r][1]);
     }
 }
 
 /* The same for the last 8 columns when there are not 16. */
-AVX2 static void mul_6x8(const float *v, size_t ldv, const float *u, size_t ldu, float *m, size_t ldm, int K) {
-    __m256 a00 = _mm256_setzero_ps(), a10 = a00, a20 = a00, a30 = a00, a40 = a00, a50 = a00;
+AVX2 static inline __attribute__((always_inline)) void fma_6x8(rows6 a, const float *b, size_t ldb, float *c, size_t ldc, int K, int add) {
+    __m256 c00 = start(c, add), c10 = start(c + ldc, add), c20 = start(c + 2 * ldc, add);
+    __m256 c30 = start(c + 3 * ldc, add), c40 = start(c + 4 * ldc, add), c50 = start(c + 5 * ldc, add);
     for (int k = 0; k < K; k++) {
-        __m256 u0 = _mm256_loadu_ps(u + (size_t)k * ldu), x;
+        __m256 b0 = _mm256_loadu_ps(b + (size_t)k * ldb), x;
         FMA_ROW8(0);
         FMA_ROW8(1);
         FMA_ROW8(2);
@@ -279,8 +298,14 @@ AVX2 static void mul_6x8(const float *v, size_t ldv, const float *u, size_t ldu,
         FMA_ROW8(4);
         FMA_ROW8(5);
     }
-    __m256 acc[ROWS] = {a00, a10, a20, a30, a40, a50};
-    for (int r = 0; r < ROWS; r++) _mm256_storeu_ps(m + (size_t)r * ldm, acc[r]);
+    __m256 sum[ROWS] = {c00, c10, c20, c30, c40, c50};
+    for (int r = 0; r < ROWS; r++) _mm256_storeu_ps(c + (size_t)r * ldc, sum[r]);
+}
+
+/* c (6 rows of n = 8 or 16 columns) as fma_6x16/fma_6x8. */
+AVX2 static inline __attribute__((always_inline)) void fma_6xn(rows6 a, const float *b, size_t ldb, float *c, size_t ldc, int K, int add, int n) {
+    if (n == 16) fma_6x16(a, b, ldb, c, ldc, K, add);
+    else fma_6x8(a, b, ldb, c, ldc, K, add);
 }
 
 /* M (TB, 16, Cout) <- V (TB, 16, Cin) . U (16, Cin, Cout), by position. */
@@ -291,68 +316,16 @@ AVX2 static void multiply_block(const float *V, const float *U, float *M, int TB
         float *m = M + (size_t)xi * Cout;
         for (int f = 0; f < Cout; f += 16)
             for (int r = 0; r < TB; r += ROWS) {
-                const float *vr = v + (size_t)r * ldv;
-                float *mr = m + (size_t)r * ldm + f;
-                if (f + 16 <= Cout) mul_6x16(vr, ldv, u + f, (size_t)Cout, mr, ldm, Cin);
-                else mul_6x8(vr, ldv, u + f, (size_t)Cout, mr, ldm, Cin);
+                rows6 vr = {v + (size_t)r * ldv, ldv, 1};
+                fma_6xn(vr, u + f, (size_t)Cout, m + (size_t)r * ldm + f, ldm, Cin, 0, Cout - f < 16 ? 8 : 16);
             }
     }
 }
 
-/* One row r (input channel c0 + r) of the accumulation kernels. */
-#define ACC_ROW16(r)                                                                                                  \
-    x = _mm256_broadcast_ss(v + (size_t)t * ldv + (r));                                                               \
-    a##r##0 = _mm256_fmadd_ps(x, d0, a##r##0);                                                                        \
-    a##r##1 = _mm256_fmadd_ps(x, d1, a##r##1)
-#define ACC_ROW8(r)                                                                                                   \
-    x = _mm256_broadcast_ss(v + (size_t)t * ldv + (r));                                                               \
-    a##r##0 = _mm256_fmadd_ps(x, d0, a##r##0)
-
-/* du (6 rows of 16, lddu) += v^T . dm over TB tiles: v (TB rows, ldv; 6
- * columns used), dm (TB rows of 16, ldm). */
-AVX2 static void acc_6x16(const float *v, size_t ldv, const float *dm, size_t ldm, float *du, size_t lddu, int TB) {
-    __m256 a00 = _mm256_loadu_ps(du), a01 = _mm256_loadu_ps(du + 8);
-    __m256 a10 = _mm256_loadu_ps(du + lddu), a11 = _mm256_loadu_ps(du + lddu + 8);
-    __m256 a20 = _mm256_loadu_ps(du + 2 * lddu), a21 = _mm256_loadu_ps(du + 2 * lddu + 8);
-    __m256 a30 = _mm256_loadu_ps(du + 3 * lddu), a31 = _mm256_loadu_ps(du + 3 * lddu + 8);
-    __m256 a40 = _mm256_loadu_ps(du + 4 * lddu), a41 = _mm256_loadu_ps(du + 4 * lddu + 8);
-    __m256 a50 = _mm256_loadu_ps(du + 5 * lddu), a51 = _mm256_loadu_ps(du + 5 * lddu + 8);
-    for (int t = 0; t < TB; t++) {
-        __m256 d0 = _mm256_loadu_ps(dm + (size_t)t * ldm), d1 = _mm256_loadu_ps(dm + (size_t)t * ldm + 8), x;
-        ACC_ROW16(0);
-        ACC_ROW16(1);
-        ACC_ROW16(2);
-        ACC_ROW16(3);
-        ACC_ROW16(4);
-        ACC_ROW16(5);
-    }
-    __m256 acc[ROWS][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}, {a40, a41}, {a50, a51}};
-    for (int r = 0; r < ROWS; r++) {
-        _mm256_storeu_ps(du + (size_t)r * lddu, acc[r][0]);
-        _mm256_storeu_ps(du + (size_t)r * lddu + 8, acc[r][1]);
-    }
-}
-
-AVX2 static void acc_6x8(const float *v, size_t ldv, const float *dm, size_t ldm, float *du, size_t lddu, int TB) {
-    __m256 a00 = _mm256_loadu_ps(du), a10 = _mm256_loadu_ps(du + lddu), a20 = _mm256_loadu_ps(du + 2 * lddu);
-    __m256 a30 = _mm256_loadu_ps(du + 3 * lddu), a40 = _mm256_loadu_ps(du + 4 * lddu);
-    __m256 a50 = _mm256_loadu_ps(du + 5 * lddu);
-    for (int t = 0; t < TB; t++) {
-        __m256 d0 = _mm256_loadu_ps(dm + (size_t)t * ldm), x;
-        ACC_ROW8(0);
-        ACC_ROW8(1);
-        ACC_ROW8(2);
-        ACC_ROW8(3);
-        ACC_ROW8(4);
-        ACC_ROW8(5);
-    }
-    __m256 acc[ROWS] = {a00, a10, a20, a30, a40, a50};
-    for (int r = 0; r < ROWS; r++) _mm256_storeu_ps(du + (size_t)r * lddu, acc[r]);
-}
-
 /* C rounded up to whole 6-row groups: dU's rows per position. The rows
- * past C read the next position's first channels (or, after the last, a
- * tile row's zero padding: at most 5 < 16 floats) and are never used. */
+ * past C read the next position's first channels (or, after the last, at
+ * most 4 floats of a tile row's 16 of padding, inside the buffer) and are
+ * never used. */
 static int padded_rows(int C) { return (C + ROWS - 1) / ROWS * ROWS; }
 
 /* dU (16, padded_rows(C), F) += V^T . dM over the block's tiles (V (TB,
@@ -364,9 +337,8 @@ AVX2 static void accumulate_block(const float *V, const float *dM, float *dU, in
         float *du = dU + (size_t)xi * Cp * F;
         for (int c = 0; c < C; c += ROWS)
             for (int f = 0; f < F; f += 16) {
-                float *d = du + (size_t)c * F + f;
-                if (f + 16 <= F) acc_6x16(v + c, ldv, dm + f, ldm, d, (size_t)F, TB);
-                else acc_6x8(v + c, ldv, dm + f, ldm, d, (size_t)F, TB);
+                rows6 vc = {v + c, 1, ldv}; /* channels c.. of each tile row */
+                fma_6xn(vc, dm + f, ldm, du + (size_t)c * F + f, (size_t)F, TB, 1, F - f < 16 ? 8 : 16);
             }
     }
 }
@@ -442,7 +414,7 @@ static dt_status transformed_weights(const dt_layer *l, int flip, float **U) {
     float *u;
     DT_TRY(dt_alloc_floats(&u, (size_t)XI * (size_t)C * (size_t)F, "Winograd weights"));
     /* Row by row of U, so that each position's writes are consecutive. */
-#pragma omp parallel for schedule(static) if (C * F >= WEIGHTS_PAR)
+#pragma omp parallel for schedule(static) if ((long)C * F >= WEIGHTS_PAR)
     for (int r = 0; r < rows; r++)
         for (int k = 0; k < cols; k++) {
             size_t f = (size_t)(flip ? r : k), c = (size_t)(flip ? k : r);
@@ -514,16 +486,16 @@ dt_status dt_winograd_backward(dt_layer *l, float *din, const float *dout, const
         return st;
     }
     bp.Uf = Uf;
-    for (int i = 0; i < nt; i++) memset(scratch + bp.per * (size_t)(i + 1) - bp.ndu, 0, sizeof(float) * bp.ndu);
-#pragma omp parallel num_threads(nt) if (bp.g.blocks > 1)
+#pragma omp parallel num_threads(nt) if (bp.g.blocks > 1) /* every dU starts at zero: dt_alloc zeroes */
     {
         int id = omp_get_thread_num(), n = omp_get_num_threads();
         backward_blocks(&bp, scratch + bp.per * (size_t)id, bp.g.blocks * id / n, bp.g.blocks * (id + 1) / n);
     }
     float *dU = scratch + bp.per - bp.ndu; /* thread 0's, plus the others' in order */
-    for (int i = 1; i < nt; i++)
-        for (size_t k = 0; k < bp.ndu; k++) dU[k] += scratch[bp.per * (size_t)(i + 1) - bp.ndu + k];
-#pragma omp parallel for schedule(static) if (C * F >= WEIGHTS_PAR)
+#pragma omp parallel for schedule(static) if (nt > 1 && (long)C * F >= WEIGHTS_PAR)
+    for (long k = 0; k < (long)bp.ndu; k++)
+        for (int i = 1; i < nt; i++) dU[k] += scratch[bp.per * (size_t)(i + 1) - bp.ndu + (size_t)k];
+#pragma omp parallel for schedule(static) if ((long)C * F >= WEIGHTS_PAR)
     for (int c = 0; c < C; c++)
         for (int f = 0; f < F; f++)
             weight_gradient(dU + (size_t)c * F + f, (size_t)padded_rows(C) * F, l->dw + ((size_t)f * C + c) * 9);
@@ -531,3 +503,22 @@ dt_status dt_winograd_backward(dt_layer *l, float *din, const float *dout, const
     if (l->nb) bias_gradient(l->db, dout, F, batch, (size_t)l->in.h * (size_t)l->in.w);
     return DT_OK;
 }
+
+#else /* not x86: no AVX2, so no layer runs here */
+
+int dt_layer_winograd(const dt_layer *l) {
+    (void)l;
+    return 0;
+}
+
+dt_status dt_winograd_forward(const dt_layer *l, float *out, const float *in, int batch) {
+    (void)l, (void)out, (void)in, (void)batch;
+    return dt_fail(DT_ERR_CONFIG, "Winograd convolutions need an x86 CPU with AVX2");
+}
+
+dt_status dt_winograd_backward(dt_layer *l, float *din, const float *dout, const float *in, int batch) {
+    (void)l, (void)din, (void)dout, (void)in, (void)batch;
+    return dt_fail(DT_ERR_CONFIG, "Winograd convolutions need an x86 CPU with AVX2");
+}
+
+#endif
