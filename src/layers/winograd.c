@@ -42,6 +42,7 @@ enum {
 typedef struct {
     int H, W, TH, TW; /* image and tile grid */
     long T;           /* tiles in the batch: B TH TW */
+    int widest;       /* max(Cin, Cout): a tile row of V large enough for either side */
     int TB;           /* tiles per block */
     long blocks;
 } wino_grid;
@@ -51,10 +52,11 @@ typedef struct {
  * kernel walks down are not 4 KiB apart (they would share one L1 set). */
 static size_t tile_stride(int c) { return (size_t)XI * (size_t)c + 16; }
 
-static wino_grid grid_of(int batch, int H, int W, int widest) {
-    wino_grid g = {H, W, (H + 1) / 2, (W + 1) / 2, 0, 0, 0};
+/* The tiles of a convolution of Cin into Cout channels over (batch, H, W). */
+static wino_grid grid_of(int batch, int H, int W, int Cin, int Cout) {
+    wino_grid g = {H, W, (H + 1) / 2, (W + 1) / 2, 0, Cin > Cout ? Cin : Cout, 0, 0};
     g.T = (long)batch * g.TH * g.TW;
-    int rows = BLOCK_FLOATS / widest / ROWS * ROWS;
+    int rows = BLOCK_FLOATS / g.widest / ROWS * ROWS;
     g.TB = rows > ROWS ? rows : ROWS;
     g.blocks = (g.T + g.TB - 1) / g.TB;
     return g;
@@ -387,7 +389,7 @@ static void weight_gradient(const float *du, size_t stride, float *dw) {
  * weights U (16, Cin, Cout), plus bias unless NULL; nChw8c. */
 static dt_status convolve(const float *x, int Cin, float *y, int Cout, const float *U, const float *bias, int batch,
                           int H, int W) {
-    wino_grid g = grid_of(batch, H, W, Cin > Cout ? Cin : Cout);
+    wino_grid g = grid_of(batch, H, W, Cin, Cout);
     int nt = omp_get_max_threads();
     size_t per = (size_t)g.TB * (tile_stride(Cin) + tile_stride(Cout));
     float *scratch;
@@ -459,8 +461,8 @@ typedef struct {
 
 static void backward_blocks(const backward_pass *bp, float *scratch, long first, long end) {
     const wino_grid *g = &bp->g;
-    int C = bp->C, F = bp->F, widest = C > F ? C : F;
-    float *V = scratch, *dM = V + (size_t)g->TB * tile_stride(widest), *M = dM + (size_t)g->TB * tile_stride(F);
+    int C = bp->C, F = bp->F;
+    float *V = scratch, *dM = V + (size_t)g->TB * tile_stride(g->widest), *M = dM + (size_t)g->TB * tile_stride(F);
     float *dU = scratch + bp->per - bp->ndu;
     for (long blk = first; blk < end; blk++) {
         transform_inputs(bp->x, C, g, blk, V);
@@ -475,9 +477,9 @@ static void backward_blocks(const backward_pass *bp, float *scratch, long first,
 
 dt_status dt_winograd_backward(dt_layer *l, float *din, const float *dout, const float *in, int batch) {
     int C = l->in.c, F = l->out.c, nt = omp_get_max_threads();
-    backward_pass bp = {in, dout, NULL, din, C, F, grid_of(batch, l->in.h, l->in.w, C > F ? C : F), 0, 0};
+    backward_pass bp = {in, dout, NULL, din, C, F, grid_of(batch, l->in.h, l->in.w, C, F), 0, 0};
     bp.ndu = (size_t)XI * (size_t)padded_rows(C) * (size_t)F;
-    bp.per = (size_t)bp.g.TB * (tile_stride(C > F ? C : F) + tile_stride(F) + tile_stride(C)) + bp.ndu;
+    bp.per = (size_t)bp.g.TB * (tile_stride(bp.g.widest) + tile_stride(F) + tile_stride(C)) + bp.ndu;
     float *scratch, *Uf = NULL;
     DT_TRY(dt_alloc_floats(&scratch, bp.per * (size_t)nt, "Winograd tiles"));
     dt_status st = din ? transformed_weights(l, 1, &Uf) : DT_OK;
