@@ -5,7 +5,9 @@ For each model (mlp, cnn, cifar, resnet20, resnet20_fm) at batch 64 and each thr
 alternates `dtrain bench` and shared/reference/torch_ref.py for ROUNDS rounds
 (PyTorch with OPENBLAS_NUM_THREADS/OMP_NUM_THREADS set to the same count),
 and prints the medians, the ratio dtrain/PyTorch, and dtrain's achieved
-GFLOP/s as a fraction of this machine's measured sgemm peak.
+GFLOP/s as a fraction of this machine's measured sgemm peak. The GFLOP/s
+count a direct convolution's operations, so a model whose convolutions run
+Winograd's algorithm (fewer multiplications) can pass 100 % of the peak.
 
 With --precision bf16: per model and thread count, alternates dtrain bf16,
 dtrain fp32, PyTorch bf16 (autocast) and PyTorch fp32, and prints the four

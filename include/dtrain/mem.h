@@ -21,6 +21,9 @@ dt_status dt_mul_size(size_t *out, size_t a, size_t b, const char *what);
  * failure. Free with dt_free. n == 0 returns a valid small block. */
 dt_status dt_alloc_floats(float **out, size_t n, const char *what);
 dt_status dt_alloc_bytes(void **out, size_t n, const char *what);
+/* The same as dt_alloc_floats, not zeroed: for scratch that is written
+ * before it is read, where zeroing would be a serial pass over memory. */
+dt_status dt_alloc_scratch_floats(float **out, size_t n, const char *what);
 void dt_free(void *p);
 
 #endif

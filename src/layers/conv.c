@@ -3,7 +3,7 @@
  *   OH = floor((H + 2P - D (K-1) - 1) / S) + 1, zero padding P, stride S, dilation D
  *   (taps D cells apart); G groups: filters [g F/G, (g+1) F/G) read input channels
  *   [g C/G, (g+1) C/G) (PyTorch's groups and dilation).
- * Fast paths, in order: Winograd's F(2x2, 3x3) for 3x3 stride-1 convolutions
+ * Fast paths, in order: Winograd's F(4x4, 3x3) for 3x3 stride-1 convolutions
  * on AVX2 CPUs (winograd.h, dt_layer_winograd); oneDNN's convolutions
  * (dnnl_layer.c), about twice as fast as sgemm on im2col columns, in the
  * layer's precision (fp32 or bf16).

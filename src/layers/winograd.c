@@ -1,25 +1,27 @@
-/* Winograd F(2x2, 3x3) convolutions on nChw8c activations (winograd.h).
+/* Winograd F(4x4, 3x3) convolutions on nChw8c activations (winograd.h).
  *
  * Buffer shapes, for a block of TB tiles (TB a multiple of ROWS, the
  * matrix kernels' rows; a block's rows past the last tile are zero and
  * their products dropped):
- *   V  (TB, 16, Cin)   the block's input tiles, B^T d B, by position xi
+ *   V  (TB, 36, Cin)   the block's input tiles, B^T d B, by position xi
  *                      (tile-major: a tile's transform writes one run;
  *                      rows tile_stride(Cin) apart);
- *   U  (16, Cin, Cout) the weights, G g G^T, by position;
- *   M  (TB, 16, Cout)  V . U, position by position; A^T M A gives the 2x2
+ *   U  (36, Cin, Cout) the weights, G g G^T, by position;
+ *   M  (TB, 36, Cout)  V . U, position by position; A^T M A gives the 4x4
  *                      outputs of each tile;
- *   dM (TB, 16, F)     backward-weights: A dy A^T of the output gradients;
- *   dU (16, C', F)     backward-weights: sum over tiles of V^T . dM, one
+ *   dM (TB, 36, F)     backward-weights: A dy A^T of the output gradients;
+ *   dU (36, C', F)     backward-weights: sum over tiles of V^T . dM, one
  *                      per thread, brought to 3x3 by G^T dU G (C' = C
  *                      rounded up to whole 6-row groups).
- * Tiles are numbered (b, th, tw) over each image's ceil(H/2) x ceil(W/2)
- * grid; tile (th, tw) writes outputs (2th.., 2tw..) and reads inputs
- * (2th-1.., 2tw-1..), zero outside the image (the padding of 1).
+ * Tiles are numbered (b, th, tw) over each image's ceil(H/4) x ceil(W/4)
+ * grid; tile (th, tw) writes outputs (4th.., 4tw..) and reads the 6x6
+ * inputs from (4th-1, 4tw-1), zero outside the image (the padding of 1).
  *
- * Threads take contiguous ranges of blocks (OpenMP, the threads oneDNN
- * uses), so a result depends on the thread count only through the order of
- * backward-weights' per-thread sums, as oneDNN's does. */
+ * The threads are OpenMP's, the ones oneDNN uses. The forward takes blocks
+ * as threads come free (each tile's result is one thread's, whichever);
+ * backward takes contiguous ranges, one per thread, so that a result
+ * depends on the thread count only through the order of backward-weights'
+ * per-thread sums, as oneDNN's does. */
 #include "layers/winograd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -33,10 +35,13 @@
 #define AVX2 __attribute__((target("avx2,fma")))
 
 enum {
-    XI = 16,            /* positions of a 4x4 tile */
-    ROWS = 6,           /* rows of the product kernel: 12 accumulators of 16 */
-    BLOCK_FLOATS = 1536, /* TB x channels of a block's V or M: 96 KiB for all 16 positions */
-    WEIGHTS_PAR = 1024   /* channel pairs from which the weights' transforms use the threads */
+    OUT = 4,             /* a tile's outputs per side */
+    SIDE = 6,            /* a tile's inputs per side: OUT + 3 - 1 */
+    XI = SIDE * SIDE,    /* positions of a tile */
+    ROWS = 6,            /* rows of the product kernel: 12 accumulators of 16 */
+    BLOCK_FLOATS = 768,  /* TB x channels of a block's V or M: 108 KiB for all 36 positions */
+    WEIGHTS_PAR = 1024,  /* channel pairs from which the weights' transforms use the threads */
+    AHEAD = 4            /* tiles between a tile's prefetch and its transform */
 };
 
 typedef struct {
@@ -47,14 +52,14 @@ typedef struct {
     long blocks;
 } wino_grid;
 
-/* Floats from one tile's row of V, M or dM to the next: its 16 positions
+/* Floats from one tile's row of V, M or dM to the next: its 36 positions
  * of c channels, then one cache line more, so that the rows a product
  * kernel walks down are not 4 KiB apart (they would share one L1 set). */
 static size_t tile_stride(int c) { return (size_t)XI * (size_t)c + 16; }
 
 /* The tiles of a convolution of Cin into Cout channels over (batch, H, W). */
 static wino_grid grid_of(int batch, int H, int W, int Cin, int Cout) {
-    wino_grid g = {H, W, (H + 1) / 2, (W + 1) / 2, 0, Cin > Cout ? Cin : Cout, 0, 0};
+    wino_grid g = {H, W, (H + OUT - 1) / OUT, (W + OUT - 1) / OUT, 0, Cin > Cout ? Cin : Cout, 0, 0};
     g.T = (long)batch * g.TH * g.TW;
     int rows = BLOCK_FLOATS / g.widest / ROWS * ROWS;
     g.TB = rows > ROWS ? rows : ROWS;
@@ -98,113 +103,168 @@ int dt_layer_winograd(const dt_layer *l) {
 
 /* ---- transforms of 8 channels at a time --------------------------------- */
 
-/* Where tile (th, tw) of one channel block's plane x (H, W, 8) starts and
- * its row stride in floats: in x itself when the tile lies inside the
- * image, else in `edge` (4x4 cells of 8), a copy with zeros outside it. */
-AVX2 static const float *tile_cells(const float *x, const wino_grid *g, int th, int tw, float *edge, size_t *rs) {
-    int ih0 = 2 * th - 1, iw0 = 2 * tw - 1;
-    if (ih0 >= 0 && iw0 >= 0 && ih0 + 4 <= g->H && iw0 + 4 <= g->W) {
-        *rs = (size_t)g->W * 8;
-        return x + ((size_t)ih0 * (size_t)g->W + (size_t)iw0) * 8;
+/* Asks for the cells of tile (th, tw) of one channel block's plane x (H,
+ * W, 8) that lie inside the image, some time ahead of their use (the
+ * transforms' reads miss the caches otherwise): a cache line holds 2
+ * cells, a row of a tile 6. */
+static void prefetch_tile(const float *x, const wino_grid *g, int th, int tw) {
+    int ih0 = OUT * th - 1, iw0 = OUT * tw - 1;
+    int first = iw0 < 0 ? 0 : iw0, last = iw0 + SIDE - 1 < g->W ? iw0 + SIDE - 1 : g->W - 1;
+    for (int ih = ih0 < 0 ? 0 : ih0; ih < ih0 + SIDE && ih < g->H; ih++) {
+        const float *row = x + (size_t)ih * (size_t)g->W * 8;
+        for (int iw = first; iw <= last; iw += 2) __builtin_prefetch(row + (size_t)iw * 8);
+        __builtin_prefetch(row + (size_t)last * 8);
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            int ih = ih0 + i, iw = iw0 + j;
-            _mm256_storeu_ps(edge + (4 * i + j) * 8,
-                             ih >= 0 && ih < g->H && iw >= 0 && iw < g->W
-                                 ? _mm256_loadu_ps(x + ((size_t)ih * (size_t)g->W + (size_t)iw) * 8)
-                                 : _mm256_setzero_ps());
-        }
-    *rs = 32;
-    return edge;
 }
 
-/* Asks for the two rows of input that the tile below (th, tw) adds to this
- * one's, a grid row ahead of their use: the transforms' reads miss the
- * caches otherwise (plane x as in tile_cells). */
-static void prefetch_below(const float *x, const wino_grid *g, int th, int tw) {
-    int iw = 2 * tw - 1 < 0 ? 0 : 2 * tw - 1;
-    for (int ih = 2 * th + 3; ih <= 2 * th + 4 && ih < g->H; ih++)
-        __builtin_prefetch(x + ((size_t)ih * (size_t)g->W + (size_t)iw) * 8);
+/* r <- B^T d for 6 values d (8 channels each):
+ * B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
+ *        0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]. */
+AVX2 static inline void input_1d(const __m256 d[SIDE], __m256 r[SIDE]) {
+    const __m256 two = _mm256_set1_ps(2), four = _mm256_set1_ps(4), five = _mm256_set1_ps(5);
+    __m256 a = _mm256_fnmadd_ps(four, d[2], d[4]), b = _mm256_fnmadd_ps(four, d[1], d[3]); /* d4 - 4d2, d3 - 4d1 */
+    __m256 c = _mm256_sub_ps(d[4], d[2]), e = _mm256_mul_ps(two, _mm256_sub_ps(d[3], d[1]));
+    r[0] = _mm256_fmadd_ps(four, d[0], _mm256_fnmadd_ps(five, d[2], d[4]));
+    r[1] = _mm256_add_ps(a, b);
+    r[2] = _mm256_sub_ps(a, b);
+    r[3] = _mm256_add_ps(c, e);
+    r[4] = _mm256_sub_ps(c, e);
+    r[5] = _mm256_fmadd_ps(four, d[1], _mm256_fnmadd_ps(five, d[3], d[5]));
 }
 
-/* Column j of d B for the 4 cells of a row at p (8 floats apart):
- * B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], so d B's columns are
- * d0 - d2, d1 + d2, d2 - d1, d1 - d3. */
-AVX2 static inline __m256 input_col(const float *p, int j) {
-    static const int first[4] = {0, 1, 2, 1}, second[4] = {2, 2, 1, 3};
-    __m256 a = _mm256_loadu_ps(p + 8 * first[j]), b = _mm256_loadu_ps(p + 8 * second[j]);
-    return j == 1 ? _mm256_add_ps(a, b) : _mm256_sub_ps(a, b);
+/* The cells [i0, i1) x [j0, j1) of a 6x6 tile that lie inside the image. */
+typedef struct {
+    int i0, i1, j0, j1;
+} tile_span;
+
+static tile_span span_of(const wino_grid *g, int ih0, int iw0) {
+    return (tile_span){ih0 < 0 ? -ih0 : 0, g->H - ih0 < SIDE ? g->H - ih0 : SIDE, iw0 < 0 ? -iw0 : 0,
+                       g->W - iw0 < SIDE ? g->W - iw0 : SIDE};
 }
 
-/* v[xi ld] <- B^T d B for the 4x4 cells d at p (rows rs floats apart), a
- * column of d B at a time: 10 registers, no spills. */
-AVX2 static void input_tile(const float *p, size_t rs, float *v, size_t ld) {
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        __m256 r0 = input_col(p, j), r1 = input_col(p + rs, j);
-        __m256 r2 = input_col(p + 2 * rs, j), r3 = input_col(p + 3 * rs, j);
-        _mm256_storeu_ps(v + (size_t)j * ld, _mm256_sub_ps(r0, r2));
-        _mm256_storeu_ps(v + (size_t)(4 + j) * ld, _mm256_add_ps(r1, r2));
-        _mm256_storeu_ps(v + (size_t)(8 + j) * ld, _mm256_sub_ps(r2, r1));
-        _mm256_storeu_ps(v + (size_t)(12 + j) * ld, _mm256_sub_ps(r1, r3));
+/* v[xi ld] <- B^T d B for tile (th, tw) of one channel block's plane x
+ * (H, W, 8), cells outside the image zero (the padding): each row through
+ * B, then each column of that through B^T. Inlined twice: `edge` 0 for
+ * tiles inside the image, whose loads need no tests. */
+AVX2 static inline __attribute__((always_inline)) void input_tile(const float *x, const wino_grid *g, int th, int tw,
+                                                                  int edge, float *v, size_t ld) {
+    int ih0 = OUT * th - 1, iw0 = OUT * tw - 1;
+    tile_span sp = edge ? span_of(g, ih0, iw0) : (tile_span){0, SIDE, 0, SIDE};
+    __m256 t[SIDE][SIDE], d[SIDE], r[SIDE];
+    for (int i = 0; i < SIDE; i++) {
+        long row = ((long)(ih0 + i) * g->W + iw0) * 8; /* cell (i, 0)'s offset, outside x at the edges */
+        for (int j = 0; j < SIDE; j++)
+            d[j] = !edge || (i >= sp.i0 && i < sp.i1 && j >= sp.j0 && j < sp.j1) ? _mm256_loadu_ps(x + row + 8 * j)
+                                                                                  : _mm256_setzero_ps();
+        input_1d(d, t[i]);
     }
+    for (int j = 0; j < SIDE; j++) {
+        for (int i = 0; i < SIDE; i++) d[i] = t[i][j];
+        input_1d(d, r);
+        for (int i = 0; i < SIDE; i++) _mm256_storeu_ps(v + (size_t)(SIDE * i + j) * ld, r[i]);
+    }
+}
+
+/* A place in transform_inputs' walk over a block: tile r (at p) of
+ * channel block cb. */
+typedef struct {
+    tile_pos p;
+    int r, cb;
+} walk_pos;
+
+/* The place after w in block blk's walk of n tiles a channel block. */
+static void walk_next(const wino_grid *g, long blk, int n, walk_pos *w) {
+    next_tile(g, &w->p);
+    if (++w->r < n) return;
+    w->r = 0, w->cb++, w->p = block_start(g, blk);
 }
 
 /* V rows of block blk's tiles <- B^T d B of x (B, Cin, H, W) nChw8c, a
  * channel block at a time: consecutive tiles read consecutive cells of one
- * plane, which the prefetchers follow. */
+ * plane. A block's run in each plane is too short for the hardware
+ * prefetchers, so the tile AHEAD places further along the walk is asked
+ * for before each transform. */
 AVX2 static void transform_inputs(const float *x, int Cin, const wino_grid *g, long blk, float *V) {
-    size_t plane = (size_t)g->H * (size_t)g->W * 8, ld = (size_t)Cin;
-    int n = block_tiles(g, blk);
+    size_t plane = (size_t)g->H * (size_t)g->W * 8, ld = (size_t)Cin, pad = tile_stride(Cin) - (size_t)XI * ld;
+    int n = block_tiles(g, blk), nb = Cin / 8;
     memset(V + (size_t)n * tile_stride(Cin), 0, sizeof(float) * (size_t)(g->TB - n) * tile_stride(Cin));
-    float edge[XI * 8];
-    for (int cb = 0; cb < Cin / 8; cb++) {
-        tile_pos p = block_start(g, blk);
-        for (int r = 0; r < n; r++, next_tile(g, &p)) {
-            size_t rs;
-            const float *x0 = x + ((size_t)p.b * (size_t)(Cin / 8) + (size_t)cb) * plane;
-            const float *cells = tile_cells(x0, g, p.th, p.tw, edge, &rs);
-            prefetch_below(x0, g, p.th, p.tw);
-            input_tile(cells, rs, V + (size_t)r * tile_stride(Cin) + (size_t)cb * 8, ld);
+    for (int r = 0; r < n; r++) /* each row's padding, which backward-weights' last rows read */
+        memset(V + (size_t)r * tile_stride(Cin) + (size_t)XI * ld, 0, sizeof(float) * pad);
+    walk_pos w = {block_start(g, blk), 0, 0}, ahead = w;
+    for (int k = 0; k < AHEAD; k++) walk_next(g, blk, n, &ahead);
+    for (; w.cb < nb; walk_next(g, blk, n, &w)) {
+        if (ahead.cb < nb) {
+            prefetch_tile(x + ((size_t)ahead.p.b * (size_t)nb + (size_t)ahead.cb) * plane, g, ahead.p.th, ahead.p.tw);
+            walk_next(g, blk, n, &ahead);
         }
+        const float *x0 = x + ((size_t)w.p.b * (size_t)nb + (size_t)w.cb) * plane;
+        float *v = V + (size_t)w.r * tile_stride(Cin) + (size_t)w.cb * 8;
+        int th = w.p.th, tw = w.p.tw;
+        if (th > 0 && tw > 0 && OUT * th + SIDE - 1 <= g->H && OUT * tw + SIDE - 1 <= g->W)
+            input_tile(x0, g, th, tw, 0, v, ld);
+        else
+            input_tile(x0, g, th, tw, 1, v, ld);
     }
 }
 
-/* Tiles of block blk in y (B, Cout, H, W) nChw8c <- A^T M A (+ bias):
- * A^T = [1 1 1 0; 0 1 -1 -1]; cells outside the image are dropped. */
+/* o <- A^T m for 6 values m: A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0;
+ * 0 1 1 4 4 0; 0 1 -1 8 -8 1]. */
+AVX2 static inline void output_1d(const __m256 m[SIDE], __m256 o[OUT]) {
+    const __m256 two = _mm256_set1_ps(2), four = _mm256_set1_ps(4), eight = _mm256_set1_ps(8);
+    __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
+    __m256 c = _mm256_add_ps(m[3], m[4]), d = _mm256_sub_ps(m[3], m[4]);
+    o[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
+    o[1] = _mm256_fmadd_ps(two, d, b);
+    o[2] = _mm256_fmadd_ps(four, c, a);
+    o[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, d, b), m[5]);
+}
+
+/* Tiles of block blk in y (B, Cout, H, W) nChw8c <- A^T M A (+ bias);
+ * cells outside the image are dropped. */
 AVX2 static void transform_outputs(const float *M, int Cout, const wino_grid *g, long blk, const float *bias,
                                    float *y) {
     size_t plane = (size_t)g->H * (size_t)g->W * 8, ld = (size_t)Cout;
     int n = block_tiles(g, blk);
     for (int fb = 0; fb < Cout / 8; fb++) {
+        __m256 bv = bias ? _mm256_loadu_ps(bias + (size_t)fb * 8) : _mm256_setzero_ps();
         tile_pos p = block_start(g, blk);
         for (int r = 0; r < n; r++, next_tile(g, &p)) {
-            int b = p.b, th = p.th, tw = p.tw;
-            int rows = 2 * th + 1 < g->H ? 2 : 1, cols = 2 * tw + 1 < g->W ? 2 : 1;
+            int oh = OUT * p.th, ow = OUT * p.tw;
+            int rows = g->H - oh < OUT ? g->H - oh : OUT, cols = g->W - ow < OUT ? g->W - ow : OUT;
             const float *m = M + (size_t)r * tile_stride(Cout) + (size_t)fb * 8;
-            __m256 s[8]; /* A^T m: 2 rows of 4 */
-            for (int j = 0; j < 4; j++) {
-                __m256 m0 = _mm256_loadu_ps(m + j * ld), m1 = _mm256_loadu_ps(m + (4 + j) * ld);
-                __m256 m2 = _mm256_loadu_ps(m + (8 + j) * ld), m3 = _mm256_loadu_ps(m + (12 + j) * ld);
-                s[j] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
-                s[4 + j] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+            __m256 s[OUT][SIDE], col[SIDE], o[OUT]; /* s = A^T m */
+            for (int j = 0; j < SIDE; j++) {
+                for (int i = 0; i < SIDE; i++) col[i] = _mm256_loadu_ps(m + (size_t)(SIDE * i + j) * ld);
+                output_1d(col, o);
+                for (int i = 0; i < OUT; i++) s[i][j] = o[i];
             }
-            __m256 bv = bias ? _mm256_loadu_ps(bias + (size_t)fb * 8) : _mm256_setzero_ps();
-            float *out = y + ((size_t)b * (size_t)(Cout / 8) + (size_t)fb) * plane;
+            float *out = y + ((size_t)p.b * (size_t)(Cout / 8) + (size_t)fb) * plane;
             for (int i = 0; i < rows; i++) {
-                const __m256 *q = s + 4 * i;
-                __m256 o[2] = {_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(q[0], q[1]), q[2]), bv),
-                               _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(q[1], q[2]), q[3]), bv)};
+                output_1d(s[i], o);
                 for (int j = 0; j < cols; j++)
-                    _mm256_storeu_ps(out + ((size_t)(2 * th + i) * (size_t)g->W + (size_t)(2 * tw + j)) * 8, o[j]);
+                    _mm256_storeu_ps(out + ((size_t)(oh + i) * (size_t)g->W + (size_t)(ow + j)) * 8,
+                                     _mm256_add_ps(o[j], bv));
             }
         }
     }
 }
 
-/* dM rows of block blk <- A dy A^T for the 2x2 output gradients of each
- * tile of dy (B, F, H, W) nChw8c (zero outside the image); A = A^T^T. */
+/* q <- A e for 4 values e (A = A^T^T): e0, e0 + e1 + e2 + e3,
+ * e0 - e1 + e2 - e3, e0 + 2e1 + 4e2 + 8e3, e0 - 2e1 + 4e2 - 8e3, e3. */
+AVX2 static inline void grad_1d(const __m256 e[OUT], __m256 q[SIDE]) {
+    const __m256 four = _mm256_set1_ps(4), eight = _mm256_set1_ps(8);
+    __m256 s = _mm256_add_ps(e[0], e[2]), t = _mm256_add_ps(e[1], e[3]);
+    __m256 s4 = _mm256_fmadd_ps(four, e[2], e[0]), t8 = _mm256_fmadd_ps(eight, e[3], _mm256_add_ps(e[1], e[1]));
+    q[0] = e[0];
+    q[1] = _mm256_add_ps(s, t);
+    q[2] = _mm256_sub_ps(s, t);
+    q[3] = _mm256_add_ps(s4, t8);
+    q[4] = _mm256_sub_ps(s4, t8);
+    q[5] = e[3];
+}
+
+/* dM rows of block blk <- A dy A^T for the 4x4 output gradients of each
+ * tile of dy (B, F, H, W) nChw8c (zero outside the image). */
 AVX2 static void transform_grads(const float *dy, int F, const wino_grid *g, long blk, float *dM) {
     size_t plane = (size_t)g->H * (size_t)g->W * 8, ld = (size_t)F;
     int n = block_tiles(g, blk);
@@ -212,30 +272,21 @@ AVX2 static void transform_grads(const float *dy, int F, const wino_grid *g, lon
     for (int fb = 0; fb < F / 8; fb++) {
         tile_pos p = block_start(g, blk);
         for (int r = 0; r < n; r++, next_tile(g, &p)) {
-            int b = p.b, th = p.th, tw = p.tw;
-            float *dm = dM + (size_t)r * tile_stride(F);
-            const float *src = dy + ((size_t)b * (size_t)(F / 8) + (size_t)fb) * plane;
-            __m256 e[2][2];
-            for (int i = 0; i < 2; i++)
-                for (int j = 0; j < 2; j++) {
-                    int oh = 2 * th + i, ow = 2 * tw + j;
-                    e[i][j] = oh < g->H && ow < g->W
-                                  ? _mm256_loadu_ps(src + ((size_t)oh * (size_t)g->W + (size_t)ow) * 8)
-                                  : _mm256_setzero_ps();
-                }
-            __m256 q[4][2]; /* A e: rows e0, e0 + e1, e0 - e1, -e1 */
-            for (int j = 0; j < 2; j++) {
-                q[0][j] = e[0][j];
-                q[1][j] = _mm256_add_ps(e[0][j], e[1][j]);
-                q[2][j] = _mm256_sub_ps(e[0][j], e[1][j]);
-                q[3][j] = _mm256_sub_ps(_mm256_setzero_ps(), e[1][j]);
+            int oh = OUT * p.th, ow = OUT * p.tw;
+            float *dm = dM + (size_t)r * tile_stride(F) + (size_t)fb * 8;
+            const float *src = dy + ((size_t)p.b * (size_t)(F / 8) + (size_t)fb) * plane;
+            __m256 q[SIDE][OUT], e[OUT], row[SIDE]; /* q = A e */
+            for (int j = 0; j < OUT; j++) {
+                for (int i = 0; i < OUT; i++)
+                    e[i] = oh + i < g->H && ow + j < g->W
+                               ? _mm256_loadu_ps(src + ((size_t)(oh + i) * (size_t)g->W + (size_t)(ow + j)) * 8)
+                               : _mm256_setzero_ps();
+                grad_1d(e, row);
+                for (int i = 0; i < SIDE; i++) q[i][j] = row[i];
             }
-            for (int i = 0; i < 4; i++) {
-                float *row = dm + (size_t)(4 * i) * ld + (size_t)fb * 8;
-                _mm256_storeu_ps(row, q[i][0]);
-                _mm256_storeu_ps(row + ld, _mm256_add_ps(q[i][0], q[i][1]));
-                _mm256_storeu_ps(row + 2 * ld, _mm256_sub_ps(q[i][0], q[i][1]));
-                _mm256_storeu_ps(row + 3 * ld, _mm256_sub_ps(_mm256_setzero_ps(), q[i][1]));
+            for (int i = 0; i < SIDE; i++) {
+                grad_1d(q[i], row);
+                for (int j = 0; j < SIDE; j++) _mm256_storeu_ps(dm + (size_t)(SIDE * i + j) * ld, row[j]);
             }
         }
     }
@@ -310,7 +361,7 @@ AVX2 static inline __attribute__((always_inline)) void fma_6xn(rows6 a, const fl
     else fma_6x8(a, b, ldb, c, ldc, K, add);
 }
 
-/* M (TB, 16, Cout) <- V (TB, 16, Cin) . U (16, Cin, Cout), by position. */
+/* M (TB, 36, Cout) <- V (TB, 36, Cin) . U (36, Cin, Cout), by position. */
 AVX2 static void multiply_block(const float *V, const float *U, float *M, int TB, int Cin, int Cout) {
     size_t ldv = tile_stride(Cin), ldm = tile_stride(Cout);
     for (int xi = 0; xi < XI; xi++) {
@@ -330,8 +381,8 @@ AVX2 static void multiply_block(const float *V, const float *U, float *M, int TB
  * never used. */
 static int padded_rows(int C) { return (C + ROWS - 1) / ROWS * ROWS; }
 
-/* dU (16, padded_rows(C), F) += V^T . dM over the block's tiles (V (TB,
- * 16, C), dM (TB, 16, F)), by position. */
+/* dU (36, padded_rows(C), F) += V^T . dM over the block's tiles (V (TB,
+ * 36, C), dM (TB, 36, F)), by position. */
 AVX2 static void accumulate_block(const float *V, const float *dM, float *dU, int TB, int C, int F) {
     size_t ldv = tile_stride(C), ldm = tile_stride(F), Cp = (size_t)padded_rows(C);
     for (int xi = 0; xi < XI; xi++) {
@@ -347,58 +398,73 @@ AVX2 static void accumulate_block(const float *V, const float *dM, float *dU, in
 
 /* ---- weights ------------------------------------------------------------ */
 
-/* u[xi stride] (4x4) <- G k G^T for the 3x3 kernel k (row-major; rotated
- * by 180 degrees when `flip`): G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. */
-static void transform_weight(const float *g, int flip, float *u, size_t stride) {
-    float k[9], t[4][3];
-    for (int i = 0; i < 9; i++) k[i] = g[flip ? 8 - i : i];
-    for (int j = 0; j < 3; j++) {
-        t[0][j] = k[j];
-        t[1][j] = 0.5f * (k[j] + k[3 + j] + k[6 + j]);
-        t[2][j] = 0.5f * (k[j] - k[3 + j] + k[6 + j]);
-        t[3][j] = k[6 + j];
-    }
-    for (int i = 0; i < 4; i++) {
-        u[(size_t)(4 * i) * stride] = t[i][0];
-        u[(size_t)(4 * i + 1) * stride] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-        u[(size_t)(4 * i + 2) * stride] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-        u[(size_t)(4 * i + 3) * stride] = t[i][2];
-    }
+/* G, the weights' transform: u = G k G^T (6x6) for a 3x3 kernel k. */
+static const float G[SIDE][3] = {{1.0f / 4, 0, 0},
+                                 {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                 {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                 {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                 {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                 {0, 0, 1}};
+
+/* u[xi stride + n] (6x6, n < 8) <- G k G^T for 8 kernels k (3x3,
+ * row-major, kernel n at w + n kstride; rotated by 180 degrees when
+ * `flip`). */
+AVX2 static void transform_weights8(const float *w, int kstride, int flip, float *u, size_t stride) {
+    const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(kstride));
+    __m256 k[9], t[SIDE][3]; /* t = G k */
+    for (int i = 0; i < 9; i++) k[i] = _mm256_i32gather_ps(w + (flip ? 8 - i : i), at, 4);
+    for (int i = 0; i < SIDE; i++)
+        for (int j = 0; j < 3; j++)
+            t[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(G[i][0]), k[j],
+                                      _mm256_fmadd_ps(_mm256_set1_ps(G[i][1]), k[3 + j],
+                                                      _mm256_mul_ps(_mm256_set1_ps(G[i][2]), k[6 + j])));
+    for (int i = 0; i < SIDE; i++)
+        for (int j = 0; j < SIDE; j++)
+            _mm256_storeu_ps(u + (size_t)(SIDE * i + j) * stride,
+                             _mm256_fmadd_ps(t[i][0], _mm256_set1_ps(G[j][0]),
+                                             _mm256_fmadd_ps(t[i][1], _mm256_set1_ps(G[j][1]),
+                                                             _mm256_mul_ps(t[i][2], _mm256_set1_ps(G[j][2])))));
 }
 
-/* dw (3x3) <- G^T du G for du[xi stride] (4x4): the adjoint of transform_weight. */
-static void weight_gradient(const float *du, size_t stride, float *dw) {
-    float t[3][4];
-    for (int j = 0; j < 4; j++) {
-        float s0 = du[(size_t)j * stride], s1 = du[(size_t)(4 + j) * stride];
-        float s2 = du[(size_t)(8 + j) * stride], s3 = du[(size_t)(12 + j) * stride];
-        t[0][j] = s0 + 0.5f * (s1 + s2);
-        t[1][j] = 0.5f * (s1 - s2);
-        t[2][j] = 0.5f * (s1 + s2) + s3;
+/* 8 kernels' dw (3x3, kernel n at dw + n kstride) <- G^T du G for
+ * du[xi stride + n] (6x6): the adjoint of transform_weights8. */
+AVX2 static void weight_gradients8(const float *du, size_t stride, float *dw, size_t kstride) {
+    __m256 t[3][SIDE]; /* G^T du */
+    for (int j = 0; j < SIDE; j++) {
+        __m256 s[SIDE];
+        for (int i = 0; i < SIDE; i++) s[i] = _mm256_loadu_ps(du + (size_t)(SIDE * i + j) * stride);
+        for (int k = 0; k < 3; k++) {
+            t[k][j] = _mm256_setzero_ps();
+            for (int i = 0; i < SIDE; i++) t[k][j] = _mm256_fmadd_ps(_mm256_set1_ps(G[i][k]), s[i], t[k][j]);
+        }
     }
-    for (int i = 0; i < 3; i++) {
-        dw[3 * i] = t[i][0] + 0.5f * (t[i][1] + t[i][2]);
-        dw[3 * i + 1] = 0.5f * (t[i][1] - t[i][2]);
-        dw[3 * i + 2] = 0.5f * (t[i][1] + t[i][2]) + t[i][3];
-    }
+    float out[9][8];
+    for (int k = 0; k < 3; k++)
+        for (int l = 0; l < 3; l++) {
+            __m256 sum = _mm256_setzero_ps();
+            for (int j = 0; j < SIDE; j++) sum = _mm256_fmadd_ps(t[k][j], _mm256_set1_ps(G[j][l]), sum);
+            _mm256_storeu_ps(out[3 * k + l], sum);
+        }
+    for (int n = 0; n < 8; n++)
+        for (int e = 0; e < 9; e++) dw[(size_t)n * kstride + (size_t)e] = out[e][n];
 }
 
 /* ---- the passes --------------------------------------------------------- */
 
 /* y (B, Cout, H, W) <- x (B, Cin, H, W) convolved by the transformed
- * weights U (16, Cin, Cout), plus bias unless NULL; nChw8c. */
+ * weights U (36, Cin, Cout), plus bias unless NULL; nChw8c. */
 static dt_status convolve(const float *x, int Cin, float *y, int Cout, const float *U, const float *bias, int batch,
                           int H, int W) {
     wino_grid g = grid_of(batch, H, W, Cin, Cout);
     int nt = omp_get_max_threads();
     size_t per = (size_t)g.TB * (tile_stride(Cin) + tile_stride(Cout));
     float *scratch;
-    DT_TRY(dt_alloc_floats(&scratch, per * (size_t)nt, "Winograd tiles"));
+    DT_TRY(dt_alloc_scratch_floats(&scratch, per * (size_t)nt, "Winograd tiles"));
 #pragma omp parallel num_threads(nt) if (g.blocks > 1)
     {
-        int id = omp_get_thread_num(), n = omp_get_num_threads();
-        float *V = scratch + per * (size_t)id, *M = V + (size_t)g.TB * tile_stride(Cin);
-        for (long blk = g.blocks * id / n; blk < g.blocks * (id + 1) / n; blk++) {
+        float *V = scratch + per * (size_t)omp_get_thread_num(), *M = V + (size_t)g.TB * tile_stride(Cin);
+#pragma omp for schedule(dynamic, 1)
+        for (long blk = 0; blk < g.blocks; blk++) {
             transform_inputs(x, Cin, &g, blk, V);
             multiply_block(V, U, M, g.TB, Cin, Cout);
             transform_outputs(M, Cout, &g, blk, bias, y);
@@ -408,19 +474,20 @@ static dt_status convolve(const float *x, int Cin, float *y, int Cout, const flo
     return DT_OK;
 }
 
-/* The weights of a pass, U (16, Cin, Cout), into a new buffer: the
+/* The weights of a pass, U (36, Cin, Cout), into a new buffer: the
  * forward's (Cin = C, Cout = F), or backward-data's (flip: Cin = F, Cout =
  * C, the kernel rotated by 180 degrees). */
 static dt_status transformed_weights(const dt_layer *l, int flip, float **U) {
     int C = l->in.c, F = l->out.c, rows = flip ? F : C, cols = flip ? C : F;
     float *u;
-    DT_TRY(dt_alloc_floats(&u, (size_t)XI * (size_t)C * (size_t)F, "Winograd weights"));
+    DT_TRY(dt_alloc_scratch_floats(&u, (size_t)XI * (size_t)C * (size_t)F, "Winograd weights"));
     /* Row by row of U, so that each position's writes are consecutive. */
 #pragma omp parallel for schedule(static) if ((long)C * F >= WEIGHTS_PAR)
     for (int r = 0; r < rows; r++)
-        for (int k = 0; k < cols; k++) {
+        for (int k = 0; k < cols; k += 8) {
             size_t f = (size_t)(flip ? r : k), c = (size_t)(flip ? k : r);
-            transform_weight(l->w + (f * (size_t)C + c) * 9, flip, u + (size_t)r * cols + k, (size_t)C * F);
+            transform_weights8(l->w + (f * (size_t)C + c) * 9, flip ? 9 : 9 * C, flip, u + (size_t)r * cols + k,
+                               (size_t)C * F);
         }
     *U = u;
     return DT_OK;
@@ -448,9 +515,9 @@ static void bias_gradient(float *db, const float *dy, int F, int batch, size_t p
 
 /* Backward, one pass over the blocks: each block's tiles of x and dy go
  * into dU (the weight gradients' sums), and, when din is wanted, dy's
- * tiles through the flipped weights Uf (16, F, C) into din; dy is read
+ * tiles through the flipped weights Uf (36, F, C) into din; dy is read
  * from memory once. A thread's scratch: V (TB rows of tile_stride(max(C,
- * F))), dM and M (TB rows of tile_stride(F), tile_stride(C)), dU (16, C', F). */
+ * F))), dM and M (TB rows of tile_stride(F), tile_stride(C)), dU (36, C', F). */
 typedef struct {
     const float *x, *dy, *Uf;
     float *din;
@@ -464,6 +531,7 @@ static void backward_blocks(const backward_pass *bp, float *scratch, long first,
     int C = bp->C, F = bp->F;
     float *V = scratch, *dM = V + (size_t)g->TB * tile_stride(g->widest), *M = dM + (size_t)g->TB * tile_stride(F);
     float *dU = scratch + bp->per - bp->ndu;
+    memset(dU, 0, sizeof(float) * bp->ndu);
     for (long blk = first; blk < end; blk++) {
         transform_inputs(bp->x, C, g, blk, V);
         transform_grads(bp->dy, F, g, blk, dM);
@@ -481,26 +549,31 @@ dt_status dt_winograd_backward(dt_layer *l, float *din, const float *dout, const
     bp.ndu = (size_t)XI * (size_t)padded_rows(C) * (size_t)F;
     bp.per = (size_t)bp.g.TB * (tile_stride(bp.g.widest) + tile_stride(F) + tile_stride(C)) + bp.ndu;
     float *scratch, *Uf = NULL;
-    DT_TRY(dt_alloc_floats(&scratch, bp.per * (size_t)nt, "Winograd tiles"));
+    DT_TRY(dt_alloc_scratch_floats(&scratch, bp.per * (size_t)nt, "Winograd tiles"));
     dt_status st = din ? transformed_weights(l, 1, &Uf) : DT_OK;
     if (st != DT_OK) {
         dt_free(scratch);
         return st;
     }
     bp.Uf = Uf;
-#pragma omp parallel num_threads(nt) if (bp.g.blocks > 1) /* every dU starts at zero: dt_alloc zeroes */
+    /* Contiguous runs of blocks, one per thread, so that which tiles went
+     * into which dU depends on the thread count only. */
+    int ran = 1; /* threads that ran: the dU that were written */
+#pragma omp parallel num_threads(nt) if (bp.g.blocks > 1)
     {
         int id = omp_get_thread_num(), n = omp_get_num_threads();
+        if (id == 0) ran = n;
         backward_blocks(&bp, scratch + bp.per * (size_t)id, bp.g.blocks * id / n, bp.g.blocks * (id + 1) / n);
     }
     float *dU = scratch + bp.per - bp.ndu; /* thread 0's, plus the others' in order */
-#pragma omp parallel for schedule(static) if (nt > 1 && (long)C * F >= WEIGHTS_PAR)
+#pragma omp parallel for schedule(static) if (ran > 1 && (long)C * F >= WEIGHTS_PAR)
     for (long k = 0; k < (long)bp.ndu; k++)
-        for (int i = 1; i < nt; i++) dU[k] += scratch[bp.per * (size_t)(i + 1) - bp.ndu + (size_t)k];
+        for (int i = 1; i < ran; i++) dU[k] += scratch[bp.per * (size_t)(i + 1) - bp.ndu + (size_t)k];
 #pragma omp parallel for schedule(static) if ((long)C * F >= WEIGHTS_PAR)
     for (int c = 0; c < C; c++)
-        for (int f = 0; f < F; f++)
-            weight_gradient(dU + (size_t)c * F + f, (size_t)padded_rows(C) * F, l->dw + ((size_t)f * C + c) * 9);
+        for (int f = 0; f < F; f += 8)
+            weight_gradients8(dU + (size_t)c * F + f, (size_t)padded_rows(C) * F, l->dw + ((size_t)f * C + c) * 9,
+                              (size_t)C * 9);
     dt_free(scratch), dt_free(Uf);
     if (l->nb) bias_gradient(l->db, dout, F, batch, (size_t)l->in.h * (size_t)l->in.w);
     return DT_OK;

@@ -1,4 +1,4 @@
-/* Internal to src/layers: [convolutional]'s Winograd path, F(2x2, 3x3)
+/* Internal to src/layers: [convolutional]'s Winograd path, F(4x4, 3x3)
  * (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
  * 2016), for the 3x3 convolutions of stride 1 and padding 1 that make up
  * most of a ResNet, on CPUs whose activations are nChw8c (AVX2 without
@@ -6,15 +6,18 @@
  * direct kernels run at 75-90 % of the FMA peak, so only fewer
  * multiplications make them faster).
  *
- * Each 2x2 output tile is A^T [(G g G^T) . (B^T d B)] A for the 4x4 input
- * tile d around it: 16 products per tile and channel pair instead of 36, a
- * batched matrix product over the 16 positions of the tile, done here a
+ * Each 4x4 output tile is A^T [(G g G^T) . (B^T d B)] A for the 6x6 input
+ * tile d around it: 36 products per tile and channel pair instead of 144
+ * (F(2x2, 3x3), which this replaced, needs 64 for the same 16 outputs), a
+ * batched matrix product over the 36 positions of the tile, done here a
  * block of tiles at a time so that the transformed tiles stay in cache.
  * Backward-data is the same product with the kernel flipped and its
  * channels swapped; backward-weights multiplies the transformed inputs by
- * the transformed output gradients and brings the 4x4 sums back to 3x3
+ * the transformed output gradients and brings the 6x6 sums back to 3x3
  * through G^T . G. Results differ from the direct convolution's by
- * rounding (a few 1e-7 relative; tests/test_layers_ref.c bounds them).
+ * rounding: some ten times a direct sum's, as the transforms scale values
+ * by up to 8 and 1/24 (a few 1e-6 relative to the output's scale;
+ * tests/test_layers_ref.c bounds them).
  *
  * Every function computes the whole result with the contracts of
  * ops->forward and ops->backward (src/layers/layer_impl.h): out, din, dw
