@@ -35,13 +35,13 @@
 #define AVX2 __attribute__((target("avx2,fma")))
 
 enum {
-    OUT = 4,             /* a tile's outputs per side */
-    SIDE = 6,            /* a tile's inputs per side: OUT + 3 - 1 */
-    XI = SIDE * SIDE,    /* positions of a tile */
-    ROWS = 6,            /* rows of the product kernel: 12 accumulators of 16 */
-    BLOCK_FLOATS = 768,  /* TB x channels of a block's V or M: 108 KiB for all 36 positions */
-    WEIGHTS_PAR = 1024,  /* channel pairs from which the weights' transforms use the threads */
-    AHEAD = 4            /* tiles between a tile's prefetch and its transform */
+    TILE_OUT = 4,           /* a tile's outputs per side */
+    TILE_IN = 6,            /* a tile's inputs per side: TILE_OUT + 3 - 1 */
+    XI = TILE_IN * TILE_IN, /* positions of a tile */
+    ROWS = 6,               /* rows of the product kernel: 12 accumulators of 16 */
+    BLOCK_FLOATS = 768,     /* TB x channels of a block's V or M: 108 KiB for all 36 positions */
+    WEIGHTS_PAR = 1024,     /* channel pairs from which the weights' transforms use the threads */
+    AHEAD = 4               /* tiles between a tile's prefetch and its transform */
 };
 
 typedef struct {
@@ -59,7 +59,8 @@ static size_t tile_stride(int c) { return (size_t)XI * (size_t)c + 16; }
 
 /* The tiles of a convolution of Cin into Cout channels over (batch, H, W). */
 static wino_grid grid_of(int batch, int H, int W, int Cin, int Cout) {
-    wino_grid g = {H, W, (H + OUT - 1) / OUT, (W + OUT - 1) / OUT, 0, Cin > Cout ? Cin : Cout, 0, 0};
+    wino_grid g = {H, W, (H + TILE_OUT - 1) / TILE_OUT, (W + TILE_OUT - 1) / TILE_OUT, 0, Cin > Cout ? Cin : Cout,
+                   0, 0};
     g.T = (long)batch * g.TH * g.TW;
     int rows = BLOCK_FLOATS / g.widest / ROWS * ROWS;
     g.TB = rows > ROWS ? rows : ROWS;
@@ -101,6 +102,12 @@ int dt_layer_winograd(const dt_layer *l) {
            l->out_layout == DT_LAYOUT_NCHW8C && l->in.c % 8 == 0 && l->out.c % 8 == 0 && cpu_has_avx2_fma();
 }
 
+/* Zeroes the rows n.. of a block's TB rows of tile_stride(c) floats: the
+ * padding rows, whose products are computed and dropped. */
+static void zero_rows_past(float *rows, int n, int TB, int c) {
+    memset(rows + (size_t)n * tile_stride(c), 0, sizeof(float) * (size_t)(TB - n) * tile_stride(c));
+}
+
 /* ---- transforms of 8 channels at a time --------------------------------- */
 
 /* Asks for the cells of tile (th, tw) of one channel block's plane x (H,
@@ -108,9 +115,9 @@ int dt_layer_winograd(const dt_layer *l) {
  * transforms' reads miss the caches otherwise): a cache line holds 2
  * cells, a row of a tile 6. */
 static void prefetch_tile(const float *x, const wino_grid *g, int th, int tw) {
-    int ih0 = OUT * th - 1, iw0 = OUT * tw - 1;
-    int first = iw0 < 0 ? 0 : iw0, last = iw0 + SIDE - 1 < g->W ? iw0 + SIDE - 1 : g->W - 1;
-    for (int ih = ih0 < 0 ? 0 : ih0; ih < ih0 + SIDE && ih < g->H; ih++) {
+    int ih0 = TILE_OUT * th - 1, iw0 = TILE_OUT * tw - 1;
+    int first = iw0 < 0 ? 0 : iw0, last = iw0 + TILE_IN - 1 < g->W ? iw0 + TILE_IN - 1 : g->W - 1;
+    for (int ih = ih0 < 0 ? 0 : ih0; ih < ih0 + TILE_IN && ih < g->H; ih++) {
         const float *row = x + (size_t)ih * (size_t)g->W * 8;
         for (int iw = first; iw <= last; iw += 2) __builtin_prefetch(row + (size_t)iw * 8);
         __builtin_prefetch(row + (size_t)last * 8);
@@ -120,7 +127,7 @@ static void prefetch_tile(const float *x, const wino_grid *g, int th, int tw) {
 /* r <- B^T d for 6 values d (8 channels each):
  * B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
  *        0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]. */
-AVX2 static inline void input_1d(const __m256 d[SIDE], __m256 r[SIDE]) {
+AVX2 static inline void input_1d(__m256 r[TILE_IN], const __m256 d[TILE_IN]) {
     const __m256 two = _mm256_set1_ps(2), four = _mm256_set1_ps(4), five = _mm256_set1_ps(5);
     __m256 a = _mm256_fnmadd_ps(four, d[2], d[4]), b = _mm256_fnmadd_ps(four, d[1], d[3]); /* d4 - 4d2, d3 - 4d1 */
     __m256 c = _mm256_sub_ps(d[4], d[2]), e = _mm256_mul_ps(two, _mm256_sub_ps(d[3], d[1]));
@@ -138,8 +145,8 @@ typedef struct {
 } tile_span;
 
 static tile_span span_of(const wino_grid *g, int ih0, int iw0) {
-    return (tile_span){ih0 < 0 ? -ih0 : 0, g->H - ih0 < SIDE ? g->H - ih0 : SIDE, iw0 < 0 ? -iw0 : 0,
-                       g->W - iw0 < SIDE ? g->W - iw0 : SIDE};
+    return (tile_span){ih0 < 0 ? -ih0 : 0, g->H - ih0 < TILE_IN ? g->H - ih0 : TILE_IN, iw0 < 0 ? -iw0 : 0,
+                       g->W - iw0 < TILE_IN ? g->W - iw0 : TILE_IN};
 }
 
 /* v[xi ld] <- B^T d B for tile (th, tw) of one channel block's plane x
@@ -148,20 +155,20 @@ static tile_span span_of(const wino_grid *g, int ih0, int iw0) {
  * tiles inside the image, whose loads need no tests. */
 AVX2 static inline __attribute__((always_inline)) void input_tile(const float *x, const wino_grid *g, int th, int tw,
                                                                   int edge, float *v, size_t ld) {
-    int ih0 = OUT * th - 1, iw0 = OUT * tw - 1;
-    tile_span sp = edge ? span_of(g, ih0, iw0) : (tile_span){0, SIDE, 0, SIDE};
-    __m256 t[SIDE][SIDE], d[SIDE], r[SIDE];
-    for (int i = 0; i < SIDE; i++) {
+    int ih0 = TILE_OUT * th - 1, iw0 = TILE_OUT * tw - 1;
+    tile_span sp = edge ? span_of(g, ih0, iw0) : (tile_span){0, TILE_IN, 0, TILE_IN};
+    __m256 t[TILE_IN][TILE_IN], d[TILE_IN], r[TILE_IN];
+    for (int i = 0; i < TILE_IN; i++) {
         long row = ((long)(ih0 + i) * g->W + iw0) * 8; /* cell (i, 0)'s offset, outside x at the edges */
-        for (int j = 0; j < SIDE; j++)
+        for (int j = 0; j < TILE_IN; j++)
             d[j] = !edge || (i >= sp.i0 && i < sp.i1 && j >= sp.j0 && j < sp.j1) ? _mm256_loadu_ps(x + row + 8 * j)
                                                                                   : _mm256_setzero_ps();
-        input_1d(d, t[i]);
+        input_1d(t[i], d);
     }
-    for (int j = 0; j < SIDE; j++) {
-        for (int i = 0; i < SIDE; i++) d[i] = t[i][j];
-        input_1d(d, r);
-        for (int i = 0; i < SIDE; i++) _mm256_storeu_ps(v + (size_t)(SIDE * i + j) * ld, r[i]);
+    for (int j = 0; j < TILE_IN; j++) {
+        for (int i = 0; i < TILE_IN; i++) d[i] = t[i][j];
+        input_1d(r, d);
+        for (int i = 0; i < TILE_IN; i++) _mm256_storeu_ps(v + (size_t)(TILE_IN * i + j) * ld, r[i]);
     }
 }
 
@@ -187,7 +194,7 @@ static void walk_next(const wino_grid *g, long blk, int n, walk_pos *w) {
 AVX2 static void transform_inputs(const float *x, int Cin, const wino_grid *g, long blk, float *V) {
     size_t plane = (size_t)g->H * (size_t)g->W * 8, ld = (size_t)Cin, pad = tile_stride(Cin) - (size_t)XI * ld;
     int n = block_tiles(g, blk), nb = Cin / 8;
-    memset(V + (size_t)n * tile_stride(Cin), 0, sizeof(float) * (size_t)(g->TB - n) * tile_stride(Cin));
+    zero_rows_past(V, n, g->TB, Cin);
     for (int r = 0; r < n; r++) /* each row's padding, which backward-weights' last rows read */
         memset(V + (size_t)r * tile_stride(Cin) + (size_t)XI * ld, 0, sizeof(float) * pad);
     walk_pos w = {block_start(g, blk), 0, 0}, ahead = w;
@@ -200,7 +207,7 @@ AVX2 static void transform_inputs(const float *x, int Cin, const wino_grid *g, l
         const float *x0 = x + ((size_t)w.p.b * (size_t)nb + (size_t)w.cb) * plane;
         float *v = V + (size_t)w.r * tile_stride(Cin) + (size_t)w.cb * 8;
         int th = w.p.th, tw = w.p.tw;
-        if (th > 0 && tw > 0 && OUT * th + SIDE - 1 <= g->H && OUT * tw + SIDE - 1 <= g->W)
+        if (th > 0 && tw > 0 && TILE_OUT * th + TILE_IN - 1 <= g->H && TILE_OUT * tw + TILE_IN - 1 <= g->W)
             input_tile(x0, g, th, tw, 0, v, ld);
         else
             input_tile(x0, g, th, tw, 1, v, ld);
@@ -209,7 +216,7 @@ AVX2 static void transform_inputs(const float *x, int Cin, const wino_grid *g, l
 
 /* o <- A^T m for 6 values m: A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0;
  * 0 1 1 4 4 0; 0 1 -1 8 -8 1]. */
-AVX2 static inline void output_1d(const __m256 m[SIDE], __m256 o[OUT]) {
+AVX2 static inline void output_1d(__m256 o[TILE_OUT], const __m256 m[TILE_IN]) {
     const __m256 two = _mm256_set1_ps(2), four = _mm256_set1_ps(4), eight = _mm256_set1_ps(8);
     __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
     __m256 c = _mm256_add_ps(m[3], m[4]), d = _mm256_sub_ps(m[3], m[4]);
@@ -229,18 +236,18 @@ AVX2 static void transform_outputs(const float *M, int Cout, const wino_grid *g,
         __m256 bv = bias ? _mm256_loadu_ps(bias + (size_t)fb * 8) : _mm256_setzero_ps();
         tile_pos p = block_start(g, blk);
         for (int r = 0; r < n; r++, next_tile(g, &p)) {
-            int oh = OUT * p.th, ow = OUT * p.tw;
-            int rows = g->H - oh < OUT ? g->H - oh : OUT, cols = g->W - ow < OUT ? g->W - ow : OUT;
+            int oh = TILE_OUT * p.th, ow = TILE_OUT * p.tw;
+            int rows = g->H - oh < TILE_OUT ? g->H - oh : TILE_OUT, cols = g->W - ow < TILE_OUT ? g->W - ow : TILE_OUT;
             const float *m = M + (size_t)r * tile_stride(Cout) + (size_t)fb * 8;
-            __m256 s[OUT][SIDE], col[SIDE], o[OUT]; /* s = A^T m */
-            for (int j = 0; j < SIDE; j++) {
-                for (int i = 0; i < SIDE; i++) col[i] = _mm256_loadu_ps(m + (size_t)(SIDE * i + j) * ld);
-                output_1d(col, o);
-                for (int i = 0; i < OUT; i++) s[i][j] = o[i];
+            __m256 s[TILE_OUT][TILE_IN], col[TILE_IN], o[TILE_OUT]; /* s = A^T m */
+            for (int j = 0; j < TILE_IN; j++) {
+                for (int i = 0; i < TILE_IN; i++) col[i] = _mm256_loadu_ps(m + (size_t)(TILE_IN * i + j) * ld);
+                output_1d(o, col);
+                for (int i = 0; i < TILE_OUT; i++) s[i][j] = o[i];
             }
             float *out = y + ((size_t)p.b * (size_t)(Cout / 8) + (size_t)fb) * plane;
             for (int i = 0; i < rows; i++) {
-                output_1d(s[i], o);
+                output_1d(o, s[i]);
                 for (int j = 0; j < cols; j++)
                     _mm256_storeu_ps(out + ((size_t)(oh + i) * (size_t)g->W + (size_t)(ow + j)) * 8,
                                      _mm256_add_ps(o[j], bv));
@@ -251,7 +258,7 @@ AVX2 static void transform_outputs(const float *M, int Cout, const wino_grid *g,
 
 /* q <- A e for 4 values e (A = A^T^T): e0, e0 + e1 + e2 + e3,
  * e0 - e1 + e2 - e3, e0 + 2e1 + 4e2 + 8e3, e0 - 2e1 + 4e2 - 8e3, e3. */
-AVX2 static inline void grad_1d(const __m256 e[OUT], __m256 q[SIDE]) {
+AVX2 static inline void grad_1d(__m256 q[TILE_IN], const __m256 e[TILE_OUT]) {
     const __m256 four = _mm256_set1_ps(4), eight = _mm256_set1_ps(8);
     __m256 s = _mm256_add_ps(e[0], e[2]), t = _mm256_add_ps(e[1], e[3]);
     __m256 s4 = _mm256_fmadd_ps(four, e[2], e[0]), t8 = _mm256_fmadd_ps(eight, e[3], _mm256_add_ps(e[1], e[1]));
@@ -268,25 +275,25 @@ AVX2 static inline void grad_1d(const __m256 e[OUT], __m256 q[SIDE]) {
 AVX2 static void transform_grads(const float *dy, int F, const wino_grid *g, long blk, float *dM) {
     size_t plane = (size_t)g->H * (size_t)g->W * 8, ld = (size_t)F;
     int n = block_tiles(g, blk);
-    memset(dM + (size_t)n * tile_stride(F), 0, sizeof(float) * (size_t)(g->TB - n) * tile_stride(F));
+    zero_rows_past(dM, n, g->TB, F);
     for (int fb = 0; fb < F / 8; fb++) {
         tile_pos p = block_start(g, blk);
         for (int r = 0; r < n; r++, next_tile(g, &p)) {
-            int oh = OUT * p.th, ow = OUT * p.tw;
+            int oh = TILE_OUT * p.th, ow = TILE_OUT * p.tw;
             float *dm = dM + (size_t)r * tile_stride(F) + (size_t)fb * 8;
             const float *src = dy + ((size_t)p.b * (size_t)(F / 8) + (size_t)fb) * plane;
-            __m256 q[SIDE][OUT], e[OUT], row[SIDE]; /* q = A e */
-            for (int j = 0; j < OUT; j++) {
-                for (int i = 0; i < OUT; i++)
+            __m256 q[TILE_IN][TILE_OUT], e[TILE_OUT], row[TILE_IN]; /* q = A e */
+            for (int j = 0; j < TILE_OUT; j++) {
+                for (int i = 0; i < TILE_OUT; i++)
                     e[i] = oh + i < g->H && ow + j < g->W
                                ? _mm256_loadu_ps(src + ((size_t)(oh + i) * (size_t)g->W + (size_t)(ow + j)) * 8)
                                : _mm256_setzero_ps();
-                grad_1d(e, row);
-                for (int i = 0; i < SIDE; i++) q[i][j] = row[i];
+                grad_1d(row, e);
+                for (int i = 0; i < TILE_IN; i++) q[i][j] = row[i];
             }
-            for (int i = 0; i < SIDE; i++) {
-                grad_1d(q[i], row);
-                for (int j = 0; j < SIDE; j++) _mm256_storeu_ps(dm + (size_t)(SIDE * i + j) * ld, row[j]);
+            for (int i = 0; i < TILE_IN; i++) {
+                grad_1d(row, q[i]);
+                for (int j = 0; j < TILE_IN; j++) _mm256_storeu_ps(dm + (size_t)(TILE_IN * i + j) * ld, row[j]);
             }
         }
     }
@@ -399,7 +406,7 @@ AVX2 static void accumulate_block(const float *V, const float *dM, float *dU, in
 /* ---- weights ------------------------------------------------------------ */
 
 /* G, the weights' transform: u = G k G^T (6x6) for a 3x3 kernel k. */
-static const float G[SIDE][3] = {{1.0f / 4, 0, 0},
+static const float G[TILE_IN][3] = {{1.0f / 4, 0, 0},
                                  {-1.0f / 6, -1.0f / 6, -1.0f / 6},
                                  {-1.0f / 6, 1.0f / 6, -1.0f / 6},
                                  {1.0f / 24, 1.0f / 12, 1.0f / 6},
@@ -409,18 +416,18 @@ static const float G[SIDE][3] = {{1.0f / 4, 0, 0},
 /* u[xi stride + n] (6x6, n < 8) <- G k G^T for 8 kernels k (3x3,
  * row-major, kernel n at w + n kstride; rotated by 180 degrees when
  * `flip`). */
-AVX2 static void transform_weights8(const float *w, int kstride, int flip, float *u, size_t stride) {
+AVX2 static void transform_weights8(float *u, size_t stride, const float *w, int kstride, int flip) {
     const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(kstride));
-    __m256 k[9], t[SIDE][3]; /* t = G k */
+    __m256 k[9], t[TILE_IN][3]; /* t = G k */
     for (int i = 0; i < 9; i++) k[i] = _mm256_i32gather_ps(w + (flip ? 8 - i : i), at, 4);
-    for (int i = 0; i < SIDE; i++)
+    for (int i = 0; i < TILE_IN; i++)
         for (int j = 0; j < 3; j++)
             t[i][j] = _mm256_fmadd_ps(_mm256_set1_ps(G[i][0]), k[j],
                                       _mm256_fmadd_ps(_mm256_set1_ps(G[i][1]), k[3 + j],
                                                       _mm256_mul_ps(_mm256_set1_ps(G[i][2]), k[6 + j])));
-    for (int i = 0; i < SIDE; i++)
-        for (int j = 0; j < SIDE; j++)
-            _mm256_storeu_ps(u + (size_t)(SIDE * i + j) * stride,
+    for (int i = 0; i < TILE_IN; i++)
+        for (int j = 0; j < TILE_IN; j++)
+            _mm256_storeu_ps(u + (size_t)(TILE_IN * i + j) * stride,
                              _mm256_fmadd_ps(t[i][0], _mm256_set1_ps(G[j][0]),
                                              _mm256_fmadd_ps(t[i][1], _mm256_set1_ps(G[j][1]),
                                                              _mm256_mul_ps(t[i][2], _mm256_set1_ps(G[j][2])))));
@@ -428,21 +435,21 @@ AVX2 static void transform_weights8(const float *w, int kstride, int flip, float
 
 /* 8 kernels' dw (3x3, kernel n at dw + n kstride) <- G^T du G for
  * du[xi stride + n] (6x6): the adjoint of transform_weights8. */
-AVX2 static void weight_gradients8(const float *du, size_t stride, float *dw, size_t kstride) {
-    __m256 t[3][SIDE]; /* G^T du */
-    for (int j = 0; j < SIDE; j++) {
-        __m256 s[SIDE];
-        for (int i = 0; i < SIDE; i++) s[i] = _mm256_loadu_ps(du + (size_t)(SIDE * i + j) * stride);
+AVX2 static void weight_gradients8(float *dw, size_t kstride, const float *du, size_t stride) {
+    __m256 t[3][TILE_IN]; /* G^T du */
+    for (int j = 0; j < TILE_IN; j++) {
+        __m256 s[TILE_IN];
+        for (int i = 0; i < TILE_IN; i++) s[i] = _mm256_loadu_ps(du + (size_t)(TILE_IN * i + j) * stride);
         for (int k = 0; k < 3; k++) {
             t[k][j] = _mm256_setzero_ps();
-            for (int i = 0; i < SIDE; i++) t[k][j] = _mm256_fmadd_ps(_mm256_set1_ps(G[i][k]), s[i], t[k][j]);
+            for (int i = 0; i < TILE_IN; i++) t[k][j] = _mm256_fmadd_ps(_mm256_set1_ps(G[i][k]), s[i], t[k][j]);
         }
     }
     float out[9][8];
     for (int k = 0; k < 3; k++)
         for (int l = 0; l < 3; l++) {
             __m256 sum = _mm256_setzero_ps();
-            for (int j = 0; j < SIDE; j++) sum = _mm256_fmadd_ps(t[k][j], _mm256_set1_ps(G[j][l]), sum);
+            for (int j = 0; j < TILE_IN; j++) sum = _mm256_fmadd_ps(t[k][j], _mm256_set1_ps(G[j][l]), sum);
             _mm256_storeu_ps(out[3 * k + l], sum);
         }
     for (int n = 0; n < 8; n++)
@@ -486,8 +493,8 @@ static dt_status transformed_weights(const dt_layer *l, int flip, float **U) {
     for (int r = 0; r < rows; r++)
         for (int k = 0; k < cols; k += 8) {
             size_t f = (size_t)(flip ? r : k), c = (size_t)(flip ? k : r);
-            transform_weights8(l->w + (f * (size_t)C + c) * 9, flip ? 9 : 9 * C, flip, u + (size_t)r * cols + k,
-                               (size_t)C * F);
+            transform_weights8(u + (size_t)r * cols + k, (size_t)C * F, l->w + (f * (size_t)C + c) * 9,
+                               flip ? 9 : 9 * C, flip);
         }
     *U = u;
     return DT_OK;
@@ -572,8 +579,8 @@ dt_status dt_winograd_backward(dt_layer *l, float *din, const float *dout, const
 #pragma omp parallel for schedule(static) if ((long)C * F >= WEIGHTS_PAR)
     for (int c = 0; c < C; c++)
         for (int f = 0; f < F; f += 8)
-            weight_gradients8(dU + (size_t)c * F + f, (size_t)padded_rows(C) * F, l->dw + ((size_t)f * C + c) * 9,
-                              (size_t)C * 9);
+            weight_gradients8(l->dw + ((size_t)f * C + c) * 9, (size_t)C * 9, dU + (size_t)c * F + f,
+                              (size_t)padded_rows(C) * F);
     dt_free(scratch), dt_free(Uf);
     if (l->nb) bias_gradient(l->db, dout, F, batch, (size_t)l->in.h * (size_t)l->in.w);
     return DT_OK;

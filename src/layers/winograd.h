@@ -16,8 +16,8 @@
  * the transformed output gradients and brings the 6x6 sums back to 3x3
  * through G^T . G. Results differ from the direct convolution's by
  * rounding: some ten times a direct sum's, as the transforms scale values
- * by up to 8 and 1/24 (a few 1e-6 relative to the output's scale;
- * tests/test_layers_ref.c bounds them).
+ * by up to 8 and 1/24 (a few 1e-6 of the output's scale, 1e-5 over 256
+ * channels; tests/test_layers_ref.c bounds them).
  *
  * Every function computes the whole result with the contracts of
  * ops->forward and ops->backward (src/layers/layer_impl.h): out, din, dw
