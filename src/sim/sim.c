@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/codec.h"
 #include "dtrain/dist.h"
 #include "dtrain/mem.h"
 #include "dtrain/sim.h"
@@ -185,7 +186,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     /* bf16/fp16: pushes and replies in 16-bit words; a server decodes P
      * gradients (its reply encodes take the snapshots' place), a worker
      * encodes its gradient and decodes the parameters: a pass each. */
-    int half = c->codec.kind == DT_GC_BF16 || c->codec.kind == DT_GC_FP16;
+    int half = dt_gc_is_half(c->codec.kind);
     double word = half ? 2 : sizeof(float);
     /* ps_off[i]: layer i's offset among the parameters the servers hold;
      * srv[s]: when server s has every worker's part of its shard so far. */
@@ -365,7 +366,7 @@ static dt_status run_async(sim_step *st, dt_sim_result *r) {
     const dt_sim_cfg *c = st->c;
     const dt_profile *p = st->p;
     double P = c->nodes;
-    int half = c->codec.kind == DT_GC_BF16 || c->codec.kind == DT_GC_FP16;
+    int half = dt_gc_is_half(c->codec.kind);
     double word = half ? 2 : sizeof(float);
     int async = c->mode == DT_SIM_PS_ASYNC;
     st->peers = 1;
