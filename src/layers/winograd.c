@@ -110,17 +110,31 @@ static void zero_rows_past(float *rows, int n, int TB, int c) {
 
 /* ---- transforms of 8 channels at a time --------------------------------- */
 
+/* The cells [i0, i1) x [j0, j1) of tile (th, tw)'s 6x6 inputs, from (4th
+ * - 1, 4tw - 1), that lie inside the image. */
+typedef struct {
+    int i0, i1, j0, j1;
+} tile_span;
+
+static tile_span tile_span_of(const wino_grid *g, int th, int tw) {
+    int ih0 = TILE_OUT * th - 1, iw0 = TILE_OUT * tw - 1;
+    return (tile_span){ih0 < 0 ? -ih0 : 0, g->H - ih0 < TILE_IN ? g->H - ih0 : TILE_IN, iw0 < 0 ? -iw0 : 0,
+                       g->W - iw0 < TILE_IN ? g->W - iw0 : TILE_IN};
+}
+
+static int span_is_whole(tile_span sp) { return sp.i0 == 0 && sp.i1 == TILE_IN && sp.j0 == 0 && sp.j1 == TILE_IN; }
+
 /* Asks for the cells of tile (th, tw) of one channel block's plane x (H,
  * W, 8) that lie inside the image, some time ahead of their use (the
  * transforms' reads miss the caches otherwise): a cache line holds 2
  * cells, a row of a tile 6. */
 static void prefetch_tile(const float *x, const wino_grid *g, int th, int tw) {
     int ih0 = TILE_OUT * th - 1, iw0 = TILE_OUT * tw - 1;
-    int first = iw0 < 0 ? 0 : iw0, last = iw0 + TILE_IN - 1 < g->W ? iw0 + TILE_IN - 1 : g->W - 1;
-    for (int ih = ih0 < 0 ? 0 : ih0; ih < ih0 + TILE_IN && ih < g->H; ih++) {
-        const float *row = x + (size_t)ih * (size_t)g->W * 8;
-        for (int iw = first; iw <= last; iw += 2) __builtin_prefetch(row + (size_t)iw * 8);
-        __builtin_prefetch(row + (size_t)last * 8);
+    tile_span sp = tile_span_of(g, th, tw);
+    for (int i = sp.i0; i < sp.i1; i++) {
+        long row = ((long)(ih0 + i) * g->W + iw0) * 8; /* cell (i, 0)'s offset, before x when iw0 < 0 */
+        for (int j = sp.j0; j < sp.j1; j += 2) __builtin_prefetch(x + (row + 8 * j));
+        __builtin_prefetch(x + (row + 8 * (sp.j1 - 1)));
     }
 }
 
@@ -139,29 +153,18 @@ AVX2 static inline void input_1d(__m256 r[TILE_IN], const __m256 d[TILE_IN]) {
     r[5] = _mm256_fmadd_ps(four, d[1], _mm256_fnmadd_ps(five, d[3], d[5]));
 }
 
-/* The cells [i0, i1) x [j0, j1) of a 6x6 tile that lie inside the image. */
-typedef struct {
-    int i0, i1, j0, j1;
-} tile_span;
-
-static tile_span span_of(const wino_grid *g, int ih0, int iw0) {
-    return (tile_span){ih0 < 0 ? -ih0 : 0, g->H - ih0 < TILE_IN ? g->H - ih0 : TILE_IN, iw0 < 0 ? -iw0 : 0,
-                       g->W - iw0 < TILE_IN ? g->W - iw0 : TILE_IN};
-}
-
 /* v[xi ld] <- B^T d B for tile (th, tw) of one channel block's plane x
- * (H, W, 8), cells outside the image zero (the padding): each row through
- * B, then each column of that through B^T. Inlined twice: `edge` 0 for
- * tiles inside the image, whose loads need no tests. */
+ * (H, W, 8), cells outside its span sp zero (the padding): each row
+ * through B, then each column of that through B^T. Inlined twice: `edge`
+ * 0 for tiles whose span is whole, whose loads need no tests. */
 AVX2 static inline __attribute__((always_inline)) void input_tile(const float *x, const wino_grid *g, int th, int tw,
-                                                                  int edge, float *v, size_t ld) {
+                                                                  tile_span sp, int edge, float *v, size_t ld) {
     int ih0 = TILE_OUT * th - 1, iw0 = TILE_OUT * tw - 1;
-    tile_span sp = edge ? span_of(g, ih0, iw0) : (tile_span){0, TILE_IN, 0, TILE_IN};
     __m256 t[TILE_IN][TILE_IN], d[TILE_IN], r[TILE_IN];
     for (int i = 0; i < TILE_IN; i++) {
         long row = ((long)(ih0 + i) * g->W + iw0) * 8; /* cell (i, 0)'s offset, outside x at the edges */
         for (int j = 0; j < TILE_IN; j++)
-            d[j] = !edge || (i >= sp.i0 && i < sp.i1 && j >= sp.j0 && j < sp.j1) ? _mm256_loadu_ps(x + row + 8 * j)
+            d[j] = !edge || (i >= sp.i0 && i < sp.i1 && j >= sp.j0 && j < sp.j1) ? _mm256_loadu_ps(x + (row + 8 * j))
                                                                                   : _mm256_setzero_ps();
         input_1d(t[i], d);
     }
@@ -206,11 +209,11 @@ AVX2 static void transform_inputs(const float *x, int Cin, const wino_grid *g, l
         }
         const float *x0 = x + ((size_t)w.p.b * (size_t)nb + (size_t)w.cb) * plane;
         float *v = V + (size_t)w.r * tile_stride(Cin) + (size_t)w.cb * 8;
-        int th = w.p.th, tw = w.p.tw;
-        if (th > 0 && tw > 0 && TILE_OUT * th + TILE_IN - 1 <= g->H && TILE_OUT * tw + TILE_IN - 1 <= g->W)
-            input_tile(x0, g, th, tw, 0, v, ld);
+        tile_span sp = tile_span_of(g, w.p.th, w.p.tw);
+        if (span_is_whole(sp))
+            input_tile(x0, g, w.p.th, w.p.tw, sp, 0, v, ld);
         else
-            input_tile(x0, g, th, tw, 1, v, ld);
+            input_tile(x0, g, w.p.th, w.p.tw, sp, 1, v, ld);
     }
 }
 
@@ -407,11 +410,11 @@ AVX2 static void accumulate_block(const float *V, const float *dM, float *dU, in
 
 /* G, the weights' transform: u = G k G^T (6x6) for a 3x3 kernel k. */
 static const float G[TILE_IN][3] = {{1.0f / 4, 0, 0},
-                                 {-1.0f / 6, -1.0f / 6, -1.0f / 6},
-                                 {-1.0f / 6, 1.0f / 6, -1.0f / 6},
-                                 {1.0f / 24, 1.0f / 12, 1.0f / 6},
-                                 {1.0f / 24, -1.0f / 12, 1.0f / 6},
-                                 {0, 0, 1}};
+                                    {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                    {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                    {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                    {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                    {0, 0, 1}};
 
 /* u[xi stride + n] (6x6, n < 8) <- G k G^T for 8 kernels k (3x3,
  * row-major, kernel n at w + n kstride; rotated by 180 degrees when
