@@ -64,6 +64,10 @@ typedef struct {
     double peers;
     server_pass pass;
     int adds_own;
+    /* (servers) the share of server k's link that one worker's transfers
+     * to and from it get: 1 (NULL) but in run_async, where the other
+     * workers' transfers take the rest. */
+    const double *server_link_share;
 } sim_step;
 
 /* A transfer of dur seconds (at full speed) on the worker's link, ready at
@@ -176,6 +180,11 @@ static double server_work(const sim_step *st, server_pass pass, double served, i
     return work * share * st->scale;
 }
 
+/* Bytes per second a worker's transfer to or from server k moves at. */
+static double server_rate(const sim_step *st, int k) {
+    return st->bw * (st->server_link_share ? st->server_link_share[k] : 1);
+}
+
 /* Parameter servers for every layer but those marked in sfb[] (fully
  * connected), which broadcast sufficient factors. */
 static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
@@ -231,11 +240,11 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             size_t end = ps_off[i] + l->params;
             size_t a = ps_off[i] > lo ? ps_off[i] : lo, e = end < hi ? end : hi;
             if (a >= e) continue;
-            double bytes = (double)(e - a) * word;
+            double bytes = (double)(e - a) * word, rate = server_rate(st, k);
             double start = fmax(st->ready[i], st->link);
-            double sent = link_send(st, st->ready[i], bytes / st->bw + st->lat, 0, bytes);
+            double sent = link_send(st, st->ready[i], bytes / rate + st->lat, 0, bytes);
             /* The server's link takes the same part from every worker it serves. */
-            srv[k] = fmax(sent, fmax(start, srv[k]) + served * bytes / st->bw + st->lat);
+            srv[k] = fmax(sent, fmax(start, srv[k]) + served * bytes / rate + st->lat);
             st->bytes_sent += bytes;
         }
     }
@@ -254,7 +263,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             double applied = srv[k] + server_work(st, st->pass, served, half, share);
             first_apply = fmin(first_apply, applied);
             double shard_bytes = (double)(hi - lo) * word;
-            last_pull = fmax(last_pull, applied + st->lat + served * shard_bytes / st->bw);
+            last_pull = fmax(last_pull, applied + st->lat + served * shard_bytes / server_rate(st, k));
         }
         double recv = (double)ps_total * word / st->bw + st->lat;
         double start = fmax(st->link, first_apply);
@@ -355,33 +364,71 @@ static int shard_messages(const dt_profile *p, size_t lo, size_t hi) {
     return n;
 }
 
-/* ps-async and ps-ssp (staleness >= 1): a worker's cycle against servers
- * that serve it alone (it waits for its reply, which a ps-ssp server sends
- * from a snapshot without waiting for the clock: with identical workers the
- * bound s is never reached), then at least what the servers need per cycle
- * for all P workers: P shards' pushes in and P replies out on each
- * server's link, and their work on P gradients (ps-async) or one clock
- * (ps-ssp). */
+/* One worker's cycle against servers that serve it alone, but for the
+ * other workers' transfers on the servers' links: over a cycle of C
+ * seconds they keep server k's link busy (P - 1) busy[k] / C of the time
+ * (busy[k]: one worker's shard on it, one way), and a transfer that meets
+ * them shares the link fairly. With the workers' cycles in no fixed phase
+ * to each other, a transfer then moves on average at 1 - that share of the
+ * link (an M/G/1 processor-sharing queue's mean: t / (1 - rho)). share[]
+ * (servers) is scratch; *out gets the cycle's step. */
+static dt_status cycle_sharing(const sim_step *base, double C, const double *busy, double *share, sim_step *out,
+                               dt_sim_result *r) {
+    for (int k = 0; k < base->c->servers; k++) share[k] = 1 - (base->c->nodes - 1) * busy[k] / C;
+    *out = *base;
+    out->server_link_share = share;
+    return run_servers(out, r);
+}
+
+/* ps-async and ps-ssp (staleness >= 1): P identical workers whose cycles
+ * drift out of phase. A worker's cycle is against servers that serve it
+ * alone but for the others' transfers on their links (cycle_sharing); the
+ * server replies once that worker's gradient is in (ps-async: applied
+ * straight; ps-ssp: from a snapshot, as the clock need not wait while the
+ * worker is within s of the slowest, which identical workers always are).
+ * The cycle C is the fixed point C = cycle(C): cycle falls as C grows (the
+ * others' share shrinks), so one C is found by bisection. Then at least
+ * what the servers need per cycle for all P workers: P shards' pushes in
+ * and P replies out on each server's link, and their work on P gradients
+ * (ps-async) or one clock (ps-ssp). */
 static dt_status run_async(sim_step *st, dt_sim_result *r) {
     const dt_sim_cfg *c = st->c;
     const dt_profile *p = st->p;
     double P = c->nodes;
-    int half = dt_gc_is_half(c->codec.kind);
+    int S = c->servers, half = dt_gc_is_half(c->codec.kind), async = c->mode == DT_SIM_PS_ASYNC;
     double word = half ? 2 : sizeof(float);
-    int async = c->mode == DT_SIM_PS_ASYNC;
     st->peers = 1;
     st->pass = async ? PASS_APPLY : PASS_SNAPSHOT;
     st->adds_own = !async;
-    DT_TRY(run_servers(st, r));
-    double bound = 0;
-    for (int k = 0; k < c->servers; k++) {
+    double *busy; /* (2 S): busy[k], then share[k] */
+    DT_TRY(dt_alloc_bytes((void **)&busy, sizeof *busy * 2 * (size_t)S, "simulator"));
+    double bound = 0, busiest = 0;
+    for (int k = 0; k < S; k++) {
         size_t lo, hi;
-        dt_shard_range(st->nparams, c->servers, k, &lo, &hi);
-        if (hi == lo) continue;
+        dt_shard_range(st->nparams, S, k, &lo, &hi);
         double share = (double)(hi - lo) / (double)st->nparams;
-        double wire = P * ((double)(hi - lo) * word / st->bw + shard_messages(p, lo, hi) * st->lat);
+        busy[k] = (double)(hi - lo) * word / st->bw;
+        busiest = fmax(busiest, busy[k]);
+        if (hi == lo) continue;
+        double wire = P * (busy[k] + shard_messages(p, lo, hi) * st->lat);
         bound = fmax(bound, fmax(wire, server_work(st, async ? PASS_APPLY : PASS_CLOCK, P, half, share)));
     }
+    /* The root lies above the cycle alone (shares of 1) and above the
+     * others' own load, (P - 1) busiest, where a share reaches 0. */
+    sim_step t;
+    dt_status s = cycle_sharing(st, INFINITY, busy, busy + S, &t, r);
+    double lo = fmax(t.link, (P - 1) * busiest), hi = 2 * lo;
+    while (s == DT_OK && (s = cycle_sharing(st, hi, busy, busy + S, &t, r)) == DT_OK && t.link > hi) hi *= 2;
+    for (int i = 0; s == DT_OK && i < 64 && hi - lo > 1e-12 * hi; i++) {
+        double mid = (lo + hi) / 2;
+        s = cycle_sharing(st, mid, busy, busy + S, &t, r);
+        *(t.link > mid ? &lo : &hi) = mid;
+    }
+    if (s == DT_OK) s = cycle_sharing(st, hi, busy, busy + S, &t, r);
+    dt_free(busy);
+    if (s != DT_OK) return s;
+    *st = t;
+    st->server_link_share = NULL; /* the scratch is freed */
     st->link = fmax(st->link, bound);
     return DT_OK;
 }
