@@ -454,15 +454,15 @@ static void test_shared_cores(void) {
 }
 
 /* 4 workers x 1 thread on 4 cores: no core left for the communication
- * threads, so their own work during backward shares a core with the
- * compute (share 8 / 4 = 2: each at half speed). By hand on two_layers at
- * top-k 1% with a 12 ms selection over all 1.5 M floats, a bucket per
- * layer: L1's selection (10 ms) starts at 13 ms, while 20 ms of backward
- * remain: it ends at 33 ms, the compute has lost 10 ms, and its allgather
- * (3 x 12500 pairs of 8 bytes, 0.24 ms, and 3 alpha) ends at 33.3 ms. L0's
- * gradients are ready at 43 ms, where backward now ends: its selection
- * (2 ms) and allgather (3 x 2500 pairs: 0.048 ms + 3 alpha) run alone,
- * then the 3 ms update. */
+ * threads, so a transfer during backward (its work and the polling that
+ * moves it) shares a core with the compute (share 8 / 4 = 2: each at half
+ * speed). By hand on two_layers at top-k 1% with a 12 ms selection over
+ * all 1.5 M floats, a bucket per layer: L1's transfer, its selection (10
+ * ms) and allgather (3 x 12500 pairs of 8 bytes, 0.24 ms, and 3 alpha),
+ * 10.3 ms in all, starts at 13 ms while 20 ms of backward remain: it ends
+ * at 33.6 ms and the compute has lost 10.3 ms. L0's gradients are ready
+ * at 43.3 ms, where backward now ends: its selection (2 ms) and allgather
+ * (3 x 2500 pairs: 0.048 ms + 3 alpha) run alone, then the 3 ms update. */
 static void test_comm_shares_cores(void) {
     dt_profile *p = two_layers(0);
     p->topk_s = 0.012;
@@ -473,33 +473,35 @@ static void test_comm_shares_cores(void) {
     dt_sim_result r;
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK(r.compute_scale == 1);
-    CHECK_CLOSE(r.step_s, 0.043 + 0.002 + 0.000108 + 0.003, 1e-12, 1e-12);
-    CHECK_CLOSE(r.compute_s, 0.033 + 0.010 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.step_s, 0.0433 + 0.002 + 0.000108 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033 + 0.0103 + 0.003, 1e-12, 1e-12);
     CHECK_CLOSE(r.bytes_sent, 3 * (12500 + 2500) * 8, 1e-6, 0);
     c.shared_cores = 8; /* a core for each: L1's bucket 13..23.3 ms, hidden; L0's from 33 ms */
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK_CLOSE(r.step_s, 0.033 + 0.002108 + 0.003, 1e-12, 1e-12);
     /* 4 workers x 2 threads on 8 cores: share 12 / 8 = 1.5, every thread
-     * at 2/3 speed. L1's selection takes 15 ms (13..28, then 0.3 ms of
-     * allgather), while the compute does 10 ms of work and loses 5: L0's
-     * gradients at 38 ms, its bucket 38..40.108, the update 3 ms. */
+     * at 2/3 speed. L1's transfer takes 15.45 ms (13..28.45), while the
+     * compute does 10.3 ms of work and loses 5.15: L0's gradients at 38.15
+     * ms, its bucket 38.15..40.258, the update 3 ms. */
     p->threads = 2;
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK(r.compute_scale == 1);
-    CHECK_CLOSE(r.step_s, 0.038 + 0.002108 + 0.003, 1e-12, 1e-12);
-    CHECK_CLOSE(r.compute_s, 0.033 + 0.005 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.step_s, 0.03815 + 0.002108 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033 + 0.00515 + 0.003, 1e-12, 1e-12);
     p->threads = 1;
-    /* Transfers alone take no core: the plain ring (no sums: sum_s 0) is
-     * as on separate machines. */
+    /* A plain ring (no sums: sum_s 0) shares the core as well: L1's bucket
+     * (1.5 x 5 MB / 10 Gbit/s + 6 alpha = 6.12 ms) from 13 ms ends at 25.24
+     * and costs the compute 6.12 ms; L0's (1.32 ms) from 39.12, alone. */
     c.codec = (dt_grad_codec){DT_GC_NONE, 0};
     c.shared_cores = 4;
     CHECK_OK(dt_sim_run(&r, p, &c));
-    CHECK_CLOSE(r.step_s, 0.03432 + 0.003, 1e-12, 1e-12);
-    /* The kernel's copies do take one (--kernel-rate 1.5 GB/s): L1's bucket
-     * moves 7.5 MB each way, 15 MB copied = 10 ms of a core from 13 ms,
-     * while 20 ms of backward remain: the compute loses 10 ms (share 2).
-     * L0's gradients at 43 ms, when backward is over: its copies take
-     * nothing; its ring 43..44.32, the update 3 ms. */
+    CHECK_CLOSE(r.step_s, 0.03912 + 0.00132 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033 + 0.00612 + 0.003, 1e-12, 1e-12);
+    /* The kernel's copies, when longer than the transfer, cost the compute
+     * their time instead (--kernel-rate 1.5 GB/s): L1's bucket moves 7.5 MB
+     * each way, 15 MB copied = 10 ms of a core from 13 ms, while 20 ms of
+     * backward remain: the compute loses 10 ms (share 2). L0's gradients
+     * at 43 ms, when backward is over: its ring 43..44.32, the update 3 ms. */
     c.kernel_rate = 1.5e9;
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK_CLOSE(r.step_s, 0.04432 + 0.003, 1e-12, 1e-12);
