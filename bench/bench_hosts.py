@@ -19,7 +19,9 @@ each ROUNDS times, alternating, and prints medians: img/s, the ratio to DDP,
 the share of the step spent waiting for communication, bytes per step
 (worker 0's, sent + received), and dtrain simulate's prediction of the step
 time for the modes it models (all but DDP) next to the measured
-median step with its error. The simulator gets the link as measured
+median step with its error (the median of its predictions, each made
+just before the run it predicts, so that both see the machine alike: the
+simulator measures the compute again each time). It gets the link as measured
 between h1 and h2 by build/mpi_link (MPI_Isend/Irecv for the parameter-
 server modes, MPI_Iallreduce for allreduce; waited for as the trainer does,
 ranks unbound as dtrain launch runs them), --shared-cores (all hosts
@@ -107,8 +109,13 @@ def main():
               ', '.join(f'{k} {bw}, {lat} per message' for k, (bw, lat) in measured.items()), flush=True)
         for model in a.models.split(','):
             got = {r[0]: [] for r in runs}
+            sims = {r[0]: [] for r in runs}
             for _ in range(a.rounds):
-                for name, hosts, flags, _, _ in runs:
+                for name, hosts, flags, sim_mode, sim_flags in runs:
+                    if sim_mode:  # the compute measured just before the run it predicts
+                        bw, lat = measured['allreduce' if sim_mode == 'allreduce' else 'p2p']
+                        sims[name].append(predict(os.path.join(ROOT, 'examples', model + '.cfg'), 2, sim_mode, 1,
+                                                  cores, bw, lat, [*sim_flags, '--kernel-rate', kernel_rate]))
                     got[name].append(Run(ddp(model, a.steps), 0, 0, 0, 0) if hosts is None
                                      else dtrain(model, a.steps, hosts, flags))
             ddp_ips = statistics.median(r.ips for r in got['DDP gloo']) if 'DDP gloo' in got else None
@@ -119,9 +126,7 @@ def main():
                 med = {f: statistics.median(getattr(r, f) for r in got[name]) for f in Run._fields}
                 sim = err = None
                 if sim_mode:
-                    bw, lat = measured['allreduce' if sim_mode == 'allreduce' else 'p2p']
-                    sim = predict(os.path.join(ROOT, 'examples', model + '.cfg'), 2, sim_mode, 1, cores, bw, lat,
-                                  [*sim_flags, '--kernel-rate', kernel_rate])
+                    sim = statistics.median(sims[name])
                     err = (sim - med['step_ms']) / med['step_ms'] * 100
                 vs = med['ips'] / ddp_ips if ddp_ips else None
                 rows.append({'model': model, 'link': link, 'run': name, 'images_per_sec': med['ips'],

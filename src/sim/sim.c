@@ -197,25 +197,31 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
      * encodes its gradient and decodes the parameters: a pass each. */
     int half = dt_gc_is_half(c->codec.kind);
     double word = half ? 2 : sizeof(float);
-    /* ps_off[i]: layer i's offset among the parameters the servers hold;
-     * srv[s]: when server s has every worker's part of its shard so far. */
+    /* ps_off[i]: layer i's offset among the parameters the servers hold.
+     * srv (3 S): server k's link has every worker's part of the segments so
+     * far by in[k], its cores have committed them by done[k], its link has
+     * sent them to every worker by out[k]. */
     size_t *ps_off, ps_total = 0;
     double *srv;
     DT_TRY(dt_alloc_bytes((void **)&ps_off, sizeof *ps_off * (size_t)L, "simulator"));
-    dt_status s = dt_alloc_bytes((void **)&srv, sizeof *srv * (size_t)S, "simulator");
+    dt_status s = dt_alloc_bytes((void **)&srv, sizeof *srv * 3 * (size_t)S, "simulator");
     if (s != DT_OK) {
         dt_free(ps_off);
         return s;
     }
+    double *in = srv, *done = srv + S, *out = srv + 2 * S;
     for (int i = 0; i < L; i++) {
         ps_off[i] = ps_total;
         if (!sfb[i]) ps_total += p->layers[i].params;
     }
     *fc_sfb = 0;
     /* Under shared cores pushes and factors share the compute's cores as
-     * every transfer does (link_send: the pump moves them; the server's
-     * side of a push is not priced). */
-    double cpu = st->bwd_end; /* the compute cores, free after backward */
+     * every transfer does (link_send: the pump moves them). The SFB layers'
+     * rebuilds run in turn on the compute cores once backward is over and
+     * their factors are in: chain is when the last ends counting from the
+     * factors alone (-inf: none yet), rebuilds their sum. */
+    double chain = -INFINITY, rebuilds = 0;
+    double got = 0; /* the worker's link, receiving: every reply so far is in */
     for (int i = L - 1; i >= 0; i--) {
         const dt_sim_layer *l = &p->layers[i];
         if (l->params == 0) continue;
@@ -223,16 +229,22 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             /* Allgather of the factors, then the rebuild and the layer's own
              * update on the compute cores once they are free. */
             double factors = (double)K * (l->fc_out + l->fc_in) * sizeof(float);
-            double got = link_send(st, st->ready[i], (P - 1) * (factors / st->bw + st->lat),
+            double all = link_send(st, st->ready[i], (P - 1) * (factors / st->bw + st->lat),
                                    2 * (P - 1) * factors);
             double rebuild = (P - 1) * 2.0 * K * l->fc_out * l->fc_in / (p->gemm_gflops * 1e9) * scale +
                              p->update_s * (double)l->params / (double)st->nparams * scale;
-            cpu = fmax(cpu, got) + rebuild;
+            chain = fmax(chain, all) + rebuild;
+            rebuilds += rebuild;
             st->compute += rebuild;
             st->bytes_sent += (P - 1) * factors;
             (*fc_sfb)++;
             continue;
         }
+        /* The layer's part in each shard is a segment (ps_server.c): the
+         * server commits it once every worker's is in (summing, averaging,
+         * an update and a reply snapshot per worker, as server_work prices
+         * a shard) and sends it back at once, while later segments still
+         * come in: the links' two directions run side by side. */
         for (int k = 0; k < S; k++) {
             size_t lo, hi;
             dt_shard_range(ps_total, S, k, &lo, &hi);
@@ -243,35 +255,33 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             double start = fmax(st->ready[i], st->link);
             double sent = link_send(st, st->ready[i], bytes / rate + st->lat, bytes);
             /* The server's link takes the same part from every worker it serves. */
-            srv[k] = fmax(sent, fmax(start, srv[k]) + served * bytes / rate + st->lat);
+            in[k] = fmax(sent, fmax(start, in[k]) + served * bytes / rate + st->lat);
+            double part = (double)(e - a) / (double)st->nparams;
+            double work = server_work(st, st->pass, served, half, part);
+            done[k] = fmax(in[k], done[k]) + work;
+            out[k] = fmax(done[k], out[k]) + served * bytes / rate + st->lat;
+            /* With no core to spare (shared cores), the server's rank runs
+             * on the workers' cores: its copies of the segment in and out
+             * (every worker's) and its commit, where they fall while the
+             * workers still compute, take that time from the C cores, 1/C
+             * from each compute thread. */
+            double left = st->bwd_end + st->stolen - in[k];
+            if (st->share > 1 && left > 0)
+                st->stolen += fmin(2 * served * bytes * st->kernel_s_per_byte + work, left) / c->shared_cores;
+            got = fmax(out[k], got + bytes / st->bw + st->lat);
             st->bytes_sent += bytes;
+            st->link_busy += bytes / st->bw;
         }
     }
+    settle_stolen(st);
+    double cpu = fmax(st->bwd_end + rebuilds, chain); /* the compute cores are free */
     if (ps_total > 0) {
-        /* Each server sums the gradients of the workers it serves, averages
-         * them, steps its shard and copies a reply snapshot per worker (as
-         * ps_server.c: 2P + 1 passes over the shard at the sum rate, one
-         * update), then sends the shard to every worker; a worker's link
-         * takes all shards. */
-        double first_apply = INFINITY, last_pull = 0;
-        for (int k = 0; k < S; k++) {
-            size_t lo, hi;
-            dt_shard_range(ps_total, S, k, &lo, &hi);
-            if (hi == lo) continue;
-            double share = (double)(hi - lo) / (double)st->nparams;
-            double applied = srv[k] + server_work(st, st->pass, served, half, share);
-            first_apply = fmin(first_apply, applied);
-            double shard_bytes = (double)(hi - lo) * word;
-            last_pull = fmax(last_pull, applied + st->lat + served * shard_bytes / server_rate(st, k));
-        }
-        double recv = (double)ps_total * word / st->bw + st->lat;
-        double start = fmax(st->link, first_apply);
+        /* bf16/fp16: the worker decodes the parameters; ps-ssp: then adds
+         * its own gradient to what it read. */
         double coding = half ? 2 * p->sum_s * (double)ps_total / (double)st->nparams * scale : 0;
-        /* ps-ssp: then its own gradient is added to what it read. */
         if (st->adds_own) coding += p->sum_s * (double)ps_total / (double)st->nparams * scale;
-        st->link = fmax(last_pull, start + recv) + coding;
+        st->link = fmax(st->link, got) + coding;
         st->compute += coding;
-        st->link_busy += recv;
     }
     st->link = fmax(st->link, cpu);
     dt_free(srv);
