@@ -34,12 +34,13 @@ static const char simulate_usage[] =
     "  --reps N              timed repetitions of the measurement, medians (default 10)\n"
     "  --shared-cores C      all workers run on this one machine of C cores (to validate\n"
     "                        against dtrain launch): with P x T > C, compute and transfers\n"
-    "                        slow by P x T / C\n"
+    "                        slow by P x T / C; with no core to spare, a transfer during\n"
+    "                        backward and a server's work take turns with the compute\n"
     "  --kernel-rate R       with --shared-cores: the rate one core moves bytes through the\n"
     "                        kernel's network stack (as --bandwidth; measure it as the\n"
     "                        point-to-point rate between two emulated hosts on an unshaped\n"
-    "                        link): each byte a worker sends or receives while it computes\n"
-    "                        takes 1/R of a core from its compute (default: not priced)\n"
+    "                        link): a byte a worker or server sends or receives while the\n"
+    "                        workers compute costs them 1/R of a core (default: not priced)\n"
     "  --json                one JSON object per prediction instead of the table\n";
 
 /* Calls item() for each entry of a comma-separated list. */

@@ -252,7 +252,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             size_t a = ps_off[i] > lo ? ps_off[i] : lo, e = end < hi ? end : hi;
             if (a >= e) continue;
             double bytes = (double)(e - a) * word, rate = server_rate(st, k);
-            double start = fmax(st->ready[i], st->link);
+            double start = fmax(st->ready[i] + st->stolen, st->link); /* as link_send's */
             double sent = link_send(st, st->ready[i], bytes / rate + st->lat, bytes);
             /* The server's link takes the same part from every worker it serves. */
             in[k] = fmax(sent, fmax(start, in[k]) + served * bytes / rate + st->lat);
