@@ -24,7 +24,9 @@ the share of the step spent waiting for communication, bytes per step
 time for the modes it models (all but ring sacp and DDP) next to the measured
 median step with its error (the median of its predictions, each made
 just before the run it predicts, so that both see the machine alike: the
-simulator measures the compute again each time). It gets the link as measured
+simulator measures the compute again each time), and with several rounds
+the spread of the run's median steps over them, (max - min) / median: how
+closely the measurement itself repeats. It gets the link as measured
 between h1 and h2 by build/mpi_link (MPI_Isend/Irecv for the parameter-
 server modes, MPI_Iallreduce for allreduce; waited for as the trainer does,
 ranks unbound as dtrain launch runs them), --shared-cores (all hosts
@@ -125,7 +127,7 @@ def main():
             ddp_ips = statistics.median(r.ips for r in got['DDP gloo']) if 'DDP gloo' in got else None
             print(f'{model}, {link}, 2 workers x 64, {a.steps} steps, {a.rounds} round(s), medians')
             print(f'{"run":16} {"img/s":>7} {"vs DDP":>6} {"comm wait":>9} {"MB/step":>8} {"step ms":>8} '
-                  f'{"simulated":>9} {"error":>7}')
+                  f'{"simulated":>9} {"error":>7} {"spread":>7}')
             for name, hosts, flags, sim_mode, sim_flags in runs:
                 med = {f: statistics.median(getattr(r, f) for r in got[name]) for f in Run._fields}
                 sim = err = None
@@ -133,13 +135,20 @@ def main():
                     sim = statistics.median(sims[name])
                     err = (sim - med['step_ms']) / med['step_ms'] * 100
                 vs = med['ips'] / ddp_ips if ddp_ips else None
+                # How far the rounds of one run lie apart, (max - min) / median
+                # of their median steps: the simulator cannot be judged closer.
+                steps = [r.step_ms for r in got[name]]
+                spread = (max(steps) - min(steps)) / med['step_ms'] if hosts and len(steps) > 1 else None
                 rows.append({'model': model, 'link': link, 'run': name, 'images_per_sec': med['ips'],
                              'vs_ddp': vs, 'comm_wait_share': med['wait'], 'bytes_per_step': med['bytes'],
-                             'step_ms': med['step_ms'], 'simulated_ms': sim, 'sim_error_pct': err})
+                             'step_ms': med['step_ms'], 'simulated_ms': sim, 'sim_error_pct': err,
+                             'step_ms_rounds': steps if hosts else None, 'simulated_ms_rounds': sims[name] or None,
+                             'spread': spread})
                 print(f'{name:16} {med["ips"]:>7.0f} ' + (f'{vs:>6.2f} ' if vs else f'{"":>6} ') +
                       (f'{med["wait"]:>9.1%} {med["bytes"] / 1e6:>8.1f} {med["step_ms"]:>8.1f} '
                        if hosts else f'{"":>9} {"":>8} {"":>8} ') +
-                      (f'{sim:>9.1f} {err:>+6.1f}%' if sim else ''), flush=True)
+                      (f'{sim:>9.1f} {err:>+6.1f}% ' if sim else f'{"":>9} {"":>7} ') +
+                      (f'{spread:>6.1%}' if spread is not None else ''), flush=True)
     print(json.dumps({'event': 'bench_hosts', 'rounds': a.rounds, 'steps': a.steps, 'rows': rows}))
 
 
