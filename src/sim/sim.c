@@ -70,12 +70,17 @@ typedef struct {
     const double *server_link_share;
 } sim_step;
 
+/* When a transfer ready at `ready` (of the compute as profiled) starts on
+ * the worker's link: after the compute lost so far and every transfer
+ * before it. */
+static double link_start(const sim_step *st, double ready) { return fmax(ready + st->stolen, st->link); }
+
 /* A transfer of dur seconds (at full speed) on the worker's link, ready at
  * `ready` (of the compute as profiled), after every transfer before it;
  * the kernel copies `copied` bytes (sent and received by this worker)
  * while it is on the wire. Returns its end. */
 static double link_send(sim_step *st, double ready, double dur, double copied) {
-    double start = fmax(ready + st->stolen, st->link), end = start + dur;
+    double start = link_start(st, ready), end = start + dur;
     double left = st->bwd_end + st->stolen - start; /* compute still to run, at full speed */
     if (st->share > 1 && left > 0) {
         /* On shared cores the threads that move a transfer (the
@@ -252,7 +257,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             size_t a = ps_off[i] > lo ? ps_off[i] : lo, e = end < hi ? end : hi;
             if (a >= e) continue;
             double bytes = (double)(e - a) * word, rate = server_rate(st, k);
-            double start = fmax(st->ready[i] + st->stolen, st->link); /* as link_send's */
+            double start = link_start(st, st->ready[i]);
             double sent = link_send(st, st->ready[i], bytes / rate + st->lat, bytes);
             /* The server's link takes the same part from every worker it serves. */
             in[k] = fmax(sent, fmax(start, in[k]) + served * bytes / rate + st->lat);
