@@ -15,21 +15,23 @@ BURST=${DT_SIGNAL_BURST:-USR1}
 MPIRUN="mpirun --oversubscribe --bind-to none"
 if [ -n "${DT_SANITIZE:-}" ]; then MODEL=$SRC/tests/data/small_net.cfg; DATA=(--dataset synthetic); else
     MODEL=$SRC/examples/cnn.cfg; DATA=(--dataset synthetic --batch 32); fi
-declare -A NP=([serial]=1 [allreduce]=2 [ps-sync]=3)
+declare -A NP=([serial]=1 [allreduce]=2 [ps-sync]=3 [ps-ssp]=3)
+# ps-ssp's workers agree on a stop in a sum they finish steps after starting it.
+declare -A EXTRA=([ps-ssp]="--staleness 2")
 runs=0; crashes=0
 
 burst() { # pids...: SIGBURST to each at 100 Hz until they are gone
     while kill -0 "$@" 2>/dev/null; do kill -"$BURST" "$@" 2>/dev/null; sleep 0.01; done
 }
 
-for mode in serial allreduce ps-sync; do
+for mode in serial allreduce ps-sync ps-ssp; do
     for i in $(seq 1 "$RUNS"); do
         d=$TMP/$mode-$i; mkdir -p "$d"
         if [ "$mode" = serial ]; then launch=("$DTRAIN"); else launch=($MPIRUN -np "${NP[$mode]}" "$DTRAIN"); fi
         # --epochs: the run must outlast the signals (small_net's one epoch
         # takes ~2 s, less than the random wait below).
         "${launch[@]}" train "$MODEL" "${DATA[@]}" --mode "$mode" --threads 1 --epochs 1000 --max-steps 100000 --seed $i \
-            --checkpoint "$d/run.ckpt" --log "$d/run.jsonl" > "$d/out" 2>&1 &
+            --checkpoint "$d/run.ckpt" --log "$d/run.jsonl" ${EXTRA[$mode]:-} > "$d/out" 2>&1 &
         job=$!
         wait_for "$d/run.jsonl" '"event":"step"' 120
         pids=($(pgrep -f "^[^ ]*dtrain train .*$d/run.jsonl"))

@@ -171,6 +171,11 @@ static inline int dt_mode_is_async(dt_mode m) {
     dt_ps_policy p = dt_mode_info_of(m)->ps;
     return p == DT_PS_IMMEDIATE || p == DT_PS_DEFERRED;
 }
+/* The bound on the clocks between workers the run's mode keeps: ps-ssp's
+ * --staleness, 0 in every other clocked mode (ps-sync). */
+static inline int dt_dist_staleness(const dt_dist_cfg *c) {
+    return dt_mode_info_of(c->mode)->flags & DT_MF_STALENESS ? c->staleness : 0;
+}
 /* "auto" | "ring" | "mpi" | "shm" | "hier" <-> dt_ar_algo (-1 for any other name). */
 int dt_ar_algo_from_name(const char *name);
 const char *dt_ar_algo_name(dt_ar_algo algo);

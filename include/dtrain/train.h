@@ -55,6 +55,14 @@ typedef struct dt_sync {
     dt_status (*agree_stop)(struct dt_sync *s, int *flags);
     /* Sums vals[0..n) over all workers in place (metrics, evaluation). */
     dt_status (*reduce_sum)(struct dt_sync *s, double *vals, int n);
+    /* Lockstep workers that may be up to this many steps apart (ps-ssp:
+     * its staleness bound; 0: in step). With lead > 0 the trainer's
+     * periodic stop agreement is a sum in two halves (n <= 4, one at a
+     * time): started with vals, finished lead + 1 steps later with the
+     * sums in vals, when every worker has started it. */
+    int lead;
+    dt_status (*reduce_sum_start)(struct dt_sync *s, const double *vals, int n);
+    dt_status (*reduce_sum_finish)(struct dt_sync *s, double *vals, int n);
     /* Before evaluation and checkpoints: bring the net's parameters up to
      * date (parameter servers) and, when `all` (every worker calls it at
      * this point), make the non-trainable state (BN running statistics) the

@@ -34,6 +34,7 @@ dt_status dt_group_create(dt_group *g, const dt_comm *c, double stall_timeout) {
     atomic_init(&g->hurry, 0);
     g->comm = *c;
     g->stall_timeout = stall_timeout;
+    g->pending = MPI_REQUEST_NULL;
     DT_TRY(dt_mpi_check(MPI_Comm_rank(c->workers, &g->rank), "MPI_Comm_rank"));
     DT_TRY(dt_mpi_check(MPI_Comm_size(c->workers, &g->size), "MPI_Comm_size"));
     size_t n = (size_t)g->size;
@@ -118,6 +119,25 @@ dt_status dt_group_sum_doubles(dt_group *g, double *vals, int n, const char *wha
     return dt_group_wait(g, &req, 1);
 }
 
+dt_status dt_group_sum_start(dt_group *g, const double *vals, int n, const char *what) {
+    if (g->pending != MPI_REQUEST_NULL || n > DT_GROUP_PENDING_MAX)
+        return dt_fail(DT_ERR_INTERNAL, "%s: a deferred sum of %d values while one is open", what, n);
+    memcpy(g->pending_vals, vals, sizeof(double) * (size_t)n);
+    g->npending = n;
+    DT_TRY(dt_group_enter(g, what));
+    return dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g->pending_vals, n, MPI_DOUBLE, MPI_SUM, g->comm.workers,
+                                       &g->pending),
+                        what);
+}
+
+dt_status dt_group_sum_finish(dt_group *g, double *vals, int n) {
+    if (g->pending == MPI_REQUEST_NULL || n != g->npending)
+        return dt_fail(DT_ERR_INTERNAL, "finishing a deferred sum of %d values that was not started", n);
+    DT_TRY(dt_group_wait(g, &g->pending, 1)); /* sets pending to MPI_REQUEST_NULL */
+    memcpy(vals, g->pending_vals, sizeof(double) * (size_t)n);
+    return DT_OK;
+}
+
 dt_status dt_group_average_state(dt_group *g, dt_net *net) {
     if (net->nstate == 0) return DT_OK;
     MPI_Request req;
@@ -152,6 +172,8 @@ dt_status dt_group_sync_alloc(dt_sync **out, size_t ctx_size) {
         return st;
     }
     s->reduce_sum = dt_group_reduce_hook;
+    s->reduce_sum_start = dt_group_reduce_start_hook;
+    s->reduce_sum_finish = dt_group_reduce_finish_hook;
     s->sync_state = dt_group_state_hook;
     *out = s;
     return DT_OK;
@@ -166,6 +188,14 @@ void dt_group_sync_free(dt_sync *s) {
 
 dt_status dt_group_reduce_hook(dt_sync *s, double *vals, int n) {
     return dt_group_sum_doubles(s->ctx, vals, n, "metrics allreduce");
+}
+
+dt_status dt_group_reduce_start_hook(dt_sync *s, const double *vals, int n) {
+    return dt_group_sum_start(s->ctx, vals, n, "stop agreement (deferred metrics allreduce)");
+}
+
+dt_status dt_group_reduce_finish_hook(dt_sync *s, double *vals, int n) {
+    return dt_group_sum_finish(s->ctx, vals, n);
 }
 
 dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t, int all) {

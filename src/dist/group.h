@@ -14,6 +14,9 @@
 
 #include "dtrain/dist.h"
 
+/* Values a deferred sum carries at most. */
+enum { DT_GROUP_PENDING_MAX = 4 };
+
 typedef struct {
     dt_comm comm;       /* world layout; collectives run on comm.workers */
     double stall_timeout;
@@ -27,6 +30,12 @@ typedef struct {
     MPI_Request *send;  /* (size) last announcement to each peer */
     const char *what;   /* the collective being waited for (messages) */
     atomic_int hurry;   /* set by the owner while its trainer blocks on the group's waits */
+    /* A sum started by dt_group_sum_start and not yet finished: its
+     * request (MPI_REQUEST_NULL: none) and values, kept here rather than
+     * by the caller so that they outlive any caller's frame. */
+    MPI_Request pending;
+    double pending_vals[DT_GROUP_PENDING_MAX];
+    int npending;
 } dt_group;
 
 dt_status dt_group_create(dt_group *g, const dt_comm *c, double stall_timeout);
@@ -39,6 +48,12 @@ dt_status dt_group_wait(dt_group *g, MPI_Request *reqs, int n);
 
 /* Sum of vals[0..n) over the workers, in place. */
 dt_status dt_group_sum_doubles(dt_group *g, double *vals, int n, const char *what);
+/* The same sum in two halves, so that a worker need not wait for the others
+ * to reach it: start with vals[0..n) (n <= DT_GROUP_PENDING_MAX; one sum
+ * at a time), finish later with the sums in vals. Every worker starts it at
+ * the same point among its collectives. */
+dt_status dt_group_sum_start(dt_group *g, const double *vals, int n, const char *what);
+dt_status dt_group_sum_finish(dt_group *g, double *vals, int n);
 /* Average of the net's layer state (BN running statistics) over the workers. */
 dt_status dt_group_average_state(dt_group *g, dt_net *net);
 /* Worker 0's parameters, layer state and optimiser state (nopt_state
@@ -52,6 +67,8 @@ dt_status dt_group_bcast_start(dt_group *g, dt_net *net, float *opt_state, size_
 dt_status dt_group_sync_alloc(dt_sync **out, size_t ctx_size);
 void dt_group_sync_free(dt_sync *s);
 dt_status dt_group_reduce_hook(dt_sync *s, double *vals, int n);
+dt_status dt_group_reduce_start_hook(dt_sync *s, const double *vals, int n);
+dt_status dt_group_reduce_finish_hook(dt_sync *s, double *vals, int n);
 dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t, int all);
 
 #endif

@@ -349,7 +349,7 @@ static dt_status setup(server *sv) {
     sv->clocked = mode->ps == DT_PS_CLOCKED;
     sv->deferred = mode->ps == DT_PS_DEFERRED;
     sv->hogwild = mode->racy;
-    sv->staleness = mode->flags & DT_MF_STALENESS ? sv->cfg->staleness : 0;
+    sv->staleness = dt_dist_staleness(sv->cfg);
     sv->policy = sv->clocked ? &ps_clocked_policy : sv->deferred ? &ps_deferred_policy : &ps_immediate_policy;
     /* Deferred: two slots, so a worker's next clock can arrive while its
      * last gradient still waits in the queue. */

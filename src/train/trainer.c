@@ -56,6 +56,7 @@ struct dt_trainer {
     long good_step;           /* step of the last checkpoint written (or resumed from) */
     long skipped_step;        /* step of a checkpoint refused as exploding, if the last one was (-1) */
     long saved_step;          /* step of the last (periodic) checkpoint, on every worker (-1: none) */
+    long agree_due;           /* sync->lead > 0: step the started stop agreement finishes at (-1: none open) */
 };
 
 dt_net *dt_trainer_net(dt_trainer *t) { return t->net; }
@@ -159,6 +160,28 @@ static dt_status end_diverged(dt_trainer *t) {
  * meet after their last step (run_loop), where they stop together. */
 static int meets_at_end(const dt_trainer *t) { return !lockstep(t) && t->opts->world > 1; }
 
+/* This worker's flags for an agreement: v[0] a stop was asked
+ * (SIGINT/SIGTERM, or a server passed one on), v[1] a divergence seen. */
+static void local_flags(const dt_trainer *t, double v[2]) {
+    v[0] = (t->opts->stop && atomic_load(t->opts->stop)) || t->sync->stop_requested;
+    v[1] = t->bad_step > 0 || t->diverging;
+}
+
+/* Acts on agreed flags v (summed, or a group's maximum): a divergence ends
+ * the run (or, for a worker that meets the others at the end, its
+ * training); *stop (may be NULL) says whether a stop was asked. */
+static dt_status act_on_agreement(dt_trainer *t, const double v[2], int together, int *stop) {
+    if (v[1] > 0 && !together && meets_at_end(t)) {
+        t->diverging = t->done = 1;
+    } else if (v[1] > 0) {
+        /* A divergence is seen by every worker of the reduction here, at once. */
+        if (together) t->sync->ended_together = 1;
+        return end_diverged(t);
+    }
+    if (stop) *stop = v[0] > 0;
+    return DT_OK;
+}
+
 /* Workers must stop together: one that stopped alone would leave the
  * others waiting in the next collective for ever. So a stop request
  * (SIGINT/SIGTERM) and a divergence on any worker are agreed on in one
@@ -171,11 +194,16 @@ static int meets_at_end(const dt_trainer *t) { return !lockstep(t) && t->opts->w
  * request), and one that saw a divergence trains no more (done) and meets
  * the others at the end: they follow soon, as their next parameters hold
  * its non-finite gradient. stop may be NULL (the request is then seen at
- * the next agreement). */
+ * the next agreement). A periodic agreement still open is finished first
+ * and counts. */
 static dt_status agree(dt_trainer *t, int *stop, int all) {
-    int asked = (t->opts->stop && atomic_load(t->opts->stop)) || t->sync->stop_requested;
-    double v[2] = {asked, t->bad_step > 0 || t->diverging};
+    double v[2], open[2] = {0, 0};
+    local_flags(t, v);
     int together = lockstep(t) || (all && t->opts->world > 1);
+    if (t->agree_due >= 0) { /* the started one first, as every worker does */
+        DT_TRY(t->sync->reduce_sum_finish(t->sync, open, 2));
+        t->agree_due = -1;
+    }
     if (together) {
         DT_TRY(t->sync->reduce_sum(t->sync, v, 2));
     } else if (t->sync->agree_stop) {
@@ -184,14 +212,32 @@ static dt_status agree(dt_trainer *t, int *stop, int all) {
         v[0] = flags == 1 || flags == 3;
         v[1] = flags >= 2;
     }
-    if (v[1] > 0 && !together && meets_at_end(t)) {
-        t->diverging = t->done = 1;
-    } else if (v[1] > 0) {
-        /* A divergence is seen by every worker of the reduction here, at once. */
-        if (together) t->sync->ended_together = 1;
-        return end_diverged(t);
+    v[0] += open[0];
+    v[1] += open[1];
+    return act_on_agreement(t, v, together, stop);
+}
+
+/* Lockstep workers up to sync->lead steps apart (ps-ssp) agree every 10
+ * steps without waiting for each other: each starts the sum at step 10k
+ * and finishes it min(lead + 1, 10) steps later. By then the staleness
+ * bound has made every worker start it (a worker's reply for clock c needs
+ * every worker's clock c - lead delivered), and every worker acts on it at
+ * that same step. A blocking sum pulled ps-ssp's workers back into step
+ * every 10 steps (docs/CLUSTER.md). */
+static dt_status agree_periodically(dt_trainer *t, int *stop) {
+    if (t->sync->lead == 0 || !t->sync->reduce_sum_start) return t->step % 10 == 0 ? agree(t, stop, 0) : DT_OK;
+    if (t->agree_due == t->step) {
+        double v[2];
+        DT_TRY(t->sync->reduce_sum_finish(t->sync, v, 2));
+        t->agree_due = -1;
+        DT_TRY(act_on_agreement(t, v, 1, stop));
+        if (*stop) return DT_OK;
     }
-    if (stop) *stop = v[0] > 0;
+    if (t->step % 10 != 0) return DT_OK;
+    double v[2];
+    local_flags(t, v);
+    DT_TRY(t->sync->reduce_sum_start(t->sync, v, 2));
+    t->agree_due = t->step + (t->sync->lead < 9 ? t->sync->lead + 1 : 10);
     return DT_OK;
 }
 
@@ -681,7 +727,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
         int stop = 0;
-        if (!lockstep(t) || t->step % 10 == 0) DT_TRY(agree(t, &stop, 0));
+        DT_TRY(lockstep(t) ? agree_periodically(t, &stop) : agree(t, &stop, 0));
         if (t->diverging || (stop && meets_at_end(t))) break;
         if (stop) return stop_run(t, !t->sync->independent); /* lockstep: every worker at this step */
         const float *x;
@@ -712,6 +758,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
                            ips * o->world, eta, asked);
     }
     if (t->loss_count) t->last_epoch_loss = t->loss_sum / (double)t->loss_count;
+    if (t->agree_due >= 0) DT_TRY(agree(t, NULL, 1)); /* no request left open */
     if (meets_at_end(t)) { /* a divergence, a stop request or the end: all of them together */
         int stop = 0;
         DT_TRY(agree(t, &stop, 1));
@@ -747,7 +794,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     t.spec = spec;
     t.opts = opts;
     t.best_acc = -1;
-    t.good_step = t.skipped_step = t.saved_step = -1;
+    t.good_step = t.skipped_step = t.saved_step = t.agree_due = -1;
     t.sync = sync;
     sync->stats.server_cpu_share = -1;
     memset(summary, 0, sizeof *summary);
