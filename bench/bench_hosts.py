@@ -10,7 +10,7 @@ each model (64 images per worker) and link it runs
     topk 1%            --mode allreduce --grad-compression topk:0.01
     ring sacp          --mode allreduce --sacp (fully connected layers by
                        sufficient factors where they move fewer bytes, the
-                       rest by the ring; not modelled by dtrain simulate)
+                       rest by the ring)
     ps-sync            --hosts h3:1,h1:1,h2:1 --mode ps-sync --servers 1
     ps-sync bf16       the same with --grad-compression bf16
     ps-sync sacp       the same with --sacp
@@ -21,7 +21,7 @@ each model (64 images per worker) and link it runs
 each ROUNDS times, alternating, and prints medians: img/s, the ratio to DDP,
 the share of the step spent waiting for communication, bytes per step
 (worker 0's, sent + received), and dtrain simulate's prediction of the step
-time for the modes it models (all but ring sacp and DDP) next to the measured
+time for dtrain's runs (not DDP's) next to the measured
 median step with its error (the median of its predictions, each made
 just before the run it predicts, so that both see the machine alike: the
 simulator measures the compute again each time), and with several rounds
@@ -56,7 +56,7 @@ RUNS = [('allreduce ring', WORKERS, RING, 'allreduce', []),
         ('ring bf16', WORKERS, RING + ['--grad-compression', 'bf16'], 'allreduce', ['--grad-compression', 'bf16']),
         ('topk 1%', WORKERS, ['--mode', 'allreduce', '--grad-compression', 'topk:0.01'], 'allreduce',
          ['--grad-compression', 'topk:0.01']),
-        ('ring sacp', WORKERS, ['--mode', 'allreduce', '--sacp'], None, []),
+        ('ring sacp', WORKERS, ['--mode', 'allreduce', '--sacp'], 'allreduce', ['--sacp']),
         ('ps-sync', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1'], 'ps-sync', []),
         ('ps-sync bf16', WITH_SERVER, ['--mode', 'ps-sync', '--servers', '1', '--grad-compression', 'bf16'],
          'ps-sync', ['--grad-compression', 'bf16']),

@@ -256,6 +256,45 @@ static void test_sfb_by_hand(void) {
     CHECK_CLOSE(r.bytes_sent, (100 * 200 + 100) * 4, 1e-9, 0);
 }
 
+/* --mode allreduce --sfb/--sacp, on test_sfb_by_hand's profile (FC 100 x
+ * 200 at batch 10, sum 2 ms, update 3 ms, 1 GFLOP/s). */
+static void test_allreduce_factors_by_hand(void) {
+    memset(prof, 0, sizeof *prof);
+    prof->batch = 10, prof->threads = 1, prof->reps = 1, prof->nlayers = 2;
+    set_layer(prof, 0, "connected", 0.010, 0.020, 100 * 200 + 100, 100, 200);
+    set_layer(prof, 1, "softmax", 0.002, 0.001, 0, 0, 0);
+    prof->update_s = 0.003, prof->sum_s = 0.002, prof->gemm_gflops = 1;
+    dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 3);
+    c.factors = DT_SFB_ALL;
+    /* 3 workers: the factors' allgather, 2 x (9.6 + 20) us from 33 ms; the
+     * rebuild, 2 x 2 x 10 x 100 x 200 flops = 0.8 ms; the averaging pass and
+     * the update over all parameters, 2 + 3 ms. */
+    dt_sim_result r;
+    CHECK_OK(dt_sim_run(&r, prof, &c));
+    CHECK_CLOSE(r.step_s, 0.033 + 2 * (9.6e-6 + 20e-6) + 0.0008 + 0.005, 1e-12, 1e-12);
+    CHECK_CLOSE(r.bytes_sent, 2 * 10 * 300 * 4, 1e-9, 0);
+    CHECK(r.fc_sfb == 1);
+    /* --sacp, the trainer's byte rule: factors 48 kB against the ring's
+     * 2 x 4/3 x 80.4 kB: factors. */
+    c.factors = DT_SFB_AUTO;
+    CHECK_OK(dt_sim_run(&r, prof, &c));
+    CHECK(r.fc_sfb == 1);
+    CHECK_CLOSE(r.step_s, 0.033 + 2 * (9.6e-6 + 20e-6) + 0.0008 + 0.005, 1e-12, 1e-12);
+    /* 100 workers: factors 2 x 10 x 99 x 300 x 4 = 2.376 MB against the
+     * ring's 2 x 1.98 x 80.4 kB = 318 kB: the ring, one bucket from 33 ms:
+     * its sums 0.99 x 2 ms, 159,192 bytes at 10 Gbit/s (127.3536 us) and
+     * 198 messages (3.96 ms), then 5 ms. --sfb: 99 x 29.6 us of factors,
+     * a 39.6 ms rebuild, 5 ms. */
+    c.nodes = 100;
+    CHECK_OK(dt_sim_run(&r, prof, &c));
+    CHECK(r.fc_sfb == 0);
+    CHECK_CLOSE(r.step_s, 0.033 + 0.00198 + 127.3536e-6 + 0.00396 + 0.005, 1e-12, 1e-12);
+    c.factors = DT_SFB_ALL;
+    CHECK_CLOSE(step(prof, &c), 0.033 + 99 * 29.6e-6 + 0.0396 + 0.005, 1e-12, 1e-12);
+    c.factors = DT_SFB_OFF;
+    CHECK_CLOSE(step(prof, &c), 0.033 + 0.00198 + 127.3536e-6 + 0.00396 + 0.005, 1e-12, 1e-12);
+}
+
 static void test_byte_counts(void) {
     CHECK_CLOSE(dt_sim_ps_bytes(1024, 3136), 2.0 * 1024 * 3136 * 4, 0, 0);
     CHECK_CLOSE(dt_sim_sfb_bytes(1024, 3136, 64, 8), 2.0 * 64 * 7 * (1024 + 3136) * 4, 0, 0);
@@ -721,6 +760,7 @@ int main(void) {
     test_ps_by_hand();
     test_async_by_hand();
     test_sfb_by_hand();
+    test_allreduce_factors_by_hand();
     test_byte_counts();
     test_sacp_cnn();
     test_sacp_many_fc();

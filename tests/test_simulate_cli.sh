@@ -46,6 +46,19 @@ assert sum(l['params'] for l in p['layers']) == 407050 and p['layers'][0]['fc_in
 expect 0 "compute from the profile at 1 thread" -- "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2
 expect 0 "batch 16 per worker" -- "$DTRAIN" simulate "$M" --profile "$TMP/p.json" --nodes 2
 expect 0 "topk:0.01" -- "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2 --modes allreduce --grad-compression topk:0.01
+# --sacp and --sfb are allreduce's factors (test_sim checks the arithmetic).
+expect 0 "allreduce sends where they move fewer bytes its fully connected layers as sufficient factors" -- \
+    "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2 --modes allreduce --sacp
+"$DTRAIN" simulate --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes allreduce --bandwidth 1Gbps --json \
+    > "$TMP/ring.jsonl" && "$DTRAIN" simulate --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes allreduce \
+    --bandwidth 1Gbps --json --sacp > "$TMP/sacp.jsonl"
+check "simulate --sacp: cnn's fc1024 by factors, fewer bytes, a shorter step at 1 Gbit/s" /usr/bin/python3 -c "
+import json; r=json.load(open('$TMP/ring.jsonl')); s=json.load(open('$TMP/sacp.jsonl'))
+assert (r['factors'], r['fc_sfb'], s['factors'], s['fc_sfb']) == ('none', 0, 'sacp', 1), (r, s)
+assert s['mb_sent'] < r['mb_sent'] / 5 and s['step_ms'] < r['step_ms'], (r, s)"
+expect 2 "\-\-sfb and --sacp exclude each other" -- "$DTRAIN" simulate "$M" --modes allreduce --sfb --sacp
+expect 2 "\-\-sacp applies to allreduce, which --modes ps-sync,sacp leaves out" -- "$DTRAIN" simulate "$M" \
+    --modes ps-sync,sacp --sacp
 # A version 1 profile (before its top-k rate) still prices everything else.
 expect 0 "ps-sync" -- "$DTRAIN" simulate --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes ps-sync
 expect 2 "the profile has no top-k rate \(version 1\): measure it again" -- "$DTRAIN" simulate \

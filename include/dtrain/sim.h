@@ -18,7 +18,11 @@
  *   allreduce: dtrain's fusion buckets (dt_bucket_plan_layers), each a ring
  *     allreduce of b bytes: 2(P-1)/P * b / beta + 2(P-1) * alpha, plus the
  *     ring's sums, (P-1)/P of the bucket at the profile's sum rate; then
- *     every worker averages and runs SGD.
+ *     every worker averages and runs SGD. With factors (--sfb, --sacp: the
+ *     trainer's choice of layers, dt_sfb_chosen) a fully connected layer is
+ *     a bucket of its own whose sufficient factors are allgathered as sfb's
+ *     below; once every bucket is in, each worker rebuilds those layers on
+ *     its compute cores, then updates.
  *   ps-sync: S servers on nodes of their own hold equal shards of the
  *     parameters. A worker pushes each layer's part of each shard when the
  *     layer is ready; a server's link takes P copies of every part; once all
@@ -131,6 +135,9 @@ typedef struct {
     double latency;        /* alpha: seconds per message */
     double fusion_mb;      /* allreduce bucket size in MiB, as --fusion-mb (0: one per layer) */
     int overlap;           /* 1: wait-free backprop; 0: transfers start after backward */
+    dt_sfb_policy factors; /* allreduce: fully connected layers by sufficient factors, all of them
+                              (--sfb) or where they move fewer bytes (--sacp), as dtrain train
+                              --mode allreduce chooses; the other modes ignore it */
     dt_grad_codec codec;   /* gradients on the wire (--grad-compression): allreduce buckets; bf16/fp16
                               also the servers' pushes and replies; zero: fp32 */
     int shared_cores;      /* 0: every node is a machine of its own. C: all workers share one

@@ -28,6 +28,9 @@ static const char simulate_usage[] =
     "  --no-overlap          transfers start after backward (no wait-free backprop)\n"
     "  --grad-compression C  gradients on the wire as none (default), bf16, fp16 (every mode)\n"
     "                        or topk:R (allreduce), as dtrain train's flag\n"
+    "  --sfb, --sacp         allreduce: fully connected layers as sufficient factors, all of\n"
+    "                        them or where they move fewer bytes, as dtrain train --mode\n"
+    "                        allreduce --sfb/--sacp (the modes sfb and sacp are the servers')\n"
     "  --profile F.json      per-layer compute from dtrain bench --profile-out instead of\n"
     "                        measuring it now\n"
     "  --threads T           threads of the compute measured now (default: all cores)\n"
@@ -115,6 +118,9 @@ static void print_header(const dt_profile *p, const dt_sim_cfg *c, const char *b
            "%d; %s", bw, lat, c->fusion_mb, c->servers, c->servers == 1 ? "" : "s", c->staleness,
            c->overlap ? "communication overlapped with backprop" : "no overlap");
     if (c->shared_cores) printf("; workers share %d cores", c->shared_cores);
+    if (c->factors != DT_SFB_OFF)
+        printf("; allreduce sends %s fully connected layers as sufficient factors",
+               c->factors == DT_SFB_ALL ? "its" : "where they move fewer bytes its");
     char codec[32];
     if (c->codec.kind != DT_GC_NONE)
         printf("; gradients as %s", dt_grad_codec_name(&c->codec, codec, sizeof codec));
@@ -133,12 +139,13 @@ static void print_result(const dt_profile *p, const dt_sim_cfg *c, const dt_sim_
            "\"mode\":\"%s\",\"servers\":%d,\"staleness\":%d,\"bandwidth_gbps\":%.6g,\"latency_us\":%.6g,\"fusion_mb\":%g,"
            "\"overlap\":%s,\"shared_cores\":%d,\"compute_scale\":%.4g,\"step_ms\":%.4f,"
            "\"images_per_sec\":%.1f,\"speedup\":%.4f,\"comm_share\":%.4f,\"compute_ms\":%.4f,"
-           "\"link_busy_ms\":%.4f,\"mb_sent\":%.4f,\"fc_sfb\":%d}\n",
+           "\"link_busy_ms\":%.4f,\"mb_sent\":%.4f,\"fc_sfb\":%d,\"factors\":\"%s\"}\n",
            dt_json_escape(model, sizeof model, p->model), p->batch, p->threads, c->nodes,
            dt_sim_mode_name(c->mode), c->servers, c->staleness, c->bandwidth * 8 / 1e9, c->latency * 1e6, c->fusion_mb,
            c->overlap ? "true" : "false", c->shared_cores, r->compute_scale, r->step_s * 1e3,
            r->images_per_sec, r->speedup, r->comm_share, r->compute_s * 1e3, r->link_busy_s * 1e3,
-           r->bytes_sent / 1e6, r->fc_sfb);
+           r->bytes_sent / 1e6, r->fc_sfb,
+           c->factors == DT_SFB_ALL ? "sfb" : c->factors == DT_SFB_AUTO ? "sacp" : "none");
 }
 
 static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *nodes, const int_list *modes,
@@ -160,7 +167,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL, *compression = "none";
     const char *kernel_arg = NULL;
     int batch = 0, servers = 1, staleness = 3, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0,
-        help = 0;
+        sfb = 0, sacp = 0, help = 0;
     double fusion_mb = 4;
     cli_flag flags[] = {
         {"--nodes", ARG_STR, &nodes_arg, 0, 0, 0},
@@ -173,6 +180,8 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         {"--fusion-mb", ARG_DOUBLE, &fusion_mb, 0, 4096, 0},
         {"--no-overlap", ARG_FLAG, &no_overlap, 0, 0, 0},
         {"--grad-compression", ARG_STR, &compression, 0, 0, 0},
+        {"--sfb", ARG_FLAG, &sfb, 0, 0, 0},
+        {"--sacp", ARG_FLAG, &sacp, 0, 0, 0},
         {"--profile", ARG_STR, &profile_path, 0, 0, 0},
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
         {"--reps", ARG_INT, &reps, 1, 100000, 0},
@@ -196,7 +205,8 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         s = dt_fail(DT_ERR_USAGE, "--threads and --reps set the measurement; --profile %s was measured "
                     "already", profile_path);
     dt_sim_cfg c = {.servers = servers, .staleness = staleness, .fusion_mb = fusion_mb, .overlap = !no_overlap,
-                    .shared_cores = shared_cores};
+                    .shared_cores = shared_cores, .factors = sacp ? DT_SFB_AUTO : sfb ? DT_SFB_ALL : DT_SFB_OFF};
+    if (s == DT_OK && sfb && sacp) s = dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     if (s == DT_OK) s = dt_sim_parse_bandwidth(bw_arg, "--bandwidth", &c.bandwidth);
     if (s == DT_OK) s = dt_sim_parse_latency(lat_arg, &c.latency);
     if (s == DT_OK && kernel_arg && !shared_cores)
@@ -212,6 +222,9 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     if (s == DT_OK && c.codec.kind == DT_GC_TOPK && !has_allreduce)
         s = dt_fail(DT_ERR_USAGE, "--grad-compression %s applies to allreduce, which --modes %s leaves out",
                     compression, modes_arg);
+    if (s == DT_OK && (sfb || sacp) && !has_allreduce)
+        s = dt_fail(DT_ERR_USAGE, "--%s applies to allreduce, which --modes %s leaves out (the modes sfb and "
+                    "sacp are the parameter servers' factors)", sacp ? "sacp" : "sfb", modes_arg);
     dt_model_spec *spec = NULL;
     dt_profile *prof = NULL;
     if (s == DT_OK) s = (spec = malloc(sizeof *spec)) && (prof = malloc(sizeof *prof))

@@ -85,8 +85,7 @@ dt_status dt_comm_plan_create(dt_comm_plan *plan, const dt_net *net, dt_mode mod
         if (l->spec.kind == DT_LAYER_DENSE)
             plan->sfb_bytes[i] = dt_sfb_bytes(l->out.c, (int)dt_shape_size(l->in), K, P);
         int fc = l->spec.kind == DT_LAYER_DENSE && P > 1;
-        plan->sfb[i] = fc && (policy == DT_SFB_ALL ||
-                              (policy == DT_SFB_AUTO && plan->sfb_bytes[i] < plan->dense_bytes[i]));
+        plan->sfb[i] = fc && dt_sfb_chosen(policy, plan->sfb_bytes[i], plan->dense_bytes[i]);
         plan->nsfb += plan->sfb[i];
         plan->ps_offset[i] = plan->ps_n;
         if (!plan->sfb[i]) plan->ps_n += l->nw + l->nb;

@@ -127,23 +127,49 @@ static void compute_pass(sim_step *st) {
         for (int i = 0; i < L; i++) st->ready[i] = t;
 }
 
-/* Ring allreduce of dtrain's fusion buckets, then average and SGD. */
-static dt_status run_allreduce(sim_step *st) {
+/* Whether layer l can go by sufficient factors: a fully connected layer. */
+static int is_fc(const dt_sim_layer *l) { return l->fc_out > 0 && l->fc_in > 0 && l->params > 0; }
+
+/* Fully connected layer l's sufficient factors, K (M + N) floats, to and
+ * from every other worker (an allgather), ready at `ready`: when all are in. */
+static double send_factors(sim_step *st, const dt_sim_layer *l, double ready) {
+    double P = st->c->nodes, factors = (double)st->p->batch * (l->fc_out + l->fc_in) * sizeof(float);
+    st->bytes_sent += (P - 1) * factors;
+    return link_send(st, ready, (P - 1) * (factors / st->bw + st->lat), 2 * (P - 1) * factors);
+}
+
+/* Rebuilding layer l's (M, N) gradient from the other workers' factors on
+ * the compute cores: (P - 1) 2 K M N flops at the profile's GEMM rate. */
+static double rebuild_s(const sim_step *st, const dt_sim_layer *l) {
+    return (st->c->nodes - 1) * 2.0 * st->p->batch * l->fc_out * l->fc_in / (st->p->gemm_gflops * 1e9) * st->scale;
+}
+
+/* Ring allreduce of dtrain's fusion buckets, then average and SGD; with
+ * factors, the SFB layers' allgathers among the buckets and their rebuilds
+ * before the update (allreduce_buckets.c's end_step). */
+static dt_status run_allreduce(sim_step *st, int *fc_sfb) {
     const dt_profile *p = st->p;
     const dt_sim_cfg *c = st->c;
     size_t *off, bucket_floats = (size_t)(c->fusion_mb * 1048576.0 / sizeof(float));
     int max = p->nlayers + 1 + (bucket_floats ? (int)(st->nparams / bucket_floats) : 0);
     dt_bucket *b;
+    unsigned char sfb[DT_MAX_LAYERS] = {0};
     DT_TRY(dt_alloc_bytes((void **)&off, sizeof *off * (size_t)(p->nlayers + 1), "simulator"));
     dt_status s = dt_alloc_bytes((void **)&b, sizeof *b * (size_t)max, "simulator buckets");
     if (s != DT_OK) {
         dt_free(off);
         return s;
     }
-    for (int i = 0; i < p->nlayers; i++) off[i + 1] = off[i] + p->layers[i].params;
-    int nb = dt_bucket_plan_layers(b, max, off, p->nlayers, NULL, bucket_floats);
-    DT_ASSERT(nb >= 0); /* max above is an upper bound on the buckets */
     double P = c->nodes;
+    for (int i = 0; i < p->nlayers; i++) {
+        const dt_sim_layer *l = &p->layers[i];
+        off[i + 1] = off[i] + l->params;
+        sfb[i] = is_fc(l) && P > 1 &&
+                 dt_sfb_chosen(c->factors, dt_sfb_bytes(l->fc_out, l->fc_in, p->batch, (int)P),
+                               dt_dense_bytes(DT_MODE_ALLREDUCE, l->params, (int)P, &c->codec));
+    }
+    int nb = dt_bucket_plan_layers(b, max, off, p->nlayers, sfb, bucket_floats);
+    DT_ASSERT(nb >= 0); /* max above is an upper bound on the buckets */
     /* The work on a bucket besides its transfer, per float as a share of
      * all parameters: the ring's reduce-scatter adds (P-1)/P of a gradient
      * sum; encoding and decoding 16-bit words one more; top-k instead its
@@ -151,7 +177,15 @@ static dt_status run_allreduce(sim_step *st) {
      * sums each; the P k adds of the gathered pairs are left out). */
     int topk = c->codec.kind == DT_GC_TOPK;
     double work = topk ? p->topk_s : ((P - 1) / P + (c->codec.kind != DT_GC_NONE)) * p->sum_s;
+    double rebuilds = 0;
     for (int k = 0; k < nb; k++) {
+        if (b[k].sfb) {
+            const dt_sim_layer *l = &p->layers[b[k].ready_layer];
+            send_factors(st, l, st->ready[b[k].ready_layer]);
+            rebuilds += rebuild_s(st, l);
+            (*fc_sfb)++;
+            continue;
+        }
         size_t n = b[k].hi - b[k].lo;
         double moved = dt_allreduce_bytes_each_way(&c->codec, n, (int)P);
         double reduce = work * (double)n / (double)st->nparams * st->scale;
@@ -160,16 +194,13 @@ static dt_status run_allreduce(sim_step *st) {
         st->bytes_sent += moved;
     }
     settle_stolen(st);
-    double update = (p->sum_s + p->update_s) * st->scale;
+    double update = rebuilds + (p->sum_s + p->update_s) * st->scale;
     st->compute += update;
     st->link = fmax(st->link, st->bwd_end) + update;
     dt_free(b);
     dt_free(off);
     return DT_OK;
 }
-
-/* Whether layer l can go by sufficient factors: a fully connected layer. */
-static int is_fc(const dt_sim_layer *l) { return l->fc_out > 0 && l->fc_in > 0 && l->params > 0; }
 
 /* Seconds a server's cores spend on `served` workers' pushes for a shard
  * that is `share` of the parameters, as `pass`: a clock is summing,
@@ -195,8 +226,8 @@ static double server_rate(const sim_step *st, int k) {
 static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     const dt_profile *p = st->p;
     const dt_sim_cfg *c = st->c;
-    int L = p->nlayers, S = c->servers, K = p->batch;
-    double P = c->nodes, scale = st->scale, served = st->peers;
+    int L = p->nlayers, S = c->servers;
+    double scale = st->scale, served = st->peers;
     /* bf16/fp16: pushes and replies in 16-bit words; a server decodes P
      * gradients (its reply encodes take the snapshots' place), a worker
      * encodes its gradient and decodes the parameters: a pass each. */
@@ -233,15 +264,11 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
         if (sfb[i]) {
             /* Allgather of the factors, then the rebuild and the layer's own
              * update on the compute cores once they are free. */
-            double factors = (double)K * (l->fc_out + l->fc_in) * sizeof(float);
-            double all = link_send(st, st->ready[i], (P - 1) * (factors / st->bw + st->lat),
-                                   2 * (P - 1) * factors);
-            double rebuild = (P - 1) * 2.0 * K * l->fc_out * l->fc_in / (p->gemm_gflops * 1e9) * scale +
-                             p->update_s * (double)l->params / (double)st->nparams * scale;
+            double all = send_factors(st, l, st->ready[i]);
+            double rebuild = rebuild_s(st, l) + p->update_s * (double)l->params / (double)st->nparams * scale;
             chain = fmax(chain, all) + rebuild;
             rebuilds += rebuild;
             st->compute += rebuild;
-            st->bytes_sent += (P - 1) * factors;
             (*fc_sfb)++;
             continue;
         }
@@ -498,7 +525,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         st.compute += p->update_s * st.scale;
         st.link = st.compute;
     } else if (c->mode == DT_SIM_ALLREDUCE) {
-        s = run_allreduce(&st);
+        s = run_allreduce(&st, &r->fc_sfb);
     } else if (c->mode == DT_SIM_PS_ASYNC || (c->mode == DT_SIM_PS_SSP && c->staleness > 0)) {
         s = run_async(&st, r);
     } else {
