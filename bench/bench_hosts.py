@@ -28,8 +28,10 @@ simulator measures the compute again each time), and with several rounds
 the spread of the run's median steps over them, (max - min) / median: how
 closely the measurement itself repeats. It gets the link as measured
 between h1 and h2 by build/mpi_link (MPI_Isend/Irecv for the parameter-
-server modes, MPI_Iallreduce for allreduce; waited for as the trainer does,
-ranks unbound as dtrain launch runs them), --shared-cores (all hosts
+server modes, dtrain's ring for allreduce; waited for as the trainer does,
+ranks unbound as dtrain launch runs them; and again with every core busy,
+waited for as the communication thread does while the trainer computes:
+--busy-bandwidth), --shared-cores (all hosts
 share this machine's cores) and --kernel-rate: the point-to-point rate
 mpi_link measures first on the unshaped link, where the kernel's copies
 bound it (what a byte sent or received costs a core). Like bench_dist.py, the first 5 steps are left
@@ -119,9 +121,11 @@ def main():
             for _ in range(a.rounds):
                 for name, hosts, flags, sim_mode, sim_flags in runs:
                     if sim_mode:  # the compute measured just before the run it predicts
-                        bw, lat = measured['allreduce' if sim_mode == 'allreduce' else 'p2p']
+                        way = 'allreduce' if sim_mode == 'allreduce' else 'p2p'
+                        bw, lat = measured[way]
                         sims[name].append(predict(os.path.join(ROOT, 'examples', model + '.cfg'), 2, sim_mode, 1,
-                                                  cores, bw, lat, [*sim_flags, '--kernel-rate', kernel_rate]))
+                                                  cores, bw, lat, [*sim_flags, '--kernel-rate', kernel_rate,
+                                                                   '--busy-bandwidth', measured[way + '_busy'][0]]))
                     got[name].append(Run(ddp(model, a.steps), 0, 0, 0, 0) if hosts is None
                                      else dtrain(model, a.steps, hosts, flags))
             ddp_ips = statistics.median(r.ips for r in got['DDP gloo']) if 'DDP gloo' in got else None

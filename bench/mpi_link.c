@@ -22,11 +22,21 @@
  * MPI_Iallreduce: between two emulated hosts at 1 Gbit/s Open MPI's
  * allreduce of 4 MiB reached 0.56 Gbit/s where dtrain's ring ran cnn's
  * buckets at 0.41 (as single 2 MiB messages; now segmented, ring.c).
+ * Then both ways again on busy cores (allreduce_busy, p2p_busy): each rank
+ * keeps a thread spinning, as a worker's compute thread does during
+ * backward, and waits as the communication thread does meanwhile (not
+ * hurried: polling with a sleep that grows to 1 ms); the bandwidth left
+ * (with the latency above) is dtrain simulate's --busy-bandwidth. Between
+ * two emulated hosts on 2 cores a wire-bound link keeps its rate there
+ * and a fast one does not (docs/CLUSTER.md).
  * Medians of REPS; bench/validate_sim.py passes them to dtrain simulate.
  *
  * usage: mpirun -np 2 build/mpi_link [REPS]
- * prints one line per way: {"link":"allreduce"|"p2p","latency_us":..,"bandwidth_gbps":..} */
+ * prints one line per way: {"link":"allreduce"|"p2p"|"allreduce_busy"|"p2p_busy","latency_us":..,
+ * "bandwidth_gbps":..} */
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -41,10 +51,18 @@ static void check(dt_status s) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-/* The trainer's wait (see above). */
-static void wait_one(MPI_Request *req) {
-    static const atomic_int hurry = 1;
-    check(dt_mpi_wait_hurry(req, 1, 60, NULL, NULL, "link", &hurry));
+/* The trainer's wait (see above), or the communication thread's while the
+ * trainer computes (hurry 0). */
+static void wait_one(MPI_Request *req, const atomic_int *hurry) {
+    check(dt_mpi_wait_hurry(req, 1, 60, NULL, NULL, "link", hurry));
+}
+
+/* A core kept busy while `spinning`, as by a compute thread. */
+static atomic_int spinning;
+static void *spin(void *arg) {
+    volatile unsigned long x = 0;
+    while (atomic_load_explicit(&spinning, memory_order_relaxed)) x++;
+    return arg;
 }
 
 /* Median seconds of a ring allreduce of n floats among g's two workers
@@ -65,7 +83,7 @@ static double link_time(dt_group *g, float *buf, float *tmp, int n, int reps, in
                     check(dt_mpi_check(MPI_Isend(buf, n, MPI_FLOAT, 1 - rank, 0, MPI_COMM_WORLD, &req), "MPI_Isend"));
                 else
                     check(dt_mpi_check(MPI_Irecv(buf, n, MPI_FLOAT, 1 - rank, 0, MPI_COMM_WORLD, &req), "MPI_Irecv"));
-                wait_one(&req);
+                wait_one(&req, &g->hurry);
             }
         }
         double dt = MPI_Wtime() - t0;
@@ -99,19 +117,30 @@ int main(int argc, char **argv) {
     check(dt_group_create(&g, &comm, 60));
     atomic_store(&g.hurry, 1); /* as the trainer at the end of a step */
     check(dt_group_enter(&g, "link")); /* once, as a step enters once for all its buckets */
-    static const char *const names[2] = {"allreduce", "p2p"};
-    for (int p2p = 0; p2p < 2; p2p++) {
-        /* Two ring steps in an allreduce of two ranks; p2p: one way of the
-         * round trip. */
-        double msgs = p2p ? 1 : 2;
-        double alpha = link_time(&g, buf, tmp, 2, reps * 10, p2p, rank) / 2;
-        double t_big = link_time(&g, buf, tmp, big, reps, p2p, rank) / (p2p ? 2 : 1);
-        double bytes = (double)big * sizeof(float);
-        double beta = bytes / (t_big - msgs * alpha > 0 ? t_big - msgs * alpha : t_big);
-        if (rank == 0)
-            printf("{\"link\":\"%s\",\"latency_us\":%.4g,\"bandwidth_gbps\":%.4g}\n", names[p2p],
-                   alpha * 1e6, beta * 8 / 1e9);
+    static const char *const names[4] = {"allreduce", "p2p", "allreduce_busy", "p2p_busy"};
+    double alpha[2];
+    pthread_t spinner;
+    for (int busy = 0; busy < 2; busy++) {
+        if (busy) {
+            atomic_store(&spinning, 1);
+            if (pthread_create(&spinner, NULL, spin, NULL) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+            atomic_store(&g.hurry, 0);
+        }
+        for (int p2p = 0; p2p < 2; p2p++) {
+            /* Two ring steps in an allreduce of two ranks; p2p: one way of
+             * the round trip. Busy: the latency measured idle. */
+            double msgs = p2p ? 1 : 2;
+            if (!busy) alpha[p2p] = link_time(&g, buf, tmp, 2, reps * 10, p2p, rank) / 2;
+            double t_big = link_time(&g, buf, tmp, big, reps, p2p, rank) / (p2p ? 2 : 1);
+            double bytes = (double)big * sizeof(float), a = alpha[p2p];
+            double beta = bytes / (t_big - msgs * a > 0 ? t_big - msgs * a : t_big);
+            if (rank == 0)
+                printf("{\"link\":\"%s\",\"latency_us\":%.4g,\"bandwidth_gbps\":%.4g}\n", names[2 * busy + p2p],
+                       a * 1e6, beta * 8 / 1e9);
+        }
     }
+    atomic_store(&spinning, 0);
+    pthread_join(spinner, NULL);
     dt_group_free(&g);
     dt_comm_free(&comm);
     free(buf);

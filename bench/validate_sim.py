@@ -42,14 +42,15 @@ def run(cmd):
 
 
 def measure_links(where=('-np', '2')):
-    """{'allreduce': (bandwidth, latency), 'p2p': (...)} between two ranks as
-    dtrain drives them (bench/mpi_link), medians of 3 runs, as simulate flags.
+    """{'allreduce': (bandwidth, latency), 'p2p': (...), and both '..._busy'
+    (measured with every core busy)} between two ranks as dtrain drives them
+    (bench/mpi_link), medians of 3 runs, as simulate flags.
     where: mpirun's flags placing the two ranks (default: on this machine)."""
     root = ['--allow-run-as-root'] if os.geteuid() == 0 else []
     got = [json.loads(line) for _ in range(3)
            for line in run(['mpirun'] + root + list(where) + [os.path.join(BUILD, 'mpi_link')]).splitlines()]
     links = {}
-    for name in ('allreduce', 'p2p'):
+    for name in ('allreduce', 'p2p', 'allreduce_busy', 'p2p_busy'):
         mine = [g for g in got if g['link'] == name]
         # Four significant digits: at 100 Mbit/s two decimals of Gbit/s would
         # round 0.055 to 0.06, a 9% error in every prediction.

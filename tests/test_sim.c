@@ -562,6 +562,32 @@ static void test_comm_shares_cores(void) {
     c.shared_cores = 8; /* a core for each communication thread: the copies run there */
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK_CLOSE(r.step_s, 0.03432 + 0.003, 1e-12, 1e-12);
+
+    /* With the rate measured on busy cores (--busy-bandwidth) a transfer
+     * during the compute moves at that rate and takes nothing from the
+     * compute but the kernel's copies. 5 Gbit/s (half speed): L1's bucket
+     * 13..25.24 ms, L0's 33..34.32, the update; the compute untouched. */
+    c.shared_cores = 4;
+    c.kernel_rate = 0;
+    c.busy_bandwidth = GBPS10 / 2;
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.03432 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033 + 0.003, 1e-12, 1e-12);
+    /* 2.5 Gbit/s: 5 of L1's 6.12 ms move in the 20 ms of backward, the
+     * other 1.12 at full speed after it (33..34.12); L0's 34.12..35.44. */
+    c.busy_bandwidth = GBPS10 / 4;
+    CHECK_CLOSE(step(p, &c), 0.03544 + 0.003, 1e-12, 1e-12);
+    /* With --kernel-rate 1.5 GB/s the copies of what moved meanwhile (5 /
+     * 6.12 of 15 MB: 8.16993 ms of a core) are the compute's loss: L0's
+     * gradients at 41.16993 ms, its ring 1.32 ms, the update. */
+    c.kernel_rate = 1.5e9;
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, 0.033 + 0.010 * 5 / 6.12 + 0.00132 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033 + 0.010 * 5 / 6.12 + 0.003, 1e-12, 1e-12);
+    /* Faster than the link: the link's rate (no busy slowdown). */
+    c.busy_bandwidth = GBPS10 * 2;
+    c.kernel_rate = 0;
+    CHECK_CLOSE(step(p, &c), 0.03432 + 0.003, 1e-12, 1e-12);
 }
 
 static void test_bad_config(void) {
@@ -585,6 +611,9 @@ static void test_bad_config(void) {
     c.kernel_rate = -1;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
     c.kernel_rate = 0;
+    c.busy_bandwidth = -1;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "busy bandwidth"));
+    c.busy_bandwidth = 0;
     p->gemm_gflops = 0; /* the SFB rebuild's rate */
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "GEMM"));
 }

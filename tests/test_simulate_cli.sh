@@ -14,6 +14,8 @@ expect 2 "\-\-latency: '20' is not a latency .*us" -- "$DTRAIN" simulate "$M" --
 expect 2 "\-\-latency: '5 weeks' is not a latency" -- "$DTRAIN" simulate "$M" --latency "5 weeks"
 expect 2 "\-\-kernel-rate: .0Gbps. is not a bandwidth" -- "$DTRAIN" simulate "$M" --shared-cores 2 --kernel-rate 0Gbps
 expect 2 "\-\-kernel-rate prices .* needs \-\-shared-cores" -- "$DTRAIN" simulate "$M" --kernel-rate 16Gbps
+expect 2 "\-\-busy-bandwidth is .* it needs \-\-shared-cores" -- "$DTRAIN" simulate "$M" --busy-bandwidth 1Gbps
+expect 2 "\-\-busy-bandwidth: 'fast' is not a bandwidth" -- "$DTRAIN" simulate "$M" --shared-cores 2 --busy-bandwidth fast
 expect 2 "\-\-nodes: '0' is not a node count" -- "$DTRAIN" simulate "$M" --nodes 0,2
 expect 2 "\-\-nodes: 'x' is not a node count" -- "$DTRAIN" simulate "$M" --nodes 1,x
 expect 2 "\-\-nodes: bad list '1,,2'" -- "$DTRAIN" simulate "$M" --nodes 1,,2

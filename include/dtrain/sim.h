@@ -148,6 +148,10 @@ typedef struct {
                               kernel's network stack (each byte a worker sends or receives while
                               its compute runs costs the compute 1/kernel_rate of a core, as its
                               communication thread's work does); 0: not priced */
+    double busy_bandwidth; /* with shared_cores: bytes per second a transfer moves at while the
+                              workers compute, measured with every core busy (bench/mpi_link's
+                              *_busy); the compute then loses only the kernel's copies. 0: not
+                              measured; such a transfer takes turns with the compute */
 } dt_sim_cfg;
 
 typedef struct {

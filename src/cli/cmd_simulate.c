@@ -44,6 +44,10 @@ static const char simulate_usage[] =
     "                        point-to-point rate between two emulated hosts on an unshaped\n"
     "                        link): a byte a worker or server sends or receives while the\n"
     "                        workers compute costs them 1/R of a core (default: not priced)\n"
+    "  --busy-bandwidth B    with --shared-cores: the rate a transfer keeps while the workers\n"
+    "                        compute (as --bandwidth; measure it with every core busy, as\n"
+    "                        bench/mpi_link does); the compute then loses only the kernel's\n"
+    "                        copies (default: the transfer takes turns with the compute)\n"
     "  --json                one JSON object per prediction instead of the table\n";
 
 /* Calls item() for each entry of a comma-separated list. */
@@ -165,7 +169,7 @@ static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *no
 int cmd_simulate(int argc, char **argv, const cli_env *env) {
     const char *nodes_arg = "1,2,4,8,16,32,64", *modes_arg = "allreduce,ps-sync,sfb,sacp";
     const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL, *compression = "none";
-    const char *kernel_arg = NULL;
+    const char *kernel_arg = NULL, *busy_arg = NULL;
     int batch = 0, servers = 1, staleness = 3, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0,
         sfb = 0, sacp = 0, help = 0;
     double fusion_mb = 4;
@@ -187,6 +191,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         {"--reps", ARG_INT, &reps, 1, 100000, 0},
         {"--shared-cores", ARG_INT, &shared_cores, 1, 1 << 16, 0},
         {"--kernel-rate", ARG_STR, &kernel_arg, 0, 0, 0},
+        {"--busy-bandwidth", ARG_STR, &busy_arg, 0, 0, 0},
         {"--json", ARG_FLAG, &json, 0, 0, 0},
         {"--help", ARG_FLAG, &help, 0, 0, 0},
     };
@@ -213,6 +218,10 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         s = dt_fail(DT_ERR_USAGE, "--kernel-rate prices the kernel's copies on shared cores: it needs "
                     "--shared-cores");
     if (s == DT_OK && kernel_arg) s = dt_sim_parse_bandwidth(kernel_arg, "--kernel-rate", &c.kernel_rate);
+    if (s == DT_OK && busy_arg && !shared_cores)
+        s = dt_fail(DT_ERR_USAGE, "--busy-bandwidth is a transfer's rate while the workers compute on shared "
+                    "cores: it needs --shared-cores");
+    if (s == DT_OK && busy_arg) s = dt_sim_parse_bandwidth(busy_arg, "--busy-bandwidth", &c.busy_bandwidth);
     int_list nodes = {.n = 0}, modes = {.n = 0};
     if (s == DT_OK) s = each_item(nodes_arg, "--nodes", add_nodes, &nodes);
     if (s == DT_OK) s = each_item(modes_arg, "--modes", add_mode, &modes);

@@ -57,6 +57,10 @@ typedef struct {
      * priced). Done while the compute runs, it is taken from the compute as
      * a transfer's polling is. */
     double kernel_s_per_byte;
+    /* Shared cores with --busy-bandwidth: the share of its speed a transfer
+     * keeps while the workers compute (busy bandwidth / bandwidth, at most
+     * 1; 0: not measured, the transfer takes turns with the compute). */
+    double busy_rate;
     /* The parameter servers' pass (run_ps): how many workers they serve at
      * once (P; 1 for an asynchronous worker's own cycle), what a server does
      * before a reply, and whether the worker then adds its own gradient to
@@ -82,16 +86,25 @@ static double link_start(const sim_step *st, double ready) { return fmax(ready +
 static double link_send(sim_step *st, double ready, double dur, double copied) {
     double start = link_start(st, ready), end = start + dur;
     double left = st->bwd_end + st->stolen - start; /* compute still to run, at full speed */
-    if (st->share > 1 && left > 0) {
-        /* On shared cores the threads that move a transfer (the
-         * communication thread's sums, coding and polling, the pump, the
-         * kernel's copies in their calls) take turns with the compute:
-         * while both run, each moves at 1 / share of its speed, and the
-         * compute loses the difference. Measured between two emulated
-         * hosts: the ring moved 0.95 Gbit/s on idle cores, 0.51 with both
-         * cores computing. The kernel's copies are within that time, or
-         * longer on a link they bound (unshaped): then the compute loses
-         * them, but the transfer, measured with them, is not longer. */
+    if (st->share > 1 && left > 0 && st->busy_rate > 0) {
+        /* Measured on busy cores (--busy-bandwidth): while the workers
+         * compute the transfer moves at busy_rate of its speed (the
+         * communication thread polls with sleeps: a slow wire keeps its
+         * rate, a fast one does not), and the compute loses only the
+         * kernel's copies of what moved meanwhile. */
+        double moved = fmin(dur, left * st->busy_rate); /* of dur, in full-speed seconds */
+        end = start + (moved < dur ? left + (dur - moved) : dur / st->busy_rate);
+        st->stolen += fmin(copied * moved / dur * st->kernel_s_per_byte, left) * (st->share - 1);
+    } else if (st->share > 1 && left > 0) {
+        /* Otherwise the threads that move a transfer (the communication
+         * thread's sums, coding and polling, the pump, the kernel's copies
+         * in their calls) take turns with the compute: while both run,
+         * each moves at 1 / share of its speed, and the compute loses the
+         * difference. Measured between two emulated hosts: the ring moved
+         * 0.95 Gbit/s on idle cores, 0.51 with both cores computing. The
+         * kernel's copies are within that time, or longer on a link they
+         * bound (unshaped): then the compute loses them, but the transfer,
+         * measured with them, is not longer. */
         double during = fmin(dur, left);
         end = start + during * st->share + (dur - during);
         st->stolen += fmin(fmax(during, copied * st->kernel_s_per_byte), left) * (st->share - 1);
@@ -482,8 +495,9 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
     if (c->shared_cores < 0 || c->staleness < 0)
         return dt_fail(DT_ERR_USAGE, "simulate: shared cores (%d) and staleness (%d) must not be negative",
                        c->shared_cores, c->staleness);
-    if (!(c->kernel_rate >= 0) || !isfinite(c->kernel_rate))
-        return dt_fail(DT_ERR_USAGE, "simulate: the kernel rate must be non-negative");
+    if (!(c->kernel_rate >= 0) || !isfinite(c->kernel_rate) || !(c->busy_bandwidth >= 0) ||
+        !isfinite(c->busy_bandwidth))
+        return dt_fail(DT_ERR_USAGE, "simulate: the kernel rate and the busy bandwidth must be non-negative");
     if (!(c->bandwidth > 0) || !(c->latency >= 0) || !(c->fusion_mb >= 0) || !isfinite(c->bandwidth) ||
         !isfinite(c->latency))
         return dt_fail(DT_ERR_USAGE, "simulate: bandwidth must be positive, latency and fusion size "
@@ -516,6 +530,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
                    ? with_comm / fmax(want, c->shared_cores)
                    : 1;
     if (c->kernel_rate > 0) st.kernel_s_per_byte = 1 / c->kernel_rate;
+    if (c->busy_bandwidth > 0) st.busy_rate = fmin(1, c->busy_bandwidth / c->bandwidth);
     for (int i = 0; i < p->nlayers; i++) st.nparams += p->layers[i].params;
     DT_TRY(dt_alloc_bytes((void **)&st.ready, sizeof(double) * (size_t)p->nlayers, "simulator"));
     compute_pass(&st);
