@@ -79,38 +79,49 @@ typedef struct {
  * before it. */
 static double link_start(const sim_step *st, double ready) { return fmax(ready + st->stolen, st->link); }
 
-/* A transfer of dur seconds (at full speed) on the worker's link, ready at
- * `ready` (of the compute as profiled), after every transfer before it;
- * the kernel copies `copied` bytes (sent and received by this worker)
- * while it is on the wire. Returns its end. */
-static double link_send(sim_step *st, double ready, double dur, double copied) {
-    double start = link_start(st, ready), end = start + dur;
-    double left = st->bwd_end + st->stolen - start; /* compute still to run, at full speed */
-    if (st->share > 1 && left > 0 && st->busy_rate > 0) {
-        /* Measured on busy cores (--busy-bandwidth): while the workers
-         * compute the transfer moves at busy_rate of its speed (the
-         * communication thread polls with sleeps: a slow wire keeps its
-         * rate, a fast one does not), and the compute loses only the
-         * kernel's copies of what moved meanwhile. */
-        double moved = fmin(dur, left * st->busy_rate); /* of dur, in full-speed seconds */
-        end = start + (moved < dur ? left + (dur - moved) : dur / st->busy_rate);
-        st->stolen += fmin(copied * moved / dur * st->kernel_s_per_byte, left) * (st->share - 1);
-    } else if (st->share > 1 && left > 0) {
-        /* Otherwise the threads that move a transfer (the communication
-         * thread's sums, coding and polling, the pump, the kernel's copies
-         * in their calls) take turns with the compute: while both run,
-         * each moves at 1 / share of its speed, and the compute loses the
-         * difference. Measured between two emulated hosts: the ring moved
-         * 0.95 Gbit/s on idle cores, 0.51 with both cores computing. The
-         * kernel's copies are within that time, or longer on a link they
-         * bound (unshaped): then the compute loses them, but the transfer,
-         * measured with them, is not longer. */
-        double during = fmin(dur, left);
-        end = start + during * st->share + (dur - during);
-        st->stolen += fmin(fmax(during, copied * st->kernel_s_per_byte), left) * (st->share - 1);
-    }
+/* A part of a transfer that takes turns with the compute on shared cores
+ * with no core to spare, from t: dur seconds at full speed, copies of
+ * `copied` bytes by the kernel. The threads that do it (the communication
+ * thread's sums, coding and polling, the pump, the kernel's copies in
+ * their calls) and the compute each move at 1 / share of their speed
+ * while both run, and the compute loses the difference. Measured between
+ * two emulated hosts: the convolution beside a top-k selection 54 % slower;
+ * the ring 0.95 Gbit/s on idle cores, 0.51 with both cores computing. The
+ * kernel's copies are within that time, or longer on a link they bound
+ * (unshaped): then the compute loses them, but the transfer, measured with
+ * them, is not longer. Returns its end. */
+static double take_turns(sim_step *st, double t, double dur, double copied) {
+    double left = st->bwd_end + st->stolen - t; /* compute still to run, at full speed */
+    if (st->share <= 1 || left <= 0) return t + dur;
+    double during = fmin(dur, left);
+    st->stolen += fmin(fmax(during, copied * st->kernel_s_per_byte), left) * (st->share - 1);
+    return t + during * st->share + (dur - during);
+}
+
+/* The wire part of a transfer, from t, with the rate measured on busy
+ * cores (--busy-bandwidth): while the workers compute it moves at
+ * busy_rate of its speed (the communication thread polls with sleeps: a
+ * slow wire keeps its rate, a fast one does not) and the compute loses
+ * only the kernel's copies of what moved meanwhile. Returns its end. */
+static double beside_compute(sim_step *st, double t, double dur, double copied) {
+    double left = st->bwd_end + st->stolen - t;
+    if (st->share <= 1 || left <= 0) return t + dur;
+    double moved = fmin(dur, left * st->busy_rate); /* of dur, in full-speed seconds */
+    double part = dur > 0 ? moved / dur : 0;
+    st->stolen += fmin(copied * part * st->kernel_s_per_byte, left) * (st->share - 1);
+    return t + (moved < dur ? left + (dur - moved) : dur / st->busy_rate);
+}
+
+/* A transfer on the worker's link, ready at `ready` (of the compute as
+ * profiled), after every transfer before it: cpu seconds of its own work
+ * (sums, coding, top-k's selection), then wire seconds on the link, at
+ * full speed, while the kernel copies `copied` bytes (sent and received by
+ * this worker). Returns its end. */
+static double link_send(sim_step *st, double ready, double cpu, double wire, double copied) {
+    double t = take_turns(st, link_start(st, ready), cpu, 0);
+    double end = st->busy_rate > 0 ? beside_compute(st, t, wire, copied) : take_turns(st, t, wire, copied);
     st->link = end;
-    st->link_busy += dur;
+    st->link_busy += cpu + wire;
     return end;
 }
 
@@ -148,7 +159,7 @@ static int is_fc(const dt_sim_layer *l) { return l->fc_out > 0 && l->fc_in > 0 &
 static double send_factors(sim_step *st, const dt_sim_layer *l, double ready) {
     double P = st->c->nodes, factors = (double)st->p->batch * (l->fc_out + l->fc_in) * sizeof(float);
     st->bytes_sent += (P - 1) * factors;
-    return link_send(st, ready, (P - 1) * (factors / st->bw + st->lat), 2 * (P - 1) * factors);
+    return link_send(st, ready, 0, (P - 1) * (factors / st->bw + st->lat), 2 * (P - 1) * factors);
 }
 
 /* Rebuilding layer l's (M, N) gradient from the other workers' factors on
@@ -203,7 +214,7 @@ static dt_status run_allreduce(sim_step *st, int *fc_sfb) {
         double moved = dt_allreduce_bytes_each_way(&c->codec, n, (int)P);
         double reduce = work * (double)n / (double)st->nparams * st->scale;
         double messages = topk ? P - 1 : 2 * (P - 1); /* an allgather's rounds, or the ring's */
-        link_send(st, st->ready[b[k].ready_layer], reduce + moved / st->bw + messages * st->lat, 2 * moved);
+        link_send(st, st->ready[b[k].ready_layer], reduce, moved / st->bw + messages * st->lat, 2 * moved);
         st->bytes_sent += moved;
     }
     settle_stolen(st);
@@ -298,7 +309,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             if (a >= e) continue;
             double bytes = (double)(e - a) * word, rate = server_rate(st, k);
             double start = link_start(st, st->ready[i]);
-            double sent = link_send(st, st->ready[i], bytes / rate + st->lat, bytes);
+            double sent = link_send(st, st->ready[i], 0, bytes / rate + st->lat, bytes);
             /* The server's link takes the same part from every worker it serves. */
             in[k] = fmax(sent, fmax(start, in[k]) + served * bytes / rate + st->lat);
             double part = (double)(e - a) / (double)st->nparams;
