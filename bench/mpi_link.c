@@ -123,7 +123,10 @@ int main(int argc, char **argv) {
     for (int busy = 0; busy < 2; busy++) {
         if (busy) {
             atomic_store(&spinning, 1);
-            if (pthread_create(&spinner, NULL, spin, NULL) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+            if (pthread_create(&spinner, NULL, spin, NULL) != 0) {
+                fprintf(stderr, "mpi_link: cannot start the spinning thread\n");
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
             atomic_store(&g.hurry, 0);
         }
         for (int p2p = 0; p2p < 2; p2p++) {

@@ -577,13 +577,24 @@ static void test_comm_shares_cores(void) {
      * other 1.12 at full speed after it (33..34.12); L0's 34.12..35.44. */
     c.busy_bandwidth = GBPS10 / 4;
     CHECK_CLOSE(step(p, &c), 0.03544 + 0.003, 1e-12, 1e-12);
-    /* With --kernel-rate 1.5 GB/s the copies of what moved meanwhile (5 /
-     * 6.12 of 15 MB: 8.16993 ms of a core) are the compute's loss: L0's
-     * gradients at 41.16993 ms, its ring 1.32 ms, the update. */
+    /* With --kernel-rate 1.5 GB/s the copies of what moves beside the
+     * compute are its loss (15 MB: 10 ms of a core for all 6.12 ms of L1's
+     * transfer, c = 10 / 6.12 per second moved), and backward ends later
+     * by them: m = r (20 ms + c m) is 8.45 ms at r = 1/4, more than the
+     * transfer, so all of it moves beside the compute (13..37.48 ms) and
+     * costs 10 ms. L0's gradients at 43 ms, its ring 1.32, the update. */
     c.kernel_rate = 1.5e9;
     CHECK_OK(dt_sim_run(&r, p, &c));
-    CHECK_CLOSE(r.step_s, 0.033 + 0.010 * 5 / 6.12 + 0.00132 + 0.003, 1e-12, 1e-12);
-    CHECK_CLOSE(r.compute_s, 0.033 + 0.010 * 5 / 6.12 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.step_s, 0.043 + 0.00132 + 0.003, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, 0.033 + 0.010 + 0.003, 1e-12, 1e-12);
+    /* At r = 1/16: m = (20 / 16) / (1 - c / 16) ms moves beside it, at a
+     * loss of c m; the rest (6.12 - m) after backward, which ends at
+     * 33 + c m ms; then L0's ring and the update. */
+    c.busy_bandwidth = GBPS10 / 16;
+    double cm = 10.0 / 6.12, m = 1.25 / (1 - cm / 16);
+    CHECK_OK(dt_sim_run(&r, p, &c));
+    CHECK_CLOSE(r.step_s, (33 + cm * m + 6.12 - m + 1.32 + 3) * 1e-3, 1e-12, 1e-12);
+    CHECK_CLOSE(r.compute_s, (33 + cm * m + 3) * 1e-3, 1e-12, 1e-12);
     /* Faster than the link: the link's rate (no busy slowdown). */
     c.busy_bandwidth = GBPS10 * 2;
     c.kernel_rate = 0;

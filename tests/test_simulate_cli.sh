@@ -49,7 +49,7 @@ expect 0 "compute from the profile at 1 thread" -- "$DTRAIN" simulate --profile 
 expect 0 "batch 16 per worker" -- "$DTRAIN" simulate "$M" --profile "$TMP/p.json" --nodes 2
 expect 0 "topk:0.01" -- "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2 --modes allreduce --grad-compression topk:0.01
 # --sacp and --sfb are allreduce's factors (test_sim checks the arithmetic).
-expect 0 "allreduce sends where they move fewer bytes its fully connected layers as sufficient factors" -- \
+expect 0 "allreduce sends the fully connected layers where they move fewer bytes as sufficient factors" -- \
     "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2 --modes allreduce --sacp
 "$DTRAIN" simulate --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes allreduce --bandwidth 1Gbps --json \
     > "$TMP/ring.jsonl" && "$DTRAIN" simulate --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes allreduce \

@@ -58,8 +58,8 @@ typedef struct dt_sync {
     /* Lockstep workers that may be up to this many steps apart (ps-ssp:
      * its staleness bound; 0: in step). With lead > 0 the trainer's
      * periodic stop agreement is a sum in two halves (n <= 4, one at a
-     * time): started with vals, finished lead + 1 steps later with the
-     * sums in vals, when every worker has started it. */
+     * time): started with vals, finished min(lead + 1, 10) steps later
+     * with the sums in vals. */
     int lead;
     dt_status (*reduce_sum_start)(struct dt_sync *s, const double *vals, int n);
     dt_status (*reduce_sum_finish)(struct dt_sync *s, double *vals, int n);

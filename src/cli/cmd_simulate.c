@@ -123,8 +123,9 @@ static void print_header(const dt_profile *p, const dt_sim_cfg *c, const char *b
            c->overlap ? "communication overlapped with backprop" : "no overlap");
     if (c->shared_cores) printf("; workers share %d cores", c->shared_cores);
     if (c->factors != DT_SFB_OFF)
-        printf("; allreduce sends %s fully connected layers as sufficient factors",
-               c->factors == DT_SFB_ALL ? "its" : "where they move fewer bytes its");
+        printf("; allreduce sends %s as sufficient factors",
+               c->factors == DT_SFB_ALL ? "every fully connected layer" : "the fully connected layers where they "
+                                                                           "move fewer bytes");
     char codec[32];
     if (c->codec.kind != DT_GC_NONE)
         printf("; gradients as %s", dt_grad_codec_name(&c->codec, codec, sizeof codec));
@@ -149,7 +150,8 @@ static void print_result(const dt_profile *p, const dt_sim_cfg *c, const dt_sim_
            c->overlap ? "true" : "false", c->shared_cores, r->compute_scale, r->step_s * 1e3,
            r->images_per_sec, r->speedup, r->comm_share, r->compute_s * 1e3, r->link_busy_s * 1e3,
            r->bytes_sent / 1e6, r->fc_sfb,
-           c->factors == DT_SFB_ALL ? "sfb" : c->factors == DT_SFB_AUTO ? "sacp" : "none");
+           c->mode != DT_SIM_ALLREDUCE ? "none" : c->factors == DT_SFB_ALL ? "sfb"
+                                                : c->factors == DT_SFB_AUTO ? "sacp" : "none");
 }
 
 static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *nodes, const int_list *modes,

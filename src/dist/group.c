@@ -120,10 +120,14 @@ dt_status dt_group_sum_doubles(dt_group *g, double *vals, int n, const char *wha
 }
 
 dt_status dt_group_sum_start(dt_group *g, const double *vals, int n, const char *what) {
-    if (g->pending != MPI_REQUEST_NULL || n > DT_GROUP_PENDING_MAX)
-        return dt_fail(DT_ERR_INTERNAL, "%s: a deferred sum of %d values while one is open", what, n);
+    if (n > DT_GROUP_PENDING_MAX)
+        return dt_fail(DT_ERR_INTERNAL, "%s: a deferred sum of %d values (at most %d)", what, n,
+                       DT_GROUP_PENDING_MAX);
+    if (g->pending != MPI_REQUEST_NULL)
+        return dt_fail(DT_ERR_INTERNAL, "%s: a deferred sum while another is open", what);
     memcpy(g->pending_vals, vals, sizeof(double) * (size_t)n);
     g->npending = n;
+    g->pending_what = what;
     DT_TRY(dt_group_enter(g, what));
     return dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g->pending_vals, n, MPI_DOUBLE, MPI_SUM, g->comm.workers,
                                        &g->pending),
@@ -133,6 +137,7 @@ dt_status dt_group_sum_start(dt_group *g, const double *vals, int n, const char 
 dt_status dt_group_sum_finish(dt_group *g, double *vals, int n) {
     if (g->pending == MPI_REQUEST_NULL || n != g->npending)
         return dt_fail(DT_ERR_INTERNAL, "finishing a deferred sum of %d values that was not started", n);
+    g->what = g->pending_what;
     DT_TRY(dt_group_wait(g, &g->pending, 1)); /* sets pending to MPI_REQUEST_NULL */
     memcpy(vals, g->pending_vals, sizeof(double) * (size_t)n);
     return DT_OK;

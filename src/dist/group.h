@@ -36,6 +36,7 @@ typedef struct {
     MPI_Request pending;
     double pending_vals[DT_GROUP_PENDING_MAX];
     int npending;
+    const char *pending_what; /* its name, for the stall inspector's messages */
 } dt_group;
 
 dt_status dt_group_create(dt_group *g, const dt_comm *c, double stall_timeout);

@@ -99,17 +99,20 @@ static double take_turns(sim_step *st, double t, double dur, double copied) {
 }
 
 /* The wire part of a transfer, from t, with the rate measured on busy
- * cores (--busy-bandwidth): while the workers compute it moves at
+ * cores (--busy-bandwidth): while the workers compute it moves at r =
  * busy_rate of its speed (the communication thread polls with sleeps: a
- * slow wire keeps its rate, a fast one does not) and the compute loses
- * only the kernel's copies of what moved meanwhile. Returns its end. */
+ * slow wire keeps its rate, a fast one does not), and the compute loses
+ * only the kernel's copies of what moved meanwhile, c per second moved.
+ * Those copies make backward end later, so what moves beside it, m, solves
+ * m = r (left + c m); the rest moves at full speed after. Returns its end. */
 static double beside_compute(sim_step *st, double t, double dur, double copied) {
-    double left = st->bwd_end + st->stolen - t;
-    if (st->share <= 1 || left <= 0) return t + dur;
-    double moved = fmin(dur, left * st->busy_rate); /* of dur, in full-speed seconds */
-    double part = dur > 0 ? moved / dur : 0;
-    st->stolen += fmin(copied * part * st->kernel_s_per_byte, left) * (st->share - 1);
-    return t + (moved < dur ? left + (dur - moved) : dur / st->busy_rate);
+    double left = st->bwd_end + st->stolen - t, r = st->busy_rate;
+    if (st->share <= 1 || left <= 0 || dur <= 0) return t + dur;
+    double c = copied * st->kernel_s_per_byte * (st->share - 1) / dur;
+    int all = c * r >= 1 || dur <= r * left / (1 - c * r);
+    double moved = all ? dur : r * left / (1 - c * r);
+    st->stolen += c * moved;
+    return all ? t + dur / r : t + left + c * moved + (dur - moved);
 }
 
 /* A transfer on the worker's link, ready at `ready` (of the compute as
@@ -541,7 +544,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
                    ? with_comm / fmax(want, c->shared_cores)
                    : 1;
     if (c->kernel_rate > 0) st.kernel_s_per_byte = 1 / c->kernel_rate;
-    if (c->busy_bandwidth > 0) st.busy_rate = fmin(1, c->busy_bandwidth / c->bandwidth);
+    if (c->busy_bandwidth > 0) st.busy_rate = fmin(1, c->busy_bandwidth / st.bw);
     for (int i = 0; i < p->nlayers; i++) st.nparams += p->layers[i].params;
     DT_TRY(dt_alloc_bytes((void **)&st.ready, sizeof(double) * (size_t)p->nlayers, "simulator"));
     compute_pass(&st);

@@ -219,11 +219,15 @@ static dt_status agree(dt_trainer *t, int *stop, int all) {
 
 /* Lockstep workers up to sync->lead steps apart (ps-ssp) agree every 10
  * steps without waiting for each other: each starts the sum at step 10k
- * and finishes it min(lead + 1, 10) steps later. By then the staleness
- * bound has made every worker start it (a worker's reply for clock c needs
- * every worker's clock c - lead delivered), and every worker acts on it at
- * that same step. A blocking sum pulled ps-ssp's workers back into step
- * every 10 steps (docs/CLUSTER.md). */
+ * and finishes it min(lead + 1, 10) steps later. With lead < 10 the
+ * staleness bound has made every worker start it by then (a worker's reply
+ * for clock c needs every worker's clock c - lead delivered); with more, a
+ * worker over 10 steps ahead waits there for the others to reach 10k.
+ * Every worker acts on it at that same step. A blocking sum pulled
+ * ps-ssp's workers back into step every 10 steps (docs/CLUSTER.md). An
+ * evaluation or checkpoint before then finishes it in agree, which counts
+ * a divergence at once and a stop request at the next agreement (the flag
+ * stays set). */
 static dt_status agree_periodically(dt_trainer *t, int *stop) {
     if (t->sync->lead == 0 || !t->sync->reduce_sum_start) return t->step % 10 == 0 ? agree(t, stop, 0) : DT_OK;
     if (t->agree_due == t->step) {
