@@ -198,13 +198,18 @@ static void test_async_by_hand(void) {
     CHECK_CLOSE(step(p, &c), 0.130, 1e-12, 1e-12);
 }
 
-static void test_sfb_by_hand(void) {
-    /* One FC layer (100 x 200, batch 10) and a loss layer; 3 workers, 1 GFLOP/s. */
+/* prof: one FC layer (100 x 200, batch 10: fwd 10 ms, bwd 20) and a loss
+ * layer (2 ms, 1 ms); sum 2 ms, update 3 ms, 1 GFLOP/s. */
+static void fc_layer(void) {
     memset(prof, 0, sizeof *prof);
     prof->batch = 10, prof->threads = 1, prof->reps = 1, prof->nlayers = 2;
     set_layer(prof, 0, "connected", 0.010, 0.020, 100 * 200 + 100, 100, 200);
     set_layer(prof, 1, "softmax", 0.002, 0.001, 0, 0, 0);
     prof->update_s = 0.003, prof->sum_s = 0.002, prof->gemm_gflops = 1;
+}
+
+static void test_sfb_by_hand(void) {
+    fc_layer(); /* 3 workers below */
     dt_sim_cfg c = cfg(DT_SIM_SFB, 3);
     /* Allgather of 10 x 300 x 4 bytes from 2 peers: 2 x (9.6 + 20) us after
      * backward (33 ms); rebuild 2 x 2 x 10 x 100 x 200 flops = 0.8 ms; the
@@ -256,14 +261,9 @@ static void test_sfb_by_hand(void) {
     CHECK_CLOSE(r.bytes_sent, (100 * 200 + 100) * 4, 1e-9, 0);
 }
 
-/* --mode allreduce --sfb/--sacp, on test_sfb_by_hand's profile (FC 100 x
- * 200 at batch 10, sum 2 ms, update 3 ms, 1 GFLOP/s). */
+/* --mode allreduce --sfb/--sacp, on fc_layer's profile. */
 static void test_allreduce_factors_by_hand(void) {
-    memset(prof, 0, sizeof *prof);
-    prof->batch = 10, prof->threads = 1, prof->reps = 1, prof->nlayers = 2;
-    set_layer(prof, 0, "connected", 0.010, 0.020, 100 * 200 + 100, 100, 200);
-    set_layer(prof, 1, "softmax", 0.002, 0.001, 0, 0, 0);
-    prof->update_s = 0.003, prof->sum_s = 0.002, prof->gemm_gflops = 1;
+    fc_layer();
     dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 3);
     c.factors = DT_SFB_ALL;
     /* 3 workers: the factors' allgather, 2 x (9.6 + 20) us from 33 ms; the
