@@ -275,6 +275,10 @@ double dt_dense_bytes(dt_mode mode, size_t n, int P, const dt_grad_codec *codec)
  * 16-bit words under bf16/fp16. */
 double dt_ps_bytes_each_way(const dt_grad_codec *codec, size_t n);
 double dt_sfb_bytes(int M, int N, int K, int P);
+/* "none", "sfb" (--sfb) or "sacp" (--sacp). */
+static inline const char *dt_sfb_policy_name(dt_sfb_policy policy) {
+    return policy == DT_SFB_ALL ? "sfb" : policy == DT_SFB_AUTO ? "sacp" : "none";
+}
 /* Whether a fully connected layer goes by factors under policy, given both
  * byte counts (the plan's rule; the scaling simulator's allreduce too). */
 static inline int dt_sfb_chosen(dt_sfb_policy policy, double sfb_bytes, double dense_bytes) {

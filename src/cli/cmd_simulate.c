@@ -150,8 +150,7 @@ static void print_result(const dt_profile *p, const dt_sim_cfg *c, const dt_sim_
            c->overlap ? "true" : "false", c->shared_cores, r->compute_scale, r->step_s * 1e3,
            r->images_per_sec, r->speedup, r->comm_share, r->compute_s * 1e3, r->link_busy_s * 1e3,
            r->bytes_sent / 1e6, r->fc_sfb,
-           c->mode != DT_SIM_ALLREDUCE ? "none" : c->factors == DT_SFB_ALL ? "sfb"
-                                                : c->factors == DT_SFB_AUTO ? "sacp" : "none");
+           dt_sfb_policy_name(c->mode == DT_SIM_ALLREDUCE ? c->factors : DT_SFB_OFF));
 }
 
 static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *nodes, const int_list *modes,

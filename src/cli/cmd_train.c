@@ -463,7 +463,7 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
             dt_precision_name(spec->precision), nthreads, nthreads == 1 ? "" : "s", dt_mode_name(p->dist.mode));
     if (dt_mode_is_ps(p->dist.mode)) fprintf(out, " with %d server%s", p->dist.servers, p->dist.servers == 1 ? "" : "s");
     if (dt_mode_info_of(p->dist.mode)->flags & DT_MF_STALENESS) fprintf(out, ", staleness %d", p->dist.staleness);
-    if (p->dist.sfb != DT_SFB_OFF) fprintf(out, ", %s", p->dist.sfb == DT_SFB_ALL ? "sfb" : "sacp");
+    if (p->dist.sfb != DT_SFB_OFF) fprintf(out, ", %s", dt_sfb_policy_name(p->dist.sfb));
     if (p->dist.group_size > 1)
         fprintf(out, ", %d groups of %d workers", comm->nworkers / p->dist.group_size, p->dist.group_size);
     char codec[32];

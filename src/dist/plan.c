@@ -44,7 +44,7 @@ dt_status dt_dist_cfg_check(const dt_dist_cfg *cfg, int nworkers) {
     if ((cfg->ar_algo == DT_AR_SHM || cfg->ar_algo == DT_AR_HIER) && cfg->sfb != DT_SFB_OFF)
         return dt_fail(DT_ERR_USAGE, "--allreduce-algo %s and --%s exclude each other: factors are sent by "
                                      "buckets, and the %s sums whole shards at the end of the step",
-                       cfg->ar_algo == DT_AR_SHM ? "shm" : "hier", cfg->sfb == DT_SFB_ALL ? "sfb" : "sacp",
+                       cfg->ar_algo == DT_AR_SHM ? "shm" : "hier", dt_sfb_policy_name(cfg->sfb),
                        cfg->ar_algo == DT_AR_SHM ? "shared window" : "hierarchy");
     DT_TRY(check_codec(cfg));
     int k = cfg->group_size;
