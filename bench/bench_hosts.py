@@ -24,7 +24,8 @@ the share of the step spent waiting for communication, bytes per step
 time for dtrain's runs (not DDP's) next to the measured
 median step with its error (the median of its predictions, each made
 just before the run it predicts, so that both see the machine alike: the
-simulator measures the compute again each time), and with several rounds
+simulator measures the compute again each time, as two workers computing
+at once: --shared-cores with one thread each), and with several rounds
 the spread of the run's median steps over them, (max - min) / median: how
 closely the measurement itself repeats. It gets the link as measured
 between h1 and h2 by build/mpi_link (MPI_Isend/Irecv for the parameter-

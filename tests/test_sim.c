@@ -317,6 +317,29 @@ static dt_profile *cnn_like(void) {
     return prof;
 }
 
+/* A synchronous step waits for the slowest worker: forward and backward
+ * stretch by the profile's straggler in allreduce and ps-sync (and ps-ssp
+ * at staleness 0), not in ps-async, and not for one node. */
+static void test_straggler(void) {
+    const dt_sim_mode modes[] = {DT_SIM_ALLREDUCE, DT_SIM_PS_SYNC, DT_SIM_PS_SSP, DT_SIM_PS_ASYNC};
+    for (int nodes = 1; nodes <= 2; nodes++)
+        for (int m = 0; m < 4; m++) {
+            dt_sim_cfg c = {.mode = modes[m], .nodes = nodes, .servers = 1, .bandwidth = 1e12, .fusion_mb = 4,
+                            .overlap = 1};
+            dt_sim_result alone, slow;
+            dt_profile *p = cnn_like();
+            double passes = 0;
+            for (int i = 0; i < p->nlayers; i++) passes += p->layers[i].fwd_s + p->layers[i].bwd_s;
+            CHECK_OK(dt_sim_run(&alone, p, &c));
+            p->workers = 2;
+            p->straggler = 1.5;
+            CHECK_OK(dt_sim_run(&slow, p, &c));
+            int waits = nodes > 1 && modes[m] != DT_SIM_PS_ASYNC;
+            CHECK(slow.straggler == (waits ? 1.5 : 1) && alone.straggler == 1);
+            CHECK_CLOSE(slow.compute_s - alone.compute_s, waits ? 0.5 * passes : 0, 1e-12, 1e-9);
+        }
+}
+
 /* docs/profiles/cnn-1t.json (examples/cnn.cfg, batch 64, one thread). */
 static dt_profile *cnn_1t(void) {
     memset(prof, 0, sizeof *prof);
@@ -685,6 +708,9 @@ static void bad_profile(const char *path, const char *text, const char *what) {
     free(q);
 }
 
+#define PROFILE_HEAD_V3 \
+    "{\"format\":\"dtrain-profile\",\"version\":3,\"model\":\"m\",\"batch\":8,\"threads\":1,\"reps\":3," \
+    "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4,"
 #define PROFILE_HEAD \
     "{\"format\":\"dtrain-profile\",\"version\":2,\"model\":\"m\",\"batch\":8,\"threads\":1,\"reps\":3,"
 #define PROFILE_HEAD_V1 \
@@ -699,6 +725,8 @@ static void test_profile_files(void) {
     dt_profile *p = cnn_like(), *q = malloc(sizeof *q);
     snprintf(p->model, sizeof p->model, "dir/\"quoted\" model.cfg");
     p->topk_s = 0.0042;
+    p->workers = 2;
+    p->straggler = 1.25;
     CHECK_OK(dt_profile_write(p, path));
     CHECK_OK(dt_profile_read(q, path));
     CHECK(strcmp(q->model, p->model) == 0);
@@ -707,6 +735,7 @@ static void test_profile_files(void) {
     CHECK_CLOSE(q->sum_s, p->sum_s, 0, 1e-8);
     CHECK_CLOSE(q->gemm_gflops, p->gemm_gflops, 0, 1e-5);
     CHECK_CLOSE(q->topk_s, p->topk_s, 0, 1e-8);
+    CHECK(q->workers == 2 && q->straggler == 1.25);
     for (int i = 0; i < p->nlayers; i++) {
         CHECK(strcmp(q->layers[i].kind, p->layers[i].kind) == 0);
         CHECK_CLOSE(q->layers[i].fwd_s, p->layers[i].fwd_s, 0, 1e-8);
@@ -717,6 +746,14 @@ static void test_profile_files(void) {
     write_text(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4," ONE_LAYER "}");
     CHECK_OK(dt_profile_read(q, path));
     CHECK(q->nlayers == 1 && q->layers[0].fc_in == 9 && q->topk_s == 4);
+    CHECK(q->workers == 1 && q->straggler == 1); /* version 2: measured alone */
+    bad_profile(path, PROFILE_HEAD_V3 "\"workers\":2," ONE_LAYER "}", "missing 'straggler'");
+    bad_profile(path, PROFILE_HEAD_V3 "\"workers\":0,\"straggler\":1," ONE_LAYER "}",
+                "'workers' must be at least 1");
+    bad_profile(path, PROFILE_HEAD_V3 "\"workers\":2,\"straggler\":0.9," ONE_LAYER "}",
+                "'straggler' must be a ratio of at least 1");
+    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4,\"workers\":2,"
+                ONE_LAYER "}", "'workers' is not a field of version 2 profiles");
     /* Version 1 (before topk_s) still reads, without a top-k rate. */
     write_text(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}");
     CHECK_OK(dt_profile_read(q, path));
@@ -742,14 +779,14 @@ static void test_profile_files(void) {
                 PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[{\"kind\":\"x\"}]}",
                 "layer 0: missing 'fwd_s'");
     bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\n" ONE_LAYER, "p.json:2:");
-    bad_profile(path, "{\"format\":\"dtrain-profile\",\"version\":3}", "version 3, this dtrain reads versions 1 to 2");
+    bad_profile(path, "{\"format\":\"dtrain-profile\",\"version\":4}", "version 4, this dtrain reads versions 1 to 3");
     unlink(path);
     CHECK(dt_profile_read(q, path) == DT_ERR_IO);
     rmdir(dir);
     free(q);
 }
 
-/* dt_net_profile times each layer on its own but computes what a plain
+/* dt_net_time_step times each layer on its own but computes what a plain
  * forward, loss and backward compute. */
 static void test_net_profile(void) {
     dt_model_spec spec;
@@ -767,11 +804,11 @@ static void test_net_profile(void) {
     memcpy(g, net->grads, sizeof(float) * net->nparams);
     memset(net->grads, 0, sizeof(float) * net->nparams);
     double fwd[16], bwd[16];
-    CHECK_OK(dt_net_profile(net, x, y, B, 3, fwd, bwd));
+    CHECK_OK(dt_net_time_step(net, x, y, B, fwd, bwd));
     CHECK_ALLCLOSE(net->grads, g, net->nparams, 0, 0);
     for (int i = 0; i < net->nlayers; i++) CHECK(fwd[i] >= 0 && bwd[i] >= 0);
     CHECK(fwd[0] > 0 && bwd[0] > 0); /* a convolution takes measurable time */
-    CHECK(dt_net_profile(net, x, y, B + 1, 3, fwd, bwd) == DT_ERR_USAGE);
+    CHECK(dt_net_time_step(net, x, y, B + 1, fwd, bwd) == DT_ERR_USAGE);
     free(x);
     free(g);
     dt_net_free(net);
@@ -780,16 +817,24 @@ static void test_net_profile(void) {
     CHECK_OK(dt_model_parse_file(&spec, dt_test_src_path("examples/mlp.cfg")));
     spec.batch = 8;
     dt_profile *p = malloc(sizeof *p);
-    CHECK_OK(dt_profile_measure(p, &spec, 1, 3));
-    size_t total = 0;
-    int fc = 0;
-    for (int i = 0; i < p->nlayers; i++) {
-        total += p->layers[i].params;
-        fc += p->layers[i].fc_out > 0;
+    /* Alone, and with two companions computing beside it (their steps
+     * begun together): the same layers; the slowest of three is never
+     * ahead of the measured one. */
+    for (int workers = 1; workers <= 3; workers += 2) {
+        CHECK_OK(dt_profile_measure(p, &spec, 1, 3, workers));
+        size_t total = 0;
+        int fc = 0;
+        for (int i = 0; i < p->nlayers; i++) {
+            total += p->layers[i].params;
+            fc += p->layers[i].fc_out > 0;
+        }
+        CHECK(total == 407050 && fc == 2 && p->batch == 8 && p->reps == 3 && p->workers == workers);
+        CHECK(p->layers[0].fc_out == 512 && p->layers[0].fc_in == 784);
+        CHECK(p->gemm_gflops > 0 && p->update_s > 0 && p->sum_s > 0 && p->layers[0].fwd_s > 0);
+        CHECK(workers == 1 ? p->straggler == 1 : p->straggler >= 1);
     }
-    CHECK(total == 407050 && fc == 2 && p->batch == 8 && p->reps == 3);
-    CHECK(p->layers[0].fc_out == 512 && p->layers[0].fc_in == 784);
-    CHECK(p->gemm_gflops > 0 && p->update_s > 0 && p->sum_s > 0);
+    CHECK(dt_profile_measure(p, &spec, 1, 3, 0) == DT_ERR_USAGE);
+    CHECK(dt_profile_measure(p, &spec, 1, 3, DT_PROFILE_MAX_WORKERS + 1) == DT_ERR_USAGE);
     free(p);
 }
 
@@ -807,6 +852,7 @@ int main(void) {
     test_monotonic();
     test_one_node();
     test_shared_cores();
+    test_straggler();
     test_comm_shares_cores();
     test_bad_config();
     test_units();

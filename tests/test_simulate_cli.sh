@@ -39,13 +39,29 @@ assert all(r['speedup'] == 1 and r['comm_share'] == 0 and r['mb_sent'] == 0 for 
 assert all(r['comm_share'] > 0 for r in rows if r['nodes'] > 1)"
 
 # bench --profile-out writes a profile that simulate reads (and checks against the model).
-expect 0 '"event":"bench"' -- "$DTRAIN" bench "$M" --steps 3 --threads 1 --batch 16 --profile-out "$TMP/p.json"
+# --measure-workers 2: measured with a second worker computing beside it.
+expect 0 '"event":"bench"' -- "$DTRAIN" bench "$M" --steps 3 --threads 1 --batch 16 --profile-out "$TMP/p.json" \
+    --measure-workers 2
 check "profile format" /usr/bin/python3 -c "
 import json; p=json.load(open('$TMP/p.json'))
-assert p['format'] == 'dtrain-profile' and p['version'] == 2 and p['batch'] == 16 and p['reps'] == 3
+assert p['format'] == 'dtrain-profile' and p['version'] == 3 and p['batch'] == 16 and p['reps'] == 3
+assert p['workers'] == 2 and p['straggler'] >= 1
 assert p['topk_s'] > 0
 assert sum(l['params'] for l in p['layers']) == 407050 and p['layers'][0]['fc_in'] == 784"
-expect 0 "compute from the profile at 1 thread" -- "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2
+expect 0 "compute from the profile at 1 thread .*, 2 workers at once, the slowest" -- \
+    "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2
+# With shared cores the compute is measured as the largest job runs it: 2
+# workers of 1 thread on 2 cores; a synchronous mode waits for the slowest.
+"$DTRAIN" simulate "$M" --nodes 1,2 --modes allreduce,ps-async --threads 1 --shared-cores 2 --reps 3 --batch 16 \
+    --json > "$TMP/shared.jsonl"
+check "simulate --shared-cores 2 --threads 1: measured with 2 workers, the straggler in allreduce only" \
+    /usr/bin/python3 -c "
+import json; rows=[json.loads(l) for l in open('$TMP/shared.jsonl')]
+assert len(rows) == 4 and all(r['measured_workers'] == 2 for r in rows), rows
+assert all(r['straggler'] == 1 for r in rows if r['nodes'] == 1 or r['mode'] == 'ps-async'), rows
+assert all(r['straggler'] >= 1 for r in rows), rows"
+expect 2 "\\-\\-measure-workers applies to --profile-out" -- "$DTRAIN" bench "$M" --steps 1 --measure-workers 2
+expect 2 "\\-\\-measure-workers: 0 is out of range" -- "$DTRAIN" simulate "$M" --measure-workers 0
 expect 0 "batch 16 per worker" -- "$DTRAIN" simulate "$M" --profile "$TMP/p.json" --nodes 2
 expect 0 "topk:0.01" -- "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2 --modes allreduce --grad-compression topk:0.01
 # --sacp and --sfb are allreduce's factors (test_sim checks the arithmetic).
@@ -67,7 +83,9 @@ expect 2 "the profile has no top-k rate \(version 1\): measure it again" -- "$DT
     --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes allreduce --grad-compression topk:0.01
 expect 2 "\-\-batch 32: --profile .* was measured at batch 16" -- "$DTRAIN" simulate "$M" --profile "$TMP/p.json" --batch 32
 expect 2 "\-\-profile .*p.json has 4 layers, .*cnn.cfg has 10" -- "$DTRAIN" simulate "$SRC/examples/cnn.cfg" --profile "$TMP/p.json"
-expect 2 "\-\-threads and --reps set the measurement" -- "$DTRAIN" simulate --profile "$TMP/p.json" --threads 2
+expect 2 "\-\-threads, --reps and --measure-workers set the measurement" -- "$DTRAIN" simulate --profile "$TMP/p.json" --threads 2
+expect 2 "\-\-threads, --reps and --measure-workers set the measurement" -- "$DTRAIN" simulate --profile "$TMP/p.json" \
+    --measure-workers 2
 expect 1 "missing.json: cannot open" -- "$DTRAIN" simulate --profile "$TMP/missing.json"
 printf '{"format":"dtrain-profile","version":1,\n"batch":' > "$TMP/bad.json"
 expect 1 "bad.json:2: expected a value" -- "$DTRAIN" simulate --profile "$TMP/bad.json"

@@ -135,15 +135,15 @@ void dt_net_bind_blocks(dt_net *net, float *params, float *grads);
  * every step, as ps-ssp does through its ring of recent gradients). */
 void dt_net_bind_grads(dt_net *net, float *grads);
 
-/* Per-layer cost of a training step: runs `reps` forward passes, losses
- * and backward passes of x (batch, input) with labels (batch), timing every
- * layer on its own, and writes each layer's median seconds to fwd_s and
- * bwd_s (nlayers each; the loss counts as the softmax layer's backward, and
- * the softmax layer's forward is its own). Overwrites the activations and
- * gradients like a training step. Call it after a few warm-up steps: the
- * first pass at a batch size builds oneDNN's kernels. */
-dt_status dt_net_profile(dt_net *net, const float *x, const uint8_t *labels, int batch, int reps,
-                         double *fwd_s, double *bwd_s);
+/* Per-layer cost of one training step: a forward pass, the loss and a
+ * backward pass of x (batch, input) with labels (batch), timing every layer
+ * on its own, into fwd_s and bwd_s (seconds, nlayers each; the loss counts
+ * as the softmax layer's backward, and the softmax layer's forward is its
+ * own). Overwrites the activations and gradients like a training step.
+ * Call it after a few warm-up steps: the first pass at a batch size builds
+ * oneDNN's kernels. DT_ERR_USAGE for a batch outside [1, max batch]. */
+dt_status dt_net_time_step(dt_net *net, const float *x, const uint8_t *labels, int batch, double *fwd_s,
+                           double *bwd_s);
 
 /* Samples among the last forward's batch whose argmax equals the label. */
 int dt_net_count_correct(const dt_net *net, const uint8_t *labels, int batch);

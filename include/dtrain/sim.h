@@ -93,14 +93,29 @@ typedef struct {
     double topk_s;         /* a worker's top-k selection at R = 1% over all parameters
                               (--grad-compression topk:R, dt_topk_encode); 0: not measured
                               (version 1 profiles), which the simulator refuses for top-k */
+    int workers;           /* workers computing at once while it was measured, each on its own
+                              `threads` (1: alone; versions 1 and 2 are) */
+    double straggler;      /* with workers > 1: how much later the slowest of them ends a
+                              step they all begin together than the measured one (median
+                              of the slowest over median of its own; >= 1; 1 for one) */
 } dt_profile;
+
+#define DT_PROFILE_MAX_WORKERS 64
 
 /* Builds spec's net at spec->batch and times it on random data: a few
  * warm-up steps, then the medians of `reps` timed repetitions of every
- * layer's forward and backward (dt_net_profile), of the SGD update, of a
+ * layer's forward and backward (dt_net_time_step), of the SGD update, of a
  * gradient sum and of a top-k selection. `threads` is recorded (the caller
- * sets the thread count). */
-dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threads, int reps);
+ * sets the calling thread's count).
+ *
+ * workers > 1 measures the compute as that many workers on one machine see
+ * it: workers - 1 companions, each its own net on a thread of its own with
+ * `threads` OpenMP threads, compute beside the measured one. Their timed
+ * steps begin together (a barrier per rep, as a synchronous job's steps
+ * do), which gives `straggler`; the companions keep computing while the
+ * update, sum and top-k are timed. DT_ERR_USAGE for reps < 1 or workers
+ * outside [1, DT_PROFILE_MAX_WORKERS]. */
+dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threads, int reps, int workers);
 
 /* Profile files (JSON). Write: DT_ERR_IO naming the file. Read: DT_ERR_IO,
  * or DT_ERR_FORMAT "FILE:LINE: ..." / "FILE: ..." for malformed JSON, a
@@ -163,6 +178,8 @@ typedef struct {
     double comm_share;     /* (step_s - compute_s) / step_s: time waiting for the network
                               and the servers that compute did not hide */
     double compute_scale;  /* factor applied to the profile's compute (shared cores) */
+    double straggler;      /* factor applied to forward and backward besides: the profile's
+                              straggler in a synchronous mode of 2 or more nodes, else 1 */
     double link_busy_s;    /* time the worker's link is busy */
     double bytes_sent;     /* bytes a worker sends per step (it receives as many) */
     int fc_sfb;            /* fully connected layers sent as sufficient factors (sacp: its choice) */

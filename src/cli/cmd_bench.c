@@ -117,10 +117,10 @@ static dt_status bench_data(const dt_model_spec *spec, int steps, const data_arg
 }
 
 /* The per-layer profile of dtrain simulate --profile, `steps` repetitions. */
-static dt_status write_profile(const dt_model_spec *spec, int threads, int steps, const char *path) {
+static dt_status write_profile(const dt_model_spec *spec, int threads, int steps, int workers, const char *path) {
     dt_profile *p = malloc(sizeof *p);
     if (!p) return dt_fail(DT_ERR_NOMEM, "bench: out of memory");
-    dt_status s = dt_profile_measure(p, spec, threads, steps);
+    dt_status s = dt_profile_measure(p, spec, threads, steps, workers);
     if (s == DT_OK) s = dt_profile_write(p, path);
     free(p);
     return s;
@@ -137,6 +137,8 @@ static const char bench_usage[] =
     "                      applies (fp32 on AVX2 CPUs without AVX-512); 0: oneDNN's\n"
     "                      direct kernels (default: the model file's winograd=, else 1)\n"
     "  --profile-out F     write the per-layer profile as JSON (input of dtrain simulate)\n"
+    "  --measure-workers K --profile-out: measured with K workers computing at once (each\n"
+    "                      of --threads), as K workers of a job on this machine (default 1)\n"
     "  --data-only         time the loader alone instead: training batches of the model's\n"
     "                      batch, input and augmentation from a data set, images/s\n"
     "  --dataset D, --data-dir DIR, --loader-threads N, --cache-mb N, --skip-bad-images\n"
@@ -144,7 +146,7 @@ static const char bench_usage[] =
     "                      (--cache-mb 0 times decoding per batch)\n";
 
 int cmd_bench(int argc, char **argv, const cli_env *env) {
-    int batch = 0, steps = 50, threads = 0, help = 0, data_only = 0, winograd = -1;
+    int batch = 0, steps = 50, threads = 0, help = 0, data_only = 0, winograd = -1, measure_workers = 0;
     const char *profile_out = NULL, *precision = NULL;
     data_args d = {.cache_mb = -1};
     cli_flag flags[] = {
@@ -153,6 +155,7 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
         {"--steps", ARG_INT, &steps, 1, 1000000, 0},
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
         {"--profile-out", ARG_STR, &profile_out, 0, 0, 0},
+        {"--measure-workers", ARG_INT, &measure_workers, 1, DT_PROFILE_MAX_WORKERS, 0},
         {"--precision", ARG_STR, &precision, 0, 0, 0},
         {"--winograd", ARG_INT, &winograd, 0, 1, 0},
         {"--data-only", ARG_FLAG, &data_only, 0, 0, 0},
@@ -174,6 +177,8 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
     if (s == DT_OK && data_flags && !data_only)
         s = dt_fail(DT_ERR_USAGE, "bench: --dataset, --data-dir, --loader-threads, --cache-mb and "
                     "--skip-bad-images apply to --data-only");
+    if (s == DT_OK && measure_workers && !profile_out)
+        s = dt_fail(DT_ERR_USAGE, "bench: --measure-workers applies to --profile-out");
     if (s == DT_OK && data_only && profile_out) s = dt_fail(DT_ERR_USAGE, "bench: --profile-out times the model, "
                                                              "--data-only the loader: give one");
     dt_model_spec spec;
@@ -186,6 +191,6 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
     if (s != DT_OK || data_only) return cli_report(s, env);
     int nthreads = cli_set_threads(threads, env);
     s = bench_run(&spec, steps, nthreads);
-    if (s == DT_OK && profile_out) s = write_profile(&spec, nthreads, steps, profile_out);
+    if (s == DT_OK && profile_out) s = write_profile(&spec, nthreads, steps, measure_workers ? measure_workers : 1, profile_out);
     return cli_report(s, env);
 }

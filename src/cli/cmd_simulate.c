@@ -35,6 +35,11 @@ static const char simulate_usage[] =
     "                        measuring it now\n"
     "  --threads T           threads of the compute measured now (default: all cores)\n"
     "  --reps N              timed repetitions of the measurement, medians (default 10)\n"
+    "  --measure-workers K   measure with K workers computing at once, their steps begun\n"
+    "                        together, as a synchronous job on one machine runs them: a\n"
+    "                        synchronous mode then waits for the slowest (default: with\n"
+    "                        --shared-cores C, the largest of --nodes up to C / threads;\n"
+    "                        else 1, alone)\n"
     "  --shared-cores C      all workers run on this one machine of C cores (to validate\n"
     "                        against dtrain launch): with P x T > C, compute and transfers\n"
     "                        slow by P x T / C; with no core to spare, a transfer during\n"
@@ -94,6 +99,17 @@ static dt_status add_mode(const char *s, void *ctx) {
     return DT_OK;
 }
 
+/* The workers that compute at once in the largest job on C shared cores
+ * (each of `threads`); 1 (alone) on machines of their own. */
+static int default_workers(const int_list *nodes, int shared_cores, int threads) {
+    int most = 1;
+    for (int i = 0; i < nodes->n; i++) most = nodes->v[i] > most ? nodes->v[i] : most;
+    int fit = shared_cores / threads;
+    most = most < fit ? most : fit;
+    if (most > DT_PROFILE_MAX_WORKERS) most = DT_PROFILE_MAX_WORKERS;
+    return most > 1 ? most : 1;
+}
+
 /* A profile must describe the model it is used with. */
 static dt_status check_profile_model(const dt_profile *p, const dt_model_spec *spec, const char *path) {
     dt_model_spec shapes = *spec; /* ~125 KB (up to 1024 layers); only shapes are compared, no products run */
@@ -116,8 +132,11 @@ static void print_header(const dt_profile *p, const dt_sim_cfg *c, const char *b
                          const char *source) {
     double step = dt_profile_step_s(p);
     printf("dtrain simulate: %s, batch %d per worker; compute %s at %d thread%s (serial step %.2f ms, "
-           "%.0f img/s)\n",
+           "%.0f img/s)",
            p->model, p->batch, source, p->threads, p->threads == 1 ? "" : "s", step * 1e3, p->batch / step);
+    if (p->workers > 1)
+        printf(", %d workers at once, the slowest %.1f%% later", p->workers, (p->straggler - 1) * 100);
+    printf("\n");
     printf("network: %s per link, %s per message; allreduce buckets of %g MiB; %d server%s; ps-ssp staleness "
            "%d; %s", bw, lat, c->fusion_mb, c->servers, c->servers == 1 ? "" : "s", c->staleness,
            c->overlap ? "communication overlapped with backprop" : "no overlap");
@@ -144,13 +163,14 @@ static void print_result(const dt_profile *p, const dt_sim_cfg *c, const dt_sim_
            "\"mode\":\"%s\",\"servers\":%d,\"staleness\":%d,\"bandwidth_gbps\":%.6g,\"latency_us\":%.6g,\"fusion_mb\":%g,"
            "\"overlap\":%s,\"shared_cores\":%d,\"compute_scale\":%.4g,\"step_ms\":%.4f,"
            "\"images_per_sec\":%.1f,\"speedup\":%.4f,\"comm_share\":%.4f,\"compute_ms\":%.4f,"
-           "\"link_busy_ms\":%.4f,\"mb_sent\":%.4f,\"fc_sfb\":%d,\"factors\":\"%s\"}\n",
+           "\"link_busy_ms\":%.4f,\"mb_sent\":%.4f,\"fc_sfb\":%d,\"factors\":\"%s\",\"measured_workers\":%d,"
+           "\"straggler\":%.4f}\n",
            dt_json_escape(model, sizeof model, p->model), p->batch, p->threads, c->nodes,
            dt_sim_mode_name(c->mode), c->servers, c->staleness, c->bandwidth * 8 / 1e9, c->latency * 1e6, c->fusion_mb,
            c->overlap ? "true" : "false", c->shared_cores, r->compute_scale, r->step_s * 1e3,
            r->images_per_sec, r->speedup, r->comm_share, r->compute_s * 1e3, r->link_busy_s * 1e3,
            r->bytes_sent / 1e6, r->fc_sfb,
-           dt_sfb_policy_name(c->mode == DT_SIM_ALLREDUCE ? c->factors : DT_SFB_OFF));
+           dt_sfb_policy_name(c->mode == DT_SIM_ALLREDUCE ? c->factors : DT_SFB_OFF), p->workers, r->straggler);
 }
 
 static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *nodes, const int_list *modes,
@@ -172,7 +192,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL, *compression = "none";
     const char *kernel_arg = NULL, *busy_arg = NULL;
     int batch = 0, servers = 1, staleness = 3, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0,
-        sfb = 0, sacp = 0, help = 0;
+        sfb = 0, sacp = 0, help = 0, measure_workers = 0;
     double fusion_mb = 4;
     cli_flag flags[] = {
         {"--nodes", ARG_STR, &nodes_arg, 0, 0, 0},
@@ -190,6 +210,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         {"--profile", ARG_STR, &profile_path, 0, 0, 0},
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
         {"--reps", ARG_INT, &reps, 1, 100000, 0},
+        {"--measure-workers", ARG_INT, &measure_workers, 1, DT_PROFILE_MAX_WORKERS, 0},
         {"--shared-cores", ARG_INT, &shared_cores, 1, 1 << 16, 0},
         {"--kernel-rate", ARG_STR, &kernel_arg, 0, 0, 0},
         {"--busy-bandwidth", ARG_STR, &busy_arg, 0, 0, 0},
@@ -207,9 +228,9 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     if (s == DT_OK && npos == 0 && !profile_path)
         s = dt_fail(DT_ERR_USAGE, "simulate: expected MODEL.cfg or --profile F.json\n%s", simulate_usage);
     if (s == DT_OK && profile_path && (cli_flag_get(flags, nflags, "--threads")->seen ||
-                                       cli_flag_get(flags, nflags, "--reps")->seen))
-        s = dt_fail(DT_ERR_USAGE, "--threads and --reps set the measurement; --profile %s was measured "
-                    "already", profile_path);
+                                       cli_flag_get(flags, nflags, "--reps")->seen || measure_workers))
+        s = dt_fail(DT_ERR_USAGE, "--threads, --reps and --measure-workers set the measurement; --profile %s "
+                    "was measured already", profile_path);
     dt_sim_cfg c = {.servers = servers, .staleness = staleness, .fusion_mb = fusion_mb, .overlap = !no_overlap,
                     .shared_cores = shared_cores, .factors = sacp ? DT_SFB_AUTO : sfb ? DT_SFB_ALL : DT_SFB_OFF};
     if (s == DT_OK && sfb && sacp) s = dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
@@ -247,7 +268,9 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
                         profile_path, prof->batch);
         if (s == DT_OK && npos == 1) s = check_profile_model(prof, spec, profile_path);
     } else if (s == DT_OK) {
-        s = dt_profile_measure(prof, spec, cli_set_threads(threads, env), reps);
+        int t = cli_set_threads(threads, env);
+        s = dt_profile_measure(prof, spec, t, reps,
+                               measure_workers ? measure_workers : default_workers(&nodes, shared_cores, t));
     }
     if (s == DT_OK)
         s = simulate(prof, &c, &nodes, &modes, json, bw_arg, lat_arg,

@@ -544,43 +544,27 @@ void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn re
     }
 }
 
-dt_status dt_net_profile(dt_net *net, const float *x, const uint8_t *labels, int batch, int reps,
-                         double *fwd_s, double *bwd_s) {
-    if (batch < 1 || batch > net->max_batch || reps < 1)
-        return dt_fail(DT_ERR_USAGE, "profile: batch %d (max %d) and reps %d must be positive", batch,
-                       net->max_batch, reps);
+dt_status dt_net_time_step(dt_net *net, const float *x, const uint8_t *labels, int batch, double *fwd_s,
+                           double *bwd_s) {
+    if (batch < 1 || batch > net->max_batch)
+        return dt_fail(DT_ERR_USAGE, "profile: batch %d must be in [1, %d]", batch, net->max_batch);
     int L = net->nlayers;
-    double *t;
-    size_t n;
-    DT_TRY(dt_mul_size(&n, 2 * (size_t)L, (size_t)reps, "profile timings"));
-    DT_TRY(dt_alloc_bytes((void **)&t, n * sizeof(double), "profile timings"));
-    /* t[(2 * i + 0/1) * reps + r]: forward/backward of layer i in rep r. */
-    for (int r = 0; r < reps; r++) {
-        for (int i = 0; i < L; i++) {
-            double t0 = dt_now();
-            forward_layer(net, i, x, batch, 1);
-            t[(size_t)(2 * i) * (size_t)reps + (size_t)r] = dt_now() - t0;
-        }
-        net->step++;
-        /* The loss (softmax cross-entropy gradient) counts as the softmax
-         * layer's backward: it is that layer's share of the step. */
+    for (int i = 0; i < L; i++) {
         double t0 = dt_now();
-        dt_net_loss(net, labels, batch);
-        t[(size_t)(2 * (L - 1) + 1) * (size_t)reps + (size_t)r] = dt_now() - t0;
-        for (int i = L - 2; i >= 0; i--) {
-            t0 = dt_now();
-            backward_layer(net, i, x, batch);
-            t[(size_t)(2 * i + 1) * (size_t)reps + (size_t)r] = dt_now() - t0;
-        }
+        forward_layer(net, i, x, batch, 1);
+        fwd_s[i] = dt_now() - t0;
     }
-    for (int k = 0; k < 2 * L; k++) {
-        double med = dt_median(t + (size_t)k * (size_t)reps, reps);
-        if (k % 2)
-            bwd_s[k / 2] = med;
-        else
-            fwd_s[k / 2] = med;
+    net->step++;
+    /* The loss (softmax cross-entropy gradient) counts as the softmax
+     * layer's backward: it is that layer's share of the step. */
+    double t0 = dt_now();
+    dt_net_loss(net, labels, batch);
+    bwd_s[L - 1] = dt_now() - t0;
+    for (int i = L - 2; i >= 0; i--) {
+        t0 = dt_now();
+        backward_layer(net, i, x, batch);
+        bwd_s[i] = dt_now() - t0;
     }
-    dt_free(t);
     return DT_OK;
 }
 

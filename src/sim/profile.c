@@ -2,6 +2,9 @@
  * written to and read from a JSON file. */
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +21,7 @@
 #include "dtrain/timer.h"
 
 #define PROFILE_FORMAT "dtrain-profile"
-#define PROFILE_VERSION 2 /* 2: topk_s; version 1 files still read (without it) */
+#define PROFILE_VERSION 3 /* 2: topk_s; 3: workers, straggler. Versions 1 and 2 still read */
 #define PROFILE_MAX_BYTES ((size_t)1 << 20) /* ~100 bytes per layer; refuse anything huge */
 #define PROFILE_WARMUP 3                    /* steps before timing: oneDNN builds its kernels */
 
@@ -92,47 +95,218 @@ static void fill_layers(dt_profile *p, const dt_net *net, const double *fwd, con
     p->gemm_gflops = fc_s > 0 ? fc_flops / fc_s / 1e9 : 0;
 }
 
-dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threads, int reps) {
+/* The workers computing at once: each its own net on the shared input.
+ * Their timed steps start together, as a synchronous job's do. */
+typedef struct {
+    const float *x;         /* (batch, input): read only, shared */
+    const uint8_t *y;       /* (batch) */
+    int batch, threads, reps, workers;
+    pthread_barrier_t rep_start;
+    pthread_mutex_t mu;     /* guards go */
+    pthread_cond_t cv;
+    int go;                 /* 0: wait, 1: measure, -1: abandon (a companion did not start) */
+    atomic_int stop;        /* worker 0 has finished all its timings */
+    int initialised;        /* the barrier, mutex and condition variable exist */
+} profile_team;
+
+typedef struct {
+    profile_team *team;
+    dt_net *net;
+    double *layer_s;        /* (2, nlayers): one step's forward, then backward, times */
+    double *step_s;         /* (reps): seconds of each timed step */
+    double *per_layer;      /* worker 0: (2 * nlayers, reps), layer-major: fwd of layer i at
+                               row 2i, bwd at 2i + 1; NULL for the companions */
+    dt_status status;
+    pthread_t thread;
+} profile_worker;
+
+/* Warm-up, then `reps` timed steps, each begun at the barrier. Always
+ * reaches every barrier, so a failure cannot leave the team waiting. */
+static void time_steps(profile_worker *w) {
+    profile_team *team = w->team;
+    size_t L = (size_t)w->net->nlayers, reps = (size_t)team->reps;
+    for (int i = 0; i < PROFILE_WARMUP; i++) {
+        dt_net_forward(w->net, team->x, team->batch, 1);
+        dt_net_loss(w->net, team->y, team->batch);
+        dt_net_backward(w->net, team->x, team->batch, NULL, NULL);
+    }
+    for (size_t r = 0; r < reps; r++) {
+        pthread_barrier_wait(&team->rep_start);
+        if (w->status != DT_OK) continue;
+        double t0 = dt_now();
+        w->status = dt_net_time_step(w->net, team->x, team->y, team->batch, w->layer_s, w->layer_s + L);
+        w->step_s[r] = dt_now() - t0;
+        for (size_t i = 0; w->per_layer && i < L; i++) {
+            w->per_layer[2 * i * reps + r] = w->layer_s[i];
+            w->per_layer[(2 * i + 1) * reps + r] = w->layer_s[L + i];
+        }
+    }
+}
+
+/* A companion: waits for the team to be complete, takes its timed steps,
+ * then keeps computing (untimed) while worker 0 times the update, the sum
+ * and top-k, so that those too are measured beside the others' compute. */
+static void *companion_main(void *arg) {
+    profile_worker *w = arg;
+    profile_team *team = w->team;
+    omp_set_num_threads(team->threads); /* a new thread starts with OpenMP's default */
+    pthread_mutex_lock(&team->mu);
+    while (team->go == 0) pthread_cond_wait(&team->cv, &team->mu);
+    int go = team->go;
+    pthread_mutex_unlock(&team->mu);
+    if (go < 0) return NULL;
+    time_steps(w);
+    while (w->status == DT_OK && !atomic_load(&team->stop))
+        w->status = dt_net_time_step(w->net, team->x, team->y, team->batch, w->layer_s,
+                                     w->layer_s + w->net->nlayers);
+    return NULL;
+}
+
+static dt_status team_init(profile_team *team) {
+    if (pthread_barrier_init(&team->rep_start, NULL, (unsigned)team->workers) != 0)
+        return dt_fail(DT_ERR_NOMEM, "profile: cannot create a barrier for %d workers", team->workers);
+    if (pthread_mutex_init(&team->mu, NULL) != 0) {
+        pthread_barrier_destroy(&team->rep_start);
+        return dt_fail(DT_ERR_NOMEM, "profile: cannot create a mutex");
+    }
+    if (pthread_cond_init(&team->cv, NULL) != 0) {
+        pthread_mutex_destroy(&team->mu);
+        pthread_barrier_destroy(&team->rep_start);
+        return dt_fail(DT_ERR_NOMEM, "profile: cannot create a condition variable");
+    }
+    team->initialised = 1;
+    return DT_OK;
+}
+
+static void team_destroy(profile_team *team) {
+    pthread_cond_destroy(&team->cv);
+    pthread_mutex_destroy(&team->mu);
+    pthread_barrier_destroy(&team->rep_start);
+}
+
+static void team_release(profile_team *team, int go) {
+    pthread_mutex_lock(&team->mu);
+    team->go = go;
+    pthread_cond_broadcast(&team->cv);
+    pthread_mutex_unlock(&team->mu);
+}
+
+/* Starts workers 1.. on threads of their own; DT_ERR_INTERNAL (the others
+ * released and joined) when one cannot start. */
+static dt_status start_companions(profile_team *team, profile_worker *ws) {
+    for (int k = 1; k < team->workers; k++) {
+        int err = pthread_create(&ws[k].thread, NULL, companion_main, &ws[k]);
+        if (err) {
+            team_release(team, -1);
+            for (int j = 1; j < k; j++) pthread_join(ws[j].thread, NULL);
+            return dt_fail(DT_ERR_INTERNAL, "profile: cannot start a thread for worker %d of %d: %s", k + 1,
+                           team->workers, strerror(err));
+        }
+    }
+    team_release(team, 1);
+    return DT_OK;
+}
+
+/* How much later the slowest of the workers ends a step they begin together
+ * than worker 0 alone: the median over reps of the slowest step, over the
+ * median of worker 0's (1 for one worker). */
+static double straggler_ratio(const profile_worker *ws, int workers, int reps, double *scratch) {
+    for (int r = 0; r < reps; r++) {
+        scratch[r] = ws[0].step_s[r];
+        for (int k = 1; k < workers; k++) scratch[r] = fmax(scratch[r], ws[k].step_s[r]);
+    }
+    double slowest = dt_median(scratch, reps);
+    memcpy(scratch, ws[0].step_s, sizeof(double) * (size_t)reps);
+    double own = dt_median(scratch, reps);
+    return own > 0 ? fmax(1, slowest / own) : 1;
+}
+
+/* Each worker's net and timing buffers. */
+static dt_status worker_create(profile_worker *w, profile_team *team, const dt_model_spec *spec, int first) {
+    w->team = team;
+    DT_TRY(dt_net_create(&w->net, spec, spec->batch, 1));
+    size_t L = (size_t)w->net->nlayers, reps = (size_t)team->reps;
+    dt_status s = dt_alloc_bytes((void **)&w->layer_s, 2 * L * sizeof(double), "profile");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&w->step_s, reps * sizeof(double), "profile");
+    if (s == DT_OK && first) s = dt_alloc_bytes((void **)&w->per_layer, 2 * L * reps * sizeof(double), "profile");
+    return s;
+}
+
+static void worker_free(profile_worker *w) {
+    dt_net_free(w->net);
+    dt_free(w->layer_s);
+    dt_free(w->step_s);
+    dt_free(w->per_layer);
+}
+
+/* Worker 0's share once the team runs: its timed steps, then the update,
+ * sum and top-k timings, and the profile filled in; then the companions
+ * are told to stop. */
+static dt_status measure_team(dt_profile *p, const dt_model_spec *spec, profile_team *team, profile_worker *ws,
+                              double *t) {
+    profile_worker *w0 = &ws[0];
+    time_steps(w0);
+    dt_status s = w0->status;
+    int L = w0->net->nlayers, reps = team->reps;
+    double *fwd = w0->layer_s, *bwd = w0->layer_s + L; /* its last step's, replaced by the medians */
+    for (int i = 0; s == DT_OK && i < L; i++) {
+        fwd[i] = dt_median(w0->per_layer + (size_t)(2 * i) * (size_t)reps, reps);
+        bwd[i] = dt_median(w0->per_layer + (size_t)(2 * i + 1) * (size_t)reps, reps);
+    }
+    if (s == DT_OK) s = time_update(p, w0->net, spec, t);
+    if (s == DT_OK) s = time_topk(p, w0->net, t);
+    atomic_store(&team->stop, 1);
+    for (int k = 1; k < team->workers; k++) {
+        pthread_join(ws[k].thread, NULL);
+        if (s == DT_OK) s = ws[k].status;
+    }
+    if (s == DT_OK) {
+        fill_layers(p, w0->net, fwd, bwd);
+        p->straggler = straggler_ratio(ws, team->workers, reps, t);
+    }
+    return s;
+}
+
+dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threads, int reps, int workers) {
     if (reps < 1) return dt_fail(DT_ERR_USAGE, "profile: reps must be at least 1, not %d", reps);
+    if (workers < 1 || workers > DT_PROFILE_MAX_WORKERS)
+        return dt_fail(DT_ERR_USAGE, "profile: workers must be in [1, %d], not %d", DT_PROFILE_MAX_WORKERS,
+                       workers);
     memset(p, 0, sizeof *p);
     snprintf(p->model, sizeof p->model, "%s", spec->path);
     p->batch = spec->batch;
     p->threads = threads;
     p->reps = reps;
-    dt_net *net;
-    DT_TRY(dt_net_create(&net, spec, spec->batch, 1));
+    p->workers = workers;
+    profile_team team = {.batch = spec->batch, .threads = threads, .reps = reps, .workers = workers};
+    profile_worker ws[DT_PROFILE_MAX_WORKERS];
+    memset(ws, 0, sizeof ws);
     float *x = NULL;
     uint8_t *y = NULL;
-    double *fwd = NULL, *bwd = NULL, *t = NULL;
+    double *t = NULL;
     size_t nx;
     dt_status s = dt_mul_size(&nx, dt_shape_size(spec->input), (size_t)spec->batch, "profile input");
     if (s == DT_OK) s = dt_alloc_floats(&x, nx, "profile input");
     if (s == DT_OK) s = dt_alloc_bytes((void **)&y, (size_t)spec->batch, "profile labels");
-    if (s == DT_OK) s = dt_alloc_bytes((void **)&fwd, sizeof(double) * (size_t)net->nlayers, "profile");
-    if (s == DT_OK) s = dt_alloc_bytes((void **)&bwd, sizeof(double) * (size_t)net->nlayers, "profile");
     if (s == DT_OK) s = dt_alloc_bytes((void **)&t, sizeof(double) * (size_t)reps, "profile");
+    for (int k = 0; s == DT_OK && k < workers; k++) s = worker_create(&ws[k], &team, spec, k == 0);
     if (s == DT_OK) {
         /* Timings do not depend on the values; random ones keep ReLUs and
          * max-pooling on their usual mix of branches. */
         dt_rng rng = dt_rng_seed(1);
         for (size_t i = 0; i < nx; i++) x[i] = dt_rng_uniform(&rng);
-        for (int i = 0; i < spec->batch; i++) y[i] = (uint8_t)dt_rng_below(&rng, (uint32_t)net->classes);
-        for (int i = 0; i < PROFILE_WARMUP; i++) {
-            dt_net_forward(net, x, spec->batch, 1);
-            dt_net_loss(net, y, spec->batch);
-            dt_net_backward(net, x, spec->batch, NULL, NULL);
-        }
-        s = dt_net_profile(net, x, y, spec->batch, reps, fwd, bwd);
+        for (int i = 0; i < spec->batch; i++) y[i] = (uint8_t)dt_rng_below(&rng, (uint32_t)ws[0].net->classes);
+        team.x = x;
+        team.y = y;
+        s = team_init(&team);
+        if (s == DT_OK) s = start_companions(&team, ws);
+        if (s == DT_OK) s = measure_team(p, spec, &team, ws, t);
+        if (team.initialised) team_destroy(&team);
     }
-    if (s == DT_OK) s = time_update(p, net, spec, t);
-    if (s == DT_OK) s = time_topk(p, net, t);
-    if (s == DT_OK) fill_layers(p, net, fwd, bwd);
+    for (int k = 0; k < workers; k++) worker_free(&ws[k]);
     dt_free(x);
     dt_free(y);
-    dt_free(fwd);
-    dt_free(bwd);
     dt_free(t);
-    dt_net_free(net);
     return s;
 }
 
@@ -148,9 +322,10 @@ dt_status dt_profile_write(const dt_profile *p, const char *path) {
     char model[1024];
     fprintf(f,
             "{\"format\":\"%s\",\"version\":%d,\"model\":\"%s\",\"batch\":%d,\"threads\":%d,\"reps\":%d,\n"
+            " \"workers\":%d,\"straggler\":%.6g,\n"
             " \"update_s\":%.9g,\"sum_s\":%.9g,\"gemm_gflops\":%.6g,\"topk_s\":%.9g,\n \"layers\":[\n",
             PROFILE_FORMAT, PROFILE_VERSION, dt_json_escape(model, sizeof model, p->model), p->batch,
-            p->threads, p->reps, p->update_s, p->sum_s, p->gemm_gflops, p->topk_s);
+            p->threads, p->reps, p->workers, p->straggler, p->update_s, p->sum_s, p->gemm_gflops, p->topk_s);
     for (int i = 0; i < p->nlayers; i++) {
         const dt_sim_layer *l = &p->layers[i];
         fprintf(f,
@@ -166,9 +341,15 @@ dt_status dt_profile_write(const dt_profile *p, const char *path) {
 
 /* Reading: every field is required exactly once; the scanner's callback
  * fills the profile and marks what it saw. */
-enum { F_FORMAT, F_VERSION, F_MODEL, F_BATCH, F_THREADS, F_REPS, F_UPDATE, F_SUM, F_GEMM, F_TOPK, F_TOP };
+enum {
+    F_FORMAT, F_VERSION, F_MODEL, F_BATCH, F_THREADS, F_REPS, F_UPDATE, F_SUM, F_GEMM, F_TOPK, F_WORKERS,
+    F_STRAGGLER, F_TOP
+};
 static const char *const top_fields[F_TOP] = {"format", "version", "model", "batch", "threads", "reps",
-                                              "update_s", "sum_s", "gemm_gflops", "topk_s"};
+                                              "update_s", "sum_s", "gemm_gflops", "topk_s", "workers",
+                                              "straggler"};
+/* The version each field first appears in: older files have none of it. */
+static const int top_since[F_TOP] = {[F_TOPK] = 2, [F_WORKERS] = 3, [F_STRAGGLER] = 3};
 enum { L_KIND, L_FWD, L_BWD, L_PARAMS, L_FC_OUT, L_FC_IN, L_FIELDS };
 static const char *const layer_fields[L_FIELDS] = {"kind", "fwd_s", "bwd_s", "params", "fc_out", "fc_in"};
 
@@ -176,7 +357,7 @@ typedef struct {
     dt_profile *p;
     const char *path;
     unsigned seen;                  /* bit per top field */
-    int version;                    /* 1 (no topk_s) or PROFILE_VERSION */
+    int version;                    /* 1 to PROFILE_VERSION: which fields it has (top_since) */
     unsigned char lseen[DT_MAX_LAYERS]; /* bit per layer field */
 } profile_reader;
 
@@ -245,7 +426,7 @@ static dt_status profile_field(void *ctx, const char *path, dt_json_kind kind, d
                            PROFILE_FORMAT);
         return DT_OK;
     case F_VERSION:
-        if (kind != DT_JSON_NUMBER || (num != 1 && num != PROFILE_VERSION))
+        if (kind != DT_JSON_NUMBER || num != floor(num) || num < 1 || num > PROFILE_VERSION)
             return dt_fail(DT_ERR_FORMAT, "%s: profile version %g, this dtrain reads versions 1 to %d", r->path,
                            kind == DT_JSON_NUMBER ? num : -1.0, PROFILE_VERSION);
         r->version = (int)num;
@@ -262,6 +443,16 @@ static dt_status profile_field(void *ctx, const char *path, dt_json_kind kind, d
     case F_UPDATE: return number_field(r, path, kind, num, 0, &p->update_s);
     case F_SUM: return number_field(r, path, kind, num, 0, &p->sum_s);
     case F_TOPK: return number_field(r, path, kind, num, 0, &p->topk_s);
+    case F_WORKERS:
+        DT_TRY(number_field(r, path, kind, num, DT_PROFILE_MAX_WORKERS, &v));
+        if (v < 1) return dt_fail(DT_ERR_FORMAT, "%s: 'workers' must be at least 1", r->path);
+        p->workers = (int)v;
+        return DT_OK;
+    case F_STRAGGLER:
+        DT_TRY(number_field(r, path, kind, num, 0, &p->straggler));
+        if (!(p->straggler >= 1))
+            return dt_fail(DT_ERR_FORMAT, "%s: 'straggler' must be a ratio of at least 1", r->path);
+        return DT_OK;
     default: return number_field(r, path, kind, num, 0, &p->gemm_gflops);
     }
 }
@@ -277,13 +468,18 @@ dt_status dt_profile_read(dt_profile *p, const char *path) {
     if (s == DT_OK) s = dt_json_scan(text, path, profile_field, r);
     free(text);
     for (int f = 0; s == DT_OK && f < F_TOP; f++) {
-        int in_version = f != F_TOPK || r->version != 1; /* (an unknown version failed above) */
+        int in_version = top_since[f] <= r->version; /* (an unknown version failed above) */
         if (!in_version && r->seen & 1u << f)
-            s = dt_fail(DT_ERR_FORMAT, "%s: '%s' is not a field of version 1 profiles", path, top_fields[f]);
+            s = dt_fail(DT_ERR_FORMAT, "%s: '%s' is not a field of version %d profiles", path, top_fields[f],
+                        r->version);
         else if (in_version && !(r->seen & 1u << f))
             s = dt_fail(DT_ERR_FORMAT, "%s: missing '%s'", path, top_fields[f]);
     }
-    if (s == DT_OK && r->version != 1 && !(p->topk_s > 0))
+    if (s == DT_OK && r->version < top_since[F_WORKERS]) { /* measured by one worker alone */
+        p->workers = 1;
+        p->straggler = 1;
+    }
+    if (s == DT_OK && r->version >= top_since[F_TOPK] && !(p->topk_s > 0))
         s = dt_fail(DT_ERR_FORMAT, "%s: 'topk_s' must be positive (a measured time)", path);
     if (s == DT_OK && p->nlayers == 0) s = dt_fail(DT_ERR_FORMAT, "%s: no layers", path);
     int has_fc = 0;

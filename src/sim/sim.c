@@ -37,6 +37,8 @@ typedef struct {
     const dt_sim_cfg *c;
     size_t nparams;
     double scale;       /* multiplies the profile's compute times (shared cores) */
+    double straggler;   /* multiplies forward and backward too: a synchronous step waits
+                           for the slowest worker (the profile's straggler), 1 otherwise */
     double bw, lat;     /* the link's bandwidth and latency (cfg's, or slowed on shared cores) */
     double *ready;      /* (nlayers) when layer i's gradients can be sent */
     double bwd_end;     /* end of backward: the compute cores are free from here */
@@ -139,7 +141,7 @@ static void settle_stolen(sim_step *st) {
 /* Forward, loss and backward on the compute cores: each layer's ready time. */
 static void compute_pass(sim_step *st) {
     const dt_profile *p = st->p;
-    double scale = st->scale, t = 0;
+    double scale = st->scale * st->straggler, t = 0;
     int L = p->nlayers;
     for (int i = 0; i < L; i++) t += p->layers[i].fwd_s * scale;
     t += p->layers[L - 1].bwd_s * scale; /* the loss */
@@ -525,7 +527,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         if (p->layers[i].fc_out > 0 && p->layers[i].fc_in > 0 && !(p->gemm_gflops > 0))
             return dt_fail(DT_ERR_USAGE,
                            "simulate: the profile has fully connected layers but no GEMM rate");
-    sim_step st = {.p = p, .c = c, .scale = 1, .bw = c->bandwidth, .lat = c->latency, .peers = c->nodes,
+    sim_step st = {.p = p, .c = c, .scale = 1, .straggler = 1, .bw = c->bandwidth, .lat = c->latency, .peers = c->nodes,
                    .pass = PASS_CLOCK};
     double want = (double)c->nodes * p->threads;
     if (c->shared_cores && want > c->shared_cores) {
@@ -545,6 +547,8 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
                    : 1;
     if (c->kernel_rate > 0) st.kernel_s_per_byte = 1 / c->kernel_rate;
     if (c->busy_bandwidth > 0) st.busy_rate = fmin(1, c->busy_bandwidth / st.bw);
+    int in_step = c->mode != DT_SIM_PS_ASYNC && !(c->mode == DT_SIM_PS_SSP && c->staleness > 0);
+    if (c->nodes > 1 && in_step && p->straggler > 1) st.straggler = p->straggler;
     for (int i = 0; i < p->nlayers; i++) st.nparams += p->layers[i].params;
     DT_TRY(dt_alloc_bytes((void **)&st.ready, sizeof(double) * (size_t)p->nlayers, "simulator"));
     compute_pass(&st);
@@ -568,6 +572,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
     r->compute_s = st.compute;
     r->comm_share = fmax(0, r->step_s - st.compute) / r->step_s;
     r->compute_scale = st.scale;
+    r->straggler = st.straggler;
     r->link_busy_s = st.link_busy;
     r->bytes_sent = st.bytes_sent;
     return DT_OK;
