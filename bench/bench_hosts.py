@@ -33,9 +33,10 @@ server modes, dtrain's ring for allreduce; waited for as the trainer does,
 ranks unbound as dtrain launch runs them; and again with every core busy,
 waited for as the communication thread does while the trainer computes:
 --busy-bandwidth), --shared-cores (all hosts
-share this machine's cores) and --kernel-rate: the point-to-point rate
-mpi_link measures first on the unshaped link, where the kernel's copies
-bound it (what a byte sent or received costs a core). Like bench_dist.py, the first 5 steps are left
+share this machine's cores) and --kernel-rate: the bytes sent plus
+received per second of the machine's cores that mpi_link measures on
+that link (the kernel's network stack with its shaping, and the waiting
+threads: what a byte costs the cores the workers compute on). Like bench_dist.py, the first 5 steps are left
 out. The cluster stays up (scripts/cluster.sh down removes it).
 
 usage: bench/bench_hosts.py [--models cnn,resnet20] [--links 100mbit,1gbit,none]
@@ -106,16 +107,13 @@ def main():
     cluster('up', '3')
     cores = os.cpu_count()
     rows = []
-    cluster('shape', 'none')
-    kernel_rate = measure_links(['--host', 'h1,h2', '-np', '2', '--bind-to', 'none', '--mca', 'plm_rsh_agent',
-                                 AGENT])['p2p'][0]
-    print(f'kernel rate (point to point between h1 and h2, unshaped): {kernel_rate}', flush=True)
     for link in a.links.split(','):
         cluster('shape', link)
         # Placed as dtrain launch places ranks (no binding: see bench/mpi_link.c).
         measured = measure_links(['--host', 'h1,h2', '-np', '2', '--bind-to', 'none', '--mca', 'plm_rsh_agent', AGENT])
         print(f'\nlink {link}: measured between h1 and h2: ' +
-              ', '.join(f'{k} {bw}, {lat} per message' for k, (bw, lat) in measured.items()), flush=True)
+              ', '.join(f'{k} {bw}' + (f', {lat} per message' if lat else ' per CPU-second')
+                        for k, (bw, lat) in measured.items()), flush=True)
         for model in a.models.split(','):
             got = {r[0]: [] for r in runs}
             sims = {r[0]: [] for r in runs}
@@ -124,9 +122,9 @@ def main():
                     if sim_mode:  # the compute measured just before the run it predicts
                         way = 'allreduce' if sim_mode == 'allreduce' else 'p2p'
                         bw, lat = measured[way]
+                        costs = ['--kernel-rate', measured[way + '_cpu'][0], '--busy-bandwidth', measured[way + '_busy'][0]]
                         sims[name].append(predict(os.path.join(ROOT, 'examples', model + '.cfg'), 2, sim_mode, 1,
-                                                  cores, bw, lat, [*sim_flags, '--kernel-rate', kernel_rate,
-                                                                   '--busy-bandwidth', measured[way + '_busy'][0]]))
+                                                  cores, bw, lat, [*sim_flags, *costs]))
                     got[name].append(Run(ddp(model, a.steps), 0, 0, 0, 0) if hosts is None
                                      else dtrain(model, a.steps, hosts, flags))
             ddp_ips = statistics.median(r.ips for r in got['DDP gloo']) if 'DDP gloo' in got else None

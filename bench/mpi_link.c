@@ -29,16 +29,26 @@
  * (with the latency above) is dtrain simulate's --busy-bandwidth. Between
  * two emulated hosts on 2 cores a wire-bound link keeps its rate there
  * and a fast one does not (docs/CLUSTER.md).
+ * Then what the transfers cost the machine's cores (allreduce_cpu,
+ * p2p_cpu): with both ranks on one machine (emulated hosts), the busy CPU
+ * time of the whole machine (/proc/stat: both ranks' threads, waiting
+ * unhurried as the communication thread does, and the kernel's network
+ * stack, shaping included) while they move the 4 MiB both ways; reported
+ * as the bytes sent plus received per CPU-second, dtrain simulate's
+ * --kernel-rate for that link. On a real cluster /proc/stat sees rank 0's
+ * host alone, and --kernel-rate does not apply (it needs --shared-cores).
  * Medians of REPS; bench/validate_sim.py passes them to dtrain simulate.
  *
  * usage: mpirun -np 2 build/mpi_link [REPS]
  * prints one line per way: {"link":"allreduce"|"p2p"|"allreduce_busy"|"p2p_busy","latency_us":..,
- * "bandwidth_gbps":..} */
+ * "bandwidth_gbps":..}, then {"link":"allreduce_cpu"|"p2p_cpu","kernel_gbps":..} */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dist/group.h"
 #include "dist/ring.h"
@@ -63,6 +73,36 @@ static void *spin(void *arg) {
     volatile unsigned long x = 0;
     while (atomic_load_explicit(&spinning, memory_order_relaxed)) x++;
     return arg;
+}
+
+/* Busy CPU seconds of this whole machine since boot (/proc/stat: user,
+ * nice, system, irq and softirq; not idle, iowait or time stolen by a
+ * hypervisor). */
+static double machine_busy_s(void) {
+    unsigned long long v[8];
+    FILE *f = fopen("/proc/stat", "r");
+    int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                       &v[6], &v[7])
+              : 0;
+    if (f) fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (n != 8 || hz <= 0) {
+        fprintf(stderr, "mpi_link: cannot read the CPU times in /proc/stat\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)hz;
+}
+
+/* The machine's busy CPU seconds per second while both ranks sleep (its
+ * daemons, mpirun's): taken out of the transfers' cost. Rank 0's reading. */
+static double idle_busy_share(int rank) {
+    check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
+    double cpu0 = machine_busy_s(), t0 = MPI_Wtime();
+    struct timespec one = {1, 0};
+    nanosleep(&one, NULL);
+    double share = (machine_busy_s() - cpu0) / (MPI_Wtime() - t0);
+    check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
+    return rank == 0 ? share : 0;
 }
 
 /* Median seconds of a ring allreduce of n floats among g's two workers
@@ -144,6 +184,20 @@ int main(int argc, char **argv) {
     }
     atomic_store(&spinning, 0);
     pthread_join(spinner, NULL);
+    double background = idle_busy_share(rank);
+    for (int p2p = 0; p2p < 2; p2p++) {
+        /* Each rep moves 4 MiB each way between the ranks: both send and
+         * receive 2 x 4 MiB (the ring's two halves twice, or the round
+         * trip). Twice the reps: /proc/stat counts in 10 ms ticks. */
+        check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
+        double cpu0 = rank == 0 ? machine_busy_s() : 0, t0 = MPI_Wtime();
+        link_time(&g, buf, tmp, big, 2 * reps, p2p, rank);
+        double cpu = rank == 0 ? machine_busy_s() - cpu0 - background * (MPI_Wtime() - t0) : 0;
+        double handled = 4.0 * big * sizeof(float) * (2 * reps + 2); /* with link_time's 2 untimed */
+        if (rank == 0)
+            printf("{\"link\":\"%s\",\"kernel_gbps\":%.4g}\n", p2p ? "p2p_cpu" : "allreduce_cpu",
+                   cpu > 0 ? handled / cpu * 8 / 1e9 : 0.0);
+    }
     dt_group_free(&g);
     dt_comm_free(&comm);
     free(buf);

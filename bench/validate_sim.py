@@ -42,10 +42,12 @@ def run(cmd):
 
 
 def measure_links(where=('-np', '2')):
-    """{'allreduce': (bandwidth, latency), 'p2p': (...), and both '..._busy'
-    (measured with every core busy)} between two ranks as dtrain drives them
-    (bench/mpi_link), medians of 3 runs, as simulate flags.
-    where: mpirun's flags placing the two ranks (default: on this machine)."""
+    """{'allreduce': (bandwidth, latency), 'p2p': (...), both '..._busy'
+    (measured with every core busy) and both '..._cpu' (the bytes sent plus
+    received per second of the machine's cores, as (rate, None))} between
+    two ranks as dtrain drives them (bench/mpi_link), medians of 3 runs, as
+    simulate flags. where: mpirun's flags placing the two ranks (default: on
+    this machine)."""
     root = ['--allow-run-as-root'] if os.geteuid() == 0 else []
     got = [json.loads(line) for _ in range(3)
            for line in run(['mpirun'] + root + list(where) + [os.path.join(BUILD, 'mpi_link')]).splitlines()]
@@ -56,6 +58,8 @@ def measure_links(where=('-np', '2')):
         # round 0.055 to 0.06, a 9% error in every prediction.
         links[name] = (f'{statistics.median(g["bandwidth_gbps"] for g in mine):.4g}Gbps',
                        f'{statistics.median(g["latency_us"] for g in mine):.3f}us')
+    for name in ('allreduce_cpu', 'p2p_cpu'):
+        links[name] = (f'{statistics.median(g["kernel_gbps"] for g in got if g["link"] == name):.4g}Gbps', None)
     return links
 
 
@@ -101,7 +105,7 @@ def main():
     else:
         links = measure_links()
     for name, (bw, lat) in links.items():
-        print(f'{name} link: {bw}, {lat} per message')
+        print(f'{name} link: {bw}' + (f', {lat} per message' if lat else ' per CPU-second'))
     print(f'{cores} cores; {BATCH} images per worker; {a.steps} steps after {WARMUP}, {a.rounds} round(s)',
           flush=True)
     # (name, ranks, workers, mode): the serial run is one worker predicted as one node.
