@@ -55,5 +55,19 @@ for mode in serial allreduce ps-sync ps-ssp; do
         check "$mode run $i: SIG$stopsig during a SIG$BURST burst ends in order" test $ok = 1
     done
 done
+# ps-ssp agrees on a stop without pulling its workers into step: the sum
+# begun at step 10k is finished s + 1 steps later, so SIGINT to every rank
+# stops both workers at one step 10k + 3 with --staleness 2 (a blocking
+# agreement would stop them at 10k).
+d=$TMP/ssp-stop; mkdir -p "$d"
+$MPIRUN -np 3 "$DTRAIN" train "$MODEL" "${DATA[@]}" --mode ps-ssp --staleness 2 --threads 1 --epochs 1000 \
+    --max-steps 100000 --checkpoint "$d/run.ckpt" --log "$d/run.jsonl" > "$d/out" 2>&1 &
+job=$!
+wait_for "$d/run.jsonl" '"step":12,' 120
+kill -INT $(pgrep -f "^[^ ]*dtrain train .*$d/run.jsonl") 2>/dev/null
+timeout 120 tail --pid=$job -f /dev/null; wait $job
+check "ps-ssp --staleness 2: SIGINT to every rank stops both workers at one step 10k + 3" /usr/bin/python3 -c "
+import re; steps = [int(n) for n in re.findall(r'interrupted at step (\d+)', open('$d/out').read())]
+assert len(steps) >= 2 and len(set(steps)) == 1 and steps[0] % 10 == 3, steps"
 echo "signals: $runs runs, $crashes crashes (burst SIG$BURST)"
 finish
