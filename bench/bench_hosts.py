@@ -122,7 +122,8 @@ def main():
                     if sim_mode:  # the compute measured just before the run it predicts
                         way = 'allreduce' if sim_mode == 'allreduce' else 'p2p'
                         bw, lat = measured[way]
-                        costs = ['--kernel-rate', measured[way + '_cpu'][0], '--busy-bandwidth', measured[way + '_busy'][0]]
+                        costs = ['--kernel-rate', measured[way + '_cpu'][0],
+                                 '--busy-bandwidth', measured[way + '_busy'][0]]
                         sims[name].append(predict(os.path.join(ROOT, 'examples', model + '.cfg'), 2, sim_mode, 1,
                                                   cores, bw, lat, [*sim_flags, *costs]))
                     got[name].append(Run(ddp(model, a.steps), 0, 0, 0, 0) if hosts is None

@@ -83,7 +83,8 @@ expect 2 "the profile has no top-k rate \(version 1\): measure it again" -- "$DT
     --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes allreduce --grad-compression topk:0.01
 expect 2 "\-\-batch 32: --profile .* was measured at batch 16" -- "$DTRAIN" simulate "$M" --profile "$TMP/p.json" --batch 32
 expect 2 "\-\-profile .*p.json has 4 layers, .*cnn.cfg has 10" -- "$DTRAIN" simulate "$SRC/examples/cnn.cfg" --profile "$TMP/p.json"
-expect 2 "\-\-threads, --reps and --measure-workers set the measurement" -- "$DTRAIN" simulate --profile "$TMP/p.json" --threads 2
+expect 2 "\-\-threads, --reps and --measure-workers set the measurement" -- "$DTRAIN" simulate \
+    --profile "$TMP/p.json" --threads 2
 expect 2 "\-\-threads, --reps and --measure-workers set the measurement" -- "$DTRAIN" simulate --profile "$TMP/p.json" \
     --measure-workers 2
 expect 1 "missing.json: cannot open" -- "$DTRAIN" simulate --profile "$TMP/missing.json"

@@ -4,8 +4,11 @@
  * node link, full duplex).
  *
  * Profiles come from measurement: dt_profile_measure times every layer's
- * forward and backward at the per-worker batch on this machine, and
+ * forward and backward at the per-worker batch on this machine (alone, or
+ * beside companion workers as a job on one machine computes), and
  * dt_profile_write/read keep them as JSON (docs/SCALING.md has the format).
+ * A synchronous step of P >= 2 waits for the slowest worker: forward and
+ * backward stretch by the profile's straggler (1 when measured alone).
  * The model is pure arithmetic on a profile (no MPI, no timing), so it is
  * tested with hand-made profiles.
  *

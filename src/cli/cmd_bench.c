@@ -191,6 +191,7 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
     if (s != DT_OK || data_only) return cli_report(s, env);
     int nthreads = cli_set_threads(threads, env);
     s = bench_run(&spec, steps, nthreads);
-    if (s == DT_OK && profile_out) s = write_profile(&spec, nthreads, steps, measure_workers ? measure_workers : 1, profile_out);
+    if (s == DT_OK && profile_out)
+        s = write_profile(&spec, nthreads, steps, measure_workers ? measure_workers : 1, profile_out);
     return cli_report(s, env);
 }

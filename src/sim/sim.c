@@ -527,8 +527,8 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         if (p->layers[i].fc_out > 0 && p->layers[i].fc_in > 0 && !(p->gemm_gflops > 0))
             return dt_fail(DT_ERR_USAGE,
                            "simulate: the profile has fully connected layers but no GEMM rate");
-    sim_step st = {.p = p, .c = c, .scale = 1, .straggler = 1, .bw = c->bandwidth, .lat = c->latency, .peers = c->nodes,
-                   .pass = PASS_CLOCK};
+    sim_step st = {.p = p, .c = c, .scale = 1, .straggler = 1, .bw = c->bandwidth, .lat = c->latency,
+                   .peers = c->nodes, .pass = PASS_CLOCK};
     double want = (double)c->nodes * p->threads;
     if (c->shared_cores && want > c->shared_cores) {
         /* One machine's cores, all computing: each worker gets its share,
