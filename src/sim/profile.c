@@ -106,7 +106,6 @@ typedef struct {
     pthread_cond_t cv;
     int go;                 /* 0: wait, 1: measure, -1: abandon (a companion did not start) */
     atomic_int stop;        /* worker 0 has finished all its timings */
-    int initialised;        /* the barrier, mutex and condition variable exist */
 } profile_team;
 
 typedef struct {
@@ -174,7 +173,6 @@ static dt_status team_init(profile_team *team) {
         pthread_barrier_destroy(&team->rep_start);
         return dt_fail(DT_ERR_NOMEM, "profile: cannot create a condition variable");
     }
-    team->initialised = 1;
     return DT_OK;
 }
 
@@ -299,9 +297,11 @@ dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threa
         team.x = x;
         team.y = y;
         s = team_init(&team);
-        if (s == DT_OK) s = start_companions(&team, ws);
-        if (s == DT_OK) s = measure_team(p, spec, &team, ws, t);
-        if (team.initialised) team_destroy(&team);
+        if (s == DT_OK) {
+            s = start_companions(&team, ws);
+            if (s == DT_OK) s = measure_team(p, spec, &team, ws, t);
+            team_destroy(&team);
+        }
     }
     for (int k = 0; k < workers; k++) worker_free(&ws[k]);
     dt_free(x);
