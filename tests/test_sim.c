@@ -139,47 +139,36 @@ static void test_ps_by_hand(void) {
 }
 
 /* ps-async and ps-ssp on the two layers, 10 Gbit/s, one server, sums of
- * 2 ms. A worker's cycle against a server whose link it gets a share s of
- * (ms), segment by segment: L1 (5 MB) on its link from 13, in by 13.02 +
- * 4 / s; L0 (1 MB) from 33, in by 33.02 + 0.8 / s. ps-async: the server
- * applies each straight (one update, 3 ms, and one reply copy, 2 ms, for
- * the whole shard: 5/6 of it for L1, 1/6 for L0) and sends it back (0.02 +
- * 4 / s and 0.02 + 0.8 / s). With 2 workers L0's reply follows its own
- * commit: the cycle is 33.02 + 5/6 + 0.02 + 1.6 / s. The others' transfers
- * keep the server's link busy (P - 1) 4.8 / C of a cycle C, so s = 1 - (P
- * - 1) 4.8 / C, and C = a + r C / (C - b) for a cycle a + r / s and b = (P
- * - 1) 4.8: the larger root of C^2 - (a + r + b) C + a b = 0. 2 workers:
- * 35.7217 ms (the server's bounds, P x (4.8 + 2 x 0.02) on its link and P
- * x 5 ms of work, are shorter). 10 workers: s is small enough that L0's
- * reply waits for L1's (out by 13.02 + 25/6 + 0.02 + 8 / s), the cycle is
- * 13.02 + 25/6 + 0.04 + 8.8 / s, and C 55.9180 (the bounds: 48.4 and 50).
+ * 2 ms. A worker's cycle against a server that serves it alone (ms),
+ * segment by segment: L1 (5 MB) on its link from 13, in by 17.02; L0 (1
+ * MB) from 33, in by 33.82. ps-async: the server applies each straight
+ * (one update, 3 ms, and one reply copy, 2 ms, for the whole shard: 5/6 of
+ * it for L1, 1/6 for L0) and sends it back (L0: 0.02 + 0.8): the cycle is
+ * 33.02 + 0.8 + 5/6 + 0.02 + 0.8 = 35.4733. The server's bounds: its link
+ * takes P x (4.8 + 2 x 0.02) each way, its cores P x 5 ms: 2 workers 9.68
+ * and 10, below the cycle; 10 workers 48.4 and 50, which sets the step.
  * ps-ssp (staleness 3): the server replies from a snapshot (2 ms for the
- * shard) and the worker then adds its own gradient (2 ms): the cycles are
- * 35.02 + 1/3 + 0.02 + 1.6 / s and 13.02 + 5/3 + 0.04 + 2 + 8.8 / s,
- * 37.2103 and 55.7700 ms. Staleness 0 is ps-sync. */
-static double async_cycle(double a, double r, int workers) {
-    double b = (workers - 1) * 4.8, sum = a + r + b;
-    return (sum + sqrt(sum * sum - 4 * a * b)) / 2 * 1e-3;
-}
-
+ * shard, 1/3 for L0) and the worker then adds its own gradient (2 ms): the
+ * cycle is 33.02 + 0.8 + 1/3 + 0.02 + 0.8 + 2 = 36.9733; with 10 workers
+ * the link's 48.4 (one clock's work: 21 passes and an update, 45) sets it.
+ * Staleness 0 is ps-sync. */
 static void test_async_by_hand(void) {
     dt_profile *p = two_layers(0.002);
     dt_sim_cfg c = cfg(DT_SIM_PS_ASYNC, 2);
     dt_sim_result r;
     CHECK_OK(dt_sim_run(&r, p, &c));
-    CHECK_CLOSE(r.step_s, async_cycle(33.02 + 5 / 6.0 + 0.02, 1.6, 2), 1e-12, 1e-9);
-    CHECK_CLOSE(r.step_s, 0.0357217, 1e-7, 0);
+    CHECK_CLOSE(r.step_s, (33.02 + 0.8 + 5 / 6.0 + 0.02 + 0.8) * 1e-3, 1e-12, 1e-9);
     CHECK_CLOSE(r.compute_s, 0.033, 1e-12, 1e-12);
     CHECK_CLOSE(r.bytes_sent, 6e6, 1e-6, 0);
     c.nodes = 10;
-    CHECK_CLOSE(step(p, &c), async_cycle(13.02 + 25 / 6.0 + 0.04, 8.8, 10), 1e-12, 1e-9);
+    CHECK_CLOSE(step(p, &c), 0.050, 1e-12, 1e-9);
     c = cfg(DT_SIM_PS_SSP, 2);
     c.staleness = 3;
     CHECK_OK(dt_sim_run(&r, p, &c));
-    CHECK_CLOSE(r.step_s, async_cycle(35.02 + 1 / 3.0 + 0.02, 1.6, 2), 1e-12, 1e-9);
+    CHECK_CLOSE(r.step_s, (33.02 + 0.8 + 1 / 3.0 + 0.02 + 0.8 + 2) * 1e-3, 1e-12, 1e-9);
     CHECK_CLOSE(r.compute_s, 0.035, 1e-12, 1e-12);
     c.nodes = 10;
-    CHECK_CLOSE(step(p, &c), async_cycle(13.02 + 5 / 3.0 + 0.04 + 2, 8.8, 10), 1e-12, 1e-9);
+    CHECK_CLOSE(step(p, &c), 0.0484, 1e-12, 1e-9);
     c.staleness = 0;
     dt_sim_cfg sync = cfg(DT_SIM_PS_SYNC, 10);
     CHECK_CLOSE(step(p, &c), step(p, &sync), 0, 0);
