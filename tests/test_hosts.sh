@@ -100,9 +100,5 @@ expect 2 "hier needs the same number of workers on every host" -- "$DTRAIN" laun
     --launch-agent "$AGENT" -- train "$TMP/net.cfg" --dataset synthetic --mode allreduce --allreduce-algo hier
 expect 2 "shm needs every worker on one host \(here 2 hosts\)" -- "$DTRAIN" launch --hosts t1:1,t2:1 \
     --launch-agent "$AGENT" -- train "$TMP/net.cfg" --dataset synthetic --mode allreduce --allreduce-algo shm
-expect 0 "--host t1:1,t2:1 --mca btl_tcp_eager_limit 262144 --bind-to none" -- "$DTRAIN" launch --dry-run \
-    --hosts t1:1,t2:1 -- train "$TMP/net.cfg"
-check "the user's eager limit is left alone" test "$(OMPI_MCA_btl_tcp_eager_limit=65536 "$DTRAIN" launch --dry-run \
-    --hosts t1:1,t2:1 -- train "$TMP/net.cfg" | grep -c eager_limit)" -eq 0
 expect 2 "more ranks than --hosts has slots" -- "$DTRAIN" launch -n 5 --hosts t1:2,t2:2 -- train "$TMP/net.cfg"
 finish

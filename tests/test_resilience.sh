@@ -68,6 +68,11 @@ expect 2 "--batch is given twice" -- "$DTRAIN" train "$M" "${A[@]}" --batch 4 --
 expect 2 "--staleness applies to --mode ps-ssp, not serial" -- "$DTRAIN" train "$M" "${A[@]}" --staleness 2
 expect 2 "--servers applies to --mode ps-sync, ps-async, ps-ssp, ps-async-nowait or ps-hogwild, not allreduce" -- $MPIRUN -np 2 "$DTRAIN" train "$M" "${A[@]}" --servers 2
 expect 2 "--slow-worker 0:5: rank 0 is not a worker" -- $MPIRUN -np 3 "$DTRAIN" train "$M" "${A[@]}" --mode ps-sync --slow-worker 0:5
+# Across hosts launch raises Open MPI's TCP eager limit, unless the user set it.
+expect 0 "--host t1:1,t2:1 --mca btl_tcp_eager_limit 262144 --bind-to none" -- "$DTRAIN" launch --dry-run \
+    --hosts t1:1,t2:1 -- train "$M"
+expect 0 "^mpirun (.* )?--host t1:1,t2:1 --bind-to none " -- env OMPI_MCA_btl_tcp_eager_limit=65536 "$DTRAIN" \
+    launch --dry-run --hosts t1:1,t2:1 -- train "$M"
 expect 2 "put -- between launch's flags and the command" -- "$DTRAIN" launch -n 2 train "$M" --max-steps 2
 out=$($MPIRUN -np 3 "$DTRAIN" train "$M" "${A[@]}" --batch 0 2>&1); rc=$?
 check "usage error under mpirun: exit 2 ($rc)" test $rc -eq 2

@@ -429,14 +429,15 @@ static int shard_messages(const dt_profile *p, size_t lo, size_t hi) {
  * for another. Their transfers on a server's link fall into turns: where
  * two overlap they share the link, the one that began first ends first,
  * has its reply and computes first, and stays ahead until they no longer
- * overlap (measured with cnn between emulated hosts, docs/CLUSTER.md). So
- * a worker's cycle is against servers that serve it alone; the server
- * replies once that worker's gradient is in (ps-async: applied straight;
- * ps-ssp: from a snapshot, as the clock need not wait while the worker is
- * within s of the slowest, which identical workers always are). When the turns do not fit in that cycle, what the servers
- * need per cycle for all P workers sets it: P shards' pushes in and P
- * replies out on each server's link, and their work on P gradients
- * (ps-async) or one clock (ps-ssp). */
+ * overlap (measured with cnn between emulated hosts, where ps-ssp's
+ * workers once fell back into step: docs/CLUSTER.md). So a worker's cycle
+ * is against servers that serve it alone; the server replies once that
+ * worker's gradient is in (ps-async: applied straight; ps-ssp: from a
+ * snapshot, as the clock need not wait while the worker is within s of the
+ * slowest, which identical workers always are). When the turns do not fit
+ * in that cycle, what the servers need per cycle for all P workers sets
+ * it: P shards' pushes in and P replies out on each server's link, and
+ * their work on P gradients (ps-async) or one clock (ps-ssp). */
 static dt_status run_async(sim_step *st, dt_sim_result *r) {
     const dt_sim_cfg *c = st->c;
     const dt_profile *p = st->p;
