@@ -46,11 +46,14 @@ check() { # returns the command's failure too, so `check ... || show the output`
     if "$@"; then passes=$((passes + 1)); else echo "FAIL: $what"; fails=$((fails + 1)); return 1; fi
 }
 
-# pid of world rank $2 of the running dtrain job whose command line carries
-# marker $1 (use the test's own $TMP path: other runs on the machine differ).
+# pids of the running dtrain train job whose command line carries marker $1
+# (use the test's own $TMP path: other runs on the machine differ).
+job_pids() { pgrep -f "^[^ ]*dtrain train .*$1"; }
+
+# pid of world rank $2 of that job.
 rank_pid() {
     local pid
-    for pid in $(pgrep -f "^[^ ]*dtrain train .*$1"); do
+    for pid in $(job_pids "$1"); do
         tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$pid"
     done
 }

@@ -58,7 +58,7 @@ for mode in serial allreduce ps-sync ps-async; do
     job=$!
     for _ in $(seq 1 600); do grep -q '"event":"checkpoint"' "$d/run.jsonl" 2>/dev/null && break; sleep 0.05; done
     sleep "0.$((RANDOM % 10))"
-    pids=($(pgrep -f "^[^ ]*dtrain train .*$d/run.jsonl"))
+    pids=($(job_pids "$d/run.jsonl"))
     victim=none
     [ ${#pids[@]} -gt 0 ] && victim=${pids[$((RANDOM % ${#pids[@]}))]} && kill -9 "$victim"
     timeout 30 tail --pid=$job -f /dev/null; wait $job; rc=$?
@@ -89,7 +89,7 @@ for mode in serial allreduce ps-sync ps-async; do
         > "$d/term.out" 2>&1 &
     job=$!
     for _ in $(seq 1 600); do [ "$(cat "$d/run.jsonl" 2>/dev/null | grep -c '"event":"step"')" -gt 50 ] && break; sleep 0.05; done
-    pkill -TERM -f "^[^ ]*dtrain train .*$d/run.jsonl"
+    kill -TERM $(job_pids "$d/run.jsonl") 2>/dev/null
     timeout 60 tail --pid=$job -f /dev/null; wait $job; rc=$?
     check "$mode: SIGTERM exits 1 ($rc)" test "$rc" -eq 1
     check "$mode: says where it stopped" grep -q "interrupted at step [0-9]*; checkpoint written" "$d/term.out"

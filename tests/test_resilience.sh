@@ -110,7 +110,7 @@ for mode in "${MODES[@]}"; do
             sleep 0.1
         done
         sleep "0.$((RANDOM % 10 + 5))"
-        pids=($(pgrep -f "^[^ ]*dtrain train .*r_$mode.jsonl"))
+        pids=($(job_pids "r_$mode.jsonl"))
         [ ${#pids[@]} -gt 0 ] && kill -9 "${pids[$((RANDOM % ${#pids[@]}))]}"
         wait_for "r_$mode.jsonl" "\"event\":\"restart\",\"attempt\":$kill" 60
     done

@@ -34,7 +34,7 @@ for mode in serial allreduce ps-sync ps-ssp; do
             --checkpoint "$d/run.ckpt" --log "$d/run.jsonl" ${EXTRA[$mode]:-} > "$d/out" 2>&1 &
         job=$!
         wait_for "$d/run.jsonl" '"event":"step"' 120
-        pids=($(pgrep -f "^[^ ]*dtrain train .*$d/run.jsonl"))
+        pids=($(job_pids "$d/run.jsonl"))
         burst "${pids[@]}" & bp=$!
         sleep "$((RANDOM % 2)).$((RANDOM % 10))"
         stopsig=$([ $((RANDOM % 2)) = 0 ] && echo INT || echo TERM)
@@ -64,7 +64,7 @@ $MPIRUN -np 3 "$DTRAIN" train "$MODEL" "${DATA[@]}" --mode ps-ssp --staleness 2 
     --max-steps 100000 --checkpoint "$d/run.ckpt" --log "$d/run.jsonl" > "$d/out" 2>&1 &
 job=$!
 wait_for "$d/run.jsonl" '"step":12,' 120
-kill -INT $(pgrep -f "^[^ ]*dtrain train .*$d/run.jsonl") 2>/dev/null
+kill -INT $(job_pids "$d/run.jsonl") 2>/dev/null
 timeout 120 tail --pid=$job -f /dev/null; wait $job
 check "ps-ssp --staleness 2: SIGINT to every rank stops both workers at one step 10k + 3" /usr/bin/python3 -c "
 import re; steps = [int(n) for n in re.findall(r'interrupted at step (\d+)', open('$d/out').read())]

@@ -52,8 +52,9 @@
  *   ps-async, ps-ssp: P identical workers in steady state, none waiting for
  *     another; their transfers on a server's link fall into turns (where two
  *     overlap, the one that began first stays ahead until they no longer
- *     do; measured, though ps-ssp's workers once fell back into step). A worker's cycle is its step against servers that serve it
- *     alone: as ps-sync with P = 1, except for what a server does before
+ *     do; measured, though ps-ssp's workers once fell back into step). A
+ *     worker's cycle is its step against servers that serve it alone: as
+ *     ps-sync with P = 1, except for what a server does before
  *     the reply: ps-async applies the gradient straight and copies the
  *     reply (one pass and one update, not 2P + 1 passes); a ps-ssp server
  *     (staleness >= 1) copies the shard as it is (one pass: the clock is

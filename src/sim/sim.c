@@ -506,8 +506,8 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
     if (c->kernel_rate > 0) st.kernel_s_per_byte = 1 / c->kernel_rate;
     if (c->busy_bandwidth > 0) st.busy_rate = fmin(1, c->busy_bandwidth / st.bw);
     /* Workers out of step (no one waits for the slowest) or in step. */
-    int async = c->mode == DT_SIM_PS_ASYNC || (c->mode == DT_SIM_PS_SSP && c->staleness > 0);
-    if (c->nodes > 1 && !async && p->straggler > 1) st.straggler = p->straggler;
+    int out_of_step = c->mode == DT_SIM_PS_ASYNC || (c->mode == DT_SIM_PS_SSP && c->staleness > 0);
+    if (c->nodes > 1 && !out_of_step && p->straggler > 1) st.straggler = p->straggler;
     for (int i = 0; i < p->nlayers; i++) st.nparams += p->layers[i].params;
     DT_TRY(dt_alloc_bytes((void **)&st.ready, sizeof(double) * (size_t)p->nlayers, "simulator"));
     compute_pass(&st);
@@ -518,7 +518,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         st.link = st.compute;
     } else if (c->mode == DT_SIM_ALLREDUCE) {
         s = run_allreduce(&st, &r->fc_sfb);
-    } else if (async) {
+    } else if (out_of_step) {
         s = run_async(&st, r);
     } else {
         s = run_servers(&st, r);
