@@ -5,6 +5,11 @@ worker (h1, h2; 1 thread each) plus a server host (h3) for the parameter-
 server modes, each host's link shaped to each --links rate in turn. For
 each model (64 images per worker) and link it runs
 
+    serial (control)   --hosts h1:1, one worker alone, nothing on the wire:
+                       the simulator's serial step is its profile's sum, so
+                       its error is what the machine's own drift between a
+                       prediction and the run after it amounts to (the
+                       floor under every other row's error)
     allreduce ring     dtrain launch --hosts h1:1,h2:1 ... --allreduce-algo ring
     ring bf16          the same with --grad-compression bf16
     topk 1%            --mode allreduce --grad-compression topk:0.01
@@ -40,7 +45,7 @@ threads: what a byte costs the cores the workers compute on). Like bench_dist.py
 out. The cluster stays up (scripts/cluster.sh down removes it).
 
 usage: bench/bench_hosts.py [--models cnn,resnet20] [--links 100mbit,1gbit,none]
-                            [--steps 20] [--rounds 1] [--only 'ps-sync,DDP gloo']
+                            [--steps 20] [--rounds 1] [--target 15] [--only 'ps-sync,DDP gloo']
 """
 import argparse, json, os, re, statistics, subprocess, sys, tempfile
 
@@ -56,7 +61,9 @@ WORKERS = 'h1:1,h2:1'
 WITH_SERVER = 'h3:1,' + WORKERS  # rank 0 (the server) on h3
 RING = ['--mode', 'allreduce', '--allreduce-algo', 'ring']
 # (name, hosts, mode flags, what dtrain simulate calls it or None, its flags)
-RUNS = [('allreduce ring', WORKERS, RING, 'allreduce', []),
+CONTROL = 'serial (control)'
+RUNS = [(CONTROL, 'h1:1', [], 'allreduce', []),
+        ('allreduce ring', WORKERS, RING, 'allreduce', []),
         ('ring bf16', WORKERS, RING + ['--grad-compression', 'bf16'], 'allreduce', ['--grad-compression', 'bf16']),
         ('topk 1%', WORKERS, ['--mode', 'allreduce', '--grad-compression', 'topk:0.01'], 'allreduce',
          ['--grad-compression', 'topk:0.01']),
@@ -101,6 +108,7 @@ def main():
     ap.add_argument('--links', default='100mbit,1gbit,none')
     ap.add_argument('--steps', type=int, default=20)
     ap.add_argument('--rounds', type=int, default=1)
+    ap.add_argument('--target', type=float, default=15.0, help='error bound in percent for the summary line')
     ap.add_argument('--only', help='comma-separated run names to keep (DDP gloo is one)')
     a = ap.parse_args()
     runs = keep_runs(RUNS + [('DDP gloo', None, None, None, [])], a.only, 'bench_hosts.py')
@@ -124,8 +132,9 @@ def main():
                         bw, lat = measured[way]
                         costs = ['--kernel-rate', measured[way + '_cpu'][0],
                                  '--busy-bandwidth', measured[way + '_busy'][0]]
-                        sims[name].append(predict(os.path.join(ROOT, 'examples', model + '.cfg'), 2, sim_mode, 1,
-                                                  cores, bw, lat, [*sim_flags, *costs]))
+                        nodes = 1 if name == CONTROL else 2
+                        sims[name].append(predict(os.path.join(ROOT, 'examples', model + '.cfg'), nodes, sim_mode,
+                                                  1, cores, bw, lat, [*sim_flags, *costs]))
                     got[name].append(Run(ddp(model, a.steps), 0, 0, 0, 0) if hosts is None
                                      else dtrain(model, a.steps, hosts, flags))
             ddp_ips = statistics.median(r.ips for r in got['DDP gloo']) if 'DDP gloo' in got else None
@@ -138,7 +147,7 @@ def main():
                 if sim_mode:
                     sim = statistics.median(sims[name])
                     err = (sim - med['step_ms']) / med['step_ms'] * 100
-                vs = med['ips'] / ddp_ips if ddp_ips else None
+                vs = med['ips'] / ddp_ips if ddp_ips and name != CONTROL else None  # 64 images, not 128
                 # How far the rounds of one run lie apart, (max - min) / median
                 # of their median steps: the simulator cannot be judged closer.
                 steps = [r.step_ms for r in got[name]]
@@ -153,6 +162,11 @@ def main():
                        if hosts else f'{"":>9} {"":>8} {"":>8} ') +
                       (f'{sim:>9.1f} {err:>+6.1f}% ' if sim else f'{"":>9} {"":>7} ') +
                       (f'{spread:>6.1%}' if spread is not None else ''), flush=True)
+    judged = [r for r in rows if r['sim_error_pct'] is not None and r['run'] != CONTROL]
+    control = [abs(r['sim_error_pct']) for r in rows if r['run'] == CONTROL]
+    if judged:
+        print(f'\nsimulator within {a.target:g} % on {sum(abs(r["sim_error_pct"]) <= a.target for r in judged)} '
+              f'of {len(judged)} runs' + (f'; the control\'s largest error {max(control):.1f} %' if control else ''))
     print(json.dumps({'event': 'bench_hosts', 'rounds': a.rounds, 'steps': a.steps, 'rows': rows}))
 
 
