@@ -3,7 +3,8 @@
  * this kind of machine needs (like horovodrun): as root, more ranks than
  * cores, CPU binding only when every rank of one machine has a core; on
  * several hosts, Open MPI's rsh launcher starts a daemon on each through ssh
- * or the given agent (scripts/cluster.sh agent for the emulated cluster). With --max-restarts (torchrun's model) it stays as mpirun's parent:
+ * or the given agent (scripts/cluster.sh agent for the emulated cluster).
+ * With --max-restarts (torchrun's model) it stays as mpirun's parent:
  * when a rank dies or the job fails, mpirun ends every rank, and the
  * launcher starts the job again from the newest complete checkpoint of
  * --checkpoint-dir (--resume auto), up to K times, logging each restart. */
@@ -199,7 +200,8 @@ static int supervise(const char **args, int k, int cmd_at, int max) {
         int code = run_job(args, &f);
         if (code == 0 || code == 2 || code < 0 || signalled || attempt == max) {
             if (code != 0 && attempt == max && max > 0 && !signalled && code != 2)
-                fprintf(stderr, "dtrain launch: the job failed after %d restart%s; giving up\n", max, max == 1 ? "" : "s");
+                fprintf(stderr, "dtrain launch: the job failed after %d restart%s; giving up\n", max,
+                        max == 1 ? "" : "s");
             return code < 0 ? 1 : code;
         }
         struct timespec now;
@@ -249,76 +251,63 @@ static long count_host_slots(const char *list) {
     }
 }
 
-int cmd_launch(int argc, char **argv) {
-    int n = 0, dry = 0, help = 0, max_restarts = 0;
-    const char *hostfile = NULL, *hosts = NULL, *agent = NULL;
-    cli_flag flags[] = {
-        {"-n", ARG_INT, &n, 1, 65536, 0},
-        {"--hosts", ARG_STR, &hosts, 0, 0, 0},
-        {"--hostfile", ARG_STR, &hostfile, 0, 0, 0},
-        {"--launch-agent", ARG_STR, &agent, 0, 0, 0},
-        {"--max-restarts", ARG_INT, &max_restarts, 0, 1000, 0},
-        {"--dry-run", ARG_FLAG, &dry, 0, 0, 0},
-        {"--help", ARG_FLAG, &help, 0, 0, 0},
-    };
-    const char *rest[MAX_ARGS - 24];
-    int nrest, dashes = 0;
-    cli_env env = {0, 1, 1, 0};
-    for (int i = 0; i < argc && !dashes; i++) dashes = strcmp(argv[i], "--") == 0;
-    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), rest, MAX_ARGS - 24, &nrest);
-    if (help) {
-        fputs(launch_usage, stdout);
-        return 0;
-    }
-    if (!dashes && (s != DT_OK || nrest > 0))
-        s = dt_fail(DT_ERR_USAGE, "launch: put -- between launch's flags and the command: dtrain launch -n N -- "
-                    "train MODEL.cfg [flags]");
-    if (s == DT_OK && hosts && hostfile)
-        s = dt_fail(DT_ERR_USAGE, "launch: --hosts and --hostfile exclude each other (give the hosts once)");
-    long slots = (s == DT_OK && hosts) ? count_host_slots(hosts) : 0;
-    if (slots < 0) s = DT_ERR_USAGE;
-    if (s == DT_OK && hosts && n == 0) n = slots > 65536 ? 65536 : (int)slots;
-    if (s == DT_OK && hosts && n > slots)
-        s = dt_fail(DT_ERR_USAGE, "launch: -n %d is more ranks than --hosts has slots (%ld)", n, slots);
-    if (s == DT_OK && agent && !hosts && !hostfile)
-        s = dt_fail(DT_ERR_USAGE, "launch: --launch-agent starts ranks on other hosts: give --hosts or --hostfile");
-    if (s == DT_OK && (n < 1 || nrest < 1))
-        s = dt_fail(DT_ERR_USAGE, "launch: needs -n N and a command after --\n%s", launch_usage);
-    int at;
-    if (s == DT_OK && max_restarts > 0 && strcmp(rest[0], "train") != 0)
-        s = dt_fail(DT_ERR_USAGE, "launch: --max-restarts restarts train runs, not '%s'", rest[0]);
-    if (s == DT_OK && max_restarts > 0 && !flag_value(rest, nrest, "--checkpoint-dir", &at))
-        s = dt_fail(DT_ERR_USAGE, "launch: --max-restarts needs the train command's --checkpoint-dir DIR "
-                    "(the restarts resume from its newest checkpoint)");
-    if (s != DT_OK) return cli_report(s, &env);
+/* Launch's flags, as given and then completed (-n from --hosts' slots). */
+typedef struct {
+    int n, dry, help, max_restarts;
+    const char *hostfile, *hosts, *agent;
+} launch_opts;
 
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0) return cli_report(dt_fail(DT_ERR_IO, "launch: cannot find this executable: %s",
-                                            strerror(errno)), &env);
-    self[len] = '\0';
+/* Checks the flags against each other and the command after -- (rest,
+ * nrest >= 0): the first problem is the error. */
+static dt_status check_launch(launch_opts *o, const char **rest, int nrest) {
+    if (o->hosts && o->hostfile)
+        return dt_fail(DT_ERR_USAGE, "launch: --hosts and --hostfile exclude each other (give the hosts once)");
+    if (o->hosts) {
+        long slots = count_host_slots(o->hosts);
+        if (slots < 0) return DT_ERR_USAGE;
+        if (o->n == 0) o->n = slots > 65536 ? 65536 : (int)slots;
+        if (o->n > slots)
+            return dt_fail(DT_ERR_USAGE, "launch: -n %d is more ranks than --hosts has slots (%ld)", o->n, slots);
+    }
+    if (o->agent && !o->hosts && !o->hostfile)
+        return dt_fail(DT_ERR_USAGE, "launch: --launch-agent starts ranks on other hosts: give --hosts or --hostfile");
+    if (o->n < 1 || nrest < 1)
+        return dt_fail(DT_ERR_USAGE, "launch: needs -n N and a command after --\n%s", launch_usage);
+    int at;
+    if (o->max_restarts > 0 && strcmp(rest[0], "train") != 0)
+        return dt_fail(DT_ERR_USAGE, "launch: --max-restarts restarts train runs, not '%s'", rest[0]);
+    if (o->max_restarts > 0 && !flag_value(rest, nrest, "--checkpoint-dir", &at))
+        return dt_fail(DT_ERR_USAGE, "launch: --max-restarts needs the train command's --checkpoint-dir DIR "
+                       "(the restarts resume from its newest checkpoint)");
+    return DT_OK;
+}
+
+/* mpirun's command line into args (MAX_ARGS, NULL-terminated): mpirun's
+ * flags, then self and the command. At most 17 words come before rest's
+ * (at most MAX_ARGS - 24), which leaves supervise room for --resume auto.
+ * np (N as text) must outlive args.
+ * Returns the number of words; *cmd_at is where the command begins. */
+static int mpirun_args(const launch_opts *o, const char *self, const char *np, const char **rest, int nrest,
+                       const char **args, int *cmd_at) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    char np[32];
-    snprintf(np, sizeof np, "%d", n);
-    const char *args[MAX_ARGS];
     int k = 0;
     args[k++] = "mpirun";
     if (geteuid() == 0) args[k++] = "--allow-run-as-root";
     args[k++] = "-np";
     args[k++] = np;
-    if (hostfile) {
+    if (o->hostfile) {
         args[k++] = "--hostfile";
-        args[k++] = hostfile;
-    } else if (hosts) {
+        args[k++] = o->hostfile;
+    } else if (o->hosts) {
         args[k++] = "--host";
-        args[k++] = hosts;
-    } else if (n > cores) {
+        args[k++] = o->hosts;
+    } else if (o->n > cores) {
         args[k++] = "--oversubscribe";
     }
-    if (agent) {
+    if (o->agent) {
         args[k++] = "--mca";
         args[k++] = "plm_rsh_agent";
-        args[k++] = agent;
+        args[k++] = o->agent;
     }
     /* Between hosts Open MPI's TCP transport sends a message above its
      * eager limit (64 KiB) only once the receiver answers a rendezvous,
@@ -328,27 +317,65 @@ int cmd_launch(int argc, char **argv) {
      * segment of resnet20 (at most 144 KiB) goes at once: ps-sync between
      * emulated hosts at 100 Mbit/s 341 -> 308 ms a step (docs/CLUSTER.md).
      * A user's own setting (the environment) is left alone. */
-    if ((hosts || hostfile) && !getenv("OMPI_MCA_btl_tcp_eager_limit")) {
+    if ((o->hosts || o->hostfile) && !getenv("OMPI_MCA_btl_tcp_eager_limit")) {
         args[k++] = "--mca";
         args[k++] = "btl_tcp_eager_limit";
         args[k++] = "262144";
     }
     args[k++] = "--bind-to";
-    args[k++] = (hosts || (!hostfile && n > cores)) ? "none" : "core";
+    args[k++] = (o->hosts || (!o->hostfile && o->n > cores)) ? "none" : "core";
     /* Open MPI gives every rank a pty, so the ranks cannot tell whether the
      * user's output is a terminal: the launcher says (progress bar or lines). */
     args[k++] = "-x";
     args[k++] = isatty(STDOUT_FILENO) ? "DT_PROGRESS_TTY=1" : "DT_PROGRESS_TTY=0";
     args[k++] = self;
-    int cmd_at = k;
+    *cmd_at = k;
     for (int i = 0; i < nrest; i++) args[k++] = rest[i];
     args[k] = NULL;
-    if (dry) {
+    return k;
+}
+
+int cmd_launch(int argc, char **argv) {
+    launch_opts o = {0};
+    cli_flag flags[] = {
+        {"-n", ARG_INT, &o.n, 1, 65536, 0},
+        {"--hosts", ARG_STR, &o.hosts, 0, 0, 0},
+        {"--hostfile", ARG_STR, &o.hostfile, 0, 0, 0},
+        {"--launch-agent", ARG_STR, &o.agent, 0, 0, 0},
+        {"--max-restarts", ARG_INT, &o.max_restarts, 0, 1000, 0},
+        {"--dry-run", ARG_FLAG, &o.dry, 0, 0, 0},
+        {"--help", ARG_FLAG, &o.help, 0, 0, 0},
+    };
+    const char *rest[MAX_ARGS - 24];
+    int nrest, dashes = 0;
+    cli_env env = {0, 1, 1, 0};
+    for (int i = 0; i < argc && !dashes; i++) dashes = strcmp(argv[i], "--") == 0;
+    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), rest, MAX_ARGS - 24, &nrest);
+    if (o.help) {
+        fputs(launch_usage, stdout);
+        return 0;
+    }
+    if (!dashes && (s != DT_OK || nrest > 0))
+        s = dt_fail(DT_ERR_USAGE, "launch: put -- between launch's flags and the command: dtrain launch -n N -- "
+                    "train MODEL.cfg [flags]");
+    if (s == DT_OK) s = check_launch(&o, rest, nrest);
+    if (s != DT_OK) return cli_report(s, &env);
+
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return cli_report(dt_fail(DT_ERR_IO, "launch: cannot find this executable: %s",
+                                            strerror(errno)), &env);
+    self[len] = '\0';
+    char np[32];
+    snprintf(np, sizeof np, "%d", o.n);
+    const char *args[MAX_ARGS];
+    int cmd_at, k = mpirun_args(&o, self, np, rest, nrest, args, &cmd_at);
+    if (o.dry) {
         for (int i = 0; i < k; i++) printf("%s%s", i ? " " : "", args[i]);
         printf("\n");
         return 0;
     }
-    if (max_restarts > 0) return supervise(args, k, cmd_at, max_restarts);
+    if (o.max_restarts > 0) return supervise(args, k, cmd_at, o.max_restarts);
     fflush(stdout);
     execvp("mpirun", (char *const *)args);
     return cli_report(dt_fail(DT_ERR_IO, "launch: cannot run mpirun: %s (install openmpi-bin)",
