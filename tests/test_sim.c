@@ -187,6 +187,29 @@ static void test_async_by_hand(void) {
     CHECK_CLOSE(step(p, &c), 0.130, 1e-12, 1e-12);
 }
 
+/* Out of step on shared cores, the cores never idle: a cycle is at least
+ * all the work on them over C. two_layers on 2 workers x 1 thread, 2
+ * cores, --kernel-rate 0.5 GB/s: each worker's forward and backward (33
+ * ms), the server's on both gradients (ps-async: 2 x (2 + 3) ms; ps-ssp's
+ * clock: 5 sums and an update, 13 ms) and the copies of each worker's
+ * push and reply at both ends (4 x 2 x 6 MB at 0.5 GB/s: 96 ms), over 2
+ * cores: 86 ms and 87.5, more than the turns or the wire (9.6 ms). With a
+ * core for every thread (8) the bound, 21.5 ms, is below the cycle. */
+static void test_async_cores_bound(void) {
+    dt_profile *p = two_layers(0.002);
+    dt_sim_cfg c = cfg(DT_SIM_PS_ASYNC, 2);
+    double alone = step(p, &c);
+    c.shared_cores = 2;
+    c.kernel_rate = 0.5e9;
+    CHECK_CLOSE(step(p, &c), (2 * 33 + 10 + 96) / 2.0 * 1e-3, 1e-12, 1e-12);
+    c.mode = DT_SIM_PS_SSP;
+    c.staleness = 2;
+    CHECK_CLOSE(step(p, &c), (2 * 33 + 13 + 96) / 2.0 * 1e-3, 1e-12, 1e-12);
+    c.mode = DT_SIM_PS_ASYNC;
+    c.shared_cores = 8;
+    CHECK_CLOSE(step(p, &c), alone, 0, 1e-12);
+}
+
 /* prof: one FC layer (100 x 200, batch 10: fwd 10 ms, bwd 20) and a loss
  * layer (2 ms, 1 ms); sum 2 ms, update 3 ms, 1 GFLOP/s. */
 static void fc_layer(void) {
@@ -841,6 +864,7 @@ int main(void) {
     test_monotonic();
     test_one_node();
     test_shared_cores();
+    test_async_cores_bound();
     test_straggler();
     test_comm_shares_cores();
     test_bad_config();

@@ -425,6 +425,29 @@ static int shard_messages(const dt_profile *p, size_t lo, size_t hi) {
     return n;
 }
 
+/* The shared cores' own bound on an out-of-step cycle (--shared-cores C):
+ * no worker waits for another, so the cores never idle and a cycle is at
+ * least all the work the P workers and the servers put on them, over C:
+ * every worker's compute (`compute`: forward and backward, which its T
+ * threads keep busy; both it and the servers' work `served` were
+ * stretched by the scale when P T > C, which is undone), and with
+ * --kernel-rate R the
+ * kernel's copies of the bytes: each worker's push and reply (of `word`
+ * bytes a parameter) is sent by one rank and received by another, so the
+ * cycle moves 4 P parameters' bytes through the ranks' ends, each 1/R of a
+ * core (what mpi_link's *_cpu measures). On a fast shaped link that binds:
+ * cnn's ps-async at 1 Gbit/s between emulated hosts on 2 cores (docs/
+ * CLUSTER.md) has its 26 MB a cycle cost the cores 565 ms of 655. The
+ * worker's coding and ps-ssp's add of its own gradient are left out: a
+ * pass each over the parameters, a few ms next to those. */
+static double cores_per_cycle(const sim_step *st, double compute, double served, double word) {
+    const dt_sim_cfg *c = st->c;
+    if (!c->shared_cores) return 0;
+    double P = c->nodes, threads = P * st->p->threads;
+    double copies = 4 * P * (double)st->nparams * word * st->kernel_s_per_byte;
+    return ((threads * compute + served) / st->scale + copies) / c->shared_cores;
+}
+
 /* ps-async and ps-ssp (staleness >= 1): P identical workers, none waiting
  * for another. Their transfers on a server's link fall into turns: where
  * two overlap they share the link, the one that began first ends first,
@@ -447,17 +470,20 @@ static dt_status run_async(sim_step *st, dt_sim_result *r) {
     st->peers = 1;
     st->pass = async ? PASS_APPLY : PASS_SNAPSHOT;
     st->adds_own = !async;
-    double bound = 0;
+    double bound = 0, served = 0; /* served: the servers' work per cycle, on the shared cores */
     for (int k = 0; k < c->servers; k++) {
         size_t lo, hi;
         dt_shard_range(st->nparams, c->servers, k, &lo, &hi);
         if (hi == lo) continue;
         double share = (double)(hi - lo) / (double)st->nparams;
         double wire = P * ((double)(hi - lo) * word / st->bw + shard_messages(p, lo, hi) * st->lat);
-        bound = fmax(bound, fmax(wire, server_work(st, async ? PASS_APPLY : PASS_CLOCK, P, half, share)));
+        double work = server_work(st, async ? PASS_APPLY : PASS_CLOCK, P, half, share);
+        bound = fmax(bound, fmax(wire, work));
+        served += work;
     }
+    double compute = st->compute; /* the worker's forward and backward, before any transfer */
     DT_TRY(run_servers(st, r));
-    st->link = fmax(st->link, bound);
+    st->link = fmax(st->link, fmax(bound, cores_per_cycle(st, compute, served, word)));
     return DT_OK;
 }
 
