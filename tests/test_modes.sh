@@ -2,6 +2,8 @@
 # The asynchronous and stale-synchronous parameter servers: ps-ssp with
 # staleness 0 is ps-sync; SSP bounds the clock gap under a slow worker and
 # the fast worker is really blocked; ps-async with one worker is serial;
+# large gradient segments, which take turns on a server's link out of step,
+# keep ps-async and ps-ssp with one worker serial and count right with two;
 # every ps mode (with 1 or 2 servers) trains the mlp to >= 0.80 in one epoch;
 # shard versions never go back, and the servers count every gradient.
 # Worker groups (--group-size): one group of all workers is ps-sync, and 4
@@ -9,9 +11,9 @@
 source "$(dirname "$0")/clilib.sh" "$1"
 MPIRUN="mpirun --oversubscribe --bind-to none"
 cp "$SRC/tests/data/small_net.cfg" "$TMP/net.cfg"
-train() { # name ranks args...
+train() { # name ranks args... (the model: $CFG, else net.cfg)
     local name=$1 np=$2; shift 2
-    local cmd=("$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --threads 1 --quiet
+    local cmd=("$DTRAIN" train "${CFG:-$TMP/net.cfg}" --dataset synthetic --threads 1 --quiet
                --checkpoint "$TMP/$name.ckpt" --log "$TMP/$name.jsonl" "$@")
     [ "$np" = 1 ] || cmd=(timeout 300 $MPIRUN -np "$np" "${cmd[@]}")
     "${cmd[@]}" > "$TMP/$name.out" 2>&1
@@ -36,6 +38,29 @@ same serial async1 1e-6
 # their committed counts and the shards all land where they belong.
 train ssp1 3 --mode ps-ssp --staleness 2 --servers 2 --max-steps 30
 same serial ssp1 1e-6
+
+# Out of step, a server takes in large gradient segments (1 MiB or more)
+# one at a time (ps_server.c's admit_turn). With the first connected layer
+# 4096 wide (216 x 4096 floats, 3.5 MB; 1.8 MB a shard of two) the turns
+# path carries it: with one worker ps-async and ps-ssp are still serial;
+# with two (and two servers) both train, versions never go back, and the
+# servers count every gradient (a mismatch fails the run).
+sed 's/^output=32$/output=4096/' "$TMP/net.cfg" > "$TMP/wide.cfg"
+check "wide.cfg has the 4096-wide layer" grep -q '^output=4096$' "$TMP/wide.cfg"
+wide() { CFG=$TMP/wide.cfg train "$@"; }
+wide wide_serial 1 --max-steps 20
+wide wide_async1 2 --mode ps-async --max-steps 20
+same wide_serial wide_async1 1e-6
+wide wide_ssp1 3 --mode ps-ssp --staleness 2 --servers 2 --max-steps 20
+same wide_serial wide_ssp1 1e-6
+wide wide_async2 4 --mode ps-async --servers 2 --max-steps 30
+wide wide_ssp2 4 --mode ps-ssp --staleness 1 --servers 2 --max-steps 30
+for r in wide_async2 wide_ssp2; do
+    check "$r: versions monotonic" /usr/bin/python3 -c "
+import json
+v=[json.loads(l)['version'] for l in open('$TMP/$r.jsonl') if '\"event\":\"step\"' in l]
+assert v and all(b >= a for a, b in zip(v, v[1:])), v[:20]"
+done
 
 # Worker groups: a group of every worker is one client of the servers, so
 # ps-async with it is ps-sync (2 workers, 2 servers), bit for bit; groups of

@@ -48,23 +48,72 @@ static dt_status post_ctrl(server *sv, int w) {
                         "control receive (MPI_Irecv)");
 }
 
-/* Posts receives for worker w's gradient segments of this shard, in the
- * order the worker sends them: layers last to first. */
-static dt_status post_grads(server *sv, int w) {
+/* Gradient segments of at least this many bytes on the wire take turns on
+ * a server's link in the out-of-step modes (admit_turn). Above any MPI
+ * eager limit (dtrain launch sets 256 KiB), so such a segment's bytes wait
+ * for its receive; a smaller one has mostly arrived before it is posted. */
+#define PS_TURN_BYTES ((size_t)1 << 20)
+
+static int takes_turn(const server *sv, int k) {
+    size_t word = sv->wire ? sizeof(uint16_t) : sizeof(float);
+    return sv->turns && (sv->seg_hi[k] - sv->seg_lo[k]) * word >= PS_TURN_BYTES;
+}
+
+/* Posts the receive for worker w's next gradient segment of its clock. */
+static dt_status post_segment(server *sv, int w) {
+    int k = sv->seg_posted[w]++;
     MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
-    float *dst = slot_of(sv, w, sv->wclock[w]);
+    size_t lo = sv->seg_lo[k];
     uint16_t *words = sv->wire ? sv->wire_recv + (size_t)w * sv->n : NULL;
-    for (int k = 0; k < sv->nseg; k++) {
-        size_t lo = sv->seg_lo[k];
-        DT_TRY(dt_mpi_check(MPI_Irecv(words ? (void *)(words + lo) : dst + lo, (int)(sv->seg_hi[k] - lo),
-                                      words ? MPI_UINT16_T : MPI_FLOAT, world_rank_of(sv, w), PS_TAG_GRAD,
-                                      sv->comm->world, &r[k]),
-                            "gradient receive (MPI_Irecv)"));
-    }
+    return dt_mpi_check(MPI_Irecv(words ? (void *)(words + lo) : slot_of(sv, w, sv->wclock[w]) + lo,
+                                  (int)(sv->seg_hi[k] - lo), words ? MPI_UINT16_T : MPI_FLOAT,
+                                  world_rank_of(sv, w), PS_TAG_GRAD, sv->comm->world, &r[k]),
+                        "gradient receive (MPI_Irecv)");
+}
+
+/* Posts w's segments in the order the worker sends them (layers last to
+ * first: MPI matches them in that order), up to one that takes its turn. */
+static dt_status post_until_turn(server *sv, int w) {
+    while (sv->seg_posted[w] < sv->nseg && !takes_turn(sv, sv->seg_posted[w])) DT_TRY(post_segment(sv, w));
+    return DT_OK;
+}
+
+/* Starts taking in worker w's gradient for its clock. */
+static dt_status post_grads(server *sv, int w) {
     sv->ngrad[w] = sv->nseg;
-    sv->seg_done[w] = sv->seg_sent[w] = 0;
+    sv->seg_done[w] = sv->seg_sent[w] = sv->seg_posted[w] = 0;
     sv->receiving[w] = 1;
     sv->grad_posted[w] = dt_now();
+    return post_until_turn(sv, w);
+}
+
+/* Out of step (ps-async, ps-ssp with s > 0, the deferred modes) the
+ * workers' large segments come in one at a time: while none is coming in,
+ * the next is the first, round robin from the worker after the last one's,
+ * whose sender has begun it (MPI_Iprobe: its first bytes are here; every
+ * segment before it has a receive, so this is the one). Shared fairly, two
+ * pushes that overlap both end late, their replies too, and the workers
+ * keep whatever phase they started in (measured with cnn's 13 MB fc layer
+ * at 100 Mbit/s between emulated hosts: 3.7 s a step where taking turns
+ * gives 2.2; docs/CLUSTER.md). One at a time, the first ends first, its
+ * reply leaves while the next comes in, and the workers fall into turns.
+ * The link is never idle while a segment waits. */
+static dt_status admit_turn(server *sv, int *progressed) {
+    if (!sv->turns || sv->turn_w >= 0) return DT_OK;
+    for (int i = 0; i < sv->W; i++) {
+        int w = (sv->turn_next + i) % sv->W, here = 0;
+        if (!sv->receiving[w] || sv->seg_posted[w] == sv->nseg) continue;
+        DT_TRY(dt_mpi_check(MPI_Iprobe(world_rank_of(sv, w), PS_TAG_GRAD, sv->comm->world, &here,
+                                       MPI_STATUS_IGNORE),
+                            "gradient probe (MPI_Iprobe)"));
+        if (!here) continue;
+        sv->turn_w = w;
+        sv->turn_seg = sv->seg_posted[w];
+        sv->turn_next = (w + 1) % sv->W;
+        *progressed = 1;
+        DT_TRY(post_segment(sv, w));
+        return post_until_turn(sv, w);
+    }
     return DT_OK;
 }
 
@@ -253,12 +302,13 @@ static dt_status serve_pulls(server *sv, int *progressed) {
  * are here. */
 static dt_status take_segments(server *sv, int w, int *progressed) {
     MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
-    while (sv->seg_done[w] < sv->ngrad[w]) {
+    while (sv->seg_done[w] < sv->seg_posted[w]) {
         int done = 0;
         DT_TRY(dt_mpi_check(MPI_Test(&r[sv->seg_done[w]], &done, MPI_STATUS_IGNORE), "MPI_Test"));
         if (!done) return DT_OK;
         int k = sv->seg_done[w]++;
         *progressed = 1;
+        if (w == sv->turn_w && k == sv->turn_seg) sv->turn_w = -1; /* the link is free for the next */
         if (sv->wire) {
             size_t lo = sv->seg_lo[k];
             dt_half_decode(sv->wire, sv->wire_recv + (size_t)w * sv->n + lo, slot_of(sv, w, sv->wclock[w]) + lo,
@@ -266,6 +316,7 @@ static dt_status take_segments(server *sv, int w, int *progressed) {
         }
         if (sv->policy->segment) DT_TRY(sv->policy->segment(sv, w, k));
     }
+    if (sv->seg_done[w] < sv->ngrad[w]) return DT_OK; /* the rest waits for its turn */
     *progressed = 1;
     return gradient_complete(sv, w);
 }
@@ -290,6 +341,7 @@ static dt_status poll_once(server *sv, int *progressed, int *active) {
         }
         if (sv->receiving[w]) DT_TRY(take_segments(sv, w, progressed));
     }
+    DT_TRY(admit_turn(sv, progressed));
     return serve_pulls(sv, progressed);
 }
 
@@ -350,6 +402,8 @@ static dt_status setup(server *sv) {
     sv->deferred = mode->ps == DT_PS_DEFERRED;
     sv->hogwild = mode->racy;
     sv->staleness = dt_dist_staleness(sv->cfg);
+    sv->turns = !sv->clocked || sv->staleness > 0;
+    sv->turn_w = -1;
     sv->policy = sv->clocked ? &ps_clocked_policy : sv->deferred ? &ps_deferred_policy : &ps_immediate_policy;
     /* Deferred: two slots, so a worker's next clock can arrive while its
      * last gradient still waits in the queue. */
@@ -388,6 +442,7 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_alloc_bytes((void **)&sv->grad_req, W * L * sizeof(MPI_Request), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->ngrad, W * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_done, W * sizeof(int), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->seg_posted, W * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_lr, W * sizeof(float), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_lag, W * sizeof(long), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_version, W * sizeof(long), "server"));
@@ -443,7 +498,7 @@ static void teardown(server *sv) {
                     sv->ctrl_req, sv->reply_req, sv->grad_req, sv->ngrad, sv->receiving, sv->awaiting,
                     sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,
                     sv->slot_busy, sv->post_pending, sv->grad_posted, sv->seg_lo, sv->seg_hi, sv->seg_done,
-                    sv->seg_lr, sv->seg_lag, sv->seg_version, sv->seg_committed, sv->seg_sent,
+                    sv->seg_posted, sv->seg_lr, sv->seg_lag, sv->seg_version, sv->seg_committed, sv->seg_sent,
                     sv->wire_recv, sv->wire_reply};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dt_free(bufs[i]);
 }

@@ -49,6 +49,9 @@ struct server {
     int W;
     int clocked;             /* ps-sync/ps-ssp (else ps-async) */
     int staleness;           /* clocked: s */
+    int turns;               /* out of step: large gradient segments come in one at a time (admit_turn) */
+    int turn_w, turn_seg;    /* turns: the worker and segment coming in; turn_w -1 when none */
+    int turn_next;           /* turns: the worker to look at first for the next */
     int nslots;              /* gradient slots per worker: s + 2 clocked, 1 async */
     int nseg;                /* segments of the shard: its pieces of each held layer */
     size_t *seg_lo, *seg_hi; /* (nseg) in arrival order (layers last to first), from lo */
@@ -70,6 +73,7 @@ struct server {
     MPI_Request *grad_req;   /* (W, nlayers) */
     MPI_Request *reply_req;  /* (W, nreply) header, then the shard or its segments */
     int *ngrad;              /* (W) gradient receives posted for the clock */
+    int *seg_posted;         /* (W) of those, receives posted so far (turns: up to one waiting its turn) */
     int *seg_done;           /* (W) of those, completed (tested in the order they match) */
     long *seg_committed;     /* (nseg) clocked: clocks committed on each segment */
     int *seg_sent;           /* (W) clocked: segments of w's reply sent this clock */
