@@ -25,6 +25,8 @@
  * So the top layers' parameters travel while the worker still runs the
  * lower layers' backward. Per-element arithmetic is the same as applying
  * the whole shard at once.
+ * Out of step (all but ps-sync), large gradient segments come in one at a
+ * time, so the workers take turns on the server's link (admit_turn).
  * --grad-compression bf16/fp16: a clock's gradient segments arrive in
  * 16-bit words and are decoded into their fp32 slot as each arrives; its
  * replies are encoded from the shard (a snapshot, in effect) as they are

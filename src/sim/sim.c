@@ -431,11 +431,11 @@ static int shard_messages(const dt_profile *p, size_t lo, size_t hi) {
  * every worker's compute (`compute`: forward and backward, which its T
  * threads keep busy; both it and the servers' work `served` were
  * stretched by the scale when P T > C, which is undone), and with
- * --kernel-rate R the
- * kernel's copies of the bytes: each worker's push and reply (of `word`
- * bytes a parameter) is sent by one rank and received by another, so the
- * cycle moves 4 P parameters' bytes through the ranks' ends, each 1/R of a
- * core (what mpi_link's *_cpu measures). On a fast shaped link that binds:
+ * --kernel-rate R the kernel's copies of the bytes: each worker's push and
+ * reply (of `word` bytes a parameter) is sent by one rank and received by
+ * another, so the cycle moves 4 P parameters' bytes through the ranks'
+ * ends, each 1/R of a core (what mpi_link's *_cpu measures). On a fast
+ * shaped link that binds:
  * cnn's ps-async at 1 Gbit/s between emulated hosts on 2 cores (docs/
  * CLUSTER.md) has its 26 MB a cycle cost the cores 565 ms of 655. The
  * worker's coding and ps-ssp's add of its own gradient are left out: a
