@@ -43,8 +43,9 @@ same serial ssp1 1e-6
 # one at a time (ps_server.c's admit_turn). With the first connected layer
 # 4096 wide (216 x 4096 floats, 3.5 MB; 1.8 MB a shard of two) the turns
 # path carries it: with one worker ps-async and ps-ssp are still serial;
-# with two (and two servers) both train, versions never go back, and the
-# servers count every gradient (a mismatch fails the run).
+# with two, ps-async, ps-ssp, ps-async-nowait and bf16 pushes train,
+# versions never go back, and the servers count every gradient (a mismatch
+# fails the run).
 sed 's/^output=32$/output=4096/' "$TMP/net.cfg" > "$TMP/wide.cfg"
 check "wide.cfg has the 4096-wide layer" grep -q '^output=4096$' "$TMP/wide.cfg"
 wide() { CFG=$TMP/wide.cfg train "$@"; }
@@ -55,7 +56,11 @@ wide wide_ssp1 3 --mode ps-ssp --staleness 2 --servers 2 --max-steps 20
 same wide_serial wide_ssp1 1e-6
 wide wide_async2 4 --mode ps-async --servers 2 --max-steps 30
 wide wide_ssp2 4 --mode ps-ssp --staleness 1 --servers 2 --max-steps 30
-for r in wide_async2 wide_ssp2; do
+# The deferred modes (a STEP may wait for its slot before its turn), and
+# 16-bit words (1.8 MB in bf16 with one server: still a turn).
+wide wide_nowait2 4 --mode ps-async-nowait --servers 2 --max-steps 30
+wide wide_bf16 3 --mode ps-async --grad-compression bf16 --max-steps 30
+for r in wide_async2 wide_ssp2 wide_nowait2 wide_bf16; do
     check "$r: versions monotonic" /usr/bin/python3 -c "
 import json
 v=[json.loads(l)['version'] for l in open('$TMP/$r.jsonl') if '\"event\":\"step\"' in l]

@@ -3,6 +3,8 @@
  *
  * Per clock (a worker's optimiser step), worker w and server s exchange, on world:
  *   w -> s  CTRL {STEP, clock, lr}       at begin_step: s posts receives for w's gradients
+ *                                        (out of step, a segment of 1 MiB or more waits for
+ *                                        its turn: ps_server.c's admit_turn)
  *   w -> s  GRAD segments                as each layer finishes backward (wait-free BP):
  *                                        layer ∩ shard, layers last to first; MPI's
  *                                        non-overtaking order tells s where each lands

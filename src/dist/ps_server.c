@@ -51,9 +51,11 @@ static dt_status post_ctrl(server *sv, int w) {
 }
 
 /* Gradient segments of at least this many bytes on the wire take turns on
- * a server's link in the out-of-step modes (admit_turn). Above any MPI
- * eager limit (dtrain launch sets 256 KiB), so such a segment's bytes wait
- * for its receive; a smaller one has mostly arrived before it is posted. */
+ * a server's link in the out-of-step modes (admit_turn). Above Open MPI's
+ * eager limits (64 KiB over TCP by default, 256 KiB as dtrain launch sets
+ * it), so such a segment's bytes wait for its receive. A smaller one is
+ * posted as soon as the segments before it are: it is in already, or it
+ * shares the link, as every segment did before the turns. */
 #define PS_TURN_BYTES ((size_t)1 << 20)
 
 static int takes_turn(const server *sv, int k) {
@@ -99,7 +101,7 @@ static dt_status post_grads(server *sv, int w) {
  * at 100 Mbit/s between emulated hosts: 3.7 s a step where taking turns
  * gives 2.2; docs/CLUSTER.md). One at a time, the first ends first, its
  * reply leaves while the next comes in, and the workers fall into turns.
- * The link is never idle while a segment waits. */
+ * A waiting segment is admitted at the first poll after the last ends. */
 static dt_status admit_turn(server *sv, int *progressed) {
     if (!sv->turns || sv->turn_w >= 0) return DT_OK;
     for (int i = 0; i < sv->W; i++) {
