@@ -84,7 +84,6 @@ static dt_status post_until_turn(server *sv, int w) {
 
 /* Starts taking in worker w's gradient for its clock. */
 static dt_status post_grads(server *sv, int w) {
-    sv->ngrad[w] = sv->nseg;
     sv->seg_done[w] = sv->seg_sent[w] = sv->seg_posted[w] = 0;
     sv->receiving[w] = 1;
     sv->grad_posted[w] = dt_now();
@@ -320,7 +319,7 @@ static dt_status take_segments(server *sv, int w, int *progressed) {
         }
         if (sv->policy->segment) DT_TRY(sv->policy->segment(sv, w, k));
     }
-    if (sv->seg_done[w] < sv->ngrad[w]) return DT_OK; /* the rest waits for its turn */
+    if (sv->seg_done[w] < sv->nseg) return DT_OK; /* the rest waits for its turn */
     *progressed = 1;
     return gradient_complete(sv, w);
 }
@@ -444,7 +443,6 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_alloc_bytes((void **)&sv->ctrl_req, W * sizeof(MPI_Request), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->reply_req, (size_t)sv->nreply * W * sizeof(MPI_Request), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->grad_req, W * L * sizeof(MPI_Request), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->ngrad, W * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_done, W * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_posted, W * sizeof(int), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_lr, W * sizeof(float), "server"));
@@ -499,7 +497,7 @@ static void teardown(server *sv) {
     dt_comm_plan_free(&sv->plan);
     dt_optim_free(sv->optim);
     void *bufs[] = {sv->params, sv->state, sv->sum, sv->recv, sv->reply, sv->lr, sv->hdr, sv->ctrl,
-                    sv->ctrl_req, sv->reply_req, sv->grad_req, sv->ngrad, sv->receiving, sv->awaiting,
+                    sv->ctrl_req, sv->reply_req, sv->grad_req, sv->receiving, sv->awaiting,
                     sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,
                     sv->slot_busy, sv->post_pending, sv->grad_posted, sv->seg_lo, sv->seg_hi, sv->seg_done,
                     sv->seg_posted, sv->seg_lr, sv->seg_lag, sv->seg_version, sv->seg_committed, sv->seg_sent,

@@ -72,8 +72,7 @@ struct server {
     MPI_Request *ctrl_req;   /* (W) */
     MPI_Request *grad_req;   /* (W, nlayers) */
     MPI_Request *reply_req;  /* (W, nreply) header, then the shard or its segments */
-    int *ngrad;              /* (W) gradient segments of the clock (nseg) */
-    int *seg_posted;         /* (W) of those, receives posted so far (turns: up to one waiting its turn) */
+    int *seg_posted;         /* (W) gradient receives posted for the clock (turns: up to one waiting its turn) */
     int *seg_done;           /* (W) of those, completed (tested in the order they match) */
     long *seg_committed;     /* (nseg) clocked: clocks committed on each segment */
     int *seg_sent;           /* (W) clocked: segments of w's reply sent this clock */
