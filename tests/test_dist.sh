@@ -43,7 +43,7 @@ for N in "${NS[@]}"; do
     run ar${N}_ring_split "$N" --mode allreduce --batch $B --allreduce-algo ring --fusion-mb 0.01
     run ar${N}_mpi "$N" --mode allreduce --batch $B --allreduce-algo mpi
     run ar${N}_sfb_ring "$N" --mode allreduce --batch $B --sfb --allreduce-algo ring
-    run ps${N}_s1 $((N + 1)) --mode ps-sync --servers 1 --batch $B
+    run ps${N}_s1 $((N + 1)) --mode ps-sync --servers 1 --batch $B --server-nice 7
     run ps${N}_s2 $((N + 2)) --mode ps-sync --servers 2 --batch $B
     run ar${N}_sfb "$N" --mode allreduce --batch $B --sfb --fusion-mb 0.001
     run ps${N}_s2_sfb $((N + 2)) --mode ps-sync --servers 2 --batch $B --sfb
@@ -123,6 +123,11 @@ if ! release_only ps_resume; then
 
     # Observability: the summary carries overlap, bytes per step, server CPU share.
     check "ps summary fields" grep -qE '"comm_overlap":[0-9.]+,"comm_wait_share":[0-9.]+,"bytes_per_step":[0-9]+,"server_cpu_share":[0-9.]+' "$TMP/ps2_s2.out"
+    check "servers at nice 19 by default" grep -q '"server_nice":19' "$TMP/ps2_s2.out"
+fi
+# --server-nice 7 (or the nice this test started at, if higher: never lowered).
+if ! release_only ps2_s1; then
+    check "servers at --server-nice 7" grep -q "\"server_nice\":$(($(nice) > 7 ? $(nice) : 7))" "$TMP/ps2_s1.out"
 fi
 
 # SFB moves fewer bytes than the gradients it replaces, as planned; the

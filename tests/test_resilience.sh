@@ -67,6 +67,9 @@ expect 0 "oneDNN: [0-9]+\.[0-9]+" -- "$DTRAIN" --version
 expect 2 "--batch is given twice" -- "$DTRAIN" train "$M" "${A[@]}" --batch 4 --batch 8
 expect 2 "--staleness applies to --mode ps-ssp, not serial" -- "$DTRAIN" train "$M" "${A[@]}" --staleness 2
 expect 2 "--servers applies to --mode ps-sync, ps-async, ps-ssp, ps-async-nowait or ps-hogwild, not allreduce" -- $MPIRUN -np 2 "$DTRAIN" train "$M" "${A[@]}" --servers 2
+expect 2 "--server-nice applies to --mode ps-sync, ps-async, ps-ssp, ps-async-nowait or ps-hogwild, not serial" -- \
+    "$DTRAIN" train "$M" "${A[@]}" --server-nice 5
+expect 2 "--server-nice: 20 is out of range \[0, 19\]" -- "$DTRAIN" train "$M" "${A[@]}" --mode ps-sync --server-nice 20
 expect 2 "--slow-worker 0:5: rank 0 is not a worker" -- $MPIRUN -np 3 "$DTRAIN" train "$M" "${A[@]}" --mode ps-sync --slow-worker 0:5
 # Across hosts launch raises Open MPI's TCP eager limit, unless the user set it.
 expect 0 "--host t1:1,t2:1 --mca btl_tcp_eager_limit 262144 --bind-to none" -- "$DTRAIN" launch --dry-run \

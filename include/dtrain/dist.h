@@ -98,6 +98,11 @@ typedef struct {
      * to the workers in its reply headers, so they stop at an agreed step. */
     const atomic_int *stop;
     dt_grad_codec codec;    /* allreduce buckets and the hierarchy's ring across hosts */
+    /* ps-* modes: the nice value a server rank's threads run at (0: as
+     * started; never lowered below how it was started). A server beside
+     * workers on the same cores then takes a core only when their compute
+     * leaves one: polling and its wake-ups no longer preempt it. */
+    int server_nice;
 } dt_dist_cfg;
 
 /* The combination of mode, --sfb/--sacp and --group-size is one dtrain
@@ -241,6 +246,11 @@ dt_status dt_mpi_check(int rc, const char *what);
 /* Shard s of n floats over `shards` servers: [lo, hi), contiguous,
  * sizes differing by at most one (balanced by bytes; a layer may be split). */
 void dt_shard_range(size_t n, int shards, int s, size_t *lo, size_t *hi);
+
+/* Gradient segments (a layer's part in a shard) of at least this many
+ * bytes on the wire take turns on a server's link in the out-of-step
+ * modes (ps_server.c's admit_turn; the simulator's run_async). */
+#define DT_PS_TURN_BYTES ((size_t)1 << 20)
 
 /* Which layers' gradients travel as sufficient factors, what each way
  * costs, and where the parameters the servers hold sit.

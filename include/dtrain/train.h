@@ -28,6 +28,7 @@ typedef struct {
     uint64_t bytes_sent, bytes_recv;
     double server_cpu_share;  /* ps modes, after finish: the busiest server's CPU time / wall time */
     long max_clock_gap;       /* ps modes, after finish: largest gap between workers' clocks */
+    int server_nice;          /* ps modes, after finish: the least nice value a server ran at */
     double lag;               /* ps modes: version lag of the parameters the next step uses */
     double version;           /* ps modes: version of server 0's shard received */
     int done;                 /* ps-async: the servers say the run's gradient budget is spent */

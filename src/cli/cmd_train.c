@@ -69,6 +69,8 @@ static const char train_usage_dist[] =
     "  --straggle P:MS       every worker sleeps MS ms in a step with probability P\n"
     "  --slow-worker R:MS    world rank R sleeps MS ms in every step\n"
     "  --servers S           ps-* modes: the first S ranks are parameter servers (default 1)\n"
+    "  --server-nice N       ps-* modes: servers run at nice N, 0-19 (default 19: beside workers\n"
+    "                        on the same cores they take a core only when the compute leaves one)\n"
     "  --fusion-mb X         allreduce: fusion bucket size in MiB (default 4; 0 = per layer)\n"
     ;
 static const char train_usage_algo[] =
@@ -134,6 +136,7 @@ static dt_status parse_pair(const char *arg, const char *flag, const char *form,
 dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->servers = 1;
+    a->server_nice = 19;
     a->staleness = 3;
     a->seed = 1;
     a->fusion_mb = 4;
@@ -179,6 +182,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--help", ARG_FLAG, &a->help, 0, 0, 0},
         {"--mode", ARG_STR, &a->mode, 0, 0, 0},
         {"--servers", ARG_INT, &a->servers, 1, 1024, 0},
+        {"--server-nice", ARG_INT, &a->server_nice, 0, 19, 0},
         {"--fusion-mb", ARG_DOUBLE, &a->fusion_mb, 0, 4096, 0},
         {"--allreduce-algo", ARG_STR, &a->ar_algo, 0, 0, 0},
         {"--grad-compression", ARG_STR, &a->grad_compression, 0, 0, 0},
@@ -197,6 +201,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
     int npos, n = (int)(sizeof flags / sizeof *flags);
     DT_TRY(cli_parse(argc, argv, flags, n, &a->model, 1, &npos));
     a->given_servers = cli_flag_get(flags, n, "--servers")->seen;
+    a->given_server_nice = cli_flag_get(flags, n, "--server-nice")->seen;
     a->given_staleness = cli_flag_get(flags, n, "--staleness")->seen;
     a->given_fusion = cli_flag_get(flags, n, "--fusion-mb")->seen;
     a->given_group = cli_flag_get(flags, n, "--group-size")->seen;
@@ -230,6 +235,7 @@ static dt_status check_mode_flags(const cli_train_args *a, const dt_dist_cfg *dc
         unsigned reads;
         const char *flag;
     } given[] = {{a->given_servers, DT_MF_SERVERS, "--servers"},
+                 {a->given_server_nice, DT_MF_SERVERS, "--server-nice"},
                  {a->given_staleness, DT_MF_STALENESS, "--staleness"},
                  {a->ar_algo != NULL, DT_MF_ALGO, "--allreduce-algo"},
                  {a->given_fusion, DT_MF_ALGO, "--fusion-mb"},
@@ -338,7 +344,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     dt_dist_cfg dc = {DT_MODE_SERIAL, 0, a->fusion_mb, a->stall_timeout, a->staleness,
                       a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
-                      a->group_size, NULL, DT_AR_AUTO, NULL, {DT_GC_NONE, 0}};
+                      a->group_size, NULL, DT_AR_AUTO, NULL, {DT_GC_NONE, 0}, a->server_nice};
     int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
     char list[64];
     if (algo < 0)

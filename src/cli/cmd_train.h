@@ -32,9 +32,10 @@ typedef struct {
     const char *grad_compression;     /* NULL: not given */
     const char *precision;            /* NULL: not given */
     int loader_threads, skip_bad;     /* 0: not given */
+    int server_nice;                  /* 0-19 */
     long cache_mb;                    /* -1: not given */
     /* Flags that apply to some modes only, given or not (an error where they do nothing). */
-    int given_servers, given_staleness, given_fusion, given_group, given_keep;
+    int given_servers, given_staleness, given_fusion, given_group, given_keep, given_server_nice;
 } cli_train_args;
 
 typedef struct {

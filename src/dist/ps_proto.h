@@ -51,8 +51,9 @@ enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP, PS_CTRL_PULL };
  * read-my-writes; a segment may be ahead of the whole shard's count). */
 #define PS_HDR_LEN 5
 /* Server statistics to worker 0 at the end: {cpu_s, wall_s, updates,
- * largest clock gap seen between workers, gradients applied}. */
-#define PS_STATS_LEN 5
+ * largest clock gap seen between workers, gradients applied, the nice
+ * value it ran at}. */
+#define PS_STATS_LEN 6
 
 /* Whether a mode's replies go out segment by segment (above). The
  * deferred modes reply at once anyway; sent segment by segment, the top

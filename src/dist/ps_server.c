@@ -34,6 +34,7 @@
  * start and checkpoints move fp32.
  * All MPI calls are made by the server's main thread; appliers only compute.
  * Waits by polling with a growing sleep, so an idle server takes no core. */
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -50,17 +51,16 @@ static dt_status post_ctrl(server *sv, int w) {
                         "control receive (MPI_Irecv)");
 }
 
-/* Gradient segments of at least this many bytes on the wire take turns on
+/* Gradient segments of DT_PS_TURN_BYTES or more on the wire take turns on
  * a server's link in the out-of-step modes (admit_turn). Above Open MPI's
  * eager limits (64 KiB over TCP by default, 256 KiB as dtrain launch sets
  * it), so such a segment's bytes wait for its receive. A smaller one is
  * posted as soon as the segments before it are: it is in already, or it
  * shares the link, as every segment did before the turns. */
-#define PS_TURN_BYTES ((size_t)1 << 20)
 
 static int takes_turn(const server *sv, int k) {
     size_t word = sv->wire ? sizeof(uint16_t) : sizeof(float);
-    return sv->turns && (sv->seg_hi[k] - sv->seg_lo[k]) * word >= PS_TURN_BYTES;
+    return sv->turns && (sv->seg_hi[k] - sv->seg_lo[k]) * word >= DT_PS_TURN_BYTES;
 }
 
 /* Posts the receive for worker w's next gradient segment of its clock. */
@@ -505,6 +505,23 @@ static void teardown(server *sv) {
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dt_free(bufs[i]);
 }
 
+/* This thread's nice value raised to `nice` (never lowered: that needs
+ * privileges) before the server starts threads, which inherit it; the
+ * value it then runs at in *now. On Linux a nice value is a thread's. */
+static dt_status lower_priority(int rank, int nice, int *now) {
+    errno = 0;
+    int was = getpriority(PRIO_PROCESS, 0);
+    if (was == -1 && errno != 0)
+        return dt_fail(DT_ERR_INTERNAL, "server rank %d: getpriority: %s", rank, strerror(errno));
+    *now = was;
+    if (nice <= was) return DT_OK;
+    if (setpriority(PRIO_PROCESS, 0, nice) != 0)
+        return dt_fail(DT_ERR_INTERNAL, "server rank %d: --server-nice %d (setpriority): %s", rank, nice,
+                       strerror(errno));
+    *now = nice;
+    return DT_OK;
+}
+
 dt_status dt_server_run(const dt_comm *c, const dt_dist_cfg *cfg, const dt_model_spec *spec) {
     server sv;
     memset(&sv, 0, sizeof sv);
@@ -516,7 +533,9 @@ dt_status dt_server_run(const dt_comm *c, const dt_dist_cfg *cfg, const dt_model
     sv.cfg = cfg;
     sv.spec = spec;
     double t0 = dt_now();
-    dt_status s = setup(&sv);
+    int nice = 0;
+    dt_status s = lower_priority(c->rank, cfg->server_nice, &nice);
+    if (s == DT_OK) s = setup(&sv);
     if (s == DT_OK) s = serve(&sv);
     if (s == DT_OK) {
         /* CPU time against wall time: how much of a core the server took. */
@@ -525,7 +544,7 @@ dt_status dt_server_run(const dt_comm *c, const dt_dist_cfg *cfg, const dt_model
         double st[PS_STATS_LEN] = {(double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
                                        (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec,
                                    dt_now() - t0, (double)sv.version, (double)sv.max_gap,
-                                   (double)sv.applied};
+                                   (double)sv.applied, (double)nice};
         s = dt_mpi_check(MPI_Send(st, PS_STATS_LEN, MPI_DOUBLE, world_rank_of(&sv, 0), PS_TAG_STATS, c->world),
                          "server statistics (MPI_Send)");
     }

@@ -18,6 +18,8 @@
  * every step computes on 16-bit parameters, whatever the evaluation and
  * checkpoint schedule (a resumed run equals an uninterrupted one). */
 
+#include <limits.h>
+
 #include "dtrain/dist.h"
 #include "dtrain/mem.h"
 #include "dtrain/optim.h"
@@ -498,6 +500,7 @@ static dt_status ps_finish(dt_sync *sy, dt_trainer *t) {
     DT_TRY(dt_mpi_check(MPI_Waitall(p->comm.nservers, p->ctrl_reqs, MPI_STATUSES_IGNORE), "MPI_Waitall"));
     if (p->comm.worker != 0) return DT_OK;
     double worst = 0;
+    sy->stats.server_nice = INT_MAX;
     for (int s = 0; s < p->comm.nservers; s++) {
         double st[PS_STATS_LEN];
         DT_TRY(dt_mpi_check(MPI_Recv(st, PS_STATS_LEN, MPI_DOUBLE, s, PS_TAG_STATS, p->comm.world,
@@ -505,6 +508,7 @@ static dt_status ps_finish(dt_sync *sy, dt_trainer *t) {
                             "server statistics (MPI_Recv)"));
         if (st[1] > 0 && st[0] / st[1] > worst) worst = st[0] / st[1];
         if ((long)st[3] > sy->stats.max_clock_gap) sy->stats.max_clock_gap = (long)st[3];
+        if ((int)st[5] < sy->stats.server_nice) sy->stats.server_nice = (int)st[5];
     }
     sy->stats.server_cpu_share = worst;
     return DT_OK;

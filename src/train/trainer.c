@@ -844,9 +844,9 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
         if (summary->has_staleness)
             snprintf(extra_json, sizeof extra_json,
                      ",\"server_cpu_share\":%.3f,\"staleness_mean\":%.3f,\"staleness_max\":%.0f,"
-                     "\"max_clock_gap\":%ld",
+                     "\"max_clock_gap\":%ld,\"server_nice\":%d",
                      sync->stats.server_cpu_share, summary->staleness_mean, summary->staleness_max,
-                     summary->max_clock_gap);
+                     summary->max_clock_gap, sync->stats.server_nice);
         if (sync->plan_bytes > 0) {
             size_t used = strlen(extra_json);
             snprintf(extra_json + used, sizeof extra_json - used, ",\"plan_bytes_per_step\":%.0f",
