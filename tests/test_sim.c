@@ -187,6 +187,42 @@ static void test_async_by_hand(void) {
     CHECK_CLOSE(step(p, &c), 0.130, 1e-12, 1e-12);
 }
 
+/* ps-async whose segments are all below DT_PS_TURN_BYTES: the workers
+ * share the server's link and stay in phase, so the server serves both at
+ * once. two_layers' shape with L0 0.4 MB and L1 0.8 MB, sums of 2 ms, 10
+ * Gbit/s (ms): L1 ready at 13, on the worker's link by 13.66; the server's
+ * link has both workers' by 13 + 1.28 + 0.02 = 14.3; it applies both (2 x
+ * (2 + 3) ms for the shard, 2/3 of it for L1) by 20.9667 and sends both
+ * back (+ 1.3) by 22.2667. L0 ready at 33, both in by 33.66, applied (1/3
+ * of 10 ms) by 36.9933, sent (+ 0.66) by 37.6533. Taking turns, as when
+ * most bytes go in large segments, it would be 35.6667. */
+static void test_async_small_segments(void) {
+    dt_profile *p = two_layers(0.002);
+    p->layers[0].params = 100000;
+    p->layers[1].params = 200000;
+    dt_sim_cfg c = cfg(DT_SIM_PS_ASYNC, 2);
+    CHECK_CLOSE(step(p, &c), 0.0376533333, 1e-10, 0);
+}
+
+/* The server's link moves at the busy bandwidth while the workers compute.
+ * two_layers, ps-sync, 2 workers x 1 thread on 2 shared cores (their
+ * communication threads have no core: share 2), busy bandwidth half the
+ * link's (ms): L1 ready at 13, on the worker's link at half speed by 13 +
+ * 8.04 = 21.04; the server's link takes both workers' 10 MB (8 ms at full
+ * speed) by 13 + 16 + 0.02 = 29.02, which leaves 3.98 ms of backward, so
+ * its commit (13 ms for the shard, 5/6 of it: 10.8333) takes 1.99 from
+ * each compute thread: backward ends at 34.99. The commit ends at 39.8533
+ * and the replies (8 ms, backward over) at 47.8733. L0 goes at 34.99,
+ * after backward: on the worker's link by 35.81, on the server's by 36.61,
+ * committed (2.1667) by 42.02, its replies after L1's: 49.4933. */
+static void test_server_link_busy(void) {
+    dt_profile *p = two_layers(0.002);
+    dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 2);
+    c.shared_cores = 2;
+    c.busy_bandwidth = GBPS10 / 2;
+    CHECK_CLOSE(step(p, &c), 0.0494933333, 1e-10, 0);
+}
+
 /* Out of step on shared cores, the cores never idle: a cycle is at least
  * all the work on them over C. two_layers on 2 workers x 1 thread, 2
  * cores, --kernel-rate 0.5 GB/s: each worker's forward and backward (33
@@ -865,6 +901,8 @@ int main(void) {
     test_one_node();
     test_shared_cores();
     test_async_cores_bound();
+    test_async_small_segments();
+    test_server_link_busy();
     test_straggler();
     test_comm_shares_cores();
     test_bad_config();

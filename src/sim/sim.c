@@ -113,6 +113,16 @@ static double beside_compute(sim_step *st, double t, double dur, double copied) 
     return all ? t + dur / r : t + left + c * moved + (dur - moved);
 }
 
+/* The servers' link carrying every worker's part of a segment, in or out,
+ * from t: dur seconds at full speed. With the busy bandwidth measured it
+ * moves at that rate while the workers still compute, as a worker's link
+ * does (the server's copies are priced in run_ps). Measured between
+ * emulated hosts: cnn's two 13 MB pushes into one server took 42 ms
+ * beside the workers' backward, at 5 Gbit/s on a 13 Gbit/s link. */
+static double server_link(sim_step *st, double t, double dur) {
+    return st->busy_rate > 0 ? beside_compute(st, t, dur, 0) : t + dur;
+}
+
 /* A transfer on the worker's link, ready at `ready` (of the compute as
  * profiled), after every transfer before it: cpu seconds of its own work
  * (sums, coding, top-k's selection), then wire seconds on the link, at
@@ -307,11 +317,11 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             double start = link_start(st, st->ready[i]);
             double sent = link_send(st, st->ready[i], 0, bytes / st->bw + st->lat, bytes);
             /* The server's link takes the same part from every worker it serves. */
-            in[k] = fmax(sent, fmax(start, in[k]) + served * bytes / st->bw + st->lat);
+            in[k] = fmax(sent, server_link(st, fmax(start, in[k]), served * bytes / st->bw) + st->lat);
             double part = (double)(e - a) / (double)st->nparams;
             double work = server_work(st, st->pass, served, half, part);
             done[k] = fmax(in[k], done[k]) + work;
-            out[k] = fmax(done[k], out[k]) + served * bytes / st->bw + st->lat;
+            out[k] = server_link(st, fmax(done[k], out[k]), served * bytes / st->bw) + st->lat;
             /* With no core to spare (shared cores), the server's rank runs
              * on the workers' cores: its copies of the segment in and out
              * (every worker's) and its commit, where they fall while the
@@ -448,13 +458,35 @@ static double cores_per_cycle(const sim_step *st, double compute, double served,
     return ((threads * compute + served) / st->scale + copies) / c->shared_cores;
 }
 
+/* Whether most of a push's bytes go in segments that take turns on a
+ * server's link (DT_PS_TURN_BYTES or more: a layer's part in a shard, of
+ * `word` bytes a parameter). */
+static int pushes_take_turns(const sim_step *st, double word) {
+    const dt_profile *p = st->p;
+    double turns = 0;
+    for (size_t i = 0, off = 0; i < (size_t)p->nlayers; off += p->layers[i++].params)
+        for (int k = 0; k < st->c->servers && p->layers[i].params > 0; k++) {
+            size_t lo, hi;
+            dt_shard_range(st->nparams, st->c->servers, k, &lo, &hi);
+            size_t a = off > lo ? off : lo, e = off + p->layers[i].params < hi ? off + p->layers[i].params : hi;
+            double bytes = a < e ? (double)(e - a) * word : 0;
+            if (bytes >= (double)DT_PS_TURN_BYTES) turns += bytes;
+        }
+    return 2 * turns >= (double)st->nparams * word;
+}
+
 /* ps-async and ps-ssp (staleness >= 1): P identical workers, none waiting
- * for another. Their transfers on a server's link fall into turns: a
- * server takes in their large segments one at a time (ps_server.c's
- * admit_turn), so the first ends first, has its reply and computes first,
- * and stays ahead (shared fairly instead, workers keep the phase they
- * start in: cnn at 100 Mbit/s between emulated hosts took 3.7 s a step
- * where turns take 2.2, docs/CLUSTER.md). So a worker's cycle
+ * for another. Where most of their bytes go in large segments, their
+ * transfers on a server's link fall into turns: a server takes those in
+ * one at a time (ps_server.c's admit_turn), so the first ends first, has
+ * its reply and computes first, and stays ahead (shared fairly instead,
+ * workers keep the phase they start in: cnn at 100 Mbit/s between
+ * emulated hosts took 3.7 s a step where turns take 2.2, docs/CLUSTER.md).
+ * Small segments share the link fairly, and the workers keep the phase
+ * they start in, together: a server serves all P at once, as in ps-sync
+ * but without the wait for the clock (resnet20 at 100 Mbit/s, whose
+ * largest segment is 147 KB: 225-237 ms a step, where turns said 184 and
+ * serving all at once says 250). With turns, a worker's cycle
  * is against servers that serve it alone; the server replies once that
  * worker's gradient is in (ps-async: applied straight; ps-ssp: from a
  * snapshot, as the clock need not wait while the worker is within s of the
@@ -468,7 +500,7 @@ static dt_status run_async(sim_step *st, dt_sim_result *r) {
     double P = c->nodes;
     int half = dt_gc_is_half(c->codec.kind), async = c->mode == DT_SIM_PS_ASYNC;
     double word = half ? 2 : sizeof(float);
-    st->peers = 1;
+    st->peers = pushes_take_turns(st, word) ? 1 : P;
     st->pass = async ? PASS_APPLY : PASS_SNAPSHOT;
     st->adds_own = !async;
     double bound = 0, served = 0; /* served: the servers' work per cycle, on the shared cores */
