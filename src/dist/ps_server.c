@@ -57,7 +57,6 @@ static dt_status post_ctrl(server *sv, int w) {
  * it), so such a segment's bytes wait for its receive. A smaller one is
  * posted as soon as the segments before it are: it is in already, or it
  * shares the link, as every segment did before the turns. */
-
 static int takes_turn(const server *sv, int k) {
     size_t word = sv->wire ? sizeof(uint16_t) : sizeof(float);
     return sv->turns && (sv->seg_hi[k] - sv->seg_lo[k]) * word >= DT_PS_TURN_BYTES;
