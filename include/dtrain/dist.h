@@ -98,8 +98,9 @@ typedef struct {
      * to the workers in its reply headers, so they stop at an agreed step. */
     const atomic_int *stop;
     dt_grad_codec codec;    /* allreduce buckets and the hierarchy's ring across hosts */
-    /* ps-* modes: the nice value a server rank's threads run at (0: as
-     * started; never lowered below how it was started). A server beside
+    /* ps-* modes: the nice value a server rank's main thread and the
+     * threads it starts run at (0: as started; never lowered below how it
+     * was started; the MPI library's own threads keep theirs). A server beside
      * workers on the same cores then takes a core only when their compute
      * leaves one: polling and its wake-ups no longer preempt it. */
     int server_nice;
