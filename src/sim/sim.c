@@ -237,6 +237,13 @@ static dt_status run_allreduce(sim_step *st, int *fc_sfb) {
     return DT_OK;
 }
 
+/* A segment (ps_server.c): how many of a layer's n parameters, from
+ * offset off among those the servers hold, fall in shard [lo, hi). */
+static size_t segment_params(size_t off, size_t n, size_t lo, size_t hi) {
+    size_t a = off > lo ? off : lo, e = off + n < hi ? off + n : hi;
+    return a < e ? e - a : 0;
+}
+
 /* Seconds a server's cores spend on `served` workers' pushes for a shard
  * that is `share` of the parameters, as `pass`: a clock is summing,
  * averaging and a reply snapshot per worker (2 served + 1 passes at the sum
@@ -310,15 +317,14 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
         for (int k = 0; k < S; k++) {
             size_t lo, hi;
             dt_shard_range(ps_total, S, k, &lo, &hi);
-            size_t end = ps_off[i] + l->params;
-            size_t a = ps_off[i] > lo ? ps_off[i] : lo, e = end < hi ? end : hi;
-            if (a >= e) continue;
-            double bytes = (double)(e - a) * word;
+            size_t seg = segment_params(ps_off[i], l->params, lo, hi);
+            if (seg == 0) continue;
+            double bytes = (double)seg * word;
             double start = link_start(st, st->ready[i]);
             double sent = link_send(st, st->ready[i], 0, bytes / st->bw + st->lat, bytes);
             /* The server's link takes the same part from every worker it serves. */
             in[k] = fmax(sent, server_link(st, fmax(start, in[k]), served * bytes / st->bw) + st->lat);
-            double part = (double)(e - a) / (double)st->nparams;
+            double part = (double)seg / (double)st->nparams;
             double work = server_work(st, st->pass, served, half, part);
             done[k] = fmax(in[k], done[k]) + work;
             out[k] = server_link(st, fmax(done[k], out[k]), served * bytes / st->bw) + st->lat;
@@ -431,7 +437,7 @@ static dt_status run_servers(sim_step *st, dt_sim_result *r) {
 static int shard_messages(const dt_profile *p, size_t lo, size_t hi) {
     int n = 0;
     for (size_t i = 0, off = 0; i < (size_t)p->nlayers; off += p->layers[i++].params)
-        n += p->layers[i].params > 0 && off < hi && off + p->layers[i].params > lo;
+        n += segment_params(off, p->layers[i].params, lo, hi) > 0;
     return n;
 }
 
@@ -465,11 +471,10 @@ static int pushes_take_turns(const sim_step *st, double word) {
     const dt_profile *p = st->p;
     double turns = 0;
     for (size_t i = 0, off = 0; i < (size_t)p->nlayers; off += p->layers[i++].params)
-        for (int k = 0; k < st->c->servers && p->layers[i].params > 0; k++) {
+        for (int k = 0; k < st->c->servers; k++) {
             size_t lo, hi;
             dt_shard_range(st->nparams, st->c->servers, k, &lo, &hi);
-            size_t a = off > lo ? off : lo, e = off + p->layers[i].params < hi ? off + p->layers[i].params : hi;
-            double bytes = a < e ? (double)(e - a) * word : 0;
+            double bytes = (double)segment_params(off, p->layers[i].params, lo, hi) * word;
             if (bytes >= (double)DT_PS_TURN_BYTES) turns += bytes;
         }
     return 2 * turns >= (double)st->nparams * word;
