@@ -15,9 +15,9 @@ OVERLAP=(/usr/bin/python3 "$SRC/bench/timeline_overlap.py")
 K=12
 LAYERS=$("$DTRAIN" info "$TMP/net.cfg" --json | /usr/bin/python3 -c 'import json, sys; print(len(json.load(sys.stdin)["nodes"]) - 1)')
 
-run() { # name ranks args...
+run() { # name ranks args... (CFG: the model, else net.cfg)
     local name=$1 np=$2; shift 2
-    local cmd=("$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps $K --threads 1 --quiet
+    local cmd=("$DTRAIN" train "${CFG:-$TMP/net.cfg}" --dataset synthetic --max-steps $K --threads 1 --quiet
                --checkpoint "$TMP/$name.ckpt" --checkpoint-every 5 --timeline "$TMP/$name.json" "$@")
     [ "$np" = 1 ] || cmd=(timeout 300 $MPIRUN -np "$np" "${cmd[@]}")
     "${cmd[@]}" > "$TMP/$name.out" 2>&1
@@ -63,6 +63,16 @@ assert sum(e.get('name') == 'reply' for e in ev) >= 2 * 3 * $K"
 run hogwild 3 --mode ps-hogwild --servers 1
 check "ps-hogwild timeline" "${CHECK[@]}" "$TMP/hogwild.json" --steps any --layers "$LAYERS" --workers 1,2 \
     --servers 0 --comm
+# Turns (ps_server.c's admit_turn): out of step, a segment of 1 MiB or more
+# (here a 216 x 2048 connected layer, 1.77 MB) comes in from one worker at
+# a time. Each such segment of every clock has a turn span; no two overlap.
+sed -e 's/^output=32$/output=2048/' "$TMP/net.cfg" > "$TMP/wide.cfg"
+CFG="$TMP/wide.cfg" run turns 3 --mode ps-async --servers 1
+check "ps-async: large segments take turns" /usr/bin/python3 -c "
+import json; ev = json.load(open('$TMP/turns.json'))['traceEvents']
+t = sorted((e for e in ev if e.get('name') == 'turn'), key=lambda e: e['ts'])
+assert len(t) >= 2 * $K and {e['args']['worker'] for e in t} == {1, 2}, len(t)
+assert all(a['ts'] + a['dur'] <= b['ts'] for a, b in zip(t, t[1:])), 'turns overlap'"
 for r in serial ar ps hogwild; do
     "${OVERLAP[@]}" "$TMP/$r.json" > "$TMP/$r.overlap" 2>&1
     check "overlap script on $r" test $? -eq 0 || cat "$TMP/$r.overlap"

@@ -111,6 +111,7 @@ static dt_status admit_turn(server *sv, int *progressed) {
         if (!here) continue;
         sv->turn_w = w;
         sv->turn_seg = sv->seg_posted[w];
+        sv->turn_since = dt_now();
         sv->turn_next = (w + 1) % sv->W;
         *progressed = 1;
         DT_TRY(post_segment(sv, w));
@@ -310,7 +311,11 @@ static dt_status take_segments(server *sv, int w, int *progressed) {
         if (!done) return DT_OK;
         int k = sv->seg_done[w]++;
         *progressed = 1;
-        if (w == sv->turn_w && k == sv->turn_seg) sv->turn_w = -1; /* the link is free for the next */
+        if (w == sv->turn_w && k == sv->turn_seg) { /* the link is free for the next */
+            sv->turn_w = -1;
+            dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_COMM, "turn", sv->turn_since, dt_now(),
+                             (dt_tl_arg[]){{"worker", world_rank_of(sv, w)}, {"segment", k}}, 2);
+        }
         if (sv->wire) {
             size_t lo = sv->seg_lo[k];
             dt_half_decode(sv->wire, sv->wire_recv + (size_t)w * sv->n + lo, slot_of(sv, w, sv->wclock[w]) + lo,

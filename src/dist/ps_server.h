@@ -51,6 +51,7 @@ struct server {
     int staleness;           /* clocked: s */
     int turns;               /* out of step: large gradient segments come in one at a time (admit_turn) */
     int turn_w, turn_seg;    /* turns: the worker and segment coming in; turn_w -1 when none */
+    double turn_since;       /* turns: when turn_w's segment was admitted (its timeline span) */
     int turn_next;           /* turns: the worker to look at first for the next */
     int nslots;              /* gradient slots per worker: s + 2 clocked, 1 async */
     int nseg;                /* segments of the shard: its pieces of each held layer */
