@@ -51,7 +51,7 @@ import argparse, json, os, re, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_dist import DDP, ENV, WARMUP, Run, keep_runs, read_log  # noqa: E402
-from validate_sim import measure_links, predict  # noqa: E402
+from validate_sim import link_costs, measure_links, predict  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTRAIN = os.path.join(ROOT, 'build', 'dtrain')
@@ -130,11 +130,9 @@ def main():
                     if sim_mode:  # the compute measured just before the run it predicts
                         way = 'allreduce' if sim_mode == 'allreduce' else 'p2p'
                         bw, lat = measured[way]
-                        costs = ['--kernel-rate', measured[way + '_cpu'][0],
-                                 '--busy-bandwidth', measured[way + '_busy'][0]]
                         nodes = 1 if name == CONTROL else 2
                         sims[name].append(predict(os.path.join(ROOT, 'examples', model + '.cfg'), nodes, sim_mode,
-                                                  1, cores, bw, lat, [*sim_flags, *costs]))
+                                                  1, cores, bw, lat, [*sim_flags, *link_costs(measured, way)]))
                     got[name].append(Run(ddp(model, a.steps), 0, 0, 0, 0) if hosts is None
                                      else dtrain(model, a.steps, hosts, flags))
             ddp_ips = statistics.median(r.ips for r in got['DDP gloo']) if 'DDP gloo' in got else None

@@ -18,9 +18,11 @@ it runs
     median step_s of worker 0 after WARMUP steps,
 and prints predicted against measured step time and the error. B and L are
 measured first with build/mpi_link, the link between two ranks as dtrain
-drives it: through MPI_Iallreduce for the allreduce runs, through
-MPI_Isend/MPI_Irecv for ps-sync (unless --bandwidth/--latency give one
-link for all). With --rounds R everything is repeated R
+drives it: through dtrain's ring for the allreduce runs, through
+MPI_Isend/MPI_Irecv for ps-sync, with what a transfer costs the shared
+cores beside the compute (--kernel-rate, --busy-bandwidth; unless
+--bandwidth/--latency give one link for all, priced on the wire alone).
+With --rounds R everything is repeated R
 times, alternating, and medians are compared. Run it on a quiet machine.
 
 usage: bench/validate_sim.py [--models cnn,cifar] [--steps 30] [--rounds 1]
@@ -61,6 +63,16 @@ def measure_links(where=('-np', '2')):
     for name in ('allreduce_cpu', 'p2p_cpu'):
         links[name] = (f'{statistics.median(g["kernel_gbps"] for g in got if g["link"] == name):.4g}Gbps', None)
     return links
+
+
+def link_costs(links, way):
+    """simulate's flags for what a transfer on link `way` (allreduce, p2p)
+    costs beside the compute, from measure_links: the kernel's copies
+    (--kernel-rate) and the rate kept on busy cores (--busy-bandwidth);
+    none for a link given by hand."""
+    if way + '_cpu' not in links:
+        return []
+    return ['--kernel-rate', links[way + '_cpu'][0], '--busy-bandwidth', links[way + '_busy'][0]]
 
 
 def predict(model, workers, mode, threads, cores, bw, lat, extra=()):
@@ -119,10 +131,11 @@ def main():
         for label, ranks, workers, mode in runs:
             threads = max(1, cores // ranks)
             pred, meas = [], []
-            bw, lat = links['p2p' if mode == 'ps-sync' else 'allreduce']
+            way = 'p2p' if mode == 'ps-sync' else 'allreduce'
+            bw, lat = links[way]
             for _ in range(a.rounds):
                 pred.append(predict(model, workers, 'allreduce' if mode == 'serial' else mode, threads, cores,
-                                    bw, lat))
+                                    bw, lat, link_costs(links, way)))
                 meas.append(measure(model, ranks, mode, threads, a.steps))
             p, m = statistics.median(pred), statistics.median(meas)
             err = (p - m) / m * 100
