@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dtrain simulate and bench --profile-out on the command line: flags and
 # units refused with exit 2 and a clear line, profiles written and read back,
-# the table and the JSON lines.
+# the table and the JSON lines; bench/mpi_link, which measures its link flags.
 source "$(dirname "$0")/clilib.sh" "$1"
 M=$SRC/examples/mlp.cfg
 S="--reps 2 --threads 1"
@@ -91,5 +91,20 @@ expect 1 "missing.json: cannot open" -- "$DTRAIN" simulate --profile "$TMP/missi
 printf '{"format":"dtrain-profile","version":1,\n"batch":' > "$TMP/bad.json"
 expect 1 "bad.json:2: expected a value" -- "$DTRAIN" simulate --profile "$TMP/bad.json"
 expect 1 "cannot create" -- "$DTRAIN" bench "$M" --steps 1 --threads 1 --profile-out "$TMP/no/such/dir/p.json"
+
+# mpi_link measures what the bench scripts pass as --bandwidth/--latency,
+# --busy-bandwidth and --kernel-rate: all six lines, every figure positive
+# (a link whose kernel cost reads 0 ticks would go unpriced). Not under the
+# sanitizers: MPI's start alone is slow there, and no dtrain code is new.
+LINK=$(dirname "$DTRAIN")/mpi_link
+if [ -z "${DT_SANITIZE:-}" ]; then
+    expect 2 "usage: mpirun -np 2 mpi_link" -- mpirun --oversubscribe -np 1 "$LINK"
+    mpirun --oversubscribe --bind-to none -np 2 "$LINK" 1 > "$TMP/link.json" 2>&1
+    check "mpi_link measures six links" /usr/bin/python3 -c "
+import json; got = {l['link']: l for l in map(json.loads, open('$TMP/link.json'))}
+assert sorted(got) == sorted(['allreduce', 'p2p', 'allreduce_busy', 'p2p_busy', 'allreduce_cpu', 'p2p_cpu']), got
+assert all(l.get('bandwidth_gbps', l.get('kernel_gbps')) > 0 for l in got.values()), got
+assert all(l['latency_us'] > 0 for l in got.values() if 'latency_us' in l), got" || cat "$TMP/link.json"
+fi
 
 finish
