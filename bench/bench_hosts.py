@@ -51,7 +51,7 @@ import argparse, json, os, re, statistics, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_dist import DDP, ENV, WARMUP, Run, keep_runs, read_log  # noqa: E402
-from validate_sim import link_costs, measure_links, predict  # noqa: E402
+from validate_sim import link_costs, link_text, measure_links, predict  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTRAIN = os.path.join(ROOT, 'build', 'dtrain')
@@ -118,10 +118,10 @@ def main():
     for link in a.links.split(','):
         cluster('shape', link)
         # Placed as dtrain launch places ranks (no binding: see bench/mpi_link.c).
-        measured = measure_links(['--host', 'h1,h2', '-np', '2', '--bind-to', 'none', '--mca', 'plm_rsh_agent', AGENT])
-        print(f'\nlink {link}: measured between h1 and h2: ' +
-              ', '.join(f'{k} {bw}' + (f', {lat} per message' if lat else ' per CPU-second')
-                        for k, (bw, lat) in measured.items()), flush=True)
+        placed = ['--bind-to', 'none', '--mca', 'plm_rsh_agent', AGENT]
+        measured = measure_links(['--host', 'h1,h2', '-np', '2', *placed], ['--host', 'h3,h1,h2', '-np', '3', *placed])
+        print(f'\nlink {link}: measured between h1 and h2 (fan_in: h1 and h2 into h3): ' +
+              '; '.join(link_text(k, bw, lat) for k, (bw, lat) in measured.items()), flush=True)
         for model in a.models.split(','):
             got = {r[0]: [] for r in runs}
             sims = {r[0]: [] for r in runs}

@@ -38,10 +38,14 @@
  * --kernel-rate for that link. On a real cluster /proc/stat sees rank 0's
  * host alone, and --kernel-rate does not apply (it needs --shared-cores).
  * Medians of REPS; bench/validate_sim.py passes them to dtrain simulate.
+ * With three ranks, instead, how two ranks pushing into a third at once
+ * share its link (fan_in below): dtrain simulate's --fan-in-share.
  *
  * usage: mpirun -np 2 build/mpi_link [REPS]
  * prints one line per way: {"link":"allreduce"|"p2p"|"allreduce_busy"|"p2p_busy","latency_us":..,
- * "bandwidth_gbps":..}, then {"link":"allreduce_cpu"|"p2p_cpu","kernel_gbps":..} */
+ * "bandwidth_gbps":..}, then {"link":"allreduce_cpu"|"p2p_cpu","kernel_gbps":..}
+ * usage: mpirun -np 3 build/mpi_link [REPS]   (rank 0 on the server's host)
+ * prints {"link":"fan_in","first_share":..,"bandwidth_gbps":..} */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -136,6 +140,90 @@ static double link_time(dt_group *g, float *buf, float *tmp, int n, int reps, in
     return m;
 }
 
+/* Two ranks (1, 2) push FAN_SEGS segments of FAN_SEG_FLOATS each (60 KB:
+ * below Open MPI's eager limit over TCP, as most of a model's layers are)
+ * into rank 0 at once, as a synchronous clock's workers push into their
+ * server, and rank 0 replies to both with each segment once both parts are
+ * in (the replies fill the link's other direction, as a server's do). On
+ * rank 0, per rep: when the first pusher's last segment is in (t1) and the
+ * second's (t2). Two pushes of B bytes took t2 on the link, and the first
+ * had its B in at t1: its share while both pushed was (B / t1) / (2 B /
+ * t2) = t2 / (2 t1), 0.5 when TCP shares the link evenly. Prints the
+ * median share and the median rate of both pushes, 2 B / t2. Everyone
+ * waits unhurried, as the communication threads and the server do. */
+#define FAN_SEGS 16
+#define FAN_SEG_FLOATS 15000
+static void fan_in_serve(float *buf, double t0, double *t1, double *t2) {
+    MPI_Request rq[2 * FAN_SEGS], sq[2 * FAN_SEGS];
+    int in[2 * FAN_SEGS] = {0}, both[FAN_SEGS] = {0}, left[2] = {FAN_SEGS, FAN_SEGS}, pending = 2 * FAN_SEGS;
+    for (int i = 0; i < 2 * FAN_SEGS; i++)
+        check(dt_mpi_check(MPI_Irecv(buf + (size_t)i * FAN_SEG_FLOATS, FAN_SEG_FLOATS, MPI_FLOAT, 1 + i / FAN_SEGS,
+                                     i % FAN_SEGS, MPI_COMM_WORLD, &rq[i]),
+                           "MPI_Irecv"));
+    *t1 = -1;
+    while (pending > 0) {
+        int progressed = 0;
+        for (int i = 0; i < 2 * FAN_SEGS; i++) {
+            int done = 0, w = i / FAN_SEGS, k = i % FAN_SEGS;
+            if (in[i]) continue;
+            check(dt_mpi_check(MPI_Test(&rq[i], &done, MPI_STATUS_IGNORE), "MPI_Test"));
+            if (!done) continue;
+            in[i] = progressed = 1;
+            pending--;
+            if (--left[w] == 0) {
+                *t2 = MPI_Wtime() - t0;
+                if (*t1 < 0) *t1 = *t2;
+            }
+            if (++both[k] < 2) continue;
+            for (int v = 0; v < 2; v++)
+                check(dt_mpi_check(MPI_Isend(buf + (size_t)k * FAN_SEG_FLOATS, FAN_SEG_FLOATS, MPI_FLOAT, 1 + v, k,
+                                             MPI_COMM_WORLD, &sq[v * FAN_SEGS + k]),
+                                   "MPI_Isend"));
+        }
+        struct timespec ts = {0, 20000};
+        if (!progressed) nanosleep(&ts, NULL);
+    }
+    atomic_int calm = 0;
+    check(dt_mpi_wait_hurry(sq, 2 * FAN_SEGS, 60, NULL, NULL, "fan-in replies", &calm));
+}
+
+static void fan_in(int rank, int reps) {
+    float *buf = calloc((size_t)2 * FAN_SEGS * FAN_SEG_FLOATS, sizeof(float));
+    double *share = malloc(sizeof(double) * (size_t)reps), *rate = malloc(sizeof(double) * (size_t)reps);
+    if (!buf || !share || !rate) MPI_Abort(MPI_COMM_WORLD, 1);
+    double bytes = (double)FAN_SEGS * FAN_SEG_FLOATS * sizeof(float);
+    atomic_int calm = 0;
+    for (int r = -2; r < reps; r++) { /* two untimed ones first */
+        check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
+        double t0 = MPI_Wtime(), t1 = 0, t2 = 0;
+        if (rank == 0) {
+            fan_in_serve(buf, t0, &t1, &t2);
+            if (r >= 0) {
+                share[r] = t2 < 2 * t1 ? t2 / (2 * t1) : 1; /* t2 past 2 t1: not the link (the cores) */
+                rate[r] = 2 * bytes / t2;
+            }
+        } else {
+            MPI_Request req[2 * FAN_SEGS];
+            float *replies = buf + (size_t)FAN_SEGS * FAN_SEG_FLOATS;
+            for (int k = 0; k < FAN_SEGS; k++) {
+                check(dt_mpi_check(MPI_Isend(buf + (size_t)k * FAN_SEG_FLOATS, FAN_SEG_FLOATS, MPI_FLOAT, 0, k,
+                                             MPI_COMM_WORLD, &req[k]),
+                                   "MPI_Isend"));
+                check(dt_mpi_check(MPI_Irecv(replies + (size_t)k * FAN_SEG_FLOATS, FAN_SEG_FLOATS, MPI_FLOAT, 0, k,
+                                             MPI_COMM_WORLD, &req[FAN_SEGS + k]),
+                                   "MPI_Irecv"));
+            }
+            check(dt_mpi_wait_hurry(req, 2 * FAN_SEGS, 60, NULL, NULL, "fan-in push", &calm));
+        }
+    }
+    if (rank == 0)
+        printf("{\"link\":\"fan_in\",\"first_share\":%.4g,\"bandwidth_gbps\":%.4g}\n", dt_median(share, reps),
+               dt_median(rate, reps) * 8 / 1e9);
+    free(buf);
+    free(share);
+    free(rate);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -143,10 +231,15 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int reps = argc > 1 ? atoi(argv[1]) : 20;
-    if (size != 2 || reps < 1) {
-        if (rank == 0) fprintf(stderr, "usage: mpirun -np 2 mpi_link [REPS >= 1]\n");
+    if (size < 2 || size > 3 || reps < 1) {
+        if (rank == 0) fprintf(stderr, "usage: mpirun -np 2|3 mpi_link [REPS >= 1]\n");
         MPI_Finalize();
         return 2;
+    }
+    if (size == 3) {
+        fan_in(rank, reps);
+        MPI_Finalize();
+        return 0;
     }
     const int big = 1 << 20; /* floats: 4 MiB */
     float *buf = calloc((size_t)big, sizeof(float)), *tmp = calloc(dt_ring_scratch_floats(big, 2), sizeof(float));

@@ -43,16 +43,20 @@ def run(cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV).stdout
 
 
-def measure_links(where=('-np', '2')):
+def measure_links(where=('-np', '2'), fan_in_where=('-np', '3')):
     """{'allreduce': (bandwidth, latency), 'p2p': (...), both '..._busy'
-    (measured with every core busy) and both '..._cpu' (the bytes sent plus
-    received per second of the machine's cores, as (rate, None))} between
-    two ranks as dtrain drives them (bench/mpi_link), medians of 3 runs, as
-    simulate flags. where: mpirun's flags placing the two ranks (default: on
-    this machine)."""
+    (measured with every core busy), both '..._cpu' (the bytes sent plus
+    received per second of the machine's cores, as (rate, None)) and
+    'fan_in' (the share of a server's link the first of two workers pushing
+    at once takes, as (share, None))} as dtrain drives the ranks
+    (bench/mpi_link), medians of 3 runs, as simulate flags. where: mpirun's
+    flags placing the two ranks; fan_in_where: the three, the server's
+    first (default: on this machine)."""
     root = ['--allow-run-as-root'] if os.geteuid() == 0 else []
     got = [json.loads(line) for _ in range(3)
            for line in run(['mpirun'] + root + list(where) + [os.path.join(BUILD, 'mpi_link')]).splitlines()]
+    fan_in = [json.loads(run(['mpirun'] + root + list(fan_in_where) + [os.path.join(BUILD, 'mpi_link')]))
+              for _ in range(3)]
     links = {}
     for name in ('allreduce', 'p2p', 'allreduce_busy', 'p2p_busy'):
         mine = [g for g in got if g['link'] == name]
@@ -62,17 +66,28 @@ def measure_links(where=('-np', '2')):
                        f'{statistics.median(g["latency_us"] for g in mine):.3f}us')
     for name in ('allreduce_cpu', 'p2p_cpu'):
         links[name] = (f'{statistics.median(g["kernel_gbps"] for g in got if g["link"] == name):.4g}Gbps', None)
+    links['fan_in'] = (f'{statistics.median(f["first_share"] for f in fan_in):.3g}', None)
     return links
 
 
+def link_text(name, value, latency):
+    """One of measure_links' entries as words."""
+    if name == 'fan_in':
+        return f'{name}: the first pushing takes {value} of the link'
+    return f'{name} {value}' + (f', {latency} per message' if latency else ' per CPU-second')
+
+
 def link_costs(links, way):
-    """simulate's flags for what a transfer on link `way` (allreduce, p2p)
-    costs beside the compute, from measure_links: the kernel's copies
-    (--kernel-rate) and the rate kept on busy cores (--busy-bandwidth);
-    none for a link given by hand."""
+    """simulate's flags for what measure_links found on link `way`
+    (allreduce, p2p) besides its bandwidth and latency: what a transfer
+    costs beside the compute (--kernel-rate: the kernel's copies;
+    --busy-bandwidth: the rate kept on busy cores) and, for the servers'
+    pushes, how two share a link (--fan-in-share); none for a link given
+    by hand."""
     if way + '_cpu' not in links:
         return []
-    return ['--kernel-rate', links[way + '_cpu'][0], '--busy-bandwidth', links[way + '_busy'][0]]
+    fan_in = ['--fan-in-share', links['fan_in'][0]] if way == 'p2p' else []
+    return ['--kernel-rate', links[way + '_cpu'][0], '--busy-bandwidth', links[way + '_busy'][0], *fan_in]
 
 
 def predict(model, workers, mode, threads, cores, bw, lat, extra=()):
@@ -117,7 +132,7 @@ def main():
     else:
         links = measure_links()
     for name, (bw, lat) in links.items():
-        print(f'{name} link: {bw}' + (f', {lat} per message' if lat else ' per CPU-second'))
+        print('link ' + link_text(name, bw, lat))
     print(f'{cores} cores; {BATCH} images per worker; {a.steps} steps after {WARMUP}, {a.rounds} round(s)',
           flush=True)
     # (name, ranks, workers, mode): the serial run is one worker predicted as one node.

@@ -223,6 +223,38 @@ static void test_server_link_busy(void) {
     CHECK_CLOSE(step(p, &c), 0.0494933333, 1e-10, 0);
 }
 
+/* Two workers pushing at once share the server's link unevenly: the first
+ * takes f of it until its push is in, the other the rest, then all of it.
+ * A clock commits a segment once the slower's part is in. two_layers,
+ * ps-sync, 2 workers (ms): L1 (5 MB of each worker's 6) is ready at 13 on
+ * an idle link, so both pushes meet there. Shared evenly, the slower has
+ * its 5 MB in 8 ms later (test_ps_by_hand: in by 21.02, the step 41.4933).
+ * With f = 0.75 the first's 6 MB are in at 6.4 ms, when the slower has 2
+ * MB; its other 3 take 2.4 ms at the link's rate: 8.8, so L1 commits 0.8
+ * later and its replies hold L0's back as long: 42.2933 (past the crossing
+ * (1 - f) / f of 6 MB, any f gives (6 + 5) / 1.25 = 8.8). With f = 0.52
+ * the slower reaches 5 MB before the first's push is in, at 0.48 of the
+ * link: 8.3333, 0.3333 late: 41.8267. L0, ready at 33 when the link is
+ * idle again, is a push of its own, all of it (1 MB): no lag. ps-async
+ * commits each worker's segment alone and waits for no slower one. */
+static void test_fan_in_share(void) {
+    dt_profile *p = two_layers(0.002);
+    dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 2);
+    double even = step(p, &c);
+    CHECK_CLOSE(even, 0.0414933333, 1e-10, 0);
+    c.fan_in_share = 0.5;
+    CHECK_CLOSE(step(p, &c), even, 1e-12, 0);
+    c.fan_in_share = 0.75;
+    CHECK_CLOSE(step(p, &c), 0.0422933333, 1e-10, 0);
+    c.fan_in_share = 0.52;
+    CHECK_CLOSE(step(p, &c), 0.0418266667, 1e-10, 0);
+    c.mode = DT_SIM_PS_ASYNC;
+    c.fan_in_share = 0;
+    double async_even = step(p, &c);
+    c.fan_in_share = 0.75;
+    CHECK_CLOSE(step(p, &c), async_even, 1e-12, 0);
+}
+
 /* Out of step on shared cores, the cores never idle: a cycle is at least
  * all the work on them over C. two_layers on 2 workers x 1 thread, 2
  * cores, --kernel-rate 0.5 GB/s: each worker's forward and backward (33
@@ -696,6 +728,11 @@ static void test_bad_config(void) {
     c.busy_bandwidth = -1;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "busy bandwidth"));
     c.busy_bandwidth = 0;
+    c.fan_in_share = 1.5;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "fan-in share"));
+    c.fan_in_share = NAN;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
+    c.fan_in_share = 0;
     p->gemm_gflops = 0; /* the SFB rebuild's rate */
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "GEMM"));
 }
@@ -903,6 +940,7 @@ int main(void) {
     test_async_cores_bound();
     test_async_small_segments();
     test_server_link_busy();
+    test_fan_in_share();
     test_straggler();
     test_comm_shares_cores();
     test_bad_config();

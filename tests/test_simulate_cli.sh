@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # dtrain simulate and bench --profile-out on the command line: flags and
 # units refused with exit 2 and a clear line, profiles written and read back,
-# the table and the JSON lines; bench/mpi_link, which measures its link flags.
+# the table and the JSON lines; bench/mpi_link, which measures its link flags
+# (two ranks, and three for the fan-in).
 source "$(dirname "$0")/clilib.sh" "$1"
 M=$SRC/examples/mlp.cfg
 S="--reps 2 --threads 1"
@@ -16,6 +17,7 @@ expect 2 "\-\-kernel-rate: .0Gbps. is not a bandwidth" -- "$DTRAIN" simulate "$M
 expect 2 "\-\-kernel-rate prices .* needs \-\-shared-cores" -- "$DTRAIN" simulate "$M" --kernel-rate 16Gbps
 expect 2 "\-\-busy-bandwidth is .* it needs \-\-shared-cores" -- "$DTRAIN" simulate "$M" --busy-bandwidth 1Gbps
 expect 2 "\-\-busy-bandwidth: 'fast' is not a bandwidth" -- "$DTRAIN" simulate "$M" --shared-cores 2 --busy-bandwidth fast
+expect 2 "\-\-fan-in-share: 2 is out of range \[0, 1\]" -- "$DTRAIN" simulate "$M" --fan-in-share 2
 expect 2 "\-\-nodes: '0' is not a node count" -- "$DTRAIN" simulate "$M" --nodes 0,2
 expect 2 "\-\-nodes: 'x' is not a node count" -- "$DTRAIN" simulate "$M" --nodes 1,x
 expect 2 "\-\-nodes: bad list '1,,2'" -- "$DTRAIN" simulate "$M" --nodes 1,,2
@@ -98,13 +100,19 @@ expect 1 "cannot create" -- "$DTRAIN" bench "$M" --steps 1 --threads 1 --profile
 # sanitizers: MPI's start alone is slow there, and no dtrain code is new.
 LINK=$(dirname "$DTRAIN")/mpi_link
 if [ -z "${DT_SANITIZE:-}" ]; then
-    expect 2 "usage: mpirun -np 2 mpi_link" -- mpirun --oversubscribe -np 1 "$LINK"
+    expect 2 "usage: mpirun -np 2[|]3 mpi_link" -- mpirun --oversubscribe -np 1 "$LINK"
     mpirun --oversubscribe --bind-to none -np 2 "$LINK" 1 > "$TMP/link.json" 2>&1
     check "mpi_link measures six links" /usr/bin/python3 -c "
 import json; got = {l['link']: l for l in map(json.loads, open('$TMP/link.json'))}
 assert sorted(got) == sorted(['allreduce', 'p2p', 'allreduce_busy', 'p2p_busy', 'allreduce_cpu', 'p2p_cpu']), got
 assert all(l.get('bandwidth_gbps', l.get('kernel_gbps')) > 0 for l in got.values()), got
 assert all(l['latency_us'] > 0 for l in got.values() if 'latency_us' in l), got" || cat "$TMP/link.json"
+    # Three ranks: two pushing into the third at once (--fan-in-share).
+    mpirun --oversubscribe --bind-to none -np 3 "$LINK" 2 > "$TMP/fan.json" 2>&1
+    check "mpi_link measures a fan-in" /usr/bin/python3 -c "
+import json; got = json.loads(open('$TMP/fan.json').read())
+assert got['link'] == 'fan_in' and 0.5 <= got['first_share'] <= 1 and got['bandwidth_gbps'] > 0, got" ||
+        cat "$TMP/fan.json"
 fi
 
 finish

@@ -173,6 +173,11 @@ typedef struct {
                               workers compute, measured with every core busy (bench/mpi_link's
                               *_busy); the compute then loses only the kernel's copies. 0: not
                               measured; such a transfer takes turns with the compute */
+    double fan_in_share;   /* the share of a server's link the first of the workers pushing into it
+                              at once takes until its push is in, the others sharing the rest
+                              evenly (bench/mpi_link with 3 ranks measures it for two); a
+                              synchronous clock commits each segment when the slowest's part is
+                              in. At most 1 / P (0 too): an even share */
 } dt_sim_cfg;
 
 typedef struct {

@@ -53,6 +53,11 @@ static const char simulate_usage[] =
     "                        compute (as --bandwidth; measure it with every core busy, as\n"
     "                        bench/mpi_link does); the compute then loses only the kernel's\n"
     "                        copies (default: the transfer takes turns with the compute)\n"
+    "  --fan-in-share F      the share of a server's link the first of the workers pushing\n"
+    "                        into it at once takes until its push is in (0-1; the others\n"
+    "                        share the rest evenly; measure it with bench/mpi_link on 3\n"
+    "                        ranks): a synchronous clock waits for the slowest (default:\n"
+    "                        an even share)\n"
     "  --json                one JSON object per prediction instead of the table\n";
 
 /* Calls item() for each entry of a comma-separated list. */
@@ -193,7 +198,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     const char *kernel_arg = NULL, *busy_arg = NULL;
     int batch = 0, servers = 1, staleness = 3, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0,
         sfb = 0, sacp = 0, help = 0, measure_workers = 0;
-    double fusion_mb = 4;
+    double fusion_mb = 4, fan_in_share = 0;
     cli_flag flags[] = {
         {"--nodes", ARG_STR, &nodes_arg, 0, 0, 0},
         {"--bandwidth", ARG_STR, &bw_arg, 0, 0, 0},
@@ -214,6 +219,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         {"--shared-cores", ARG_INT, &shared_cores, 1, 1 << 16, 0},
         {"--kernel-rate", ARG_STR, &kernel_arg, 0, 0, 0},
         {"--busy-bandwidth", ARG_STR, &busy_arg, 0, 0, 0},
+        {"--fan-in-share", ARG_DOUBLE, &fan_in_share, 0, 1, 0},
         {"--json", ARG_FLAG, &json, 0, 0, 0},
         {"--help", ARG_FLAG, &help, 0, 0, 0},
     };
@@ -232,7 +238,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         s = dt_fail(DT_ERR_USAGE, "--threads, --reps and --measure-workers set the measurement; --profile %s "
                     "was measured already", profile_path);
     dt_sim_cfg c = {.servers = servers, .staleness = staleness, .fusion_mb = fusion_mb, .overlap = !no_overlap,
-                    .shared_cores = shared_cores, .factors = sacp ? DT_SFB_AUTO : sfb ? DT_SFB_ALL : DT_SFB_OFF};
+                    .shared_cores = shared_cores, .fan_in_share = fan_in_share, .factors = sacp ? DT_SFB_AUTO : sfb ? DT_SFB_ALL : DT_SFB_OFF};
     if (s == DT_OK && sfb && sacp) s = dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     if (s == DT_OK) s = dt_sim_parse_bandwidth(bw_arg, "--bandwidth", &c.bandwidth);
     if (s == DT_OK) s = dt_sim_parse_latency(lat_arg, &c.latency);

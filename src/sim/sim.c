@@ -258,6 +258,22 @@ static double server_work(const sim_step *st, server_pass pass, double served, i
     return work * share * st->scale;
 }
 
+/* How much later than an even share the slowest of the P workers pushing
+ * at once into a server's link has y of its bytes in, when the first takes
+ * fan_in_share f of the link until its B bytes are in and the others share
+ * the rest evenly, then all of it. Seconds; 0 when the share is even.
+ * TCP shares a link that unevenly over a push: two resnet20 pushes (1.08
+ * MB) into one server between emulated hosts at 100 Mbit/s, the first was
+ * in at 0.68-0.77 of the time both took (docs/CLUSTER.md). */
+static double fan_in_lag(const sim_step *st, double y, double B) {
+    double P = st->peers, f = st->c->fan_in_share, bw = st->bw;
+    if (P < 2 || f <= 1 / P || y <= 0) return 0;
+    double slow = (1 - f) / (P - 1) * bw; /* each other worker's rate while the first pushes */
+    double first_in = B / (f * bw);
+    double t = y <= slow * first_in ? y / slow : first_in + (y - slow * first_in) * (P - 1) / bw;
+    return fmax(0, t - P * y / bw);
+}
+
 /* Parameter servers for every layer but those marked in sfb[] (fully
  * connected), which broadcast sufficient factors. */
 static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
@@ -271,21 +287,29 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     int half = dt_gc_is_half(c->codec.kind);
     double word = half ? 2 : sizeof(float);
     /* ps_off[i]: layer i's offset among the parameters the servers hold.
-     * srv (3 S): server k's link has every worker's part of the segments so
+     * srv (6 S): server k's link has every worker's part of the segments so
      * far by in[k], its cores have committed them by done[k], its link has
-     * sent them to every worker by out[k]. */
+     * sent them to every worker by out[k]. Since its link last waited for
+     * a segment, a worker's push has put pushed[k] of its bytes in, of
+     * queued[k] it had left then; left[k]: its bytes still to push. */
     size_t *ps_off, ps_total = 0;
     double *srv;
     DT_TRY(dt_alloc_bytes((void **)&ps_off, sizeof *ps_off * (size_t)L, "simulator"));
-    dt_status s = dt_alloc_bytes((void **)&srv, sizeof *srv * 3 * (size_t)S, "simulator");
+    dt_status s = dt_alloc_bytes((void **)&srv, sizeof *srv * 6 * (size_t)S, "simulator");
     if (s != DT_OK) {
         dt_free(ps_off);
         return s;
     }
-    double *in = srv, *done = srv + S, *out = srv + 2 * S;
+    double *in = srv, *done = srv + S, *out = srv + 2 * S, *pushed = srv + 3 * S, *queued = srv + 4 * S,
+           *left = srv + 5 * S;
     for (int i = 0; i < L; i++) {
         ps_off[i] = ps_total;
         if (!sfb[i]) ps_total += p->layers[i].params;
+    }
+    for (int k = 0; k < S; k++) {
+        size_t lo, hi;
+        dt_shard_range(ps_total, S, k, &lo, &hi);
+        left[k] = (double)(hi - lo) * word;
     }
     *fc_sfb = 0;
     /* Under shared cores pushes and factors share the compute's cores as
@@ -322,11 +346,19 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             double bytes = (double)seg * word;
             double start = link_start(st, st->ready[i]);
             double sent = link_send(st, st->ready[i], 0, bytes / st->bw + st->lat, bytes);
-            /* The server's link takes the same part from every worker it serves. */
+            /* The server's link takes the same part from every worker it
+             * serves; a clock's segment is in once the slowest's part is. */
+            if (start >= in[k]) { /* the link waited for this segment: the pushes meet it anew */
+                pushed[k] = 0;
+                queued[k] = left[k];
+            }
+            pushed[k] += bytes;
+            left[k] -= bytes;
             in[k] = fmax(sent, server_link(st, fmax(start, in[k]), served * bytes / st->bw) + st->lat);
+            double lag = st->pass == PASS_CLOCK ? fan_in_lag(st, pushed[k], queued[k]) : 0;
             double part = (double)seg / (double)st->nparams;
             double work = server_work(st, st->pass, served, half, part);
-            done[k] = fmax(in[k], done[k]) + work;
+            done[k] = fmax(in[k] + lag, done[k]) + work;
             out[k] = server_link(st, fmax(done[k], out[k]), served * bytes / st->bw) + st->lat;
             /* With no core to spare (shared cores), the server's rank runs
              * on the workers' cores: its copies of the segment in and out
@@ -536,6 +568,8 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
     if (!(c->kernel_rate >= 0) || !isfinite(c->kernel_rate) || !(c->busy_bandwidth >= 0) ||
         !isfinite(c->busy_bandwidth))
         return dt_fail(DT_ERR_USAGE, "simulate: the kernel rate and the busy bandwidth must be non-negative");
+    if (!(c->fan_in_share >= 0 && c->fan_in_share <= 1))
+        return dt_fail(DT_ERR_USAGE, "simulate: the fan-in share must be within [0, 1]");
     if (!(c->bandwidth > 0) || !(c->latency >= 0) || !(c->fusion_mb >= 0) || !isfinite(c->bandwidth) ||
         !isfinite(c->latency))
         return dt_fail(DT_ERR_USAGE, "simulate: bandwidth must be positive, latency and fusion size "
