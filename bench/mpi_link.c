@@ -161,6 +161,7 @@ static void fan_in_serve(float *buf, double t0, double *t1, double *t2) {
                                      i % FAN_SEGS, MPI_COMM_WORLD, &rq[i]),
                            "MPI_Irecv"));
     *t1 = -1;
+    long sleep_ns = 1000;
     while (pending > 0) {
         int progressed = 0;
         for (int i = 0; i < 2 * FAN_SEGS; i++) {
@@ -180,8 +181,14 @@ static void fan_in_serve(float *buf, double t0, double *t1, double *t2) {
                                              MPI_COMM_WORLD, &sq[v * FAN_SEGS + k]),
                                    "MPI_Isend"));
         }
-        struct timespec ts = {0, 20000};
-        if (!progressed) nanosleep(&ts, NULL);
+        /* As the server polls: a sleep growing from 1 us to 1 ms. */
+        struct timespec ts = {0, sleep_ns};
+        if (progressed) {
+            sleep_ns = 1000;
+        } else {
+            nanosleep(&ts, NULL);
+            if (sleep_ns < 1000000) sleep_ns *= 2;
+        }
     }
     atomic_int calm = 0;
     check(dt_mpi_wait_hurry(sq, 2 * FAN_SEGS, 60, NULL, NULL, "fan-in replies", &calm));
