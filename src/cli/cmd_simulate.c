@@ -238,7 +238,8 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         s = dt_fail(DT_ERR_USAGE, "--threads, --reps and --measure-workers set the measurement; --profile %s "
                     "was measured already", profile_path);
     dt_sim_cfg c = {.servers = servers, .staleness = staleness, .fusion_mb = fusion_mb, .overlap = !no_overlap,
-                    .shared_cores = shared_cores, .fan_in_share = fan_in_share, .factors = sacp ? DT_SFB_AUTO : sfb ? DT_SFB_ALL : DT_SFB_OFF};
+                    .shared_cores = shared_cores, .fan_in_share = fan_in_share,
+                    .factors = sacp ? DT_SFB_AUTO : sfb ? DT_SFB_ALL : DT_SFB_OFF};
     if (s == DT_OK && sfb && sacp) s = dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     if (s == DT_OK) s = dt_sim_parse_bandwidth(bw_arg, "--bandwidth", &c.bandwidth);
     if (s == DT_OK) s = dt_sim_parse_latency(lat_arg, &c.latency);

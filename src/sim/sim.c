@@ -291,7 +291,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
      * far by in[k], its cores have committed them by done[k], its link has
      * sent them to every worker by out[k]. Since its link last waited for
      * a segment, a worker's push has put pushed[k] of its bytes in, of
-     * queued[k] it had left then; left[k]: its bytes still to push. */
+     * queued[k] it had left then; to_push[k]: its bytes still to push. */
     size_t *ps_off, ps_total = 0;
     double *srv;
     DT_TRY(dt_alloc_bytes((void **)&ps_off, sizeof *ps_off * (size_t)L, "simulator"));
@@ -301,7 +301,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
         return s;
     }
     double *in = srv, *done = srv + S, *out = srv + 2 * S, *pushed = srv + 3 * S, *queued = srv + 4 * S,
-           *left = srv + 5 * S;
+           *to_push = srv + 5 * S;
     for (int i = 0; i < L; i++) {
         ps_off[i] = ps_total;
         if (!sfb[i]) ps_total += p->layers[i].params;
@@ -309,7 +309,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     for (int k = 0; k < S; k++) {
         size_t lo, hi;
         dt_shard_range(ps_total, S, k, &lo, &hi);
-        left[k] = (double)(hi - lo) * word;
+        to_push[k] = (double)(hi - lo) * word;
     }
     *fc_sfb = 0;
     /* Under shared cores pushes and factors share the compute's cores as
@@ -350,10 +350,10 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
              * serves; a clock's segment is in once the slowest's part is. */
             if (start >= in[k]) { /* the link waited for this segment: the pushes meet it anew */
                 pushed[k] = 0;
-                queued[k] = left[k];
+                queued[k] = to_push[k];
             }
             pushed[k] += bytes;
-            left[k] -= bytes;
+            to_push[k] -= bytes;
             in[k] = fmax(sent, server_link(st, fmax(start, in[k]), served * bytes / st->bw) + st->lat);
             double lag = st->pass == PASS_CLOCK ? fan_in_lag(st, pushed[k], queued[k]) : 0;
             double part = (double)seg / (double)st->nparams;
