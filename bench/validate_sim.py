@@ -43,7 +43,7 @@ def run(cmd):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, env=ENV).stdout
 
 
-def measure_links(where=('-np', '2'), fan_in_where=('-np', '3')):
+def measure_links(where=('-np', '2'), fan_in_where=('-np', '3', '--oversubscribe', '--bind-to', 'none')):
     """{'allreduce': (bandwidth, latency), 'p2p': (...), both '..._busy'
     (measured with every core busy), both '..._cpu' (the bytes sent plus
     received per second of the machine's cores, as (rate, None)) and
