@@ -287,21 +287,20 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     int half = dt_gc_is_half(c->codec.kind);
     double word = half ? 2 : sizeof(float);
     /* ps_off[i]: layer i's offset among the parameters the servers hold.
-     * srv (6 S): server k's link has every worker's part of the segments so
+     * srv (5 S): server k's link has every worker's part of the segments so
      * far by in[k], its cores have committed them by done[k], its link has
-     * sent them to every worker by out[k]. Since its link last waited for
-     * a segment, a worker's push has put pushed[k] of its bytes in, of
-     * queued[k] it had left then; to_push[k]: its bytes still to push. */
+     * sent them to every worker by out[k]. A worker had queued[k] of its
+     * bytes to push when the link last waited for a segment, and has
+     * to_push[k] left: queued[k] - to_push[k] are in since. */
     size_t *ps_off, ps_total = 0;
     double *srv;
     DT_TRY(dt_alloc_bytes((void **)&ps_off, sizeof *ps_off * (size_t)L, "simulator"));
-    dt_status s = dt_alloc_bytes((void **)&srv, sizeof *srv * 6 * (size_t)S, "simulator");
+    dt_status s = dt_alloc_bytes((void **)&srv, sizeof *srv * 5 * (size_t)S, "simulator");
     if (s != DT_OK) {
         dt_free(ps_off);
         return s;
     }
-    double *in = srv, *done = srv + S, *out = srv + 2 * S, *pushed = srv + 3 * S, *queued = srv + 4 * S,
-           *to_push = srv + 5 * S;
+    double *in = srv, *done = srv + S, *out = srv + 2 * S, *queued = srv + 3 * S, *to_push = srv + 4 * S;
     for (int i = 0; i < L; i++) {
         ps_off[i] = ps_total;
         if (!sfb[i]) ps_total += p->layers[i].params;
@@ -348,14 +347,10 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             double sent = link_send(st, st->ready[i], 0, bytes / st->bw + st->lat, bytes);
             /* The server's link takes the same part from every worker it
              * serves; a clock's segment is in once the slowest's part is. */
-            if (start >= in[k]) { /* the link waited for this segment: the pushes meet it anew */
-                pushed[k] = 0;
-                queued[k] = to_push[k];
-            }
-            pushed[k] += bytes;
+            if (start >= in[k]) queued[k] = to_push[k]; /* the link waited: the pushes meet it anew */
             to_push[k] -= bytes;
             in[k] = fmax(sent, server_link(st, fmax(start, in[k]), served * bytes / st->bw) + st->lat);
-            double lag = st->pass == PASS_CLOCK ? fan_in_lag(st, pushed[k], queued[k]) : 0;
+            double lag = st->pass == PASS_CLOCK ? fan_in_lag(st, queued[k] - to_push[k], queued[k]) : 0;
             double part = (double)seg / (double)st->nparams;
             double work = server_work(st, st->pass, served, half, part);
             done[k] = fmax(in[k] + lag, done[k]) + work;
