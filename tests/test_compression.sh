@@ -3,6 +3,8 @@
 # fp16 stay within a stated distance of serial with the global batch after
 # 25 steps (and do round: they differ from it); every server policy runs
 # with bf16 and a resumed bf16 ps-sync run equals an uninterrupted one;
+# ps-sync's commit (decoding in it, encoding once) equals ps-async's path
+# bit for bit with one worker;
 # top-k with R = 1 sends every
 # value and equals the uncompressed ring bit for bit; bytes per step are
 # the formulas' (ring halved; top-k (P-1) k 8 each way); a top-k run
@@ -41,6 +43,14 @@ train_ckpt ps2_bf16_3 3 "$TMP/net.cfg" --max-steps 3 --batch 8 --mode ps-sync --
 train_ckpt ps2_fp16_3 3 "$TMP/net.cfg" --max-steps 3 --batch 8 --mode ps-sync --grad-compression fp16
 same serial2_3 ps2_bf16_3 $TOL_PS_BF16
 same serial2_3 ps2_fp16_3 $TOL_PS_FP16
+# ps-sync decodes a clock's words in its commit, block by block, and encodes
+# the reply once for every worker; ps-async decodes each segment as it
+# arrives and encodes a reply per worker. With one worker (lr / 1, a sum of
+# one) the two are the same arithmetic: bit for bit, on mlp's layers of
+# many commit blocks (ps_clocked.c).
+train_ckpt ps1_sync_bf16 2 "$SRC/examples/mlp.cfg" --max-steps 5 --batch 16 --mode ps-sync --grad-compression bf16
+train_ckpt ps1_async_bf16 2 "$SRC/examples/mlp.cfg" --max-steps 5 --batch 16 --mode ps-async --grad-compression bf16
+same ps1_sync_bf16 ps1_async_bf16 0
 bytes() { sed -n 's/.*"bytes_per_step":\([0-9]*\).*/\1/p' "$TMP/$1.out"; }
 # small_net: 7334 floats, one bucket; sent + received per step.
 check "ring bytes: 2 x 2 (1/2) 7334 4" test "$(bytes ar2_ring)" = 58672

@@ -30,7 +30,10 @@
  * --grad-compression bf16/fp16: a clock's gradient segments arrive in
  * 16-bit words and are decoded into their fp32 slot as each arrives; its
  * replies are encoded from the shard (a snapshot, in effect) as they are
- * sent. The sums, the shard and the optimiser state stay fp32; pulls, the
+ * sent. ps-sync, where every worker reads the same, decodes in the commit
+ * and encodes once for all, as each segment is committed (ps_clocked.c):
+ * nothing then keeps the server from the sockets while pushes come in.
+ * The sums, the shard and the optimiser state stay fp32; pulls, the
  * start and checkpoints move fp32.
  * All MPI calls are made by the server's main thread; appliers only compute.
  * Waits by polling with a growing sleep, so an idle server takes no core. */
@@ -238,27 +241,33 @@ dt_status ps_send_header(server *sv, int w, long lag, const long *v_read) {
                         "parameter reply (MPI_Isend)");
 }
 
+/* Sends w `count` elements of `type` at data as request `slot` of its
+ * reply, its timeline span from t0 (when the reply's part began). */
+static dt_status send_part(server *sv, int w, const void *data, MPI_Datatype type, size_t count, int slot,
+                           double t0) {
+    int to = world_rank_of(sv, w);
+    DT_TRY(dt_mpi_check(MPI_Isend(data, (int)count, type, to, PS_TAG_PARAM, sv->comm->world,
+                                  &reply_reqs(sv, w)[slot]),
+                        "parameter reply (MPI_Isend)"));
+    double bytes = (double)count * (type == MPI_FLOAT ? sizeof(float) : sizeof(uint16_t));
+    dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_COMM, "reply", t0, dt_now(),
+                     (dt_tl_arg[]){{"worker", to}, {"bytes", bytes}}, 2);
+    return DT_OK;
+}
+
 /* Sends w floats [lo, hi) of src (the shard, or a snapshot of it) as
  * request `slot` of its reply; a clock's reply (clock) goes encoded when
  * the wire is 16-bit. */
 dt_status ps_send_params(server *sv, int w, const float *src, size_t lo, size_t hi, int slot, int clock) {
     double t0 = dt_now();
-    int to = world_rank_of(sv, w);
-    const void *data = src + lo;
-    MPI_Datatype type = MPI_FLOAT;
-    if (clock && sv->wire) {
-        uint16_t *words = sv->wire_reply + (size_t)w * sv->n + lo;
-        dt_half_encode(sv->wire, src + lo, words, hi - lo);
-        data = words;
-        type = MPI_UINT16_T;
-    }
-    DT_TRY(dt_mpi_check(MPI_Isend(data, (int)(hi - lo), type, to, PS_TAG_PARAM, sv->comm->world,
-                                  &reply_reqs(sv, w)[slot]),
-                        "parameter reply (MPI_Isend)"));
-    double bytes = (double)(hi - lo) * (type == MPI_FLOAT ? sizeof(float) : sizeof(uint16_t));
-    dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_COMM, "reply", t0, dt_now(),
-                     (dt_tl_arg[]){{"worker", to}, {"bytes", bytes}}, 2);
-    return DT_OK;
+    if (!clock || !sv->wire) return send_part(sv, w, src + lo, MPI_FLOAT, hi - lo, slot, t0);
+    uint16_t *words = sv->wire_reply + (size_t)w * sv->n + lo;
+    dt_half_encode(sv->wire, src + lo, words, hi - lo);
+    return send_part(sv, w, words, MPI_UINT16_T, hi - lo, slot, t0);
+}
+
+dt_status ps_send_words(server *sv, int w, const uint16_t *words, size_t lo, size_t hi, int slot) {
+    return send_part(sv, w, words + lo, MPI_UINT16_T, hi - lo, slot, dt_now());
 }
 
 /* Sends w a snapshot of the whole shard with its header: a clock's reply
@@ -316,7 +325,7 @@ static dt_status take_segments(server *sv, int w, int *progressed) {
             dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_COMM, "turn", sv->turn_since, dt_now(),
                              (dt_tl_arg[]){{"worker", world_rank_of(sv, w)}, {"segment", k}}, 2);
         }
-        if (sv->wire) {
+        if (sv->wire && !sv->wire_shard) { /* (ps-sync decodes in its commit: ps_clocked.c) */
             size_t lo = sv->seg_lo[k];
             dt_half_decode(sv->wire, sv->wire_recv + (size_t)w * sv->n + lo, slot_of(sv, w, sv->wclock[w]) + lo,
                            sv->seg_hi[k] - lo);
@@ -437,7 +446,10 @@ static dt_status setup(server *sv) {
     sv->wire = dt_gc_is_half(sv->cfg->codec.kind) ? sv->cfg->codec.kind : DT_GC_NONE;
     if (sv->wire) {
         DT_TRY(dt_alloc_bytes((void **)&sv->wire_recv, wn * sizeof(uint16_t), "server gradients"));
-        DT_TRY(dt_alloc_bytes((void **)&sv->wire_reply, wn * sizeof(uint16_t), "server replies"));
+        if (sv->clocked && sv->staleness == 0)
+            DT_TRY(dt_alloc_bytes((void **)&sv->wire_shard, sv->n * sizeof(uint16_t), "server replies"));
+        else
+            DT_TRY(dt_alloc_bytes((void **)&sv->wire_reply, wn * sizeof(uint16_t), "server replies"));
     }
     DT_TRY(dt_alloc_floats(&sv->lr, W * S, "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->hdr, W * (size_t)sv->hdr_len * sizeof(double), "server"));
@@ -505,7 +517,7 @@ static void teardown(server *sv) {
                     sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,
                     sv->slot_busy, sv->post_pending, sv->grad_posted, sv->seg_lo, sv->seg_hi, sv->seg_done,
                     sv->seg_posted, sv->seg_lr, sv->seg_lag, sv->seg_version, sv->seg_committed, sv->seg_sent,
-                    sv->wire_recv, sv->wire_reply};
+                    sv->wire_recv, sv->wire_reply, sv->wire_shard};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dt_free(bufs[i]);
 }
 

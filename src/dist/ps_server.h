@@ -66,7 +66,9 @@ struct server {
     float *reply;            /* (W, n) snapshot being sent to each worker */
     dt_gc_kind wire;         /* bf16/fp16: a clock's messages in 16-bit words; else DT_GC_NONE */
     uint16_t *wire_recv;     /* wire: (W, n) w's gradient segments as they arrive */
-    uint16_t *wire_reply;    /* wire: (W, n) w's reply, encoded */
+    uint16_t *wire_reply;    /* wire, out of step: (W, n) w's reply, encoded from its snapshot */
+    uint16_t *wire_shard;    /* wire, ps-sync: (n) the shard as committed, encoded once for every worker;
+                              * a clock's gradients stay in wire_recv until its commit decodes them */
     int hdr_len;             /* PS_HDR_LEN + nseg */
     double *hdr;             /* (W, hdr_len) reply headers */
     double (*ctrl)[PS_CTRL_LEN]; /* (W) control receive buffers */
@@ -135,13 +137,15 @@ static inline MPI_Request *reply_reqs(const server *sv, int w) {
  * w's previous reply; sending w its header (w's next gradient is computed
  * on version *v_read, NULL: this header's), floats [lo, hi) of src as
  * request `slot` of its reply (clock: a clock's reply, 16-bit on a 16-bit
- * wire), or a snapshot of the whole shard with its header. */
+ * wire), words [lo, hi) already encoded (ps-sync's wire_shard), or a
+ * snapshot of the whole shard with its header. */
 void ps_apply(server *sv, float lr, long t, const float *g, size_t lo, size_t hi);
 const float *ps_take_snapshot(server *sv, int w, size_t lo, size_t hi);
 long ps_current_version(server *sv);
 dt_status ps_wait_replies(server *sv, int w);
 dt_status ps_send_header(server *sv, int w, long lag, const long *v_read);
 dt_status ps_send_params(server *sv, int w, const float *src, size_t lo, size_t hi, int slot, int clock);
+dt_status ps_send_words(server *sv, int w, const uint16_t *words, size_t lo, size_t hi, int slot);
 dt_status ps_reply(server *sv, int w, long lag, int clock);
 
 /* ps_immediate.c: the step of a gradient of lag `lag` in the asynchronous
