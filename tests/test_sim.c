@@ -109,27 +109,27 @@ static void test_ps_by_hand(void) {
     dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 2);
     /* Segment by segment (a layer each). Worker link: L1 (5 MB) 13..17.02
      * ms, L0 (1 MB) 33..33.82. The server's link takes both workers' copies
-     * of L1 by 13 + 8.02 = 21.02; it commits them (2 sums, the average and
-     * 2 reply copies, 2 ms each, and the update, 3 ms: 13 ms for the whole
-     * shard, 5/6 of it for L1) by 31.8533 and sends them to both workers
-     * (+ 8.02) by 39.8733. L0 is in by 33 + 1.62 = 34.62, committed (13/6
-     * ms) by 36.7867, sent (+ 1.62) once L1's replies are out: 41.4933
-     * (the worker's own receives, 4.02 and 0.82 ms, fit). */
+     * of L1 by 13 + 8.02 = 21.02; it commits them (2 sums and the
+     * average, 2 ms each, and the update, 3 ms: 9 ms for the whole shard,
+     * 5/6 of it for L1; the replies go from the shard) by 28.52 and sends
+     * them to both workers (+ 8.02) by 36.54. L0 is in by 33 + 1.62 =
+     * 34.62, committed (9/6 ms) by 36.12, sent (+ 1.62) once L1's replies
+     * are out: 38.16 (the worker's own receives, 4.02 and 0.82 ms, fit). */
     dt_sim_result r;
     CHECK_OK(dt_sim_run(&r, p, &c));
-    CHECK_CLOSE(r.step_s, 0.0414933333, 1e-10, 0);
+    CHECK_CLOSE(r.step_s, 0.03816, 1e-10, 0);
     CHECK_CLOSE(r.compute_s, 0.033, 1e-12, 1e-12); /* the update runs on the server */
     CHECK_CLOSE(r.bytes_sent, 6e6, 1e-6, 0);
     double one_server = r.step_s;
     /* bf16: 2-byte words. Worker link: L1 13..15.02, L0 33..33.42; the
-     * server's: L1 in by 17.02, committed with 2 decodes more (7 x 2 ms and
-     * the update: 17 ms, 5/6 of it) by 31.1867, sent (+ 4.02) by 35.2067;
-     * L0 in by 33.82, committed (17/6 ms) by 36.6533, sent (+ 0.82) by
-     * 37.4733; then the worker's encode and decode passes (2 x 2 ms):
-     * 41.4733. */
+     * server's: L1 in by 17.02, committed with the reply encoded once (4 x
+     * 2 ms and the update: 11 ms, 5/6 of it) by 26.1867, sent (+ 4.02) by
+     * 30.2067; L0 in by 33.82, committed (11/6 ms) by 35.6533, sent (+
+     * 0.82) by 36.4733; then the worker's encode and decode passes (2 x 2
+     * ms): 40.4733. */
     c.codec = (dt_grad_codec){DT_GC_BF16, 0};
     CHECK_OK(dt_sim_run(&r, p, &c));
-    CHECK_CLOSE(r.step_s, 0.0414733333, 1e-10, 0);
+    CHECK_CLOSE(r.step_s, 0.0404733333, 1e-10, 0);
     CHECK_CLOSE(r.compute_s, 0.037, 1e-12, 1e-12);
     CHECK_CLOSE(r.bytes_sent, 3e6, 1e-6, 0);
     c.codec = (dt_grad_codec){DT_GC_NONE, 0};
@@ -210,17 +210,17 @@ static void test_async_small_segments(void) {
  * link's (ms): L1 ready at 13, on the worker's link at half speed by 13 +
  * 8.04 = 21.04; the server's link takes both workers' 10 MB (8 ms at full
  * speed) by 13 + 16 + 0.02 = 29.02, which leaves 3.98 ms of backward, so
- * its commit (13 ms for the shard, 5/6 of it: 10.8333) takes 1.99 from
- * each compute thread: backward ends at 34.99. The commit ends at 39.8533
- * and the replies (8 ms, backward over) at 47.8733. L0 goes at 34.99,
- * after backward: on the worker's link by 35.81, on the server's by 36.61,
- * committed (2.1667) by 42.02, its replies after L1's: 49.4933. */
+ * its commit (9 ms for the shard, 5/6 of it: 7.5) takes 1.99 from each
+ * compute thread: backward ends at 34.99. The commit ends at 36.52 and
+ * the replies (8 ms, backward over) at 44.54. L0 goes at 34.99, after
+ * backward: on the worker's link by 35.81, on the server's by 36.61,
+ * committed (1.5) by 38.11, its replies after L1's: 46.16. */
 static void test_server_link_busy(void) {
     dt_profile *p = two_layers(0.002);
     dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 2);
     c.shared_cores = 2;
     c.busy_bandwidth = GBPS10 / 2;
-    CHECK_CLOSE(step(p, &c), 0.0494933333, 1e-10, 0);
+    CHECK_CLOSE(step(p, &c), 0.04616, 1e-10, 0);
 }
 
 /* Two workers pushing at once share the server's link unevenly: the first
@@ -228,26 +228,26 @@ static void test_server_link_busy(void) {
  * A clock commits a segment once the slower's part is in. two_layers,
  * ps-sync, 2 workers (ms): L1 (5 MB of each worker's 6) is ready at 13 on
  * an idle link, so both pushes meet there. Shared evenly, the slower has
- * its 5 MB in 8 ms later (test_ps_by_hand: in by 21.02, the step 41.4933).
+ * its 5 MB in 8 ms later (test_ps_by_hand: in by 21.02, the step 38.16).
  * With f = 0.75 the first's 6 MB are in at 6.4 ms, when the slower has 2
  * MB; its other 3 take 2.4 ms at the link's rate: 8.8, so L1 commits 0.8
- * later and its replies hold L0's back as long: 42.2933 (past the crossing
+ * later and its replies hold L0's back as long: 38.96 (past the crossing
  * (1 - f) / f of 6 MB, any f gives (6 + 5) / 1.25 = 8.8). With f = 0.52
  * the slower reaches 5 MB before the first's push is in, at 0.48 of the
- * link: 8.3333, 0.3333 late: 41.8267. L0, ready at 33 when the link is
+ * link: 8.3333, 0.3333 late: 38.4933. L0, ready at 33 when the link is
  * idle again, is a push of its own, all of it (1 MB): no lag. ps-async
  * commits each worker's segment alone and waits for no slower one. */
 static void test_fan_in_share(void) {
     dt_profile *p = two_layers(0.002);
     dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 2);
     double even = step(p, &c);
-    CHECK_CLOSE(even, 0.0414933333, 1e-10, 0);
+    CHECK_CLOSE(even, 0.03816, 1e-10, 0);
     c.fan_in_share = 0.5;
     CHECK_CLOSE(step(p, &c), even, 1e-12, 0);
     c.fan_in_share = 0.75;
-    CHECK_CLOSE(step(p, &c), 0.0422933333, 1e-10, 0);
+    CHECK_CLOSE(step(p, &c), 0.03896, 1e-10, 0);
     c.fan_in_share = 0.52;
-    CHECK_CLOSE(step(p, &c), 0.0418266667, 1e-10, 0);
+    CHECK_CLOSE(step(p, &c), 0.0384933333, 1e-10, 0);
     c.mode = DT_SIM_PS_ASYNC;
     c.fan_in_share = 0;
     double async_even = step(p, &c);
@@ -310,13 +310,13 @@ static void test_sfb_by_hand(void) {
      * Poseidon's byte rule's PS 160 kB, but the one server's link takes
      * 100 x 80.4 kB each way and the server sums 100 gradients:
      * ps-sync: the pushes arrive by 33 + 100 x 0.06432 + 0.02 = 39.452 ms;
-     * 201 sums and copies (2 ms each) and the update (3 ms): 444.452; the
-     * replies: + 0.02 + 6.432 = 450.904 ms.
+     * 100 sums and the average (2 ms each) and the update (3 ms): 244.452;
+     * the replies: + 0.02 + 6.432 = 250.904 ms.
      * sfb: 99 x (9.6 + 20) us of factors after backward, then the rebuild,
      * 99 x 2 x 10 x 100 x 200 flops = 39.6 ms, and the update: 78.5304 ms. */
     c.nodes = 100;
     c.mode = DT_SIM_PS_SYNC;
-    CHECK_CLOSE(step(prof, &c), 0.450904, 1e-12, 1e-12);
+    CHECK_CLOSE(step(prof, &c), 0.250904, 1e-12, 1e-12);
     c.mode = DT_SIM_SFB;
     CHECK_CLOSE(step(prof, &c), 0.0785304, 1e-12, 1e-12);
     CHECK(dt_sim_sfb_bytes(100, 200, 10, 100) > dt_sim_ps_bytes(100, 200)); /* the byte rule: PS */
@@ -329,15 +329,15 @@ static void test_sfb_by_hand(void) {
     /* 100 servers of 201 floats each: a worker sends 100 messages of 804 B
      * (20.6432 us each) from 33 ms; the last server has its parts from the
      * 100 workers at 33 + 99 x 0.0206432 + 0.08432 ms, applies them in
-     * 4.05 ms and replies in 0.02 + 0.06432 ms: 39.2623168 ms. The server
+     * 2.05 ms and replies in 0.02 + 0.06432 ms: 37.2623168 ms. The server
      * path wins now. */
     c.servers = 100;
     c.mode = DT_SIM_PS_SYNC;
-    CHECK_CLOSE(step(prof, &c), 0.0392623168, 1e-12, 1e-12);
+    CHECK_CLOSE(step(prof, &c), 0.0372623168, 1e-12, 1e-12);
     c.mode = DT_SIM_SACP;
     CHECK_OK(dt_sim_run(&r, prof, &c));
     CHECK(r.fc_sfb == 0);
-    CHECK_CLOSE(r.step_s, 0.0392623168, 1e-12, 1e-12);
+    CHECK_CLOSE(r.step_s, 0.0372623168, 1e-12, 1e-12);
     CHECK_CLOSE(r.bytes_sent, (100 * 200 + 100) * 4, 1e-9, 0);
 }
 
@@ -470,18 +470,18 @@ static void test_sacp_cnn(void) {
             CHECK(r.fc_sfb == 1);
             CHECK_CLOSE(r.bytes_sent, (P - 1) * 64 * (1024 + 3136) * 4 + (832 + 51264 + 10250) * 4, 1e-6, 0);
         }
-    /* 1 Gbit/s, 16 and 32 nodes: ps-sync 3366.37 and 6702.49 ms, sfb 282.68
+    /* 1 Gbit/s, 16 and 32 nodes: ps-sync 3357.50 and 6684.75 ms, sfb 282.68
      * and 558.88, sacp 258.80 and 500.80. The 2-node choice is the byte
      * rule's: 62.95 ms, 1.3143 MB. */
     dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 16);
     c.bandwidth = GBPS10 / 10;
-    CHECK_CLOSE(step(p, &c) * 1e3, 3366.3681, 1e-4, 0);
+    CHECK_CLOSE(step(p, &c) * 1e3, 3357.4961, 1e-4, 0);
     c.mode = DT_SIM_SFB;
     CHECK_CLOSE(step(p, &c) * 1e3, 282.6776, 1e-4, 0);
     c.nodes = 32;
     CHECK_CLOSE(step(p, &c) * 1e3, 558.8755, 1e-4, 0);
     c.mode = DT_SIM_PS_SYNC;
-    CHECK_CLOSE(step(p, &c) * 1e3, 6702.4924, 1e-4, 0);
+    CHECK_CLOSE(step(p, &c) * 1e3, 6684.7486, 1e-4, 0);
     CHECK(dt_sim_sfb_bytes(1024, 3136, 64, 16) > dt_sim_ps_bytes(1024, 3136));
     CHECK(dt_sim_sfb_bytes(1024, 3136, 64, 2) < dt_sim_ps_bytes(1024, 3136));
     CHECK(dt_sim_sfb_bytes(10, 1024, 64, 2) > dt_sim_ps_bytes(10, 1024));
@@ -489,9 +489,9 @@ static void test_sacp_cnn(void) {
     /* With 16 servers on 32 workers at 10 Gbit/s each server's link carries
      * 32 x 13.1 / 16 MB each way (21 ms), far less than the fc1024's rebuild
      * from 31 peers (204 ms): the fc1024 goes through the servers, as in
-     * ps-sync (85.28 ms; sfb 263.10). The fc10's factors (8.5 MB from 31
+     * ps-sync (84.15 ms; sfb 263.10). The fc10's factors (8.5 MB from 31
      * peers on the worker's link, a 40 MFLOP rebuild) come in while the
-     * servers still commit the other segments: 85.15 ms. */
+     * servers still commit the other segments: 84.02 ms. */
     c = cfg(DT_SIM_SACP, 32);
     c.servers = 16;
     dt_sim_result r;
@@ -500,8 +500,8 @@ static void test_sacp_cnn(void) {
     CHECK(r.fc_sfb == 1);
     CHECK_CLOSE(r.bytes_sent, 31.0 * 64 * (10 + 1024) * 4 + (832 + 51264 + 1024 * 3136 + 1024) * 4, 1e-6, 0);
     c.mode = DT_SIM_PS_SYNC;
-    CHECK_CLOSE(step(p, &c) * 1e3, 85.2830, 1e-4, 0);
-    CHECK_CLOSE(r.step_s * 1e3, 85.1464, 1e-4, 0);
+    CHECK_CLOSE(step(p, &c) * 1e3, 84.1525, 1e-4, 0);
+    CHECK_CLOSE(r.step_s * 1e3, 84.0194, 1e-4, 0);
 }
 
 /* More than 8 fully connected layers: sacp descends from the faster of

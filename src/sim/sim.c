@@ -25,11 +25,12 @@ double dt_sim_ps_bytes(int m, int n) { return 2.0 * m * n * 4; }
 double dt_sim_sfb_bytes(int m, int n, int k, int p) { return 2.0 * k * (p - 1) * ((double)m + n) * 4; }
 
 /* What a server does with a worker's push before its reply: the clock of
- * every worker served (sum, average, update, a snapshot each: ps-sync),
- * that gradient alone (an update and a snapshot: ps-async), or a snapshot
- * of the shard as it is (ps-ssp with staleness: the clock is applied once
- * every worker's is in, which the reply need not wait for). */
-typedef enum { PASS_CLOCK, PASS_APPLY, PASS_SNAPSHOT } server_pass;
+ * every worker served (sum, average, update: ps-sync), that gradient alone
+ * (an update and a snapshot: ps-async), or a snapshot of the shard as it
+ * is (ps-ssp with staleness: the clock is applied once every worker's is
+ * in, which the reply need not wait for, and each worker's reply is a
+ * snapshot of its own: PASS_CLOCK is that commit's work). */
+typedef enum { PASS_SYNC, PASS_CLOCK, PASS_APPLY, PASS_SNAPSHOT } server_pass;
 
 /* One worker's step in flight. Times are seconds from the step's start. */
 typedef struct {
@@ -245,17 +246,23 @@ static size_t segment_params(size_t off, size_t n, size_t lo, size_t hi) {
 }
 
 /* Seconds a server's cores spend on `served` workers' pushes for a shard
- * that is `share` of the parameters, as `pass`: a clock is summing,
- * averaging and a reply snapshot per worker (2 served + 1 passes at the sum
- * rate, decoding served more in 16-bit words) and one update; applied
- * straight, each gradient is one update and one snapshot (and its
- * decoding); a snapshot alone is one pass each. */
+ * that is `share` of the parameters, as `pass`: ps-sync's clock is summing
+ * and averaging (served + 1 passes at the sum rate; in 16-bit words the sum
+ * decodes as it adds) and one update, its reply going straight from the
+ * shard (in 16-bit words encoded once for every worker: one pass more);
+ * ps-ssp's is that with a reply snapshot per worker and, in 16-bit words,
+ * each gradient decoded as it arrives (2 served + 1 passes, served more);
+ * applied straight, each gradient is one update and one snapshot (and its
+ * decoding); a snapshot alone is one pass each (ps_clocked.c,
+ * ps_immediate.c). */
 static double server_work(const sim_step *st, server_pass pass, double served, int half, double share) {
     const dt_profile *p = st->p;
-    double work = pass == PASS_APPLY      ? served * ((1 + half) * p->sum_s + p->update_s)
-                  : pass == PASS_SNAPSHOT ? served * p->sum_s
-                                          : (2 * served + 1 + (half ? served : 0)) * p->sum_s + p->update_s;
-    return work * share * st->scale;
+    double passes = pass == PASS_SYNC     ? served + 1 + half
+                    : pass == PASS_CLOCK  ? 2 * served + 1 + (half ? served : 0)
+                    : pass == PASS_APPLY  ? served * (1 + half)
+                                          : served;
+    double updates = pass == PASS_APPLY ? served : pass == PASS_SNAPSHOT ? 0 : 1;
+    return (passes * p->sum_s + updates * p->update_s) * share * st->scale;
 }
 
 /* How much later than an even share the slowest of the P workers pushing
@@ -281,9 +288,9 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     const dt_sim_cfg *c = st->c;
     int L = p->nlayers, S = c->servers;
     double scale = st->scale, served = st->peers;
-    /* bf16/fp16: pushes and replies in 16-bit words; a server decodes P
-     * gradients (its reply encodes take the snapshots' place), a worker
-     * encodes its gradient and decodes the parameters: a pass each. */
+    /* bf16/fp16: pushes and replies in 16-bit words; a server decodes the
+     * gradients and encodes its replies (server_work), a worker encodes its
+     * gradient and decodes the parameters: a pass each. */
     int half = dt_gc_is_half(c->codec.kind);
     double word = half ? 2 : sizeof(float);
     /* ps_off[i]: layer i's offset among the parameters the servers hold.
@@ -333,9 +340,9 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             continue;
         }
         /* The layer's part in each shard is a segment (ps_server.c): the
-         * server commits it once every worker's is in (summing, averaging,
-         * an update and a reply snapshot per worker, as server_work prices
-         * a shard) and sends it back at once, while later segments still
+         * server commits it once every worker's is in (summing, averaging
+         * and an update, as server_work prices a shard) and sends it back
+         * at once, while later segments still
          * come in: the links' two directions run side by side. */
         for (int k = 0; k < S; k++) {
             size_t lo, hi;
@@ -350,7 +357,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             if (start >= in[k]) queued[k] = to_push[k]; /* the link waited: the pushes meet it anew */
             to_push[k] -= bytes;
             in[k] = fmax(sent, server_link(st, fmax(start, in[k]), served * bytes / st->bw) + st->lat);
-            double lag = st->pass == PASS_CLOCK ? fan_in_lag(st, queued[k] - to_push[k], queued[k]) : 0;
+            double lag = st->pass == PASS_SYNC ? fan_in_lag(st, queued[k] - to_push[k], queued[k]) : 0;
             double part = (double)seg / (double)st->nparams;
             double work = server_work(st, st->pass, served, half, part);
             done[k] = fmax(in[k] + lag, done[k]) + work;
@@ -579,7 +586,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
             return dt_fail(DT_ERR_USAGE,
                            "simulate: the profile has fully connected layers but no GEMM rate");
     sim_step st = {.p = p, .c = c, .scale = 1, .straggler = 1, .bw = c->bandwidth, .lat = c->latency,
-                   .peers = c->nodes, .pass = PASS_CLOCK};
+                   .peers = c->nodes, .pass = PASS_SYNC};
     double want = (double)c->nodes * p->threads;
     if (c->shared_cores && want > c->shared_cores) {
         /* One machine's cores, all computing: each worker gets its share,
