@@ -42,7 +42,7 @@ static dt_profile *two_layers(double sum_s) {
 
 static dt_sim_cfg cfg(dt_sim_mode mode, int nodes) {
     dt_sim_cfg c = {.mode = mode, .nodes = nodes, .servers = 1, .bandwidth = GBPS10, .latency = 20e-6,
-                    .fusion_mb = 4, .overlap = 1};
+                    .fusion_mb = 4, .overlap = 1, .server_nice = 19};
     return c;
 }
 
@@ -204,23 +204,31 @@ static void test_async_small_segments(void) {
     CHECK_CLOSE(step(p, &c), 0.0376533333, 1e-10, 0);
 }
 
-/* The server's link moves at the busy bandwidth while the workers compute.
- * two_layers, ps-sync, 2 workers x 1 thread on 2 shared cores (their
- * communication threads have no core: share 2), busy bandwidth half the
- * link's (ms): L1 ready at 13, on the worker's link at half speed by 13 +
- * 8.04 = 21.04; the server's link takes both workers' 10 MB (8 ms at full
- * speed) by 13 + 16 + 0.02 = 29.02, which leaves 3.98 ms of backward, so
- * its commit (9 ms for the shard, 5/6 of it: 7.5) takes 1.99 from each
- * compute thread: backward ends at 34.99. The commit ends at 36.52 and
- * the replies (8 ms, backward over) at 44.54. L0 goes at 34.99, after
- * backward: on the worker's link by 35.81, on the server's by 36.61,
- * committed (1.5) by 38.11, its replies after L1's: 46.16. */
+/* The server's link moves at the busy bandwidth while the workers compute,
+ * and the server's commit at its nice value's share of a core. two_layers,
+ * ps-sync, 2 workers x 1 thread on 2 shared cores (their communication
+ * threads have no core: share 2), busy bandwidth half the link's (ms): L1
+ * ready at 13, on the worker's link at half speed by 13 + 8.04 = 21.04;
+ * the server's link takes both workers' 10 MB (8 ms at full speed) by 13 +
+ * 16 + 0.02 = 29.02, which leaves 3.98 ms of backward. Its commit (9 ms
+ * for the shard, 5/6 of it: 7.5) gets 15 / 1039 of a core meanwhile (nice
+ * 19: 0.0574591 ms of it, taken from the compute, half from each thread:
+ * backward ends at 33.0287296), the rest once backward is over: it ends
+ * at 29.02 + 3.98 + 7.4425409 = 40.4425409, the replies (8 ms) at
+ * 48.4625409. L0 goes at 33.0287296, after backward: on the worker's link
+ * by 33.8487296, on the server's by 34.6487296, committed (1.5) after
+ * L1's, by 41.9425409, its replies after L1's: 50.0825409. At nice 0 the
+ * commit gets half a core beside the compute: 1.99 ms of it by 33 (the
+ * compute loses 0.995), it ends at 38.51, its replies at 46.53; L0 goes at
+ * 33.995, is in by 35.615, committed by 40.01, back by 48.15. */
 static void test_server_link_busy(void) {
     dt_profile *p = two_layers(0.002);
     dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 2);
     c.shared_cores = 2;
     c.busy_bandwidth = GBPS10 / 2;
-    CHECK_CLOSE(step(p, &c), 0.04616, 1e-10, 0);
+    CHECK_CLOSE(step(p, &c), 0.0500825409, 1e-10, 0);
+    c.server_nice = 0;
+    CHECK_CLOSE(step(p, &c), 0.04815, 1e-10, 0);
 }
 
 /* Two workers pushing at once share the server's link unevenly: the first
@@ -733,6 +741,11 @@ static void test_bad_config(void) {
     c.fan_in_share = NAN;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
     c.fan_in_share = 0;
+    c.server_nice = 20;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "nice value (20)"));
+    c.server_nice = -1;
+    CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "nice value (-1)"));
+    c.server_nice = 19;
     p->gemm_gflops = 0; /* the SFB rebuild's rate */
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE && strstr(dt_last_error(), "GEMM"));
 }

@@ -18,6 +18,7 @@ expect 2 "\-\-kernel-rate prices .* needs \-\-shared-cores" -- "$DTRAIN" simulat
 expect 2 "\-\-busy-bandwidth is .* it needs \-\-shared-cores" -- "$DTRAIN" simulate "$M" --busy-bandwidth 1Gbps
 expect 2 "\-\-busy-bandwidth: 'fast' is not a bandwidth" -- "$DTRAIN" simulate "$M" --shared-cores 2 --busy-bandwidth fast
 expect 2 "\-\-fan-in-share: 2 is out of range \[0, 1\]" -- "$DTRAIN" simulate "$M" --fan-in-share 2
+expect 2 "\-\-server-nice: 20 is out of range \[0, 19\]" -- "$DTRAIN" simulate "$M" --server-nice 20
 expect 2 "\-\-nodes: '0' is not a node count" -- "$DTRAIN" simulate "$M" --nodes 0,2
 expect 2 "\-\-nodes: 'x' is not a node count" -- "$DTRAIN" simulate "$M" --nodes 1,x
 expect 2 "\-\-nodes: bad list '1,,2'" -- "$DTRAIN" simulate "$M" --nodes 1,,2
@@ -76,6 +77,16 @@ check "simulate --sacp: cnn's fc1024 by factors, fewer bytes, a shorter step at 
 import json; r=json.load(open('$TMP/ring.jsonl')); s=json.load(open('$TMP/sacp.jsonl'))
 assert (r['factors'], r['fc_sfb'], s['factors'], s['fc_sfb']) == ('none', 0, 'sacp', 1), (r, s)
 assert s['mb_sent'] < r['mb_sent'] / 5 and s['step_ms'] < r['step_ms'], (r, s)"
+# --server-nice reaches the model (test_sim has the arithmetic): on shared
+# cores a server at nice 0 commits cnn's fc1024 beside the compute at half a
+# core, at nice 19 (the default) hardly before backward is over.
+NICE=(--profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes ps-sync --shared-cores 2 --busy-bandwidth 5Gbps
+      --grad-compression bf16 --json)
+"$DTRAIN" simulate "${NICE[@]}" > "$TMP/nice19.jsonl" && "$DTRAIN" simulate "${NICE[@]}" --server-nice 0 \
+    > "$TMP/nice0.jsonl"
+check "simulate --server-nice 0: the commit beside the compute, a shorter step" /usr/bin/python3 -c "
+import json; a=json.load(open('$TMP/nice0.jsonl')); b=json.load(open('$TMP/nice19.jsonl'))
+assert a['step_ms'] < b['step_ms'] - 1, (a, b)"
 expect 2 "\-\-sfb and --sacp exclude each other" -- "$DTRAIN" simulate "$M" --modes allreduce --sfb --sacp
 expect 2 "\-\-sacp applies to allreduce, which --modes ps-sync,sacp leaves out" -- "$DTRAIN" simulate "$M" \
     --modes ps-sync,sacp --sacp

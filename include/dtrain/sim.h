@@ -178,6 +178,10 @@ typedef struct {
                               evenly (bench/mpi_link with 3 ranks measures it for two); a
                               synchronous clock commits each segment when the slowest's part is
                               in. At most 1 / P (0 too): an even share */
+    int server_nice;       /* the servers' nice value, 0-19, as dtrain train --server-nice (its
+                              default is 19): with shared_cores and no core to spare, a server's
+                              work while the workers compute gets the share of a core the
+                              kernel gives that value beside them */
 } dt_sim_cfg;
 
 typedef struct {

@@ -58,6 +58,10 @@ static const char simulate_usage[] =
     "                        share the rest evenly; measure it with bench/mpi_link on 3\n"
     "                        ranks): a synchronous clock waits for the slowest (default:\n"
     "                        an even share)\n"
+    "  --server-nice N       the servers' nice value, as dtrain train's (0-19, default 19):\n"
+    "                        with --shared-cores and no core to spare, a server's work while\n"
+    "                        the workers compute gets the share of a core the kernel gives\n"
+    "                        that value beside them (19: 15/1039)\n"
     "  --json                one JSON object per prediction instead of the table\n";
 
 /* Calls item() for each entry of a comma-separated list. */
@@ -197,7 +201,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL, *compression = "none";
     const char *kernel_arg = NULL, *busy_arg = NULL;
     int batch = 0, servers = 1, staleness = 3, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0,
-        sfb = 0, sacp = 0, help = 0, measure_workers = 0;
+        sfb = 0, sacp = 0, help = 0, measure_workers = 0, server_nice = 19;
     double fusion_mb = 4, fan_in_share = 0;
     cli_flag flags[] = {
         {"--nodes", ARG_STR, &nodes_arg, 0, 0, 0},
@@ -220,6 +224,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         {"--kernel-rate", ARG_STR, &kernel_arg, 0, 0, 0},
         {"--busy-bandwidth", ARG_STR, &busy_arg, 0, 0, 0},
         {"--fan-in-share", ARG_DOUBLE, &fan_in_share, 0, 1, 0},
+        {"--server-nice", ARG_INT, &server_nice, 0, 19, 0},
         {"--json", ARG_FLAG, &json, 0, 0, 0},
         {"--help", ARG_FLAG, &help, 0, 0, 0},
     };
@@ -238,7 +243,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         s = dt_fail(DT_ERR_USAGE, "--threads, --reps and --measure-workers set the measurement; --profile %s "
                     "was measured already", profile_path);
     dt_sim_cfg c = {.servers = servers, .staleness = staleness, .fusion_mb = fusion_mb, .overlap = !no_overlap,
-                    .shared_cores = shared_cores, .fan_in_share = fan_in_share,
+                    .shared_cores = shared_cores, .fan_in_share = fan_in_share, .server_nice = server_nice,
                     .factors = sacp ? DT_SFB_AUTO : sfb ? DT_SFB_ALL : DT_SFB_OFF};
     if (s == DT_OK && sfb && sacp) s = dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     if (s == DT_OK) s = dt_sim_parse_bandwidth(bw_arg, "--bandwidth", &c.bandwidth);

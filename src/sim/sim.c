@@ -265,6 +265,28 @@ static double server_work(const sim_step *st, server_pass pass, double served, i
     return (passes * p->sum_s + updates * p->update_s) * share * st->scale;
 }
 
+/* The kernel's CFS weights of nice 0..19 (sched_prio_to_weight): runnable
+ * threads on one core share it in proportion to their weights. */
+static const double nice_weight[20] = {1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
+                                       110,  87,  70,  56,  45,  36,  29,  23,  18,  15};
+
+/* When a server's commit of `work` seconds, from `begin`, ends on shared
+ * cores with none to spare: while the workers still compute (scale nice-0
+ * compute threads on every core) its thread gets w / (w + 1024 scale) of
+ * a core, w its nice value's weight, and a core after. At dtrain's nice 19
+ * that is 15 / 1039: a timeline of cnn's ps-sync (bf16, unshaped, between
+ * emulated hosts) had the fc1024's pushes in during the conv layers'
+ * backward and its commit (6-8 ms) begin once backward was over, while
+ * resnet20's commits of 0.1 ms go on beside the compute (docs/CLUSTER.md).
+ * *used: the core time it took from the compute meanwhile. */
+static double commit_end(const sim_step *st, double begin, double work, double *used) {
+    double w = nice_weight[st->c->server_nice], share = w / (w + 1024 * st->scale);
+    double during = st->bwd_end + st->stolen - begin, can = during * share;
+    *used = during > 0 ? fmin(work, can) : 0;
+    if (during <= 0) return begin + work;
+    return can >= work ? begin + work / share : begin + during + (work - can);
+}
+
 /* How much later than an even share the slowest of the P workers pushing
  * at once into a server's link has y of its bytes in, when the first takes
  * fan_in_share f of the link until its B bytes are in and the others share
@@ -360,16 +382,18 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             double lag = st->pass == PASS_SYNC ? fan_in_lag(st, queued[k] - to_push[k], queued[k]) : 0;
             double part = (double)seg / (double)st->nparams;
             double work = server_work(st, st->pass, served, half, part);
-            done[k] = fmax(in[k] + lag, done[k]) + work;
-            out[k] = server_link(st, fmax(done[k], out[k]), served * bytes / st->bw) + st->lat;
             /* With no core to spare (shared cores), the server's rank runs
-             * on the workers' cores: its copies of the segment in and out
-             * (every worker's) and its commit, where they fall while the
-             * workers still compute, take that time from the C cores, 1/C
-             * from each compute thread. */
+             * on the workers' cores: its commit at its nice value's share
+             * while they compute (commit_end), its copies of the segment in
+             * and out (every worker's) and the core time its commit takes
+             * while they compute are taken from the C cores, 1/C from each
+             * compute thread. */
+            double begin = fmax(in[k] + lag, done[k]), used = 0;
+            done[k] = st->share > 1 ? commit_end(st, begin, work, &used) : begin + work;
+            out[k] = server_link(st, fmax(done[k], out[k]), served * bytes / st->bw) + st->lat;
             double left = st->bwd_end + st->stolen - in[k];
             if (st->share > 1 && left > 0)
-                st->stolen += fmin(2 * served * bytes * st->kernel_s_per_byte + work, left) / c->shared_cores;
+                st->stolen += fmin(2 * served * bytes * st->kernel_s_per_byte + used, left) / c->shared_cores;
             got = fmax(out[k], got + bytes / st->bw + st->lat);
             st->bytes_sent += bytes;
             st->link_busy += bytes / st->bw;
@@ -572,6 +596,9 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         return dt_fail(DT_ERR_USAGE, "simulate: the kernel rate and the busy bandwidth must be non-negative");
     if (!(c->fan_in_share >= 0 && c->fan_in_share <= 1))
         return dt_fail(DT_ERR_USAGE, "simulate: the fan-in share must be within [0, 1]");
+    if (c->server_nice < 0 || c->server_nice > 19)
+        return dt_fail(DT_ERR_USAGE, "simulate: the servers' nice value (%d) must be within [0, 19]",
+                       c->server_nice);
     if (!(c->bandwidth > 0) || !(c->latency >= 0) || !(c->fusion_mb >= 0) || !isfinite(c->bandwidth) ||
         !isfinite(c->latency))
         return dt_fail(DT_ERR_USAGE, "simulate: bandwidth must be positive, latency and fusion size "
