@@ -364,8 +364,8 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
         /* The layer's part in each shard is a segment (ps_server.c): the
          * server commits it once every worker's is in (summing, averaging
          * and an update, as server_work prices a shard) and sends it back
-         * at once, while later segments still
-         * come in: the links' two directions run side by side. */
+         * at once, while later segments still come in: the links' two
+         * directions run side by side. */
         for (int k = 0; k < S; k++) {
             size_t lo, hi;
             dt_shard_range(ps_total, S, k, &lo, &hi);
