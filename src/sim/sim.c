@@ -282,8 +282,9 @@ static const double nice_weight[20] = {1024, 820, 655, 526, 423, 335, 272, 215, 
 static double commit_end(const sim_step *st, double begin, double work, double *used) {
     double w = nice_weight[st->c->server_nice], share = w / (w + 1024 * st->scale);
     double during = st->bwd_end + st->stolen - begin, can = during * share;
-    *used = during > 0 ? fmin(work, can) : 0;
+    *used = 0;
     if (during <= 0) return begin + work;
+    *used = fmin(work, can);
     return can >= work ? begin + work / share : begin + during + (work - can);
 }
 
