@@ -39,9 +39,10 @@ ranks unbound as dtrain launch runs them; and again with every core busy,
 waited for as the communication thread does while the trainer computes:
 --busy-bandwidth), --shared-cores (all hosts
 share this machine's cores) and --kernel-rate: the bytes sent plus
-received per second of the machine's cores that mpi_link measures on
-that link (the kernel's network stack with its shaping, and the waiting
-threads: what a byte costs the cores the workers compute on). Like bench_dist.py, the first 5 steps are left
+received per second of compute lost, as mpi_link measures it on that
+link with a compute thread on every rank (the kernel's network stack
+with its shaping, the waiting threads' wake-ups and the cache lines the
+copies evict: what a byte costs the workers' compute). Like bench_dist.py, the first 5 steps are left
 out. The cluster stays up (scripts/cluster.sh down removes it).
 
 usage: bench/bench_hosts.py [--models cnn,resnet20] [--links 100mbit,1gbit,none]

@@ -23,21 +23,27 @@
  * allreduce of 4 MiB reached 0.56 Gbit/s where dtrain's ring ran cnn's
  * buckets at 0.41 (as single 2 MiB messages; now segmented, ring.c).
  * Then both ways again on busy cores (allreduce_busy, p2p_busy): each rank
- * keeps a thread spinning, as a worker's compute thread does during
- * backward, and waits as the communication thread does meanwhile (not
- * hurried: polling with a sleep that grows to 1 ms); the bandwidth left
- * (with the latency above) is dtrain simulate's --busy-bandwidth. Between
- * two emulated hosts on 2 cores a wire-bound link keeps its rate there
- * and a fast one does not (docs/CLUSTER.md).
- * Then what the transfers cost the machine's cores (allreduce_cpu,
- * p2p_cpu): with both ranks on one machine (emulated hosts), the busy CPU
- * time of the whole machine (/proc/stat: both ranks' threads, waiting
- * unhurried as the communication thread does, and the kernel's network
- * stack, shaping included) while they move the 4 MiB both ways; reported
- * as the bytes sent plus received per CPU-second, dtrain simulate's
- * --kernel-rate for that link. On a real cluster /proc/stat sees rank 0's
- * host alone, and --kernel-rate does not apply (it needs --shared-cores).
- * Medians of REPS; bench/validate_sim.py passes them to dtrain simulate.
+ * keeps a compute thread running (compute() below), as a worker's does
+ * during backward, and waits as the communication thread does meanwhile
+ * (not hurried: polling with a sleep that grows to 1 ms); the bandwidth
+ * left (with the latency above) is dtrain simulate's --busy-bandwidth.
+ * Between two emulated hosts on 2 cores a wire-bound link keeps its rate
+ * there and a fast one does not (docs/CLUSTER.md).
+ * Then what the transfers cost that compute (allreduce_cpu, p2p_cpu): the
+ * compute threads' rate while the ranks move 4 MiB both ways back to back
+ * for about a second, against their rate while the ranks sleep; the core
+ * time lost, summed over both ranks, is reported as the bytes sent plus
+ * received per second of it, dtrain simulate's --kernel-rate for that
+ * link. It holds the kernel's network stack (shaping included), the
+ * waiting threads' wake-ups and the cache lines the copies evict: with
+ * both ranks on one machine (emulated hosts) the copies of 2026-11-28's
+ * unshaped ring cost the compute 1.7 times the CPU time /proc/stat counted
+ * for them on idle cores (which was --kernel-rate until then: cnn's
+ * unshaped ring was predicted 12 % short). On a real cluster it is each
+ * host's own loss, and --kernel-rate does not apply (it needs
+ * --shared-cores).
+ * The bandwidths are medians of REPS; bench/validate_sim.py passes them all
+ * to dtrain simulate.
  * With three ranks, instead, how two ranks pushing into a third at once
  * share its link (fan_in below): dtrain simulate's --fan-in-share.
  *
@@ -71,42 +77,41 @@ static void wait_one(MPI_Request *req, const atomic_int *hurry) {
     check(dt_mpi_wait_hurry(req, 1, 60, NULL, NULL, "link", hurry));
 }
 
-/* A core kept busy while `spinning`, as by a compute thread. */
-static atomic_int spinning;
-static void *spin(void *arg) {
-    volatile unsigned long x = 0;
-    while (atomic_load_explicit(&spinning, memory_order_relaxed)) x++;
+/* The compute's stand-in while `computing`: passes over a 1 MiB buffer
+ * (a layer's working set held in a core's L2 cache, as a convolution's
+ * blocks are), counted in `passes`. A plain spin loses only the CPU time a
+ * transfer takes beside it; this loses, as the compute does, also the
+ * cache lines the kernel's copies evict (between two emulated hosts
+ * unshaped, per byte a ring moved beside it: a spin 0.27 ns, this loop
+ * 0.35, two cnn trainings 0.31; point to point 0.45, 0.55 and 0.60). */
+#define WORK_FLOATS (1 << 18)
+static atomic_int computing;
+static atomic_long passes;
+static void *compute(void *arg) {
+    float *a = arg;
+    while (atomic_load_explicit(&computing, memory_order_relaxed)) {
+        for (int i = 0; i < WORK_FLOATS; i++) a[i] = a[i] * 0.999f + 1.0f;
+        atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed);
+    }
     return arg;
 }
 
-/* Busy CPU seconds of this whole machine since boot (/proc/stat: user,
- * nice, system, irq and softirq; not idle, iowait or time stolen by a
- * hypervisor). */
-static double machine_busy_s(void) {
-    unsigned long long v[8];
-    FILE *f = fopen("/proc/stat", "r");
-    int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
-                       &v[6], &v[7])
-              : 0;
-    if (f) fclose(f);
-    long hz = sysconf(_SC_CLK_TCK);
-    if (n != 8 || hz <= 0) {
-        fprintf(stderr, "mpi_link: cannot read the CPU times in /proc/stat\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
+/* A ring allreduce of n floats among g's two workers (p2p = 0; tmp:
+ * scratch), or a message of n floats from rank 0 to rank 1 and back (p2p
+ * = 1): each rank sends and receives 2 n floats. */
+static void move_once(dt_group *g, float *buf, float *tmp, int n, int p2p, int rank) {
+    if (!p2p) {
+        check(dt_ring_allreduce(g, buf, (size_t)n, tmp, 1.0f, DT_GC_NONE));
+        return;
     }
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)hz;
-}
-
-/* The machine's busy CPU seconds per second while both ranks sleep (its
- * daemons, mpirun's): taken out of the transfers' cost. Rank 0's reading. */
-static double idle_busy_share(int rank) {
-    check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
-    double cpu0 = machine_busy_s(), t0 = MPI_Wtime();
-    struct timespec one = {1, 0};
-    nanosleep(&one, NULL);
-    double share = (machine_busy_s() - cpu0) / (MPI_Wtime() - t0);
-    check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
-    return rank == 0 ? share : 0;
+    for (int leg = 0; leg < 2; leg++) { /* rank 0 sends first, rank 1 answers */
+        MPI_Request req;
+        if (rank == leg)
+            check(dt_mpi_check(MPI_Isend(buf, n, MPI_FLOAT, 1 - rank, 0, MPI_COMM_WORLD, &req), "MPI_Isend"));
+        else
+            check(dt_mpi_check(MPI_Irecv(buf, n, MPI_FLOAT, 1 - rank, 0, MPI_COMM_WORLD, &req), "MPI_Irecv"));
+        wait_one(&req, &g->hurry);
+    }
 }
 
 /* Median seconds of a ring allreduce of n floats among g's two workers
@@ -118,18 +123,7 @@ static double link_time(dt_group *g, float *buf, float *tmp, int n, int reps, in
     for (int r = -2; r < reps; r++) { /* two untimed ones first */
         check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
         double t0 = MPI_Wtime();
-        if (!p2p) {
-            check(dt_ring_allreduce(g, buf, (size_t)n, tmp, 1.0f, DT_GC_NONE));
-        } else {
-            for (int leg = 0; leg < 2; leg++) { /* rank 0 sends first, rank 1 answers */
-                MPI_Request req;
-                if (rank == leg)
-                    check(dt_mpi_check(MPI_Isend(buf, n, MPI_FLOAT, 1 - rank, 0, MPI_COMM_WORLD, &req), "MPI_Isend"));
-                else
-                    check(dt_mpi_check(MPI_Irecv(buf, n, MPI_FLOAT, 1 - rank, 0, MPI_COMM_WORLD, &req), "MPI_Irecv"));
-                wait_one(&req, &g->hurry);
-            }
-        }
+        move_once(g, buf, tmp, n, p2p, rank);
         double dt = MPI_Wtime() - t0;
         /* Rank 0's time (a whole round trip, for p2p) is the one reported. */
         check(dt_mpi_check(MPI_Bcast(&dt, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast"));
@@ -138,6 +132,41 @@ static double link_time(dt_group *g, float *buf, float *tmp, int n, int reps, in
     double m = dt_median(t, reps);
     free(t);
     return m;
+}
+
+/* The compute thread's passes per second while this rank sleeps for
+ * `seconds` (both ranks at once). */
+static double quiet_rate(double seconds) {
+    check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
+    long p0 = atomic_load(&passes);
+    double t0 = MPI_Wtime();
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+    return (double)(atomic_load(&passes) - p0) / (MPI_Wtime() - t0);
+}
+
+/* What moving bytes costs the compute, with the compute thread running on
+ * both ranks: its rate while the ranks move n floats back to back (k
+ * times, about a second at `t_each` seconds each, waiting unhurried as
+ * the communication thread does) against its rate while they sleep (half
+ * a second before and after). Each rank's loss is the core time its
+ * compute thread did not get, window x (1 - busy / quiet); returns, on
+ * rank 0, the bytes both ranks sent plus received per second of that loss
+ * (dtrain simulate's --kernel-rate), or 0 where no loss was seen. */
+static double compute_loss_rate(dt_group *g, float *buf, float *tmp, int n, int p2p, int rank, double t_each) {
+    int k = t_each > 0 && t_each < 0.25 ? (int)(1.0 / t_each) + 1 : 4;
+    check(dt_mpi_check(MPI_Bcast(&k, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast"));
+    double quiet = quiet_rate(0.5);
+    check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
+    long p0 = atomic_load(&passes);
+    double t0 = MPI_Wtime();
+    for (int r = 0; r < k; r++) move_once(g, buf, tmp, n, p2p, rank);
+    double window = MPI_Wtime() - t0, busy = (double)(atomic_load(&passes) - p0) / window;
+    quiet = (quiet + quiet_rate(0.5)) / 2;
+    double loss = quiet > 0 ? window * (1 - busy / quiet) : 0, total = 0;
+    check(dt_mpi_check(MPI_Reduce(&loss, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce"));
+    double handled = 4.0 * n * sizeof(float) * k; /* 2 n floats each way on each rank */
+    return rank == 0 && total > 0 ? handled / total : 0;
 }
 
 /* Two ranks (1, 2) push FAN_SEGS segments of FAN_SEG_FLOATS each (60 KB:
@@ -258,13 +287,15 @@ int main(int argc, char **argv) {
     atomic_store(&g.hurry, 1); /* as the trainer at the end of a step */
     check(dt_group_enter(&g, "link")); /* once, as a step enters once for all its buckets */
     static const char *const names[4] = {"allreduce", "p2p", "allreduce_busy", "p2p_busy"};
-    double alpha[2];
-    pthread_t spinner;
+    double alpha[2], t_busy[2];
+    float *work = calloc(WORK_FLOATS, sizeof(float));
+    pthread_t computer;
+    if (!work) MPI_Abort(MPI_COMM_WORLD, 1);
     for (int busy = 0; busy < 2; busy++) {
         if (busy) {
-            atomic_store(&spinning, 1);
-            if (pthread_create(&spinner, NULL, spin, NULL) != 0) {
-                fprintf(stderr, "mpi_link: cannot start the spinning thread\n");
+            atomic_store(&computing, 1);
+            if (pthread_create(&computer, NULL, compute, work) != 0) {
+                fprintf(stderr, "mpi_link: cannot start the compute thread\n");
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
             atomic_store(&g.hurry, 0);
@@ -274,38 +305,23 @@ int main(int argc, char **argv) {
              * the round trip. Busy: the latency measured idle. */
             double msgs = p2p ? 1 : 2;
             if (!busy) alpha[p2p] = link_time(&g, buf, tmp, 2, reps * 10, p2p, rank) / 2;
-            double t_big = link_time(&g, buf, tmp, big, reps, p2p, rank) / (p2p ? 2 : 1);
+            double t_all = link_time(&g, buf, tmp, big, reps, p2p, rank), t_big = t_all / (p2p ? 2 : 1);
             double bytes = (double)big * sizeof(float), a = alpha[p2p];
             double beta = bytes / (t_big - msgs * a > 0 ? t_big - msgs * a : t_big);
+            if (busy) t_busy[p2p] = t_all;
             if (rank == 0)
                 printf("{\"link\":\"%s\",\"latency_us\":%.4g,\"bandwidth_gbps\":%.4g}\n", names[2 * busy + p2p],
                        a * 1e6, beta * 8 / 1e9);
         }
     }
-    atomic_store(&spinning, 0);
-    pthread_join(spinner, NULL);
-    double background = idle_busy_share(rank);
     for (int p2p = 0; p2p < 2; p2p++) {
-        /* Each rep moves 4 MiB each way between the ranks: both send and
-         * receive 2 x 4 MiB (the ring's two halves twice, or the round
-         * trip). Twice the reps, and again until a second has passed:
-         * /proc/stat counts in 10 ms ticks (a rep through shared memory
-         * takes about 1 ms: 2 reps read 0 ticks, an unpriced link). */
-        check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
-        double cpu0 = rank == 0 ? machine_busy_s() : 0, t0 = MPI_Wtime();
-        int rounds = 0, more = 1;
-        while (more) {
-            link_time(&g, buf, tmp, big, 2 * reps, p2p, rank);
-            rounds++;
-            more = MPI_Wtime() - t0 < 1.0; /* rank 0 decides for both */
-            check(dt_mpi_check(MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast"));
-        }
-        double cpu = rank == 0 ? machine_busy_s() - cpu0 - background * (MPI_Wtime() - t0) : 0;
-        double handled = 4.0 * big * sizeof(float) * (2 * reps + 2) * rounds; /* with link_time's 2 untimed */
+        double rate = compute_loss_rate(&g, buf, tmp, big, p2p, rank, t_busy[p2p]);
         if (rank == 0)
-            printf("{\"link\":\"%s\",\"kernel_gbps\":%.4g}\n", p2p ? "p2p_cpu" : "allreduce_cpu",
-                   cpu > 0 ? handled / cpu * 8 / 1e9 : 0.0);
+            printf("{\"link\":\"%s\",\"kernel_gbps\":%.4g}\n", p2p ? "p2p_cpu" : "allreduce_cpu", rate * 8 / 1e9);
     }
+    atomic_store(&computing, 0);
+    pthread_join(computer, NULL);
+    free(work);
     dt_group_free(&g);
     dt_comm_free(&comm);
     free(buf);
