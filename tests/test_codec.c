@@ -115,9 +115,14 @@ static void test_topk_selection(void) {
             }
         }
         CHECK(bad == 0 && j == k);
-        memset(g, 0, sizeof g);
-        dt_topk_add(pairs, k, g);
+        for (int i = 0; i < N; i++) bad += g[i] != 0.0f; /* left zeroed for the gathered pairs */
+        CHECK(bad == 0);
+        dt_topk_add(pairs, k, 1.0f, g);
         for (int i = 0; i < N; i++) bad += g[i] + residual[i] != ref[i]; /* sent + kept = all */
+        CHECK(bad == 0);
+        memset(g, 0, sizeof g);
+        dt_topk_add(pairs, k, 0.5f, g); /* scaled pair by pair */
+        for (int i = 0; i < N; i++) bad += g[i] != (chosen[i] ? ref[i] * 0.5f : 0.0f);
         CHECK(bad == 0);
     }
 }
@@ -133,7 +138,7 @@ static void test_topk_feedback(void) {
         memcpy(g, fresh, sizeof g);
         dt_topk_encode(g, residual, 4, 1, pairs);
         float x[4] = {0};
-        dt_topk_add(pairs, 1, x);
+        dt_topk_add(pairs, 1, 1.0f, x);
         sent_small += x[1];
         if (step == 0) CHECK(pairs[0] == 0 && x[0] == 1.0f && residual[1] == 0.3f && residual[3] == -0.2f);
     }

@@ -16,7 +16,6 @@
  * trainer's own MPI calls (metrics, evaluation) happen between steps, when
  * the communication thread is idle. */
 #include <limits.h>
-#include <string.h>
 
 #include "dtrain/mem.h"
 #include "dtrain/timer.h"
@@ -32,8 +31,8 @@ static int uses_ring(const ar_ctx *a, size_t n) {
 }
 
 /* Top-k: this worker's pairs (after error feedback) to every worker, and
- * every worker's added into the zeroed bucket in rank order, so all end on
- * the same bits; then scaled. */
+ * every worker's, scaled, added into the bucket (zeroed by the encode) in
+ * rank order, so all end on the same bits. */
 static dt_status topk_bucket(ar_ctx *a, size_t lo, size_t n, float scale) {
     float *g = a->net->grads + lo;
     size_t k = dt_topk_count(a->cfg.codec.ratio, n);
@@ -43,9 +42,7 @@ static dt_status topk_bucket(ar_ctx *a, size_t lo, size_t n, float scale) {
                                        MPI_UINT32_T, a->comm.workers, &req),
                         "top-k gradient allgather (MPI_Iallgather)"));
     DT_TRY(dt_group_wait(&a->group, &req, 1));
-    memset(g, 0, n * sizeof *g);
-    dt_topk_add(a->gathered, k * (size_t)a->comm.nworkers, g);
-    for (size_t i = 0; i < n; i++) g[i] *= scale;
+    dt_topk_add(a->gathered, k * (size_t)a->comm.nworkers, scale, g);
     return DT_OK;
 }
 

@@ -184,9 +184,10 @@ void dt_topk_encode(float *g, float *residual, size_t n, size_t k, uint32_t *pai
             j++;
         }
         residual[i] = take ? 0.0f : g[i];
+        g[i] = 0.0f;
     }
 }
 
-void dt_topk_add(const uint32_t *pairs, size_t npairs, float *x) {
-    for (size_t j = 0; j < npairs; j++) x[pairs[2 * j]] += bits_float(pairs[2 * j + 1]);
+void dt_topk_add(const uint32_t *pairs, size_t npairs, float scale, float *x) {
+    for (size_t j = 0; j < npairs; j++) x[pairs[2 * j]] += bits_float(pairs[2 * j + 1]) * scale;
 }

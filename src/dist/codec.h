@@ -38,10 +38,13 @@ void dt_half_round(dt_gc_kind kind, float *x, size_t n);
 
 /* Error feedback and selection for one bucket: g (n) += residual (n); the
  * k largest |g| (ties: lower index first) go to pairs (2k words) in index
- * order; residual <- g with those k zeroed. k <= n. */
+ * order; residual <- g with those k zeroed; g is left zeroed, ready for
+ * the gathered pairs (dt_topk_add; zeroed in the same pass, not one of
+ * its own). k <= n. */
 void dt_topk_encode(float *g, float *residual, size_t n, size_t k, uint32_t *pairs);
 
-/* x (n) += the values of npairs pairs at their indices (each < n). */
-void dt_topk_add(const uint32_t *pairs, size_t npairs, float *x);
+/* x (n) += scale x the values of npairs pairs at their indices (each < n):
+ * the average scaled pair by pair, not by a pass over x of its own. */
+void dt_topk_add(const uint32_t *pairs, size_t npairs, float scale, float *x);
 
 #endif
