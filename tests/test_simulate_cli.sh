@@ -107,7 +107,8 @@ expect 1 "cannot create" -- "$DTRAIN" bench "$M" --steps 1 --threads 1 --profile
 
 # mpi_link measures what the bench scripts pass as --bandwidth/--latency,
 # --busy-bandwidth and --kernel-rate: all six lines, every figure positive
-# (a link whose kernel cost reads 0 ticks would go unpriced). Not under the
+# (a link whose transfers cost the compute threads nothing measurable would
+# go unpriced). Not under the
 # sanitizers: MPI's start alone is slow there, and no dtrain code is new.
 LINK=$(dirname "$DTRAIN")/mpi_link
 if [ -z "${DT_SANITIZE:-}" ]; then
