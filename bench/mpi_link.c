@@ -58,7 +58,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "dist/group.h"
 #include "dist/ring.h"
