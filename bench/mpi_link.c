@@ -31,7 +31,7 @@
  * there and a fast one does not (docs/CLUSTER.md).
  * Then what the transfers cost that compute (allreduce_cpu, p2p_cpu): the
  * compute threads' rate while the ranks move 4 MiB both ways back to back
- * for about a second, against their rate while the ranks sleep; the core
+ * for a second or more, against their rate while the ranks sleep; the core
  * time lost, summed over both ranks, is reported as the bytes sent plus
  * received per second of it, dtrain simulate's --kernel-rate for that
  * link. It holds the kernel's network stack (shaping included), the
@@ -52,6 +52,7 @@
  * "bandwidth_gbps":..}, then {"link":"allreduce_cpu"|"p2p_cpu","kernel_gbps":..}
  * usage: mpirun -np 3 build/mpi_link [REPS]   (rank 0 on the server's host)
  * prints {"link":"fan_in","first_share":..,"bandwidth_gbps":..} */
+#include <math.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -76,7 +77,7 @@ static void wait_one(MPI_Request *req, const atomic_int *hurry) {
     check(dt_mpi_wait_hurry(req, 1, 60, NULL, NULL, "link", hurry));
 }
 
-/* The compute's stand-in while `computing`: passes over a 1 MiB buffer
+/* The compute's stand-in while `run` is set: passes over a 1 MiB buffer
  * (a layer's working set held in a core's L2 cache, as a convolution's
  * blocks are), counted in `passes`. A plain spin loses only the CPU time a
  * transfer takes beside it; this loses, as the compute does, also the
@@ -84,20 +85,24 @@ static void wait_one(MPI_Request *req, const atomic_int *hurry) {
  * unshaped, per byte a ring moved beside it: a spin 0.27 ns, this loop
  * 0.35, two cnn trainings 0.31; point to point 0.45, 0.55 and 0.60). */
 #define WORK_FLOATS (1 << 18)
-static atomic_int computing;
-static atomic_long passes;
+typedef struct {
+    atomic_int run;     /* cleared to end the thread */
+    atomic_long passes; /* over buf so far */
+    float *buf;         /* (WORK_FLOATS) */
+} compute_thread;
+
 static void *compute(void *arg) {
-    float *a = arg;
-    while (atomic_load_explicit(&computing, memory_order_relaxed)) {
-        for (int i = 0; i < WORK_FLOATS; i++) a[i] = a[i] * 0.999f + 1.0f;
-        atomic_fetch_add_explicit(&passes, 1, memory_order_relaxed);
+    compute_thread *c = arg;
+    while (atomic_load_explicit(&c->run, memory_order_relaxed)) {
+        for (int i = 0; i < WORK_FLOATS; i++) c->buf[i] = c->buf[i] * 0.999f + 1.0f;
+        atomic_fetch_add_explicit(&c->passes, 1, memory_order_relaxed);
     }
-    return arg;
+    return NULL;
 }
 
 /* A ring allreduce of n floats among g's two workers (p2p = 0; tmp:
  * scratch), or a message of n floats from rank 0 to rank 1 and back (p2p
- * = 1): each rank sends and receives 2 n floats. */
+ * = 1): each rank sends n floats and receives n. */
 static void move_once(dt_group *g, float *buf, float *tmp, int n, int p2p, int rank) {
     if (!p2p) {
         check(dt_ring_allreduce(g, buf, (size_t)n, tmp, 1.0f, DT_GC_NONE));
@@ -135,36 +140,37 @@ static double link_time(dt_group *g, float *buf, float *tmp, int n, int reps, in
 
 /* The compute thread's passes per second while this rank sleeps for
  * `seconds` (both ranks at once). */
-static double quiet_rate(double seconds) {
+static double quiet_rate(compute_thread *c, double seconds) {
     check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
-    long p0 = atomic_load(&passes);
+    long p0 = atomic_load(&c->passes);
     double t0 = MPI_Wtime();
     struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
     nanosleep(&ts, NULL);
-    return (double)(atomic_load(&passes) - p0) / (MPI_Wtime() - t0);
+    return (double)(atomic_load(&c->passes) - p0) / (MPI_Wtime() - t0);
 }
 
-/* What moving bytes costs the compute, with the compute thread running on
- * both ranks: its rate while the ranks move n floats back to back (k
- * times, about a second at `t_each` seconds each, waiting unhurried as
- * the communication thread does) against its rate while they sleep (half
- * a second before and after). Each rank's loss is the core time its
+/* What moving bytes costs the compute c, running on both ranks: its rate
+ * while the ranks move n floats back to back (for a second at least at
+ * `t_each` seconds a transfer, at most 10000 transfers; waiting unhurried
+ * as the communication thread does) against its rate while they sleep
+ * (half a second before and after). Each rank's loss is the core time its
  * compute thread did not get, window x (1 - busy / quiet); returns, on
  * rank 0, the bytes both ranks sent plus received per second of that loss
  * (dtrain simulate's --kernel-rate), or 0 where no loss was seen. */
-static double compute_loss_rate(dt_group *g, float *buf, float *tmp, int n, int p2p, int rank, double t_each) {
-    int k = t_each > 0 && t_each < 0.25 ? (int)(1.0 / t_each) + 1 : 4;
-    check(dt_mpi_check(MPI_Bcast(&k, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast"));
-    double quiet = quiet_rate(0.5);
+static double compute_loss_rate(compute_thread *c, dt_group *g, float *buf, float *tmp, int n, int p2p, int rank,
+                                double t_each) {
+    int k = t_each > 0 ? (int)fmax(1, fmin(10000, ceil(1.0 / t_each))) : 4;
+    check(dt_mpi_check(MPI_Bcast(&k, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast")); /* rank 0's decides */
+    double quiet = quiet_rate(c, 0.5);
     check(dt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"));
-    long p0 = atomic_load(&passes);
+    long p0 = atomic_load(&c->passes);
     double t0 = MPI_Wtime();
     for (int r = 0; r < k; r++) move_once(g, buf, tmp, n, p2p, rank);
-    double window = MPI_Wtime() - t0, busy = (double)(atomic_load(&passes) - p0) / window;
-    quiet = (quiet + quiet_rate(0.5)) / 2;
+    double window = MPI_Wtime() - t0, busy = (double)(atomic_load(&c->passes) - p0) / window;
+    quiet = (quiet + quiet_rate(c, 0.5)) / 2;
     double loss = quiet > 0 ? window * (1 - busy / quiet) : 0, total = 0;
     check(dt_mpi_check(MPI_Reduce(&loss, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce"));
-    double handled = 4.0 * n * sizeof(float) * k; /* 2 n floats each way on each rank */
+    double handled = 4.0 * n * sizeof(float) * k; /* n floats sent and n received by each rank */
     return rank == 0 && total > 0 ? handled / total : 0;
 }
 
@@ -287,13 +293,13 @@ int main(int argc, char **argv) {
     check(dt_group_enter(&g, "link")); /* once, as a step enters once for all its buckets */
     static const char *const names[4] = {"allreduce", "p2p", "allreduce_busy", "p2p_busy"};
     double alpha[2], t_busy[2];
-    float *work = calloc(WORK_FLOATS, sizeof(float));
+    compute_thread worker = {.buf = calloc(WORK_FLOATS, sizeof(float))};
     pthread_t computer;
-    if (!work) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (!worker.buf) MPI_Abort(MPI_COMM_WORLD, 1);
     for (int busy = 0; busy < 2; busy++) {
         if (busy) {
-            atomic_store(&computing, 1);
-            if (pthread_create(&computer, NULL, compute, work) != 0) {
+            atomic_store(&worker.run, 1);
+            if (pthread_create(&computer, NULL, compute, &worker) != 0) {
                 fprintf(stderr, "mpi_link: cannot start the compute thread\n");
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
@@ -314,13 +320,13 @@ int main(int argc, char **argv) {
         }
     }
     for (int p2p = 0; p2p < 2; p2p++) {
-        double rate = compute_loss_rate(&g, buf, tmp, big, p2p, rank, t_busy[p2p]);
+        double rate = compute_loss_rate(&worker, &g, buf, tmp, big, p2p, rank, t_busy[p2p]);
         if (rank == 0)
             printf("{\"link\":\"%s\",\"kernel_gbps\":%.4g}\n", p2p ? "p2p_cpu" : "allreduce_cpu", rate * 8 / 1e9);
     }
-    atomic_store(&computing, 0);
+    atomic_store(&worker.run, 0);
     pthread_join(computer, NULL);
-    free(work);
+    free(worker.buf);
     dt_group_free(&g);
     dt_comm_free(&comm);
     free(buf);

@@ -27,7 +27,8 @@
 
 /* Median of a top-k selection at R = 1% over every parameter, as a worker
  * runs it per bucket (codec.c: the residual added, a radix select, the
- * pick): its histogram passes cost several gradient sums each. */
+ * pick, the bucket zeroed): its histogram passes cost several gradient
+ * sums each. */
 static dt_status time_topk(dt_profile *p, const dt_net *net, double *t) {
     size_t n = net->nparams, k = dt_topk_count(0.01, n);
     float *g = NULL, *residual = NULL;
