@@ -57,6 +57,7 @@ struct ar_ctx {
     dt_bucket *buckets;
     int nbuckets;
     float *ring_tmp;          /* scratch of the largest ring-reduced bucket */
+    MPI_Request *sfb_reqs;    /* (dt_sfb_requests) a factor bucket's exchange */
     float *residual;          /* (nparams) top-k: gradients not sent yet (the trainer's block) */
     uint32_t *pairs;          /* (2 k) top-k: this worker's pairs of the largest bucket */
     uint32_t *gathered;       /* (W 2 k) top-k: every worker's, rank by rank */

@@ -54,19 +54,20 @@ static dt_status reduce_bucket(ar_ctx *a, int k) {
         snprintf(a->what, sizeof a->what, "gradient allreduce of step %ld", a->step + 1);
         DT_TRY(dt_group_enter(&a->group, a->what));
     }
-    MPI_Request req[2];
     if (b->sfb) {
-        DT_TRY(dt_sfb_start(&a->sfb, b->ready_layer, a->comm.workers, req));
-        return dt_group_wait(&a->group, req, 2);
+        int n;
+        DT_TRY(dt_sfb_start(&a->sfb, b->ready_layer, a->comm.workers, a->sfb_reqs, &n));
+        return dt_group_wait(&a->group, a->sfb_reqs, n);
     }
     float *g = a->net->grads + b->lo;
     size_t n = b->hi - b->lo;
     float inv = 1.0f / (float)a->comm.nworkers;
     if (a->cfg.codec.kind == DT_GC_TOPK) return topk_bucket(a, b->lo, n, inv);
     if (uses_ring(a, n)) return dt_ring_allreduce(&a->group, g, n, a->ring_tmp, inv, a->cfg.codec.kind);
-    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, a->comm.workers, &req[0]),
+    MPI_Request req;
+    DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, g, (int)n, MPI_FLOAT, MPI_SUM, a->comm.workers, &req),
                         "gradient allreduce (MPI_Iallreduce)"));
-    DT_TRY(dt_group_wait(&a->group, req, 1));
+    DT_TRY(dt_group_wait(&a->group, &req, 1));
     for (size_t i = 0; i < n; i++) g[i] *= inv;
     return DT_OK;
 }
@@ -125,8 +126,8 @@ static void ar_grad_ready(void *ctx, int layer) {
     enqueue_ready(a, layer);
 }
 
-/* Scratch for the largest ring chunk or top-k pairs, and the bytes per
- * step; every message must fit an MPI count. */
+/* Scratch for the largest ring chunk or top-k pairs, the factor buckets'
+ * requests, and the bytes per step; every message must fit an MPI count. */
 static dt_status bucket_scratch(ar_ctx *a, dt_trainer *t) {
     size_t scratch = 0, pairs = 0, W = (size_t)a->comm.nworkers;
     int topk = a->cfg.codec.kind == DT_GC_TOPK;
@@ -142,6 +143,9 @@ static dt_status bucket_scratch(ar_ctx *a, dt_trainer *t) {
         a->bytes_per_step += dt_allreduce_bytes_each_way(&a->cfg.codec, n, a->comm.nworkers);
     }
     if (scratch) DT_TRY(dt_alloc_floats(&a->ring_tmp, scratch, "ring allreduce scratch"));
+    if (a->sfb.n)
+        DT_TRY(dt_alloc_bytes((void **)&a->sfb_reqs, sizeof(MPI_Request) * (size_t)dt_sfb_requests(&a->sfb),
+                              "sufficient factor requests"));
     if (!topk) return DT_OK;
     a->residual = dt_trainer_residual(t); /* the trainer's: checkpoints carry it */
     DT_TRY(dt_alloc_bytes((void **)&a->pairs, 2 * pairs * sizeof(uint32_t), "top-k pairs"));
@@ -209,6 +213,7 @@ static void bucket_free(ar_ctx *a, int together) {
     pthread_cond_destroy(&a->cv);
     dt_free(a->buckets);
     dt_free(a->ring_tmp);
+    dt_free(a->sfb_reqs);
     dt_free(a->pairs);
     dt_free(a->gathered);
 }

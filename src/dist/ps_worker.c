@@ -43,7 +43,7 @@ typedef struct {
     dt_comm_plan plan;
     dt_optim *ps_optim;           /* the optimiser over the servers' vector: where shards are cut */
     dt_sfb sfb;
-    MPI_Request *sfb_reqs;        /* (2 per SFB layer) this step's allgathers */
+    MPI_Request *sfb_reqs;        /* (dt_sfb_requests) this step's factor exchanges */
     int nsfb_reqs;
     size_t *shard_lo, *shard_hi;  /* (nservers) ranges of the servers' vector */
     MPI_Datatype *shard_type;     /* (nservers) shard s within the flat parameters */
@@ -89,13 +89,14 @@ static dt_status add_req(ps_ctx *p, int rc, int from, const char *what) {
     return DT_OK;
 }
 
-/* Starts layer's factor allgathers (the step's first enters the group, for
+/* Starts layer's factor exchange (the step's first enters the group, for
  * the stall inspector). */
 static dt_status start_sfb(ps_ctx *p, int layer) {
     dt_sfb_capture(&p->sfb, p->net, layer);
     if (p->nsfb_reqs == 0) DT_TRY(dt_group_enter(&p->group, "sufficient factor allgather"));
-    DT_TRY(dt_sfb_start(&p->sfb, layer, p->comm.workers, p->sfb_reqs + p->nsfb_reqs));
-    p->nsfb_reqs += 2;
+    int n;
+    DT_TRY(dt_sfb_start(&p->sfb, layer, p->comm.workers, p->sfb_reqs + p->nsfb_reqs, &n));
+    p->nsfb_reqs += n;
     return DT_OK;
 }
 
@@ -197,8 +198,6 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     p->maxreqs = (2 * p->net->nlayers + 3) * S;
     DT_TRY(dt_alloc_bytes((void **)&p->req_from, sizeof(int) * (size_t)p->maxreqs, "requests"));
     DT_TRY(dt_alloc_bytes((void **)&p->reqs, sizeof(MPI_Request) * (size_t)p->maxreqs, "requests"));
-    DT_TRY(dt_alloc_bytes((void **)&p->sfb_reqs, sizeof(MPI_Request) * 2 * (size_t)p->net->nlayers,
-                          "requests"));
     DT_TRY(dt_alloc_bytes((void **)&p->shard_type, sizeof(MPI_Datatype) * (size_t)S, "shards"));
     DT_TRY(dt_alloc_bytes((void **)&p->wire_type, sizeof(MPI_Datatype) * (size_t)S, "shards"));
     for (int s = 0; s < S; s++) p->shard_type[s] = p->wire_type[s] = MPI_DATATYPE_NULL;
@@ -211,6 +210,9 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
         DT_TRY(dt_mpi_check(MPI_Comm_split(p->comm.workers, p->comm.worker / p->k, p->comm.worker, &p->sub),
                             "worker groups (MPI_Comm_split)"));
     DT_TRY(dt_sfb_setup(sy, &p->plan, &p->sfb, p->net, &p->cfg, &p->comm));
+    if (p->sfb.n)
+        DT_TRY(dt_alloc_bytes((void **)&p->sfb_reqs, sizeof(MPI_Request) * (size_t)dt_sfb_requests(&p->sfb),
+                              "sufficient factor requests"));
     DT_TRY(dt_optim_create(&p->ps_optim, dt_optim_config(dt_trainer_optim(t)), p->net, p->plan.ps_offset));
     p->hdr_len = PS_HDR_LEN + p->net->nlayers;
     DT_TRY(dt_alloc_bytes((void **)&p->hdr, sizeof(double) * (size_t)p->hdr_len * (size_t)S, "reply headers"));

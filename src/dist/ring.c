@@ -3,6 +3,7 @@
 #include <limits.h>
 
 #include "codec.h"
+#include "segments.h"
 
 enum { TAG_RING = 902 };
 
@@ -13,36 +14,24 @@ int dt_ring_pays(size_t n, int w) { return w > 1 && n / (size_t)w >= 16384; }
 
 size_t dt_ring_scratch_floats(size_t n, int w) { return w > 0 ? (n + (size_t)w - 1) / (size_t)w : n; }
 
-/* A ring step's message goes as up to SEGMENTS_MAX pieces of at most
- * SEGMENT_BYTES, all posted at once: each fits under Open MPI's TCP eager
- * limit (btl_tcp_eager_limit, 64 KiB with its header), so the sender writes
- * it to the socket at once, where a single large message waits for the
- * receiver's rendezvous handshake and then moves only as fast as both
- * ranks' polling progresses it. Between two emulated hosts cnn's ring ran
- * 110 img/s this way against 59 as 2 MiB messages at 100 Mbit/s, 711
- * against 505 at 1 Gbit/s (the same within noise in shared memory;
- * docs/CLUSTER.md). */
-enum { SEGMENT_BYTES = 64000, SEGMENTS_MAX = 64 };
+/* A ring step's message goes as up to SEGMENTS_MAX segments of at most
+ * DT_SEGMENT_BYTES, all posted at once (segments.h). Between two emulated
+ * hosts cnn's ring ran 110 img/s this way against 59 as 2 MiB messages at
+ * 100 Mbit/s, 711 against 505 at 1 Gbit/s (the same within noise in shared
+ * memory; docs/CLUSTER.md). A message over SEGMENTS_MAX x 64000 bytes goes
+ * in SEGMENTS_MAX longer segments. */
+enum { SEGMENTS_MAX = 64 };
 
-/* Posts a message of n words (of size bytes) of buf as segments to (send)
- * or from peer into reqs; returns the number of requests posted (*s: the
- * status). The segment length depends on n alone, so the two ends of a
- * message cut it alike (their other message may be longer: uneven chunks). */
+/* Posts a message of n words (of size bytes) of buf to (send) or from peer
+ * into reqs; returns the number of requests posted (*s: the status). The
+ * segment length depends on n alone, so the two ends of a message cut it
+ * alike (their other message may be longer: uneven chunks). */
 static int post_segments(dt_group *g, void *buf, size_t n, MPI_Datatype type, int size, int peer, int send,
                          MPI_Request *reqs, dt_status *s) {
-    size_t seg = SEGMENT_BYTES / (size_t)size;
-    if ((n + seg - 1) / seg > SEGMENTS_MAX) seg = (n + SEGMENTS_MAX - 1) / SEGMENTS_MAX;
-    int k = 0;
-    for (size_t o = 0; *s == DT_OK && o < n; o += seg, k++) {
-        int len = (int)(n - o < seg ? n - o : seg);
-        reqs[k] = MPI_REQUEST_NULL; /* stays so if the post fails: the cleanup skips it */
-        char *at = (char *)buf + o * (size_t)size;
-        *s = send ? dt_mpi_check(MPI_Isend(at, len, type, peer, TAG_RING, g->comm.workers, &reqs[k]),
-                                 "ring allreduce (MPI_Isend)")
-                  : dt_mpi_check(MPI_Irecv(at, len, type, peer, TAG_RING, g->comm.workers, &reqs[k]),
-                                 "ring allreduce (MPI_Irecv)");
-    }
-    return k;
+    size_t seg = DT_SEGMENT_BYTES / (size_t)size;
+    if (dt_segment_count(n, seg) > SEGMENTS_MAX) seg = dt_segment_count(n, SEGMENTS_MAX);
+    return dt_post_segments(g->comm.workers, TAG_RING, buf, n, type, size, seg, peer, send, reqs, "ring allreduce",
+                            s);
 }
 
 /* One ring step: send nsend words (of size bytes) of sendbuf to the right,
@@ -57,11 +46,7 @@ static dt_status ring_step(dt_group *g, const void *sendbuf, size_t nsend, void 
     if (s == DT_OK) s = dt_group_wait(g, req, n);
     /* On failure no request may outlive the buffers: the job is about to
      * end, but MPI could still write into tmp or x. */
-    for (int i = 0; s != DT_OK && i < n; i++)
-        if (req[i] != MPI_REQUEST_NULL) {
-            MPI_Cancel(&req[i]);
-            MPI_Wait(&req[i], MPI_STATUS_IGNORE);
-        }
+    if (s != DT_OK) dt_cancel_requests(req, n);
     return s;
 }
 

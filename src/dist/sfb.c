@@ -3,6 +3,7 @@
 
 #include "dtrain/mem.h"
 #include "layers/gemm.h"
+#include "segments.h"
 #include "sfb.h"
 
 dt_status dt_sfb_create(dt_sfb *f, dt_net *net, const dt_comm_plan *plan, int P) {
@@ -53,13 +54,58 @@ void dt_sfb_capture(dt_sfb *f, const dt_net *net, int layer) {
     memset(x->v + B * N, 0, sizeof(float) * (K - B) * N);
 }
 
-dt_status dt_sfb_start(dt_sfb *f, int layer, MPI_Comm comm, MPI_Request reqs[2]) {
+enum { TAG_SFB = 903 };
+
+/* Floats per segment of a factor message (segments.h). */
+static size_t factor_segment(void) { return DT_SEGMENT_BYTES / sizeof(float); }
+
+int dt_sfb_layer_requests(const dt_sfb *f, int layer) {
+    const dt_sfb_layer *x = &f->layers[f->index[layer]];
+    size_t K = (size_t)f->K, seg = factor_segment();
+    /* u and v, sent to and received from each other worker. */
+    return (int)(2 * (size_t)(f->P - 1) * (dt_segment_count(K * (size_t)x->M, seg) +
+                                           dt_segment_count(K * (size_t)x->N, seg)));
+}
+
+int dt_sfb_requests(const dt_sfb *f) {
+    int n = 0;
+    for (int k = 0; k < f->n; k++) n += dt_sfb_layer_requests(f, f->layers[k].layer);
+    return n;
+}
+
+/* Posts one factor's exchange with every other worker: mine (k floats) to
+ * each, theirs into their blocks of all (P k, worker-major); mine copied
+ * into my block. Returns the requests posted (*s: the status). */
+static int exchange(const dt_sfb *f, MPI_Comm comm, int me, float *mine, float *all, size_t k, MPI_Request *reqs,
+                    dt_status *s) {
+    size_t seg = factor_segment();
+    int n = 0;
+    memcpy(all + (size_t)me * k, mine, sizeof(float) * k);
+    for (int p = 0; p < f->P; p++) {
+        if (p == me) continue;
+        n += dt_post_segments(comm, TAG_SFB, all + (size_t)p * k, k, MPI_FLOAT, sizeof(float), seg, p, 0, reqs + n,
+                              "sufficient factors", s);
+        n += dt_post_segments(comm, TAG_SFB, mine, k, MPI_FLOAT, sizeof(float), seg, p, 1, reqs + n,
+                              "sufficient factors", s);
+    }
+    return n;
+}
+
+dt_status dt_sfb_start(dt_sfb *f, int layer, MPI_Comm comm, MPI_Request *reqs, int *nreqs) {
     dt_sfb_layer *x = &f->layers[f->index[layer]];
-    int nu = f->K * x->M, nv = f->K * x->N;
-    DT_TRY(dt_mpi_check(MPI_Iallgather(x->u, nu, MPI_FLOAT, x->all_u, nu, MPI_FLOAT, comm, &reqs[0]),
-                        "sufficient factors (MPI_Iallgather)"));
-    return dt_mpi_check(MPI_Iallgather(x->v, nv, MPI_FLOAT, x->all_v, nv, MPI_FLOAT, comm, &reqs[1]),
-                        "sufficient factors (MPI_Iallgather)");
+    int me;
+    *nreqs = 0;
+    DT_TRY(dt_mpi_check(MPI_Comm_rank(comm, &me), "sufficient factors (MPI_Comm_rank)"));
+    size_t K = (size_t)f->K;
+    dt_status s = DT_OK;
+    int n = exchange(f, comm, me, x->u, x->all_u, K * (size_t)x->M, reqs, &s);
+    n += exchange(f, comm, me, x->v, x->all_v, K * (size_t)x->N, reqs + n, &s);
+    if (s != DT_OK) {
+        dt_cancel_requests(reqs, n); /* none may outlive the step's buffers */
+        return s;
+    }
+    *nreqs = n;
+    return DT_OK;
 }
 
 void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net, float scale) {

@@ -6,7 +6,10 @@
  *            its output gradients u (B, M) and inputs v (B, N) into rows of
  *            K = max batch, rows past B zero (so they add nothing);
  *   start    allgathers u and v over the workers: all_u (P K, M), all_v
- *            (P K, N), worker-major;
+ *            (P K, N), worker-major, as messages to and from each other
+ *            worker in segments under the eager limit (segments.h: an
+ *            MPI_Iallgather's rendezvous handshakes had the two directions
+ *            take turns on a TCP link);
  *   rebuild  dw = all_u^T all_v (one GEMM) and db = column sums of all_u:
  *            the sum over workers of their local gradients, exactly what an
  *            allreduce of dw, db would give (up to float summation order).
@@ -34,8 +37,14 @@ dt_status dt_sfb_create(dt_sfb *f, dt_net *net, const dt_comm_plan *plan, int P)
 void dt_sfb_free(dt_sfb *f);
 /* Copies layer's factors from the net's backward (call inside grad_ready). */
 void dt_sfb_capture(dt_sfb *f, const dt_net *net, int layer);
-/* Starts the two allgathers of layer's factors over comm: reqs[0..2). */
-dt_status dt_sfb_start(dt_sfb *f, int layer, MPI_Comm comm, MPI_Request reqs[2]);
+/* Requests dt_sfb_start posts for layer, and for every SFB layer (room
+ * for all of a step's exchanges in flight at once). */
+int dt_sfb_layer_requests(const dt_sfb *f, int layer);
+int dt_sfb_requests(const dt_sfb *f);
+/* Starts the exchange of layer's factors among comm's P workers (ranks 0 ..
+ * P - 1, this worker's own block copied in): *nreqs requests posted into
+ * reqs (room for dt_sfb_layer_requests). On failure none is left pending. */
+dt_status dt_sfb_start(dt_sfb *f, int layer, MPI_Comm comm, MPI_Request *reqs, int *nreqs);
 /* After the allgathers: scale times the layer's summed dw and db into
  * net->grads (scale 1/P: the average). */
 void dt_sfb_rebuild(const dt_sfb *f, int layer, dt_net *net, float scale);
