@@ -174,6 +174,68 @@ static double send_factors(sim_step *st, const dt_sim_layer *l, double ready) {
     return link_send(st, ready, 0, (P - 1) * (factors / st->bw + st->lat), 2 * (P - 1) * factors);
 }
 
+/* Parameter servers with factors (run_ps): a worker's link carries the
+ * factors to the other workers beside its pushes to the servers, two flows
+ * at once (ps_worker.c starts a layer's exchange as soon as its backward
+ * is done, in segments: sfb.h). The factors are placed first, on a lane of
+ * their own as if alone (send_factors, with every cost of a transfer); the
+ * pushes go on the link as ever, not waiting for them; then each factor
+ * transfer ends later by the time the pushes held the link within its
+ * window (the pushes, small next to the factors where factors pay, are
+ * served first: their replies are what the servers wait on). Measured
+ * between emulated hosts at 100 Mbit/s: cnn's ps-sync --sacp 147-150 ms a
+ * step, where the factors after the pushes (one link in turn) said 181. */
+typedef struct {
+    double start, end; /* on their lane, alone; end: delayed by the pushes (settle_factors) */
+    double rebuild;    /* the rebuild and the layer's own update after them, on the compute cores */
+} sim_factors;
+
+typedef struct {
+    sim_factors *factors; /* (L) in the order sent */
+    int nfactors;
+    double lane;          /* when the factors' lane is next free */
+    double *pushes;       /* (2 L S) start and end of every push on the link, in order */
+    int npushes;
+} sim_beside;
+
+/* Seconds of [a, b) in which a push held the link. */
+static double push_overlap(const sim_beside *b, double a, double e) {
+    double held = 0;
+    for (int k = 0; k < b->npushes; k++)
+        held += fmax(0, fmin(e, b->pushes[2 * k + 1]) - fmax(a, b->pushes[2 * k]));
+    return held;
+}
+
+/* Layer l's factors ready at `ready`, on their lane. */
+static void send_factors_beside(sim_step *st, sim_beside *b, const dt_sim_layer *l, double ready, double rebuild) {
+    double keep = st->link;
+    sim_factors *f = &b->factors[b->nfactors++];
+    st->link = b->lane;
+    f->start = link_start(st, ready);
+    f->end = b->lane = send_factors(st, l, ready);
+    f->rebuild = rebuild;
+    st->link = keep;
+}
+
+/* Each factor transfer delayed by the pushes within its window, and every
+ * later one by as much (one lane); returns when the last rebuild ends
+ * counting from the factors alone (-inf: none), the rebuilds in turn. */
+static double settle_factors(const sim_beside *b) {
+    double delay = 0, chain = -INFINITY;
+    for (int j = 0; j < b->nfactors; j++) {
+        const sim_factors *f = &b->factors[j];
+        double s = f->start + delay, e = f->end + delay;
+        for (int k = 0; k <= b->npushes; k++) { /* grows to a fixed point: each pass adds a push or stops */
+            double next = f->end + delay + push_overlap(b, s, e);
+            if (next <= e) break;
+            e = next;
+        }
+        delay = e - f->end;
+        chain = fmax(chain, e) + f->rebuild;
+    }
+    return chain;
+}
+
 /* Rebuilding layer l's (M, N) gradient from the other workers' factors on
  * the compute cores: (P - 1) 2 K M N flops at the profile's GEMM rate. */
 static double rebuild_s(const sim_step *st, const dt_sim_layer *l) {
@@ -322,14 +384,15 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
      * sent them to every worker by out[k]. A worker had queued[k] of its
      * bytes to push when the link last waited for a segment, and has
      * to_push[k] left: queued[k] - to_push[k] are in since. */
+    /* One block, every part 8-byte aligned: ps_off (L), srv (5 S), the
+     * pushes' intervals (2 L S) and the factors (L) of sim_beside. */
     size_t *ps_off, ps_total = 0;
-    double *srv;
-    DT_TRY(dt_alloc_bytes((void **)&ps_off, sizeof *ps_off * (size_t)L, "simulator"));
-    dt_status s = dt_alloc_bytes((void **)&srv, sizeof *srv * 5 * (size_t)S, "simulator");
-    if (s != DT_OK) {
-        dt_free(ps_off);
-        return s;
-    }
+    void *block;
+    DT_TRY(dt_alloc_bytes(&block, sizeof(size_t) * (size_t)L + sizeof(double) * (5 + 2 * (size_t)L) * (size_t)S +
+                                      sizeof(sim_factors) * (size_t)L, "simulator"));
+    ps_off = block;
+    double *srv = (double *)(ps_off + L);
+    sim_beside b = {(sim_factors *)(srv + (5 + 2 * (size_t)L) * (size_t)S), 0, 0, srv + 5 * S, 0};
     double *in = srv, *done = srv + S, *out = srv + 2 * S, *queued = srv + 3 * S, *to_push = srv + 4 * S;
     for (int i = 0; i < L; i++) {
         ps_off[i] = ps_total;
@@ -344,19 +407,17 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     /* Under shared cores pushes and factors share the compute's cores as
      * every transfer does (link_send: the pump moves them). The SFB layers'
      * rebuilds run in turn on the compute cores once backward is over and
-     * their factors are in: chain is when the last ends counting from the
-     * factors alone (-inf: none yet), rebuilds their sum. */
-    double chain = -INFINITY, rebuilds = 0;
+     * their factors are in (settle_factors), rebuilds their sum. */
+    double rebuilds = 0;
     double got = 0; /* the worker's link, receiving: every reply so far is in */
     for (int i = L - 1; i >= 0; i--) {
         const dt_sim_layer *l = &p->layers[i];
         if (l->params == 0) continue;
         if (sfb[i]) {
-            /* Allgather of the factors, then the rebuild and the layer's own
-             * update on the compute cores once they are free. */
-            double all = send_factors(st, l, st->ready[i]);
+            /* The factors beside the pushes, then the rebuild and the
+             * layer's own update on the compute cores once they are free. */
             double rebuild = rebuild_s(st, l) + p->update_s * (double)l->params / (double)st->nparams * scale;
-            chain = fmax(chain, all) + rebuild;
+            send_factors_beside(st, &b, l, st->ready[i], rebuild);
             rebuilds += rebuild;
             st->compute += rebuild;
             (*fc_sfb)++;
@@ -375,6 +436,8 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
             double bytes = (double)seg * word;
             double start = link_start(st, st->ready[i]);
             double sent = link_send(st, st->ready[i], 0, bytes / st->bw + st->lat, bytes);
+            b.pushes[2 * b.npushes] = start;
+            b.pushes[2 * b.npushes++ + 1] = sent;
             /* The server's link takes the same part from every worker it
              * serves; a clock's segment is in once the slowest's part is. */
             if (start >= in[k]) queued[k] = to_push[k]; /* the link waited: the pushes meet it anew */
@@ -401,7 +464,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
         }
     }
     settle_stolen(st);
-    double cpu = fmax(st->bwd_end + rebuilds, chain); /* the compute cores are free */
+    double cpu = fmax(st->bwd_end + rebuilds, settle_factors(&b)); /* the compute cores are free */
     if (ps_total > 0) {
         /* bf16/fp16: the worker decodes the parameters; ps-ssp: then adds
          * its own gradient to what it read. */
@@ -411,8 +474,7 @@ static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
         st->compute += coding;
     }
     st->link = fmax(st->link, cpu);
-    dt_free(srv);
-    dt_free(ps_off);
+    dt_free(block);
     return DT_OK;
 }
 
