@@ -59,7 +59,8 @@ enum { TAG_SFB = 903 };
 /* Floats per segment of a factor message (segments.h). */
 static size_t factor_segment(void) { return DT_SEGMENT_BYTES / sizeof(float); }
 
-int dt_sfb_layer_requests(const dt_sfb *f, int layer) {
+/* Requests dt_sfb_start posts for layer. */
+static int layer_requests(const dt_sfb *f, int layer) {
     const dt_sfb_layer *x = &f->layers[f->index[layer]];
     size_t K = (size_t)f->K, seg = factor_segment();
     /* u and v, sent to and received from each other worker. */
@@ -69,7 +70,7 @@ int dt_sfb_layer_requests(const dt_sfb *f, int layer) {
 
 int dt_sfb_requests(const dt_sfb *f) {
     int n = 0;
-    for (int k = 0; k < f->n; k++) n += dt_sfb_layer_requests(f, f->layers[k].layer);
+    for (int k = 0; k < f->n; k++) n += layer_requests(f, f->layers[k].layer);
     return n;
 }
 

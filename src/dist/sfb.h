@@ -37,13 +37,13 @@ dt_status dt_sfb_create(dt_sfb *f, dt_net *net, const dt_comm_plan *plan, int P)
 void dt_sfb_free(dt_sfb *f);
 /* Copies layer's factors from the net's backward (call inside grad_ready). */
 void dt_sfb_capture(dt_sfb *f, const dt_net *net, int layer);
-/* Requests dt_sfb_start posts for layer, and for every SFB layer (room
- * for all of a step's exchanges in flight at once). */
-int dt_sfb_layer_requests(const dt_sfb *f, int layer);
+/* Requests dt_sfb_start posts for every SFB layer: room for all of a
+ * step's exchanges in flight at once. */
 int dt_sfb_requests(const dt_sfb *f);
 /* Starts the exchange of layer's factors among comm's P workers (ranks 0 ..
  * P - 1, this worker's own block copied in): *nreqs requests posted into
- * reqs (room for dt_sfb_layer_requests). On failure none is left pending. */
+ * reqs (room for the layer's part of dt_sfb_requests). On failure none is
+ * left pending. */
 dt_status dt_sfb_start(dt_sfb *f, int layer, MPI_Comm comm, MPI_Request *reqs, int *nreqs);
 /* After the allgathers: scale times the layer's summed dw and db into
  * net->grads (scale 1/P: the average). */

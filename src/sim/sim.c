@@ -184,7 +184,7 @@ static double send_factors(sim_step *st, const dt_sim_layer *l, double ready) {
  * window (the pushes, small next to the factors where factors pay, are
  * served first: their replies are what the servers wait on). Measured
  * between emulated hosts at 100 Mbit/s: cnn's ps-sync --sacp 147-150 ms a
- * step, where the factors after the pushes (one link in turn) said 181. */
+ * step; this model says 135, the pushes queued behind the factors 181. */
 typedef struct {
     double start, end; /* on their lane, alone; end: delayed by the pushes (settle_factors) */
     double rebuild;    /* the rebuild and the layer's own update after them, on the compute cores */
@@ -198,7 +198,7 @@ typedef struct {
     int npushes;
 } sim_beside;
 
-/* Seconds of [a, b) in which a push held the link. */
+/* Seconds of [a, e) in which a push held the link. */
 static double push_overlap(const sim_beside *b, double a, double e) {
     double held = 0;
     for (int k = 0; k < b->npushes; k++)
