@@ -244,6 +244,11 @@ dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, double stall_timeout, dt_s
 /* Checks an MPI return code: DT_ERR_MPI "what: <MPI error string>". */
 dt_status dt_mpi_check(int rc, const char *what);
 
+/* Cancels and completes every one of reqs[0..n) still pending (skipping
+ * MPI_REQUEST_NULL), so that none outlives the buffers it reads or writes
+ * (after a failure, or receives no message will answer). */
+void dt_cancel_requests(MPI_Request *reqs, int n);
+
 /* Shard s of n floats over `shards` servers: [lo, hi), contiguous,
  * sizes differing by at most one (balanced by bytes; a layer may be split). */
 void dt_shard_range(size_t n, int shards, int s, size_t *lo, size_t *hi);

@@ -18,6 +18,14 @@ dt_status dt_mpi_check(int rc, const char *what) {
     return dt_fail(DT_ERR_MPI, "%s: %s", what, msg);
 }
 
+void dt_cancel_requests(MPI_Request *reqs, int n) {
+    for (int i = 0; i < n; i++)
+        if (reqs[i] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&reqs[i]);
+            MPI_Wait(&reqs[i], MPI_STATUS_IGNORE);
+        }
+}
+
 dt_status dt_comm_create(dt_comm *c, MPI_Comm world, int nservers) {
     memset(c, 0, sizeof *c);
     c->world = world;

@@ -53,11 +53,7 @@ dt_status dt_group_create(dt_group *g, const dt_comm *c, double stall_timeout) {
 
 void dt_group_free(dt_group *g) {
     if (g->recv) {
-        for (int r = 0; r < g->size; r++) {
-            if (g->recv[r] == MPI_REQUEST_NULL) continue;
-            MPI_Cancel(&g->recv[r]);
-            MPI_Wait(&g->recv[r], MPI_STATUS_IGNORE);
-        }
+        dt_cancel_requests(g->recv, g->size);
         MPI_Waitall(g->size, g->send, MPI_STATUSES_IGNORE);
     }
     dt_free(g->seen);

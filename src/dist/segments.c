@@ -24,11 +24,3 @@ int dt_post_segments(MPI_Comm comm, int tag, void *buf, size_t n, MPI_Datatype t
     }
     return k;
 }
-
-void dt_cancel_requests(MPI_Request *reqs, int n) {
-    for (int i = 0; i < n; i++)
-        if (reqs[i] != MPI_REQUEST_NULL) {
-            MPI_Cancel(&reqs[i]);
-            MPI_Wait(&reqs[i], MPI_STATUS_IGNORE);
-        }
-}

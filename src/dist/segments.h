@@ -33,8 +33,4 @@ size_t dt_segment_count(size_t n, size_t seg);
 int dt_post_segments(MPI_Comm comm, int tag, void *buf, size_t n, MPI_Datatype type, int size, size_t seg, int peer,
                      int send, MPI_Request *reqs, const char *what, dt_status *s);
 
-/* After a failure: cancels and completes every request still pending, so
- * none outlives the buffers it reads or writes. */
-void dt_cancel_requests(MPI_Request *reqs, int n);
-
 #endif
