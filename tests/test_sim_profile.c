@@ -66,6 +66,44 @@ static void bad_profile(const char *path, const char *text, const char *what) {
 #define ONE_LAYER \
     "\"layers\":[{\"kind\":\"connected\",\"fwd_s\":1,\"bwd_s\":2,\"params\":30,\"fc_out\":3,\"fc_in\":9}]"
 
+/* Malformed profiles and the words their refusal must name. */
+static const struct {
+    const char *text, *what;
+} bad_profiles[] = {
+    {PROFILE_HEAD_V3 "\"workers\":2," ONE_LAYER "}",
+     "missing 'straggler'"},
+    {PROFILE_HEAD_V3 "\"workers\":0,\"straggler\":1," ONE_LAYER "}",
+     "'workers' must be at least 1"},
+    {PROFILE_HEAD_V3 "\"workers\":2,\"straggler\":0.9," ONE_LAYER "}",
+     "'straggler' must be a ratio of at least 1"},
+    {PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4,\"workers\":2," ONE_LAYER "}",
+     "'workers' is not a field of version 2 profiles"},
+    {PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4," ONE_LAYER "}",
+     "'topk_s' is not a field of version 1 profiles"},
+    {PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}",
+     "missing 'topk_s'"},
+    {PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":0," ONE_LAYER "}",
+     "'topk_s' must be positive"},
+    {"{\"format\":\"other\"}",
+     "not a dtrain profile"},
+    {PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1," ONE_LAYER "}",
+     "missing 'gemm_gflops'"},
+    {PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":0," ONE_LAYER "}",
+     "gemm_gflops"},
+    {PROFILE_HEAD_V1 "\"update_s\":-1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}",
+     "'update_s' must be a non-negative number"},
+    {PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"extra\":2," ONE_LAYER "}",
+     "unknown field 'extra'"},
+    {PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[]}",
+     "no layers"},
+    {PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[{\"kind\":\"x\"}]}",
+     "layer 0: missing 'fwd_s'"},
+    {PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\n" ONE_LAYER,
+     "p.json:2:"},
+    {"{\"format\":\"dtrain-profile\",\"version\":4}",
+     "version 4, this dtrain reads versions 1 to 3"},
+};
+
 static void test_profile_files(void) {
     char dir[] = "/tmp/dt_sim_XXXXXX", path[256];
     CHECK(mkdtemp(dir) != NULL);
@@ -101,39 +139,12 @@ static void test_profile_files(void) {
     CHECK_OK(dt_profile_read(q, path));
     CHECK(q->nlayers == 1 && q->layers[0].fc_in == 9 && q->topk_s == 4);
     CHECK(q->workers == 1 && q->straggler == 1); /* version 2: measured alone */
-    bad_profile(path, PROFILE_HEAD_V3 "\"workers\":2," ONE_LAYER "}", "missing 'straggler'");
-    bad_profile(path, PROFILE_HEAD_V3 "\"workers\":0,\"straggler\":1," ONE_LAYER "}",
-                "'workers' must be at least 1");
-    bad_profile(path, PROFILE_HEAD_V3 "\"workers\":2,\"straggler\":0.9," ONE_LAYER "}",
-                "'straggler' must be a ratio of at least 1");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4,\"workers\":2,"
-                ONE_LAYER "}", "'workers' is not a field of version 2 profiles");
     /* Version 1 (before topk_s) still reads, without a top-k rate. */
     write_text(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}");
     CHECK_OK(dt_profile_read(q, path));
     CHECK(q->nlayers == 1 && q->topk_s == 0);
-    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4," ONE_LAYER "}",
-                "'topk_s' is not a field of version 1 profiles");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}",
-                "missing 'topk_s'");
-    bad_profile(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":0," ONE_LAYER "}",
-                "'topk_s' must be positive");
-
-    bad_profile(path, "{\"format\":\"other\"}", "not a dtrain profile");
-    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1," ONE_LAYER "}", "missing 'gemm_gflops'");
-    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":0," ONE_LAYER "}",
-                "gemm_gflops");
-    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":-1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}",
-                "'update_s' must be a non-negative number");
-    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"extra\":2," ONE_LAYER "}",
-                "unknown field 'extra'");
-    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[]}",
-                "no layers");
-    bad_profile(path,
-                PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"layers\":[{\"kind\":\"x\"}]}",
-                "layer 0: missing 'fwd_s'");
-    bad_profile(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\n" ONE_LAYER, "p.json:2:");
-    bad_profile(path, "{\"format\":\"dtrain-profile\",\"version\":4}", "version 4, this dtrain reads versions 1 to 3");
+    for (size_t i = 0; i < sizeof bad_profiles / sizeof *bad_profiles; i++)
+        bad_profile(path, bad_profiles[i].text, bad_profiles[i].what);
     unlink(path);
     CHECK(dt_profile_read(q, path) == DT_ERR_IO);
     rmdir(dir);
