@@ -35,18 +35,10 @@ static dt_profile *three_layers(void) {
     return p;
 }
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Reading `text` as a profile fails with DT_ERR_FORMAT mentioning `what`. */
 static void bad_profile(const char *path, const char *text, const char *what) {
     dt_profile *q = malloc(sizeof *q);
-    write_text(path, text);
+    dt_test_write_text(path, text);
     dt_status s = dt_profile_read(q, path);
     if (s != DT_ERR_FORMAT || !strstr(dt_last_error(), what)) {
         fprintf(stderr, "profile '%s': status %d, message '%s', expected '%s'\n", text, s, dt_last_error(),
@@ -135,12 +127,12 @@ static void test_profile_files(void) {
         CHECK(q->layers[i].params == p->layers[i].params);
         CHECK(q->layers[i].fc_out == p->layers[i].fc_out && q->layers[i].fc_in == p->layers[i].fc_in);
     }
-    write_text(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4," ONE_LAYER "}");
+    dt_test_write_text(path, PROFILE_HEAD "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5,\"topk_s\":4," ONE_LAYER "}");
     CHECK_OK(dt_profile_read(q, path));
     CHECK(q->nlayers == 1 && q->layers[0].fc_in == 9 && q->topk_s == 4);
     CHECK(q->workers == 1 && q->straggler == 1); /* version 2: measured alone */
     /* Version 1 (before topk_s) still reads, without a top-k rate. */
-    write_text(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}");
+    dt_test_write_text(path, PROFILE_HEAD_V1 "\"update_s\":1,\"sum_s\":1,\"gemm_gflops\":5," ONE_LAYER "}");
     CHECK_OK(dt_profile_read(q, path));
     CHECK(q->nlayers == 1 && q->topk_s == 0);
     for (size_t i = 0; i < sizeof bad_profiles / sizeof *bad_profiles; i++)

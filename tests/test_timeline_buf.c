@@ -38,14 +38,6 @@ static int count_lines(const char *path, const char *needle) {
     return n;
 }
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 static void concurrent_record_and_flush(void) {
     char path[256], part[300];
     snprintf(path, sizeof path, "%s/threads.json", dir);
@@ -99,7 +91,7 @@ static void merge_of_damaged_parts(void) {
     char path[256], part[300];
     snprintf(path, sizeof path, "%s/cut.json", dir);
     snprintf(part, sizeof part, "%s.rank0", path);
-    write_file(part, "[\n{\"name\":\"a\",\"ph\":\"X\"},\n{\"name\":\"b\",\"ph\":\"X\"},\n{\"name\":\"c\",\"p");
+    dt_test_write_text(part, "[\n{\"name\":\"a\",\"ph\":\"X\"},\n{\"name\":\"b\",\"ph\":\"X\"},\n{\"name\":\"c\",\"p");
     CHECK(dt_timeline_merge(path, 2, 1) == DT_ERR_IO); /* rank 1's part is missing */
     CHECK(strstr(dt_last_error(), ".rank1") != NULL);
     CHECK(access(part, F_OK) == 0); /* a failed merge removes nothing */
@@ -109,7 +101,7 @@ static void merge_of_damaged_parts(void) {
     CHECK(count_lines(path, "{\"name\":\"b\",\"ph\":\"X\"}") == 1);
     remove(path);
 
-    write_file(part, "{\"traceEvents\":[\n");
+    dt_test_write_text(part, "{\"traceEvents\":[\n");
     CHECK(dt_timeline_merge(path, 1, 1) == DT_ERR_FORMAT);
     CHECK(access(path, F_OK) != 0);
     remove(part);

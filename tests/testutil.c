@@ -58,6 +58,14 @@ const char *dt_test_src_path(const char *rel) {
     return buf;
 }
 
+void dt_test_write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
 int dt_test_finish(const char *name) {
     if (dt_test_failures) {
         fprintf(stderr, "%s: %d check(s) failed\n", name, dt_test_failures);

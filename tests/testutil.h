@@ -41,6 +41,10 @@ int dt_test_loaders_differ(struct dt_loader *a, struct dt_loader *b, size_t samp
 /* Path of a file in the source tree (DT_SOURCE_DIR/rel) in a static buffer. */
 const char *dt_test_src_path(const char *rel);
 
+/* Writes `text` to `path` (replacing it); a file that cannot be opened
+ * counts as a failed check. */
+void dt_test_write_text(const char *path, const char *text);
+
 /* Print "N passed, M failed" style result and return the exit code. */
 int dt_test_finish(const char *name);
 
