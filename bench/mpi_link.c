@@ -65,6 +65,9 @@
 #include "dtrain/dist.h"
 #include "dtrain/timer.h"
 
+/* Reports every 60 s, never gives up: a measurement, not a job. */
+static const dt_stall no_stall = {60, 0, NULL, NULL};
+
 static void check(dt_status s) {
     if (s == DT_OK) return;
     fprintf(stderr, "mpi_link: %s\n", dt_last_error());
@@ -74,7 +77,7 @@ static void check(dt_status s) {
 /* The trainer's wait (see above), or the communication thread's while the
  * trainer computes (hurry 0). */
 static void wait_one(MPI_Request *req, const atomic_int *hurry) {
-    check(dt_mpi_wait_hurry(req, 1, 60, NULL, NULL, "link", hurry));
+    check(dt_mpi_wait_hurry(req, 1, &no_stall, NULL, NULL, "link", hurry));
 }
 
 /* The compute's stand-in while `run` is set: passes over a 1 MiB buffer
@@ -225,7 +228,7 @@ static void fan_in_serve(float *buf, double t0, double *t1, double *t2) {
         }
     }
     atomic_int calm = 0;
-    check(dt_mpi_wait_hurry(sq, 2 * FAN_SEGS, 60, NULL, NULL, "fan-in replies", &calm));
+    check(dt_mpi_wait_hurry(sq, 2 * FAN_SEGS, &no_stall, NULL, NULL, "fan-in replies", &calm));
 }
 
 static void fan_in(int rank, int reps) {
@@ -254,7 +257,7 @@ static void fan_in(int rank, int reps) {
                                              MPI_COMM_WORLD, &req[FAN_SEGS + k]),
                                    "MPI_Irecv"));
             }
-            check(dt_mpi_wait_hurry(req, 2 * FAN_SEGS, 60, NULL, NULL, "fan-in push", &calm));
+            check(dt_mpi_wait_hurry(req, 2 * FAN_SEGS, &no_stall, NULL, NULL, "fan-in push", &calm));
         }
     }
     if (rank == 0)
@@ -288,7 +291,7 @@ int main(int argc, char **argv) {
     dt_comm comm;
     dt_group g;
     check(dt_comm_create(&comm, MPI_COMM_WORLD, 0));
-    check(dt_group_create(&g, &comm, 60));
+    check(dt_group_create(&g, &comm, &no_stall));
     atomic_store(&g.hurry, 1); /* as the trainer at the end of a step */
     check(dt_group_enter(&g, "link")); /* once, as a step enters once for all its buckets */
     static const char *const names[4] = {"allreduce", "p2p", "allreduce_busy", "p2p_busy"};

@@ -51,9 +51,9 @@ stall_case "allreduce --allreduce-algo ring" 2 "ranks that have not reached it: 
 stall_case "ps-sync --servers 1 --group-size 2" 3 "(group gradient allreduce|parameters from the group's leader) has waited [0-9]+ s; its worker group is ranks 1-2" 2
 # The server names every worker whose gradients it misses: one blocked in a
 # collective with the stopped rank is missing too, and names rank 2 itself.
-stall_case "ps-sync --servers 1" 3 "gradients from worker rank\(s\) ([0-9], )*2$|have not reached it: 2$" 2
+stall_case "ps-sync --servers 1" 3 "gradients from worker rank\(s\) ([0-9] \([^)]*\), )*2 \([^)]*\)$|have not reached it: 2 \([^)]*\)$" 2
 # A stopped server is named by the workers waiting for its layers.
-stall_case "ps-sync --servers 1" 3 "waited [0-9]+ s for parameters from server rank\(s\) 0$" 0
+stall_case "ps-sync --servers 1" 3 "waited [0-9]+ s for parameters from server rank\(s\) 0 \([^)]*\)$" 0
 
 # Different model files on different ranks: refused at start-up, exit 2.
 expect 2 "ranks disagree on the model: rank\(s\) 1" -- $MPIRUN -np 1 "$DTRAIN" train "$M" --dataset synthetic \

@@ -76,11 +76,26 @@ size_t dt_topk_count(double ratio, size_t n);
  * allgathers its pairs, (P-1) k 8. */
 double dt_allreduce_bytes_each_way(const dt_grad_codec *c, size_t n, int P);
 
+/* How long a rank waits for other ranks before it names them, and before
+ * it gives up (--stall-timeout, --stall-abort). A wait that gives up
+ * cannot end in order: the ranks it waits for may be stopped or behind a
+ * dead link, and would never answer an orderly end. So give_up (the CLI's:
+ * it ends the whole job with MPI_Abort) is called on the rank that gave up,
+ * with the one line naming what it waited for and the ranks and hosts it
+ * waited on; if it is NULL or returns, the wait fails with DT_ERR_STALLED
+ * and that line. */
+typedef struct {
+    double report;          /* seconds between reports naming the ranks waited for (0: none) */
+    double abort;           /* seconds after which the wait gives up (0: never) */
+    void (*give_up)(void *ctx, const char *line);
+    void *ctx;
+} dt_stall;
+
 typedef struct {
     dt_mode mode;
     int servers;            /* ps-* modes: server ranks (first S ranks) */
     double fusion_mb;       /* allreduce: fusion bucket size in MiB (0: one bucket per layer) */
-    double stall_timeout;   /* seconds a wait may take before the missing ranks are named */
+    dt_stall stall;         /* when waits for other ranks report and give up */
     int staleness;          /* ps-ssp: s */
     dt_sfb_policy sfb;      /* allreduce and ps-sync only */
     int batch;              /* per-worker batch K (the SFB cost depends on it) */
@@ -116,7 +131,18 @@ typedef struct {
     int rank, size;         /* in world */
     int nservers, nworkers;
     int worker;             /* index among workers, -1 on a server */
+    /* (size, DT_HOST_NAME) every world rank's host name, for messages that
+     * name ranks; owned by the dt_comm that dt_comm_create made (copies
+     * share it, dt_comm_free frees it). */
+    char *hosts;
 } dt_comm;
+
+enum { DT_HOST_NAME = 64 };
+/* World rank r's host name ("?" if unknown). */
+const char *dt_comm_host(const dt_comm *c, int r);
+/* Appends ", " (unless at the start) and "R (HOST)" for world rank r to
+ * buf (cap bytes, *used of them used), cutting at cap. */
+void dt_comm_name_rank(const dt_comm *c, int r, char *buf, size_t cap, size_t *used);
 
 /* ---- the table of modes and allreduce algorithms (modes.c) ---------------
  *
@@ -222,23 +248,39 @@ dt_status dt_comm_timeline_open(dt_timeline **out, const dt_comm *c, const char 
  * are. No-op when tl is NULL. */
 dt_status dt_comm_timeline_close(dt_timeline *tl, const dt_comm *c, dt_status run);
 
-/* Called by dt_mpi_wait every quarter of stall_timeout while requests are
- * pending (ctx is the caller's): report is 1 once per full stall_timeout,
- * when the callback should print which peers are missing; the calls in
- * between let it send heartbeats. */
-typedef void (*dt_stall_fn)(void *ctx, double waited_s, int report);
+/* Called by the waits below while requests are pending (ctx is the
+ * caller's), every quarter of the shorter of stall->report and
+ * stall->abort, so that it can send heartbeats; when report is nonzero it
+ * writes into line (cap bytes) the one line that names what is waited for
+ * and the ranks it waits on, with their hosts, e.g. "dtrain: rank 0:
+ * gradient allreduce of step 9 has waited 60 s; ranks that have not reached
+ * it: 1 (h2)". */
+typedef void (*dt_stall_fn)(void *ctx, double waited_s, int report, char *line, size_t cap);
+
+/* A wait's clock (stall.c): when the next call of a dt_stall_fn is due,
+ * when its line is printed, when the wait gives up. */
+typedef struct {
+    const dt_stall *stall;
+    double start, next_tick, next_report;
+    double last_poll;   /* a gap between polls is time this rank was not running: not counted */
+} dt_stall_clock;
+void dt_stall_clock_start(dt_stall_clock *k, const dt_stall *stall, double now);
+/* At time now (of dt_now): calls who when due, prints its line every
+ * stall->report seconds; once stall->abort has passed since the start,
+ * gives up as dt_stall says (DT_ERR_STALLED). */
+dt_status dt_stall_clock_poll(dt_stall_clock *k, double now, dt_stall_fn who, void *ctx);
 
 /* Waits for n requests without spinning a core: MPI_Testall with a growing
- * sleep (up to 1 ms), calling stall() as above. MPI errors become
- * DT_ERR_MPI naming `what`. */
-dt_status dt_mpi_wait(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
+ * sleep (up to 1 ms), calling who() as above (who and stall may be NULL:
+ * no reports, never gives up). MPI errors become DT_ERR_MPI naming `what`. */
+dt_status dt_mpi_wait(MPI_Request *reqs, int n, const dt_stall *stall, dt_stall_fn who, void *ctx,
                       const char *what);
 /* The same, except while *hurry (may be NULL) is nonzero: the caller's
  * trainer thread is itself blocked on this wait, so its core is free, and
  * the wait polls without sleeping (sched_yield) for its first 2 ms, then
  * sleeps from 50 us growing to 250 us. The sleeping waits cost the last
  * gradient bucket of a step about a millisecond per message round. */
-dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
+dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, const dt_stall *stall, dt_stall_fn who, void *ctx,
                             const char *what, const atomic_int *hurry);
 
 /* Checks an MPI return code: DT_ERR_MPI "what: <MPI error string>". */

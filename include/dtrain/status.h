@@ -21,7 +21,8 @@ typedef enum {
     DT_ERR_NUMERIC,  /* NaN/inf loss                              -> exit 1 */
     DT_ERR_MPI,      /* MPI call failed, peer lost, stall         -> exit 1 */
     DT_ERR_INTERRUPTED, /* SIGINT/SIGTERM received                -> exit 1 */
-    DT_ERR_INTERNAL  /* invariant broken (a bug)                  -> exit 1 */
+    DT_ERR_INTERNAL, /* invariant broken (a bug)                  -> exit 1 */
+    DT_ERR_STALLED   /* waited --stall-abort s for other ranks    -> exit 3 */
 } dt_status;
 
 /* Records a printf-style message for the current thread and returns s. */
@@ -37,7 +38,7 @@ const char *dt_last_error(void);
 /* Short name of a status, e.g. "config error". */
 const char *dt_status_name(dt_status s);
 
-/* Exit code the CLI uses: 0 ok, 2 usage/config, 1 otherwise. */
+/* Exit code the CLI uses: 0 ok, 2 usage/config, 3 stalled, 1 otherwise. */
 int dt_status_exit_code(dt_status s);
 
 /* Propagate a failure to the caller. */

@@ -43,6 +43,11 @@ int cli_report(dt_status s, const cli_env *env);
  * (no rank waits for another: MPI is finalised, not aborted). */
 int cli_agree_start(dt_status s, cli_env *env);
 
+/* dt_stall's give_up: prints line and ends the whole job at once with
+ * MPI_Abort and exit status 3 (DT_ERR_STALLED); the ranks waited for may
+ * never answer an orderly end. Does not return. */
+void cli_end_stalled_job(void *ctx, const char *line);
+
 /* dtrain --version: version, build options, the libraries' versions
  * (callable before MPI_Init). */
 void cli_print_version(FILE *out);

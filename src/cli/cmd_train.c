@@ -89,6 +89,10 @@ static const char train_usage_tail[] =
     "  --timeline F.json     trace of every rank's layers, communication, waits, data, eval and\n"
     "                        checkpoints (chrome://tracing, ui.perfetto.dev)\n"
     "  --stall-timeout S     name the missing ranks after S seconds of waiting (default 60)\n"
+    "  --stall-abort S       a rank that has waited S seconds for other ranks ends the whole\n"
+    "                        job with exit status 3, naming the ranks and hosts it waited for\n"
+    "                        (default 10 x --stall-timeout; 0: wait for ever). S must outlast\n"
+    "                        the longest evaluation or checkpoint pause of the run\n"
     "  --quiet               only the final summary line\n";
 
 /* "this job has 3 ranks" for a train run, "a trial has 3 ranks
@@ -141,6 +145,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
     a->seed = 1;
     a->fusion_mb = 4;
     a->stall_timeout = 60;
+    a->stall_abort = -1;
     a->group_size = 1;
     a->momentum = a->decay = a->warmup_epochs = -1;
     a->beta1 = a->beta2 = a->eps = a->trust = -1;
@@ -187,6 +192,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--allreduce-algo", ARG_STR, &a->ar_algo, 0, 0, 0},
         {"--grad-compression", ARG_STR, &a->grad_compression, 0, 0, 0},
         {"--stall-timeout", ARG_DOUBLE, &a->stall_timeout, 0.1, 1e6, 0},
+        {"--stall-abort", ARG_DOUBLE, &a->stall_abort, 0, 1e7, 0},
         {"--staleness", ARG_INT, &a->staleness, 0, 1000, 0},
         {"--straggle", ARG_STR, &a->straggle, 0, 0, 0},
         {"--slow-worker", ARG_STR, &a->slow, 0, 0, 0},
@@ -342,9 +348,18 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     DT_TRY(cli_dataset_kind(&o->dataset, a->dataset, spec));
     DT_TRY(cli_folder_flags(o->dataset, a->data_dir, a->cache_mb, a->skip_bad));
     if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
-    dt_dist_cfg dc = {DT_MODE_SERIAL, 0, a->fusion_mb, a->stall_timeout, a->staleness,
-                      a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
-                      a->group_size, NULL, DT_AR_AUTO, NULL, {DT_GC_NONE, 0}, a->server_nice};
+    dt_dist_cfg dc = {.mode = DT_MODE_SERIAL,
+                      .fusion_mb = a->fusion_mb,
+                      .stall = {.report = a->stall_timeout,
+                                .abort = a->stall_abort < 0 ? 10 * a->stall_timeout : a->stall_abort,
+                                .give_up = cli_end_stalled_job},
+                      .staleness = a->staleness,
+                      .sfb = a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF,
+                      .batch = spec->batch,
+                      .group_size = a->group_size,
+                      .ar_algo = DT_AR_AUTO,
+                      .codec = {DT_GC_NONE, 0},
+                      .server_nice = a->server_nice};
     int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
     char list[64];
     if (algo < 0)

@@ -24,7 +24,7 @@ typedef struct {
     const char *ckpt_dir;
     int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size, keep;
     long max_steps, ckpt_every, seed;
-    double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout, max_loss_ratio;
+    double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout, stall_abort, max_loss_ratio;
     const char *optimizer;
     double beta1, beta2, eps, trust;  /* -1: not given */
     int exclude, accumulate;          /* -1, 0: not given */

@@ -17,6 +17,17 @@ int cli_report(dt_status s, const cli_env *env) {
     return dt_status_exit_code(s);
 }
 
+void cli_end_stalled_job(void *ctx, const char *line) {
+    (void)ctx;
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+    /* MPI_Abort asks mpirun to end every rank; should it never return
+     * (mpirun itself unreachable), SIGALRM's default action ends this one. */
+    alarm(20);
+    MPI_Abort(MPI_COMM_WORLD, dt_status_exit_code(DT_ERR_STALLED));
+    _exit(dt_status_exit_code(DT_ERR_STALLED));
+}
+
 void cli_print_version(FILE *out) {
     const dnnl_version_t *d = dnnl_version();
     char mpi[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -26,6 +26,7 @@ const char *dt_status_name(dt_status s) {
     case DT_ERR_MPI: return "MPI error";
     case DT_ERR_INTERRUPTED: return "interrupted";
     case DT_ERR_INTERNAL: return "internal error";
+    case DT_ERR_STALLED: return "stalled";
     }
     return "unknown error";
 }
@@ -33,5 +34,6 @@ const char *dt_status_name(dt_status s) {
 int dt_status_exit_code(dt_status s) {
     if (s == DT_OK) return 0;
     if (s == DT_ERR_USAGE || s == DT_ERR_CONFIG) return 2;
+    if (s == DT_ERR_STALLED) return 3;
     return 1;
 }

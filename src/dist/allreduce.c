@@ -20,7 +20,7 @@ static dt_status ar_start(dt_sync *s, dt_trainer *t) {
     a->net = dt_trainer_net(t);
     a->step = dt_trainer_step(t);
     DT_TRY(dt_sfb_setup(s, &a->plan, &a->sfb, a->net, &a->cfg, &a->comm));
-    DT_TRY(dt_group_create(&a->group, &a->comm, a->cfg.stall_timeout));
+    DT_TRY(dt_group_create(&a->group, &a->comm, &a->cfg.stall));
     /* First the broadcast, whose wait names a worker missing at start-up. */
     DT_TRY(dt_group_bcast_start(&a->group, a->net, dt_trainer_opt_state(t), dt_trainer_opt_floats(t)));
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {

@@ -60,8 +60,8 @@ static dt_status window_start(ar_ctx *a, dt_sync *s, dt_trainer *t) {
         dt_comm node, across;
         DT_TRY(dt_topology_comm(&a->comm, a->topo.node, &node));
         DT_TRY(dt_topology_comm(&a->comm, a->topo.cross, &across));
-        DT_TRY(dt_group_create(&a->node, &node, a->cfg.stall_timeout));
-        DT_TRY(dt_group_create(&a->cross, &across, a->cfg.stall_timeout));
+        DT_TRY(dt_group_create(&a->node, &node, &a->cfg.stall));
+        DT_TRY(dt_group_create(&a->cross, &across, &a->cfg.stall));
         g = &a->node;
         cross = &a->cross;
     }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dtrain/dist.h"
 #include "dtrain/mem.h"
@@ -26,6 +27,16 @@ void dt_cancel_requests(MPI_Request *reqs, int n) {
         }
 }
 
+/* Every rank's host name on every rank (the names messages give). */
+static dt_status share_host_names(dt_comm *c) {
+    char mine[DT_HOST_NAME] = "?";
+    if (gethostname(mine, sizeof mine) != 0) snprintf(mine, sizeof mine, "?");
+    mine[DT_HOST_NAME - 1] = '\0';
+    DT_TRY(dt_alloc_bytes((void **)&c->hosts, (size_t)c->size * DT_HOST_NAME, "host names"));
+    return dt_mpi_check(MPI_Allgather(mine, DT_HOST_NAME, MPI_CHAR, c->hosts, DT_HOST_NAME, MPI_CHAR, c->world),
+                        "host names (MPI_Allgather)");
+}
+
 dt_status dt_comm_create(dt_comm *c, MPI_Comm world, int nservers) {
     memset(c, 0, sizeof *c);
     c->world = world;
@@ -43,12 +54,24 @@ dt_status dt_comm_create(dt_comm *c, MPI_Comm world, int nservers) {
     DT_TRY(dt_mpi_check(MPI_Comm_split(c->world, is_worker ? 1 : MPI_UNDEFINED, c->rank, &split),
                         "MPI_Comm_split"));
     c->workers = split;
-    return DT_OK;
+    return share_host_names(c);
 }
 
 void dt_comm_free(dt_comm *c) {
     if (c->workers != MPI_COMM_NULL) MPI_Comm_free(&c->workers);
     c->workers = MPI_COMM_NULL;
+    dt_free(c->hosts);
+    c->hosts = NULL;
+}
+
+const char *dt_comm_host(const dt_comm *c, int r) {
+    return c->hosts && r >= 0 && r < c->size ? c->hosts + (size_t)r * DT_HOST_NAME : "?";
+}
+
+void dt_comm_name_rank(const dt_comm *c, int r, char *buf, size_t cap, size_t *used) {
+    if (*used + 1 >= cap) return;
+    int n = snprintf(buf + *used, cap - *used, "%s%d (%s)", *used ? ", " : "", r, dt_comm_host(c, r));
+    *used = n < 0 ? *used : *used + (size_t)n < cap ? *used + (size_t)n : cap - 1;
 }
 
 /* ---- model agreement ------------------------------------------------------
@@ -369,7 +392,7 @@ dt_status dt_comm_agree(const dt_comm *c, dt_status local) {
     MPI_Request req;
     DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, c->world, &req),
                         "agreement (MPI_Iallreduce)"));
-    DT_TRY(dt_mpi_wait(&req, 1, 0, NULL, NULL, "agreement (MPI_Iallreduce)"));
+    DT_TRY(dt_mpi_wait(&req, 1, NULL, NULL, NULL, "agreement (MPI_Iallreduce)"));
     if (first == c->size) return DT_OK;
     DT_TRY(dt_mpi_check(MPI_Bcast(&status, 1, MPI_INT, first, c->world), "agreement (MPI_Bcast)"));
     DT_TRY(dt_mpi_check(MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first, c->world), "agreement (MPI_Bcast)"));
@@ -443,10 +466,12 @@ dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char 
     return s;
 }
 
-dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
+dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, const dt_stall *stall, dt_stall_fn who, void *ctx,
                             const char *what, const atomic_int *hurry) {
-    double start = dt_now(), next_tick = start + stall_timeout / 4, hurried_since = 0;
-    long sleep_ns = 1000, hurried_ns = 50000, ticks = 0;
+    double hurried_since = 0;
+    long sleep_ns = 1000, hurried_ns = 50000;
+    dt_stall_clock clock;
+    dt_stall_clock_start(&clock, stall, dt_now());
     for (;;) {
         int done = 0;
         DT_TRY(dt_mpi_check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what));
@@ -468,15 +493,11 @@ dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, double stall_timeout, dt_s
             nanosleep(&ts, NULL);
             if (sleep_ns < 1000000) sleep_ns *= 2;
         }
-        now = dt_now();
-        if (stall && stall_timeout > 0 && now >= next_tick) {
-            stall(ctx, now - start, ++ticks % 4 == 0);
-            next_tick = now + stall_timeout / 4;
-        }
+        DT_TRY(dt_stall_clock_poll(&clock, dt_now(), who, ctx));
     }
 }
 
-dt_status dt_mpi_wait(MPI_Request *reqs, int n, double stall_timeout, dt_stall_fn stall, void *ctx,
+dt_status dt_mpi_wait(MPI_Request *reqs, int n, const dt_stall *stall, dt_stall_fn who, void *ctx,
                       const char *what) {
-    return dt_mpi_wait_hurry(reqs, n, stall_timeout, stall, ctx, what, NULL);
+    return dt_mpi_wait_hurry(reqs, n, stall, who, ctx, what, NULL);
 }

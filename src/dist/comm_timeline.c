@@ -40,7 +40,7 @@ dt_status dt_comm_timeline_close(dt_timeline *tl, const dt_comm *c, dt_status ru
     if (!dt_run_ended_together(run)) return s;
     MPI_Request req;
     DT_TRY(dt_mpi_check(MPI_Ibarrier(c->world, &req), "timeline (MPI_Ibarrier)"));
-    DT_TRY(dt_mpi_wait(&req, 1, 0, NULL, NULL, "timeline (MPI_Ibarrier)"));
+    DT_TRY(dt_mpi_wait(&req, 1, NULL, NULL, NULL, "timeline (MPI_Ibarrier)"));
     if (s != DT_OK || c->worker != 0) return s;
     /* A clean end needs every rank's part; after an agreed stop or
      * divergence a missing part is skipped. */

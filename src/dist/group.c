@@ -29,14 +29,31 @@ static dt_status drain(dt_group *g) {
     return DT_OK;
 }
 
-dt_status dt_group_create(dt_group *g, const dt_comm *c, double stall_timeout) {
+/* g->world_rank: where each member of comm.workers is in comm.world. */
+static dt_status find_world_ranks(dt_group *g) {
+    MPI_Group mine, world;
+    DT_TRY(dt_alloc_bytes((void **)&g->world_rank, (size_t)g->size * sizeof(int), "stall inspector"));
+    for (int r = 0; r < g->size; r++) g->world_rank[r] = r;
+    DT_TRY(dt_mpi_check(MPI_Comm_group(g->comm.workers, &mine), "MPI_Comm_group"));
+    dt_status s = dt_mpi_check(MPI_Comm_group(g->comm.world, &world), "MPI_Comm_group");
+    if (s == DT_OK) {
+        s = dt_mpi_check(MPI_Group_translate_ranks(mine, g->size, g->world_rank, world, g->world_rank),
+                         "MPI_Group_translate_ranks");
+        MPI_Group_free(&world);
+    }
+    MPI_Group_free(&mine);
+    return s;
+}
+
+dt_status dt_group_create(dt_group *g, const dt_comm *c, const dt_stall *stall) {
     memset(g, 0, sizeof *g);
     atomic_init(&g->hurry, 0);
     g->comm = *c;
-    g->stall_timeout = stall_timeout;
+    g->stall = stall;
     g->pending = MPI_REQUEST_NULL;
     DT_TRY(dt_mpi_check(MPI_Comm_rank(c->workers, &g->rank), "MPI_Comm_rank"));
     DT_TRY(dt_mpi_check(MPI_Comm_size(c->workers, &g->size), "MPI_Comm_size"));
+    DT_TRY(find_world_ranks(g));
     size_t n = (size_t)g->size;
     DT_TRY(dt_alloc_bytes((void **)&g->seen, n * sizeof(long), "stall inspector"));
     DT_TRY(dt_alloc_bytes((void **)&g->inbox, n * sizeof(long), "stall inspector"));
@@ -61,6 +78,7 @@ void dt_group_free(dt_group *g) {
     dt_free(g->heard);
     dt_free(g->recv);
     dt_free(g->send);
+    dt_free(g->world_rank);
     memset(g, 0, sizeof *g);
 }
 
@@ -89,22 +107,21 @@ dt_status dt_group_enter(dt_group *g, const char *what) {
     return announce(g);
 }
 
-static void on_stall(void *arg, double waited, int report) {
+static void on_stall(void *arg, double waited, int report, char *line, size_t cap) {
     dt_group *g = arg;
     if (announce(g) != DT_OK || !report) return; /* heartbeat */
     char missing[256] = "";
     size_t used = 0;
-    double now = dt_now();
-    for (int r = 0; r < g->size && used + 1 < sizeof missing; r++)
-        if (r != g->rank && (g->seen[r] < g->seq || now - g->heard[r] > g->stall_timeout))
-                used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "",
-                                         r + g->comm.nservers);
-    fprintf(stderr, "dtrain: rank %d: %s has waited %.0f s; ranks that have not reached it: %s\n",
-            g->comm.rank, g->what, waited, missing[0] ? missing : "(none known: a message is slow)");
+    double now = dt_now(), silent = g->stall->report > 0 ? g->stall->report : g->stall->abort;
+    for (int r = 0; r < g->size; r++)
+        if (r != g->rank && (g->seen[r] < g->seq || now - g->heard[r] > silent))
+            dt_comm_name_rank(&g->comm, g->world_rank[r], missing, sizeof missing, &used);
+    snprintf(line, cap, "dtrain: rank %d: %s has waited %.0f s; ranks that have not reached it: %s", g->comm.rank,
+             g->what, waited, missing[0] ? missing : "(none known: a message is slow)");
 }
 
 dt_status dt_group_wait(dt_group *g, MPI_Request *reqs, int n) {
-    return dt_mpi_wait_hurry(reqs, n, g->stall_timeout, on_stall, g, g->what, &g->hurry);
+    return dt_mpi_wait_hurry(reqs, n, g->stall, on_stall, g, g->what, &g->hurry);
 }
 
 dt_status dt_group_sum_doubles(dt_group *g, double *vals, int n, const char *what) {

@@ -8,7 +8,8 @@
  * --stall-timeout, and every --stall-timeout it names the workers whose last
  * announced count is below its own (they have not reached this collective)
  * or who have gone silent inside it (stopped, hung): Horovod's stall
- * inspector. Only one thread at a time may use a group. */
+ * inspector. After --stall-abort it gives up, naming them (dt_stall).
+ * Only one thread at a time may use a group. */
 #ifndef DTRAIN_DIST_GROUP_H
 #define DTRAIN_DIST_GROUP_H
 
@@ -19,8 +20,9 @@ enum { DT_GROUP_PENDING_MAX = 4 };
 
 typedef struct {
     dt_comm comm;       /* world layout; collectives run on comm.workers */
-    double stall_timeout;
+    const dt_stall *stall; /* the run's (outlives the group) */
     int rank, size;     /* in comm.workers */
+    int *world_rank;    /* (size) each member's rank in comm.world, for messages */
     long seq;           /* collectives this worker has entered */
     long *seen;         /* (size) latest count announced by each worker, -1 none */
     double *heard;      /* (size) when each worker's last announcement arrived */
@@ -39,7 +41,7 @@ typedef struct {
     const char *pending_what; /* its name, for the stall inspector's messages */
 } dt_group;
 
-dt_status dt_group_create(dt_group *g, const dt_comm *c, double stall_timeout);
+dt_status dt_group_create(dt_group *g, const dt_comm *c, const dt_stall *stall);
 void dt_group_free(dt_group *g);
 
 /* Counts and announces a collective; then wait for its requests with

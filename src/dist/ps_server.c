@@ -361,15 +361,16 @@ static dt_status poll_once(server *sv, int *progressed, int *active) {
     return serve_pulls(sv, progressed);
 }
 
-static void report_stall(server *sv, double waited) {
+static void report_stall(void *arg, double waited, int report, char *line, size_t cap) {
+    if (!report) return;
+    const server *sv = arg;
     char missing[256] = "";
     size_t used = 0;
-    for (int w = 0; w < sv->W && used + 1 < sizeof missing; w++)
+    for (int w = 0; w < sv->W; w++)
         if (!sv->stopped[w] && !sv->awaiting[w])
-            used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "",
-                                     world_rank_of(sv, w));
-    fprintf(stderr, "dtrain: server rank %d: clock %ld has waited %.0f s for gradients from worker rank(s) %s\n",
-            sv->comm->rank, sv->committed + 1, waited, missing);
+            dt_comm_name_rank(sv->comm, world_rank_of(sv, w), missing, sizeof missing, &used);
+    snprintf(line, cap, "dtrain: server rank %d: clock %ld has waited %.0f s for gradients from worker rank(s) %s",
+             sv->comm->rank, sv->committed + 1, waited, missing);
 }
 
 /* At the end: every delivered gradient was applied exactly once (each
@@ -388,7 +389,8 @@ static dt_status check_counts(server *sv) {
 static dt_status serve(server *sv) {
     for (int w = 0; w < sv->W; w++) DT_TRY(post_ctrl(sv, w));
     long sleep_ns = 1000;
-    double idle_since = dt_now(), next_report = idle_since + sv->cfg->stall_timeout;
+    dt_stall_clock idle; /* since the last progress */
+    dt_stall_clock_start(&idle, &sv->cfg->stall, dt_now());
     for (;;) {
         int progressed, active;
         DT_TRY(poll_once(sv, &progressed, &active));
@@ -396,17 +398,13 @@ static dt_status serve(server *sv) {
         double now = dt_now();
         if (progressed) {
             sleep_ns = 1000;
-            idle_since = now;
-            next_report = now + sv->cfg->stall_timeout;
+            dt_stall_clock_start(&idle, &sv->cfg->stall, now);
             continue;
         }
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
         if (sleep_ns < 1000000) sleep_ns *= 2;
-        if (sv->cfg->stall_timeout > 0 && now >= next_report) {
-            report_stall(sv, now - idle_since);
-            next_report = now + sv->cfg->stall_timeout;
-        }
+        DT_TRY(dt_stall_clock_poll(&idle, now, report_stall, sv));
     }
 }
 

@@ -232,7 +232,7 @@ static dt_status ps_start(dt_sync *sy, dt_trainer *t) {
     }
     float *state = dt_trainer_opt_state(t);
     int nslots = dt_optim_nslots(p->ps_optim);
-    DT_TRY(dt_group_create(&p->group, &p->comm, p->cfg.stall_timeout));
+    DT_TRY(dt_group_create(&p->group, &p->comm, &p->cfg.stall));
     /* The pump makes MPI calls beside the trainer's: only under
      * MPI_THREAD_MULTIPLE (an MPI that grants less moves the messages at
      * the end of the step, as before the pump). */
@@ -276,7 +276,7 @@ static dt_status ps_begin_step(dt_sync *sy, dt_trainer *t, float lr) {
     return p->leader ? send_ctrl(p, PS_CTRL_STEP, p->clock, lr) : DT_OK;
 }
 
-static void on_stall(void *arg, double waited, int report) {
+static void on_stall(void *arg, double waited, int report, char *line, size_t cap) {
     if (!report) return;
     ps_ctx *p = arg;
     unsigned char late[1024] = {0}; /* (nservers) a receive from s is not done */
@@ -288,11 +288,10 @@ static void on_stall(void *arg, double waited, int report) {
     }
     char missing[256] = "";
     size_t used = 0;
-    for (int s = 0; s < p->comm.nservers && used + 1 < sizeof missing; s++)
-        if (late[s]) used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", s);
-    fprintf(stderr,
-            "dtrain: rank %d: step %ld has waited %.0f s for parameters from server rank(s) %s\n",
-            p->comm.rank, p->clock + 1, waited, missing[0] ? missing : "(sends pending)");
+    for (int s = 0; s < p->comm.nservers; s++)
+        if (late[s]) dt_comm_name_rank(&p->comm, s, missing, sizeof missing, &used);
+    snprintf(line, cap, "dtrain: rank %d: step %ld has waited %.0f s for parameters from server rank(s) %s",
+             p->comm.rank, p->clock + 1, waited, missing[0] ? missing : "(sends pending)");
 }
 
 /* Server s's reply header (PS_HDR_LEN, then its segments' committed clocks). */
@@ -357,18 +356,22 @@ typedef struct {
     const char *what;
 } group_stall_info;
 
-static void on_group_stall(void *arg, double waited, int report) {
+static void on_group_stall(void *arg, double waited, int report, char *line, size_t cap) {
     if (!report) return;
     const group_stall_info *gi = arg;
     const ps_ctx *p = gi->p;
     int first = p->comm.nservers + p->comm.worker / p->k * p->k;
-    fprintf(stderr, "dtrain: rank %d: %s has waited %.0f s; its worker group is ranks %d-%d (leader %d)\n",
-            p->comm.rank, gi->what, waited, first, first + p->k - 1, first);
+    char members[256] = "";
+    size_t used = 0;
+    for (int r = first; r < first + p->k; r++)
+        if (r != p->comm.rank) dt_comm_name_rank(&p->comm, r, members, sizeof members, &used);
+    snprintf(line, cap, "dtrain: rank %d: %s has waited %.0f s; its worker group is ranks %d-%d (leader %d): %s",
+             p->comm.rank, gi->what, waited, first, first + p->k - 1, first, members);
 }
 
 static dt_status group_wait(const ps_ctx *p, MPI_Request *reqs, int n, const char *what) {
     group_stall_info gi = {p, what};
-    return dt_mpi_wait(reqs, n, p->cfg.stall_timeout, on_group_stall, &gi, what);
+    return dt_mpi_wait(reqs, n, &p->cfg.stall, on_group_stall, &gi, what);
 }
 
 /* k > 1: the group's summed gradients, averaged; the leader pushes them
@@ -390,7 +393,7 @@ static dt_status receive_replies(ps_ctx *p, int whole, int wire, const char *wha
         DT_TRY(post_replies(p, whole, wire));
         /* The trainer itself waits here: its core is free to poll. */
         static const atomic_int trainer_waits = 1;
-        DT_TRY(dt_mpi_wait_hurry(p->reqs, p->nreqs, p->cfg.stall_timeout, on_stall, p, what, &trainer_waits));
+        DT_TRY(dt_mpi_wait_hurry(p->reqs, p->nreqs, &p->cfg.stall, on_stall, p, what, &trainer_waits));
         if (wire) wire_params_in(p, 1);
     }
     if (p->k == 1) return DT_OK;
