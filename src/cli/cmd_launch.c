@@ -1,25 +1,27 @@
 /* dtrain launch -n N [--hosts H:S,... | --hostfile F] [--launch-agent CMD]
- * [--max-restarts K] -- train|sweep MODEL.cfg ...: runs mpirun with the flags
- * this kind of machine needs (like horovodrun): as root, more ranks than
- * cores, CPU binding only when every rank of one machine has a core; on
- * several hosts, Open MPI's rsh launcher starts a daemon on each through ssh
- * or the given agent (scripts/cluster.sh agent for the emulated cluster).
- * With --max-restarts (torchrun's model) it stays as mpirun's parent:
- * when a rank dies or the job fails, mpirun ends every rank, and the
- * launcher starts the job again from the newest complete checkpoint of
- * --checkpoint-dir (--resume auto), up to K times, logging each restart. */
+ * [--max-restarts K [--min-workers M]] -- train|sweep MODEL.cfg ...: runs
+ * mpirun with the flags this kind of machine needs (like horovodrun): as
+ * root, more ranks than cores, CPU binding only when every rank of one
+ * machine has a core; on several hosts, Open MPI's rsh launcher starts a
+ * daemon on each through ssh or the given agent (scripts/cluster.sh agent
+ * for the emulated cluster). It stays as mpirun's parent (launch_run.h):
+ * stop signals go to the ranks, and nothing outlives a bounded wait. With
+ * --max-restarts (torchrun's model), when a rank dies, gives up waiting or
+ * the job fails, the launcher starts the job again from the newest
+ * complete checkpoint of --checkpoint-dir (--resume auto), up to K times,
+ * logging each restart; with --min-workers (torchrun's --nnodes MIN:MAX,
+ * Horovod's --min-np) without the host the failed rank waited for. */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "args.h"
 #include "cli.h"
+#include "launch_run.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ckptdir.h"
 #include "dtrain/json.h"
@@ -28,7 +30,7 @@
 
 static const char launch_usage[] =
     "usage: dtrain launch [-n N] [--hosts H:S,...|--hostfile F] [--launch-agent CMD] [--max-restarts K]\n"
-    "                     [--dry-run] -- train|sweep MODEL.cfg [flags]\n"
+    "                     [--min-workers M] [--stop-timeout S] [--dry-run] -- train|sweep MODEL.cfg [flags]\n"
     "  runs N ranks of this dtrain with mpirun (as root: --allow-run-as-root;\n"
     "  more ranks than cores: --oversubscribe and no CPU binding)\n"
     "  --hosts H:S,...     the ranks go to these hosts, S slots (ranks) on host H, filled\n"
@@ -40,14 +42,23 @@ static const char launch_usage[] =
     "  --launch-agent CMD  how mpirun reaches another host (default ssh): it runs\n"
     "                      CMD HOST orted...; the emulated cluster of scripts/cluster.sh\n"
     "                      uses \"scripts/cluster.sh agent\"\n"
-    "  --max-restarts K    when a rank dies or the job fails (exit 1), start it again from\n"
-    "                      the newest complete checkpoint in the train command's\n"
-    "                      --checkpoint-dir (--resume auto), up to K times; each restart\n"
-    "                      is printed and logged (--log) with the rank that failed, the\n"
-    "                      step resumed and the work lost\n"
+    "  --max-restarts K    when a rank dies, gives up waiting (train's --stall-abort, exit 3)\n"
+    "                      or the job fails (exit 1), start it again from the newest complete\n"
+    "                      checkpoint in the train command's --checkpoint-dir (--resume auto),\n"
+    "                      up to K times; each restart is printed and logged (--log) with\n"
+    "                      the rank that failed, the step resumed and the work lost\n"
+    "  --min-workers M     with --hosts and --max-restarts: a host that a rank gave up\n"
+    "                      waiting for is dropped before the restart, which runs on the\n"
+    "                      hosts left as long as M workers remain, with the checkpoint's\n"
+    "                      global batch (train's --keep-global-batch: more accumulation\n"
+    "                      passes per worker) and learning-rate schedule. Dropped hosts are\n"
+    "                      not added back\n"
+    "  --stop-timeout S    after SIGINT/SIGTERM, the seconds the ranks have to stop at an\n"
+    "                      agreed step before mpirun and every rank are killed (default 60;\n"
+    "                      a second signal kills at once)\n"
     "  --dry-run           print the mpirun command instead of running it\n"
     "  Ctrl-C (SIGINT/SIGTERM to the launcher) stops every rank at an agreed step with a\n"
-    "  final checkpoint; it is never restarted.\n";
+    "  final checkpoint; it is never restarted. Nothing the job started outlives the launcher.\n";
 
 /* The value of --name in the command's flags (after --), or NULL; *at is
  * its flag's index (-1 when absent). */
@@ -60,71 +71,6 @@ static const char *flag_value(const char **args, int n, const char *name, int *a
         if (args[i][len] == '\0' && i + 1 < n) return *at = i, args[i + 1];
     }
     return NULL;
-}
-
-/* Forwarded to mpirun, which passes SIGINT/SIGTERM on to every rank. */
-static volatile sig_atomic_t child_pid = 0, signalled = 0;
-
-static void forward(int sig) {
-    signalled = sig;
-    if (child_pid > 0) kill((pid_t)child_pid, sig);
-}
-
-/* What mpirun said of the rank that failed ("process rank 1 ... exited on
- * signal 9", "Process name: [[x,y],1] ... Exit code: 1"). */
-typedef struct {
-    int rank, signal, exit_code;
-} failure;
-
-static void scan_line(const char *line, failure *f) {
-    const char *p;
-    if ((p = strstr(line, "process rank ")) && sscanf(p, "process rank %d", &f->rank) == 1 && f->signal < 0 &&
-        (p = strstr(line, "on signal ")))
-        sscanf(p, "on signal %d", &f->signal);
-    if ((p = strstr(line, "Process name: [[")) && (p = strstr(p, "],")) && f->rank < 0) sscanf(p, "],%d]", &f->rank);
-    if ((p = strstr(line, "Exit code:")) && f->exit_code < 0) sscanf(p, "Exit code: %d", &f->exit_code);
-}
-
-/* Runs args (mpirun ...) to its end, echoing its stderr and reading what
- * it says of a failed rank. Returns its exit status (128 + signal if it
- * was killed), -1 if it could not be started. */
-static int run_job(const char **args, failure *f) {
-    f->rank = f->signal = f->exit_code = -1;
-    int fds[2];
-    if (pipe(fds) != 0) return -1;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        dup2(fds[1], STDERR_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execvp("mpirun", (char *const *)args);
-        fprintf(stderr, "dtrain: launch: cannot run mpirun: %s (install openmpi-bin)\n", strerror(errno));
-        _exit(127);
-    }
-    child_pid = pid;
-    close(fds[1]);
-    FILE *in = fdopen(fds[0], "r");
-    char line[4096];
-    while (in) {
-        errno = 0;
-        if (!fgets(line, sizeof line, in)) {
-            if (errno == EINTR) {
-                clearerr(in);
-                continue;
-            }
-            break;
-        }
-        fputs(line, stderr);
-        scan_line(line, f);
-    }
-    if (in) fclose(in);
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    child_pid = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* The last "step" of a run log (-1 if none). */
@@ -151,11 +97,11 @@ static dt_status verify_one(const char *path, void *ctx) { return dt_checkpoint_
 
 /* Prints (and appends to the run log) what a restart throws away: the
  * rank that failed, the checkpoint it goes on from, the steps and seconds
- * of training since that checkpoint. */
-static void log_restart(int attempt, int max, const failure *f, int code, const char *dir, const char *log,
-                        double failed_at) {
+ * of training since that checkpoint, and the host dropped (NULL: none). */
+static void log_restart(int attempt, int max, const launch_outcome *f, int code, const char *dir, const char *log,
+                        double failed_at, const char *dropped, int workers) {
     dt_ckpt_meta m;
-    char ck[4096] = "", why[64], esc[8192], json[8192 + 512];
+    char ck[4096] = "", why[96], esc[8192], host[600] = "", json[8192 + 1024];
     long from = -1, last = last_logged_step(log);
     double lost_s = -1;
     struct stat st;
@@ -163,63 +109,31 @@ static void log_restart(int attempt, int max, const failure *f, int code, const 
         from = (long)m.step;
         if (stat(ck, &st) == 0) lost_s = failed_at - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
     }
-    if (f->signal > 0) snprintf(why, sizeof why, "died of signal %d (%s)", f->signal, strsignal(f->signal));
+    if (f->stalled) snprintf(why, sizeof why, "gave up waiting for other ranks (--stall-abort)");
+    else if (f->signal > 0) snprintf(why, sizeof why, "died of signal %d (%s)", f->signal, strsignal(f->signal));
     else snprintf(why, sizeof why, "exited with status %d", f->exit_code >= 0 ? f->exit_code : code);
-    fprintf(stderr, "dtrain launch: restart %d of %d: rank %d %s; resuming from %s (step %ld)", attempt, max, f->rank,
-            why, ck[0] ? ck : "the beginning (no checkpoint yet)", from < 0 ? 0 : from);
+    fprintf(stderr, "dtrain launch: restart %d of %d: rank %d %s; ", attempt, max, f->rank, why);
+    if (dropped) fprintf(stderr, "dropping host %s (%d worker%s left); ", dropped, workers, workers == 1 ? "" : "s");
+    fprintf(stderr, "resuming from %s (step %ld)", ck[0] ? ck : "the beginning (no checkpoint yet)", from < 0 ? 0 : from);
     if (last >= 0) fprintf(stderr, "; %ld steps lost", last - (from < 0 ? 0 : from));
     if (lost_s >= 0) fprintf(stderr, " (%.1f s of training since that checkpoint)", lost_s);
     fputc('\n', stderr);
     FILE *lf = log ? fopen(log, "a") : NULL;
     if (!lf) return;
     dt_json_escape(esc, sizeof esc, ck);
+    if (dropped) {
+        char name[300];
+        dt_json_escape(name, sizeof name, dropped);
+        snprintf(host, sizeof host, ",\"dropped_host\":\"%s\",\"workers\":%d", name, workers);
+    }
     snprintf(json, sizeof json,
              "{\"event\":\"restart\",\"attempt\":%d,\"max_restarts\":%d,\"failed_rank\":%d,\"signal\":%d,"
-             "\"exit_code\":%d,\"checkpoint\":\"%s\",\"resume_step\":%ld,\"lost_steps\":%ld,\"lost_s\":%.3f}",
-             attempt, max, f->rank, f->signal, f->exit_code, esc, from < 0 ? 0 : from,
-             last >= 0 ? last - (from < 0 ? 0 : from) : -1, lost_s);
+             "\"exit_code\":%d,\"stalled\":%s,\"checkpoint\":\"%s\",\"resume_step\":%ld,\"lost_steps\":%ld,"
+             "\"lost_s\":%.3f%s}",
+             attempt, max, f->rank, f->signal, f->exit_code, f->stalled ? "true" : "false", esc,
+             from < 0 ? 0 : from, last >= 0 ? last - (from < 0 ? 0 : from) : -1, lost_s, host);
     fprintf(lf, "%s\n", json);
     fclose(lf);
-}
-
-/* --max-restarts: the job, then again with --resume auto after each failure. */
-static int supervise(const char **args, int k, int cmd_at, int max) {
-    const char **cmd = args + cmd_at;
-    int ncmd = k - cmd_at, at;
-    const char *dir = flag_value(cmd, ncmd, "--checkpoint-dir", &at);
-    const char *log = flag_value(cmd, ncmd, "--log", &at);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = forward; /* this process computes nothing: a handler is safe here */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    for (int attempt = 0;; attempt++) {
-        failure f;
-        int code = run_job(args, &f);
-        if (code == 0 || code == 2 || code < 0 || signalled || attempt == max) {
-            if (code != 0 && attempt == max && max > 0 && !signalled && code != 2)
-                fprintf(stderr, "dtrain launch: the job failed after %d restart%s; giving up\n", max,
-                        max == 1 ? "" : "s");
-            return code < 0 ? 1 : code;
-        }
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        log_restart(attempt + 1, max, &f, code, dir, log, (double)now.tv_sec + 1e-9 * (double)now.tv_nsec);
-        if (attempt == 0) { /* from now on: --resume auto in place of any --resume */
-            const char *v = flag_value(cmd, ncmd, "--resume", &at);
-            if (v) {
-                int width = strchr(cmd[at], '=') ? 1 : 2;
-                memmove(&cmd[at], &cmd[at + width], sizeof *cmd * (size_t)(ncmd - at - width + 1));
-                ncmd -= width;
-                k -= width;
-            }
-            args[k++] = "--resume";
-            args[k++] = "auto";
-            args[k] = NULL;
-        }
-    }
 }
 
 /* --hosts H:S,...: checks the list and returns the number of slots (its
@@ -251,9 +165,81 @@ static long count_host_slots(const char *list) {
     }
 }
 
+/* The server ranks of a train command: --servers S (default 1) in a ps-*
+ * mode, none otherwise. */
+static int server_ranks(const char **cmd, int ncmd) {
+    int at;
+    const char *mode = flag_value(cmd, ncmd, "--mode", &at), *servers = flag_value(cmd, ncmd, "--servers", &at);
+    if (!mode || strncmp(mode, "ps-", 3) != 0) return 0;
+    return servers ? atoi(servers) : 1;
+}
+
+/* Whether host name a (the --hosts entry) is b (a rank's host name): the
+ * same, or one the other's first label ("h2" and "h2.cluster"). */
+static int same_host(const char *a, size_t alen, const char *b) {
+    size_t blen = strlen(b);
+    size_t n = alen < blen ? alen : blen;
+    if (strncmp(a, b, n) != 0) return 0;
+    return alen == blen || (alen > blen ? a[blen] == '.' : b[alen] == '.');
+}
+
+/* Drops from the --hosts list (hosts, "h1:2,h2:2", rewritten in place) the
+ * first entry that one of blamed ("h2,h3") names, unless it is the last
+ * one. *n (ranks) loses the ranks that were on it (mpirun fills the hosts'
+ * slots in order). Returns the dropped entry's name in name (cap bytes),
+ * or 0 if none was dropped. */
+static int drop_blamed_host(char *hosts, int *n, const char *blamed, char *name, size_t cap) {
+    int left = *n;
+    for (char *h = hosts; *h;) {
+        size_t len = strcspn(h, ":,"), entry = strcspn(h, ",");
+        long slots = h[len] == ':' ? atol(h + len + 1) : 1;
+        int on = slots < left ? (int)slots : left;
+        left -= on;
+        int blame = 0;
+        for (const char *b = blamed; *b && !blame;) {
+            size_t blen = strcspn(b, ",");
+            char one[256];
+            snprintf(one, sizeof one, "%.*s", (int)blen, b);
+            blame = same_host(h, len, one);
+            b += blen + (b[blen] == ',');
+        }
+        int only = h == hosts && h[entry] == '\0';
+        if (blame && !only) {
+            snprintf(name, cap, "%.*s", (int)len, h);
+            char *next = h + entry + (h[entry] == ',');
+            memmove(h, next, strlen(next) + 1);
+            size_t end = strlen(hosts);
+            if (end && hosts[end - 1] == ',') hosts[end - 1] = '\0';
+            *n -= on;
+            return 1;
+        }
+        h += entry + (h[entry] == ',');
+    }
+    return 0;
+}
+
+/* Removes flag (and its value) from cmd (*ncmd words), then appends the
+ * words add (NULL-terminated). */
+static void set_flag(const char **cmd, int *ncmd, const char *flag, const char *const *add) {
+    int at;
+    if (flag_value(cmd, *ncmd, flag, &at)) {
+        int width = strchr(cmd[at], '=') ? 1 : 2;
+        memmove(&cmd[at], &cmd[at + width], sizeof *cmd * (size_t)(*ncmd - at - width));
+        *ncmd -= width;
+    }
+    while (*add) cmd[(*ncmd)++] = *add++;
+}
+
+static int has_word(const char **cmd, int ncmd, const char *word) {
+    for (int i = 0; i < ncmd; i++)
+        if (strcmp(cmd[i], word) == 0) return 1;
+    return 0;
+}
+
 /* Launch's flags, as given and then completed (-n from --hosts' slots). */
 typedef struct {
-    int n, dry, help, max_restarts;
+    int n, dry, help, max_restarts, min_workers;
+    double stop_timeout;
     const char *hostfile, *hosts, *agent;
 } launch_opts;
 
@@ -279,6 +265,12 @@ static dt_status check_launch(launch_opts *o, const char **rest, int nrest) {
     if (o->max_restarts > 0 && !flag_value(rest, nrest, "--checkpoint-dir", &at))
         return dt_fail(DT_ERR_USAGE, "launch: --max-restarts needs the train command's --checkpoint-dir DIR "
                        "(the restarts resume from its newest checkpoint)");
+    if (o->min_workers > 0 && (!o->hosts || o->max_restarts == 0))
+        return dt_fail(DT_ERR_USAGE, "launch: --min-workers drops failed hosts between restarts: give --hosts and "
+                       "--max-restarts");
+    if (o->min_workers > o->n - server_ranks(rest, nrest))
+        return dt_fail(DT_ERR_USAGE, "launch: --min-workers %d is more workers than the job has (%d)", o->min_workers,
+                       o->n - server_ranks(rest, nrest));
     return DT_OK;
 }
 
@@ -335,14 +327,62 @@ static int mpirun_args(const launch_opts *o, const char *self, const char *np, c
     return k;
 }
 
+/* The job, and with --max-restarts K after each failure again from the
+ * newest checkpoint (--resume auto), up to K times; with --min-workers M
+ * without the host a rank that gave up waited for, as long as M workers
+ * remain, keeping the checkpoint's global batch (--keep-global-batch). */
+static int supervise(launch_opts *o, const char *self, const char **rest, int nrest) {
+    const char *cmd[MAX_ARGS], *args[MAX_ARGS];
+    int ncmd = nrest, at;
+    memcpy(cmd, rest, sizeof *cmd * (size_t)nrest);
+    const char *dir = flag_value(cmd, ncmd, "--checkpoint-dir", &at);
+    const char *log = flag_value(cmd, ncmd, "--log", &at);
+    char hosts[4096] = "", np[32];
+    if (o->hosts) snprintf(hosts, sizeof hosts, "%s", o->hosts);
+    int servers = server_ranks(rest, nrest);
+    launch_catch_signals(o->stop_timeout);
+    for (int attempt = 0;; attempt++) {
+        snprintf(np, sizeof np, "%d", o->n);
+        if (o->hosts) o->hosts = hosts;
+        int cmd_at;
+        mpirun_args(o, self, np, cmd, ncmd, args, &cmd_at);
+        launch_outcome f;
+        int code = launch_run(args, &f);
+        if (code == 0 || code == 2 || code < 0 || f.signalled || attempt == o->max_restarts) {
+            if (code != 0 && attempt == o->max_restarts && o->max_restarts > 0 && !f.signalled && code != 2)
+                fprintf(stderr, "dtrain launch: the job failed after %d restart%s; giving up\n", o->max_restarts,
+                        o->max_restarts == 1 ? "" : "s");
+            return code < 0 ? 1 : code;
+        }
+        char dropped[256];
+        int n = o->n, drop = o->min_workers > 0 && drop_blamed_host(hosts, &n, f.blamed, dropped, sizeof dropped);
+        if (drop && n - servers < o->min_workers) {
+            fprintf(stderr, "dtrain launch: host %s failed, and without it %d worker%s would be left (--min-workers "
+                    "%d); giving up\n", dropped, n - servers, n - servers == 1 ? "" : "s", o->min_workers);
+            return code;
+        }
+        o->n = n;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        log_restart(attempt + 1, o->max_restarts, &f, code, dir, log, (double)now.tv_sec + 1e-9 * (double)now.tv_nsec,
+                    drop ? dropped : NULL, o->n - servers);
+        static const char *const resume_auto[] = {"--resume", "auto", NULL}, *const keep[] = {"--keep-global-batch",
+                                                                                             NULL};
+        set_flag(cmd, &ncmd, "--resume", resume_auto);
+        if (drop && !has_word(cmd, ncmd, "--keep-global-batch")) set_flag(cmd, &ncmd, "--keep-global-batch", keep);
+    }
+}
+
 int cmd_launch(int argc, char **argv) {
-    launch_opts o = {0};
+    launch_opts o = {.stop_timeout = 60};
     cli_flag flags[] = {
         {"-n", ARG_INT, &o.n, 1, 65536, 0},
         {"--hosts", ARG_STR, &o.hosts, 0, 0, 0},
         {"--hostfile", ARG_STR, &o.hostfile, 0, 0, 0},
         {"--launch-agent", ARG_STR, &o.agent, 0, 0, 0},
         {"--max-restarts", ARG_INT, &o.max_restarts, 0, 1000, 0},
+        {"--min-workers", ARG_INT, &o.min_workers, 1, 65536, 0},
+        {"--stop-timeout", ARG_DOUBLE, &o.stop_timeout, 1, 1e6, 0},
         {"--dry-run", ARG_FLAG, &o.dry, 0, 0, 0},
         {"--help", ARG_FLAG, &o.help, 0, 0, 0},
     };
@@ -366,18 +406,15 @@ int cmd_launch(int argc, char **argv) {
     if (len <= 0) return cli_report(dt_fail(DT_ERR_IO, "launch: cannot find this executable: %s",
                                             strerror(errno)), &env);
     self[len] = '\0';
-    char np[32];
-    snprintf(np, sizeof np, "%d", o.n);
-    const char *args[MAX_ARGS];
-    int cmd_at, k = mpirun_args(&o, self, np, rest, nrest, args, &cmd_at);
     if (o.dry) {
+        const char *args[MAX_ARGS];
+        char np[32];
+        int cmd_at;
+        snprintf(np, sizeof np, "%d", o.n);
+        int k = mpirun_args(&o, self, np, rest, nrest, args, &cmd_at);
         for (int i = 0; i < k; i++) printf("%s%s", i ? " " : "", args[i]);
         printf("\n");
         return 0;
     }
-    if (o.max_restarts > 0) return supervise(args, k, cmd_at, o.max_restarts);
-    fflush(stdout);
-    execvp("mpirun", (char *const *)args);
-    return cli_report(dt_fail(DT_ERR_IO, "launch: cannot run mpirun: %s (install openmpi-bin)",
-                              strerror(errno)), &env);
+    return supervise(&o, self, rest, nrest);
 }

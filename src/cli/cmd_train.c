@@ -56,6 +56,9 @@ static const char train_usage[] =
     "  --weights F           start from checkpoint F's parameters and batch-norm statistics\n"
     "                        (this model's; any batch): optimiser, step and schedule afresh;\n"
     "                        with --resume auto, until --checkpoint-dir has a checkpoint\n"
+    "  --keep-global-batch   with --resume on another number of workers: --batch and\n"
+    "                        --accumulate chosen to keep the checkpoint's global batch (a\n"
+    "                        worker's share in the fewest passes of at most --batch)\n"
     "  --resume F|D|auto     continue exactly from checkpoint F, from the newest complete one\n"
     "                        in directory D, or (auto) in --checkpoint-dir if it has one;\n"
     "                        --log then appends to the existing log\n"
@@ -181,6 +184,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--keep", ARG_INT, &a->keep, 1, 1000000, 0},
         {"--max-loss-ratio", ARG_DOUBLE, &a->max_loss_ratio, 0, 1e30, 0},
         {"--resume", ARG_STR, &a->resume, 0, 0, 0},
+        {"--keep-global-batch", ARG_FLAG, &a->keep_global_batch, 0, 0, 0},
         {"--weights", ARG_STR, &a->weights, 0, 0, 0},
         {"--no-prefetch", ARG_FLAG, &a->no_prefetch, 0, 0, 0},
         {"--quiet", ARG_FLAG, &a->quiet, 0, 0, 0},
@@ -314,6 +318,36 @@ static dt_status check_mode_optimizer(const dt_model_spec *spec, const dt_dist_c
     return DT_OK;
 }
 
+static dt_status read_meta(const char *path, void *ctx) { return dt_checkpoint_verify(path, ctx); }
+
+/* --keep-global-batch: resumed on another number of workers, a step keeps
+ * the checkpoint's samples G (its schedule and place in the epoch count in
+ * them): G / workers a worker, in the fewest passes (--accumulate) of at
+ * most the batch that divide it. */
+static dt_status keep_global_batch(cli_train_plan *p, int workers) {
+    dt_model_spec *spec = &p->spec;
+    if (!p->opts.resume_path)
+        return dt_fail(DT_ERR_USAGE, "--keep-global-batch keeps the global batch of the checkpoint a run resumes "
+                       "from: give --resume");
+    dt_ckpt_meta m;
+    char from[4096];
+    DT_TRY(dt_resume_find(&p->opts, read_meta, NULL, &m, from, sizeof from));
+    long global = (long)m.step_samples, mine = (long)dt_model_step_batch(spec) * workers;
+    if (!from[0] || global == 0 || global == mine) return DT_OK; /* nothing to resume, or nothing to change */
+    if (spec->subdivisions > 1)
+        return dt_fail(DT_ERR_USAGE, "--keep-global-batch: %s sets subdivisions=%d; the passes of a step are "
+                       "chosen here instead: remove it", spec->path, spec->subdivisions);
+    if (global % workers != 0)
+        return dt_fail(DT_ERR_USAGE, "--keep-global-batch: the checkpoint's steps of %ld samples (%s) do not divide "
+                       "among %d workers", global, from, workers);
+    int each = (int)(global / workers), passes = 1;
+    while (each % passes != 0 || each / passes > spec->batch) passes++;
+    spec->batch = each / passes;
+    spec->accumulate = passes;
+    p->dist.batch = spec->batch;
+    return DT_OK;
+}
+
 dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int ranks, int in_sweep) {
     memset(p, 0, sizeof *p);
     DT_TRY(check_checkpoint_flags(a));
@@ -397,6 +431,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     p->cache_mb = a->cache_mb;
     p->timeline_path = a->timeline;
     p->threads = a->threads;
+    if (a->keep_global_batch) DT_TRY(keep_global_batch(p, ranks - dc.servers));
     return DT_OK;
 }
 

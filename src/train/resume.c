@@ -31,7 +31,7 @@ dt_status dt_resume_check_run(const char *from, const dt_ckpt_meta *m, uint64_t 
     if (m->step_samples && m->step_samples != (uint64_t)step_samples)
         return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint's steps were of %llu samples, this run's are of "
                        "%ld (--batch x --accumulate x workers): a resumed run keeps the global batch (its steps, "
-                       "schedule and place in the epoch count in it); on other workers, give a --batch that keeps "
+                       "schedule and place in the epoch count in it); on other workers, give --keep-global-batch or a --batch that keeps "
                        "it", from, (unsigned long long)m->step_samples, step_samples);
     return DT_OK;
 }

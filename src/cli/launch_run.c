@@ -1,0 +1,219 @@
+#include "launch_run.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Set by the handlers (this process computes nothing: handlers are safe). */
+static volatile sig_atomic_t child_pid = 0, signals_seen = 0, last_signal = 0;
+static double stop_grace = 30;
+
+static void forward(int sig) {
+    last_signal = sig;
+    signals_seen++;
+    if (child_pid > 0 && signals_seen == 1) kill((pid_t)child_pid, sig);
+}
+
+void launch_catch_signals(double stop_timeout) {
+    stop_grace = stop_timeout;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Appends the host names of "R (HOST)" pairs after the marker of a rank
+ * that gave up ("...: 1 (h2), 3 (h3); giving up after ...") to blamed. */
+static void read_blamed_hosts(const char *line, char *blamed, size_t cap) {
+    const char *end = strstr(line, "; giving up after --stall-abort");
+    for (const char *p = line; p && p < end; p++) {
+        const char *open = strstr(p, " (");
+        if (!open || open >= end) break;
+        const char *close = strchr(open + 2, ')');
+        if (!close || close > end) break;
+        size_t n = (size_t)(close - open - 2), used = strlen(blamed);
+        int digit_before = open > line && open[-1] >= '0' && open[-1] <= '9';
+        if (digit_before && n > 0 && n < 256 && used + n + 2 < cap) {
+            if (used) blamed[used++] = ',';
+            memcpy(blamed + used, open + 2, n);
+            blamed[used + n] = '\0';
+        }
+        p = close;
+    }
+}
+
+/* What mpirun said of the rank that failed ("process rank 1 ... exited on
+ * signal 9", "Process name: [[x,y],1] ... Exit code: 1"), and a rank that
+ * gave up waiting. */
+static void scan_line(const char *line, launch_outcome *o) {
+    const char *p;
+    if ((p = strstr(line, "process rank ")) && sscanf(p, "process rank %d", &o->rank) == 1 && o->signal < 0 &&
+        (p = strstr(line, "on signal ")))
+        sscanf(p, "on signal %d", &o->signal);
+    if ((p = strstr(line, "Process name: [[")) && (p = strstr(p, "],")) && o->rank < 0) sscanf(p, "],%d]", &o->rank);
+    if ((p = strstr(line, "Exit code:")) && o->exit_code < 0) sscanf(p, "Exit code: %d", &o->exit_code);
+    if (strstr(line, "giving up after --stall-abort")) {
+        if (!o->stalled && (p = strstr(line, "rank ")) && o->rank < 0) sscanf(p, "rank %d", &o->rank);
+        if (!o->stalled) read_blamed_hosts(line, o->blamed, sizeof o->blamed);
+        o->stalled = 1;
+    }
+}
+
+/* The parent of pid from /proc/pid/stat (-1 if gone). */
+static pid_t parent_of(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close = strrchr(buf, ')'); /* the command name may hold anything */
+    int ppid;
+    return close && sscanf(close + 1, " %*c %d", &ppid) == 1 ? (pid_t)ppid : -1;
+}
+
+/* SIGKILL to every process below this one (mpirun, the ranks, Open MPI's
+ * daemons and launch agents on this machine; orphans come back to this
+ * process, a child subreaper). Repeated until none is left, since the
+ * ones found last may have forked. */
+static void kill_descendants(void) {
+    pid_t self = getpid();
+    for (int round = 0; round < 5; round++) {
+        pid_t found[4096];
+        int n = 0;
+        found[n++] = self;
+        DIR *d = opendir("/proc");
+        if (!d) break;
+        for (int grew = 1; grew && n < 4096;) { /* the descendants, to a fixed point */
+            grew = 0;
+            rewinddir(d);
+            struct dirent *e;
+            while ((e = readdir(d)) && n < 4096) {
+                pid_t pid = (pid_t)atoi(e->d_name), pp;
+                if (pid <= 0 || (pp = parent_of(pid)) < 0) continue;
+                int known = 0, under = 0;
+                for (int i = 0; i < n; i++) known |= found[i] == pid, under |= found[i] == pp;
+                if (under && !known) found[n++] = pid, grew = 1;
+            }
+        }
+        closedir(d);
+        for (int i = n - 1; i >= 1; i--) kill(found[i], SIGKILL);
+        while (waitpid(-1, NULL, WNOHANG) > 0) {}
+        if (n == 1) break;
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Reads what is there on fd into the line buffer, echoing and scanning
+ * whole lines. Returns 0 at the end of the stream. */
+static int pump_lines(int fd, char *line, size_t cap, size_t *have, launch_outcome *o) {
+    ssize_t got = read(fd, line + *have, cap - 1 - *have);
+    if (got < 0) return errno == EINTR || errno == EAGAIN;
+    if (got == 0) {
+        if (*have) fwrite(line, 1, *have, stderr);
+        return 0;
+    }
+    *have += (size_t)got;
+    line[*have] = '\0';
+    char *start = line, *nl;
+    while ((nl = strchr(start, '\n'))) {
+        *nl = '\0';
+        fprintf(stderr, "%s\n", start);
+        scan_line(start, o);
+        start = nl + 1;
+    }
+    *have = strlen(start);
+    memmove(line, start, *have + 1);
+    if (*have == cap - 1) { /* a line longer than the buffer: pass it on as it is */
+        fwrite(line, 1, *have, stderr);
+        *have = 0;
+    }
+    return 1;
+}
+
+/* The reason the launcher ends the job itself, or NULL while it need not. */
+static const char *why_kill(const launch_outcome *o, double *stall_at, double *stop_at, double now) {
+    if (o->stalled && *stall_at == 0) *stall_at = now + LAUNCH_ABORT_GRACE;
+    if (signals_seen && *stop_at == 0) *stop_at = now + stop_grace;
+    if (signals_seen > 1) return "a second stop signal";
+    if (*stop_at > 0 && now >= *stop_at) return "the ranks did not stop within --stop-timeout";
+    if (*stall_at > 0 && now >= *stall_at) return "mpirun did not end the job after a rank gave up";
+    return NULL;
+}
+
+int launch_run(const char **args, launch_outcome *o) {
+    memset(o, 0, sizeof *o);
+    o->rank = o->signal = o->exit_code = -1;
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execvp("mpirun", (char *const *)args);
+        fprintf(stderr, "dtrain: launch: cannot run mpirun: %s (install openmpi-bin)\n", strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    child_pid = pid;
+    if (signals_seen) kill(pid, last_signal); /* one came before it existed */
+    close(fds[1]);
+    char line[8192];
+    size_t have = 0;
+    int st = 0, exited = 0;
+    double stall_at = 0, stop_at = 0, ended_at = 0; /* ended: mpirun exited or was killed */
+    for (int open = 1; open;) {
+        struct pollfd p = {fds[0], POLLIN, 0};
+        if (poll(&p, 1, 200) > 0) open = pump_lines(fds[0], line, sizeof line, &have, o);
+        double now = now_s();
+        if (!exited && waitpid(pid, &st, WNOHANG) == pid) {
+            exited = 1;
+            child_pid = 0;
+            if (ended_at == 0) ended_at = now;
+        }
+        const char *why = o->killed ? NULL : why_kill(o, &stall_at, &stop_at, now);
+        if (why) {
+            fprintf(stderr, "dtrain launch: %s; killing mpirun and every rank\n", why);
+            kill_descendants();
+            o->killed = 1;
+            if (ended_at == 0) ended_at = now;
+        }
+        /* Whatever still holds the pipe (a launch agent whose host is gone)
+         * has had 5 s since mpirun ended. */
+        if (ended_at > 0 && now - ended_at > 5) break;
+    }
+    close(fds[0]);
+    if (!exited)
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    child_pid = 0;
+    kill_descendants(); /* nothing of the job outlives it */
+    o->signalled = signals_seen > 0;
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return o->stalled ? 3 : code;
+}
