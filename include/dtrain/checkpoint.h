@@ -82,6 +82,8 @@ typedef struct {
 } dt_ckpt_arrays;
 
 dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a);
+/* The bytes dt_checkpoint_save writes for a. */
+uint64_t dt_checkpoint_bytes(const dt_ckpt_arrays *a);
 
 /* fsyncs the directory holding path, so that a rename or link made in it
  * is durable (checkpoints, and the checkpoint directory's latest link). */

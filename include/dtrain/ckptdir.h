@@ -7,12 +7,27 @@
 #define DTRAIN_CKPTDIR_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dtrain/status.h"
 
 /* Creates D if missing (not its parents) and checks a file can be created
  * in it, so an unwritable directory is found before training. */
 dt_status dt_ckptdir_prepare(const char *dir);
+
+/* One run at a time writes in D: takes an exclusive flock on D/.lock,
+ * which says whose it is (host, pid, start time), and returns its
+ * descriptor in *fd (close it, or end the process, to let go). A lock held
+ * by a live process is DT_ERR_USAGE naming that owner; a dead process
+ * holds none (the kernel drops it), so its file never blocks a --resume. */
+dt_status dt_ckptdir_lock(const char *dir, int *fd);
+
+/* Whether D's file system has room for *keep checkpoints of ckpt_bytes,
+ * the next one being written and best.ckpt (the checkpoints D holds
+ * already count as room: they are replaced). If not: with fewer, *keep
+ * becomes the most that fit (at least 1); else DT_ERR_USAGE with the
+ * sizes. */
+dt_status dt_ckptdir_check_space(const char *dir, uint64_t ckpt_bytes, int *keep, int fewer);
 
 /* "D/step-N.ckpt" and "D/best.ckpt" into buf (DT_ERR_USAGE if too long). */
 dt_status dt_ckptdir_step_path(char *buf, size_t cap, const char *dir, long step);

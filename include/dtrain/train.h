@@ -106,6 +106,7 @@ typedef struct {
     long checkpoint_every;       /* 0: only at the end */
     const char *checkpoint_dir;  /* or: D/step-N.ckpt, D/latest, D/best.ckpt (ckptdir.h), or NULL */
     int keep;                    /* checkpoint_dir: step-N.ckpt files kept */
+    int keep_fewer;              /* checkpoint_dir without room for keep: keep as many as fit */
     double max_loss_ratio;       /* a checkpoint whose smoothed loss is over this x the run's
                                   * best is not written over good ones (0: no such check) */
     const char *weights_path;    /* checkpoint file whose parameters and batch-norm statistics the

@@ -8,6 +8,7 @@
 
 #include "args.h"
 #include "cmd_train.h"
+#include "dtrain/ckptdir.h"
 #include "paths.h"
 
 static const char train_usage[] =
@@ -49,7 +50,10 @@ static const char train_usage[] =
     "  --checkpoint F        write a checkpoint here (at the end and every --checkpoint-every)\n"
     "  --checkpoint-dir D    or keep checkpoints in D: step-N.ckpt (the last --keep), latest\n"
     "                        (a link to the newest) and best.ckpt (best test accuracy)\n"
-    "  --keep K              --checkpoint-dir: step-N.ckpt files kept (default 3)\n"
+    "  --keep K              --checkpoint-dir: step-N.ckpt files kept (default 3); before\n"
+    "                        training the directory's file system must have room for K, the\n"
+    "                        one being written and best.ckpt, or the run is refused\n"
+    "  --keep-fewer          without room for --keep K: keep as many as fit (at least 1)\n"
     "  --checkpoint-every N  also every N steps\n"
     "  --max-loss-ratio R    a checkpoint whose smoothed training loss is over R x the run's\n"
     "                        best is not written (the good ones stay; default 100, 0 = off)\n"
@@ -182,6 +186,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--checkpoint-every", ARG_LONG, &a->ckpt_every, 1, 1e15, 0},
         {"--checkpoint-dir", ARG_STR, &a->ckpt_dir, 0, 0, 0},
         {"--keep", ARG_INT, &a->keep, 1, 1000000, 0},
+        {"--keep-fewer", ARG_FLAG, &a->keep_fewer, 0, 0, 0},
         {"--max-loss-ratio", ARG_DOUBLE, &a->max_loss_ratio, 0, 1e30, 0},
         {"--resume", ARG_STR, &a->resume, 0, 0, 0},
         {"--keep-global-batch", ARG_FLAG, &a->keep_global_batch, 0, 0, 0},
@@ -229,6 +234,7 @@ static dt_status check_checkpoint_flags(const cli_train_args *a) {
     if (a->ckpt_every && !a->ckpt && !a->ckpt_dir)
         return dt_fail(DT_ERR_USAGE, "--checkpoint-every needs --checkpoint FILE or --checkpoint-dir DIR");
     if (a->given_keep && !a->ckpt_dir) return dt_fail(DT_ERR_USAGE, "--keep needs --checkpoint-dir DIR");
+    if (a->keep_fewer && !a->ckpt_dir) return dt_fail(DT_ERR_USAGE, "--keep-fewer needs --checkpoint-dir DIR");
     if (a->resume && a->weights && strcmp(a->resume, "auto") != 0)
         return dt_fail(DT_ERR_USAGE, "--weights goes with --resume auto only (the weights start the run until "
                        "--checkpoint-dir has a checkpoint); with --resume %s the run continues that checkpoint",
@@ -421,6 +427,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     o->checkpoint_every = a->ckpt_every;
     o->checkpoint_dir = a->ckpt_dir;
     o->keep = a->keep;
+    o->keep_fewer = a->keep_fewer;
     o->max_loss_ratio = a->max_loss_ratio;
     o->resume_path = a->resume;
     o->weights_path = a->weights;
@@ -622,6 +629,16 @@ dt_status cli_train_run(cli_train_plan *p, MPI_Comm world, const cli_env *env,
     return s;
 }
 
+/* The run, once every rank agreed that it can start. */
+static int train_started(cli_train_plan *p, cli_env *env, cli_signals *sig) {
+    dt_train_summary sum;
+    dt_status s = cli_train_run(p, MPI_COMM_WORLD, env, sig, stdout, &sum);
+    /* Interrupted or diverged, every rank ends by itself: no MPI_Abort. */
+    env->orderly = dt_run_ended_together(s) || p->agreed_failure;
+    if (p->agreed_failure && env->rank != 0) return dt_status_exit_code(s); /* rank 0 says it */
+    return cli_report(s, env);
+}
+
 int cmd_train(int argc, char **argv, cli_env *env, cli_signals *sig) {
     cli_train_args a;
     dt_status s = cli_train_parse(&a, argc, argv);
@@ -636,14 +653,13 @@ int cmd_train(int argc, char **argv, cli_env *env, cli_signals *sig) {
     cli_train_plan p;
     if (s == DT_OK) s = cli_train_prepare(&p, &a, env->world, 0);
     if (s == DT_OK) s = cli_check_path_collisions(&a);
-    /* Worker 0 writes the log and the checkpoints. */
+    /* Worker 0 writes the log and the checkpoints, and owns the directory
+     * while it runs (released when this process ends, however it ends). */
+    int lock = -1;
     if (s == DT_OK && env->rank == p.dist.servers) s = cli_check_outputs_writable(&a);
+    if (s == DT_OK && env->rank == p.dist.servers && a.ckpt_dir) s = dt_ckptdir_lock(a.ckpt_dir, &lock);
     int code = cli_agree_start(s, env);
-    if (code != 0) return code;
-    dt_train_summary sum;
-    if (s == DT_OK) s = cli_train_run(&p, MPI_COMM_WORLD, env, sig, stdout, &sum);
-    /* Interrupted or diverged, every rank ends by itself: no MPI_Abort. */
-    env->orderly = dt_run_ended_together(s) || p.agreed_failure;
-    if (p.agreed_failure && env->rank != 0) return dt_status_exit_code(s); /* rank 0 says it */
-    return cli_report(s, env);
+    if (code == 0) code = train_started(&p, env, sig);
+    if (lock >= 0) close(lock);
+    return code;
 }

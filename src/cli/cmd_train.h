@@ -23,7 +23,7 @@ typedef struct {
     const char *dataset, *data_dir, *log, *ckpt, *resume, *weights, *mode, *straggle, *slow, *lr_scaling, *timeline;
     const char *ckpt_dir;
     int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size, keep;
-    int keep_global_batch;
+    int keep_global_batch, keep_fewer;
     long max_steps, ckpt_every, seed;
     double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout, stall_abort, max_loss_ratio;
     const char *optimizer;

@@ -119,6 +119,16 @@ static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_a
     return write_all(w, &crc, sizeof crc);
 }
 
+uint64_t dt_checkpoint_bytes(const dt_ckpt_arrays *a) {
+    uint64_t names = 0, floats = (uint64_t)a->nparams + a->nstate + a->nopt_state;
+    for (int i = 0; a->classes && i < a->classes->n; i++) names += strlen(a->classes->names[i]) + 1;
+    if (a->worker_state && a->worker_floats) floats += (uint64_t)a->nworkers * a->worker_floats;
+    /* header, the arrays, the loss figures, the names' and the worker
+     * state's heads, step_samples, the CRC */
+    return sizeof(disk_header) + floats * sizeof(float) + 3 * sizeof(double) + 2 * sizeof(uint32_t) + names +
+           2 * sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint64_t) + sizeof(uint32_t);
+}
+
 dt_status dt_sync_dir_of(const char *path) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);

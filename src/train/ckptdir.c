@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dtrain/checkpoint.h"
@@ -146,4 +149,83 @@ dt_status dt_ckptdir_newest(const char *dir, dt_ckptdir_try_fn try_one, dt_ckptd
     }
     free(steps);
     return s;
+}
+
+/* ---- one owner ----------------------------------------------------------- */
+
+dt_status dt_ckptdir_lock(const char *dir, int *fd_out) {
+    char path[4096], owner[512] = "";
+    DT_TRY(join(path, sizeof path, dir, ".lock"));
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return dt_fail(DT_ERR_IO, "--checkpoint-dir %s: cannot open %s: %s", dir, path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        ssize_t got = err == EWOULDBLOCK ? pread(fd, owner, sizeof owner - 1, 0) : -1;
+        close(fd);
+        if (err != EWOULDBLOCK)
+            return dt_fail(DT_ERR_IO, "--checkpoint-dir %s: cannot lock %s: %s", dir, path, strerror(err));
+        owner[got > 0 ? got : 0] = '\0';
+        owner[strcspn(owner, "\n")] = '\0';
+        return dt_fail(DT_ERR_USAGE, "--checkpoint-dir %s is in use by another run (%s; %s): give another "
+                       "directory, or wait for that run to end", dir, owner[0] ? owner : "owner unknown", path);
+    }
+    /* The lock is this process's until it ends (the kernel drops it then,
+     * so a killed run leaves no lock behind); the file says whose it is. */
+    char host[256] = "?", when[32] = "?";
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    struct tm utc;
+    if (gmtime_r(&now, &utc)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    int n = snprintf(owner, sizeof owner, "host %s, pid %ld, started %s\n", host, (long)getpid(), when);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, owner, (size_t)n, 0) != n) {
+        int err = errno;
+        close(fd);
+        return dt_fail(DT_ERR_IO, "--checkpoint-dir %s: cannot write %s: %s", dir, path, strerror(err));
+    }
+    *fd_out = fd;
+    return DT_OK;
+}
+
+/* ---- room for what it keeps --------------------------------------------- */
+
+/* Bytes of the checkpoints D holds now (step-N.ckpt, best.ckpt): the room
+ * they take is reused as newer ones replace them. */
+static uint64_t bytes_kept(const char *dir) {
+    uint64_t sum = 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[4096];
+        struct stat st;
+        if ((step_of_name(e->d_name) >= 0 || strcmp(e->d_name, "best.ckpt") == 0) &&
+            join(path, sizeof path, dir, e->d_name) == DT_OK && lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+            sum += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return sum;
+}
+
+static double mb(uint64_t bytes) { return (double)bytes / 1e6; }
+
+dt_status dt_ckptdir_check_space(const char *dir, uint64_t ckpt_bytes, int *keep, int fewer) {
+    struct statvfs fs;
+    if (statvfs(dir, &fs) != 0)
+        return dt_fail(DT_ERR_IO, "--checkpoint-dir %s: cannot read its file system's free space: %s", dir,
+                       strerror(errno));
+    uint64_t room = (uint64_t)fs.f_bavail * fs.f_frsize + bytes_kept(dir);
+    /* At the peak: keep step files, the next one being written, best.ckpt. */
+    uint64_t need = (uint64_t)(*keep + 2) * ckpt_bytes;
+    if (room >= need) return DT_OK;
+    long fits = ckpt_bytes ? (long)(room / ckpt_bytes) - 2 : 0;
+    if (fewer && fits >= 1) {
+        *keep = (int)fits;
+        return DT_OK;
+    }
+    return dt_fail(DT_ERR_USAGE, "--checkpoint-dir %s: its file system has room for %.1f MB of checkpoints, and "
+                   "keeping --keep %d of %.1f MB needs %.1f MB (%d, the one being written and best.ckpt); %s", dir,
+                   mb(room), *keep, mb(ckpt_bytes), mb(need), *keep,
+                   fits >= 1 ? "free space, give a smaller --keep, or --keep-fewer to keep as many as fit"
+                             : "not even one fits beside the one being written and best.ckpt: free space or give "
+                               "another directory");
 }

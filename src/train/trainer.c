@@ -245,7 +245,7 @@ static dt_status setup(dt_trainer *t) {
     int resumed = 0;
     if (o->resume_path) DT_TRY(dt_trainer_resume(t, &resumed));
     if (o->weights_path && !resumed) DT_TRY(dt_trainer_warm_start(t));
-    return DT_OK;
+    return dt_trainer_check_ckpt_room(t);
 }
 
 /* After the set-up every rank agreed on: the strategy starts (parameters

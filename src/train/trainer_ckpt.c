@@ -128,13 +128,32 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
     double t0 = dt_now();
     DT_TRY(dt_checkpoint_save(path, &m, &a));
     if (!best) {
-        if (t->opts->checkpoint_dir) DT_TRY(dt_ckptdir_commit(t->opts->checkpoint_dir, t->step, t->opts->keep));
+        if (t->opts->checkpoint_dir) DT_TRY(dt_ckptdir_commit(t->opts->checkpoint_dir, t->step, t->keep));
         t->good_step = t->step;
         t->skipped_step = -1;
     }
     snprintf(json, sizeof json, "{\"event\":\"checkpoint\",\"step\":%ld,\"path\":\"%s\",\"write_s\":%.3f%s}",
              t->step, esc, dt_now() - t0, best ? ",\"best\":true" : "");
     return dt_report_log(&t->rep, json);
+}
+
+dt_status dt_trainer_check_ckpt_room(dt_trainer *t) {
+    t->keep = t->opts->keep;
+    if (!t->opts->checkpoint_dir || t->opts->rank != 0) return DT_OK;
+    dt_ckpt_arrays a = ckpt_arrays(t);
+    if (t->sync->keeps_residual) { /* every worker's, as write_checkpoint gathers them */
+        a.worker_state = t->residual;
+        a.worker_floats = t->net->nparams;
+        a.nworkers = t->opts->world;
+    }
+    DT_TRY(dt_ckptdir_check_space(t->opts->checkpoint_dir, dt_checkpoint_bytes(&a), &t->keep, t->opts->keep_fewer));
+    if (t->keep < t->opts->keep) {
+        char line[256];
+        snprintf(line, sizeof line, "--checkpoint-dir %s: room for %d checkpoint%s, not --keep %d: keeping %d "
+                 "(--keep-fewer)", t->opts->checkpoint_dir, t->keep, t->keep == 1 ? "" : "s", t->opts->keep, t->keep);
+        dt_report_line(&t->rep, line);
+    }
+    return DT_OK;
 }
 
 dt_status dt_trainer_save_checkpoint(dt_trainer *t, int all, int best) {

@@ -52,6 +52,7 @@ struct dt_trainer {
     long good_step;           /* step of the last checkpoint written (or resumed from) */
     long skipped_step;        /* step of a checkpoint refused as exploding, if the last one was (-1) */
     long saved_step;          /* step of the last (periodic) checkpoint, on every worker (-1: none) */
+    int keep;                 /* --checkpoint-dir: step files kept (--keep, or fewer that fit) */
     long agree_due;           /* sync->lead > 0: step the started stop agreement finishes at (-1: none open) */
 };
 
@@ -83,6 +84,10 @@ dt_status dt_trainer_save_checkpoint(dt_trainer *t, int all, int best);
  * at its step and place in the data; *resumed: whether one was found
  * (--resume auto may find none). */
 dt_status dt_trainer_resume(dt_trainer *t, int *resumed);
+
+/* --checkpoint-dir on worker 0: room for what the directory must keep
+ * (dt_ckptdir_check_space), before any training; sets t->keep. */
+dt_status dt_trainer_check_ckpt_room(dt_trainer *t);
 
 /* --weights: the run starts afresh from another checkpoint's parameters. */
 dt_status dt_trainer_warm_start(dt_trainer *t);
