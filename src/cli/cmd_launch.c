@@ -110,9 +110,12 @@ static void log_restart(int attempt, int max, const launch_outcome *f, int code,
         if (stat(ck, &st) == 0) lost_s = failed_at - ((double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec);
     }
     if (f->stalled) snprintf(why, sizeof why, "gave up waiting for other ranks (--stall-abort)");
+    else if (f->start_failed) snprintf(why, sizeof why, "could not be started (Open MPI's daemon did not start)");
     else if (f->signal > 0) snprintf(why, sizeof why, "died of signal %d (%s)", f->signal, strsignal(f->signal));
     else snprintf(why, sizeof why, "exited with status %d", f->exit_code >= 0 ? f->exit_code : code);
-    fprintf(stderr, "dtrain launch: restart %d of %d: rank %d %s; ", attempt, max, f->rank, why);
+    char who[32] = "the job";
+    if (f->rank >= 0) snprintf(who, sizeof who, "rank %d", f->rank);
+    fprintf(stderr, "dtrain launch: restart %d of %d: %s %s; ", attempt, max, who, why);
     if (dropped) fprintf(stderr, "dropping host %s (%d worker%s left); ", dropped, workers, workers == 1 ? "" : "s");
     fprintf(stderr, "resuming from %s (step %ld)", ck[0] ? ck : "the beginning (no checkpoint yet)", from < 0 ? 0 : from);
     if (last >= 0) fprintf(stderr, "; %ld steps lost", last - (from < 0 ? 0 : from));

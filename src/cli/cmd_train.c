@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "args.h"
@@ -335,6 +336,9 @@ static dt_status keep_global_batch(cli_train_plan *p, int workers) {
     if (!p->opts.resume_path)
         return dt_fail(DT_ERR_USAGE, "--keep-global-batch keeps the global batch of the checkpoint a run resumes "
                        "from: give --resume");
+    struct stat st;
+    if (strcmp(p->opts.resume_path, "auto") == 0 && p->opts.checkpoint_dir && stat(p->opts.checkpoint_dir, &st) != 0)
+        return DT_OK; /* no directory yet: nothing to resume */
     dt_ckpt_meta m;
     char from[4096];
     DT_TRY(dt_resume_find(&p->opts, read_meta, NULL, &m, from, sizeof from));

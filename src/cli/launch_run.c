@@ -70,6 +70,16 @@ static void scan_line(const char *line, launch_outcome *o) {
         sscanf(p, "on signal %d", &o->signal);
     if ((p = strstr(line, "Process name: [[")) && (p = strstr(p, "],")) && o->rank < 0) sscanf(p, "],%d]", &o->rank);
     if ((p = strstr(line, "Exit code:")) && o->exit_code < 0) sscanf(p, "Exit code: %d", &o->exit_code);
+    /* Open MPI could not start a daemon: the host it names, or ssh's. */
+    if (strstr(line, "ORTE was unable to reliably start one or more daemons")) o->start_failed = 1;
+    static const char *const daemon_host[] = {"Local host:", "ssh: connect to host ", "Could not resolve hostname "};
+    for (size_t i = 0; i < sizeof daemon_host / sizeof *daemon_host; i++)
+        if ((p = strstr(line, daemon_host[i]))) {
+            p += strlen(daemon_host[i]) + strspn(p + strlen(daemon_host[i]), " \t");
+            size_t n = strcspn(p, " \t:\n"), used = strlen(o->daemon_hosts);
+            if (n > 0 && used + n + 2 < sizeof o->daemon_hosts)
+                snprintf(o->daemon_hosts + used, sizeof o->daemon_hosts - used, "%s%.*s", used ? "," : "", (int)n, p);
+        }
     if (strstr(line, "giving up after --stall-abort")) {
         if (!o->stalled && (p = strstr(line, "rank ")) && o->rank < 0) sscanf(p, "rank %d", &o->rank);
         if (!o->stalled) read_blamed_hosts(line, o->blamed, sizeof o->blamed);
@@ -124,31 +134,37 @@ static void kill_descendants(void) {
     }
 }
 
-/* Reads what is there on fd into the line buffer, echoing and scanning
- * whole lines. Returns 0 at the end of the stream. */
-static int pump_lines(int fd, char *line, size_t cap, size_t *have, launch_outcome *o) {
-    ssize_t got = read(fd, line + *have, cap - 1 - *have);
-    if (got < 0) return errno == EINTR || errno == EAGAIN;
-    if (got == 0) {
-        if (*have) fwrite(line, 1, *have, stderr);
-        return 0;
+/* One of mpirun's output streams: passed through as it comes (a progress
+ * bar redraws without newlines), its whole lines read. */
+typedef struct {
+    int fd, open;
+    FILE *out;
+    char line[8192];
+    size_t have;
+} stream;
+
+static void pump(stream *st, launch_outcome *o) {
+    char got[4096];
+    ssize_t n = read(st->fd, got, sizeof got);
+    if (n < 0) {
+        st->open = errno == EINTR || errno == EAGAIN;
+        return;
     }
-    *have += (size_t)got;
-    line[*have] = '\0';
-    char *start = line, *nl;
-    while ((nl = strchr(start, '\n'))) {
-        *nl = '\0';
-        fprintf(stderr, "%s\n", start);
-        scan_line(start, o);
-        start = nl + 1;
+    if (n == 0) {
+        st->open = 0;
+        return;
     }
-    *have = strlen(start);
-    memmove(line, start, *have + 1);
-    if (*have == cap - 1) { /* a line longer than the buffer: pass it on as it is */
-        fwrite(line, 1, *have, stderr);
-        *have = 0;
+    fwrite(got, 1, (size_t)n, st->out);
+    fflush(st->out);
+    for (ssize_t i = 0; i < n; i++) {
+        if (got[i] != '\n') {
+            if (st->have < sizeof st->line - 1) st->line[st->have++] = got[i]; /* a longer line is cut */
+            continue;
+        }
+        st->line[st->have] = '\0';
+        scan_line(st->line, o);
+        st->have = 0;
     }
-    return 1;
 }
 
 /* The reason the launcher ends the job itself, or NULL while it need not. */
@@ -165,17 +181,31 @@ int launch_run(const char **args, launch_outcome *o) {
     memset(o, 0, sizeof *o);
     o->rank = o->signal = o->exit_code = -1;
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    int fds[2];
-    if (pipe(fds) != 0) return -1;
+    int err[2], out[2];
+    if (pipe(err) != 0) return -1;
+    if (pipe(out) != 0) {
+        close(err[0]);
+        close(err[1]);
+        return -1;
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0) return -1;
+    if (pid < 0) {
+        close(err[0]);
+        close(err[1]);
+        close(out[0]);
+        close(out[1]);
+        return -1;
+    }
     if (pid == 0) {
         setpgid(0, 0);
-        dup2(fds[1], STDERR_FILENO);
-        close(fds[0]);
-        close(fds[1]);
+        dup2(err[1], STDERR_FILENO);
+        dup2(out[1], STDOUT_FILENO);
+        close(err[0]);
+        close(err[1]);
+        close(out[0]);
+        close(out[1]);
         execvp("mpirun", (char *const *)args);
         fprintf(stderr, "dtrain: launch: cannot run mpirun: %s (install openmpi-bin)\n", strerror(errno));
         _exit(127);
@@ -183,14 +213,16 @@ int launch_run(const char **args, launch_outcome *o) {
     setpgid(pid, pid);
     child_pid = pid;
     if (signals_seen) kill(pid, last_signal); /* one came before it existed */
-    close(fds[1]);
-    char line[8192];
-    size_t have = 0;
+    close(err[1]);
+    close(out[1]);
+    stream streams[2] = {{.fd = err[0], .open = 1, .out = stderr}, {.fd = out[0], .open = 1, .out = stdout}};
     int st = 0, exited = 0;
     double stall_at = 0, stop_at = 0, ended_at = 0; /* ended: mpirun exited or was killed */
-    for (int open = 1; open;) {
-        struct pollfd p = {fds[0], POLLIN, 0};
-        if (poll(&p, 1, 200) > 0) open = pump_lines(fds[0], line, sizeof line, &have, o);
+    while (streams[0].open || streams[1].open) {
+        struct pollfd p[2] = {{streams[0].open ? err[0] : -1, POLLIN, 0}, {streams[1].open ? out[0] : -1, POLLIN, 0}};
+        if (poll(p, 2, 200) > 0)
+            for (int i = 0; i < 2; i++)
+                if (p[i].revents) pump(&streams[i], o);
         double now = now_s();
         if (!exited && waitpid(pid, &st, WNOHANG) == pid) {
             exited = 1;
@@ -208,12 +240,14 @@ int launch_run(const char **args, launch_outcome *o) {
          * has had 5 s since mpirun ended. */
         if (ended_at > 0 && now - ended_at > 5) break;
     }
-    close(fds[0]);
+    close(err[0]);
+    close(out[0]);
     if (!exited)
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     child_pid = 0;
     kill_descendants(); /* nothing of the job outlives it */
     o->signalled = signals_seen > 0;
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (o->start_failed && !o->blamed[0]) snprintf(o->blamed, sizeof o->blamed, "%s", o->daemon_hosts);
     return o->stalled ? 3 : code;
 }

@@ -8,7 +8,10 @@
 typedef struct {
     int rank, signal, exit_code; /* what mpirun said of the rank that failed (-1: nothing) */
     int stalled;                 /* a rank gave up waiting for others (--stall-abort) */
-    char blamed[512];            /* the hosts that rank waited for, "h2,h3" ("" if none said) */
+    char blamed[512];            /* the hosts that rank waited for, or where Open MPI could not start a
+                                  * daemon: "h2,h3" ("" if none said) */
+    int start_failed;            /* Open MPI could not start a daemon */
+    char daemon_hosts[512];      /* hosts its messages named ("Local host:", ssh's) */
     int killed;                  /* mpirun and its ranks had to be killed */
     int signalled;               /* SIGINT/SIGTERM/SIGHUP reached the launcher */
 } launch_outcome;
