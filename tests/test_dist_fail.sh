@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Failure behaviour of distributed runs: a killed rank ends the job within
-# seconds naming the rank; a stalled rank is named by the waiting ranks;
-# ranks with different model files are refused at start-up.
+# seconds naming the rank; a stalled rank is named by the waiting ranks,
+# and after --stall-abort the job ends (exit 3) leaving no process; ranks
+# with different model files are refused at start-up.
 source "$(dirname "$0")/clilib.sh" "$1"
 MPIRUN="mpirun --oversubscribe --bind-to none"
 M=$SRC/examples/mlp.cfg
@@ -54,6 +55,38 @@ stall_case "ps-sync --servers 1 --group-size 2" 3 "(group gradient allreduce|par
 stall_case "ps-sync --servers 1" 3 "gradients from worker rank\(s\) ([0-9] \([^)]*\), )*2 \([^)]*\)$|have not reached it: 2 \([^)]*\)$" 2
 # A stopped server is named by the workers waiting for its layers.
 stall_case "ps-sync --servers 1" 3 "waited [0-9]+ s for parameters from server rank\(s\) 0 \([^)]*\)$" 0
+
+# --stall-abort S: with a rank frozen (SIGSTOP), a rank that waited S s
+# ends the whole job under dtrain launch, exit 3, naming the rank and its
+# host; nothing of the job is left. (Bounds: S + the stall clock's tick +
+# the launcher's 10 s grace, far above what a run takes, 5-6 s.)
+abort_case() { # mode np victim-rank pattern
+    local mode=$1 np=$2 victim_rank=$3 pattern=$4 log=$TMP/abort.jsonl
+    rm -f "$log"
+    "$DTRAIN" launch -n "$np" -- train "$M" $LONG --mode $mode --stall-timeout 1 --stall-abort 4 --log "$log" \
+        > "$TMP/abort.out" 2>&1 &
+    local job=$!
+    wait_for "$log" '"event":"step"' 60
+    local victim; victim=$(rank_pid "$log" "$victim_rank")
+    kill -STOP "$victim"
+    local t0; t0=$(date +%s.%N)
+    timeout 60 tail --pid=$job -f /dev/null
+    wait $job; local rc=$?
+    local dt; dt=$(echo "$(date +%s.%N) - $t0" | bc)
+    echo "$mode: rank $victim_rank stopped, the job exited $rc after ${dt}s"
+    check "$mode: a frozen rank ends the job with exit 3 ($rc)" test "$rc" -eq 3 || tail -5 "$TMP/abort.out"
+    check "$mode: within S + 15 s ($dt)" test "$(echo "$dt < 19" | bc)" -eq 1
+    check "$mode: the line names the rank and host (/$pattern/)" \
+        grep -qE "$pattern.*giving up after --stall-abort 4 s: ending the job" "$TMP/abort.out"
+    sleep 0.5
+    check "$mode: no process of the job is left" test -z "$(job_pids "$log")"
+    kill -9 $(job_pids "$log") 2> /dev/null
+}
+abort_case "allreduce" 2 1 "ranks that have not reached it: 1 \($(hostname)\)"
+abort_case "allreduce --allreduce-algo ring" 2 1 "ranks that have not reached it: 1 \($(hostname)\)"
+abort_case "ps-sync --servers 1" 3 2 "(gradients from worker rank\(s\)|reached it:) [0-9, ()a-z-]*2 \($(hostname)\)"
+abort_case "ps-sync --servers 1" 3 0 "parameters from server rank\(s\) 0 \($(hostname)\)"
+expect 2 "--stall-abort: .*-1" -- "$DTRAIN" train "$M" --dataset synthetic --stall-abort -1
 
 # Different model files on different ranks: refused at start-up, exit 2.
 expect 2 "ranks disagree on the model: rank\(s\) 1" -- $MPIRUN -np 1 "$DTRAIN" train "$M" --dataset synthetic \

@@ -101,11 +101,24 @@ static pid_t parent_of(pid_t pid) {
     return close && sscanf(close + 1, " %*c %d", &ppid) == 1 ? (pid_t)ppid : -1;
 }
 
+/* Reaps every child that has ended (orphans of the job come back to this
+ * process); mpirun's status goes to *st, *exited set, when it is one. */
+static void reap(pid_t mpirun, int *st, int *exited) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        if (pid == mpirun) {
+            *st = status;
+            *exited = 1;
+            child_pid = 0; /* no signal goes to its pid from now on */
+        }
+}
+
 /* SIGKILL to every process below this one (mpirun, the ranks, Open MPI's
  * daemons and launch agents on this machine; orphans come back to this
  * process, a child subreaper). Repeated until none is left, since the
  * ones found last may have forked. */
-static void kill_descendants(void) {
+static void kill_descendants(pid_t mpirun, int *st, int *exited) {
     pid_t self = getpid();
     for (int round = 0; round < 5; round++) {
         pid_t found[4096];
@@ -127,10 +140,10 @@ static void kill_descendants(void) {
         }
         closedir(d);
         for (int i = n - 1; i >= 1; i--) kill(found[i], SIGKILL);
-        while (waitpid(-1, NULL, WNOHANG) > 0) {}
-        if (n == 1) break;
-        struct timespec ts = {0, 100000000};
+        struct timespec ts = {0, 20000000};
         nanosleep(&ts, NULL);
+        reap(mpirun, st, exited);
+        if (n == 1) break;
     }
 }
 
@@ -224,15 +237,12 @@ int launch_run(const char **args, launch_outcome *o) {
             for (int i = 0; i < 2; i++)
                 if (p[i].revents) pump(&streams[i], o);
         double now = now_s();
-        if (!exited && waitpid(pid, &st, WNOHANG) == pid) {
-            exited = 1;
-            child_pid = 0;
-            if (ended_at == 0) ended_at = now;
-        }
+        if (!exited) reap(pid, &st, &exited);
+        if (exited && ended_at == 0) ended_at = now;
         const char *why = o->killed ? NULL : why_kill(o, &stall_at, &stop_at, now);
         if (why) {
             fprintf(stderr, "dtrain launch: %s; killing mpirun and every rank\n", why);
-            kill_descendants();
+            kill_descendants(pid, &st, &exited);
             o->killed = 1;
             if (ended_at == 0) ended_at = now;
         }
@@ -245,7 +255,7 @@ int launch_run(const char **args, launch_outcome *o) {
     if (!exited)
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     child_pid = 0;
-    kill_descendants(); /* nothing of the job outlives it */
+    kill_descendants(pid, &st, &exited); /* nothing of the job outlives it */
     o->signalled = signals_seen > 0;
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     if (o->start_failed && !o->blamed[0]) snprintf(o->blamed, sizeof o->blamed, "%s", o->daemon_hosts);
