@@ -71,7 +71,7 @@ const char *dt_comm_host(const dt_comm *c, int r) {
 void dt_comm_name_rank(const dt_comm *c, int r, char *buf, size_t cap, size_t *used) {
     if (*used + 1 >= cap) return;
     int n = snprintf(buf + *used, cap - *used, "%s%d (%s)", *used ? ", " : "", r, dt_comm_host(c, r));
-    *used = n < 0 ? *used : *used + (size_t)n < cap ? *used + (size_t)n : cap - 1;
+    if (n > 0) *used += (size_t)n < cap - *used ? (size_t)n : cap - 1 - *used; /* cut at cap */
 }
 
 /* ---- model agreement ------------------------------------------------------
