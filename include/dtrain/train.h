@@ -111,6 +111,8 @@ typedef struct {
     const char *weights_path;    /* checkpoint file whose parameters and batch-norm statistics the
                                   * run starts from (optimiser, step and schedule afresh), or NULL;
                                   * with resume_path "auto" only when that finds no checkpoint */
+    int partial;                 /* weights_path: take only the layers that match in place, kind and
+                                  * shapes (fine-tuning); the others start as in a fresh run */
     const char *resume_path;     /* checkpoint file, checkpoint directory, "auto" (the newest in
                                   * checkpoint_dir, or a fresh start), or NULL */
     int quiet;                   /* no progress output, only the summary line */

@@ -56,6 +56,11 @@ static const char train_usage[] =
     "  --weights F           start from checkpoint F's parameters and batch-norm statistics\n"
     "                        (this model's; any batch): optimiser, step and schedule afresh;\n"
     "                        with --resume auto, until --checkpoint-dir has a checkpoint\n"
+    "  --partial             with --weights: load only the layers that match the checkpoint's in\n"
+    "                        place, kind and shapes (fine-tuning a new head); the rest start as\n"
+    "                        in a fresh run; a table of what was loaded is printed\n"
+    "  --freeze N            the first N layers (as the --partial table numbers them) are not\n"
+    "                        trained: no update, decay or momentum moves their parameters\n"
     "  --resume F|D|auto     continue exactly from checkpoint F, from the newest complete one\n"
     "                        in directory D, or (auto) in --checkpoint-dir if it has one;\n"
     "                        --log then appends to the existing log\n"
@@ -177,6 +182,8 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--max-loss-ratio", ARG_DOUBLE, &a->max_loss_ratio, 0, 1e30, 0},
         {"--resume", ARG_STR, &a->resume, 0, 0, 0},
         {"--weights", ARG_STR, &a->weights, 0, 0, 0},
+        {"--partial", ARG_FLAG, &a->partial, 0, 0, 0},
+        {"--freeze", ARG_INT, &a->freeze, 1, DT_MAX_LAYERS, 0},
         {"--no-prefetch", ARG_FLAG, &a->no_prefetch, 0, 0, 0},
         {"--quiet", ARG_FLAG, &a->quiet, 0, 0, 0},
         {"--help", ARG_FLAG, &a->help, 0, 0, 0},
@@ -296,12 +303,27 @@ static dt_status apply_optimizer_flags(dt_optim_cfg *o, const cli_train_args *a,
     return DT_OK;
 }
 
+/* --partial and --freeze. */
+static dt_status apply_finetune_flags(dt_model_spec *spec, const cli_train_args *a) {
+    if (a->partial && !a->weights)
+        return dt_fail(DT_ERR_USAGE, "--partial needs --weights CHECKPOINT (the layers it loads)");
+    if (a->freeze >= spec->nlayers)
+        return dt_fail(DT_ERR_USAGE, "--freeze %d: %s has %d layers, the last (its softmax) included: nothing would "
+                       "train", a->freeze, spec->path, spec->nlayers);
+    spec->optim.freeze = a->freeze;
+    return DT_OK;
+}
+
 /* Combinations of optimiser, accumulation and mode that cannot run. */
 static dt_status check_mode_optimizer(const dt_model_spec *spec, const dt_dist_cfg *dc) {
     if ((dt_mode_info_of(dc->mode)->flags & DT_MF_STALENESS) && dc->staleness > 0 && spec->optim.kind != DT_OPT_SGD)
         return dt_fail(DT_ERR_USAGE, "--mode ps-ssp --staleness %d runs only with --optimizer sgd: its read-my-writes "
                        "re-applies a worker's own gradients as plain gradient steps, and a %s step is not one (use "
                        "ps-sync, ps-async or --staleness 0)", dc->staleness, dt_optim_kind_name(spec->optim.kind));
+    if (spec->optim.freeze && (dt_mode_info_of(dc->mode)->flags & DT_MF_STALENESS) && dc->staleness > 0)
+        return dt_fail(DT_ERR_USAGE, "--freeze does not run with --mode ps-ssp --staleness %d: its read-my-writes "
+                       "steps a worker's copy of every layer between replies, so frozen layers would drift there "
+                       "(use ps-sync, ps-async or --staleness 0)", dc->staleness);
     if (spec->accumulate > 1 && dc->sfb != DT_SFB_OFF)
         return dt_fail(DT_ERR_USAGE, "--accumulate %d does not run with --sfb/--sacp: sufficient factors are the "
                        "last pass's samples only", spec->accumulate);
@@ -326,6 +348,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     p->base_batch = dt_model_step_batch(spec); /* the file's step's batch */
     if (a->batch > 0) spec->batch = a->batch;
     DT_TRY(apply_optimizer_flags(&spec->optim, a, spec->path));
+    DT_TRY(apply_finetune_flags(spec, a));
     DT_TRY(cli_precision(spec, a->precision));
     if (a->accumulate > 0 && spec->subdivisions > 1)
         return dt_fail(DT_ERR_USAGE, "--accumulate: %s sets subdivisions=%d (its batch is the step's); change "
@@ -375,6 +398,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     o->max_loss_ratio = a->max_loss_ratio;
     o->resume_path = a->resume;
     o->weights_path = a->weights;
+    o->partial = a->partial;
     o->quiet = a->quiet;
     o->prefetch = !a->no_prefetch;
     o->loader_threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(o->dataset);

@@ -23,6 +23,7 @@ typedef struct {
     const char *dataset, *data_dir, *log, *ckpt, *resume, *weights, *mode, *straggle, *slow, *lr_scaling, *timeline;
     const char *ckpt_dir;
     int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size, keep;
+    int partial, freeze;              /* --partial; --freeze N (0: not given) */
     long max_steps, ckpt_every, seed;
     double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout, max_loss_ratio;
     const char *optimizer;
