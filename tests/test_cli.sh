@@ -108,7 +108,7 @@ check "log is JSONL with steps and eval" /usr/bin/python3 -c "
 import json; ev=[json.loads(l) for l in open('$TMP/run.jsonl')]
 kinds=[e['event'] for e in ev]; assert kinds.count('step')==30 and 'eval' in kinds and kinds[0]=='config', kinds"
 acc=$(tail -n1 "$TMP/out.txt" | sed 's/.*"test_accuracy":\([0-9.]*\).*/\1/')
-expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/m.ckpt" --dataset synthetic
+expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/m.ckpt" --dataset synthetic --json
 cp "$TMP/m.ckpt" "$TMP/bad.ckpt"
 printf '\x55' | dd of="$TMP/bad.ckpt" bs=1 seek=5000 conv=notrunc status=none
 expect 1 "bad.ckpt: checksum mismatch" -- "$DTRAIN" eval "$M" --weights "$TMP/bad.ckpt" --dataset synthetic
@@ -121,7 +121,7 @@ expect 0 "starting from the weights of .*m.ckpt \(step 30 of its run\)" -- "$DTR
     --weights "$TMP/m.ckpt" --lr 1e-12 --max-steps 1 --batch 16 --checkpoint "$TMP/w.ckpt" --log "$TMP/w.jsonl"
 check "--weights: a fresh run of 1 step" grep -q '"event":"summary".*"steps":1,' "$TMP/w.jsonl"
 check "--weights: logged" grep -q '"event":"weights",.*m.ckpt","its_step":30' "$TMP/w.jsonl"
-expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/w.ckpt" --dataset synthetic
+expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/w.ckpt" --dataset synthetic --json
 expect 2 "\-\-weights goes with \-\-resume auto only" -- "$DTRAIN" train "$M" --weights "$TMP/m.ckpt" \
     --resume "$TMP/m.ckpt"
 # With --resume auto: the weights while the directory is empty, then its own.

@@ -73,10 +73,10 @@ fi
 # eval: the checkpoint's classes, in the summary, label a test folder that
 # has only class b (alone, sorted, it would be label 0).
 expect 0 '"test_accuracy":1.0000,.*"classes":\["C","_x","a","b"\],"skipped":0' -- \
-    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/imgs"
+    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/imgs" --json
 mkdir -p "$TMP/only_b/test" && cp -r "$TMP/imgs/test/b" "$TMP/only_b/test/"
 expect 0 '"test_accuracy":1.0000,.*"samples":12,' -- \
-    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/only_b" --cache-mb 0
+    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/only_b" --cache-mb 0 --json
 mv "$TMP/only_b/test/b" "$TMP/only_b/test/zebra"
 expect 1 "only_b/test/zebra: class 'zebra' is not one of the 4 classes of .*mem.ckpt" -- \
     "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/only_b"
