@@ -66,4 +66,24 @@ dt_status dt_model_parse_file(dt_model_spec *out, const char *path);
 /* Parse text; `name` stands in for the file name in messages. */
 dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char *name);
 
+/* A [net] key given outside the file (train's --policy cosine, a sweep's
+ * grid): it replaces the file's value and is checked as if the file said
+ * it; errors about it read "FLAG VALUE (over FILE): message". */
+typedef struct {
+    const char *key;   /* a [net] key, "policy" */
+    const char *value; /* "cosine" */
+    const char *flag;  /* how the user gave it, "--policy" */
+} dt_model_override;
+
+/* dt_model_parse_file with n overrides applied at the end of [net]. When
+ * the policy is overridden, the file's keys of its own policy that the new
+ * one does not read are left unread (the command line replaced the
+ * schedule); keys given as overrides must fit the policy. */
+dt_status dt_model_parse_file_over(dt_model_spec *out, const char *path, const dt_model_override *ov, int n);
+
+/* The i-th [net] key of the model file format (NULL past the last), and
+ * whether its values are plain numbers (not names or lists). */
+const char *dt_model_net_key(int i);
+int dt_model_net_key_is_number(const char *key);
+
 #endif

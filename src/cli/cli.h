@@ -50,6 +50,9 @@ void cli_print_version(FILE *out);
 /* Parses the model file and applies --batch/--lr/--epochs overrides
  * (0 = keep the file's value). */
 dt_status cli_load_model(dt_model_spec *spec, const char *path, int batch, double lr, int epochs);
+/* The same with n [net] keys given as flags (dt_model_parse_file_over). */
+dt_status cli_load_model_over(dt_model_spec *spec, const char *path, const dt_model_override *ov, int n, int batch,
+                              double lr, int epochs);
 
 /* --precision NAME (NULL: not given) over the model file's precision=, and
  * the CPU check of the result: the error names the flag, or the file. */

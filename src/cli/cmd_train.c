@@ -205,8 +205,16 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--cache-mb", ARG_LONG, &a->cache_mb, 0, 1e9, 0},
         {"--skip-bad-images", ARG_FLAG, &a->skip_bad, 0, 0, 0},
     };
+    /* Then every model-file key without a flag of its own, as --KEY. */
+    cli_flag all[sizeof flags / sizeof *flags + CLI_NET_KEYS_MAX];
     int npos, n = (int)(sizeof flags / sizeof *flags);
-    DT_TRY(cli_parse(argc, argv, flags, n, &a->model, 1, &npos));
+    memcpy(all, flags, sizeof flags);
+    const char *key;
+    for (int i = 0; i < CLI_NET_KEYS_MAX && (key = dt_model_net_key(i)) != NULL; i++)
+        if (cli_net_key_flag(key, a->net_flags[i], sizeof a->net_flags[i]) == 1)
+            all[n++] = (cli_flag){a->net_flags[i], ARG_STR, &a->net_vals[i], 0, 0, 0};
+    DT_TRY(cli_parse(argc, argv, all, n, &a->model, 1, &npos));
+    memcpy(flags, all, sizeof flags); /* their ->seen */
     a->given_servers = cli_flag_get(flags, n, "--servers")->seen;
     a->given_server_nice = cli_flag_get(flags, n, "--server-nice")->seen;
     a->given_staleness = cli_flag_get(flags, n, "--staleness")->seen;
@@ -216,6 +224,40 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
     if (a->help) return DT_OK;
     if (npos != 1) return dt_fail(DT_ERR_USAGE, "expected one MODEL.cfg (see --help)");
     return DT_OK;
+}
+
+/* The model file with the [net] keys given as flags over it, and --lr and --epochs. */
+static dt_status load_model(dt_model_spec *spec, const cli_train_args *a) {
+    dt_model_override ov[CLI_NET_KEYS_MAX];
+    char flag[CLI_NET_KEYS_MAX][CLI_NET_FLAG_MAX];
+    int n = 0;
+    for (int i = 0; i < CLI_NET_KEYS_MAX; i++) {
+        if (!a->net_vals[i]) continue;
+        const char *key = dt_model_net_key(i);
+        cli_net_key_flag(key, flag[n], sizeof flag[n]);
+        ov[n] = (dt_model_override){key, a->net_vals[i], flag[n]};
+        n++;
+    }
+    return cli_load_model_over(spec, a->model, ov, n, 0, a->lr, a->epochs);
+}
+
+/* The generated flags of [net] keys, for --help. */
+static void print_net_flags(FILE *out) {
+    fputs("  --KEY VALUE           any other [net] key of the model file, over the file's value\n"
+          "                        (docs/MODEL_FILES.md; a policy given so replaces the file's schedule):\n"
+          "                       ", out);
+    char flag[CLI_NET_FLAG_MAX];
+    const char *key;
+    int col = 23;
+    for (int i = 0; (key = dt_model_net_key(i)) != NULL; i++) {
+        if (cli_net_key_flag(key, flag, sizeof flag) != 1) continue;
+        if (col + (int)strlen(flag) + 2 > 92) {
+            fputs("\n                       ", out);
+            col = 23;
+        }
+        col += fprintf(out, " %s", flag);
+    }
+    fputs("\n", out);
 }
 
 /* --checkpoint, --checkpoint-dir, --keep, --checkpoint-every, --resume auto. */
@@ -338,7 +380,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
         return dt_fail(DT_ERR_USAGE, "--lr-scaling: unknown rule '%s' (linear, none)", a->lr_scaling);
     p->scaling = (dt_lr_scaling)rule;
     dt_model_spec *spec = &p->spec;
-    DT_TRY(cli_load_model(spec, a->model, 0, a->lr, a->epochs));
+    DT_TRY(load_model(spec, a));
     if (a->epochs > 0 && spec->sched.max_batches > 0)
         return dt_fail(DT_ERR_USAGE, "--epochs: %s sets max_batches=%d, the run's length in steps (--max-steps "
                        "stops earlier)", spec->path, spec->sched.max_batches);
@@ -605,6 +647,7 @@ int cmd_train(int argc, char **argv, cli_env *env, cli_signals *sig) {
         fputs(train_usage_dist, stdout);
         dt_ar_algo_usage(stdout, train_usage_algo);
         fputs(train_usage_tail, stdout);
+        print_net_flags(stdout);
         return 0;
     }
     cli_train_plan p;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "netkeys.h"
 #include "dtrain/dist.h"
 #include "dtrain/train.h"
 
@@ -35,6 +36,10 @@ typedef struct {
     int loader_threads, skip_bad;     /* 0: not given */
     int server_nice;                  /* 0-19 */
     long cache_mb;                    /* -1: not given */
+    /* [net] key i's value given as its generated flag (--policy cosine), or NULL;
+     * net_flags[i] holds the flag's name while cli_train_parse runs. */
+    const char *net_vals[CLI_NET_KEYS_MAX];
+    char net_flags[CLI_NET_KEYS_MAX][CLI_NET_FLAG_MAX];
     /* Flags that apply to some modes only, given or not (an error where they do nothing). */
     int given_servers, given_staleness, given_fusion, given_group, given_keep, given_server_nice;
 } cli_train_args;

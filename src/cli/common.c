@@ -48,7 +48,12 @@ int cli_agree_start(dt_status s, cli_env *env) {
 }
 
 dt_status cli_load_model(dt_model_spec *spec, const char *path, int batch, double lr, int epochs) {
-    DT_TRY(dt_model_parse_file(spec, path));
+    return cli_load_model_over(spec, path, NULL, 0, batch, lr, epochs);
+}
+
+dt_status cli_load_model_over(dt_model_spec *spec, const char *path, const dt_model_override *ov, int n, int batch,
+                              double lr, int epochs) {
+    DT_TRY(dt_model_parse_file_over(spec, path, ov, n));
     if (batch > 0) spec->batch = batch;
     if (lr > 0) spec->sched.base_lr = lr;
     if (epochs > 0) {

@@ -173,6 +173,9 @@ struct dt_section {
      * is layer sec_out[s] of the built net (its last layer here). */
     int nsections;
     int sec_out[DT_MAX_LAYERS];
+    /* [net] keys given outside the file; key k's "line" is -(k + 1). */
+    const dt_model_override *ov;
+    int nov;
 };
 
 dt_status dt_section_error(const dt_section *p, int line, const char *fmt, ...) {
@@ -181,6 +184,10 @@ dt_status dt_section_error(const dt_section *p, int line, const char *fmt, ...) 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (line < 0) { /* an override: a usage error of the flag that gave it */
+        const dt_model_override *o = &p->ov[-line - 1];
+        return dt_fail(DT_ERR_USAGE, "%s %.64s (over %s): %s", o->flag, o->value, p->name, msg);
+    }
     return dt_fail(DT_ERR_CONFIG, "%s:%d: %s", p->name, line, msg);
 }
 
@@ -513,6 +520,9 @@ static dt_status finish_net(dt_section *p) {
             return dt_section_error(p, dt_section_key_line(p, "policy"), "policy=%s needs %s=", policy,
                            policy_keys[i].key);
         char names[64];
+        /* A policy from the command line replaced the file's schedule: the
+         * file's keys for its own policy are not read. */
+        if (line > 0 && dt_section_key_line(p, "policy") < 0) continue;
         if (!(policy_keys[i].read_by & kind) && line)
             return dt_section_error(p, line, "%s= applies only to policy=%s (policy is %s)", policy_keys[i].key,
                                     policy_names(policy_keys[i].read_by, names, sizeof names), policy);
@@ -532,8 +542,24 @@ static dt_status finish_cost(dt_section *p) {
                    cost_name(type));
 }
 
+static int find_key(const dt_key_def *keys, const char *name);
+
+/* The overrides, each as if its key were the section's last line. */
+static dt_status apply_overrides(dt_section *p) {
+    int line = p->line;
+    for (int k = 0; k < p->nov; k++) {
+        int i = find_key(net_keys, p->ov[k].key);
+        if (i < 0) return dt_fail(DT_ERR_USAGE, "%s: '%s' is not a [net] key", p->ov[k].flag, p->ov[k].key);
+        p->seen[i] = p->line = -(k + 1);
+        DT_TRY(set_value(p, &net_keys[i], p->ov[k].value));
+    }
+    p->line = line;
+    return DT_OK;
+}
+
 static dt_status end_section(dt_section *p) {
     if (p->kind == SEC_NONE) return DT_OK;
+    if (p->kind == SEC_NET) DT_TRY(apply_overrides(p));
     for (int i = 0; p->keys[i].name; i++)
         if ((p->keys[i].flags & DT_KEY_REQUIRED) && !p->seen[i])
             return dt_section_error(p, p->sec_line, "[%s] needs %s=", p->sec_name, p->keys[i].name);
@@ -696,18 +722,35 @@ static dt_status parse_text(dt_section *p, const char *text) {
     return DT_OK;
 }
 
-dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char *name) {
+static dt_status parse_over(dt_model_spec *out, const char *text, const char *name, const dt_model_override *ov,
+                            int nov) {
     if (!name) name = "<string>";
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", name);
-    dt_section p = {.m = out, .name = name, .kind = SEC_NONE};
+    dt_section p = {.m = out, .name = name, .kind = SEC_NONE, .ov = ov, .nov = nov};
     return parse_text(&p, text);
 }
 
-dt_status dt_model_parse_file(dt_model_spec *out, const char *path) {
+dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char *name) {
+    return parse_over(out, text, name, NULL, 0);
+}
+
+dt_status dt_model_parse_file_over(dt_model_spec *out, const char *path, const dt_model_override *ov, int n) {
     char *text;
     dt_status st = dt_read_text_file(&text, path, MAX_FILE, DT_ERR_CONFIG, "a model file");
-    if (st == DT_OK) st = dt_model_parse_string(out, text, path);
+    if (st == DT_OK) st = parse_over(out, text, path, ov, n);
     free(text);
     return st;
+}
+
+dt_status dt_model_parse_file(dt_model_spec *out, const char *path) { return dt_model_parse_file_over(out, path, NULL, 0); }
+
+const char *dt_model_net_key(int i) {
+    return i >= 0 && i < (int)(sizeof net_keys / sizeof *net_keys) ? net_keys[i].name : NULL;
+}
+
+int dt_model_net_key_is_number(const char *key) {
+    int i = find_key(net_keys, key);
+    return i >= 0 && !net_keys[i].choices &&
+           (net_keys[i].type == DT_KEY_INT || net_keys[i].type == DT_KEY_FLOAT || net_keys[i].type == DT_KEY_DOUBLE);
 }
