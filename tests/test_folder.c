@@ -242,39 +242,54 @@ static void bad_file(const char *file, const char *needle) {
     CHECK(rename(to, from) == 0);
 }
 
+/* Files that are no images by their names, beside the class folders and in
+ * them (a README, Thumbs.db, a text file with an image's name elsewhere):
+ * counted and named, not read, with or without skipping bad files; a
+ * class folder of nothing else is still an error. */
+static void test_ignored_files(void) {
+    CHECK(sh("cd %s/t/train && echo hi > README && echo x > b/Thumbs.db && cp ../../bad/notes.txt b/", dir) == 0);
+    for (int skip = 0; skip <= 1; skip++) {
+        dt_folder_opts o = opts(0, 2);
+        o.skip_bad = skip;
+        dt_dataset *ds = NULL;
+        CHECK_OK(dt_dataset_load_folder(&ds, at("t/train"), SHAPE, &o));
+        CHECK(ds && ds->n == N && ds->skipped == 0 && ds->ignored == 3 && ds->classes == CLASSES);
+        CHECK(ds && ds->ignored_first && strcmp(ds->ignored_first, at("t/train/README")) == 0);
+        dt_dataset_free(ds);
+    }
+    CHECK(sh("cd %s/t/train && rm README b/Thumbs.db b/notes.txt", dir) == 0);
+}
+
 static void test_bad_input(void) {
     bad_file("empty.png", "empty file");
     bad_file("truncated.png", "corrupt PNG");
     bad_file("truncated.jpg", "corrupt JPEG");
     bad_file("garbage.jpg", "not a PNG or JPEG");
     bad_file("huge.png", "30000 x 30000");
-    bad_file("notes.txt", "unknown extension");
     dt_folder_opts o = opts(0, 1);
     /* A folder in a class folder, then a class folder of nothing else. */
     CHECK(mkdir(at("t/train/b/sub"), 0755) == 0);
     expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/b/sub", "a folder inside a class folder");
     CHECK(rmdir(at("t/train/b/sub")) == 0);
     CHECK(mkdir(at("t/train/empty"), 0755) == 0);
-    expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/empty", "empty class folder");
+    expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/empty", "no images in this class folder");
     /* Only bad files: nothing left even when skipping. */
     CHECK(sh("cp %s/bad/text.png %s/t/train/empty/", dir, dir) == 0);
     o.skip_bad = 1;
     expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/empty", "no readable images");
     o.skip_bad = 0;
     CHECK(sh("rm -r %s/t/train/empty", dir) == 0);
-    /* A file among the class folders; no train folder; no class folders. */
-    CHECK(sh("cp %s/bad/good.png %s/t/train/", dir, dir) == 0);
-    expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/good.png", "not a folder");
-    CHECK(unlink(at("t/train/good.png")) == 0);
+    /* No train folder; no class folders (a file beside them is none). */
     expect_fail("nowhere/train", &o, DT_ERR_IO, "nowhere/train", "no such folder");
     CHECK(mkdir(at("none"), 0755) == 0);
+    CHECK(sh("cp %s/bad/good.png %s/none/", dir, dir) == 0);
     expect_fail("none", &o, DT_ERR_FORMAT, "none", "no class folders");
     /* Channels the images cannot give. */
     dt_dataset *ds = NULL;
     CHECK(dt_dataset_load_folder(&ds, at("t/train"), (dt_shape){2, 8, 8}, &o) == DT_ERR_CONFIG);
     /* 257 classes. */
     CHECK(sh("cd %s && for i in $(seq 1 257); do mkdir -p many/c$i && cp bad/good.png many/c$i/; done", dir) == 0);
-    expect_fail("many", &o, DT_ERR_FORMAT, "many", "257 class folders, dtrain trains at most 256");
+    expect_fail("many", &o, DT_ERR_FORMAT, "many", "more than 256 class folders, dtrain trains at most 256");
 }
 
 /* An on-demand sample that can no longer be decoded: the batch fails
@@ -322,6 +337,7 @@ int main(void) {
     test_paths_equal();
     test_shards();
     test_splits();
+    test_ignored_files();
     test_bad_input();
     test_fetch_failure();
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -72,7 +72,7 @@ fi
 
 # eval: the checkpoint's classes, in the summary, label a test folder that
 # has only class b (alone, sorted, it would be label 0).
-expect 0 '"test_accuracy":1.0000,.*"classes":\["C","_x","a","b"\],"skipped":0' -- \
+expect 0 '"test_accuracy":1.0000,.*"classes":\["C","_x","a","b"\],"skipped":0,"ignored":0' -- \
     "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/imgs" --json
 mkdir -p "$TMP/only_b/test" && cp -r "$TMP/imgs/test/b" "$TMP/only_b/test/"
 expect 0 '"test_accuracy":1.0000,.*"samples":12,' -- \
@@ -110,10 +110,14 @@ expect 1 "^dtrain: .*imgs/train/a/z.jpg: corrupt JPEG" -- "$DTRAIN" train "$M" -
 expect 0 "imgs/train: skipped 1 unreadable file \(--skip-bad-images\); the first: .*z.jpg: corrupt JPEG" -- \
     "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2 --skip-bad-images
 if [ -n "${DT_SANITIZE:-}" ]; then finish; exit; fi
-cp "$TMP/bad/notes.txt" "$TMP/imgs/train/a/"
-expect 0 "skipped 2 unreadable files" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2 --skip-bad-images
-expect 1 "imgs/train/a/notes.txt: unknown extension" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2
-rm "$TMP/imgs/train/a/z.jpg" "$TMP/imgs/train/a/notes.txt"
+rm "$TMP/imgs/train/a/z.jpg"
+# Files that are no images by name, beside the class folders and in them:
+# counted in one line, not read, not fatal (torchvision's ImageFolder).
+cp "$TMP/bad/notes.txt" "$TMP/imgs/train/a/" && echo x > "$TMP/imgs/train/a/Thumbs.db"
+echo "my photos" > "$TMP/imgs/train/README"
+expect 0 "imgs/train: 3 files not .jpg, .jpeg or .png ignored \(the first: .*imgs/train/README\)" -- \
+    "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2
+rm "$TMP/imgs/train/README" "$TMP/imgs/train/a/notes.txt" "$TMP/imgs/train/a/Thumbs.db"
 mkdir "$TMP/imgs/test/zzz" && cp "$TMP/bad/good.png" "$TMP/imgs/test/zzz/"
 expect 1 "imgs/test/zzz: class 'zzz' is not one of the 4 classes of .*imgs/train" -- \
     "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2

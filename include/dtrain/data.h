@@ -70,6 +70,9 @@ typedef struct {
     dt_class_names class_names;     /* folder datasets: the name of each label (n = classes) */
     int skipped;                    /* folder datasets: files left out by skip_bad */
     char *skipped_first;            /* ... the first one's error (NULL when none) */
+    int ignored;                    /* folder datasets: files not of an image extension (README,
+                                       Thumbs.db), left out as torchvision's ImageFolder does */
+    char *ignored_first;            /* ... the first one's path (NULL when none) */
 } dt_dataset;
 
 typedef enum {
@@ -141,9 +144,9 @@ size_t dt_folder_default_cache(int ranks);
  * o->threads threads: into the dataset when the decoded set fits
  * o->cache_bytes, else only to check it (the dataset then decodes each
  * sample again from its file when a batch needs it, through fetch, bit for
- * bit the same bytes). Errors name the file or folder: a missing dir, a
- * file among the class folders, an empty class folder, a subfolder, a file
- * of another extension, an unreadable or undecodable file (those two
+ * bit the same bytes). Files of other extensions, among the class folders
+ * or in them, are counted in ds->ignored (not read). Errors name the file
+ * or folder: a missing dir, a class folder with no images, a subfolder, an unreadable or undecodable file (those two
  * skipped under skip_bad), a class not among o->classes or missing from
  * dir, more than DT_DATA_MAX_CLASSES classes. x = byte / 255 (mean 0,
  * std 1), as torchvision's ToTensor. */

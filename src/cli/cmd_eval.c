@@ -89,14 +89,14 @@ static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_k
 }
 
 /* ,"classes":["cat","dog"] of a folder's test set ("" otherwise), and how
- * many files it skipped. */
+ * many files it skipped (unreadable) and ignored (not images by name). */
 static void print_folder_fields(const dt_dataset *ds) {
     const dt_class_names *c = &ds->class_names;
     if (!c->n) return;
     char esc[1024];
     printf(",\"classes\":[");
     for (int i = 0; i < c->n; i++) printf("%s\"%s\"", i ? "," : "", dt_json_escape(esc, sizeof esc, c->names[i]));
-    printf("],\"skipped\":%d", ds->skipped);
+    printf("],\"skipped\":%d,\"ignored\":%d", ds->skipped, ds->ignored);
 }
 
 /* --json --confusion: ,"confusion":[[...],...] rows by label, columns by prediction. */
@@ -153,6 +153,7 @@ static void print_summary(const eval_args *a, dt_dataset_kind kind, const dt_dat
     printf("accuracy %.4f (%ld of %ld right), loss %.4f", acc, (long)(acc * c->n + 0.5), c->n, loss);
     if (c->classes > 5) printf(", top-%d accuracy %.4f", c->k, dt_confusion_topk(c));
     if (ds->skipped) printf(", %d unreadable files skipped", ds->skipped);
+    if (ds->ignored) printf(", %d files not .jpg, .jpeg or .png ignored", ds->ignored);
     printf("\n%-16s %8s %8s\n", "class", "accuracy", "samples");
     for (int y = 0; y < c->classes; y++) {
         long n = dt_confusion_support(c, y);

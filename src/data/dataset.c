@@ -162,6 +162,7 @@ void dt_dataset_free(dt_dataset *ds) {
     if (ds->fetch_free) ds->fetch_free(ds->fetch_ctx);
     dt_class_names_free(&ds->class_names);
     dt_free(ds->skipped_first);
+    dt_free(ds->ignored_first);
     dt_free(ds->images);
     dt_free(ds->labels);
     dt_free(ds);

@@ -19,6 +19,11 @@ static void describe(dt_report *rep, const char *name, const dt_dataset *d, cons
                  "decoded would not fit the cache; --cache-mb)", name, d->n, d->classes, threads,
                  threads == 1 ? "" : "s", digits, mib);
     dt_report_line(rep, line);
+    if (d->ignored) {
+        snprintf(line, sizeof line, "%s: %d file%s not .jpg, .jpeg or .png ignored (the first: %s)", name, d->ignored,
+                 d->ignored == 1 ? "" : "s", d->ignored_first ? d->ignored_first : "?");
+        dt_report_line(rep, line);
+    }
     if (!d->skipped) return;
     snprintf(line, sizeof line, "%s: skipped %d unreadable file%s (--skip-bad-images); the first: %s", name,
              d->skipped, d->skipped == 1 ? "" : "s", d->skipped_first ? d->skipped_first : "?");
