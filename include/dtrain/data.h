@@ -149,7 +149,8 @@ size_t dt_folder_default_cache(int ranks);
  * or folder: a missing dir, a class folder with no images, a subfolder, an unreadable or undecodable file (those two
  * skipped under skip_bad), a class not among o->classes or missing from
  * dir, more than DT_DATA_MAX_CLASSES classes. x = byte / 255 (mean 0,
- * std 1), as torchvision's ToTensor. */
+ * std 1), as torchvision's ToTensor; callers set ds->mean and std
+ * (dt_data_normalise: the model file's mean= and std=). */
 dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape shape, const dt_folder_opts *o);
 
 /* Dispatch on kind: IDX files train-images-idx3-ubyte[.gz] etc. in dir for

@@ -9,6 +9,7 @@
  *   step_epochs=..  step=1 scale=1  gamma=1  milestones=30,60  min_lr=0
  *   warmup_epochs=0  warmup_start_factor=0.1
  *   dataset=fashion-mnist  flip=0  crop_pad=0  erase=0  precision=fp32|bf16  winograd=1
+ *   mean=0.485,0.456,0.406  std=0.229,0.224,0.225   (one per channel; default none)
  *   [convolutional] filters size stride pad activation=logistic batch_normalize
  *   [connected] output activation=logistic batch_normalize
  *   [maxpool] / [avgpool] size stride pad
@@ -31,6 +32,12 @@
 
 #define DT_MAX_LAYERS 1024
 
+/* mean= and std= of [net]: one value per input channel (n 0: not given). */
+typedef struct {
+    int n;
+    float v[DT_DATA_MAX_CHANNELS];
+} dt_channel_values;
+
 typedef struct {
     char path[512];         /* file the spec came from (for messages) */
     dt_shape input;         /* channels, height, width */
@@ -46,6 +53,8 @@ typedef struct {
     float erase;            /* training: probability of random erasing (0: none) */
     dt_augment augment;     /* Darknet's augmentation keys, resolved (crop set when a crop key is
                                given; then the dataset's images may be of another size) */
+    dt_channel_values mean, std; /* the input's normalisation, x = (byte / 255 - mean) / std per
+                               channel, as torchvision's Normalize (n 0: mean 0, std 1) */
     dt_precision precision; /* of convolutions and connected layers (dt_net_create checks it) */
     int winograd;           /* 1: 3x3 stride-1 convolutions run Winograd's algorithm where it applies
                                (dt_layer_winograd: fp32, nChw8c, AVX2); 0: never */

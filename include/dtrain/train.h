@@ -208,6 +208,10 @@ typedef dt_status (*dt_logits_fn)(void *ctx, const float *logits, int n, int cla
  * `kind` (the data set's name). */
 dt_status dt_check_input(const dt_model_spec *spec, const dt_dataset *ds, const char *kind);
 
+/* The model file's mean= and std= (per channel) onto ds, which its loader
+ * then applies to every sample: x = (byte / 255 - mean) / std. */
+void dt_data_normalise(dt_dataset *ds, const dt_model_spec *spec);
+
 /* The size to load a data set of this kind at for spec: its input, except
  * folders under Darknet's crop (min_crop=/max_crop=), decoded as the
  * max_crop x max_crop centre square: Darknet scales the whole image so that

@@ -81,6 +81,7 @@ static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_k
     dt_folder_opts fo = {threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
                          saved->n ? saved : NULL, 0, a->weights};
     DT_TRY(dt_dataset_load(ds, kind, a->data_dir, train, dt_data_load_shape(spec, kind), 1, &fo));
+    dt_data_normalise(*ds, spec);
     DT_TRY(dt_check_input(spec, *ds, dt_dataset_kind_name(kind)));
     if (kind == DT_DATASET_FOLDER && (*ds)->classes > outputs)
         return dt_fail(DT_ERR_CONFIG, "%s: the model has %d outputs, fewer than the %d classes of %s/%s", spec->path,

@@ -113,6 +113,9 @@ static const dt_key_def net_keys[] = {
     {"exposure", DT_KEY_FLOAT, NET(augment.exposure), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
     {"precision", DT_KEY_ENUM, NET(precision), DT_PRECISION_FP32, 0, 0, 0, &precisions},
     {"winograd", DT_KEY_INT, NET(winograd), 1, 0, 1, 0, NULL},
+    /* dtrain's: torchvision's Normalize of the input, one value per channel. */
+    {"mean", DT_KEY_CHANNELS, NET(mean), 0, -1, 1, 0, NULL},
+    {"std", DT_KEY_CHANNELS, NET(std), 0, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
     {0}};
 
 /* [cost] after [softmax]: Darknet's default sse there trains softmax
@@ -220,6 +223,7 @@ static void describe(char *buf, size_t n, const dt_key_def *k) {
                        : k->type == DT_KEY_STEPS      ? "a comma list of ascending steps, each"
                        : k->type == DT_KEY_SCALES     ? "a comma list of numbers, each"
                        : k->type == DT_KEY_LAYERS     ? "a comma list of layer indices, each"
+                       : k->type == DT_KEY_CHANNELS   ? "a comma list of one number per channel, each"
                                                  : "a number";
     if (k->type == DT_KEY_INT && k->lo == 0 && k->hi == 1)
         snprintf(buf, n, "0 or 1");
@@ -271,6 +275,9 @@ static void store(void *target, const dt_key_def *k, double v) {
     }
     case DT_KEY_LAYERS: /* only the default: no layers (the key is required) */
         ((dt_key_layers *)(void *)dst)->n = 0;
+        break;
+    case DT_KEY_CHANNELS: /* only the default: not given */
+        ((dt_channel_values *)(void *)dst)->n = 0;
         break;
     }
 }
@@ -336,9 +343,18 @@ static dt_status set_layers(dt_section *p, const dt_key_def *k, const char *val)
     return DT_OK;
 }
 
+static dt_status set_channels(dt_section *p, const dt_key_def *k, const char *val) {
+    dt_channel_values *c = (dt_channel_values *)(void *)((char *)p->target + k->off);
+    double v[DT_DATA_MAX_CHANNELS];
+    DT_TRY(parse_list(p, k, val, v, DT_DATA_MAX_CHANNELS, &c->n));
+    for (int i = 0; i < c->n; i++) c->v[i] = (float)v[i];
+    return DT_OK;
+}
+
 static dt_status set_value(dt_section *p, const dt_key_def *k, const char *val) {
     if (k->type == DT_KEY_MILESTONES || k->type == DT_KEY_STEPS || k->type == DT_KEY_SCALES)
         return set_schedule_list(p, k, val);
+    if (k->type == DT_KEY_CHANNELS) return set_channels(p, k, val);
     if (k->type == DT_KEY_LAYERS) return set_layers(p, k, val);
     double v;
     if (k->choices) {
@@ -499,8 +515,20 @@ static dt_status resolve_augment(dt_section *p) {
     return DT_OK;
 }
 
+/* mean= and std= give one value per input channel. */
+static dt_status check_channels(dt_section *p) {
+    const dt_channel_values *v[2] = {&p->m->mean, &p->m->std};
+    for (int i = 0; i < 2; i++)
+        if (v[i]->n && v[i]->n != p->m->input.c)
+            return dt_section_error(p, dt_section_key_line(p, i ? "std" : "mean"), "%s= has %d value%s, the input "
+                                    "has %d channel%s (channels=): one per channel", i ? "std" : "mean", v[i]->n,
+                                    v[i]->n == 1 ? "" : "s", p->m->input.c, p->m->input.c == 1 ? "" : "s");
+    return DT_OK;
+}
+
 static dt_status finish_net(dt_section *p) {
     DT_TRY(apply_subdivisions(p));
+    DT_TRY(check_channels(p));
     DT_TRY(resolve_augment(p));
     dt_lr_schedule *s = &p->m->sched;
     const char *policy = dt_schedule_kind_name(s->kind);

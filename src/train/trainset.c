@@ -58,6 +58,11 @@ dt_status dt_check_input(const dt_model_spec *spec, const dt_dataset *d, const c
     return DT_OK;
 }
 
+void dt_data_normalise(dt_dataset *ds, const dt_model_spec *spec) {
+    for (int c = 0; c < spec->mean.n; c++) ds->mean[c] = spec->mean.v[c];
+    for (int c = 0; c < spec->std.n; c++) ds->std[c] = spec->std.v[c];
+}
+
 dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind) {
     dt_shape s = spec->input;
     if (kind == DT_DATASET_FOLDER && spec->augment.crop) s.h = s.w = spec->augment.max_crop;
@@ -70,6 +75,7 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
     dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL};
     const dt_shape shape = dt_data_load_shape(spec, o->dataset);
     DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, shape, o->seed, &fo));
+    dt_data_normalise(*train, spec);
     const dt_dataset *d = *train;
     DT_TRY(dt_check_input(spec, d, kind));
     char split[4096] = "";
@@ -97,6 +103,7 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
                        d->classes);
     }
     DT_TRY(dt_dataset_load(test, o->dataset, o->data_dir, 0, shape, o->seed, &fo));
+    dt_data_normalise(*test, spec);
     if (o->dataset == DT_DATASET_FOLDER) {
         snprintf(split, sizeof split, "%s/test", o->data_dir);
         describe(rep, split, *test, o);
