@@ -5,6 +5,7 @@
  * classes, every kind of bad input named in one line, and skipping.
  * Skipped (77) without python3, PIL and numpy. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,7 @@ static int sh(const char *fmt, ...) {
 }
 
 static dt_folder_opts opts(size_t cache, int threads) {
-    dt_folder_opts o = {threads, cache, 0, NULL, 0, NULL};
+    dt_folder_opts o = {threads, cache, 0, NULL, 0, NULL, 0, 0};
     return o;
 }
 
@@ -242,6 +243,66 @@ static void bad_file(const char *file, const char *needle) {
     CHECK(rename(to, from) == 0);
 }
 
+/* FNV-1a of sample i's bytes (held in memory). */
+static uint64_t sample_hash(const dt_dataset *ds, int i) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int k = 0; k < SAMPLE; k++) h = (h ^ ds->images[(size_t)i * SAMPLE + k]) * 0x100000001b3ULL;
+    return h ^ ds->labels[i];
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The split (train 1: the rest, 0: the held-out share) of v/ with --val-split share and seed. */
+static dt_dataset *held(int train, double share, uint64_t seed, const dt_class_names *classes) {
+    dt_folder_opts o = opts((size_t)1 << 30, 2);
+    o.val_split = share, o.seed = seed, o.classes = classes, o.all_classes = classes != NULL;
+    dt_dataset *ds = NULL;
+    CHECK_OK(dt_dataset_load(&ds, DT_DATASET_FOLDER, at("v"), train, SHAPE, seed, &o));
+    return ds;
+}
+
+/* --val-split on a folder with no test/: per class round(0.34 x 6) = 2
+ * files held out, the rest trains; together they are the folder, apart
+ * they share nothing; the same seed draws the same, another seed others;
+ * refused beside a test/ and for a class of one image. */
+static void test_val_split(void) {
+    CHECK(sh("mkdir -p %s/v && cp -r %s/t/train %s/v/", dir, dir, dir) == 0);
+    dt_dataset *all = load("v/train", (size_t)1 << 30, 1);
+    dt_dataset *tr = held(1, 0.34, 5, NULL), *te = all ? held(0, 0.34, 5, &all->class_names) : NULL;
+    if (!all || !tr || !te) goto out;
+    CHECK(tr->n == CLASSES * 4 && te->n == CLASSES * 2 && te->classes == CLASSES);
+    int per[CLASSES] = {0};
+    for (int i = 0; i < te->n; i++) per[te->labels[i]]++;
+    for (int c = 0; c < CLASSES; c++) CHECK(per[c] == 2);
+    uint64_t a[N], b[N];
+    for (int i = 0; i < N; i++) a[i] = sample_hash(all, i);
+    for (int i = 0; i < tr->n; i++) b[i] = sample_hash(tr, i);
+    for (int i = 0; i < te->n; i++) b[tr->n + i] = sample_hash(te, i);
+    qsort(a, N, sizeof *a, cmp_u64);
+    qsort(b, N, sizeof *b, cmp_u64);
+    CHECK(memcmp(a, b, sizeof a) == 0); /* a partition of the folder */
+    dt_dataset *again = held(0, 0.34, 5, &all->class_names), *other = held(0, 0.34, 6, &all->class_names);
+    CHECK(again && memcmp(again->images, te->images, (size_t)te->n * SAMPLE) == 0);
+    CHECK(other && other->n == te->n && memcmp(other->images, te->images, (size_t)te->n * SAMPLE) != 0);
+    dt_dataset_free(again);
+    dt_dataset_free(other);
+    dt_folder_opts o = opts(0, 1);
+    o.val_split = 0.2;
+    dt_dataset *ds = NULL;
+    CHECK(dt_dataset_load(&ds, DT_DATASET_FOLDER, at("t"), 1, SHAPE, 1, &o) == DT_ERR_USAGE);
+    CHECK(strstr(dt_last_error(), "t/test exists; --val-split holds out part of DIR/train") != NULL);
+    CHECK(sh("mkdir %s/v/train/solo && cp %s/bad/good.png %s/v/train/solo/", dir, dir, dir) == 0);
+    CHECK(dt_dataset_load(&ds, DT_DATASET_FOLDER, at("v"), 1, SHAPE, 1, &o) == DT_ERR_FORMAT);
+    CHECK(strstr(dt_last_error(), "v/train/solo: one image; --val-split needs two per class") != NULL);
+out:
+    dt_dataset_free(all);
+    dt_dataset_free(tr);
+    dt_dataset_free(te);
+}
+
 /* Files that are no images by their names, beside the class folders and in
  * them (a README, Thumbs.db, a text file with an image's name elsewhere):
  * counted and named, not read, with or without skipping bad files; a
@@ -338,6 +399,7 @@ int main(void) {
     test_shards();
     test_splits();
     test_ignored_files();
+    test_val_split();
     test_bad_input();
     test_fetch_failure();
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

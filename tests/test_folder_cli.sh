@@ -118,6 +118,26 @@ expect 2 "norm2.cfg:8: mean= has 2 values, the input has 3 channels \(channels=\
 expect 2 "\-\-std 0.5,0 \(over .*lin.cfg\): std=0.5,0 is out of range: expected a comma list of one number per channel, each > 0" -- \
     "$DTRAIN" train "$TMP/lin.cfg" --data-dir "$TMP/imgs" --std 0.5,0
 
+# --val-split: a folder without test/ holds out a seeded, stratified share
+# of train/ (6 of each class's 24 here) as its test set; eval takes the
+# same share with the same --seed.
+mkdir -p "$TMP/vs" && cp -r "$TMP/imgs/train" "$TMP/vs/"
+"$DTRAIN" train "$M" --data-dir "$TMP/vs" --threads 1 --max-steps 6 --val-split 0.25 --seed 3 \
+    --checkpoint "$TMP/vs.ckpt" > "$TMP/vs.out" 2>&1
+check "--val-split runs" test $? -eq 0 || tail -3 "$TMP/vs.out"
+check "train: the rest" grep -q "vs/train: 72 images in 4 classes" "$TMP/vs.out"
+check "test: the held-out share" grep -q "vs/train held out (--val-split 0.25, seed 3): 24 images in 4 classes" \
+    "$TMP/vs.out"
+acc=$(sed -n 's/.*"test_accuracy":\([0-9.]*\).*/\1/p' "$TMP/vs.out")
+expect 0 "\"test_accuracy\":$acc,.*\"samples\":24," -- \
+    "$DTRAIN" eval "$M" --weights "$TMP/vs.ckpt" --data-dir "$TMP/vs" --val-split 0.25 --seed 3 --json
+expect 0 "\"samples\":72," -- \
+    "$DTRAIN" eval "$M" --weights "$TMP/vs.ckpt" --data-dir "$TMP/vs" --val-split 0.25 --seed 3 --json --split train
+expect 2 "\-\-val-split: .*imgs/test exists" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --val-split 0.2
+expect 2 "\-\-val-split applies to \-\-dataset folder, not synthetic" -- \
+    "$DTRAIN" train "$M" --dataset synthetic --val-split 0.2
+expect 1 "vs/test: no such folder" -- "$DTRAIN" train "$M" --data-dir "$TMP/vs" --max-steps 1
+
 # export: the ONNX model carries the class names in label order and the
 # resize in its preprocessing note.
 expect 0 "-> $TMP/m.onnx" -- "$DTRAIN" export "$M" --weights "$TMP/mem.ckpt" -o "$TMP/m.onnx"

@@ -130,6 +130,13 @@ typedef struct {
     const dt_class_names *classes;
     int all_classes;     /* with classes: every one must have a folder (else a subset may) */
     const char *classes_from; /* with classes: where they come from, for messages */
+    /* A folder with no test split (--val-split F): both splits are read from
+     * DIR/train, the test split being the share F of each class's files (at
+     * least one, and one left to train), drawn from `seed`. To
+     * dt_dataset_load: F in (0, 1), 0 for none. To dt_dataset_load_folder:
+     * F loads the held-out files, -F the others. */
+    double val_split;
+    uint64_t seed;
 } dt_folder_opts;
 
 /* A quarter of physical memory shared by `ranks` processes: the default
@@ -157,7 +164,8 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
  * the MNIST kinds, CIFAR-10 batches for cifar10. Synthetic uses `shape`,
  * 10 classes, 60000/10000 samples for train/test. Folder reads dir/train
  * or dir/test with fo (NULL: one thread, the default cache, no skipping,
- * the folder's own classes). */
+ * the folder's own classes), or with fo->val_split both from dir/train (a
+ * dir/test is then an error). */
 dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *dir, int train,
                           dt_shape shape, uint64_t seed, const dt_folder_opts *fo);
 

@@ -124,6 +124,8 @@ typedef struct {
     size_t cache_bytes;          /* folder data sets: the decoded train and test sets stay in
                                   * memory while they fit this budget (data.h) */
     int skip_bad;                /* folder data sets: skip unreadable images, counted */
+    double val_split;            /* folder data sets without test/: the share of each class of
+                                  * train/ held out as the test set, drawn from seed (0: none) */
     const atomic_int *stop;      /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
     atomic_int *progress_request; /* set by SIGUSR1: print a progress line (cleared here); may be NULL */
     int world_rank;              /* this process's rank in MPI_COMM_WORLD (stragglers) */

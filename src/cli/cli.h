@@ -68,6 +68,9 @@ dt_status cli_dataset_kind(dt_dataset_kind *kind, const char *name, const dt_mod
  * --cache-mb (cache_mb >= 0) and --skip-bad-images only for folder. */
 dt_status cli_folder_flags(dt_dataset_kind kind, const char *data_dir, long cache_mb, int skip_bad);
 /* --loader-threads when not given: 2 for folder (decoding), else 1. */
+/* --val-split F (0: not given) applies to folder data sets only. */
+dt_status cli_val_split_flag(dt_dataset_kind kind, double val_split);
+
 int cli_default_loader_threads(dt_dataset_kind kind);
 /* --cache-mb in bytes; -1 (not given): a quarter of memory over the ranks
  * on this node. */

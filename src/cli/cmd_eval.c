@@ -41,6 +41,8 @@ typedef struct {
     const char *model, *weights, *dataset, *data_dir, *logits_out, *precision, *split;
     int batch, threads, loader_threads, skip_bad, json, confusion;
     long cache_mb; /* -1: not given */
+    double val_split; /* 0: not given */
+    long seed;        /* of the --val-split draw (train's --seed) */
 } eval_args;
 
 static dt_status evaluate(dt_net *net, const dt_dataset *ds, int batch, int threads, const char *logits_out,
@@ -79,7 +81,7 @@ static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_k
     int threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind), train;
     DT_TRY(split_of(a->split, &train));
     dt_folder_opts fo = {threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
-                         saved->n ? saved : NULL, 0, a->weights};
+                         saved->n ? saved : NULL, 0, a->weights, a->val_split, (uint64_t)a->seed};
     DT_TRY(dt_dataset_load(ds, kind, a->data_dir, train, dt_data_load_shape(spec, kind), 1, &fo));
     dt_data_normalise(*ds, spec);
     DT_TRY(dt_check_input(spec, *ds, dt_dataset_kind_name(kind)));
@@ -170,6 +172,7 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
     dt_dataset_kind kind;
     DT_TRY(cli_dataset_kind(&kind, a->dataset, &spec));
     DT_TRY(cli_folder_flags(kind, a->data_dir, a->cache_mb, a->skip_bad));
+    DT_TRY(cli_val_split_flag(kind, a->val_split));
     dt_net *net;
     DT_TRY(dt_net_create(&net, &spec, spec.batch, 1));
     dt_ckpt_meta meta;
@@ -207,6 +210,9 @@ static const char eval_usage[] =
     "  --confusion       also the confusion matrix (rows: true class; with --json a\n"
     "                    \"confusion\" array of rows)\n"
     "  --split S         test (default) | train: the split evaluated (folder: DIR/S/<class>/)\n"
+    "  --val-split F     folder without test/: the share F of DIR/train held out as the test\n"
+    "                    split, drawn as train --val-split F with the same --seed (default 1)\n"
+    "  --seed N          see --val-split\n"
     "  --weights F       checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt)\n"
     "  --dataset D       fashion-mnist | mnist | cifar10 | synthetic | folder (default: the\n"
     "                    model file's)\n"
@@ -225,7 +231,7 @@ static const char eval_usage[] =
     "                    little-endian), samples x classes, in the data set's order\n";
 
 int cmd_eval(int argc, char **argv, const cli_env *env) {
-    eval_args a = {.cache_mb = -1};
+    eval_args a = {.cache_mb = -1, .seed = 1};
     int help = 0;
     cli_flag flags[] = {
         {"--help", ARG_FLAG, &help, 0, 0, 0},
@@ -242,6 +248,8 @@ int cmd_eval(int argc, char **argv, const cli_env *env) {
         {"--json", ARG_FLAG, &a.json, 0, 0, 0},
         {"--confusion", ARG_FLAG, &a.confusion, 0, 0, 0},
         {"--split", ARG_STR, &a.split, 0, 0, 0},
+        {"--val-split", ARG_DOUBLE, &a.val_split, 1e-6, 1 - 1e-6, 0},
+        {"--seed", ARG_LONG, &a.seed, 0, 9.2e18, 0},
     };
     int npos;
     dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), &a.model, 1, &npos);

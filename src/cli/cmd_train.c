@@ -23,6 +23,8 @@ static const char train_usage[] =
     "                        decode per batch)\n"
     "  --skip-bad-images     folder: skip files that cannot be read or decoded (counted) instead\n"
     "                        of stopping at the first\n"
+    "  --val-split F         folder without test/: hold out the share F of each class of\n"
+    "                        DIR/train as the test set, drawn from --seed (stratified)\n"
     "  --epochs N            override the model file's epochs\n"
     "  --max-steps N         stop after N optimiser steps\n"
     "  --batch N             batch per worker (overrides the model file)\n"
@@ -204,6 +206,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
         {"--loader-threads", ARG_INT, &a->loader_threads, 1, 256, 0},
         {"--cache-mb", ARG_LONG, &a->cache_mb, 0, 1e9, 0},
         {"--skip-bad-images", ARG_FLAG, &a->skip_bad, 0, 0, 0},
+        {"--val-split", ARG_DOUBLE, &a->val_split, 1e-6, 1 - 1e-6, 0},
     };
     /* Then every model-file key without a flag of its own, as --KEY. */
     cli_flag all[sizeof flags / sizeof *flags + CLI_NET_KEYS_MAX];
@@ -406,6 +409,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     dt_train_opts *o = &p->opts;
     DT_TRY(cli_dataset_kind(&o->dataset, a->dataset, spec));
     DT_TRY(cli_folder_flags(o->dataset, a->data_dir, a->cache_mb, a->skip_bad));
+    DT_TRY(cli_val_split_flag(o->dataset, a->val_split));
     if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     dt_dist_cfg dc = {DT_MODE_SERIAL, 0, a->fusion_mb, a->stall_timeout, a->staleness,
                       a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF, spec->batch, NULL,
@@ -445,6 +449,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     o->prefetch = !a->no_prefetch;
     o->loader_threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(o->dataset);
     o->skip_bad = a->skip_bad;
+    o->val_split = a->val_split;
     p->cache_mb = a->cache_mb;
     p->timeline_path = a->timeline;
     p->threads = a->threads;

@@ -34,6 +34,7 @@ typedef struct {
     const char *grad_compression;     /* NULL: not given */
     const char *precision;            /* NULL: not given */
     int loader_threads, skip_bad;     /* 0: not given */
+    double val_split;                 /* 0: not given */
     int server_nice;                  /* 0-19 */
     long cache_mb;                    /* -1: not given */
     /* [net] key i's value given as its generated flag (--policy cosine), or NULL;

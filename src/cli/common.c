@@ -111,6 +111,13 @@ dt_status cli_folder_flags(dt_dataset_kind kind, const char *data_dir, long cach
     return DT_OK;
 }
 
+dt_status cli_val_split_flag(dt_dataset_kind kind, double val_split) {
+    if (val_split > 0 && kind != DT_DATASET_FOLDER)
+        return dt_fail(DT_ERR_USAGE, "--val-split applies to --dataset folder, not %s (its test split is its own)",
+                       dt_dataset_kind_name(kind));
+    return DT_OK;
+}
+
 int cli_default_loader_threads(dt_dataset_kind kind) { return kind == DT_DATASET_FOLDER ? 2 : 1; }
 
 size_t cli_cache_bytes(long cache_mb, const cli_env *env) {

@@ -13,6 +13,7 @@
 #include "dtrain/image.h"
 #include "dtrain/mem.h"
 #include "dtrain/pool.h"
+#include "dtrain/rng.h"
 
 /* The files of a split in sample order: by class folder, then file name. */
 typedef struct {
@@ -202,6 +203,58 @@ static dt_status scan_split(scan *sc) {
     return s;
 }
 
+/* ---- held-out share (--val-split) ------------------------------------------------ */
+
+/* Of each class's m files (sorted), k = round(share x m) in [1, m - 1]
+ * drawn by a partial Fisher-Yates shuffle from the seed and the class, so
+ * the train and test loads (and every rank) draw the same. */
+static dt_status mark_held(const scan *sc, double share, uint8_t *held) {
+    const file_list *f = &sc->files;
+    int *idx; /* (n) the files of the class being drawn */
+    DT_TRY(dt_alloc_bytes((void **)&idx, (size_t)(f->n ? f->n : 1) * sizeof *idx, "held-out split"));
+    dt_status s = DT_OK;
+    for (int c = 0; s == DT_OK && c < sc->names.n; c++) {
+        int m = 0;
+        for (int i = 0; i < f->n; i++)
+            if (f->labels.p[i] == c) idx[m++] = i;
+        if (m == 0) continue; /* a class the test folders lack (eval) */
+        int k = (int)(share * m + 0.5);
+        k = k < 1 ? 1 : k > m - 1 ? m - 1 : k;
+        if (m < 2)
+            s = dt_fail(DT_ERR_FORMAT, "%s/%s: one image; --val-split needs two per class (one to train, one to test)",
+                        sc->dir, sc->names.names[c]);
+        dt_rng r = dt_rng_seed(dt_hash3(sc->o->seed, (uint64_t)c, 0x7661u /* "va" */));
+        for (int j = 0; s == DT_OK && j < k; j++) {
+            int pick = j + (int)dt_rng_below(&r, (uint32_t)(m - j)), t = idx[j];
+            idx[j] = idx[pick], idx[pick] = t;
+            held[idx[j]] = 1;
+        }
+    }
+    dt_free(idx);
+    return s;
+}
+
+/* --val-split: keeps the held-out files (val_split > 0) or the others (< 0). */
+static dt_status hold_out(scan *sc) {
+    double v = sc->o->val_split;
+    file_list *f = &sc->files;
+    if (v == 0 || f->n == 0) return DT_OK;
+    uint8_t *held;
+    DT_TRY(dt_alloc_bytes((void **)&held, (size_t)f->n, "held-out split"));
+    memset(held, 0, (size_t)f->n);
+    dt_status s = mark_held(sc, v > 0 ? v : -v, held);
+    size_t *at = (size_t *)(void *)f->at.p;
+    int kept = 0;
+    for (int i = 0; s == DT_OK && i < f->n; i++)
+        if (held[i] == (v > 0)) {
+            at[kept] = at[i];
+            f->labels.p[kept++] = f->labels.p[i];
+        }
+    if (s == DT_OK) f->n = kept;
+    dt_free(held);
+    return s;
+}
+
 /* ---- decoding ------------------------------------------------------------------ */
 
 typedef struct {
@@ -314,6 +367,7 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
     uint8_t *images = NULL;
     dt_dataset *ds = NULL;
     dt_status s = scan_split(&sc);
+    if (s == DT_OK) s = hold_out(&sc);
     if (s == DT_OK) s = decode_all(&sc, shape, &images);
     if (s == DT_OK) s = dt_data_new_labels(&ds, sc.files.n, shape, sc.names.n);
     void *p = NULL;

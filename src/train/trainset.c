@@ -72,7 +72,7 @@ dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind) {
 dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model_spec *spec, int outputs,
                            const dt_train_opts *o, dt_report *rep) {
     const char *kind = dt_dataset_kind_name(o->dataset);
-    dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL};
+    dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL, o->val_split, o->seed};
     const dt_shape shape = dt_data_load_shape(spec, o->dataset);
     DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, shape, o->seed, &fo));
     dt_data_normalise(*train, spec);
@@ -105,7 +105,11 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
     DT_TRY(dt_dataset_load(test, o->dataset, o->data_dir, 0, shape, o->seed, &fo));
     dt_data_normalise(*test, spec);
     if (o->dataset == DT_DATASET_FOLDER) {
-        snprintf(split, sizeof split, "%s/test", o->data_dir);
+        if (o->val_split > 0)
+            snprintf(split, sizeof split, "%s/train held out (--val-split %g, seed %llu)", o->data_dir, o->val_split,
+                     (unsigned long long)o->seed);
+        else
+            snprintf(split, sizeof split, "%s/test", o->data_dir);
         describe(rep, split, *test, o);
     }
     return DT_OK;
