@@ -154,4 +154,21 @@ assert all(abs(a-b)<1e-6 for a,b in zip(lr,want)) and len(lr)==6, lr"
 # Divergence: NaN/inf loss stops with the step named, exit 1.
 expect 1 "loss is (NaN|infinite) at step" -- "$DTRAIN" train "$M" --dataset synthetic --lr 1e6 --max-steps 200
 
+# A [connected] right before [softmax] without activation= takes Darknet's
+# logistic: one note at start-up naming its line and the fix; none for
+# activation=linear or an explicit activation=logistic, none with --quiet.
+NET=$SRC/tests/data/small_net.cfg
+grep -v '^activation=linear$' "$NET" > "$TMP/logistic.cfg"
+sed 's/^activation=linear$/activation=logistic/' "$NET" > "$TMP/explicit.cfg"
+line=$(grep -n '^\[connected\]' "$TMP/logistic.cfg" | tail -1 | cut -d: -f1)
+RUN1=(--dataset synthetic --max-steps 1 --threads 1)
+expect 0 "^note: .*logistic.cfg:$line: the \[connected\] before \[softmax\] has no activation=, so Darknet's default logistic .* costs accuracy; write activation=linear there" -- \
+    "$DTRAIN" train "$TMP/logistic.cfg" "${RUN1[@]}"
+for cfg in "$NET" "$TMP/explicit.cfg"; do
+    out=$("$DTRAIN" train "$cfg" "${RUN1[@]}" 2>&1)
+    check "no note for $(basename "$cfg")" bash -c "! grep -q 'Darknet.s default logistic' <<<'$out'"
+done
+out=$("$DTRAIN" train "$TMP/logistic.cfg" "${RUN1[@]}" --quiet 2>&1)
+check "no note with --quiet" test "$(wc -l <<<"$out")" -eq 1
+
 finish

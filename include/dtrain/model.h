@@ -60,6 +60,8 @@ typedef struct {
                                (dt_layer_winograd: fp32, nChw8c, AVX2); 0: never */
     int plain_engine;       /* not from model files: NCHW activations and no fused ReLUs (tests
                                compare the engine's fast paths with this) */
+    int logistic_head_line; /* line of a [connected] right before [softmax] without activation=,
+                               so Darknet's default logistic (0: none); train notes it */
     int nlayers;
     dt_layer_spec layers[DT_MAX_LAYERS];
 } dt_model_spec;

@@ -548,6 +548,12 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
         fprintf(out, ", gradients as %s", dt_grad_codec_name(&p->dist.codec, codec, sizeof codec));
     print_augment(out, spec);
     fprintf(out, "\n");
+    /* Darknet's [connected] defaults to logistic: squashed logits train
+     * worse (cnn: 0.686 against 0.753 test accuracy after 300 steps). */
+    if (spec->logistic_head_line)
+        fprintf(out, "note: %s:%d: the [connected] before [softmax] has no activation=, so Darknet's default "
+                "logistic squashes its logits into (0, 1), which costs accuracy; write activation=linear there for "
+                "plain logits (PyTorch's nn.Linear)\n", spec->path, spec->logistic_head_line);
 }
 
 /* Whether to redraw a progress bar on out. Under mpirun every rank's

@@ -172,6 +172,7 @@ struct dt_section {
     int seen[MAX_KEYS];       /* line of each key given in this section, 0 if absent */
     dt_section_vals vals;
     int net_line, softmax_line, last_layer_line, cost_line;
+    int default_act_line;     /* the last section: a [connected] without activation= (its line), else 0 */
     /* Darknet numbers sections (one layer each there); section s's output
      * is layer sec_out[s] of the built net (its last layer here). */
     int nsections;
@@ -594,6 +595,7 @@ static dt_status end_section(dt_section *p) {
     if (p->kind == SEC_NET) return finish_net(p);
     if (p->kind == SEC_COST) return finish_cost(p);
     DT_TRY(emit_layers(p));
+    p->default_act_line = p->kind == DT_LAYER_DENSE && !dt_section_key_line(p, "activation") ? p->sec_line : 0;
     p->sec_out[p->nsections++] = p->m->nlayers - 1;
     return DT_OK;
 }
@@ -650,7 +652,7 @@ static dt_status begin_section(dt_section *p, const char *name) {
             return dt_section_error(p, p->line, "[%s] after [softmax] (line %d); [softmax] must be last "
                            "(only [cost] may follow it)",
                            name, p->softmax_line);
-        if (kind == DT_LAYER_SOFTMAX) p->softmax_line = p->line;
+        if (kind == DT_LAYER_SOFTMAX) p->softmax_line = p->line, p->m->logistic_head_line = p->default_act_line;
         p->last_layer_line = p->line;
         p->keys = dt_layer_ops_of((dt_layer_kind)kind)->keys;
         DT_ASSERT(p->keys); /* every kind of the registry declares its keys */
