@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The first layers of two dtrain checkpoints (format: include/dtrain/checkpoint.h,
 version 7 and later: the layer table at the end) compared bit for bit.
-usage: ckpt_layers.py A B N  -> exit 0 when layers 0..N-1 have the same kind, shapes
-and parameters and state in both files, 1 (saying where) otherwise."""
+usage: ckpt_layers.py A B N [FROM]  -> exit 0 when layers FROM..N-1 (FROM: 0) have the
+same kind, shapes and parameters and state in both files, 1 (saying where) otherwise."""
 import struct
 import sys
 
@@ -33,11 +33,12 @@ def prefix(table, n):
 pa, sa, ta = load(sys.argv[1])
 pb, sb, tb = load(sys.argv[2])
 n = int(sys.argv[3])
+lo = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 for i in range(n):
     if ta[i][:1] + ta[i][2:] != tb[i][:1] + tb[i][2:]:
         sys.exit(f'layer {i}: {ta[i]} vs {tb[i]}')
-np_, ns = prefix(ta, n)
-dp = np.nonzero(pa[:np_].view(np.uint32) != pb[:np_].view(np.uint32))[0]
-ds = np.nonzero(sa[:ns].view(np.uint32) != sb[:ns].view(np.uint32))[0]
-print(f'first {n} layers: {np_} parameters, {ns} state values; {dp.size} and {ds.size} differ')
+(p0, s0), (p1, s1) = prefix(ta, lo), prefix(ta, n)
+dp = np.nonzero(pa[p0:p1].view(np.uint32) != pb[p0:p1].view(np.uint32))[0]
+ds = np.nonzero(sa[s0:s1].view(np.uint32) != sb[s0:s1].view(np.uint32))[0]
+print(f'layers {lo}..{n - 1}: {p1 - p0} parameters, {s1 - s0} state values; {dp.size} and {ds.size} differ')
 sys.exit(1 if dp.size or ds.size else 0)

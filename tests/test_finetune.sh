@@ -71,14 +71,25 @@ check "head skipped" grep -qE "^ +8  connected +3x1x1 +195  skipped: its output 
 check "counted" grep -q "^--partial: 3 of 4 layers with parameters or state taken from" "$TMP/ft.out"
 # --freeze 8: the loaded layers are the checkpoint's, bit for bit, after training.
 check "loaded and frozen" $LAYERS "$TMP/pre.ckpt" "$TMP/ft.ckpt" 8
-check "the head trained" bash -c "! $LAYERS '$TMP/pre.ckpt' '$TMP/ft.ckpt' 9 > /dev/null 2>&1"
+# The head as initialised: one step at the smallest rate moves no float.
+train_ckpt init 1 "$TMP/head3.cfg" --max-steps 1 "${FT[@]}" --lr 1e-12 --momentum 0 --decay 0
+check "the loaded layers are the checkpoint's" $LAYERS "$TMP/pre.ckpt" "$TMP/init.ckpt" 8
+trained() { check "$1 trained the head" bash -c "! $LAYERS '$TMP/init.ckpt' '$TMP/$1.ckpt' 10 8 > /dev/null"; }
+trained ft
 # --freeze 6: the convolutions stay, the loaded connected layer 6 trains.
 train_ckpt ft6 1 "$TMP/head3.cfg" --max-steps $STEPS "${FT[@]}" --freeze 6
 check "frozen 6" $LAYERS "$TMP/pre.ckpt" "$TMP/ft6.ckpt" 6
-check "layer 6 trained" bash -c "! $LAYERS '$TMP/pre.ckpt' '$TMP/ft6.ckpt' 7 > /dev/null 2>&1"
-# Exact in allreduce too, and with adam (its moments never start for frozen layers).
+check "layer 6 trained" bash -c "! $LAYERS '$TMP/pre.ckpt' '$TMP/ft6.ckpt' 7 6 > /dev/null"
+# Exact wherever the update runs: allreduce with adam (its moments never
+# start for frozen layers), sufficient factors (the frozen connected layer's
+# gradient rebuilt, not applied), parameter servers (the servers' step).
 train_ckpt ar 2 "$TMP/head3.cfg" --max-steps $STEPS "${FT[@]}" --freeze 8 --batch 8 --optimizer adam
 check "frozen under allreduce" $LAYERS "$TMP/pre.ckpt" "$TMP/ar.ckpt" 8
+train_ckpt sfb 2 "$TMP/head3.cfg" --max-steps $STEPS "${FT[@]}" --freeze 8 --batch 8 --sfb
+check "frozen under --sfb" $LAYERS "$TMP/pre.ckpt" "$TMP/sfb.ckpt" 8
+train_ckpt ps 3 "$TMP/head3.cfg" --max-steps $STEPS "${FT[@]}" --freeze 8 --batch 8 --mode ps-sync
+check "frozen under ps-sync" $LAYERS "$TMP/pre.ckpt" "$TMP/ps.ckpt" 8
+trained ps
 # The same steps from scratch learn less.
 train_ckpt scratch 1 "$TMP/head3.cfg" --max-steps $STEPS
 a=$(acc "$TMP/ft.out") b=$(acc "$TMP/scratch.out")
