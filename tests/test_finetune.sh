@@ -105,4 +105,19 @@ sed -e 's/^filters=8$/filters=4/' -e 's/^filters=16$/filters=6/' -e 's/^output=6
     > "$TMP/other.cfg"
 expect 2 "--partial: no layer of .*pre.ckpt matches" -- "$DTRAIN" train "$TMP/other.cfg" --data-dir "$TMP/f3" \
     --max-steps 1 "${FT[@]}"
+# A checkpoint from before the layer table (version 6: the same file without
+# it): refused, saying what to do; --weights alone still loads it whole.
+/usr/bin/python3 - "$TMP/pre.ckpt" "$TMP/v6.ckpt" <<'PY'
+import struct, sys, zlib
+raw = open(sys.argv[1], 'rb').read()
+nlayers = struct.unpack_from('<I', raw, len(raw) - 4 - 56 * 10 - 8)[0]
+assert nlayers == 10, nlayers
+body = bytearray(raw[:len(raw) - 4 - 56 * 10 - 8])
+struct.pack_into('<I', body, 8, 6)
+open(sys.argv[2], 'wb').write(bytes(body) + struct.pack('<I', zlib.crc32(bytes(body))))
+PY
+expect 2 "--partial: .*v6.ckpt has no layer table \(written before dtrain kept one, checkpoint version 7\); --weights without --partial loads it whole" -- \
+    "$DTRAIN" train "$TMP/head3.cfg" --data-dir "$TMP/f3" --max-steps 1 --weights "$TMP/v6.ckpt" --partial
+expect 0 "starting from the weights of .*v6.ckpt" -- \
+    "$DTRAIN" train "$TMP/pre.cfg" --max-steps 1 --threads 1 --weights "$TMP/v6.ckpt"
 finish
