@@ -6,6 +6,11 @@
                                a learnable folder data set: DIR/train/<class>/ and
                                DIR/test/<class>/ with N and N/2 images per class
     make_images.py bad DIR     one broken file of each kind, for the error tests
+    make_images.py fashion FASHION_DIR DIR LABELS N
+                               real Fashion-MNIST images of the given labels (as 2,4,6)
+                               as grey PNGs: DIR/train/c<label>/ the first N of the
+                               training set, DIR/test/c<label>/ the first N of the test
+                               set (a new small task for fine-tuning tests)
 
 refs writes DIR/cases.txt, one line per case: FILE C H W EXPECTED TOLERANCE, where
 EXPECTED holds the (C, H, W) bytes dtrain must produce from FILE (image.h). PNG
@@ -232,6 +237,27 @@ def tree(out, classes, n, size, gray):
                     im.save(os.path.join(d, "img%03d.png" % i), "PNG")
 
 
+# ---- fashion -----------------------------------------------------------------
+
+def idx(path):
+    import gzip
+    with open(path, "rb") as f:
+        data = gzip.decompress(f.read())
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(data[3])]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * data[3]).reshape(dims)
+
+
+def fashion(src, out, labels, n):
+    for split, prefix in (("train", "train"), ("test", "t10k")):
+        images = idx(os.path.join(src, prefix + "-images-idx3-ubyte.gz"))
+        targets = idx(os.path.join(src, prefix + "-labels-idx1-ubyte.gz"))
+        for label in labels:
+            d = os.path.join(out, split, "c%d" % label)
+            os.makedirs(d, exist_ok=True)
+            for i, at in enumerate(np.nonzero(targets == label)[0][:n]):
+                Image.fromarray(images[at], "L").save(os.path.join(d, "img%04d.png" % i), "PNG")
+
+
 # ---- bad ---------------------------------------------------------------------
 
 def bad(out):
@@ -273,6 +299,8 @@ def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "refs":
         os.makedirs(sys.argv[2], exist_ok=True)
         refs(sys.argv[2])
+    elif len(sys.argv) == 6 and sys.argv[1] == "fashion":
+        fashion(sys.argv[2], sys.argv[3], [int(x) for x in sys.argv[4].split(",")], int(sys.argv[5]))
     elif len(sys.argv) >= 6 and sys.argv[1] == "tree":
         tree(sys.argv[2], sys.argv[3].split(","), int(sys.argv[4]), int(sys.argv[5]), "--gray" in sys.argv[6:])
     elif len(sys.argv) >= 3 and sys.argv[1] == "bad":

@@ -52,7 +52,7 @@ static void copy_file(const char *from, const char *to, long limit) {
 static void expect_reject(const char *path, uint64_t hash, dt_status want, const char *needle) {
     float p[NP], s[NS], m[NP];
     fill(p, NP, -7), fill(s, NS, -7), fill(m, NP, -7);
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
     dt_ckpt_meta meta;
     dt_status st = dt_checkpoint_load(path, hash, &meta, &a);
     CHECK(st == want);
@@ -79,7 +79,7 @@ static void check_version1(const char *v2, const char *v1) {
     CHECK(f && fwrite(buf, 1, n + 4, f) == n + 4);
     if (f) fclose(f);
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
     dt_ckpt_meta got;
     CHECK_OK(dt_checkpoint_load(v1, 0xabcdef, &got, &a));
     CHECK(got.step == 1234 && got.loss == 0 && got.best_loss == 0 && got.best_accuracy == -1 && p[1] == 1.5f);
@@ -89,7 +89,7 @@ static void check_version1(const char *v2, const char *v1) {
 static dt_status loads(const char *path, void *ctx) {
     (void)ctx;
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
     dt_ckpt_meta got;
     return dt_checkpoint_load(path, 0xabcdef, &got, &a);
 }
@@ -158,7 +158,7 @@ static void check_other_optimizer(const char *other, const dt_ckpt_meta *meta, c
     CHECK_OK(dt_checkpoint_save(other, meta, &adam));
     float p2[NP], s2[NS], m2[NP];
     memset(p2, 0, sizeof p2);
-    dt_ckpt_arrays adamw = {p2, NP, s2, NS, m2, NP, 2, NULL, NULL, 0, 0, 0};
+    dt_ckpt_arrays adamw = {p2, NP, s2, NS, m2, NP, 2, NULL, NULL, 0, 0, 0, NULL, 0};
     dt_ckpt_meta got;
     CHECK(dt_checkpoint_load(other, 0xabcdef, &got, &adamw) == DT_ERR_USAGE);
     CHECK(strstr(dt_last_error(), "holds the state of optimizer adam, this run uses adamw") != NULL);
@@ -180,26 +180,33 @@ static void write_with_crc(const char *path, unsigned char *buf, size_t len) {
     if (f) fclose(f);
 }
 
-/* A version 5 file (no samples per step: what dtrain wrote before them)
- * still loads, with step_samples 0 (unknown). Made from v6's bytes (size):
- * version 5, the 8 bytes before the CRC gone. */
-static void check_version5(const char *v6, const char *v5, long size) {
+/* Older files made from v7's bytes (size, its layer table empty): version
+ * 6 without the table's 8-byte head before the CRC, version 5 without
+ * the samples per step before that either; both load (step_samples 0 for
+ * version 5: unknown). A version 7 file without its table is short. */
+static void check_versions_5_6(const char *v7, const char *old, long size) {
     static unsigned char buf[1 << 16];
-    FILE *f = fopen(v6, "rb");
+    FILE *f = fopen(v7, "rb");
     CHECK(f && size <= (long)sizeof buf && fread(buf, 1, (size_t)size, f) == (size_t)size);
     if (f) fclose(f);
-    buf[8] = 5;
-    memmove(buf + size - 12, buf + size - 4, 4);
-    write_with_crc(v5, buf, (size_t)size - 8);
-    float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays b = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
-    dt_ckpt_meta got;
-    CHECK_OK(dt_checkpoint_load(v5, 0xabcdef, &got, &b));
-    CHECK(got.step == 1234 && got.step_samples == 0 && got.best_accuracy == 0.875 && p[NP - 1] == 1.0f + 0.5f * (NP - 1));
-    /* A version 6 file without them is short by their 8 bytes. */
-    buf[8] = 6;
-    write_with_crc(v5, buf, (size_t)size - 8);
-    expect_reject(v5, 0xabcdef, DT_ERR_FORMAT, "truncated");
+    for (int version = 6; version >= 5; version--) {
+        long cut = 8 * (7 - version); /* the sections version 7 and 6 added */
+        buf[8] = (unsigned char)version;
+        memmove(buf + size - 4 - cut, buf + size - 4, 4);
+        write_with_crc(old, buf, (size_t)(size - cut));
+        float p[NP], s[NS], m[NP];
+        dt_ckpt_arrays b = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+        dt_ckpt_meta got;
+        CHECK_OK(dt_checkpoint_load(old, 0xabcdef, &got, &b));
+        CHECK(got.step == 1234 && got.step_samples == (version == 6 ? 512u : 0u) && got.best_accuracy == 0.875 &&
+              p[NP - 1] == 1.0f + 0.5f * (NP - 1));
+        buf[8] = 7; /* a version 7 file without its layer table (and more) */
+        write_with_crc(old, buf, (size_t)(size - cut));
+        expect_reject(old, 0xabcdef, DT_ERR_FORMAT, "truncated");
+        memmove(buf + size - 4, buf + size - 4 - cut, 4); /* back to v7's bytes for the next */
+        memset(buf + size - 4 - cut, 0, (size_t)cut);
+        memcpy(buf + size - 12 - 8, &(uint64_t){512}, 8);
+    }
 }
 
 /* path's class-name section broken as described (CRC valid): refused with
@@ -208,7 +215,7 @@ static void reject_names(const char *path, const char *needle) {
     float p[NP], s[NS], m[NP];
     fill(p, NP, -7), fill(s, NS, -7), fill(m, NP, -7);
     dt_class_names got = {0, NULL};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &got, NULL, 0, 0, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &got, NULL, 0, 0, 0, NULL, 0};
     dt_ckpt_meta meta;
     CHECK(dt_checkpoint_load(path, 0xabcdef, &meta, &a) == DT_ERR_FORMAT);
     if (!strstr(dt_last_error(), needle)) {
@@ -226,13 +233,13 @@ static void check_class_names(const char *path, const char *other, const dt_ckpt
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
     char *names[] = {"cat", "dog", "zebra"};
     dt_class_names three = {3, names};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &three, NULL, 0, 0, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &three, NULL, 0, 0, 0, NULL, 0};
     CHECK_OK(dt_checkpoint_save(path, meta, &a));
-    enum { SIZE = NAMES_AT + 8 + 14 + 16 + 8 + 4 }; /* "cat\0dog\0zebra\0", an empty worker state */
+    enum { SIZE = NAMES_AT + 8 + 14 + 16 + 8 + 8 + 4 }; /* "cat\0dog\0zebra\0", empty worker and layer sections */
     CHECK(file_size(path) == SIZE);
     float p2[NP], s2[NS], m2[NP];
     dt_class_names got = {0, NULL};
-    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, &got, NULL, 0, 0, 0};
+    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, &got, NULL, 0, 0, 0, NULL, 0};
     dt_ckpt_meta gm;
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &gm, &b));
     CHECK(got.n == 3 && strcmp(got.names[0], "cat") == 0 && strcmp(got.names[2], "zebra") == 0 && p2[7] == p[7]);
@@ -292,7 +299,7 @@ static void check_class_names(const char *path, const char *other, const dt_ckpt
 static void load_worker(const char *path, int nworkers, int worker, float mine[5], dt_ckpt_meta *gm, dt_status want,
                         const char *needle) {
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays b = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
+    dt_ckpt_arrays b = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
     b.worker_state = mine, b.worker_floats = 5, b.nworkers = nworkers, b.worker = worker;
     CHECK(dt_checkpoint_load(path, 0xabcdef, gm, &b) == want);
     if (needle && !strstr(dt_last_error(), needle)) {
@@ -304,10 +311,10 @@ static void load_worker(const char *path, int nworkers, int worker, float mine[5
 static void check_worker_state(const char *path, const char *other, const dt_ckpt_meta *meta) {
     float p[NP], s[NS], m[NP], all[15], mine[5];
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3), fill(all, 15, 100);
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
     a.worker_state = all, a.worker_floats = 5, a.nworkers = 3;
     CHECK_OK(dt_checkpoint_save(path, meta, &a));
-    enum { WORK_AT = NAMES_AT + 8, SIZE = WORK_AT + 16 + 15 * 4 + 8 + 4 };
+    enum { WORK_AT = NAMES_AT + 8, SIZE = WORK_AT + 16 + 15 * 4 + 8 + 8 + 4 };
     CHECK(file_size(path) == SIZE);
     dt_ckpt_meta gm;
     fill(mine, 5, -7);
@@ -361,7 +368,7 @@ int main(void) {
     float p[NP], s[NS], m[NP];
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
     dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0, 512, 0, 0};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
     CHECK_OK(dt_checkpoint_save(path, &meta, &a));
     char tmp[300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -369,7 +376,7 @@ int main(void) {
 
     /* Round trip. */
     float p2[NP], s2[NS], m2[NP];
-    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, NULL, NULL, 0, 0, 0};
+    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
     dt_ckpt_meta got;
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &b));
     CHECK(memcmp(p, p2, sizeof p) == 0 && memcmp(s, s2, sizeof s) == 0 && memcmp(m, m2, sizeof m) == 0);
@@ -377,14 +384,14 @@ int main(void) {
           got.step_in_epoch == 17 && got.loss == 0.25 && got.best_loss == 0.125 && got.best_accuracy == 0.875 &&
           got.step_samples == 512);
     /* Eval readers skip the momentum. */
-    dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0, NULL, NULL, 0, 0, 0};
+    dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0, NULL, NULL, 0, 0, 0, NULL, 0};
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &c));
 
     /* Damage of every kind. */
     long size = file_size(path);
-    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 8 + 16 + 8 + 4); /* empty class-name and worker sections */
+    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 8 + 16 + 8 + 8 + 4); /* empty class-name, worker and layer sections */
     check_version1(path, other);
-    check_version5(path, other, size);
+    check_versions_5_6(path, other, size);
     expect_reject(dir, 0xabcdef, DT_ERR_USAGE, "is a directory, not a checkpoint file");
     expect_reject(path, 0x1234, DT_ERR_FORMAT, "different model");
     copy_file(path, other, -1);

@@ -108,7 +108,7 @@ check "log is JSONL with steps and eval" /usr/bin/python3 -c "
 import json; ev=[json.loads(l) for l in open('$TMP/run.jsonl')]
 kinds=[e['event'] for e in ev]; assert kinds.count('step')==30 and 'eval' in kinds and kinds[0]=='config', kinds"
 acc=$(tail -n1 "$TMP/out.txt" | sed 's/.*"test_accuracy":\([0-9.]*\).*/\1/')
-expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/m.ckpt" --dataset synthetic
+expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/m.ckpt" --dataset synthetic --json
 cp "$TMP/m.ckpt" "$TMP/bad.ckpt"
 printf '\x55' | dd of="$TMP/bad.ckpt" bs=1 seek=5000 conv=notrunc status=none
 expect 1 "bad.ckpt: checksum mismatch" -- "$DTRAIN" eval "$M" --weights "$TMP/bad.ckpt" --dataset synthetic
@@ -121,7 +121,7 @@ expect 0 "starting from the weights of .*m.ckpt \(step 30 of its run\)" -- "$DTR
     --weights "$TMP/m.ckpt" --lr 1e-12 --max-steps 1 --batch 16 --checkpoint "$TMP/w.ckpt" --log "$TMP/w.jsonl"
 check "--weights: a fresh run of 1 step" grep -q '"event":"summary".*"steps":1,' "$TMP/w.jsonl"
 check "--weights: logged" grep -q '"event":"weights",.*m.ckpt","its_step":30' "$TMP/w.jsonl"
-expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/w.ckpt" --dataset synthetic
+expect 0 "\"test_accuracy\":$acc" -- "$DTRAIN" eval "$M" --weights "$TMP/w.ckpt" --dataset synthetic --json
 expect 2 "\-\-weights goes with \-\-resume auto only" -- "$DTRAIN" train "$M" --weights "$TMP/m.ckpt" \
     --resume "$TMP/m.ckpt"
 # With --resume auto: the weights while the directory is empty, then its own.
@@ -153,5 +153,22 @@ assert all(abs(a-b)<1e-6 for a,b in zip(lr,want)) and len(lr)==6, lr"
 
 # Divergence: NaN/inf loss stops with the step named, exit 1.
 expect 1 "loss is (NaN|infinite) at step" -- "$DTRAIN" train "$M" --dataset synthetic --lr 1e6 --max-steps 200
+
+# A [connected] right before [softmax] without activation= takes Darknet's
+# logistic: one note at start-up naming its line and the fix; none for
+# activation=linear or an explicit activation=logistic, none with --quiet.
+NET=$SRC/tests/data/small_net.cfg
+grep -v '^activation=linear$' "$NET" > "$TMP/logistic.cfg"
+sed 's/^activation=linear$/activation=logistic/' "$NET" > "$TMP/explicit.cfg"
+line=$(grep -n '^\[connected\]' "$TMP/logistic.cfg" | tail -1 | cut -d: -f1)
+RUN1=(--dataset synthetic --max-steps 1 --threads 1)
+expect 0 "^note: .*logistic.cfg:$line: the \[connected\] before \[softmax\] has no activation=, so Darknet's default logistic .* costs accuracy; write activation=linear there" -- \
+    "$DTRAIN" train "$TMP/logistic.cfg" "${RUN1[@]}"
+for cfg in "$NET" "$TMP/explicit.cfg"; do
+    out=$("$DTRAIN" train "$cfg" "${RUN1[@]}" 2>&1)
+    check "no note for $(basename "$cfg")" bash -c "! grep -q 'Darknet.s default logistic' <<<'$out'"
+done
+out=$("$DTRAIN" train "$TMP/logistic.cfg" "${RUN1[@]}" --quiet 2>&1)
+check "no note with --quiet" test "$(wc -l <<<"$out")" -eq 1
 
 finish

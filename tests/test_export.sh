@@ -23,7 +23,7 @@ roundtrip() {
     check "$name: onnx checker" /usr/bin/python3 -c \
         "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)" "$TMP/$name.onnx"
     local acc ort
-    acc=$("$DTRAIN" eval "$model" --weights "$TMP/$name.ckpt" --dataset "$ds" --data-dir "$dir" \
+    acc=$("$DTRAIN" eval "$model" --json --weights "$TMP/$name.ckpt" --dataset "$ds" --data-dir "$dir" \
               --threads 2 --logits-out "$TMP/$name.logits" | sed -n 's/.*"test_accuracy":\([0-9.]*\).*/\1/p')
     ort=$(node "$SRC/tests/onnx_run.js" "$TMP/$name.onnx" "$ds" "$dir" "$TMP/$name.logits" 1e-4)
     check "$name: ONNX Runtime's logits within 1e-4 of dtrain's ($ort)" test $? -eq 0

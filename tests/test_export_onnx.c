@@ -64,7 +64,7 @@ static void check_init(const Onnx__GraphProto *g, const char *name, const float 
 
 static void test_graph_written(dt_net *net, const char *path) {
     for (size_t i = 0; i < net->nstate; i++) net->state[i] = 0.5f + (float)i; /* not the defaults */
-    dt_export_info info = {"m.cfg", "m.ckpt", "test", NULL, 0};
+    dt_export_info info = {"m.cfg", "m.ckpt", "test", NULL, 0, NULL, NULL};
     if (!CHECK_OK(dt_export_onnx(net, path, &info))) return;
     size_t n = 0;
     uint8_t *buf = slurp(path, &n);
@@ -97,7 +97,7 @@ static void test_graph_written(dt_net *net, const char *path) {
 static void test_refused(dt_net *net, const char *path) {
     dt_layer_kind kind = net->layers[4].spec.kind;
     net->layers[4].spec.kind = DT_LAYER_KIND_COUNT; /* a kind the exporter does not know */
-    dt_export_info info = {"m.cfg", "m.ckpt", "test", NULL, 0};
+    dt_export_info info = {"m.cfg", "m.ckpt", "test", NULL, 0, NULL, NULL};
     CHECK(dt_export_onnx(net, path, &info) == DT_ERR_CONFIG);
     CHECK(strstr(dt_last_error(), "m.cfg:14: [dropout] (layer 4) cannot be exported to ONNX") != NULL);
     CHECK(access(path, F_OK) != 0);

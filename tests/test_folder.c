@@ -5,6 +5,7 @@
  * classes, every kind of bad input named in one line, and skipping.
  * Skipped (77) without python3, PIL and numpy. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,7 @@ static int sh(const char *fmt, ...) {
 }
 
 static dt_folder_opts opts(size_t cache, int threads) {
-    dt_folder_opts o = {threads, cache, 0, NULL, 0, NULL};
+    dt_folder_opts o = {threads, cache, 0, NULL, 0, NULL, 0, 0};
     return o;
 }
 
@@ -242,39 +243,114 @@ static void bad_file(const char *file, const char *needle) {
     CHECK(rename(to, from) == 0);
 }
 
+/* FNV-1a of sample i's bytes (held in memory). */
+static uint64_t sample_hash(const dt_dataset *ds, int i) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int k = 0; k < SAMPLE; k++) h = (h ^ ds->images[(size_t)i * SAMPLE + k]) * 0x100000001b3ULL;
+    return h ^ ds->labels[i];
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The split (train 1: the rest, 0: the held-out share) of v/ with --val-split share and seed. */
+static dt_dataset *held(int train, double share, uint64_t seed, const dt_class_names *classes) {
+    dt_folder_opts o = opts((size_t)1 << 30, 2);
+    o.val_split = share, o.seed = seed, o.classes = classes, o.all_classes = classes != NULL;
+    dt_dataset *ds = NULL;
+    CHECK_OK(dt_dataset_load(&ds, DT_DATASET_FOLDER, at("v"), train, SHAPE, seed, &o));
+    return ds;
+}
+
+/* --val-split on a folder with no test/: per class round(0.34 x 6) = 2
+ * files held out, the rest trains; together they are the folder, apart
+ * they share nothing; the same seed draws the same, another seed others;
+ * refused beside a test/ and for a class of one image. */
+static void test_val_split(void) {
+    CHECK(sh("mkdir -p %s/v && cp -r %s/t/train %s/v/", dir, dir, dir) == 0);
+    dt_dataset *all = load("v/train", (size_t)1 << 30, 1);
+    dt_dataset *tr = held(1, 0.34, 5, NULL), *te = all ? held(0, 0.34, 5, &all->class_names) : NULL;
+    if (!all || !tr || !te) goto out;
+    CHECK(tr->n == CLASSES * 4 && te->n == CLASSES * 2 && te->classes == CLASSES);
+    int per[CLASSES] = {0};
+    for (int i = 0; i < te->n; i++) per[te->labels[i]]++;
+    for (int c = 0; c < CLASSES; c++) CHECK(per[c] == 2);
+    uint64_t a[N], b[N];
+    for (int i = 0; i < N; i++) a[i] = sample_hash(all, i);
+    for (int i = 0; i < tr->n; i++) b[i] = sample_hash(tr, i);
+    for (int i = 0; i < te->n; i++) b[tr->n + i] = sample_hash(te, i);
+    qsort(a, N, sizeof *a, cmp_u64);
+    qsort(b, N, sizeof *b, cmp_u64);
+    CHECK(memcmp(a, b, sizeof a) == 0); /* a partition of the folder */
+    dt_dataset *again = held(0, 0.34, 5, &all->class_names), *other = held(0, 0.34, 6, &all->class_names);
+    CHECK(again && memcmp(again->images, te->images, (size_t)te->n * SAMPLE) == 0);
+    CHECK(other && other->n == te->n && memcmp(other->images, te->images, (size_t)te->n * SAMPLE) != 0);
+    dt_dataset_free(again);
+    dt_dataset_free(other);
+    dt_folder_opts o = opts(0, 1);
+    o.val_split = 0.2;
+    dt_dataset *ds = NULL;
+    CHECK(dt_dataset_load(&ds, DT_DATASET_FOLDER, at("t"), 1, SHAPE, 1, &o) == DT_ERR_USAGE);
+    CHECK(strstr(dt_last_error(), "t/test exists; --val-split holds out part of DIR/train") != NULL);
+    CHECK(sh("mkdir %s/v/train/solo && cp %s/bad/good.png %s/v/train/solo/", dir, dir, dir) == 0);
+    CHECK(dt_dataset_load(&ds, DT_DATASET_FOLDER, at("v"), 1, SHAPE, 1, &o) == DT_ERR_FORMAT);
+    CHECK(strstr(dt_last_error(), "v/train/solo: one image; --val-split needs two per class") != NULL);
+out:
+    dt_dataset_free(all);
+    dt_dataset_free(tr);
+    dt_dataset_free(te);
+}
+
+/* Files that are no images by their names, beside the class folders and in
+ * them (a README, Thumbs.db, a text file with an image's name elsewhere):
+ * counted and named, not read, with or without skipping bad files; a
+ * class folder of nothing else is still an error. */
+static void test_ignored_files(void) {
+    CHECK(sh("cd %s/t/train && echo hi > README && echo x > b/Thumbs.db && cp ../../bad/notes.txt b/", dir) == 0);
+    for (int skip = 0; skip <= 1; skip++) {
+        dt_folder_opts o = opts(0, 2);
+        o.skip_bad = skip;
+        dt_dataset *ds = NULL;
+        CHECK_OK(dt_dataset_load_folder(&ds, at("t/train"), SHAPE, &o));
+        CHECK(ds && ds->n == N && ds->skipped == 0 && ds->ignored == 3 && ds->classes == CLASSES);
+        CHECK(ds && ds->ignored_first && strcmp(ds->ignored_first, at("t/train/README")) == 0);
+        dt_dataset_free(ds);
+    }
+    CHECK(sh("cd %s/t/train && rm README b/Thumbs.db b/notes.txt", dir) == 0);
+}
+
 static void test_bad_input(void) {
     bad_file("empty.png", "empty file");
     bad_file("truncated.png", "corrupt PNG");
     bad_file("truncated.jpg", "corrupt JPEG");
     bad_file("garbage.jpg", "not a PNG or JPEG");
     bad_file("huge.png", "30000 x 30000");
-    bad_file("notes.txt", "unknown extension");
     dt_folder_opts o = opts(0, 1);
     /* A folder in a class folder, then a class folder of nothing else. */
     CHECK(mkdir(at("t/train/b/sub"), 0755) == 0);
     expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/b/sub", "a folder inside a class folder");
     CHECK(rmdir(at("t/train/b/sub")) == 0);
     CHECK(mkdir(at("t/train/empty"), 0755) == 0);
-    expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/empty", "empty class folder");
+    expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/empty", "no images in this class folder");
     /* Only bad files: nothing left even when skipping. */
     CHECK(sh("cp %s/bad/text.png %s/t/train/empty/", dir, dir) == 0);
     o.skip_bad = 1;
     expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/empty", "no readable images");
     o.skip_bad = 0;
     CHECK(sh("rm -r %s/t/train/empty", dir) == 0);
-    /* A file among the class folders; no train folder; no class folders. */
-    CHECK(sh("cp %s/bad/good.png %s/t/train/", dir, dir) == 0);
-    expect_fail("t/train", &o, DT_ERR_FORMAT, "t/train/good.png", "not a folder");
-    CHECK(unlink(at("t/train/good.png")) == 0);
+    /* No train folder; no class folders (a file beside them is none). */
     expect_fail("nowhere/train", &o, DT_ERR_IO, "nowhere/train", "no such folder");
     CHECK(mkdir(at("none"), 0755) == 0);
+    CHECK(sh("cp %s/bad/good.png %s/none/", dir, dir) == 0);
     expect_fail("none", &o, DT_ERR_FORMAT, "none", "no class folders");
     /* Channels the images cannot give. */
     dt_dataset *ds = NULL;
     CHECK(dt_dataset_load_folder(&ds, at("t/train"), (dt_shape){2, 8, 8}, &o) == DT_ERR_CONFIG);
     /* 257 classes. */
     CHECK(sh("cd %s && for i in $(seq 1 257); do mkdir -p many/c$i && cp bad/good.png many/c$i/; done", dir) == 0);
-    expect_fail("many", &o, DT_ERR_FORMAT, "many", "257 class folders, dtrain trains at most 256");
+    expect_fail("many", &o, DT_ERR_FORMAT, "many", "more than 256 class folders, dtrain trains at most 256");
 }
 
 /* An on-demand sample that can no longer be decoded: the batch fails
@@ -322,6 +398,8 @@ int main(void) {
     test_paths_equal();
     test_shards();
     test_splits();
+    test_ignored_files();
+    test_val_split();
     test_bad_input();
     test_fetch_failure();
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -72,14 +72,72 @@ fi
 
 # eval: the checkpoint's classes, in the summary, label a test folder that
 # has only class b (alone, sorted, it would be label 0).
-expect 0 '"test_accuracy":1.0000,.*"classes":\["C","_x","a","b"\],"skipped":0' -- \
-    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/imgs"
+expect 0 '"test_accuracy":1.0000,.*"classes":\["C","_x","a","b"\],"skipped":0,"ignored":0' -- \
+    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/imgs" --json
 mkdir -p "$TMP/only_b/test" && cp -r "$TMP/imgs/test/b" "$TMP/only_b/test/"
 expect 0 '"test_accuracy":1.0000,.*"samples":12,' -- \
-    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/only_b" --cache-mb 0
+    "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/only_b" --cache-mb 0 --json
 mv "$TMP/only_b/test/b" "$TMP/only_b/test/zebra"
 expect 1 "only_b/test/zebra: class 'zebra' is not one of the 4 classes of .*mem.ckpt" -- \
     "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --data-dir "$TMP/only_b"
+# mean= and std= (per channel, [net]): the input is (byte / 255 - mean) /
+# std. A linear model's logits with them, from its plain logits and its
+# weights: (plain - b) / s - (sum_c mean_c W_c 1) / s + b (one std, three means).
+printf '[net]\nchannels=3\nheight=12\nwidth=12\nbatch=8\nlearning_rate=0.05\ndataset=folder\n[connected]\noutput=4\nactivation=linear\n[softmax]\n' \
+    > "$TMP/lin.cfg"
+sed 's/^dataset=folder$/dataset=folder\nmean=0.1,0.2,0.3\nstd=0.5,0.5,0.5/' "$TMP/lin.cfg" > "$TMP/norm.cfg"
+train_ckpt lin 1 "$TMP/lin.cfg" --max-steps 4
+"$DTRAIN" eval "$TMP/lin.cfg" --weights "$TMP/lin.ckpt" --data-dir "$TMP/imgs" --logits-out "$TMP/plain.f32" > /dev/null
+check "eval plain" test $? -eq 0
+"$DTRAIN" eval "$TMP/norm.cfg" --weights "$TMP/lin.ckpt" --data-dir "$TMP/imgs" --logits-out "$TMP/norm.f32" > /dev/null
+check "eval with mean= and std=" test $? -eq 0
+check "normalised logits" /usr/bin/python3 -c "
+import numpy as np, struct, sys
+raw = open('$TMP/lin.ckpt', 'rb').read()
+w = np.frombuffer(raw, '<f4', 4 * 432 + 4, 80)
+W, b = w[:4 * 432].reshape(4, 3, 144), w[4 * 432:]
+plain = np.fromfile('$TMP/plain.f32', '<f4').reshape(-1, 4)
+norm = np.fromfile('$TMP/norm.f32', '<f4').reshape(-1, 4)
+want = (plain - b) / 0.5 - (np.array([0.1, 0.2, 0.3]) @ W.sum(2).T) / 0.5 + b
+assert np.abs(norm - want).max() < 1e-4, np.abs(norm - want).max()"
+# Training reads them too (a different run), and a flag gives them as well.
+train_ckpt norm 1 "$TMP/norm.cfg" --max-steps 4
+train_ckpt flags 1 "$TMP/lin.cfg" --max-steps 4 --mean 0.1,0.2,0.3 --std 0.5,0.5,0.5
+check "trained on normalised input" bash -c "! /usr/bin/python3 $SRC/tests/ckpt_diff.py $TMP/lin.ckpt $TMP/norm.ckpt 0 > /dev/null"
+same norm flags 0
+# export says them in its preprocessing note.
+expect 0 "-> $TMP/norm.onnx" -- "$DTRAIN" export "$TMP/norm.cfg" --weights "$TMP/lin.ckpt" -o "$TMP/norm.onnx"
+check "export states mean and std" /usr/bin/python3 -c "
+import onnx, sys
+meta = {p.key: p.value for p in onnx.load(sys.argv[1]).metadata_props}
+assert 'R,G,B; then minus mean (0.100000001, 0.200000003, 0.300000012) and over std (0.5, 0.5, 0.5) per channel' \
+    in meta['preprocessing'], meta" "$TMP/norm.onnx"
+sed 's/^mean=.*/mean=0.1,0.2/' "$TMP/norm.cfg" > "$TMP/norm2.cfg"
+expect 2 "norm2.cfg:8: mean= has 2 values, the input has 3 channels \(channels=\): one per channel" -- \
+    "$DTRAIN" info "$TMP/norm2.cfg"
+expect 2 "\-\-std 0.5,0 \(over .*lin.cfg\): std=0.5,0 is out of range: expected a comma list of one number per channel, each > 0" -- \
+    "$DTRAIN" train "$TMP/lin.cfg" --data-dir "$TMP/imgs" --std 0.5,0
+
+# --val-split: a folder without test/ holds out a seeded, stratified share
+# of train/ (6 of each class's 24 here) as its test set; eval takes the
+# same share with the same --seed.
+mkdir -p "$TMP/vs" && cp -r "$TMP/imgs/train" "$TMP/vs/"
+"$DTRAIN" train "$M" --data-dir "$TMP/vs" --threads 1 --max-steps 6 --val-split 0.25 --seed 3 \
+    --checkpoint "$TMP/vs.ckpt" > "$TMP/vs.out" 2>&1
+check "--val-split runs" test $? -eq 0 || tail -3 "$TMP/vs.out"
+check "train: the rest" grep -q "vs/train: 72 images in 4 classes" "$TMP/vs.out"
+check "test: the held-out share" grep -q "vs/train held out (--val-split 0.25, seed 3): 24 images in 4 classes" \
+    "$TMP/vs.out"
+acc=$(sed -n 's/.*"test_accuracy":\([0-9.]*\).*/\1/p' "$TMP/vs.out")
+expect 0 "\"test_accuracy\":$acc,.*\"samples\":24," -- \
+    "$DTRAIN" eval "$M" --weights "$TMP/vs.ckpt" --data-dir "$TMP/vs" --val-split 0.25 --seed 3 --json
+expect 0 "\"samples\":72," -- \
+    "$DTRAIN" eval "$M" --weights "$TMP/vs.ckpt" --data-dir "$TMP/vs" --val-split 0.25 --seed 3 --json --split train
+expect 2 "\-\-val-split: .*imgs/test exists" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --val-split 0.2
+expect 2 "\-\-val-split applies to \-\-dataset folder, not synthetic" -- \
+    "$DTRAIN" train "$M" --dataset synthetic --val-split 0.2
+expect 1 "vs/test: no such folder" -- "$DTRAIN" train "$M" --data-dir "$TMP/vs" --max-steps 1
+
 # export: the ONNX model carries the class names in label order and the
 # resize in its preprocessing note.
 expect 0 "-> $TMP/m.onnx" -- "$DTRAIN" export "$M" --weights "$TMP/mem.ckpt" -o "$TMP/m.onnx"
@@ -110,10 +168,14 @@ expect 1 "^dtrain: .*imgs/train/a/z.jpg: corrupt JPEG" -- "$DTRAIN" train "$M" -
 expect 0 "imgs/train: skipped 1 unreadable file \(--skip-bad-images\); the first: .*z.jpg: corrupt JPEG" -- \
     "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2 --skip-bad-images
 if [ -n "${DT_SANITIZE:-}" ]; then finish; exit; fi
-cp "$TMP/bad/notes.txt" "$TMP/imgs/train/a/"
-expect 0 "skipped 2 unreadable files" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2 --skip-bad-images
-expect 1 "imgs/train/a/notes.txt: unknown extension" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2
-rm "$TMP/imgs/train/a/z.jpg" "$TMP/imgs/train/a/notes.txt"
+rm "$TMP/imgs/train/a/z.jpg"
+# Files that are no images by name, beside the class folders and in them:
+# counted in one line, not read, not fatal (torchvision's ImageFolder).
+cp "$TMP/bad/notes.txt" "$TMP/imgs/train/a/" && echo x > "$TMP/imgs/train/a/Thumbs.db"
+echo "my photos" > "$TMP/imgs/train/README"
+expect 0 "imgs/train: 3 files not .jpg, .jpeg or .png ignored \(the first: .*imgs/train/README\)" -- \
+    "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2
+rm "$TMP/imgs/train/README" "$TMP/imgs/train/a/notes.txt" "$TMP/imgs/train/a/Thumbs.db"
 mkdir "$TMP/imgs/test/zzz" && cp "$TMP/bad/good.png" "$TMP/imgs/test/zzz/"
 expect 1 "imgs/test/zzz: class 'zzz' is not one of the 4 classes of .*imgs/train" -- \
     "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2

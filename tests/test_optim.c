@@ -188,7 +188,7 @@ static void step_tiny(dt_net *net, const dt_optim_cfg *c, float lr, long t, cons
 
 /* exclude 0: every tensor decays (the tests below set 1 where they mean it). */
 static dt_optim_cfg cfg_of(dt_optim_kind kind, double decay) {
-    dt_optim_cfg c = {kind, 0.9, decay, 0, -1, -1, -1, -1, 0};
+    dt_optim_cfg c = {kind, 0.9, decay, 0, -1, -1, -1, -1, 0, 0};
     return c;
 }
 
@@ -297,6 +297,41 @@ static void test_ranges(dt_net *net) {
     }
 }
 
+/* freeze 1 on 2 -> 2 -> 2 connected layers: every optimiser, with decay
+ * and a gradient on every tensor, leaves layer 0's weights, biases and
+ * state bit for bit as they were, whole or as a server's shard from the
+ * middle of layer 0 (base 3), and moves layer 1's. */
+static void test_freeze(void) {
+    static const char text[] = "[net]\nchannels=1\nheight=1\nwidth=2\n[connected]\noutput=2\n"
+                               "[connected]\noutput=2\n[softmax]\n";
+    dt_model_spec spec;
+    dt_net *net = NULL;
+    if (!CHECK_OK(dt_model_parse_string(&spec, text, "two")) || !CHECK_OK(dt_net_create(&net, &spec, 1, 1))) return;
+    CHECK(net->nparams == 12 && net->param_offset[1] == 6);
+    for (int k = 0; k < DT_OPT_COUNT; k++) {
+        dt_optim_cfg c = cfg_of((dt_optim_kind)k, 0.1);
+        c.freeze = 1;
+        dt_optim *o;
+        if (!CHECK_OK(dt_optim_create(&o, &c, net, NULL))) continue;
+        for (size_t base = 0; base <= 3; base += 3) {
+            float w[12], g[12], st[24], w0[12], st0[24];
+            for (int i = 0; i < 12; i++) w[i] = 0.5f + 0.1f * (float)i, g[i] = 0.3f - 0.05f * (float)i;
+            for (int i = 0; i < 24; i++) st[i] = 0.01f * (float)(i + 1);
+            memcpy(w0, w, sizeof w), memcpy(st0, st, sizeof st);
+            size_t n = 12 - base; /* the shard [base, 12) */
+            dt_optim_vec v = {w + base, g + base, st + base, 12, base};
+            dt_optim_update(o, 0.1f, 2, v, 0, n);
+            CHECK(memcmp(w, w0, 6 * sizeof *w) == 0);
+            CHECK(memcmp(st, st0, 6 * sizeof *st) == 0 && memcmp(st + 12, st0 + 12, 6 * sizeof *st) == 0);
+            int moved = 0;
+            for (int i = 6; i < 12; i++) moved += w[i] != w0[i];
+            CHECK(moved == 6);
+        }
+        dt_optim_free(o);
+    }
+    dt_net_free(net);
+}
+
 /* Cuts move to the nearer end of a tensor whose norms matter. */
 static void test_align(dt_net *net) {
     dt_optim_cfg c = cfg_of(DT_OPT_LAMB, 0);
@@ -337,6 +372,7 @@ int main(void) {
     test_schedules();
     test_linear_scaling();
     test_names();
+    test_freeze();
     dt_net *net = tiny_net();
     if (net) {
         test_sgd(net);

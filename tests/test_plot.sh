@@ -15,10 +15,13 @@ check "train run_a exits 0" test $? -eq 0
     --log "$TMP/run_b.jsonl" --quiet > "$TMP/b.out" 2>&1
 check "train run_b exits 0" test $? -eq 0
 
-expect 0 "^$" -- "$DTRAIN" plot "$TMP/run_a.jsonl" -o "$TMP/one.svg" --data-out "$TMP/one.tsv"
-expect 0 "^$" -- "$DTRAIN" plot "$TMP/run_a.jsonl" "$TMP/run_b.jsonl" -o "$TMP/two.png" \
-    --data-out "$TMP/two.tsv"
-expect 0 "^$" -- "$DTRAIN" plot "$TMP/run_a.jsonl" "$TMP/run_b.jsonl" -o "$TMP/two.SVG" \
+# Each says what it wrote, in one line.
+expect 0 "^plot: wrote $TMP/one.svg \(SVG 1200 x 800: 1 run, 240 training-loss and 2 test-accuracy points\) and the points to $TMP/one.tsv$" -- \
+    "$DTRAIN" plot "$TMP/run_a.jsonl" -o "$TMP/one.svg" --data-out "$TMP/one.tsv"
+expect 0 "^plot: wrote $TMP/two.png \(PNG 1200 x 800: 2 runs, 420 training-loss and 5 test-accuracy points\) and the points to $TMP/two.tsv$" -- \
+    "$DTRAIN" plot "$TMP/run_a.jsonl" "$TMP/run_b.jsonl" -o "$TMP/two.png" --data-out "$TMP/two.tsv"
+expect 0 "^plot: wrote $TMP/two.SVG \(SVG 640 x 480: 2 runs, 420 training-loss and 5 test-accuracy points\) and the points to $TMP/two_svg.tsv$" -- \
+    "$DTRAIN" plot "$TMP/run_a.jsonl" "$TMP/run_b.jsonl" -o "$TMP/two.SVG" \
     --data-out "$TMP/two_svg.tsv" --width 640 --height 480
 
 check "PNG: signature, IHDR, 1200 x 800" $PY -c "
@@ -63,6 +66,18 @@ for tsv, runs in (('one', ['run_a']), ('two', ['run_a', 'run_b'])):
     steps = sum(1 for row in want if row[0] == 'loss_vs_step')
     evals = sum(1 for row in want if row[0] == 'accuracy_vs_step')
     assert steps == {'one': 240, 'two': 420}[tsv] and evals == {'one': 2, 'two': 5}[tsv], (steps, evals)"
+
+# A killed run's log whose last line was cut while written: plotted
+# without it, and said; the same cut line followed by a newline (a line
+# that was written whole) is still an error.
+cp "$TMP/run_a.jsonl" "$TMP/cut.jsonl"
+printf '{"event":"step","step":241,"epoch":1,"lo' >> "$TMP/cut.jsonl"
+n=$(($(wc -l < "$TMP/run_a.jsonl") + 1))
+expect 0 "note: $TMP/cut.jsonl:$n: the last line is cut off \(a killed run's log\?\); left out" -- \
+    "$DTRAIN" plot "$TMP/cut.jsonl" -o "$TMP/cut.svg" --data-out "$TMP/cut.tsv"
+check "the cut log plots as the whole one" cmp -s <(sed 's/\tcut\t/\trun_a\t/' "$TMP/cut.tsv") "$TMP/one.tsv"
+echo >> "$TMP/cut.jsonl"
+expect 2 "cut.jsonl:$n: " -- "$DTRAIN" plot "$TMP/cut.jsonl" -o "$TMP/cut2.svg"
 
 # Usage and input errors: one line naming the flag, file or line; exit 2; no image.
 expect 2 "no RUN.jsonl given" -- "$DTRAIN" plot -o "$TMP/x.svg"

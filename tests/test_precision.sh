@@ -63,7 +63,7 @@ check "bf16 -> fp32 resume reaches step 6" grep -q '"steps":6' "$TMP/to_fp32.out
 train_ckpt half_fp32 1 "$NET" --max-steps 3
 train_ckpt to_bf16 1 "$NET" --max-steps 6 --resume "$TMP/half_fp32.ckpt" --precision bf16
 check "fp32 -> bf16 resume reaches step 6, in bf16" grep -q '"steps":6.*"precision":"bf16"' "$TMP/to_bf16.out"
-expect 0 'test accuracy|"test_accuracy"' -- "$DTRAIN" eval "$NET" --weights "$TMP/to_bf16.ckpt" --dataset synthetic \
+expect 0 '"test_accuracy"' -- "$DTRAIN" eval "$NET" --weights "$TMP/to_bf16.ckpt" --dataset synthetic --json \
     --precision bf16
 
 # Distributed: allreduce on 2 workers, ps-sync on 2 workers and a server.

@@ -118,6 +118,27 @@ assert r['ps-sync']['test_accuracy'] == plain['test_accuracy'], (r['ps-sync'], p
 assert r['ps-sync']['staleness_max'] == 0 and r['ps-sync']['max_clock_gap'] == 0, r
 assert r['ps-ssp']['max_clock_gap'] <= 3 and r['ps-ssp']['staleness_max'] <= 3, r"
 
+# Any model-file [net] key is a grid key (its train flag, netkeys.c): the
+# policy over a file whose schedule is Darknet's steps, and flip; a trial
+# is the train run with those flags; names in the records as the file's.
+sed 's/^epochs=1$/epochs=1\npolicy=steps\nsteps=10,20\nscales=0.1,0.1/' "$NET" > "$TMP/steps.cfg"
+"$DTRAIN" sweep "$TMP/steps.cfg" --grid policy=cosine,steps crop-pad=0,1 "${COMMON[@]}" --out "$TMP/keys.jsonl" \
+    > "$TMP/keys.out" 2> "$TMP/keys.err"
+check "model-file keys: exit 0" test $? -eq 0 || tail -5 "$TMP/keys.err"
+"$DTRAIN" train "$TMP/steps.cfg" "${COMMON[@]}" --policy cosine --crop-pad 1 --quiet > "$TMP/cos.out" 2>&1
+check "model-file keys: 4 trials, each the train run" /usr/bin/python3 -c "
+import json
+r = [json.loads(l) for l in open('$TMP/keys.jsonl')]
+assert [x['grid'] for x in r] == [{'policy': p, 'crop_pad': c} for p in ('cosine', 'steps') for c in (0, 1)], r
+assert all(x['status'] == 'ok' for x in r), r
+plain = json.loads(open('$TMP/cos.out').read().splitlines()[-1])
+assert r[1]['test_accuracy'] == plain['test_accuracy'], (r[1], plain)
+assert len({x['train_loss'] for x in r}) == 4, r"
+expect 2 "\-\-grid trial 2 \(policy=fancy\): \-\-policy fancy \(over .*\): bad value 'fancy' for policy" -- \
+    "$DTRAIN" sweep "$NET" --grid policy=cosine,fancy
+expect 2 "\-\-grid: min_lr is swept; do not also give \-\-min-lr" -- "$DTRAIN" sweep "$NET" --grid min_lr=0,0.1 --min-lr 0.2
+expect 2 "\-\-grid: learning_rate is given twice \(as \-\-lr\)" -- "$DTRAIN" sweep "$NET" --grid lr=0.1 learning_rate=0.2
+
 # Every trial failed: exit 1, the records are still written.
 expect 1 "sweep: every trial failed" -- $MPIRUN -np 2 "$DTRAIN" sweep "$NET" --grid lr=1e5,1e6 "${COMMON[@]}" \
     --out "$TMP/bad.jsonl"
@@ -139,7 +160,7 @@ assert r[0]['status'] in ('failed', 'skipped') and all('interrupted' in x['error
 
 # Usage errors: exit 2, one line, said once (by rank 0), nothing run.
 expect 2 "^dtrain: --grid: 'lr' is not KEY=V1,V2" -- "$DTRAIN" sweep "$NET" --grid lr
-expect 2 "unknown key 'size' \(keys: lr, batch" -- "$DTRAIN" sweep "$NET" --grid size=1,2
+expect 2 "unknown key 'size' \(keys: lr, batch.*, or any \[net\] key of the model file\)" -- "$DTRAIN" sweep "$NET" --grid size=1,2
 expect 2 "lr has an empty value in 'lr=0.1,'" -- "$DTRAIN" sweep "$NET" --grid lr=0.1,
 expect 2 "lr lists 0.1 twice" -- "$DTRAIN" sweep "$NET" --grid lr=0.1,0.1
 expect 2 "lr is given twice" -- "$DTRAIN" sweep "$NET" --grid lr=0.1 lr=0.2

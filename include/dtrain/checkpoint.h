@@ -17,11 +17,15 @@
  *     0: none)
  *   version 6 and later: u64 step_samples: the samples of one optimiser
  *     step over all workers (batch x accumulate x workers; 0: unknown)
+ *   version 7 and later: u32 nlayers | u32 0 | nlayers x dt_ckpt_layer
+ *     (56 bytes each): the net's layers in order, so that another model
+ *     can take the layers it shares with this one (train --partial)
  *   u32 crc32 of every byte before it
  * opt_state is the optimiser's slots, slot-major (optim.h): nslots x
  * nparams. Versions 1 and 2 (SGD's momentum; version 1 without the loss
  * figures) still load, as sgd; versions before 4 load with no class names,
- * before 5 with no worker state, before 6 with step_samples 0.
+ * before 5 with no worker state, before 6 with step_samples 0, before 7
+ * with no layer table.
  * Written to "PATH.tmp", fsync'd, renamed over PATH and the directory
  * fsync'd, so a crash at any moment leaves either the old or the new file. */
 #ifndef DTRAIN_CHECKPOINT_H
@@ -33,8 +37,20 @@
 #include "dtrain/data.h"
 #include "dtrain/status.h"
 
-#define DT_CKPT_VERSION 6
+#define DT_CKPT_VERSION 7
 #define DT_CKPT_MAX_NAME_BYTES 65536 /* 256 names of up to 255 bytes and their NULs */
+
+/* One layer of the net a checkpoint was written from, as on disk: its
+ * kind (dt_layer_kind), per-sample input and output shapes (C, H, W), and
+ * how many weights, biases and state values it holds; its parameters are
+ * at the running sum of the earlier layers' nw + nb, its state likewise. */
+typedef struct {
+    uint32_t kind, reserved;
+    int32_t in[3], out[3];
+    uint64_t nw, nb, nstate;
+} dt_ckpt_layer;
+
+_Static_assert(sizeof(dt_ckpt_layer) == 56, "a checkpoint's layer entry must have no padding");
 
 typedef struct {
     uint64_t shape_hash;   /* must match the net that loads it */
@@ -79,7 +95,21 @@ typedef struct {
     float *worker_state;
     size_t worker_floats;
     int nworkers, worker;
+    /* Save: the net's layer table (NULL and 0: none). Not read on load. */
+    const dt_ckpt_layer *layers;
+    int nlayers;
 } dt_ckpt_arrays;
+
+/* A whole checkpoint of any model, as dt_checkpoint_read_file returns it
+ * (owned: dt_ckpt_file_free). */
+typedef struct {
+    float *params;          /* (nparams), then the state: state == params + nparams */
+    size_t nparams;
+    float *state;           /* (nstate) */
+    size_t nstate;
+    dt_ckpt_layer *layers;  /* (nlayers); NULL and 0 before version 7 */
+    int nlayers;
+} dt_ckpt_file;
 
 dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a);
 /* The bytes dt_checkpoint_save writes for a. */
@@ -95,6 +125,12 @@ dt_status dt_sync_dir_of(const char *path);
  * a == NULL verifies the file and returns only meta. */
 dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
                              const dt_ckpt_arrays *a);
+
+/* Reads and verifies a checkpoint of any model (no shape hash compared)
+ * into *out: its parameters, state and layer table, not the optimiser's
+ * or workers' state. On failure *out is empty. */
+dt_status dt_checkpoint_read_file(const char *path, dt_ckpt_meta *meta, dt_ckpt_file *out);
+void dt_ckpt_file_free(dt_ckpt_file *f);
 
 /* DT_ERR_FORMAT "PATH: checkpoint is for a different model (...)" unless
  * the checkpoint's shape hash is the model's. */

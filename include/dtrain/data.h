@@ -70,6 +70,9 @@ typedef struct {
     dt_class_names class_names;     /* folder datasets: the name of each label (n = classes) */
     int skipped;                    /* folder datasets: files left out by skip_bad */
     char *skipped_first;            /* ... the first one's error (NULL when none) */
+    int ignored;                    /* folder datasets: files not of an image extension (README,
+                                       Thumbs.db), left out as torchvision's ImageFolder does */
+    char *ignored_first;            /* ... the first one's path (NULL when none) */
 } dt_dataset;
 
 typedef enum {
@@ -127,6 +130,13 @@ typedef struct {
     const dt_class_names *classes;
     int all_classes;     /* with classes: every one must have a folder (else a subset may) */
     const char *classes_from; /* with classes: where they come from, for messages */
+    /* A folder with no test split (--val-split F): both splits are read from
+     * DIR/train, the test split being the share F of each class's files (at
+     * least one, and one left to train), drawn from `seed`. To
+     * dt_dataset_load: F in (0, 1), 0 for none. To dt_dataset_load_folder:
+     * F loads the held-out files, -F the others. */
+    double val_split;
+    uint64_t seed;
 } dt_folder_opts;
 
 /* A quarter of physical memory shared by `ranks` processes: the default
@@ -141,19 +151,21 @@ size_t dt_folder_default_cache(int ranks);
  * o->threads threads: into the dataset when the decoded set fits
  * o->cache_bytes, else only to check it (the dataset then decodes each
  * sample again from its file when a batch needs it, through fetch, bit for
- * bit the same bytes). Errors name the file or folder: a missing dir, a
- * file among the class folders, an empty class folder, a subfolder, a file
- * of another extension, an unreadable or undecodable file (those two
+ * bit the same bytes). Files of other extensions, among the class folders
+ * or in them, are counted in ds->ignored (not read). Errors name the file
+ * or folder: a missing dir, a class folder with no images, a subfolder, an unreadable or undecodable file (those two
  * skipped under skip_bad), a class not among o->classes or missing from
  * dir, more than DT_DATA_MAX_CLASSES classes. x = byte / 255 (mean 0,
- * std 1), as torchvision's ToTensor. */
+ * std 1), as torchvision's ToTensor; callers set ds->mean and std
+ * (dt_data_normalise: the model file's mean= and std=). */
 dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape shape, const dt_folder_opts *o);
 
 /* Dispatch on kind: IDX files train-images-idx3-ubyte[.gz] etc. in dir for
  * the MNIST kinds, CIFAR-10 batches for cifar10. Synthetic uses `shape`,
  * 10 classes, 60000/10000 samples for train/test. Folder reads dir/train
  * or dir/test with fo (NULL: one thread, the default cache, no skipping,
- * the folder's own classes). */
+ * the folder's own classes), or with fo->val_split both from dir/train (a
+ * dir/test is then an error). */
 dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *dir, int train,
                           dt_shape shape, uint64_t seed, const dt_folder_opts *fo);
 

@@ -24,6 +24,8 @@ typedef struct {
     const char *version;     /* dtrain's version (producer_version) */
     const char *const *class_names; /* (nclass_names) names of outputs 0.., or NULL */
     int nclass_names;        /* <= the net's classes (a folder may hold fewer) */
+    const dt_channel_values *mean, *std; /* the model file's normalisation (NULL or n 0: none),
+                                           * said in the preprocessing note */
 } dt_export_info;
 
 /* Writes net (its current parameters and batch-norm statistics) to path as

@@ -9,6 +9,7 @@
  *   step_epochs=..  step=1 scale=1  gamma=1  milestones=30,60  min_lr=0
  *   warmup_epochs=0  warmup_start_factor=0.1
  *   dataset=fashion-mnist  flip=0  crop_pad=0  erase=0  precision=fp32|bf16  winograd=1
+ *   mean=0.485,0.456,0.406  std=0.229,0.224,0.225   (one per channel; default none)
  *   [convolutional] filters size stride pad activation=logistic batch_normalize
  *   [connected] output activation=logistic batch_normalize
  *   [maxpool] / [avgpool] size stride pad
@@ -31,6 +32,12 @@
 
 #define DT_MAX_LAYERS 1024
 
+/* mean= and std= of [net]: one value per input channel (n 0: not given). */
+typedef struct {
+    int n;
+    float v[DT_DATA_MAX_CHANNELS];
+} dt_channel_values;
+
 typedef struct {
     char path[512];         /* file the spec came from (for messages) */
     dt_shape input;         /* channels, height, width */
@@ -46,11 +53,15 @@ typedef struct {
     float erase;            /* training: probability of random erasing (0: none) */
     dt_augment augment;     /* Darknet's augmentation keys, resolved (crop set when a crop key is
                                given; then the dataset's images may be of another size) */
+    dt_channel_values mean, std; /* the input's normalisation, x = (byte / 255 - mean) / std per
+                               channel, as torchvision's Normalize (n 0: mean 0, std 1) */
     dt_precision precision; /* of convolutions and connected layers (dt_net_create checks it) */
     int winograd;           /* 1: 3x3 stride-1 convolutions run Winograd's algorithm where it applies
                                (dt_layer_winograd: fp32, nChw8c, AVX2); 0: never */
     int plain_engine;       /* not from model files: NCHW activations and no fused ReLUs (tests
                                compare the engine's fast paths with this) */
+    int logistic_head_line; /* line of a [connected] right before [softmax] without activation=,
+                               so Darknet's default logistic (0: none); train notes it */
     int nlayers;
     dt_layer_spec layers[DT_MAX_LAYERS];
 } dt_model_spec;
@@ -65,5 +76,25 @@ dt_status dt_model_parse_file(dt_model_spec *out, const char *path);
 
 /* Parse text; `name` stands in for the file name in messages. */
 dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char *name);
+
+/* A [net] key given outside the file (train's --policy cosine, a sweep's
+ * grid): it replaces the file's value and is checked as if the file said
+ * it; errors about it read "FLAG VALUE (over FILE): message". */
+typedef struct {
+    const char *key;   /* a [net] key, "policy" */
+    const char *value; /* "cosine" */
+    const char *flag;  /* how the user gave it, "--policy" */
+} dt_model_override;
+
+/* dt_model_parse_file with n overrides applied at the end of [net]. When
+ * the policy is overridden, the file's keys of its own policy that the new
+ * one does not read are left unread (the command line replaced the
+ * schedule); keys given as overrides must fit the policy. */
+dt_status dt_model_parse_file_over(dt_model_spec *out, const char *path, const dt_model_override *ov, int n);
+
+/* The i-th [net] key of the model file format (NULL past the last), and
+ * whether its values are plain numbers (not names or lists). */
+const char *dt_model_net_key(int i);
+int dt_model_net_key_is_number(const char *key);
 
 #endif

@@ -62,6 +62,8 @@ typedef struct {
     int exclude;      /* 1 (the default): biases and batch-norm parameters get no decay and no
                        * trust ratio (Darknet decays weights only; LARS and LAMB's papers);
                        * 0: every tensor alike (PyTorch's weight_decay) */
+    int freeze;       /* the first `freeze` layers' tensors are never stepped: no gradient, decay or
+                       * moment moves them, and their state stays as it is (train --freeze) */
 } dt_optim_cfg;
 
 /* Fills what is unset (< 0) with kind's defaults. */

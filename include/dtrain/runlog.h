@@ -23,6 +23,7 @@ typedef struct {
     char label[256];
     dt_series loss;     /* one point per step record */
     dt_series accuracy; /* one point per eval record */
+    long cut_line;      /* the number of a last line left out as cut off (a killed run's), 0: none */
 } dt_runlog;
 
 /* Reads the log at path into *log (owned by the caller: dt_runlog_free).
@@ -30,7 +31,9 @@ typedef struct {
  * records need numbers step, loss and elapsed_s, eval records step,
  * test_accuracy and elapsed_s; a resume record (a run continued from a
  * checkpoint at its "step") drops the points after that step, which the
- * resumed part redoes; other events (config, checkpoint, summary) are skipped; at least one step record is required. Errors: DT_ERR_IO
+ * resumed part redoes; other events (config, checkpoint, summary) are skipped; at least one step record is required.
+ * A last line without its newline that is no record (a run killed while
+ * writing it) is left out, its number in cut_line. Errors: DT_ERR_IO
  * (cannot open or read), DT_ERR_FORMAT ("PATH:LINE: message"), DT_ERR_NOMEM.
  * On failure *log is left empty. */
 dt_status dt_runlog_read(dt_runlog *log, const char *path);

@@ -112,6 +112,8 @@ typedef struct {
     const char *weights_path;    /* checkpoint file whose parameters and batch-norm statistics the
                                   * run starts from (optimiser, step and schedule afresh), or NULL;
                                   * with resume_path "auto" only when that finds no checkpoint */
+    int partial;                 /* weights_path: take only the layers that match in place, kind and
+                                  * shapes (fine-tuning); the others start as in a fresh run */
     const char *resume_path;     /* checkpoint file, checkpoint directory, "auto" (the newest in
                                   * checkpoint_dir, or a fresh start), or NULL */
     int quiet;                   /* no progress output, only the summary line */
@@ -123,6 +125,8 @@ typedef struct {
     size_t cache_bytes;          /* folder data sets: the decoded train and test sets stay in
                                   * memory while they fit this budget (data.h) */
     int skip_bad;                /* folder data sets: skip unreadable images, counted */
+    double val_split;            /* folder data sets without test/: the share of each class of
+                                  * train/ held out as the test set, drawn from seed (0: none) */
     const atomic_int *stop;      /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
     atomic_int *progress_request; /* set by SIGUSR1: print a progress line (cleared here); may be NULL */
     int world_rank;              /* this process's rank in MPI_COMM_WORLD (stragglers) */
@@ -206,6 +210,10 @@ typedef dt_status (*dt_logits_fn)(void *ctx, const float *logits, int n, int cla
  * saturation= need 3 channels. Else DT_ERR_CONFIG naming spec's file and
  * `kind` (the data set's name). */
 dt_status dt_check_input(const dt_model_spec *spec, const dt_dataset *ds, const char *kind);
+
+/* The model file's mean= and std= (per channel) onto ds, which its loader
+ * then applies to every sample: x = (byte / 255 - mean) / std. */
+void dt_data_normalise(dt_dataset *ds, const dt_model_spec *spec);
 
 /* The size to load a data set of this kind at for spec: its input, except
  * folders under Darknet's crop (min_crop=/max_crop=), decoded as the

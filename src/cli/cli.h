@@ -55,6 +55,9 @@ void cli_print_version(FILE *out);
 /* Parses the model file and applies --batch/--lr/--epochs overrides
  * (0 = keep the file's value). */
 dt_status cli_load_model(dt_model_spec *spec, const char *path, int batch, double lr, int epochs);
+/* The same with n [net] keys given as flags (dt_model_parse_file_over). */
+dt_status cli_load_model_over(dt_model_spec *spec, const char *path, const dt_model_override *ov, int n, int batch,
+                              double lr, int epochs);
 
 /* --precision NAME (NULL: not given) over the model file's precision=, and
  * the CPU check of the result: the error names the flag, or the file. */
@@ -70,6 +73,9 @@ dt_status cli_dataset_kind(dt_dataset_kind *kind, const char *name, const dt_mod
  * --cache-mb (cache_mb >= 0) and --skip-bad-images only for folder. */
 dt_status cli_folder_flags(dt_dataset_kind kind, const char *data_dir, long cache_mb, int skip_bad);
 /* --loader-threads when not given: 2 for folder (decoding), else 1. */
+/* --val-split F (0: not given) applies to folder data sets only. */
+dt_status cli_val_split_flag(dt_dataset_kind kind, double val_split);
+
 int cli_default_loader_threads(dt_dataset_kind kind);
 /* --cache-mb in bytes; -1 (not given): a quarter of memory over the ranks
  * on this node. */

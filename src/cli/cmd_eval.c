@@ -1,4 +1,6 @@
-/* dtrain eval MODEL.cfg --weights CHECKPOINT */
+/* dtrain eval MODEL.cfg --weights CHECKPOINT: a short summary a person
+ * reads (accuracy, loss, per class, top-5, the confusion matrix), or with
+ * --json the one line scripts parse. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,74 +9,160 @@
 #include "cli.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/json.h"
+#include "dtrain/metrics.h"
 #include "dtrain/net.h"
 #include "dtrain/timer.h"
 #include "dtrain/train.h"
 
-/* --logits-out: each batch's logits appended to PATH.tmp as raw float32,
- * renamed to PATH once all are written (no partial file at PATH). */
+/* What each batch's logits feed, in the data set's order (one process
+ * evaluates the whole set): the confusion matrix, and with --logits-out
+ * PATH.tmp (raw float32, renamed to PATH once all are written: no partial
+ * file at PATH). */
 typedef struct {
-    FILE *f;
+    dt_confusion conf;
+    const uint8_t *labels; /* the data set's */
+    long at;               /* samples seen so far */
+    FILE *f;               /* NULL: no --logits-out */
     const char *path;
-} logits_file;
+} eval_sink;
 
-static dt_status write_logits(void *ctx, const float *logits, int n, int classes) {
-    logits_file *lf = ctx;
+static dt_status take_logits(void *ctx, const float *logits, int n, int classes) {
+    eval_sink *k = ctx;
+    dt_confusion_add(&k->conf, logits, k->labels + k->at, n);
+    k->at += n;
     size_t count = (size_t)n * (size_t)classes;
-    if (fwrite(logits, sizeof *logits, count, lf->f) != count)
-        return dt_fail(DT_ERR_IO, "--logits-out %s: write failed: %s", lf->path, strerror(errno));
+    if (k->f && fwrite(logits, sizeof *logits, count, k->f) != count)
+        return dt_fail(DT_ERR_IO, "--logits-out %s: write failed: %s", k->path, strerror(errno));
     return DT_OK;
 }
 
 /* The flags of dtrain eval (strings point into argv). */
 typedef struct {
-    const char *model, *weights, *dataset, *data_dir, *logits_out, *precision;
-    int batch, threads, loader_threads, skip_bad;
+    const char *model, *weights, *dataset, *data_dir, *logits_out, *precision, *split;
+    int batch, threads, loader_threads, skip_bad, json, confusion;
     long cache_mb; /* -1: not given */
+    double val_split; /* 0: not given */
+    long seed;        /* of the --val-split draw (train's --seed) */
 } eval_args;
 
 static dt_status evaluate(dt_net *net, const dt_dataset *ds, int batch, int threads, const char *logits_out,
-                          double *acc, double *loss) {
-    if (!logits_out) return dt_evaluate(net, ds, NULL, 0, 1, batch, threads, NULL, NULL, acc, loss);
+                          eval_sink *k, double *acc, double *loss) {
+    k->labels = ds->labels;
+    if (!logits_out) return dt_evaluate(net, ds, NULL, 0, 1, batch, threads, take_logits, k, acc, loss);
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", logits_out) >= (int)sizeof tmp)
         return dt_fail(DT_ERR_USAGE, "--logits-out: path too long");
-    logits_file lf = {fopen(tmp, "wb"), logits_out};
-    if (!lf.f) return dt_fail(DT_ERR_IO, "--logits-out %s: cannot create %s: %s", logits_out, tmp, strerror(errno));
-    dt_status s = dt_evaluate(net, ds, NULL, 0, 1, batch, threads, write_logits, &lf, acc, loss);
-    if (fclose(lf.f) != 0 && s == DT_OK)
+    k->f = fopen(tmp, "wb");
+    k->path = logits_out;
+    if (!k->f) return dt_fail(DT_ERR_IO, "--logits-out %s: cannot create %s: %s", logits_out, tmp, strerror(errno));
+    dt_status s = dt_evaluate(net, ds, NULL, 0, 1, batch, threads, take_logits, k, acc, loss);
+    if (fclose(k->f) != 0 && s == DT_OK)
         s = dt_fail(DT_ERR_IO, "--logits-out %s: write failed: %s", logits_out, strerror(errno));
+    k->f = NULL;
     if (s == DT_OK && rename(tmp, logits_out) != 0)
         s = dt_fail(DT_ERR_IO, "--logits-out %s: cannot rename %s over it: %s", logits_out, tmp, strerror(errno));
     if (s != DT_OK) remove(tmp);
     return s;
 }
 
-/* The test set. A folder's class folders are labelled by the checkpoint's
- * class names when it has them (then the folder may hold some classes
- * only), else by their own sorted names. */
-static dt_status load_test_set(dt_dataset **ds, const eval_args *a, dt_dataset_kind kind, const dt_model_spec *spec,
+/* --split train|test -> 1|0. */
+static dt_status split_of(const char *name, int *train) {
+    *train = name && strcmp(name, "train") == 0;
+    if (name && !*train && strcmp(name, "test") != 0)
+        return dt_fail(DT_ERR_USAGE, "--split: unknown split '%s' (train, test)", name);
+    return DT_OK;
+}
+
+/* The split evaluated. A folder's class folders are labelled by the
+ * checkpoint's class names when it has them (then the folder may hold
+ * some classes only), else by their own sorted names. */
+static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_kind kind, const dt_model_spec *spec,
                                const dt_class_names *saved, int outputs, const cli_env *env) {
-    int threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind);
+    int threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind), train;
+    DT_TRY(split_of(a->split, &train));
     dt_folder_opts fo = {threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
-                         saved->n ? saved : NULL, 0, a->weights};
-    DT_TRY(dt_dataset_load(ds, kind, a->data_dir, 0, dt_data_load_shape(spec, kind), 1, &fo));
+                         saved->n ? saved : NULL, 0, a->weights, a->val_split, (uint64_t)a->seed};
+    DT_TRY(dt_dataset_load(ds, kind, a->data_dir, train, dt_data_load_shape(spec, kind), 1, &fo));
+    dt_data_normalise(*ds, spec);
     DT_TRY(dt_check_input(spec, *ds, dt_dataset_kind_name(kind)));
     if (kind == DT_DATASET_FOLDER && (*ds)->classes > outputs)
-        return dt_fail(DT_ERR_CONFIG, "%s: the model has %d outputs, fewer than the %d classes of %s/test", spec->path,
-                       outputs, (*ds)->classes, a->data_dir);
+        return dt_fail(DT_ERR_CONFIG, "%s: the model has %d outputs, fewer than the %d classes of %s/%s", spec->path,
+                       outputs, (*ds)->classes, a->data_dir, train ? "train" : "test");
     return DT_OK;
 }
 
 /* ,"classes":["cat","dog"] of a folder's test set ("" otherwise), and how
- * many files it skipped. */
+ * many files it skipped (unreadable) and ignored (not images by name). */
 static void print_folder_fields(const dt_dataset *ds) {
     const dt_class_names *c = &ds->class_names;
     if (!c->n) return;
     char esc[1024];
     printf(",\"classes\":[");
     for (int i = 0; i < c->n; i++) printf("%s\"%s\"", i ? "," : "", dt_json_escape(esc, sizeof esc, c->names[i]));
-    printf("],\"skipped\":%d", ds->skipped);
+    printf("],\"skipped\":%d,\"ignored\":%d", ds->skipped, ds->ignored);
+}
+
+/* --json --confusion: ,"confusion":[[...],...] rows by label, columns by prediction. */
+static void print_confusion_json(const dt_confusion *c) {
+    printf(",\"confusion\":[");
+    for (int y = 0; y < c->classes; y++) {
+        printf("%s[", y ? "," : "");
+        for (int p = 0; p < c->classes; p++) printf("%s%ld", p ? "," : "", c->counts[(size_t)y * c->classes + p]);
+        printf("]");
+    }
+    printf("]");
+}
+
+/* The machine line (--json): what scripts parse. */
+static void print_json(const eval_args *a, const dt_dataset *ds, const dt_confusion *c, const dt_ckpt_meta *meta,
+                       double acc, double loss, double wall) {
+    printf("{\"event\":\"summary\",\"test_accuracy\":%.4f,\"test_loss\":%.4f,\"steps\":%llu,"
+           "\"samples\":%d,\"images_per_sec\":%.1f,\"wall_s\":%.2f",
+           acc, loss, (unsigned long long)meta->step, ds->n, wall > 0 ? ds->n / wall : 0, wall);
+    if (a->split) printf(",\"split\":\"%s\"", a->split);
+    print_folder_fields(ds);
+    if (a->confusion) print_confusion_json(c);
+    printf("}\n");
+}
+
+/* "3 (coat)" for a folder's classes, "3" otherwise. */
+static const char *class_label(char *buf, size_t cap, const dt_dataset *ds, int y) {
+    if (y < ds->class_names.n) snprintf(buf, cap, "%d %s", y, ds->class_names.names[y]);
+    else snprintf(buf, cap, "%d", y);
+    return buf;
+}
+
+/* Rows: the classes that have samples, by label; columns: every prediction
+ * the model made for some sample, or could (all outputs when few). */
+static void print_confusion(const dt_dataset *ds, const dt_confusion *c) {
+    char name[300];
+    printf("confusion matrix (rows: true class, columns: predicted):\n%-16s", "");
+    for (int p = 0; p < c->classes; p++) printf(" %6d", p);
+    printf("\n");
+    for (int y = 0; y < c->classes; y++) {
+        if (!dt_confusion_support(c, y)) continue;
+        printf("%-16.16s", class_label(name, sizeof name, ds, y));
+        for (int p = 0; p < c->classes; p++) printf(" %6ld", c->counts[(size_t)y * c->classes + p]);
+        printf("\n");
+    }
+}
+
+/* The summary a person reads. */
+static void print_summary(const eval_args *a, dt_dataset_kind kind, const dt_dataset *ds, const dt_confusion *c,
+                          const dt_ckpt_meta *meta, double acc, double loss) {
+    char name[300];
+    printf("%s (step %llu) on the %s %s set: %d samples\n", a->weights, (unsigned long long)meta->step,
+           kind == DT_DATASET_FOLDER ? a->data_dir : dt_dataset_kind_name(kind), a->split ? a->split : "test", ds->n);
+    printf("accuracy %.4f (%ld of %ld right), loss %.4f", acc, (long)(acc * c->n + 0.5), c->n, loss);
+    if (c->classes > 5) printf(", top-%d accuracy %.4f", c->k, dt_confusion_topk(c));
+    if (ds->skipped) printf(", %d unreadable files skipped", ds->skipped);
+    if (ds->ignored) printf(", %d files not .jpg, .jpeg or .png ignored", ds->ignored);
+    printf("\n%-16s %8s %8s\n", "class", "accuracy", "samples");
+    for (int y = 0; y < c->classes; y++) {
+        long n = dt_confusion_support(c, y);
+        if (n) printf("%-16.16s %8.4f %8ld\n", class_label(name, sizeof name, ds, y), dt_confusion_class_accuracy(c, y), n);
+    }
+    if (a->confusion) print_confusion(ds, c);
 }
 
 static dt_status eval_run(const eval_args *a, const cli_env *env) {
@@ -84,6 +172,7 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
     dt_dataset_kind kind;
     DT_TRY(cli_dataset_kind(&kind, a->dataset, &spec));
     DT_TRY(cli_folder_flags(kind, a->data_dir, a->cache_mb, a->skip_bad));
+    DT_TRY(cli_val_split_flag(kind, a->val_split));
     dt_net *net;
     DT_TRY(dt_net_create(&net, &spec, spec.batch, 1));
     dt_ckpt_meta meta;
@@ -93,21 +182,20 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
     dt_dataset *ds = NULL;
     double t0 = 0, acc = 0, loss = 0;
     int loader_threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind);
+    eval_sink sink = {{0, 0, 0, 0, NULL}, NULL, 0, NULL, NULL};
     dt_status s = dt_checkpoint_load(a->weights, net->shape_hash, &meta, &arrays);
-    if (s == DT_OK) s = load_test_set(&ds, a, kind, &spec, &saved, net->classes, env);
+    if (s == DT_OK) s = load_eval_set(&ds, a, kind, &spec, &saved, net->classes, env);
+    if (s == DT_OK) s = dt_confusion_init(&sink.conf, net->classes, 5);
     if (s == DT_OK) {
         t0 = dt_now();
         /* Every rank of an mpirun evaluates the whole set; one writes the file. */
-        s = evaluate(net, ds, spec.batch, loader_threads, env->rank == 0 ? a->logits_out : NULL, &acc, &loss);
+        s = evaluate(net, ds, spec.batch, loader_threads, env->rank == 0 ? a->logits_out : NULL, &sink, &acc, &loss);
     }
     if (s == DT_OK && env->rank == 0) {
-        double wall = dt_now() - t0;
-        printf("{\"event\":\"summary\",\"test_accuracy\":%.4f,\"test_loss\":%.4f,\"steps\":%llu,"
-               "\"samples\":%d,\"images_per_sec\":%.1f,\"wall_s\":%.2f",
-               acc, loss, (unsigned long long)meta.step, ds->n, wall > 0 ? ds->n / wall : 0, wall);
-        print_folder_fields(ds);
-        printf("}\n");
+        if (a->json) print_json(a, ds, &sink.conf, &meta, acc, loss, dt_now() - t0);
+        else print_summary(a, kind, ds, &sink.conf, &meta, acc, loss);
     }
+    dt_confusion_free(&sink.conf);
     dt_class_names_free(&saved);
     dt_dataset_free(ds);
     dt_net_free(net);
@@ -116,7 +204,15 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
 
 static const char eval_usage[] =
     "usage: dtrain eval MODEL.cfg --weights CHECKPOINT [flags]\n"
-    "  test accuracy and loss of a checkpoint's parameters on the test set\n"
+    "  accuracy, loss, per-class accuracy and (over 5 classes) top-5 accuracy of a checkpoint's\n"
+    "  parameters on the test set\n"
+    "  --json            one JSON line instead (the summary scripts parse)\n"
+    "  --confusion       also the confusion matrix (rows: true class; with --json a\n"
+    "                    \"confusion\" array of rows)\n"
+    "  --split S         test (default) | train: the split evaluated (folder: DIR/S/<class>/)\n"
+    "  --val-split F     folder without test/: the share F of DIR/train held out as the test\n"
+    "                    split, drawn as train --val-split F with the same --seed (default 1)\n"
+    "  --seed N          see --val-split\n"
     "  --weights F       checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt)\n"
     "  --dataset D       fashion-mnist | mnist | cifar10 | synthetic | folder (default: the\n"
     "                    model file's)\n"
@@ -135,7 +231,7 @@ static const char eval_usage[] =
     "                    little-endian), samples x classes, in the data set's order\n";
 
 int cmd_eval(int argc, char **argv, const cli_env *env) {
-    eval_args a = {.cache_mb = -1};
+    eval_args a = {.cache_mb = -1, .seed = 1};
     int help = 0;
     cli_flag flags[] = {
         {"--help", ARG_FLAG, &help, 0, 0, 0},
@@ -149,6 +245,11 @@ int cmd_eval(int argc, char **argv, const cli_env *env) {
         {"--loader-threads", ARG_INT, &a.loader_threads, 1, 256, 0},
         {"--cache-mb", ARG_LONG, &a.cache_mb, 0, 1e9, 0},
         {"--skip-bad-images", ARG_FLAG, &a.skip_bad, 0, 0, 0},
+        {"--json", ARG_FLAG, &a.json, 0, 0, 0},
+        {"--confusion", ARG_FLAG, &a.confusion, 0, 0, 0},
+        {"--split", ARG_STR, &a.split, 0, 0, 0},
+        {"--val-split", ARG_DOUBLE, &a.val_split, 1e-6, 1 - 1e-6, 0},
+        {"--seed", ARG_LONG, &a.seed, 0, 9.2e18, 0},
     };
     int npos;
     dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), &a.model, 1, &npos);

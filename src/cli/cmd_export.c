@@ -34,7 +34,7 @@ static dt_status export_run(const char *model, const char *weights, const char *
                     net->classes);
     if (s == DT_OK) {
         dt_export_info info = {model, weights, DT_VERSION, (const char *const *)names.names,
-                               names.n};
+                               names.n, &spec.mean, &spec.std};
         s = dt_export_onnx(net, out, &info);
     }
     dt_class_names_free(&names);

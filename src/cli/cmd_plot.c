@@ -39,8 +39,22 @@ static dt_status read_runs(dt_runlog *runs, const char **paths, int n) {
              * file is train's: a usage error (exit 2), not a runtime one. */
             return s == DT_ERR_NOMEM ? s : DT_ERR_USAGE;
         }
+        if (runs[i].cut_line)
+            fprintf(stderr, "dtrain plot: note: %s:%ld: the last line is cut off (a killed run's log?); left out\n",
+                    paths[i], runs[i].cut_line);
     }
     return DT_OK;
+}
+
+/* "plot: wrote curves.png (PNG 1200 x 800: 2 runs, 420 loss and 5 accuracy
+ * points) and curves.tsv" */
+static void say_written(const dt_runlog *runs, int nruns, dt_plot_format fmt, const char *out, const char *data_out,
+                        int width, int height) {
+    size_t loss = 0, acc = 0;
+    for (int r = 0; r < nruns; r++) loss += runs[r].loss.n, acc += runs[r].accuracy.n;
+    printf("plot: wrote %s (%s %d x %d: %d run%s, %zu training-loss and %zu test-accuracy points)%s%s\n", out,
+           fmt == DT_PLOT_PNG ? "PNG" : "SVG", width, height, nruns, nruns == 1 ? "" : "s", loss, acc,
+           data_out ? " and the points to " : "", data_out ? data_out : "");
 }
 
 static dt_status draw(const dt_runlog *runs, int nruns, dt_plot_format fmt, const char *out,
@@ -88,6 +102,7 @@ int cmd_plot(int argc, char **argv) {
     if (s == DT_OK) s = read_runs(runs, paths, nruns);
     if (s != DT_OK) return cli_report(s, &env);
     s = draw(runs, nruns, fmt, out, data_out, width, height);
+    if (s == DT_OK) say_written(runs, nruns, fmt, out, data_out, width, height);
     for (int i = 0; i < nruns; i++) dt_runlog_free(&runs[i]);
     return cli_report(s, &env);
 }

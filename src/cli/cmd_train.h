@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "netkeys.h"
 #include "dtrain/dist.h"
 #include "dtrain/train.h"
 
@@ -24,6 +25,7 @@ typedef struct {
     const char *ckpt_dir;
     int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size, keep;
     int keep_global_batch, keep_fewer;
+    int partial, freeze;              /* --partial; --freeze N (0: not given) */
     long max_steps, ckpt_every, seed;
     double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout, stall_abort, max_loss_ratio;
     const char *optimizer;
@@ -33,8 +35,13 @@ typedef struct {
     const char *grad_compression;     /* NULL: not given */
     const char *precision;            /* NULL: not given */
     int loader_threads, skip_bad;     /* 0: not given */
+    double val_split;                 /* 0: not given */
     int server_nice;                  /* 0-19 */
     long cache_mb;                    /* -1: not given */
+    /* [net] key i's value given as its generated flag (--policy cosine), or NULL;
+     * net_flags[i] holds the flag's name while cli_train_parse runs. */
+    const char *net_vals[CLI_NET_KEYS_MAX];
+    char net_flags[CLI_NET_KEYS_MAX][CLI_NET_FLAG_MAX];
     /* Flags that apply to some modes only, given or not (an error where they do nothing). */
     int given_servers, given_staleness, given_fusion, given_group, given_keep, given_server_nice;
 } cli_train_args;

@@ -59,7 +59,12 @@ int cli_agree_start(dt_status s, cli_env *env) {
 }
 
 dt_status cli_load_model(dt_model_spec *spec, const char *path, int batch, double lr, int epochs) {
-    DT_TRY(dt_model_parse_file(spec, path));
+    return cli_load_model_over(spec, path, NULL, 0, batch, lr, epochs);
+}
+
+dt_status cli_load_model_over(dt_model_spec *spec, const char *path, const dt_model_override *ov, int n, int batch,
+                              double lr, int epochs) {
+    DT_TRY(dt_model_parse_file_over(spec, path, ov, n));
     if (batch > 0) spec->batch = batch;
     if (lr > 0) spec->sched.base_lr = lr;
     if (epochs > 0) {
@@ -113,6 +118,13 @@ dt_status cli_folder_flags(dt_dataset_kind kind, const char *data_dir, long cach
         return dt_fail(DT_ERR_USAGE, "--cache-mb applies to --dataset folder, not %s", dt_dataset_kind_name(kind));
     if (kind != DT_DATASET_FOLDER && skip_bad)
         return dt_fail(DT_ERR_USAGE, "--skip-bad-images applies to --dataset folder, not %s",
+                       dt_dataset_kind_name(kind));
+    return DT_OK;
+}
+
+dt_status cli_val_split_flag(dt_dataset_kind kind, double val_split) {
+    if (val_split > 0 && kind != DT_DATASET_FOLDER)
+        return dt_fail(DT_ERR_USAGE, "--val-split applies to --dataset folder, not %s (its test split is its own)",
                        dt_dataset_kind_name(kind));
     return DT_OK;
 }

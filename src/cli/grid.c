@@ -3,6 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dtrain/model.h"
+#include "netkeys.h"
+
 /* What a sweep may vary: the train flags that change one run's
  * optimisation or its synchronisation scheme, not where it reads or
  * writes. */
@@ -20,12 +23,33 @@ static const struct {
 };
 #define NKEYS ((int)(sizeof keys / sizeof *keys))
 
+static int key_index(const char *key) {
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].key, key) == 0) return i;
+    return -1;
+}
+
 /* "lr, batch, ..." for messages. */
 static const char *key_list(char *buf, size_t cap) {
     size_t used = 0;
     for (int i = 0; i < NKEYS && used < cap; i++)
         used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", keys[i].key);
+    if (used < cap) snprintf(buf + used, cap - used, ", or any [net] key of the model file");
     return buf;
+}
+
+/* Axis a's key, flag and kind of values: a sweep key, else a [net] key. */
+static int resolve_key(cli_grid_axis *a, const char *key) {
+    int k = key_index(key);
+    if (k >= 0) {
+        a->key = keys[k].key, a->flag = keys[k].flag, a->numeric = keys[k].numeric;
+        return 1;
+    }
+    if (cli_net_key_flag(key, a->flagbuf, sizeof a->flagbuf) < 0) return 0;
+    a->key = cli_net_key_name(key);
+    a->flag = a->flagbuf;
+    a->numeric = dt_model_net_key_is_number(a->key);
+    return 1;
 }
 
 void cli_grid_init(cli_grid *g) {
@@ -33,14 +57,9 @@ void cli_grid_init(cli_grid *g) {
     g->ntrials = 1;
 }
 
-static int key_index(const char *key) {
-    for (int i = 0; i < NKEYS; i++)
-        if (strcmp(keys[i].key, key) == 0) return i;
-    return -1;
-}
 
 dt_status cli_grid_add(cli_grid *g, const char *term) {
-    char list[256];
+    char list[512];
     const char *eq = strchr(term, '=');
     if (!eq || eq == term)
         return dt_fail(DT_ERR_USAGE, "--grid: '%s' is not KEY=V1,V2,... (keys: %s)", term,
@@ -54,14 +73,11 @@ dt_status cli_grid_add(cli_grid *g, const char *term) {
                        CLI_GRID_TERM_MAX - 1);
     memcpy(a->buf, term, strlen(term) + 1);
     a->buf[eq - term] = '\0';
-    int k = key_index(a->buf);
-    if (k < 0)
+    if (!resolve_key(a, a->buf))
         return dt_fail(DT_ERR_USAGE, "--grid: unknown key '%s' (keys: %s)", a->buf, key_list(list, sizeof list));
-    a->key = keys[k].key;
-    a->flag = keys[k].flag;
-    a->numeric = keys[k].numeric;
     for (int i = 0; i < g->naxes; i++)
-        if (g->axes[i].key == a->key) return dt_fail(DT_ERR_USAGE, "--grid: %s is given twice", a->key);
+        if (strcmp(g->axes[i].flag, a->flag) == 0)
+            return dt_fail(DT_ERR_USAGE, "--grid: %s is given twice (as %s)", a->key, a->flag);
     /* Split the values in place at the commas. */
     char *v = a->buf + (eq - term) + 1;
     for (;;) {

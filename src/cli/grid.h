@@ -1,6 +1,7 @@
 /* The --grid of dtrain sweep: axes KEY=V1,V2,... whose cartesian product
- * is the list of trials. A key names a train flag (lr -> --lr); the values
- * are checked by the train flag parser when a trial's flags are built. */
+ * is the list of trials. A key names a train flag (lr -> --lr) or any
+ * model-file [net] key (policy -> --policy, netkeys.h); the values are
+ * checked by the train flag parser when a trial's flags are built. */
 #ifndef DTRAIN_CLI_GRID_H
 #define DTRAIN_CLI_GRID_H
 
@@ -15,7 +16,8 @@
 
 typedef struct {
     const char *key;                       /* "lr" */
-    const char *flag;                      /* "--lr" */
+    const char *flag;                      /* "--lr" (may point into flagbuf) */
+    char flagbuf[40];                      /* a [net] key's train flag */
     int numeric;                           /* values are numbers (else strings, in JSON) */
     int nvalues;
     const char *values[CLI_GRID_MAX_VALUES]; /* point into buf */

@@ -162,6 +162,7 @@ void dt_dataset_free(dt_dataset *ds) {
     if (ds->fetch_free) ds->fetch_free(ds->fetch_ctx);
     dt_class_names_free(&ds->class_names);
     dt_free(ds->skipped_first);
+    dt_free(ds->ignored_first);
     dt_free(ds->images);
     dt_free(ds->labels);
     dt_free(ds);
@@ -216,10 +217,18 @@ static dt_status load_folder_split(dt_dataset **out, const char *dir, int train,
         return dt_fail(DT_ERR_USAGE, "a folder dataset needs its directory (--data-dir D, holding D/train/<class>/ "
                        "and D/test/<class>/)");
     char split[4096];
-    if ((size_t)snprintf(split, sizeof split, "%s/%s", dir, train ? "train" : "test") >= sizeof split)
+    int held_out = fo && fo->val_split > 0;
+    if ((size_t)snprintf(split, sizeof split, "%s/test", dir) >= sizeof split)
         return dt_fail(DT_ERR_IO, "%s: path too long", dir);
-    dt_folder_opts defaults = {1, dt_folder_default_cache(1), 0, NULL, 0, NULL};
-    return dt_dataset_load_folder(out, split, shape, fo ? fo : &defaults);
+    if (held_out && access(split, F_OK) == 0)
+        return dt_fail(DT_ERR_USAGE, "--val-split: %s exists; --val-split holds out part of DIR/train for a folder "
+                       "without a test split (remove one of them)", split);
+    snprintf(split, sizeof split, "%s/%s", dir, train || held_out ? "train" : "test");
+    dt_folder_opts defaults = {1, dt_folder_default_cache(1), 0, NULL, 0, NULL, 0, 0};
+    if (!held_out) return dt_dataset_load_folder(out, split, shape, fo ? fo : &defaults);
+    dt_folder_opts part = *fo;
+    part.val_split = train ? -fo->val_split : fo->val_split; /* < 0: the rest (folder.c) */
+    return dt_dataset_load_folder(out, split, shape, &part);
 }
 
 dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *dir, int train,

@@ -13,6 +13,7 @@
 #include "dtrain/image.h"
 #include "dtrain/mem.h"
 #include "dtrain/pool.h"
+#include "dtrain/rng.h"
 
 /* The files of a split in sample order: by class folder, then file name. */
 typedef struct {
@@ -61,6 +62,8 @@ typedef struct {
     uint8_t present[DT_DATA_MAX_CLASSES];   /* 1: the class has a folder here */
     int skipped;
     char *first_skip;                       /* the first skipped file's error */
+    int ignored;                            /* files not of an image extension */
+    char *first_ignored;                    /* the first one's path */
 } scan;
 
 static int visible(const struct dirent *d) { return d->d_name[0] != '.'; }
@@ -85,9 +88,27 @@ static dt_status join(char *buf, size_t cap, const char *a, const char *b) {
     return DT_OK;
 }
 
+/* The extensions dt_image_load decodes (by content; the name only chooses
+ * which files are images, as torchvision's ImageFolder does). */
+static const char *const image_exts[] = {".jpg", ".jpeg", ".png"};
+
 static int is_image_name(const char *name) {
     const char *dot = strrchr(name, '.');
-    return dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0 || strcasecmp(dot, ".png") == 0);
+    for (size_t i = 0; dot && i < sizeof image_exts / sizeof *image_exts; i++)
+        if (strcasecmp(dot, image_exts[i]) == 0) return 1;
+    return 0;
+}
+
+/* A file that is no image by its name (README, Thumbs.db): counted, the
+ * first one's path kept for the report. */
+static dt_status ignore_file(scan *sc, const char *path) {
+    if (sc->ignored++) return DT_OK;
+    size_t len = strlen(path) + 1;
+    void *p;
+    DT_TRY(dt_alloc_bytes(&p, len, "ignored file note"));
+    memcpy(p, path, len);
+    sc->first_ignored = p;
+    return DT_OK;
 }
 
 /* With skip_bad, a bad file s (its message recorded) is counted instead. */
@@ -108,22 +129,26 @@ static dt_status scan_class(scan *sc, const char *class_dir, int label) {
     struct dirent **names;
     int n;
     DT_TRY(list_dir(&names, &n, class_dir));
-    dt_status s = n == 0 ? dt_fail(DT_ERR_FORMAT, "%s: empty class folder (no images in it)", class_dir) : DT_OK;
+    dt_status s = DT_OK;
+    int images = 0;
     for (int i = 0; s == DT_OK && i < n; i++) {
         char path[4096];
         s = join(path, sizeof path, class_dir, names[i]->d_name);
         if (s == DT_OK && is_image_name(names[i]->d_name)) {
             s = file_list_add(&sc->files, path, label);
+            images++;
             continue;
         }
         struct stat st;
         if (s == DT_OK && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            s = dt_fail(DT_ERR_FORMAT, "%s: a folder inside a class folder (class folders hold image files only)",
-                        path);
+            s = skip_or_fail(sc, dt_fail(DT_ERR_FORMAT, "%s: a folder inside a class folder (class folders hold "
+                                         "image files)", path));
         else if (s == DT_OK)
-            s = dt_fail(DT_ERR_FORMAT, "%s: unknown extension (dtrain reads .jpg, .jpeg and .png images)", path);
-        s = skip_or_fail(sc, s);
+            s = ignore_file(sc, path);
     }
+    if (s == DT_OK && images == 0)
+        s = dt_fail(DT_ERR_FORMAT, "%s: no images in this class folder (dtrain reads .jpg, .jpeg and .png files)",
+                    class_dir);
     free_list(names, n);
     return s;
 }
@@ -140,20 +165,25 @@ static dt_status scan_split(scan *sc) {
     int n;
     DT_TRY(list_dir(&names, &n, dir));
     dt_status s = DT_OK;
-    if (n == 0) s = dt_fail(DT_ERR_FORMAT, "%s: no class folders in it (one folder of images per class)", dir);
-    if (n > DT_DATA_MAX_CLASSES)
-        s = dt_fail(DT_ERR_FORMAT, "%s: %d class folders, dtrain trains at most %d classes", dir, n,
-                    DT_DATA_MAX_CLASSES);
-    char *own[DT_DATA_MAX_CLASSES]; /* views of the folders' names, for the copy below */
+    char *own[DT_DATA_MAX_CLASSES]; /* views of the class folders' names, for the copy below */
+    int nclasses = 0;
     for (int i = 0; s == DT_OK && i < n; i++) {
         char path[4096];
         const char *name = names[i]->d_name;
-        own[i] = names[i]->d_name;
         s = join(path, sizeof path, dir, name);
-        if (s == DT_OK && (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)))
-            s = dt_fail(DT_ERR_FORMAT, "%s: not a folder (%s holds one folder per class and nothing else)", path,
-                        dir);
-        int label = o->classes ? dt_class_names_find(o->classes, name) : i;
+        if (s != DT_OK) break;
+        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) { /* a README beside the class folders */
+            s = ignore_file(sc, path);
+            continue;
+        }
+        if (nclasses == DT_DATA_MAX_CLASSES) {
+            s = dt_fail(DT_ERR_FORMAT, "%s: more than %d class folders, dtrain trains at most %d classes", dir,
+                        DT_DATA_MAX_CLASSES, DT_DATA_MAX_CLASSES);
+            break;
+        }
+        own[nclasses] = names[i]->d_name;
+        int label = o->classes ? dt_class_names_find(o->classes, name) : nclasses;
+        nclasses++;
         if (s == DT_OK && label < 0)
             s = dt_fail(DT_ERR_FORMAT, "%s: class '%s' is not one of the %d classes of %s", path, name,
                         o->classes->n, o->classes_from ? o->classes_from : "the model");
@@ -162,12 +192,66 @@ static dt_status scan_split(scan *sc) {
             s = scan_class(sc, path, label);
         }
     }
+    if (s == DT_OK && nclasses == 0)
+        s = dt_fail(DT_ERR_FORMAT, "%s: no class folders in it (one folder of images per class)", dir);
     for (int i = 0; s == DT_OK && o->classes && o->all_classes && i < o->classes->n; i++)
         if (!sc->present[i])
             s = dt_fail(DT_ERR_FORMAT, "%s: no folder for class '%s', which %s has", dir, o->classes->names[i],
                         o->classes_from ? o->classes_from : "the model");
-    if (s == DT_OK) s = dt_class_names_copy(&sc->names, o->classes ? o->classes : &(dt_class_names){n, own});
+    if (s == DT_OK) s = dt_class_names_copy(&sc->names, o->classes ? o->classes : &(dt_class_names){nclasses, own});
     free_list(names, n);
+    return s;
+}
+
+/* ---- held-out share (--val-split) ------------------------------------------------ */
+
+/* Of each class's m files (sorted), k = round(share x m) in [1, m - 1]
+ * drawn by a partial Fisher-Yates shuffle from the seed and the class, so
+ * the train and test loads (and every rank) draw the same. */
+static dt_status mark_held(const scan *sc, double share, uint8_t *held) {
+    const file_list *f = &sc->files;
+    int *idx; /* (n) the files of the class being drawn */
+    DT_TRY(dt_alloc_bytes((void **)&idx, (size_t)(f->n ? f->n : 1) * sizeof *idx, "held-out split"));
+    dt_status s = DT_OK;
+    for (int c = 0; s == DT_OK && c < sc->names.n; c++) {
+        int m = 0;
+        for (int i = 0; i < f->n; i++)
+            if (f->labels.p[i] == c) idx[m++] = i;
+        if (m == 0) continue; /* a class the test folders lack (eval) */
+        int k = (int)(share * m + 0.5);
+        k = k < 1 ? 1 : k > m - 1 ? m - 1 : k;
+        if (m < 2)
+            s = dt_fail(DT_ERR_FORMAT, "%s/%s: one image; --val-split needs two per class (one to train, one to test)",
+                        sc->dir, sc->names.names[c]);
+        dt_rng r = dt_rng_seed(dt_hash3(sc->o->seed, (uint64_t)c, 0x7661u /* "va" */));
+        for (int j = 0; s == DT_OK && j < k; j++) {
+            int pick = j + (int)dt_rng_below(&r, (uint32_t)(m - j)), t = idx[j];
+            idx[j] = idx[pick], idx[pick] = t;
+            held[idx[j]] = 1;
+        }
+    }
+    dt_free(idx);
+    return s;
+}
+
+/* --val-split: keeps the held-out files (val_split > 0) or the others (< 0). */
+static dt_status hold_out(scan *sc) {
+    double v = sc->o->val_split;
+    file_list *f = &sc->files;
+    if (v == 0 || f->n == 0) return DT_OK;
+    uint8_t *held;
+    DT_TRY(dt_alloc_bytes((void **)&held, (size_t)f->n, "held-out split"));
+    memset(held, 0, (size_t)f->n);
+    dt_status s = mark_held(sc, v > 0 ? v : -v, held);
+    size_t *at = (size_t *)(void *)f->at.p;
+    int kept = 0;
+    for (int i = 0; s == DT_OK && i < f->n; i++)
+        if (held[i] == (v > 0)) {
+            at[kept] = at[i];
+            f->labels.p[kept++] = f->labels.p[i];
+        }
+    if (s == DT_OK) f->n = kept;
+    dt_free(held);
     return s;
 }
 
@@ -279,10 +363,11 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
     if ((shape.c != 1 && shape.c != 3) || !dt_data_shape_ok(shape))
         return dt_fail(DT_ERR_CONFIG, "a folder data set gives images of 1 (luminance) or 3 (RGB) channels of up "
                        "to %dx%d, not %dx%dx%d", DT_DATA_MAX_DIM, DT_DATA_MAX_DIM, shape.c, shape.h, shape.w);
-    scan sc = {dir, o, {{0}, {0}, {0}, 0}, {0, NULL}, {0}, 0, NULL};
+    scan sc = {dir, o, {{0}, {0}, {0}, 0}, {0, NULL}, {0}, 0, NULL, 0, NULL};
     uint8_t *images = NULL;
     dt_dataset *ds = NULL;
     dt_status s = scan_split(&sc);
+    if (s == DT_OK) s = hold_out(&sc);
     if (s == DT_OK) s = decode_all(&sc, shape, &images);
     if (s == DT_OK) s = dt_data_new_labels(&ds, sc.files.n, shape, sc.names.n);
     void *p = NULL;
@@ -293,12 +378,15 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
         file_list_free(&sc.files);
         dt_class_names_free(&sc.names);
         dt_free(sc.first_skip);
+        dt_free(sc.first_ignored);
         return s;
     }
     memcpy(ds->labels, sc.files.labels.p, (size_t)sc.files.n);
     ds->class_names = sc.names;
     ds->skipped = sc.skipped;
     ds->skipped_first = sc.first_skip;
+    ds->ignored = sc.ignored;
+    ds->ignored_first = sc.first_ignored;
     if (images) {
         ds->images = images;
         file_list_free(&sc.files);

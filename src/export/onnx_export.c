@@ -327,19 +327,33 @@ static void emit_graph(export_ctx *x) {
     dt_onnx_output(x->m, "probabilities", out_dims, 2);
 }
 
+/* "; then minus mean (0.485, ...) and over std (...) per channel, as
+ * torchvision's Normalize", or "; no mean or std applied". */
+static const char *normalisation(char *buf, size_t cap, const dt_export_info *info) {
+    const dt_channel_values *v[2] = {info->mean, info->std};
+    const char *what[2] = {"minus mean", "over std"};
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; v[k] && c < v[k]->n && used < cap; c++)
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s%s%.9g%s", c ? ", " : used ? " and " : "; then ",
+                                     c ? "" : what[k], c ? "" : " (", (double)v[k]->v[c],
+                                     c == v[k]->n - 1 ? ")" : "");
+    if (!used) snprintf(buf, cap, "; no mean or std applied");
+    else if (used < cap) snprintf(buf + used, cap - used, " per channel, as torchvision's Normalize");
+    return buf;
+}
+
 /* metadata_props: how to feed the model, where it came from, class names. */
 static void emit_metadata(export_ctx *x) {
     const dt_net *net = x->net;
-    dt_onnx_meta(x->m, "preprocessing",
-                 dt_onnx_name(x->m,
-                              "input = pixel byte / 255, float32 NCHW (batch, %d, %d, %d); "
-                              "channels grey or R,G,B; no mean or std applied%s",
-                              net->input.c, net->input.h, net->input.w,
-                              x->info->nclass_names
-                                  ? "; images of other sizes first resized (bilinear, PIL's) so "
-                                    "that they cover HxW, then centre-cropped to it, as "
-                                    "torchvision's Resize + CenterCrop"
-                                  : ""));
+    char norm[1536], note[2048]; /* (dt_onnx_name's are short names) */
+    snprintf(note, sizeof note, "input = pixel byte / 255, float32 NCHW (batch, %d, %d, %d); channels grey or R,G,B%s%s",
+             net->input.c, net->input.h, net->input.w, normalisation(norm, sizeof norm, x->info),
+             x->info->nclass_names ? "; images of other sizes first resized (bilinear, PIL's) so that they cover HxW, "
+                                     "then centre-cropped to it, as torchvision's Resize + CenterCrop"
+                                   : "");
+    dt_onnx_meta(x->m, "preprocessing", note);
     dt_onnx_meta(x->m, "model_file", x->info->model_path);
     dt_onnx_meta(x->m, "weights", x->info->weights_path);
     for (int c = 0; c < x->info->nclass_names; c++)

@@ -24,7 +24,8 @@ typedef enum {
     DT_KEY_MILESTONES, /* [net]: comma lists into a dt_lr_schedule (off points at it): */
     DT_KEY_STEPS,      /*   ascending epochs / Darknet's ascending batches, */
     DT_KEY_SCALES,     /*   Darknet's scales */
-    DT_KEY_LAYERS      /* comma list of section indices into a dt_key_layers */
+    DT_KEY_LAYERS,     /* comma list of section indices into a dt_key_layers */
+    DT_KEY_CHANNELS    /* [net]: comma list of one float per input channel into a dt_channel_values */
 } dt_key_type;
 
 enum { DT_KEY_REQUIRED = 1, DT_KEY_LO_OPEN = 2, DT_KEY_HI_OPEN = 4 };

@@ -113,6 +113,9 @@ static const dt_key_def net_keys[] = {
     {"exposure", DT_KEY_FLOAT, NET(augment.exposure), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
     {"precision", DT_KEY_ENUM, NET(precision), DT_PRECISION_FP32, 0, 0, 0, &precisions},
     {"winograd", DT_KEY_INT, NET(winograd), 1, 0, 1, 0, NULL},
+    /* dtrain's: torchvision's Normalize of the input, one value per channel. */
+    {"mean", DT_KEY_CHANNELS, NET(mean), 0, -1, 1, 0, NULL},
+    {"std", DT_KEY_CHANNELS, NET(std), 0, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
     {0}};
 
 /* [cost] after [softmax]: Darknet's default sse there trains softmax
@@ -169,10 +172,14 @@ struct dt_section {
     int seen[MAX_KEYS];       /* line of each key given in this section, 0 if absent */
     dt_section_vals vals;
     int net_line, softmax_line, last_layer_line, cost_line;
+    int default_act_line;     /* the last section: a [connected] without activation= (its line), else 0 */
     /* Darknet numbers sections (one layer each there); section s's output
      * is layer sec_out[s] of the built net (its last layer here). */
     int nsections;
     int sec_out[DT_MAX_LAYERS];
+    /* [net] keys given outside the file; key k's "line" is -(k + 1). */
+    const dt_model_override *ov;
+    int nov;
 };
 
 dt_status dt_section_error(const dt_section *p, int line, const char *fmt, ...) {
@@ -181,6 +188,10 @@ dt_status dt_section_error(const dt_section *p, int line, const char *fmt, ...) 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (line < 0) { /* an override: a usage error of the flag that gave it */
+        const dt_model_override *o = &p->ov[-line - 1];
+        return dt_fail(DT_ERR_USAGE, "%s %.64s (over %s): %s", o->flag, o->value, p->name, msg);
+    }
     return dt_fail(DT_ERR_CONFIG, "%s:%d: %s", p->name, line, msg);
 }
 
@@ -213,6 +224,7 @@ static void describe(char *buf, size_t n, const dt_key_def *k) {
                        : k->type == DT_KEY_STEPS      ? "a comma list of ascending steps, each"
                        : k->type == DT_KEY_SCALES     ? "a comma list of numbers, each"
                        : k->type == DT_KEY_LAYERS     ? "a comma list of layer indices, each"
+                       : k->type == DT_KEY_CHANNELS   ? "a comma list of one number per channel, each"
                                                  : "a number";
     if (k->type == DT_KEY_INT && k->lo == 0 && k->hi == 1)
         snprintf(buf, n, "0 or 1");
@@ -264,6 +276,9 @@ static void store(void *target, const dt_key_def *k, double v) {
     }
     case DT_KEY_LAYERS: /* only the default: no layers (the key is required) */
         ((dt_key_layers *)(void *)dst)->n = 0;
+        break;
+    case DT_KEY_CHANNELS: /* only the default: not given */
+        ((dt_channel_values *)(void *)dst)->n = 0;
         break;
     }
 }
@@ -329,9 +344,18 @@ static dt_status set_layers(dt_section *p, const dt_key_def *k, const char *val)
     return DT_OK;
 }
 
+static dt_status set_channels(dt_section *p, const dt_key_def *k, const char *val) {
+    dt_channel_values *c = (dt_channel_values *)(void *)((char *)p->target + k->off);
+    double v[DT_DATA_MAX_CHANNELS];
+    DT_TRY(parse_list(p, k, val, v, DT_DATA_MAX_CHANNELS, &c->n));
+    for (int i = 0; i < c->n; i++) c->v[i] = (float)v[i];
+    return DT_OK;
+}
+
 static dt_status set_value(dt_section *p, const dt_key_def *k, const char *val) {
     if (k->type == DT_KEY_MILESTONES || k->type == DT_KEY_STEPS || k->type == DT_KEY_SCALES)
         return set_schedule_list(p, k, val);
+    if (k->type == DT_KEY_CHANNELS) return set_channels(p, k, val);
     if (k->type == DT_KEY_LAYERS) return set_layers(p, k, val);
     double v;
     if (k->choices) {
@@ -492,8 +516,20 @@ static dt_status resolve_augment(dt_section *p) {
     return DT_OK;
 }
 
+/* mean= and std= give one value per input channel. */
+static dt_status check_channels(dt_section *p) {
+    const dt_channel_values *v[2] = {&p->m->mean, &p->m->std};
+    for (int i = 0; i < 2; i++)
+        if (v[i]->n && v[i]->n != p->m->input.c)
+            return dt_section_error(p, dt_section_key_line(p, i ? "std" : "mean"), "%s= has %d value%s, the input "
+                                    "has %d channel%s (channels=): one per channel", i ? "std" : "mean", v[i]->n,
+                                    v[i]->n == 1 ? "" : "s", p->m->input.c, p->m->input.c == 1 ? "" : "s");
+    return DT_OK;
+}
+
 static dt_status finish_net(dt_section *p) {
     DT_TRY(apply_subdivisions(p));
+    DT_TRY(check_channels(p));
     DT_TRY(resolve_augment(p));
     dt_lr_schedule *s = &p->m->sched;
     const char *policy = dt_schedule_kind_name(s->kind);
@@ -513,6 +549,9 @@ static dt_status finish_net(dt_section *p) {
             return dt_section_error(p, dt_section_key_line(p, "policy"), "policy=%s needs %s=", policy,
                            policy_keys[i].key);
         char names[64];
+        /* A policy from the command line replaced the file's schedule: the
+         * file's keys for its own policy are not read. */
+        if (line > 0 && dt_section_key_line(p, "policy") < 0) continue;
         if (!(policy_keys[i].read_by & kind) && line)
             return dt_section_error(p, line, "%s= applies only to policy=%s (policy is %s)", policy_keys[i].key,
                                     policy_names(policy_keys[i].read_by, names, sizeof names), policy);
@@ -532,14 +571,31 @@ static dt_status finish_cost(dt_section *p) {
                    cost_name(type));
 }
 
+static int find_key(const dt_key_def *keys, const char *name);
+
+/* The overrides, each as if its key were the section's last line. */
+static dt_status apply_overrides(dt_section *p) {
+    int line = p->line;
+    for (int k = 0; k < p->nov; k++) {
+        int i = find_key(net_keys, p->ov[k].key);
+        if (i < 0) return dt_fail(DT_ERR_USAGE, "%s: '%s' is not a [net] key", p->ov[k].flag, p->ov[k].key);
+        p->seen[i] = p->line = -(k + 1);
+        DT_TRY(set_value(p, &net_keys[i], p->ov[k].value));
+    }
+    p->line = line;
+    return DT_OK;
+}
+
 static dt_status end_section(dt_section *p) {
     if (p->kind == SEC_NONE) return DT_OK;
+    if (p->kind == SEC_NET) DT_TRY(apply_overrides(p));
     for (int i = 0; p->keys[i].name; i++)
         if ((p->keys[i].flags & DT_KEY_REQUIRED) && !p->seen[i])
             return dt_section_error(p, p->sec_line, "[%s] needs %s=", p->sec_name, p->keys[i].name);
     if (p->kind == SEC_NET) return finish_net(p);
     if (p->kind == SEC_COST) return finish_cost(p);
     DT_TRY(emit_layers(p));
+    p->default_act_line = p->kind == DT_LAYER_DENSE && !dt_section_key_line(p, "activation") ? p->sec_line : 0;
     p->sec_out[p->nsections++] = p->m->nlayers - 1;
     return DT_OK;
 }
@@ -596,7 +652,7 @@ static dt_status begin_section(dt_section *p, const char *name) {
             return dt_section_error(p, p->line, "[%s] after [softmax] (line %d); [softmax] must be last "
                            "(only [cost] may follow it)",
                            name, p->softmax_line);
-        if (kind == DT_LAYER_SOFTMAX) p->softmax_line = p->line;
+        if (kind == DT_LAYER_SOFTMAX) p->softmax_line = p->line, p->m->logistic_head_line = p->default_act_line;
         p->last_layer_line = p->line;
         p->keys = dt_layer_ops_of((dt_layer_kind)kind)->keys;
         DT_ASSERT(p->keys); /* every kind of the registry declares its keys */
@@ -696,18 +752,35 @@ static dt_status parse_text(dt_section *p, const char *text) {
     return DT_OK;
 }
 
-dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char *name) {
+static dt_status parse_over(dt_model_spec *out, const char *text, const char *name, const dt_model_override *ov,
+                            int nov) {
     if (!name) name = "<string>";
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s", name);
-    dt_section p = {.m = out, .name = name, .kind = SEC_NONE};
+    dt_section p = {.m = out, .name = name, .kind = SEC_NONE, .ov = ov, .nov = nov};
     return parse_text(&p, text);
 }
 
-dt_status dt_model_parse_file(dt_model_spec *out, const char *path) {
+dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char *name) {
+    return parse_over(out, text, name, NULL, 0);
+}
+
+dt_status dt_model_parse_file_over(dt_model_spec *out, const char *path, const dt_model_override *ov, int n) {
     char *text;
     dt_status st = dt_read_text_file(&text, path, MAX_FILE, DT_ERR_CONFIG, "a model file");
-    if (st == DT_OK) st = dt_model_parse_string(out, text, path);
+    if (st == DT_OK) st = parse_over(out, text, path, ov, n);
     free(text);
     return st;
+}
+
+dt_status dt_model_parse_file(dt_model_spec *out, const char *path) { return dt_model_parse_file_over(out, path, NULL, 0); }
+
+const char *dt_model_net_key(int i) {
+    return i >= 0 && i < (int)(sizeof net_keys / sizeof *net_keys) ? net_keys[i].name : NULL;
+}
+
+int dt_model_net_key_is_number(const char *key) {
+    int i = find_key(net_keys, key);
+    return i >= 0 && !net_keys[i].choices &&
+           (net_keys[i].type == DT_KEY_INT || net_keys[i].type == DT_KEY_FLOAT || net_keys[i].type == DT_KEY_DOUBLE);
 }

@@ -37,6 +37,7 @@ struct dt_optim {
     int ntensors;
     size_t *start;          /* (ntensors + 1) tensor k is [start[k], start[k + 1]) of the vector */
     unsigned char *plain;   /* (ntensors) bias, or a batch-norm parameter */
+    unsigned char *frozen;  /* (ntensors) of a layer below cfg.freeze: skipped by every step */
 };
 
 /* Whether tensor k's step needs its whole-tensor norms. */
@@ -52,6 +53,7 @@ dt_status dt_optim_create(dt_optim **out, const dt_optim_cfg *cfg, const dt_net 
     size_t cap = 2 * (size_t)net->nlayers;
     dt_status s = dt_alloc_bytes((void **)&o->start, (cap + 1) * sizeof(size_t), "optimiser");
     if (s == DT_OK) s = dt_alloc_bytes((void **)&o->plain, cap + 1, "optimiser");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&o->frozen, cap + 1, "optimiser");
     if (s != DT_OK) {
         dt_optim_free(o);
         return s;
@@ -64,10 +66,12 @@ dt_status dt_optim_create(dt_optim **out, const dt_optim_cfg *cfg, const dt_net 
         int bn = l->spec.kind == DT_LAYER_BATCHNORM;
         if (l->nw) {
             o->start[n] = off[i];
+            o->frozen[n] = i < cfg->freeze;
             o->plain[n++] = (unsigned char)bn;
         }
         if (l->nb) {
             o->start[n] = off[i] + l->nw;
+            o->frozen[n] = i < cfg->freeze;
             o->plain[n++] = 1;
         }
     }
@@ -81,6 +85,7 @@ void dt_optim_free(dt_optim *o) {
     if (!o) return;
     dt_free(o->start);
     dt_free(o->plain);
+    dt_free(o->frozen);
     dt_free(o);
 }
 
@@ -125,6 +130,7 @@ void dt_optim_update(const dt_optim *o, float lr, long t, dt_optim_vec v, size_t
     unsigned mode = flush_denormals();
     size_t end = v.base + hi;
     for (int k = tensor_of(o, v.base + lo); k < o->ntensors && o->start[k] < end; k++) {
+        if (o->frozen[k]) continue; /* wherever the step runs (worker, window, server), so it is exact in all */
         size_t a = o->start[k] > v.base + lo ? o->start[k] - v.base : lo;
         size_t b = o->start[k + 1] < end ? o->start[k + 1] - v.base : hi;
         int excluded = o->plain[k] && o->cfg.exclude;

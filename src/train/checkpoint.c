@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "dtrain/mem.h"
+#include "dtrain/model.h"
 #include "dtrain/optim.h"
 
 static const char magic[8] = {'D', 'T', 'C', 'K', 'P', 'T', '0', '1'};
@@ -79,6 +80,13 @@ static dt_status write_names(writer *w, const dt_class_names *c) {
     return s;
 }
 
+/* Version 7's layer table: u32 {nlayers, 0}, then the entries. */
+static dt_status write_layers(writer *w, const dt_ckpt_arrays *a) {
+    uint32_t head[2] = {a->layers ? (uint32_t)a->nlayers : 0, 0};
+    DT_TRY(write_all(w, head, sizeof head));
+    return head[0] ? write_all(w, a->layers, head[0] * sizeof *a->layers) : DT_OK; /* (NULL would reset the CRC) */
+}
+
 /* Version 5's worker-state section: u32 {nworkers, 0}, u64 floats each,
  * then every worker's floats. */
 static dt_status write_worker_state(writer *w, const dt_ckpt_arrays *a) {
@@ -115,6 +123,7 @@ static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_a
     DT_TRY(write_names(w, a->classes));
     DT_TRY(write_worker_state(w, a));
     DT_TRY(write_all(w, &meta->step_samples, sizeof meta->step_samples));
+    DT_TRY(write_layers(w, a));
     uint32_t crc = (uint32_t)w->crc;
     return write_all(w, &crc, sizeof crc);
 }
@@ -123,10 +132,12 @@ uint64_t dt_checkpoint_bytes(const dt_ckpt_arrays *a) {
     uint64_t names = 0, floats = (uint64_t)a->nparams + a->nstate + a->nopt_state;
     for (int i = 0; a->classes && i < a->classes->n; i++) names += strlen(a->classes->names[i]) + 1;
     if (a->worker_state && a->worker_floats) floats += (uint64_t)a->nworkers * a->worker_floats;
+    uint64_t layers = a->layers ? (uint64_t)a->nlayers * sizeof *a->layers : 0;
     /* header, the arrays, the loss figures, the names' and the worker
-     * state's heads, step_samples, the CRC */
+     * state's heads, step_samples, the layer table, the CRC */
     return sizeof(disk_header) + floats * sizeof(float) + 3 * sizeof(double) + 2 * sizeof(uint32_t) + names +
-           2 * sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint64_t) + sizeof(uint32_t);
+           2 * sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint64_t) + 2 * sizeof(uint32_t) + layers +
+           sizeof(uint32_t);
 }
 
 dt_status dt_sync_dir_of(const char *path) {
@@ -254,14 +265,18 @@ static size_t workers_head_bytes(const disk_header *h) {
     return h->version >= 5 ? 2 * sizeof(uint32_t) + sizeof(uint64_t) : 0;
 }
 
+/* Version 7's layer table head: u32 {nlayers, 0} (bytes). */
+static size_t layers_head_bytes(const disk_header *h) { return h->version >= 7 ? 2 * sizeof(uint32_t) : 0; }
+
 /* Version 6's samples per step, after the worker state (bytes). */
 static size_t step_samples_bytes(const disk_header *h) { return h->version >= 6 ? sizeof(uint64_t) : 0; }
 
-/* The version 5 section, `bytes` long by the file's size: its head in
+/* The version 5 section, `bytes` long by the file's size (at most, from
+ * version 7: the layer table's entries follow): its head in
  * workers[0..1] (nworkers, floats each), and worker a->worker's part into
  * *mine (allocated) when the file holds what a asks for. */
-static dt_status read_workers(FILE *f, uint64_t bytes, uLong *crc, const dt_ckpt_arrays *a, uint64_t workers[2],
-                              float **mine, const char *path) {
+static dt_status read_workers(FILE *f, uint64_t bytes, int h7, uLong *crc, const dt_ckpt_arrays *a,
+                              uint64_t workers[2], float **mine, const char *path) {
     uint32_t head[2];
     uint64_t each;
     DT_TRY(read_exact(f, head, sizeof head, crc, path));
@@ -270,7 +285,8 @@ static dt_status read_workers(FILE *f, uint64_t bytes, uLong *crc, const dt_ckpt
     uint64_t n = head[0];
     /* None is 0 x 0: one count of zero alone would be a loop over nothing
      * (2^32 - 1 workers of no floats) or a size with no worker. */
-    if ((n == 0) != (each == 0) || (each && n > bytes / sizeof(float) / each) || n * each * sizeof(float) != bytes)
+    if ((n == 0) != (each == 0) || (each && n > bytes / sizeof(float) / each) ||
+        (n * each * sizeof(float) != bytes && !(h7 && n * each * sizeof(float) < bytes)))
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint worker state of %llu x %llu floats, the file holds %llu "
                        "bytes: truncated or corrupt", path, (unsigned long long)n, (unsigned long long)each,
                        (unsigned long long)bytes);
@@ -284,13 +300,32 @@ static dt_status read_workers(FILE *f, uint64_t bytes, uLong *crc, const dt_ckpt
     return DT_OK;
 }
 
+/* The version 7 layer table, whose entries fill the `bytes` of the file
+ * left before the CRC; *out allocated (NULL when empty), its length in *n. */
+static dt_status read_layers(FILE *f, uint64_t bytes, uLong *crc, dt_ckpt_layer **out, int *n, const char *path) {
+    uint32_t head[2];
+    *out = NULL;
+    *n = 0;
+    DT_TRY(read_exact(f, head, sizeof head, crc, path));
+    if (head[1] != 0) return dt_fail(DT_ERR_FORMAT, "%s: checkpoint layer table has a non-zero reserved word", path);
+    if (head[0] > DT_MAX_LAYERS || head[0] * sizeof **out != bytes)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint layer table of %u layers, the file holds %llu bytes: "
+                       "truncated or corrupt", path, head[0], (unsigned long long)bytes);
+    if (!head[0]) return DT_OK;
+    DT_TRY(dt_alloc_bytes((void **)out, head[0] * sizeof **out, path));
+    *n = (int)head[0];
+    return read_exact(f, *out, head[0] * sizeof **out, crc, path);
+}
+
 /* Reads the arrays into one scratch block, checks the CRC, and only then
  * copies into the caller's arrays, so a corrupt file changes nothing.
  * figures: the version 2 trailer (left as it is for version 1); workers:
  * the version 5 worker state's counts (left as they are before);
- * step_samples: version 6's (left as it is before). */
+ * step_samples: version 6's (left as it is before); take: NULL, or
+ * receives the whole file's arrays and layer table (a == NULL). */
 static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const dt_ckpt_arrays *a,
-                               double figures[3], uint64_t workers[2], uint64_t *step_samples, const char *path) {
+                               dt_ckpt_file *take, double figures[3], uint64_t workers[2], uint64_t *step_samples,
+                               const char *path) {
     size_t total = (size_t)(h->nparams + h->nstate + h->nopt_state), bytes;
     if (h->nopt_state > (uint64_t)SIZE_MAX / 8 || total < h->nopt_state)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint sizes overflow", path);
@@ -305,14 +340,14 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     /* Everything but the class names (version 4: up to
      * DT_CKPT_MAX_NAME_BYTES, their size follows the arrays) and the
      * workers' state (version 5: its size follows the names). */
-    uint64_t promised = (uint64_t)bytes + trailer_bytes(h) + names_head_bytes(h) + workers_head_bytes(h) +
-                        step_samples_bytes(h) + sizeof(uint32_t);
+    uint64_t promised = (uint64_t)bytes + trailer_bytes(h) + names_head_bytes(h) + layers_head_bytes(h) +
+                        workers_head_bytes(h) + step_samples_bytes(h) + sizeof(uint32_t);
     uint64_t most = promised + (h->version >= 4 ? DT_CKPT_MAX_NAME_BYTES : 0);
     if (left < promised || (h->version < 5 && left > most))
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is %llu bytes, its header promises %llu%s: "
                        "truncated or corrupt", path, (unsigned long long)(sizeof *h + left),
                        (unsigned long long)(sizeof *h + promised), most > promised ? " and class names" : "");
-    const uint64_t rest = left - promised; /* the names' bytes, then the workers' state */
+    const uint64_t rest = left - promised; /* the names' bytes, the layer table's, then the workers' state */
     float *buf, *mine = NULL;              /* (total); (worker_floats) this worker's state */
     char *names = NULL;                    /* (names_head[1]) */
     DT_TRY(dt_alloc_floats(&buf, total, path));
@@ -330,9 +365,14 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     if (s == DT_OK) s = dt_alloc_bytes(&p, names_head[1], path);
     names = p;
     if (s == DT_OK) s = read_exact(f, names, names_head[1], &crc, path);
-    if (s == DT_OK && h->version >= 5) s = read_workers(f, rest - names_head[1], &crc, a, workers, &mine, path);
+    if (s == DT_OK && h->version >= 5)
+        s = read_workers(f, rest - names_head[1], h->version >= 7, &crc, a, workers, &mine, path);
     uint64_t samples = 0;
     if (s == DT_OK) s = read_exact(f, &samples, step_samples_bytes(h), &crc, path);
+    dt_ckpt_layer *layers = NULL; /* (nlayers) */
+    int nlayers = 0;
+    uint64_t table = rest - names_head[1] - workers[0] * workers[1] * sizeof(float); /* the table's entries */
+    if (s == DT_OK && h->version >= 7) s = read_layers(f, table, &crc, &layers, &nlayers, path);
     if (s == DT_OK && fread(&stored, 1, sizeof stored, f) != sizeof stored)
         s = dt_fail(DT_ERR_FORMAT, "%s: truncated checkpoint (no checksum)", path);
     if (s == DT_OK && stored != (uint32_t)crc)
@@ -349,14 +389,21 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
     }
     if (s == DT_OK && trailer_bytes(h)) memcpy(figures, trailer, sizeof trailer);
     if (s == DT_OK && step_samples_bytes(h)) *step_samples = samples;
+    if (s == DT_OK && take) { /* the whole file's arrays, handed over */
+        *take = (dt_ckpt_file){buf, h->nparams, buf + h->nparams, h->nstate, layers, nlayers};
+        buf = NULL;
+        layers = NULL;
+    }
+    dt_free(layers);
     dt_free(mine);
     dt_free(names);
     dt_free(buf);
     return s;
 }
 
-dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
-                                dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
+/* dt_checkpoint_load_fd, or with take (a == NULL) dt_checkpoint_read_file's read. */
+static dt_status load_fd(int fd, const char *name, uint64_t expect_hash, dt_ckpt_meta *meta,
+                         const dt_ckpt_arrays *a, dt_ckpt_file *take) {
     /* A stream over our own duplicate: fclose leaves fd to the caller. */
     int own = dup(fd);
     FILE *f = own < 0 ? NULL : fdopen(own, "rb");
@@ -376,7 +423,7 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
      * copied) that this run cannot continue, which is a usage error; a
      * damaged one is a format error like any other. */
     int other = s == DT_OK && a && a->opt_state && h.optimizer != (uint32_t)a->optimizer;
-    if (s == DT_OK) s = read_verified(f, &h, crc, other ? NULL : a, figures, workers, &step_samples, name);
+    if (s == DT_OK) s = read_verified(f, &h, crc, other ? NULL : a, take, figures, workers, &step_samples, name);
     if (s == DT_OK && other)
         s = dt_fail(DT_ERR_USAGE, "%s: checkpoint holds the state of optimizer %s, this run uses %s "
                     "(--optimizer %s continues it)", name, dt_optim_kind_name((dt_optim_kind)h.optimizer),
@@ -399,14 +446,19 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash,
     return DT_OK;
 }
 
+dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash, dt_ckpt_meta *meta,
+                                const dt_ckpt_arrays *a) {
+    return load_fd(fd, name, expect_hash, meta, a, NULL);
+}
+
 dt_status dt_checkpoint_check_hash(const char *path, uint64_t file_hash, uint64_t model_hash) {
     if (file_hash == model_hash) return DT_OK;
     return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is for a different model (shape hash %016llx, model has %016llx)",
                    path, (unsigned long long)file_hash, (unsigned long long)model_hash);
 }
 
-dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
-                             const dt_ckpt_arrays *a) {
+static dt_status load_path(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta, const dt_ckpt_arrays *a,
+                           dt_ckpt_file *take) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
     struct stat st;
@@ -415,9 +467,26 @@ dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_met
         return dt_fail(DT_ERR_USAGE, "%s is a directory, not a checkpoint file (in a checkpoint directory "
                        "name a file: %s/latest, %s/best.ckpt)", path, path, path);
     }
-    dt_status s = dt_checkpoint_load_fd(fd, path, expect_hash, meta, a);
+    dt_status s = load_fd(fd, path, expect_hash, meta, a, take);
     close(fd);
     return s;
+}
+
+dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
+                             const dt_ckpt_arrays *a) {
+    return load_path(path, expect_hash, meta, a, NULL);
+}
+
+dt_status dt_checkpoint_read_file(const char *path, dt_ckpt_meta *meta, dt_ckpt_file *out) {
+    *out = (dt_ckpt_file){NULL, 0, NULL, 0, NULL, 0};
+    return load_path(path, 0, meta, NULL, out);
+}
+
+void dt_ckpt_file_free(dt_ckpt_file *f) {
+    if (!f) return;
+    dt_free(f->params);
+    dt_free(f->layers);
+    *f = (dt_ckpt_file){NULL, 0, NULL, 0, NULL, 0};
 }
 
 dt_status dt_checkpoint_verify(const char *path, dt_ckpt_meta *meta) {

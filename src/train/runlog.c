@@ -107,6 +107,11 @@ static dt_status read_lines(dt_runlog *log, FILE *f, const char *path) {
             s = dt_fail(DT_ERR_FORMAT, "contains a NUL byte");
         else
             s = read_record(log, line);
+        /* Only the last line lacks its newline: a killed run's, cut while written. */
+        if (s != DT_OK && s != DT_ERR_NOMEM && line[len - 1] != '\n') {
+            log->cut_line = lineno;
+            s = DT_OK;
+        }
         if (s != DT_OK) {
             /* The message is this thread's buffer: copy it before rewriting it. */
             char msg[400];

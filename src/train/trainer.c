@@ -244,7 +244,8 @@ static dt_status setup(dt_trainer *t) {
      * directory has no checkpoint (a restarted job continues its own). */
     int resumed = 0;
     if (o->resume_path) DT_TRY(dt_trainer_resume(t, &resumed));
-    if (o->weights_path && !resumed) DT_TRY(dt_trainer_warm_start(t));
+    if (o->weights_path && !resumed)
+        DT_TRY(o->partial ? dt_trainer_warm_start_partial(t) : dt_trainer_warm_start(t));
     return dt_trainer_check_ckpt_room(t);
 }
 

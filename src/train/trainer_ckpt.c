@@ -5,6 +5,7 @@
 #include "dtrain/checkpoint.h"
 #include "dtrain/ckptdir.h"
 #include "dtrain/json.h"
+#include "dtrain/mem.h"
 #include "trainer_impl.h"
 #include "trainset.h"
 
@@ -13,7 +14,7 @@
 static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
     dt_ckpt_arrays a = {t->net->params, t->net->nparams, t->net->state, t->net->nstate,
                         t->opt_state, dt_trainer_opt_floats(t), t->spec->optim.kind, &t->train_ds->class_names,
-                        NULL, 0, 0, 0}; /* the worker state: set by the caller where it applies */
+                        NULL, 0, 0, 0, NULL, 0}; /* the worker state and layers: set by the caller where they apply */
     return a;
 }
 
@@ -125,8 +126,14 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
     a.worker_state = t->all_residuals; /* gathered by the strategy (NULL: none kept) */
     a.worker_floats = t->net->nparams;
     a.nworkers = t->opts->world;
+    dt_ckpt_layer *layers; /* (nlayers) what another model's --partial pairs its layers with */
+    DT_TRY(dt_net_ckpt_layers(t->net, &layers));
+    a.layers = layers;
+    a.nlayers = t->net->nlayers;
     double t0 = dt_now();
-    DT_TRY(dt_checkpoint_save(path, &m, &a));
+    dt_status s = dt_checkpoint_save(path, &m, &a);
+    dt_free(layers);
+    DT_TRY(s);
     if (!best) {
         if (t->opts->checkpoint_dir) DT_TRY(dt_ckptdir_commit(t->opts->checkpoint_dir, t->step, t->keep));
         t->good_step = t->step;
@@ -146,7 +153,13 @@ dt_status dt_trainer_check_ckpt_room(dt_trainer *t) {
         a.worker_floats = t->net->nparams;
         a.nworkers = t->opts->world;
     }
-    DT_TRY(dt_ckptdir_check_space(t->opts->checkpoint_dir, dt_checkpoint_bytes(&a), &t->keep, t->opts->keep_fewer));
+    dt_ckpt_layer *layers; /* as write_checkpoint writes them */
+    DT_TRY(dt_net_ckpt_layers(t->net, &layers));
+    a.layers = layers;
+    a.nlayers = t->net->nlayers;
+    uint64_t bytes = dt_checkpoint_bytes(&a);
+    dt_free(layers);
+    DT_TRY(dt_ckptdir_check_space(t->opts->checkpoint_dir, bytes, &t->keep, t->opts->keep_fewer));
     if (t->keep < t->opts->keep) {
         char line[256];
         snprintf(line, sizeof line, "--checkpoint-dir %s: room for %d checkpoint%s, not --keep %d: keeping %d "

@@ -92,4 +92,14 @@ dt_status dt_trainer_check_ckpt_room(dt_trainer *t);
 /* --weights: the run starts afresh from another checkpoint's parameters. */
 dt_status dt_trainer_warm_start(dt_trainer *t);
 
+/* partial.c */
+
+/* The net's layer table as a checkpoint stores it (*out allocated,
+ * nlayers entries; the caller frees it with dt_free). */
+dt_status dt_net_ckpt_layers(const dt_net *net, dt_ckpt_layer **out);
+
+/* --weights --partial: the layers the checkpoint shares with the model, in
+ * place, loaded; a table of what was loaded and skipped printed. */
+dt_status dt_trainer_warm_start_partial(dt_trainer *t);
+
 #endif

@@ -19,6 +19,11 @@ static void describe(dt_report *rep, const char *name, const dt_dataset *d, cons
                  "decoded would not fit the cache; --cache-mb)", name, d->n, d->classes, threads,
                  threads == 1 ? "" : "s", digits, mib);
     dt_report_line(rep, line);
+    if (d->ignored) {
+        snprintf(line, sizeof line, "%s: %d file%s not .jpg, .jpeg or .png ignored (the first: %s)", name, d->ignored,
+                 d->ignored == 1 ? "" : "s", d->ignored_first ? d->ignored_first : "?");
+        dt_report_line(rep, line);
+    }
     if (!d->skipped) return;
     snprintf(line, sizeof line, "%s: skipped %d unreadable file%s (--skip-bad-images); the first: %s", name,
              d->skipped, d->skipped == 1 ? "" : "s", d->skipped_first ? d->skipped_first : "?");
@@ -53,6 +58,11 @@ dt_status dt_check_input(const dt_model_spec *spec, const dt_dataset *d, const c
     return DT_OK;
 }
 
+void dt_data_normalise(dt_dataset *ds, const dt_model_spec *spec) {
+    for (int c = 0; c < spec->mean.n; c++) ds->mean[c] = spec->mean.v[c];
+    for (int c = 0; c < spec->std.n; c++) ds->std[c] = spec->std.v[c];
+}
+
 dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind) {
     dt_shape s = spec->input;
     if (kind == DT_DATASET_FOLDER && spec->augment.crop) s.h = s.w = spec->augment.max_crop;
@@ -62,9 +72,10 @@ dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind) {
 dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model_spec *spec, int outputs,
                            const dt_train_opts *o, dt_report *rep) {
     const char *kind = dt_dataset_kind_name(o->dataset);
-    dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL};
+    dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL, o->val_split, o->seed};
     const dt_shape shape = dt_data_load_shape(spec, o->dataset);
     DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, shape, o->seed, &fo));
+    dt_data_normalise(*train, spec);
     const dt_dataset *d = *train;
     DT_TRY(dt_check_input(spec, d, kind));
     char split[4096] = "";
@@ -92,8 +103,13 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
                        d->classes);
     }
     DT_TRY(dt_dataset_load(test, o->dataset, o->data_dir, 0, shape, o->seed, &fo));
+    dt_data_normalise(*test, spec);
     if (o->dataset == DT_DATASET_FOLDER) {
-        snprintf(split, sizeof split, "%s/test", o->data_dir);
+        if (o->val_split > 0)
+            snprintf(split, sizeof split, "%s/train held out (--val-split %g, seed %llu)", o->data_dir, o->val_split,
+                     (unsigned long long)o->seed);
+        else
+            snprintf(split, sizeof split, "%s/test", o->data_dir);
         describe(rep, split, *test, o);
     }
     return DT_OK;

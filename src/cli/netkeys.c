@@ -1,0 +1,61 @@
+#include "netkeys.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "dtrain/model.h"
+
+/* [net] keys whose train flag is older than this mapping and named
+ * otherwise, or parsed with checks of its own (cmd_train.c). */
+static const struct {
+    const char *key, *flag;
+} own[] = {{"learning_rate", "--lr"},
+           {"batch", "--batch"},
+           {"epochs", "--epochs"},
+           {"accumulate", "--accumulate"},
+           {"optimizer", "--optimizer"},
+           {"momentum", "--momentum"},
+           {"decay", "--decay"},
+           {"beta1", "--beta1"},
+           {"beta2", "--beta2"},
+           {"eps", "--eps"},
+           {"trust_coefficient", "--trust-coefficient"},
+           {"exclude_bias_bn", "--exclude-bias-bn"},
+           {"warmup_epochs", "--warmup-epochs"},
+           {"dataset", "--dataset"},
+           {"precision", "--precision"}};
+
+/* "min_lr" and "min-lr" are the same key. */
+static int same_key(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (*a != *b && !((*a == '_' || *a == '-') && (*b == '_' || *b == '-'))) return 0;
+    return *a == *b;
+}
+
+const char *cli_net_key_name(const char *key) {
+    const char *k;
+    for (int i = 0; (k = dt_model_net_key(i)) != NULL; i++)
+        if (same_key(k, key)) return k;
+    return NULL;
+}
+
+int cli_net_key_flag(const char *key, char *buf, size_t cap) {
+    const char *k = cli_net_key_name(key);
+    if (!k) return -1;
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+        if (strcmp(own[i].key, k) == 0) {
+            snprintf(buf, cap, "%s", own[i].flag);
+            return 0;
+        }
+    snprintf(buf, cap, "--%s", k);
+    for (char *c = buf + 2; *c; c++)
+        if (*c == '_') *c = '-';
+    return 1;
+}
+
+const char *cli_net_flag_key(const char *flag) {
+    char buf[CLI_NET_FLAG_MAX];
+    if (strncmp(flag, "--", 2) != 0) return NULL;
+    const char *k = cli_net_key_name(flag + 2);
+    return k && cli_net_key_flag(k, buf, sizeof buf) == 1 && strcmp(buf, flag) == 0 ? k : NULL;
+}
