@@ -86,7 +86,7 @@ abort_case "allreduce" 2 1 "ranks that have not reached it: 1 \($(hostname)\)"
 abort_case "allreduce --allreduce-algo ring" 2 1 "ranks that have not reached it: 1 \($(hostname)\)"
 # (A frozen worker stops the server's clock, and so the other worker, which
 # waits for the server: whichever gives up first names what it waited for.)
-abort_case "ps-sync --servers 1" 3 2 "gradients from worker rank\(s\) [0-9, ()a-z-]*2 \($(hostname)\)|parameters from server rank\(s\) 0 \($(hostname)\)"
+abort_case "ps-sync --servers 1" 3 2 "(gradients from worker rank\(s\) [0-9, ()a-z-]*2 \($(hostname)\)|parameters from server rank\(s\) 0 \($(hostname)\))"
 abort_case "ps-sync --servers 1" 3 0 "parameters from server rank\(s\) 0 \($(hostname)\)"
 expect 2 "--stall-abort: .*-1" -- "$DTRAIN" train "$M" --dataset synthetic --stall-abort -1
 
