@@ -4,20 +4,21 @@
 # good between two emulated hosts (scripts/cluster.sh, as root) under
 # `dtrain launch --max-restarts 1 --min-workers 1`. Prints, per case, the
 # seconds from the fault to the launcher's exit (frozen) or to the restarted
-# run's first step (link), with --stall-abort S (or train's default).
+# run's first step (link), with --stall-timeout 20 --stall-abort S, or with
+# train's defaults (--stall-timeout 60, --stall-abort 10 x that).
 #   bash bench/fault_times.sh [S|default] [frozen|link|both]
 set -u
 S=${1:-20}
 CASES=${2:-both}
 cd "$(dirname "$0")/.."
 DT=$PWD/build/dtrain
-ABORT=(--stall-abort "$S")
-[ "$S" = default ] && ABORT=()
+ABORT=(--stall-timeout 20 --stall-abort "$S")
+[ "$S" = default ] && ABORT=() # train's defaults: --stall-timeout 60, --stall-abort 600
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"; DT_CLUSTER=dtf DT_CLUSTER_HOST=f DT_CLUSTER_NET=10.76.0 bash scripts/cluster.sh down > /dev/null 2>&1' EXIT
 wait_for() { for _ in $(seq 1 $(($3 * 10))); do grep -qE "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done; return 1; }
 RUN=(train examples/mlp.cfg --dataset synthetic --threads 1 --quiet --epochs 100000 --no-prefetch --mode allreduce
-     --stall-timeout 20 "${ABORT[@]}")
+     "${ABORT[@]}")
 
 if [ "$CASES" != link ]; then
     "$DT" launch -n 2 -- "${RUN[@]}" --log "$TMP/frozen.jsonl" > "$TMP/frozen.out" 2>&1 &
