@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "paths.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/json.h"
 #include "dtrain/net.h"
@@ -158,6 +159,13 @@ int cmd_eval(int argc, char **argv, const cli_env *env) {
     }
     if (s == DT_OK && (npos != 1 || !a.weights))
         s = dt_fail(DT_ERR_USAGE, "eval: needs MODEL.cfg and --weights CHECKPOINT (see dtrain eval --help)");
+    const cli_path paths[] = {{"MODEL.cfg", a.model, "the model file", 0},
+                              {"--weights", a.weights, "the checkpoint given to --weights", 0},
+                              {"--logits-out", a.logits_out, NULL, 0}};
+    const int npaths = (int)(sizeof paths / sizeof *paths);
+    if (s == DT_OK) s = cli_check_paths(paths, npaths);
+    /* Rank 0 writes the logits. */
+    if (s == DT_OK && env->rank == 0) s = cli_make_parents(paths, npaths);
     if (s != DT_OK) return cli_report(s, env);
     cli_set_threads(a.threads, env);
     return cli_report(eval_run(&a, env), env);

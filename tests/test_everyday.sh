@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# What a new user trips on: no subcommand writes over its inputs or one
+# output over another (refused before anything is written, exit 2, the
+# flag named), an export's format follows its extension, the folders of
+# outputs are made, and the messages that used to mislead.
+source "$(dirname "$0")/clilib.sh" "$1"
+cd "$TMP" || exit 1
+cp "$SRC/tests/data/small_net.cfg" m.cfg
+A=(--dataset synthetic --threads 1 --quiet)
+"$DTRAIN" train m.cfg "${A[@]}" --max-steps 5 --checkpoint m.ckpt --log run.jsonl > /dev/null
+check "a checkpoint to work with" test -s m.ckpt
+cp m.cfg m.cfg.orig; cp m.ckpt m.ckpt.orig; cp run.jsonl run.jsonl.orig
+intact() { check "$1 intact" cmp -s "$1" "$1.orig"; }
+
+# Outputs that are inputs or each other: exit 2, the flag named, nothing written.
+expect 2 "^dtrain: -o m.cfg is the model file: it would be overwritten$" -- "$DTRAIN" export m.cfg --weights m.ckpt -o m.cfg
+expect 2 "^dtrain: -o ./m.ckpt is the checkpoint given to --weights" -- "$DTRAIN" export m.cfg --weights m.ckpt -o ./m.ckpt
+ln -s m.cfg link.cfg
+expect 2 "^dtrain: -o link.cfg is the model file" -- "$DTRAIN" export m.cfg --weights m.ckpt -o link.cfg
+expect 2 "^dtrain: --logits-out m.ckpt is the checkpoint given to --weights" -- "$DTRAIN" eval m.cfg --dataset synthetic \
+    --weights m.ckpt --logits-out m.ckpt
+expect 2 "^dtrain: --logits-out m.cfg is the model file" -- "$DTRAIN" eval m.cfg --dataset synthetic --weights m.ckpt \
+    --logits-out m.cfg
+expect 2 "^dtrain: --data-out run.jsonl is a log to plot" -- "$DTRAIN" plot run.jsonl -o c.png --data-out run.jsonl
+expect 2 "^dtrain: -o run.jsonl is a log to plot" -- "$DTRAIN" plot run.jsonl -o run.jsonl
+expect 2 "^dtrain: -o and --data-out name the same file \(c.svg\)" -- "$DTRAIN" plot run.jsonl -o c.svg --data-out c.svg
+expect 2 "^dtrain: --out m.cfg is the model file" -- "$DTRAIN" sweep m.cfg --grid lr=0.01 --out m.cfg "${A[@]}"
+for f in m.cfg m.ckpt run.jsonl; do intact $f; done
+check "no c.svg" test ! -e c.svg
+
+# An export's format is its extension's.
+expect 2 "^dtrain: export: -o my.pt: unknown extension \(known: .onnx;" -- "$DTRAIN" export m.cfg --weights m.ckpt -o my.pt
+check "no my.pt" test ! -e my.pt
+expect 0 "-> m.onnx" -- "$DTRAIN" export m.cfg --weights m.ckpt -o m.onnx
+
+# Folders of outputs are made (mkdir -p); one that cannot be is named.
+expect 0 "" -- "$DTRAIN" train m.cfg "${A[@]}" --max-steps 2 --checkpoint-dir runs/a/ck --log runs/b/run.jsonl \
+    --timeline runs/c/t.json
+check "log in a new folder" test -s runs/b/run.jsonl
+check "checkpoint dir in a new folder" test -e runs/a/ck/latest
+expect 0 "" -- "$DTRAIN" eval m.cfg --dataset synthetic --weights m.ckpt --logits-out out/l/logits.f32
+check "logits in a new folder" test -s out/l/logits.f32
+expect 0 "" -- "$DTRAIN" export m.cfg --weights m.ckpt -o out/x/m.onnx
+check "export in a new folder" test -s out/x/m.onnx
+expect 0 "" -- "$DTRAIN" plot run.jsonl -o out/p/c.svg --data-out out/q/c.tsv
+check "plot in new folders" test -s out/p/c.svg -a -s out/q/c.tsv
+expect 1 "^dtrain: --log m.cfg/x/run.jsonl: cannot create the folder m.cfg: Not a directory$" -- "$DTRAIN" train m.cfg \
+    "${A[@]}" --max-steps 2 --log m.cfg/x/run.jsonl
+intact m.cfg
+finish
