@@ -48,8 +48,8 @@ def read_checkpoint(path):
     if zlib.crc32(body) != crc:
         raise ExportError(f"{path}: CRC mismatch (damaged checkpoint)")
     _, version, _, shape_hash, _, _, _, _, _, nparams, nstate, nopt = HEADER.unpack_from(data)
-    if not 1 <= version <= 6:
-        raise ExportError(f"{path}: checkpoint version {version} is not one this script reads (1-6)")
+    if not 1 <= version <= 7:
+        raise ExportError(f"{path}: checkpoint version {version} is not one this script reads (1-7)")
     if HEADER.size + 4 * (nparams + nstate + nopt) + 4 > len(data):
         raise ExportError(f"{path}: its arrays run past the end of the file")
     off = HEADER.size

@@ -47,4 +47,18 @@ check "plot in new folders" test -s out/p/c.svg -a -s out/q/c.tsv
 expect 1 "^dtrain: --log m.cfg/x/run.jsonl: cannot create the folder m.cfg: Not a directory$" -- "$DTRAIN" train m.cfg \
     "${A[@]}" --max-steps 2 --log m.cfg/x/run.jsonl
 intact m.cfg
+
+# Messages: a file that is not a checkpoint says so (not "truncated"); a
+# checkpoint of another model names the first layer that differs.
+echo "lr=0.1" > notes.txt
+expect 1 "^dtrain: notes.txt: not a dtrain checkpoint \(too short\)$" -- "$DTRAIN" train m.cfg "${A[@]}" --weights notes.txt
+expect 1 "^dtrain: m.cfg: not a dtrain checkpoint \(bad magic\)$" -- "$DTRAIN" eval m.cfg --dataset synthetic --weights m.cfg
+sed 's/output=32/output=16/' m.cfg > sixteen.cfg
+expect 1 "^dtrain: m.ckpt: checkpoint is for a different model: layer 3 is connected 6x6x6 -> 32x1x1, 6912 weights \+ 32 \
+biases in the checkpoint, connected 6x6x6 -> 16x1x1, 3456 weights \+ 16 biases in this model$" -- "$DTRAIN" eval sixteen.cfg \
+    --dataset synthetic --weights m.ckpt
+expect 1 "m.ckpt: checkpoint is for a different model: layer 3 is connected" -- "$DTRAIN" train sixteen.cfg "${A[@]}" \
+    --resume m.ckpt --max-steps 10
+expect 1 "m.ckpt: checkpoint is for a different model: layer 3 is connected" -- "$DTRAIN" export sixteen.cfg \
+    --weights m.ckpt -o s.onnx
 finish

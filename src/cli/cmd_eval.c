@@ -89,12 +89,11 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
     DT_TRY(dt_net_create(&net, &spec, spec.batch, 1));
     dt_ckpt_meta meta;
     dt_class_names saved = {0, NULL};
-    dt_ckpt_arrays arrays = {.params = net->params, .nparams = net->nparams, .state = net->state,
-                             .nstate = net->nstate, .classes = &saved};
+    dt_ckpt_arrays arrays = {.classes = &saved};
     dt_dataset *ds = NULL;
     double t0 = 0, acc = 0, loss = 0;
     int loader_threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind);
-    dt_status s = dt_checkpoint_load(a->weights, net->shape_hash, &meta, &arrays);
+    dt_status s = dt_checkpoint_load_net(a->weights, net, &meta, &arrays);
     if (s == DT_OK) s = load_test_set(&ds, a, kind, &spec, &saved, net->classes, env);
     if (s == DT_OK) {
         t0 = dt_now();

@@ -50,9 +50,8 @@ static dt_status export_run(const char *model, const char *weights, const char *
     DT_TRY(dt_net_create(&net, &spec, 1, 1));
     dt_ckpt_meta meta;
     dt_class_names names = {0, NULL}; /* a folder data set's, saved in the checkpoint */
-    dt_ckpt_arrays a = {.params = net->params, .nparams = net->nparams, .state = net->state, .nstate = net->nstate,
-                        .classes = &names};
-    dt_status s = dt_checkpoint_load(weights, net->shape_hash, &meta, &a);
+    dt_ckpt_arrays a = {.classes = &names};
+    dt_status s = dt_checkpoint_load_net(weights, net, &meta, &a);
     if (s == DT_OK && names.n > net->classes)
         s = dt_fail(DT_ERR_FORMAT, "%s: %d class names for a model with %d outputs", weights, names.n,
                     net->classes);

@@ -419,7 +419,7 @@ static dt_status check_model(const dt_comm *comm, const cli_train_plan *p) {
     if (p->opts.max_steps > 0 && (last == 0 || p->opts.max_steps < last)) last = p->opts.max_steps;
     if (dt_mode_is_async(p->dist.mode)) last = 0;
     if (s == DT_OK)
-        s = dt_comm_agree(comm, comm->worker >= 0 ? dt_resume_check(&p->opts, net->shape_hash,
+        s = dt_comm_agree(comm, comm->worker >= 0 ? dt_resume_check(&p->opts, net,
                                                                    (long)dt_model_step_batch(&p->spec) *
                                                                        comm->nworkers, last)
                                                  : DT_OK);

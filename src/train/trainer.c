@@ -207,6 +207,7 @@ static dt_status setup(dt_trainer *t) {
                           o->quiet, o->progress_tty, o->resume_path != NULL));
     DT_TRY(dt_net_create(&t->net, spec, spec->batch, o->seed));
     t->net->timeline = o->timeline;
+    DT_TRY(dt_ckpt_arch_of(&t->arch, t->net));
     DT_TRY(dt_optim_create(&t->optim, &spec->optim, t->net, NULL));
     DT_TRY(dt_alloc_floats(&t->own_opt_state, dt_trainer_opt_floats(t), "optimiser state"));
     t->opt_state = t->own_opt_state;
@@ -292,6 +293,7 @@ static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double 
              "\"train_loss\":%.4f,\"elapsed_s\":%.2f}",
              t->step, epoch, *acc, *loss, t->last_epoch_loss, dt_now() - t->rep.start);
     DT_TRY(dt_report_log(&t->rep, json));
+    t->evaluated_step = t->step;
     char line[160];
     snprintf(line, sizeof line, "epoch %d: test accuracy %.4f, test loss %.4f, train loss %.4f",
              epoch, *acc, *loss, t->last_epoch_loss);
@@ -435,7 +437,6 @@ static dt_status stop_run(dt_trainer *t, int all) {
 
 static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
     const dt_train_opts *o = t->opts;
-    long evaluated_at_step = -1;
     while (t->step < t->total_steps && !t->done) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
@@ -455,9 +456,11 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
             t->last_epoch_loss = t->loss_count ? t->loss_sum / (double)t->loss_count : 0;
             t->loss_sum = 0;
             t->loss_count = 0;
-            if (t->sync->independent) continue; /* evaluated once, at the end */
+            /* Independent workers evaluate once, at the end; a run resumed
+             * from the checkpoint written after this epoch's evaluation
+             * (its end) does not repeat it. */
+            if (t->sync->independent || t->evaluated_step == t->step) continue;
             DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
-            evaluated_at_step = t->step;
             continue;
         }
         DT_TRY(train_step(t, x, y, n, epoch));
@@ -477,7 +480,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         DT_TRY(dt_trainer_agree(t, &stop, 1));
         if (stop) return stop_run(t, 1);
     }
-    if (evaluated_at_step != t->step) {
+    if (t->evaluated_step != t->step) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
         DT_TRY(evaluate_and_log(t, pos == 0 ? epoch : epoch + 1, acc, test_loss));
@@ -498,6 +501,7 @@ static void teardown(dt_trainer *t) {
     dt_free(t->all_residuals);
     dt_optim_free(t->optim);
     dt_net_free(t->net);
+    dt_ckpt_arch_free(&t->arch);
 }
 
 dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_sync *sync,
@@ -507,7 +511,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     t.spec = spec;
     t.opts = opts;
     t.best_acc = -1;
-    t.good_step = t.skipped_step = t.saved_step = t.agree_due = -1;
+    t.good_step = t.skipped_step = t.saved_step = t.agree_due = t.evaluated_step = -1;
     t.sync = sync;
     sync->stats.server_cpu_share = -1;
     memset(summary, 0, sizeof *summary);

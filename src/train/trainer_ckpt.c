@@ -13,7 +13,8 @@
 static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
     dt_ckpt_arrays a = {t->net->params, t->net->nparams, t->net->state, t->net->nstate,
                         t->opt_state, dt_trainer_opt_floats(t), t->spec->optim.kind, &t->train_ds->class_names,
-                        NULL, 0, 0, 0}; /* the worker state: set by the caller where it applies */
+                        NULL, 0, 0, 0, /* the worker state: set by the caller where it applies */
+                        &t->arch};
     return a;
 }
 
@@ -121,7 +122,7 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
     dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch, step_in_epoch,
                       smoothed_loss(t), t->best_loss, t->best_acc, t->spec->optim.kind, (uint64_t)step_samples(t),
-                      0, 0};
+                      0, 0, t->loss_sum, (uint64_t)t->loss_count, t->last_epoch_loss, t->evaluated_step};
     a.worker_state = t->all_residuals; /* gathered by the strategy (NULL: none kept) */
     a.worker_floats = t->net->nparams;
     a.nworkers = t->opts->world;
@@ -205,6 +206,13 @@ dt_status dt_trainer_resume(dt_trainer *t, int *resumed) {
     t->best_loss = m.best_loss;
     t->best_acc = m.best_accuracy;
     resume_loss(t, m.loss);
+    /* The epoch goes on as if uninterrupted: its train_loss counts the
+     * steps before the checkpoint, and an evaluation logged at the
+     * checkpoint's step is not repeated. */
+    t->loss_sum = m.epoch_loss_sum;
+    t->loss_count = (long)m.epoch_loss_count;
+    t->last_epoch_loss = m.last_epoch_loss;
+    t->evaluated_step = m.evaluated_step;
     /* Batch size and data set are not part of the model's shape hash. */
     if (dt_loader_seek(t->loader, m.epoch, m.step_in_epoch) != DT_OK)
         return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint stopped at step %d of an epoch, "
@@ -238,9 +246,8 @@ dt_status dt_trainer_warm_start(dt_trainer *t) {
     const char *from = t->opts->weights_path;
     dt_ckpt_meta m;
     dt_class_names classes = {0, NULL};
-    dt_ckpt_arrays a = {.params = t->net->params, .nparams = t->net->nparams, .state = t->net->state,
-                        .nstate = t->net->nstate, .classes = &classes};
-    dt_status s = dt_checkpoint_load(from, t->net->shape_hash, &m, &a);
+    dt_ckpt_arrays a = {.classes = &classes};
+    dt_status s = dt_checkpoint_load_net(from, t->net, &m, &a);
     if (s == DT_OK) s = dt_trainset_check_classes(t->train_ds, &classes, "--weights", from);
     dt_class_names_free(&classes);
     if (s != DT_OK) return s;

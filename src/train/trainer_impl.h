@@ -5,6 +5,7 @@
 #ifndef DTRAIN_TRAIN_TRAINER_IMPL_H
 #define DTRAIN_TRAIN_TRAINER_IMPL_H
 
+#include "dtrain/checkpoint.h"
 #include "dtrain/train.h"
 #include "report.h"
 
@@ -30,6 +31,8 @@ struct dt_trainer {
     double loss_sum;          /* current epoch's summed per-sample loss and count */
     long loss_count;
     double last_epoch_loss;   /* mean loss of the last finished (or current) epoch */
+    long evaluated_step;      /* step of the last evaluation logged (-1: none); carried by checkpoints */
+    dt_ckpt_arch arch;        /* the net's, for checkpoints (a resume from another model's names the layer) */
     long images;              /* images trained on by this worker since start/resume */
     double train_time;        /* seconds spent in training steps */
     long steps_run;           /* steps run since start/resume */
