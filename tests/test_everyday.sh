@@ -48,6 +48,17 @@ expect 1 "^dtrain: --log m.cfg/x/run.jsonl: cannot create the folder m.cfg: Not 
     "${A[@]}" --max-steps 2 --log m.cfg/x/run.jsonl
 intact m.cfg
 
+# Messages: every valid key listed (the last of [net] too) and the nearest
+# named, for keys, sections and flags.
+printf '[net]\nlearning_rte=0.1\n' > typo.cfg
+expect 2 "^dtrain: typo.cfg:2: unknown key 'learning_rte' in \[net\] \(did you mean learning_rate\?\) \(valid: batch, .*, \
+dataset, flip, .*, precision, winograd\)$" -- "$DTRAIN" info typo.cfg
+sed 's/^\[maxpool\]/[maxpol]/' m.cfg > typo.cfg
+expect 2 "typo.cfg:18: unknown section \[maxpol\] \(did you mean maxpool\?\)" -- "$DTRAIN" info typo.cfg
+expect 2 "^dtrain: unknown flag '--max-step' \(did you mean --max-steps\?\) \(see --help\)$" -- "$DTRAIN" train m.cfg --max-step 3
+expect 2 "^dtrain: unknown flag '--logits' \(did you mean --logits-out\?\)" -- "$DTRAIN" eval m.cfg --weights m.ckpt --logits x
+expect 2 "^dtrain: unknown flag '--bogus' \(see --help\)$" -- "$DTRAIN" train m.cfg --bogus 3
+
 # Messages: a file that is not a checkpoint says so (not "truncated"); a
 # checkpoint of another model names the first layer that differs.
 echo "lr=0.1" > notes.txt
