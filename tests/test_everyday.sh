@@ -72,4 +72,13 @@ expect 1 "m.ckpt: checkpoint is for a different model: layer 3 is connected" -- 
     --resume m.ckpt --max-steps 10
 expect 1 "m.ckpt: checkpoint is for a different model: layer 3 is connected" -- "$DTRAIN" export sixteen.cfg \
     --weights m.ckpt -o s.onnx
+
+# eval of a model whose input is not the data set's: which --dataset fits.
+sed -e 's/^channels=1$/channels=3/' -e 's/^height=12$/height=32/' -e 's/^width=12$/width=32/' m.cfg > c32.cfg
+"$DTRAIN" train c32.cfg "${A[@]}" --max-steps 2 --checkpoint c32.ckpt > /dev/null
+expect 2 "c32.cfg: model input is 3x32x32 but fashion-mnist images are 1x28x28; its input is cifar10's: give --dataset \
+cifar10$" -- "$DTRAIN" eval c32.cfg --weights c32.ckpt
+sed -e 's/^height=12$/height=20/' m.cfg > h20.cfg
+"$DTRAIN" train h20.cfg "${A[@]}" --max-steps 2 --checkpoint h20.ckpt > /dev/null
+expect 2 "; give --dataset folder --data-dir DIR for images of another shape$" -- "$DTRAIN" eval h20.cfg --weights h20.ckpt
 finish

@@ -51,6 +51,32 @@ static dt_status evaluate(dt_net *net, const dt_dataset *ds, int batch, int thre
     return s;
 }
 
+/* The data sets whose images have one shape, for the hint below. */
+static const struct {
+    dt_dataset_kind kind;
+    dt_shape shape;
+} fixed_shapes[] = {{DT_DATASET_FASHION_MNIST, {1, 28, 28}}, {DT_DATASET_CIFAR10, {3, 32, 32}}};
+
+/* The model's input is not the data set's images (status s, its message
+ * said): which --dataset would fit, from the checkpoint (its class names
+ * are a folder's) or the input's shape. */
+static dt_status with_dataset_hint(dt_status s, const dt_model_spec *spec, dt_dataset_kind kind,
+                                   const dt_class_names *saved) {
+    char msg[1024], hint[256];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    snprintf(hint, sizeof hint, "give --dataset folder --data-dir DIR for images of another shape");
+    for (size_t i = 0; i < sizeof fixed_shapes / sizeof *fixed_shapes; i++) {
+        dt_shape f = fixed_shapes[i].shape;
+        if (fixed_shapes[i].kind != kind && f.c == spec->input.c && f.h == spec->input.h && f.w == spec->input.w)
+            snprintf(hint, sizeof hint, "its input is %s's: give --dataset %s",
+                     dt_dataset_kind_name(fixed_shapes[i].kind), dt_dataset_kind_name(fixed_shapes[i].kind));
+    }
+    if (saved->n && kind != DT_DATASET_FOLDER)
+        snprintf(hint, sizeof hint, "the checkpoint was trained on a folder data set (%d classes, '%s' first): give "
+                 "--dataset folder --data-dir DIR", saved->n, saved->names[0]);
+    return dt_fail(s, "%s; %s", msg, hint);
+}
+
 /* The test set. A folder's class folders are labelled by the checkpoint's
  * class names when it has them (then the folder may hold some classes
  * only), else by their own sorted names. */
@@ -60,7 +86,8 @@ static dt_status load_test_set(dt_dataset **ds, const eval_args *a, dt_dataset_k
     dt_folder_opts fo = {threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
                          saved->n ? saved : NULL, 0, a->weights};
     DT_TRY(dt_dataset_load(ds, kind, a->data_dir, 0, dt_data_load_shape(spec, kind), 1, &fo));
-    DT_TRY(dt_check_input(spec, *ds, dt_dataset_kind_name(kind)));
+    dt_status s = dt_check_input(spec, *ds, dt_dataset_kind_name(kind));
+    if (s != DT_OK) return with_dataset_hint(s, spec, kind, saved);
     if (kind == DT_DATASET_FOLDER && (*ds)->classes > outputs)
         return dt_fail(DT_ERR_CONFIG, "%s: the model has %d outputs, fewer than the %d classes of %s/test", spec->path,
                        outputs, (*ds)->classes, a->data_dir);
