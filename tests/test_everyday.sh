@@ -73,6 +73,13 @@ expect 1 "m.ckpt: checkpoint is for a different model: layer 3 is connected" -- 
 expect 1 "m.ckpt: checkpoint is for a different model: layer 3 is connected" -- "$DTRAIN" export sixteen.cfg \
     --weights m.ckpt -o s.onnx
 
+# launch checks the train flags before starting mpirun: one line, exit 2.
+out=$("$DTRAIN" launch -n 2 -- train m.cfg "${A[@]}" --max-step 3 2>&1); rc=$?
+check "launch: a mistyped train flag is exit 2 ($rc)" test $rc -eq 2
+check "launch: one line naming it ($out)" test "$out" = \
+    "dtrain: unknown flag '--max-step' (did you mean --max-steps?) (see --help)"
+expect 2 "^dtrain: --batch: 0 is out of range" -- "$DTRAIN" launch -n 2 --dry-run -- train m.cfg --batch 0
+
 # eval of a model whose input is not the data set's: which --dataset fits.
 sed -e 's/^channels=1$/channels=3/' -e 's/^height=12$/height=32/' -e 's/^width=12$/width=32/' m.cfg > c32.cfg
 "$DTRAIN" train c32.cfg "${A[@]}" --max-steps 2 --checkpoint c32.ckpt > /dev/null
