@@ -80,6 +80,11 @@ check "launch: one line naming it ($out)" test "$out" = \
     "dtrain: unknown flag '--max-step' (did you mean --max-steps?) (see --help)"
 expect 2 "^dtrain: --batch: 0 is out of range" -- "$DTRAIN" launch -n 2 --dry-run -- train m.cfg --batch 0
 
+# Strictness alike everywhere: a flag that does nothing is an error.
+expect 2 "^dtrain: info: --workers applies to --plan \(the communication plan\); add --plan$" -- "$DTRAIN" info m.cfg --workers 4
+expect 2 "^dtrain: info: --mode applies to --plan" -- "$DTRAIN" info m.cfg --json --mode allreduce
+expect 0 "workers" -- "$DTRAIN" info m.cfg --plan --workers 4
+
 # eval of a model whose input is not the data set's: which --dataset fits.
 sed -e 's/^channels=1$/channels=3/' -e 's/^height=12$/height=32/' -e 's/^width=12$/width=32/' m.cfg > c32.cfg
 "$DTRAIN" train c32.cfg "${A[@]}" --max-steps 2 --checkpoint c32.ckpt > /dev/null
