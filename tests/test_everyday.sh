@@ -84,6 +84,17 @@ expect 2 "^dtrain: --batch: 0 is out of range" -- "$DTRAIN" launch -n 2 --dry-ru
 expect 2 "^dtrain: info: --workers applies to --plan \(the communication plan\); add --plan$" -- "$DTRAIN" info m.cfg --workers 4
 expect 2 "^dtrain: info: --mode applies to --plan" -- "$DTRAIN" info m.cfg --json --mode allreduce
 expect 0 "workers" -- "$DTRAIN" info m.cfg --plan --workers 4
+expect 0 "^note: m.cfg:9: momentum= applies only to optimizer=sgd or lars \(--optimizer is adam\): ignored$" -- \
+    "$DTRAIN" train m.cfg --dataset synthetic --threads 1 --max-steps 2 --optimizer adam
+sed 's/^momentum=0.9$/optimizer=adam\nmomentum=0.9/' m.cfg > adam.cfg
+expect 2 "adam.cfg:10: momentum= applies only to optimizer=sgd or lars \(optimizer is adam\)" -- "$DTRAIN" info adam.cfg
+# The run's length: a --max-steps the file's epochs end first is noted; a
+# run stopped part way into an epoch says so (not "epoch 1").
+expect 0 "^note: --max-steps 10 is past the run's end: it ends at step 6 \(1 epoch of 6 steps: m.cfg's epochs=, or \
+--epochs\)$" -- "$DTRAIN" train m.cfg --dataset synthetic --threads 1 --max-steps 10 --batch 10000
+"$DTRAIN" train m.cfg --dataset synthetic --threads 1 --max-steps 13 --batch 500 --log part.jsonl > part.out
+check "partial epoch said" grep -q "^epoch 1 (partial: 0.108 epochs, step 13): test accuracy" part.out
+check "partial epoch logged" grep -q '"event":"eval","step":13,"epoch":1,"epochs":0.108,' part.jsonl
 
 # eval of a model whose input is not the data set's: which --dataset fits.
 sed -e 's/^channels=1$/channels=3/' -e 's/^height=12$/height=32/' -e 's/^width=12$/width=32/' m.cfg > c32.cfg

@@ -420,6 +420,7 @@ static const struct {
 
 static dt_status check_optimizer_keys(dt_section *p) {
     dt_optim_cfg *o = &p->m->optim;
+    p->m->momentum_line = dt_section_key_line(p, "momentum");
     for (size_t i = 0; i < sizeof optim_keys / sizeof *optim_keys; i++) {
         int line = dt_section_key_line(p, optim_keys[i].key);
         if (!line || dt_optim_uses(o->kind, optim_keys[i].hyper)) continue;

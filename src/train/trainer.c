@@ -198,6 +198,20 @@ static dt_status agree_periodically(dt_trainer *t, int *stop) {
     return DT_OK;
 }
 
+/* --max-steps past the run's end: the model file's length ends it first,
+ * which is said rather than run silently short. */
+static void note_run_shorter(dt_trainer *t, long max_steps) {
+    char line[768];
+    if (t->spec->sched.max_batches > 0)
+        snprintf(line, sizeof line, "note: --max-steps %ld is past the run's end: %s's max_batches=%d ends it at step "
+                 "%ld", max_steps, t->spec->path, t->spec->sched.max_batches, t->total_steps);
+    else
+        snprintf(line, sizeof line, "note: --max-steps %ld is past the run's end: it ends at step %ld (%d epoch%s of "
+                 "%d steps: %s's epochs=, or --epochs)", max_steps, t->total_steps, t->epochs,
+                 t->epochs == 1 ? "" : "s", t->steps_per_epoch, t->spec->path);
+    dt_report_line(&t->rep, line);
+}
+
 /* What a worker sets up alone, before any message: its report, net,
  * optimiser, data, loader and the checkpoint it resumes. */
 static dt_status setup(dt_trainer *t) {
@@ -238,6 +252,7 @@ static dt_status setup(dt_trainer *t) {
                                 : spec->epochs;
     t->total_steps = max_batches > 0 ? max_batches : (long)spec->epochs * t->steps_per_epoch;
     if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
+    if (o->max_steps > t->total_steps) note_run_shorter(t, o->max_steps);
     /* Independent workers share the whole run's budget of steps; one may do
      * up to all of them (the strategy says when the budget is spent). */
     if (t->sync->independent) t->total_steps *= o->world;
@@ -279,7 +294,10 @@ static dt_status start(dt_trainer *t) {
     return dt_report_log(&t->rep, json);
 }
 
-static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double *loss) {
+/* An evaluation after `done` epochs (a whole number at an epoch's end; the
+ * run's last may come part way into one, which is said, not rounded up). */
+static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, double *loss) {
+    int epoch = (int)ceil(done - 1e-9), partial = done < epoch - 1e-9;
     double t0 = dt_now();
     DT_TRY(dt_trainer_agree(t, NULL, 1));
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
@@ -289,14 +307,18 @@ static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double 
                      (dt_tl_arg[]){{"epoch", epoch}}, 1);
     char json[256];
     snprintf(json, sizeof json,
-             "{\"event\":\"eval\",\"step\":%ld,\"epoch\":%d,\"test_accuracy\":%.4f,\"test_loss\":%.4f,"
-             "\"train_loss\":%.4f,\"elapsed_s\":%.2f}",
-             t->step, epoch, *acc, *loss, t->last_epoch_loss, dt_now() - t->rep.start);
+             "{\"event\":\"eval\",\"step\":%ld,\"epoch\":%d,\"epochs\":%.3f,\"test_accuracy\":%.4f,"
+             "\"test_loss\":%.4f,\"train_loss\":%.4f,\"elapsed_s\":%.2f}",
+             t->step, epoch, done, *acc, *loss, t->last_epoch_loss, dt_now() - t->rep.start);
     DT_TRY(dt_report_log(&t->rep, json));
     t->evaluated_step = t->step;
-    char line[160];
-    snprintf(line, sizeof line, "epoch %d: test accuracy %.4f, test loss %.4f, train loss %.4f",
-             epoch, *acc, *loss, t->last_epoch_loss);
+    char line[200], when[64];
+    if (partial)
+        snprintf(when, sizeof when, "epoch %d (partial: %.3f epochs, step %ld)", epoch, done, t->step);
+    else
+        snprintf(when, sizeof when, "epoch %d", epoch);
+    snprintf(line, sizeof line, "%s: test accuracy %.4f, test loss %.4f, train loss %.4f", when, *acc, *loss,
+             t->last_epoch_loss);
     dt_report_line(&t->rep, line);
     /* Every worker is here at the same step (the caller's contract). */
     if (t->opts->checkpoint_dir && *acc > t->best_acc) {
@@ -483,7 +505,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
     if (t->evaluated_step != t->step) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
-        DT_TRY(evaluate_and_log(t, pos == 0 ? epoch : epoch + 1, acc, test_loss));
+        DT_TRY(evaluate_and_log(t, epoch + (double)pos / t->steps_per_epoch, acc, test_loss));
     }
     DT_TRY(dt_trainer_save_checkpoint(t, 1, 0));
     if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
