@@ -96,6 +96,16 @@ expect 0 "^note: --max-steps 10 is past the run's end: it ends at step 6 \(1 epo
 check "partial epoch said" grep -q "^epoch 1 (partial: 0.108 epochs, step 13): test accuracy" part.out
 check "partial epoch logged" grep -q '"event":"eval","step":13,"epoch":1,"epochs":0.108,' part.jsonl
 
+# --version says which libraries dtrain links as ldd sees them, and the
+# README's opening does not claim another.
+linked=$(ldd "$DTRAIN" | grep -c libopenblas)
+if [ "$linked" = 0 ]; then want="OpenBLAS: not linked"; else want="OpenBLAS: [0-9]"; fi
+expect 0 "^$want" -- "$DTRAIN" --version
+if [ "$linked" = 0 ]; then
+    check "README's opening names no OpenBLAS under dtrain" bash -c "! sed -n '1,/^\$/p;/^dtrain trains/,/^\$/p' \
+        '$SRC/README.md' | grep -q OpenBLAS"
+fi
+
 # eval of a model whose input is not the data set's: which --dataset fits.
 sed -e 's/^channels=1$/channels=3/' -e 's/^height=12$/height=32/' -e 's/^width=12$/width=32/' m.cfg > c32.cfg
 "$DTRAIN" train c32.cfg "${A[@]}" --max-steps 2 --checkpoint c32.ckpt > /dev/null
