@@ -106,6 +106,10 @@ if [ "$linked" = 0 ]; then
         '$SRC/README.md' | grep -q OpenBLAS"
 fi
 
+# The examples name files as the repository's layout has them, not by one
+# machine's absolute paths.
+check "no example names an absolute /work path" bash -c "! grep -n '/work/' '$SRC'/examples/*.cfg"
+
 # eval of a model whose input is not the data set's: which --dataset fits.
 sed -e 's/^channels=1$/channels=3/' -e 's/^height=12$/height=32/' -e 's/^width=12$/width=32/' m.cfg > c32.cfg
 "$DTRAIN" train c32.cfg "${A[@]}" --max-steps 2 --checkpoint c32.ckpt > /dev/null
