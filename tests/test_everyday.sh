@@ -32,6 +32,7 @@ check "no c.svg" test ! -e c.svg
 expect 2 "^dtrain: export: -o my.pt: unknown extension \(known: .onnx;" -- "$DTRAIN" export m.cfg --weights m.ckpt -o my.pt
 check "no my.pt" test ! -e my.pt
 expect 0 "-> m.onnx" -- "$DTRAIN" export m.cfg --weights m.ckpt -o m.onnx
+expect 0 "-> M.ONNX" -- "$DTRAIN" export m.cfg --weights m.ckpt -o M.ONNX
 
 # Folders of outputs are made (mkdir -p); one that cannot be is named.
 expect 0 "" -- "$DTRAIN" train m.cfg "${A[@]}" --max-steps 2 --checkpoint-dir runs/a/ck --log runs/b/run.jsonl \

@@ -1,6 +1,7 @@
 /* dtrain export MODEL.cfg --weights CHECKPOINT -o model.onnx */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "args.h"
 #include "cli.h"
@@ -32,7 +33,7 @@ static dt_status format_of(const char **format, const char *out) {
     const char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
     char known[128] = "";
     for (int i = 0; i < NFORMATS; i++) {
-        if (dot && (!slash || dot > slash) && strcmp(dot, export_formats[i].ext) == 0) {
+        if (dot && (!slash || dot > slash) && strcasecmp(dot, export_formats[i].ext) == 0) {
             *format = export_formats[i].format;
             return DT_OK;
         }
