@@ -457,6 +457,20 @@ static dt_status stop_run(dt_trainer *t, int all) {
     return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step, wrote ? "; checkpoint written" : "");
 }
 
+/* --checkpoint-every's checkpoint of this step; at an epoch's last step it
+ * waits for the evaluation that comes next (every lockstep worker does
+ * alike), so that a run restarted from it does not evaluate that epoch
+ * again. */
+static dt_status periodic_checkpoint(dt_trainer *t) {
+    int epoch, pos;
+    dt_loader_position(t->loader, &epoch, &pos);
+    if (pos == t->steps_per_epoch && !t->sync->independent && t->step < t->total_steps) {
+        t->ckpt_after_eval = 1;
+        return DT_OK;
+    }
+    return dt_trainer_save_checkpoint(t, !t->sync->independent, 0);
+}
+
 static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
     const dt_train_opts *o = t->opts;
     while (t->step < t->total_steps && !t->done) {
@@ -483,11 +497,12 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
              * (its end) does not repeat it. */
             if (t->sync->independent || t->evaluated_step == t->step) continue;
             DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
+            if (t->ckpt_after_eval) DT_TRY(dt_trainer_save_checkpoint(t, 1, 0));
+            t->ckpt_after_eval = 0;
             continue;
         }
         DT_TRY(train_step(t, x, y, n, epoch));
-        if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0)
-            DT_TRY(dt_trainer_save_checkpoint(t, !t->sync->independent, 0));
+        if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0) DT_TRY(periodic_checkpoint(t));
         double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
         double eta = ips > 0 ? (double)(t->total_steps - t->step) * dt_model_step_batch(t->spec) / ips : 0;
         int asked = o->progress_request && atomic_exchange(o->progress_request, 0); /* SIGUSR1 */

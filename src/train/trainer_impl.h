@@ -32,6 +32,7 @@ struct dt_trainer {
     long loss_count;
     double last_epoch_loss;   /* mean loss of the last finished (or current) epoch */
     long evaluated_step;      /* step of the last evaluation logged (-1: none); carried by checkpoints */
+    int ckpt_after_eval;      /* --checkpoint-every's checkpoint of an epoch's last step, due after its evaluation */
     dt_ckpt_arch arch;        /* the net's, for checkpoints (a resume from another model's names the layer) */
     long images;              /* images trained on by this worker since start/resume */
     double train_time;        /* seconds spent in training steps */
