@@ -45,6 +45,8 @@ expect 0 "" -- "$DTRAIN" export m.cfg --weights m.ckpt -o out/x/m.onnx
 check "export in a new folder" test -s out/x/m.onnx
 expect 0 "" -- "$DTRAIN" plot run.jsonl -o out/p/c.svg --data-out out/q/c.tsv
 check "plot in new folders" test -s out/p/c.svg -a -s out/q/c.tsv
+expect 0 "" -- "$DTRAIN" sweep m.cfg --grid lr=0.01,0.02 --out out/s/sweep.jsonl "${A[@]}" --max-steps 2
+check "sweep --out in a new folder" test -s out/s/sweep.jsonl
 expect 1 "^dtrain: --log m.cfg/x/run.jsonl: cannot create the folder m.cfg: Not a directory$" -- "$DTRAIN" train m.cfg \
     "${A[@]}" --max-steps 2 --log m.cfg/x/run.jsonl
 intact m.cfg
