@@ -25,6 +25,7 @@ expect 2 "^dtrain: --data-out run.jsonl is a log to plot" -- "$DTRAIN" plot run.
 expect 2 "^dtrain: -o run.jsonl is a log to plot" -- "$DTRAIN" plot run.jsonl -o run.jsonl
 expect 2 "^dtrain: -o and --data-out name the same file \(c.svg\)" -- "$DTRAIN" plot run.jsonl -o c.svg --data-out c.svg
 expect 2 "^dtrain: --out m.cfg is the model file" -- "$DTRAIN" sweep m.cfg --grid lr=0.01 --out m.cfg "${A[@]}"
+expect 2 "^dtrain: --profile-out ./m.cfg is the model file" -- "$DTRAIN" bench m.cfg --profile-out ./m.cfg --steps 2
 for f in m.cfg m.ckpt run.jsonl; do intact $f; done
 check "no c.svg" test ! -e c.svg
 
