@@ -40,7 +40,7 @@ static void load(int fd, uint64_t hash, size_t np, size_t ns, size_t nm, int wit
     dt_class_names names = {0, NULL};
     /* A trainer also asks for worker 1 of 2's state, the size of the parameters. */
     dt_ckpt_arrays a = {p, np, st, ns, with_momentum ? m : NULL, with_momentum ? nm : 0, 0,
-                        with_momentum ? &names : NULL, with_momentum ? w : NULL, np, 2, 1, NULL, 0};
+                        with_momentum ? &names : NULL, with_momentum ? w : NULL, np, 2, 1, NULL};
     dt_ckpt_meta meta;
     FUZZ_CHECK(lseek(fd, 0, SEEK_SET) == 0);
     dt_status s = dt_checkpoint_load_fd(fd, NAME, hash, &meta, &a);

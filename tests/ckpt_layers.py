@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The first layers of two dtrain checkpoints (format: include/dtrain/checkpoint.h,
-version 7 and later: the layer table at the end) compared bit for bit.
+version 7 and later: the architecture at the end) compared bit for bit.
 usage: ckpt_layers.py A B N [FROM]  -> exit 0 when layers FROM..N-1 (FROM: 0) have the
 same kind, shapes and parameters and state in both files, 1 (saying where) otherwise."""
 import struct
@@ -19,9 +19,10 @@ def load(path):
     at = 80 + 4 * (nparams + nstate + nopt) + 24
     at += 8 + struct.unpack_from('<II', raw, at)[1]           # class names
     nworkers, _, each = struct.unpack_from('<IIQ', raw, at)   # worker state
-    at += 16 + 4 * nworkers * each + 8                        # and the samples per step
-    nlayers = struct.unpack_from('<I', raw, at)[0]
-    table = [struct.unpack_from('<II3i3iQQQ', raw, at + 8 + 56 * i) for i in range(nlayers)]
+    at += 16 + 4 * nworkers * each + 8 + 32                   # the samples per step, the epoch
+    nlayers = struct.unpack_from('<I', raw, at)[0]            # then u32 input C, H, W
+    # per layer: u32 kind, input C, H, W, output C, H, W, 0; u64 weights, biases, state
+    table = [struct.unpack_from('<I3I3IIQQQ', raw, at + 16 + 56 * i) for i in range(nlayers)]
     return f[:nparams], f[nparams:], table
 
 
@@ -35,7 +36,7 @@ pb, sb, tb = load(sys.argv[2])
 n = int(sys.argv[3])
 lo = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 for i in range(n):
-    if ta[i][:1] + ta[i][2:] != tb[i][:1] + tb[i][2:]:
+    if ta[i] != tb[i]:
         sys.exit(f'layer {i}: {ta[i]} vs {tb[i]}')
 (p0, s0), (p1, s1) = prefix(ta, lo), prefix(ta, n)
 dp = np.nonzero(pa[p0:p1].view(np.uint32) != pb[p0:p1].view(np.uint32))[0]

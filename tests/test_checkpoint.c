@@ -52,7 +52,7 @@ static void copy_file(const char *from, const char *to, long limit) {
 static void expect_reject(const char *path, uint64_t hash, dt_status want, const char *needle) {
     float p[NP], s[NS], m[NP];
     fill(p, NP, -7), fill(s, NS, -7), fill(m, NP, -7);
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL};
     dt_ckpt_meta meta;
     dt_status st = dt_checkpoint_load(path, hash, &meta, &a);
     CHECK(st == want);
@@ -61,6 +61,17 @@ static void expect_reject(const char *path, uint64_t hash, dt_status want, const
         dt_test_failures++;
     }
     CHECK(p[0] == -7.0f && p[NP - 1] == -7.0f + (NP - 1) * 0.5f && m[3] == -5.5f);
+}
+
+/* Loading path as another model (hash 0x1234) with a's arrays and
+ * architecture: DT_ERR_FORMAT and needle. */
+static void expect_reject_arrays(const char *path, const dt_ckpt_arrays *a, const char *needle) {
+    dt_ckpt_meta meta;
+    CHECK(dt_checkpoint_load(path, 0x1234, &meta, a) == DT_ERR_FORMAT);
+    if (!strstr(dt_last_error(), needle)) {
+        fprintf(stderr, "message '%s' lacks '%s'\n", dt_last_error(), needle);
+        dt_test_failures++;
+    }
 }
 
 /* A version 1 file (no loss figures: what dtrain wrote before them) still
@@ -79,7 +90,7 @@ static void check_version1(const char *v2, const char *v1) {
     CHECK(f && fwrite(buf, 1, n + 4, f) == n + 4);
     if (f) fclose(f);
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL};
     dt_ckpt_meta got;
     CHECK_OK(dt_checkpoint_load(v1, 0xabcdef, &got, &a));
     CHECK(got.step == 1234 && got.loss == 0 && got.best_loss == 0 && got.best_accuracy == -1 && p[1] == 1.5f);
@@ -89,7 +100,7 @@ static void check_version1(const char *v2, const char *v1) {
 static dt_status loads(const char *path, void *ctx) {
     (void)ctx;
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL};
     dt_ckpt_meta got;
     return dt_checkpoint_load(path, 0xabcdef, &got, &a);
 }
@@ -158,7 +169,7 @@ static void check_other_optimizer(const char *other, const dt_ckpt_meta *meta, c
     CHECK_OK(dt_checkpoint_save(other, meta, &adam));
     float p2[NP], s2[NS], m2[NP];
     memset(p2, 0, sizeof p2);
-    dt_ckpt_arrays adamw = {p2, NP, s2, NS, m2, NP, 2, NULL, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays adamw = {p2, NP, s2, NS, m2, NP, 2, NULL, NULL, 0, 0, 0, NULL};
     dt_ckpt_meta got;
     CHECK(dt_checkpoint_load(other, 0xabcdef, &got, &adamw) == DT_ERR_USAGE);
     CHECK(strstr(dt_last_error(), "holds the state of optimizer adam, this run uses adamw") != NULL);
@@ -170,6 +181,8 @@ static void check_other_optimizer(const char *other, const dt_ckpt_meta *meta, c
 
 /* Where version 4's class-name section starts in a file of NP, NS, NP floats. */
 #define NAMES_AT (80 + (2 * NP + NS) * 4 + 24)
+/* Version 7's sections with no layers: the epoch (32), the architecture's head (16). */
+#define V7_BYTES 48
 
 /* buf (len bytes, the last 4 its CRC) to path with the CRC recomputed. */
 static void write_with_crc(const char *path, unsigned char *buf, size_t len) {
@@ -180,33 +193,72 @@ static void write_with_crc(const char *path, unsigned char *buf, size_t len) {
     if (f) fclose(f);
 }
 
-/* Older files made from v7's bytes (size, its layer table empty): version
- * 6 without the table's 8-byte head before the CRC, version 5 without
- * the samples per step before that either; both load (step_samples 0 for
- * version 5: unknown). A version 7 file without its table is short. */
-static void check_versions_5_6(const char *v7, const char *old, long size) {
+/* Version 6 and 5 files (no epoch accounting and architecture; version 5
+ * no samples per step either: what dtrain wrote before them) still load,
+ * with evaluated_step -1 and step_samples 0 (unknown). Made from v7's
+ * bytes (size): the version changed, the bytes before the CRC gone. */
+static void check_version6(const char *v7, const char *older, long size) {
     static unsigned char buf[1 << 16];
     FILE *f = fopen(v7, "rb");
     CHECK(f && size <= (long)sizeof buf && fread(buf, 1, (size_t)size, f) == (size_t)size);
     if (f) fclose(f);
-    for (int version = 6; version >= 5; version--) {
-        long cut = 8 * (7 - version); /* the sections version 7 and 6 added */
-        buf[8] = (unsigned char)version;
-        memmove(buf + size - 4 - cut, buf + size - 4, 4);
-        write_with_crc(old, buf, (size_t)(size - cut));
+    const struct {
+        unsigned char version;
+        long drop;
+        uint64_t step_samples;
+    } older_ones[] = {{6, V7_BYTES, 512}, {5, V7_BYTES + 8, 0}};
+    static unsigned char v[1 << 16];
+    for (size_t i = 0; i < sizeof older_ones / sizeof *older_ones; i++) {
+        long n = size - older_ones[i].drop;
+        memcpy(v, buf, (size_t)n - 4);
+        v[8] = older_ones[i].version;
+        write_with_crc(older, v, (size_t)n);
         float p[NP], s[NS], m[NP];
-        dt_ckpt_arrays b = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+        dt_ckpt_arrays b = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL};
         dt_ckpt_meta got;
-        CHECK_OK(dt_checkpoint_load(old, 0xabcdef, &got, &b));
-        CHECK(got.step == 1234 && got.step_samples == (version == 6 ? 512u : 0u) && got.best_accuracy == 0.875 &&
-              p[NP - 1] == 1.0f + 0.5f * (NP - 1));
-        buf[8] = 7; /* a version 7 file without its layer table (and more) */
-        write_with_crc(old, buf, (size_t)(size - cut));
-        expect_reject(old, 0xabcdef, DT_ERR_FORMAT, "truncated");
-        memmove(buf + size - 4, buf + size - 4 - cut, 4); /* back to v7's bytes for the next */
-        memset(buf + size - 4 - cut, 0, (size_t)cut);
-        memcpy(buf + size - 12 - 8, &(uint64_t){512}, 8);
+        CHECK_OK(dt_checkpoint_load(older, 0xabcdef, &got, &b));
+        CHECK(got.step == 1234 && got.step_samples == older_ones[i].step_samples && got.best_accuracy == 0.875 &&
+              got.evaluated_step == -1 && got.epoch_loss_count == 0 && p[NP - 1] == 1.0f + 0.5f * (NP - 1));
     }
+    /* A version 7 file without them is short. */
+    v[8] = 7;
+    write_with_crc(older, v, (size_t)(size - V7_BYTES - 8));
+    expect_reject(older, 0xabcdef, DT_ERR_FORMAT, "truncated");
+}
+
+/* A checkpoint records its net's layers: one of another model names the
+ * first layer that differs (or the input, or the layer counts); before
+ * version 7, or without them, the parameter counts. A file that is not a
+ * checkpoint at all says so, whatever its length. */
+static void check_architecture(const char *path, const char *other, const dt_ckpt_meta *meta) {
+    float p[NP], s[NS], m[NP];
+    fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
+    dt_ckpt_layer layers[2] = {{0, {1, 12, 12}, {6, 12, 12}, 0, 54, 6, 0}, {3, {864, 1, 1}, {10, 1, 1}, 0, 8640, 10, 0}};
+    dt_ckpt_arch arch = {{1, 12, 12}, 2, layers};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, &arch};
+    CHECK_OK(dt_checkpoint_save(other, meta, &a));
+    CHECK(file_size(other) == file_size(path) + 2 * 56);
+    dt_ckpt_layer mine[3];
+    memcpy(mine, layers, sizeof layers);
+    mine[1].out[0] = 3, mine[1].nw = 2592, mine[1].nb = 3;
+    dt_ckpt_arch model = {{1, 12, 12}, 2, mine};
+    a.arch = &model;
+    expect_reject_arrays(other, &a, "checkpoint is for a different model: layer 1 is connected 864x1x1 -> 10x1x1, "
+                         "8640 weights + 10 biases in the checkpoint, connected 864x1x1 -> 3x1x1, 2592 weights + 3 "
+                         "biases in this model");
+    model.input[0] = 3;
+    expect_reject_arrays(other, &a, "different model: its input is 1x12x12, this model's 3x12x12");
+    model.input[0] = 1, model.nlayers = 1;
+    expect_reject_arrays(other, &a, "different model: the checkpoint has 2 layers, this model 1");
+    a.arch = NULL;
+    expect_reject_arrays(other, &a, "different model: the same number of parameters (1000), but another");
+    CHECK_OK(dt_checkpoint_load(other, 0xabcdef, &(dt_ckpt_meta){0}, &a)); /* the same model loads */
+    FILE *f = fopen(other, "w");
+    if (f) fputs("0.5\n", f), fclose(f);
+    expect_reject(other, 0xabcdef, DT_ERR_FORMAT, "not a dtrain checkpoint (too short)");
+    f = fopen(other, "w");
+    if (f) fputs("[net]\nbatch=8\nchannels=1\nheight=12\nwidth=12\n[connected]\noutput=10\n[softmax]\n", f), fclose(f);
+    expect_reject(other, 0xabcdef, DT_ERR_FORMAT, "not a dtrain checkpoint (bad magic)");
 }
 
 /* path's class-name section broken as described (CRC valid): refused with
@@ -215,7 +267,7 @@ static void reject_names(const char *path, const char *needle) {
     float p[NP], s[NS], m[NP];
     fill(p, NP, -7), fill(s, NS, -7), fill(m, NP, -7);
     dt_class_names got = {0, NULL};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &got, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &got, NULL, 0, 0, 0, NULL};
     dt_ckpt_meta meta;
     CHECK(dt_checkpoint_load(path, 0xabcdef, &meta, &a) == DT_ERR_FORMAT);
     if (!strstr(dt_last_error(), needle)) {
@@ -233,13 +285,14 @@ static void check_class_names(const char *path, const char *other, const dt_ckpt
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
     char *names[] = {"cat", "dog", "zebra"};
     dt_class_names three = {3, names};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &three, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, &three, NULL, 0, 0, 0, NULL};
     CHECK_OK(dt_checkpoint_save(path, meta, &a));
-    enum { SIZE = NAMES_AT + 8 + 14 + 16 + 8 + 8 + 4 }; /* "cat\0dog\0zebra\0", empty worker and layer sections */
+    /* "cat\0dog\0zebra\0", an empty worker state, the epoch, no layers */
+    enum { SIZE = NAMES_AT + 8 + 14 + 16 + 8 + V7_BYTES + 4 };
     CHECK(file_size(path) == SIZE);
     float p2[NP], s2[NS], m2[NP];
     dt_class_names got = {0, NULL};
-    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, &got, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, &got, NULL, 0, 0, 0, NULL};
     dt_ckpt_meta gm;
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &gm, &b));
     CHECK(got.n == 3 && strcmp(got.names[0], "cat") == 0 && strcmp(got.names[2], "zebra") == 0 && p2[7] == p[7]);
@@ -299,7 +352,7 @@ static void check_class_names(const char *path, const char *other, const dt_ckpt
 static void load_worker(const char *path, int nworkers, int worker, float mine[5], dt_ckpt_meta *gm, dt_status want,
                         const char *needle) {
     float p[NP], s[NS], m[NP];
-    dt_ckpt_arrays b = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays b = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL};
     b.worker_state = mine, b.worker_floats = 5, b.nworkers = nworkers, b.worker = worker;
     CHECK(dt_checkpoint_load(path, 0xabcdef, gm, &b) == want);
     if (needle && !strstr(dt_last_error(), needle)) {
@@ -311,10 +364,10 @@ static void load_worker(const char *path, int nworkers, int worker, float mine[5
 static void check_worker_state(const char *path, const char *other, const dt_ckpt_meta *meta) {
     float p[NP], s[NS], m[NP], all[15], mine[5];
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3), fill(all, 15, 100);
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL};
     a.worker_state = all, a.worker_floats = 5, a.nworkers = 3;
     CHECK_OK(dt_checkpoint_save(path, meta, &a));
-    enum { WORK_AT = NAMES_AT + 8, SIZE = WORK_AT + 16 + 15 * 4 + 8 + 8 + 4 };
+    enum { WORK_AT = NAMES_AT + 8, SIZE = WORK_AT + 16 + 15 * 4 + 8 + V7_BYTES + 4 };
     CHECK(file_size(path) == SIZE);
     dt_ckpt_meta gm;
     fill(mine, 5, -7);
@@ -367,8 +420,8 @@ int main(void) {
 
     float p[NP], s[NS], m[NP];
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
-    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0, 512, 0, 0};
-    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0, 512, 0, 0, 40.5, 96, 0.75, 1234};
+    dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL};
     CHECK_OK(dt_checkpoint_save(path, &meta, &a));
     char tmp[300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -376,22 +429,25 @@ int main(void) {
 
     /* Round trip. */
     float p2[NP], s2[NS], m2[NP];
-    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays b = {p2, NP, s2, NS, m2, NP, 0, NULL, NULL, 0, 0, 0, NULL};
     dt_ckpt_meta got;
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &b));
     CHECK(memcmp(p, p2, sizeof p) == 0 && memcmp(s, s2, sizeof s) == 0 && memcmp(m, m2, sizeof m) == 0);
     CHECK(got.seed == 42 && got.step == 1234 && got.net_step == 1300 && got.epoch == 3 &&
           got.step_in_epoch == 17 && got.loss == 0.25 && got.best_loss == 0.125 && got.best_accuracy == 0.875 &&
-          got.step_samples == 512);
+          got.step_samples == 512 && got.epoch_loss_sum == 40.5 && got.epoch_loss_count == 96 &&
+          got.last_epoch_loss == 0.75 && got.evaluated_step == 1234);
     /* Eval readers skip the momentum. */
-    dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+    dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0, NULL, NULL, 0, 0, 0, NULL};
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &c));
 
     /* Damage of every kind. */
     long size = file_size(path);
-    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 8 + 16 + 8 + 8 + 4); /* empty class-name, worker and layer sections */
+    /* empty class-name and worker sections, no layers */
+    CHECK(size == 80 + (2 * NP + NS) * 4 + 24 + 8 + 16 + 8 + V7_BYTES + 4);
     check_version1(path, other);
-    check_versions_5_6(path, other, size);
+    check_version6(path, other, size);
+    check_architecture(path, other, &meta);
     expect_reject(dir, 0xabcdef, DT_ERR_USAGE, "is a directory, not a checkpoint file");
     expect_reject(path, 0x1234, DT_ERR_FORMAT, "different model");
     copy_file(path, other, -1);

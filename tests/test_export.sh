@@ -114,14 +114,16 @@ echo keep > "$TMP/keep.onnx"
 expect 1 "s.ckpt: checkpoint is for a different model" -- "$DTRAIN" export "$SRC/examples/mlp.cfg" --weights "$TMP/s.ckpt" -o "$TMP/keep.onnx"
 expect 1 "nosuch.ckpt" -- "$DTRAIN" export "$M" --weights "$TMP/nosuch.ckpt" -o "$TMP/keep.onnx"
 check "refused exports leave -o as it was" grep -qx keep "$TMP/keep.onnx"
-expect 1 "cannot create" -- "$DTRAIN" export "$M" --weights "$TMP/s.ckpt" -o "$TMP/no/dir/m.onnx"
+# A folder of -o that cannot be made (a file is in the way): named, exit 1.
+expect 1 "-o $TMP/keep.onnx/dir/m.onnx: cannot create the folder $TMP/keep.onnx: Not a directory" -- \
+    "$DTRAIN" export "$M" --weights "$TMP/s.ckpt" -o "$TMP/keep.onnx/dir/m.onnx"
 expect 2 "needs MODEL.cfg, --weights CHECKPOINT and -o FILE" -- "$DTRAIN" export "$M" -o "$TMP/m.onnx"
 expect 2 "--format torch: dtrain writes onnx; for PyTorch run scripts/export_torch.py" -- \
     "$DTRAIN" export "$M" --weights "$TMP/s.ckpt" -o "$TMP/m.onnx" --format torch
 expect 0 "usage: dtrain export" -- "$DTRAIN" export --help
 expect 2 "unknown flag|unknown option" -- "$DTRAIN" export "$M" --weights "$TMP/s.ckpt" -o "$TMP/m.onnx" --bogus
-expect 1 "--logits-out $TMP/no/dir/l: cannot create $TMP/no/dir/l.tmp: No such file" -- "$DTRAIN" eval "$M" --weights "$TMP/s.ckpt" \
-    --dataset synthetic --logits-out "$TMP/no/dir/l"
+expect 1 "--logits-out $TMP/keep.onnx/l: cannot create the folder $TMP/keep.onnx: Not a directory" -- \
+    "$DTRAIN" eval "$M" --weights "$TMP/s.ckpt" --dataset synthetic --logits-out "$TMP/keep.onnx/l"
 
 echo "test_export: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -106,13 +106,15 @@ sed -e 's/^filters=8$/filters=4/' -e 's/^filters=16$/filters=6/' -e 's/^output=6
 expect 2 "--partial: no layer of .*pre.ckpt matches" -- "$DTRAIN" train "$TMP/other.cfg" --data-dir "$TMP/f3" \
     --max-steps 1 "${FT[@]}"
 # A checkpoint from before the layer table (version 6: the same file without
-# it): refused, saying what to do; --weights alone still loads it whole.
+# version 7's epoch section and architecture): refused, saying what to do;
+# --weights alone still loads it whole.
 /usr/bin/python3 - "$TMP/pre.ckpt" "$TMP/v6.ckpt" <<'PY'
 import struct, sys, zlib
 raw = open(sys.argv[1], 'rb').read()
-nlayers = struct.unpack_from('<I', raw, len(raw) - 4 - 56 * 10 - 8)[0]
+arch = len(raw) - 4 - 56 * 10 - 16  # the architecture's head: u32 layers, input C, H, W
+nlayers = struct.unpack_from('<I', raw, arch)[0]
 assert nlayers == 10, nlayers
-body = bytearray(raw[:len(raw) - 4 - 56 * 10 - 8])
+body = bytearray(raw[:arch - 32])   # without version 7's epoch section (32 bytes) before it
 struct.pack_into('<I', body, 8, 6)
 open(sys.argv[2], 'wb').write(bytes(body) + struct.pack('<I', zlib.crc32(bytes(body))))
 PY

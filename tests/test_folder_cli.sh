@@ -53,6 +53,11 @@ train_ckpt half 1 "$M" --max-steps 10 --cache-mb 0
 train_ckpt resumed 1 "$M" --max-steps $K --resume "$TMP/half.ckpt"
 same mem resumed 0
 grep -q '"test_accuracy":1.0000' "$TMP/mem.out" || { echo "FAIL: not learnt: $(tail -1 "$TMP/mem.out")"; fails=$((fails + 1)); }
+# Without dataset=folder eval reads Fashion-MNIST: the checkpoint's class
+# names say what it was trained on.
+sed '/^dataset=folder$/d' "$M" > "$TMP/nofolder.cfg"
+expect 2 "model input is 3x12x12 but fashion-mnist images are 1x28x28; the checkpoint was trained on a folder data set \
+\(4 classes, 'C' first\): give --dataset folder --data-dir DIR$" -- "$DTRAIN" eval "$TMP/nofolder.cfg" --weights "$TMP/mem.ckpt"
 
 # Darknet's crop decodes the folder at max_crop x max_crop (3 x 16 x 16
 # bytes for 96 images: 0.07 MiB) and crops 12 x 12 from it; eval takes

@@ -311,8 +311,12 @@ static const bad_case bad_cases[] = {
     {NET4 "[maxpool]\nsize=\n", 6, "empty value for size"},
     {NET4 "[maxpool]\nsize=   # two\n", 6, "empty value for size"},
     {NET4 "[convolutional]\nfilters=8\nsize=3\nfilterz=3\n[softmax]\n", 8,
-     "unknown key 'filterz' in [convolutional] (valid: filters, size, stride, pad, padding, groups, dilation, "
-     "activation, batch_normalize, slope)"},
+     "unknown key 'filterz' in [convolutional] (did you mean filters?) (valid: filters, size, stride, pad, padding, "
+     "groups, dilation, activation, batch_normalize, slope)"},
+    /* every key of [net] listed, the last too (no cut at a buffer's end) */
+    {"[net]\nchannels=1\nlearning_rte=0.1\n", 3, "(did you mean learning_rate?) (valid: batch, accumulate, "},
+    {"[net]\nchannels=1\nlearning_rte=0.1\n", 3, ", precision, winograd, mean, std)"},
+    {NET4 "[Net]\n", 5, "unknown section [Net] (did you mean net?)"},
     {"[net]\nchannels=1\nbatchsize=3\n", 3, "unknown key 'batchsize' in [net] (valid: batch,"},
     {NET4 "[softmax]\nsize=2\n", 6, "unknown key 'size' in [softmax] (valid: groups, temperature)"},
     {NET4 "[maxpool]\nsize=2\nsize=3\n[softmax]\n", 7, "duplicate key size in [maxpool] (first at line 6)"},

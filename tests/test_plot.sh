@@ -104,6 +104,7 @@ expect 2 "nosteps.jsonl: no step records" -- "$DTRAIN" plot "$TMP/nosteps.jsonl"
 check "no image after an input error" test ! -e "$TMP/x.svg"
 
 # An output that cannot be written is a runtime error (exit 1).
-expect 1 "nodir/x.png: cannot create" -- "$DTRAIN" plot "$TMP/run_a.jsonl" -o "$TMP/nodir/x.png"
+# (A missing folder is made; one a file is in the way of is not.)
+expect 1 "run_b.jsonl/x.png: cannot create the folder" -- "$DTRAIN" plot "$TMP/run_a.jsonl" -o "$TMP/run_b.jsonl/x.png"
 
 finish

@@ -54,8 +54,9 @@ expect 2 "--log keep.cfg is the model file" -- "$DTRAIN" train keep.cfg "${A[@]}
 check "model file intact" cmp -s keep.cfg "$M"
 expect 2 "--log and --checkpoint name the same file" -- "$DTRAIN" train "$M" "${A[@]}" --checkpoint x --log ./x
 expect 2 "--log ck/latest is the checkpoint to resume from" -- "$DTRAIN" train "$M" "${A[@]}" --resume ck/latest --log ck/latest
-expect 1 "--checkpoint /nonexistent/c.ckpt: cannot create" -- "$DTRAIN" train "$M" "${A[@]}" --checkpoint /nonexistent/c.ckpt
-expect 1 "--log /nonexistent/l.jsonl: cannot create" -- "$DTRAIN" train "$M" "${A[@]}" --log /nonexistent/l.jsonl
+expect 1 "--checkpoint keep.cfg/c.ckpt: cannot create the folder keep.cfg" -- "$DTRAIN" train "$M" "${A[@]}" \
+    --checkpoint keep.cfg/c.ckpt
+expect 1 "--log keep.cfg/l.jsonl: cannot create the folder keep.cfg" -- "$DTRAIN" train "$M" "${A[@]}" --log keep.cfg/l.jsonl
 expect 2 "--checkpoint and --checkpoint-dir exclude each other" -- "$DTRAIN" train "$M" "${A[@]}" --checkpoint a --checkpoint-dir b
 expect 2 "--resume auto needs --checkpoint-dir" -- "$DTRAIN" train "$M" "${A[@]}" --resume auto
 

@@ -103,7 +103,8 @@ expect 2 "\-\-threads, --reps and --measure-workers set the measurement" -- "$DT
 expect 1 "missing.json: cannot open" -- "$DTRAIN" simulate --profile "$TMP/missing.json"
 printf '{"format":"dtrain-profile","version":1,\n"batch":' > "$TMP/bad.json"
 expect 1 "bad.json:2: expected a value" -- "$DTRAIN" simulate --profile "$TMP/bad.json"
-expect 1 "cannot create" -- "$DTRAIN" bench "$M" --steps 1 --threads 1 --profile-out "$TMP/no/such/dir/p.json"
+expect 1 "--profile-out $TMP/p.json/x.json: cannot create the folder" -- "$DTRAIN" bench "$M" --steps 1 --threads 1 \
+    --profile-out "$TMP/p.json/x.json"
 
 # mpi_link measures what the bench scripts pass as --bandwidth/--latency,
 # --busy-bandwidth and --kernel-rate: all six lines, every figure positive

@@ -113,14 +113,18 @@ kill -KILL $job
 wait $job 2>/dev/null
 check "killed run: the part is read" overlap_rows "$TMP/kill.json.rank0" 1
 
-# A bad path stops the run before it trains (exit 1, the path named).
-for bad in "$TMP/no/such/dir/t.json" "$TMP"; do
+# A bad path stops the run before it trains (exit 1, the path named): a
+# folder that cannot be made (a file is in the way; a missing one is made),
+# a directory, a rank's part that cannot be created.
+for bad in "$TMP/net.cfg/t.json" "$TMP"; do
     out=$(timeout 120 "$DTRAIN" train "$TMP/net.cfg" --dataset synthetic --max-steps 5 --timeline "$bad" 2>&1)
     rc=$?
     check "bad --timeline $bad: exit 1" test $rc -eq 1
-    check "bad --timeline $bad: message" grep -qE -- "--timeline $bad: (cannot create|is a directory)" <<<"$out"
+    check "bad --timeline $bad: message" grep -qE -- "--timeline $bad: (cannot create|is a directory)" <<<"$out" ||
+        echo "$out"
     check "bad --timeline $bad: before training" test -z "$(grep 'dtrain: training' <<<"$out")"
 done
-expect 1 "rank [01]: --timeline .*cannot create" -- $MPIRUN -np 2 "$DTRAIN" train "$TMP/net.cfg" \
-    --dataset synthetic --max-steps 5 --timeline "$TMP/no/such/dir/t.json"
+mkdir -p "$TMP/parts/t.json.rank0" "$TMP/parts/t.json.rank1"
+expect 1 "rank [01]: --timeline .*cannot create .*t.json.rank[01]: Is a directory" -- $MPIRUN -np 2 "$DTRAIN" train \
+    "$TMP/net.cfg" --dataset synthetic --max-steps 5 --timeline "$TMP/parts/t.json"
 finish

@@ -48,7 +48,7 @@ static float *load_all(const dt_model_spec *spec, const char *path, size_t *n) {
     *n = 2 * net->nparams + net->nstate;
     if (dt_alloc_floats(&all, *n, "test") != DT_OK) return NULL;
     dt_ckpt_arrays a = {all, net->nparams, all + net->nparams, net->nstate,
-                        all + net->nparams + net->nstate, net->nparams, 0, NULL, NULL, 0, 0, 0, NULL, 0};
+                        all + net->nparams + net->nstate, net->nparams, 0, NULL, NULL, 0, 0, 0, NULL};
     dt_ckpt_meta m;
     CHECK_OK(dt_checkpoint_load(path, net->shape_hash, &m, &a));
     dt_net_free(net);

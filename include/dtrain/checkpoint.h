@@ -17,15 +17,19 @@
  *     0: none)
  *   version 6 and later: u64 step_samples: the samples of one optimiser
  *     step over all workers (batch x accumulate x workers; 0: unknown)
- *   version 7 and later: u32 nlayers | u32 0 | nlayers x dt_ckpt_layer
- *     (56 bytes each): the net's layers in order, so that another model
- *     can take the layers it shares with this one (train --partial)
+ *   version 7 and later: the epoch's accounting, f64 epoch_loss_sum |
+ *     u64 epoch_loss_count | f64 last_epoch_loss | i64 evaluated_step; then
+ *     the architecture, u32 nlayers | u32 input c, h, w | per layer u32
+ *     kind, in c, h, w, out c, h, w, 0 | u64 nw, nb, nstate (what the shape
+ *     hash is made of, edges aside), so that a checkpoint of another model
+ *     can say which layer differs
  *   u32 crc32 of every byte before it
  * opt_state is the optimiser's slots, slot-major (optim.h): nslots x
  * nparams. Versions 1 and 2 (SGD's momentum; version 1 without the loss
  * figures) still load, as sgd; versions before 4 load with no class names,
  * before 5 with no worker state, before 6 with step_samples 0, before 7
- * with no layer table.
+ * with no epoch accounting (evaluated_step -1, sums 0) and no architecture
+ * (a mismatch then names the parameter counts only).
  * Written to "PATH.tmp", fsync'd, renamed over PATH and the directory
  * fsync'd, so a crash at any moment leaves either the old or the new file. */
 #ifndef DTRAIN_CHECKPOINT_H
@@ -39,18 +43,6 @@
 
 #define DT_CKPT_VERSION 7
 #define DT_CKPT_MAX_NAME_BYTES 65536 /* 256 names of up to 255 bytes and their NULs */
-
-/* One layer of the net a checkpoint was written from, as on disk: its
- * kind (dt_layer_kind), per-sample input and output shapes (C, H, W), and
- * how many weights, biases and state values it holds; its parameters are
- * at the running sum of the earlier layers' nw + nb, its state likewise. */
-typedef struct {
-    uint32_t kind, reserved;
-    int32_t in[3], out[3];
-    uint64_t nw, nb, nstate;
-} dt_ckpt_layer;
-
-_Static_assert(sizeof(dt_ckpt_layer) == 56, "a checkpoint's layer entry must have no padding");
 
 typedef struct {
     uint64_t shape_hash;   /* must match the net that loads it */
@@ -71,7 +63,43 @@ typedef struct {
     /* Filled on load: the worker state the file holds (0 and 0: none). */
     uint64_t file_nworkers;
     uint64_t file_worker_floats;
+    /* The epoch in progress, so that a resumed run reports the epoch's
+     * training loss the uninterrupted one does: its summed per-sample loss
+     * and samples so far, the last finished epoch's mean, and the step of
+     * the last evaluation logged (-1: none; a resume at that step does not
+     * repeat it). Before version 7: 0, 0, 0, -1. */
+    double epoch_loss_sum;
+    uint64_t epoch_loss_count;
+    double last_epoch_loss;
+    int64_t evaluated_step;
 } dt_ckpt_meta;
+
+/* One layer of the architecture a checkpoint records. */
+typedef struct {
+    uint32_t kind;        /* dt_layer_kind */
+    uint32_t in[3], out[3]; /* c, h, w */
+    uint32_t zero;          /* written 0 (no padding in the file) */
+    uint64_t nw, nb, nstate;
+} dt_ckpt_layer;
+
+#define DT_CKPT_MAX_LAYERS 100000
+
+/* A net's architecture as a checkpoint records it (layers: owned by whoever
+ * filled it; see dt_ckpt_arch_of, dt_ckpt_arch_free). */
+typedef struct {
+    uint32_t input[3];
+    int nlayers;
+    dt_ckpt_layer *layers;
+} dt_ckpt_arch;
+
+struct dt_net;
+/* net's architecture into *arch (allocated; dt_ckpt_arch_free). */
+dt_status dt_ckpt_arch_of(dt_ckpt_arch *arch, const struct dt_net *net);
+void dt_ckpt_arch_free(dt_ckpt_arch *arch);
+/* Whether file and model differ where the file records it; if so, the
+ * first difference into buf ("layer 7 is connected 3136x1x1 -> 10x1x1, ...
+ * in the checkpoint, connected ... -> 3x1x1 ... in this model"). */
+int dt_ckpt_arch_diff(char *buf, size_t cap, const dt_ckpt_arch *file, const dt_ckpt_arch *model);
 
 /* The float arrays a checkpoint carries (views, not owned). On load, n* must
  * equal the file's counts and the arrays are filled. */
@@ -95,9 +123,10 @@ typedef struct {
     float *worker_state;
     size_t worker_floats;
     int nworkers, worker;
-    /* Save: the net's layer table (NULL and 0: none). Not read on load. */
-    const dt_ckpt_layer *layers;
-    int nlayers;
+    /* Save: the architecture written (NULL: none). Load: the model's, which
+     * a checkpoint of another model is compared with to name the first
+     * layer that differs (NULL: the message names parameter counts). */
+    const dt_ckpt_arch *arch;
 } dt_ckpt_arrays;
 
 /* A whole checkpoint of any model, as dt_checkpoint_read_file returns it
@@ -107,8 +136,7 @@ typedef struct {
     size_t nparams;
     float *state;           /* (nstate) */
     size_t nstate;
-    dt_ckpt_layer *layers;  /* (nlayers); NULL and 0 before version 7 */
-    int nlayers;
+    dt_ckpt_arch arch;      /* its layers; none (0 layers) before version 7 */
 } dt_ckpt_file;
 
 dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a);
@@ -120,21 +148,27 @@ uint64_t dt_checkpoint_bytes(const dt_ckpt_arrays *a);
 dt_status dt_sync_dir_of(const char *path);
 
 /* Reads and verifies (magic, version, CRC, shape hash == expect_hash, sizes)
- * before touching the arrays: a bad file leaves them unchanged. With
+ * before touching the arrays: a bad file leaves them unchanged. A checkpoint
+ * of another model is DT_ERR_FORMAT "PATH: checkpoint is for a different
+ * model: " and the first layer that differs from a->arch (see
+ * dt_ckpt_arch_diff), or the parameter counts. With
  * a->opt_state == NULL the optimiser's section is verified but not returned;
  * a == NULL verifies the file and returns only meta. */
 dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta,
                              const dt_ckpt_arrays *a);
 
+/* Loads path for a net: its parameters and state, with net's architecture
+ * for the message when the checkpoint is another model's (eval, export,
+ * --weights). opt_state, worker state and classes as in a (whose params,
+ * state and arch this fills from net). */
+dt_status dt_checkpoint_load_net(const char *path, const struct dt_net *net, dt_ckpt_meta *meta,
+                                 dt_ckpt_arrays *a);
+
 /* Reads and verifies a checkpoint of any model (no shape hash compared)
- * into *out: its parameters, state and layer table, not the optimiser's
- * or workers' state. On failure *out is empty. */
+ * into *out: its parameters, state and architecture, not the optimiser's
+ * or workers' state (train --weights --partial). On failure *out is empty. */
 dt_status dt_checkpoint_read_file(const char *path, dt_ckpt_meta *meta, dt_ckpt_file *out);
 void dt_ckpt_file_free(dt_ckpt_file *f);
-
-/* DT_ERR_FORMAT "PATH: checkpoint is for a different model (...)" unless
- * the checkpoint's shape hash is the model's. */
-dt_status dt_checkpoint_check_hash(const char *path, uint64_t file_hash, uint64_t model_hash);
 
 /* Whether path is a whole, uncorrupted checkpoint (magic, version, sizes,
  * CRC), whatever model it is for; its meta in *meta. */

@@ -47,6 +47,7 @@ typedef struct {
     int subdivisions;       /* Darknet's, as written: the file's batch was the step's,
                                batch and accumulate above already account for it */
     dt_optim_cfg optim;     /* as written: unset values < 0 (dt_optim_create resolves them) */
+    int momentum_line;      /* line of [net] momentum= (0: not written; its default is not < 0) */
     dt_lr_schedule sched;   /* total_epochs = epochs unless set */
     char dataset[32];       /* default dataset name ("" = fashion-mnist) */
     int flip, crop_pad;     /* training augmentation */

@@ -193,13 +193,13 @@ dt_status dt_resume_check_run(const char *from, const dt_ckpt_meta *m, uint64_t 
  * past the run's last step. */
 dt_status dt_resume_check_end(const char *from, long step, long total_steps);
 
-/* Whether the checkpoint to resume from (if any) is whole, of the model of
- * this shape hash, passes dt_resume_check_run, and is before last_step (the
+/* Whether the checkpoint to resume from (if any) is whole, of net's model
+ * (else the first layer that differs is named), passes dt_resume_check_run, and is before last_step (the
  * run's end where it is known without the data set, else 0): what every
  * worker of a job checks before any mode starts, so that all end together
  * on a wrong one. What needs the data set's size (an end in epochs, a
  * position in an epoch of another data set) the trainer checks. */
-dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash, long step_samples, long last_step);
+dt_status dt_resume_check(const dt_train_opts *o, const dt_net *net, long step_samples, long last_step);
 
 /* Receives each evaluated batch's logits (n, classes): the input of the
  * softmax layer, in this worker's dataset order. */

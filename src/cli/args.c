@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtrain/suggest.h"
+
 static dt_status parse_number(const cli_flag *f, const char *v, double *out) {
     char *end;
     errno = 0;
@@ -37,6 +39,16 @@ const cli_flag *cli_flag_get(const cli_flag *flags, int nflags, const char *name
     return NULL;
 }
 
+/* "unknown flag '--max-step' (did you mean --max-steps?)". */
+static dt_status unknown_flag(const cli_flag *flags, int nflags, const char *name) {
+    dt_suggest sg;
+    dt_suggest_init(&sg, name);
+    for (int i = 0; i < nflags; i++) dt_suggest_offer(&sg, flags[i].name);
+    char hint[96];
+    dt_suggest_text(&sg, hint, sizeof hint);
+    return dt_fail(DT_ERR_USAGE, "unknown flag '%s'%s (see --help)", name, hint);
+}
+
 dt_status cli_parse(int argc, char **argv, cli_flag *flags, int nflags, const char **positional,
                     int max_pos, int *npos) {
     *npos = 0;
@@ -60,7 +72,7 @@ dt_status cli_parse(int argc, char **argv, cli_flag *flags, int nflags, const ch
         memcpy(name, a, len);
         name[len] = '\0';
         cli_flag *f = (cli_flag *)cli_flag_get(flags, nflags, name);
-        if (!f) return dt_fail(DT_ERR_USAGE, "unknown flag '%s' (see --help)", name);
+        if (!f) return unknown_flag(flags, nflags, name);
         if (f->seen) return dt_fail(DT_ERR_USAGE, "%s is given twice", name);
         if (f->type == ARG_FLAG) {
             if (eq) return dt_fail(DT_ERR_USAGE, "%s takes no value", name);

@@ -63,7 +63,8 @@ dt_status cli_load_model_over(dt_model_spec *spec, const char *path, const dt_mo
  * the CPU check of the result: the error names the flag, or the file. */
 dt_status cli_precision(dt_model_spec *spec, const char *name);
 
-/* Sets OpenBLAS threads: `threads` if > 0, else cores / ranks on this node. */
+/* Sets the OpenMP threads oneDNN runs on: `threads` if > 0, else cores /
+ * ranks on this node. */
 int cli_set_threads(int threads, const cli_env *env);
 
 /* --dataset name (NULL: the model file's, else fashion-mnist) -> kind. */

@@ -9,6 +9,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "paths.h"
 #include "dtrain/data.h"
 #include "dtrain/json.h"
 #include "dtrain/net.h"
@@ -181,6 +182,9 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
         s = dt_fail(DT_ERR_USAGE, "bench: --measure-workers applies to --profile-out");
     if (s == DT_OK && data_only && profile_out) s = dt_fail(DT_ERR_USAGE, "bench: --profile-out times the model, "
                                                              "--data-only the loader: give one");
+    const cli_path paths[] = {{"MODEL.cfg", pos[0], "the model file", 0}, {"--profile-out", profile_out, NULL, 0}};
+    if (s == DT_OK) s = cli_check_paths(paths, 2);
+    if (s == DT_OK) s = cli_make_parents(paths, 2);
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
     if (s == DT_OK && !data_only) s = cli_precision(&spec, precision);

@@ -7,6 +7,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "paths.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/json.h"
 #include "dtrain/metrics.h"
@@ -65,6 +66,32 @@ static dt_status evaluate(dt_net *net, const dt_dataset *ds, int batch, int thre
     return s;
 }
 
+/* The data sets whose images have one shape, for the hint below. */
+static const struct {
+    dt_dataset_kind kind;
+    dt_shape shape;
+} fixed_shapes[] = {{DT_DATASET_FASHION_MNIST, {1, 28, 28}}, {DT_DATASET_CIFAR10, {3, 32, 32}}};
+
+/* The model's input is not the data set's images (status s, its message
+ * said): which --dataset would fit, from the checkpoint (its class names
+ * are a folder's) or the input's shape. */
+static dt_status with_dataset_hint(dt_status s, const dt_model_spec *spec, dt_dataset_kind kind,
+                                   const dt_class_names *saved) {
+    char msg[1024], hint[256];
+    snprintf(msg, sizeof msg, "%s", dt_last_error());
+    snprintf(hint, sizeof hint, "give --dataset folder --data-dir DIR for images of another shape");
+    for (size_t i = 0; i < sizeof fixed_shapes / sizeof *fixed_shapes; i++) {
+        dt_shape f = fixed_shapes[i].shape;
+        if (fixed_shapes[i].kind != kind && f.c == spec->input.c && f.h == spec->input.h && f.w == spec->input.w)
+            snprintf(hint, sizeof hint, "its input is %s's: give --dataset %s",
+                     dt_dataset_kind_name(fixed_shapes[i].kind), dt_dataset_kind_name(fixed_shapes[i].kind));
+    }
+    if (saved->n && kind != DT_DATASET_FOLDER)
+        snprintf(hint, sizeof hint, "the checkpoint was trained on a folder data set (%d classes, '%s' first): give "
+                 "--dataset folder --data-dir DIR", saved->n, saved->names[0]);
+    return dt_fail(s, "%s; %s", msg, hint);
+}
+
 /* --split train|test -> 1|0. */
 static dt_status split_of(const char *name, int *train) {
     *train = name && strcmp(name, "train") == 0;
@@ -84,7 +111,8 @@ static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_k
                          saved->n ? saved : NULL, 0, a->weights, a->val_split, (uint64_t)a->seed};
     DT_TRY(dt_dataset_load(ds, kind, a->data_dir, train, dt_data_load_shape(spec, kind), 1, &fo));
     dt_data_normalise(*ds, spec);
-    DT_TRY(dt_check_input(spec, *ds, dt_dataset_kind_name(kind)));
+    dt_status s = dt_check_input(spec, *ds, dt_dataset_kind_name(kind));
+    if (s != DT_OK) return with_dataset_hint(s, spec, kind, saved);
     if (kind == DT_DATASET_FOLDER && (*ds)->classes > outputs)
         return dt_fail(DT_ERR_CONFIG, "%s: the model has %d outputs, fewer than the %d classes of %s/%s", spec->path,
                        outputs, (*ds)->classes, a->data_dir, train ? "train" : "test");
@@ -177,13 +205,12 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
     DT_TRY(dt_net_create(&net, &spec, spec.batch, 1));
     dt_ckpt_meta meta;
     dt_class_names saved = {0, NULL};
-    dt_ckpt_arrays arrays = {.params = net->params, .nparams = net->nparams, .state = net->state,
-                             .nstate = net->nstate, .classes = &saved};
+    dt_ckpt_arrays arrays = {.classes = &saved};
     dt_dataset *ds = NULL;
     double t0 = 0, acc = 0, loss = 0;
     int loader_threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind);
     eval_sink sink = {{0, 0, 0, 0, NULL}, NULL, 0, NULL, NULL};
-    dt_status s = dt_checkpoint_load(a->weights, net->shape_hash, &meta, &arrays);
+    dt_status s = dt_checkpoint_load_net(a->weights, net, &meta, &arrays);
     if (s == DT_OK) s = load_eval_set(&ds, a, kind, &spec, &saved, net->classes, env);
     if (s == DT_OK) s = dt_confusion_init(&sink.conf, net->classes, 5);
     if (s == DT_OK) {
@@ -259,6 +286,13 @@ int cmd_eval(int argc, char **argv, const cli_env *env) {
     }
     if (s == DT_OK && (npos != 1 || !a.weights))
         s = dt_fail(DT_ERR_USAGE, "eval: needs MODEL.cfg and --weights CHECKPOINT (see dtrain eval --help)");
+    const cli_path paths[] = {{"MODEL.cfg", a.model, "the model file", 0},
+                              {"--weights", a.weights, "the checkpoint given to --weights", 0},
+                              {"--logits-out", a.logits_out, NULL, 0}};
+    const int npaths = (int)(sizeof paths / sizeof *paths);
+    if (s == DT_OK) s = cli_check_paths(paths, npaths);
+    /* Rank 0 writes the logits. */
+    if (s == DT_OK && env->rank == 0) s = cli_make_parents(paths, npaths);
     if (s != DT_OK) return cli_report(s, env);
     cli_set_threads(a.threads, env);
     return cli_report(eval_run(&a, env), env);

@@ -1,9 +1,11 @@
 /* dtrain export MODEL.cfg --weights CHECKPOINT -o model.onnx */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "args.h"
 #include "cli.h"
+#include "paths.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/export.h"
 #include "dtrain/net.h"
@@ -15,8 +17,31 @@ static const char export_usage[] =
     "  \"probabilities\" (batch, classes). Dropout is removed, batch norm uses its\n"
     "  running statistics. See docs/EXPORT.md (also for PyTorch: scripts/export_torch.py)\n"
     "  --weights F   checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt)\n"
-    "  -o F          output file; written whole or not at all\n"
+    "  -o F          output file, written whole or not at all; its extension names the\n"
+    "                format: .onnx (another extension is refused)\n"
     "  --format F    onnx (the only format dtrain writes itself; default)\n";
+
+/* The formats export writes, by the extension of -o. */
+static const struct {
+    const char *ext, *format;
+} export_formats[] = {{".onnx", "onnx"}};
+enum { NFORMATS = (int)(sizeof export_formats / sizeof *export_formats) };
+
+/* The format -o's extension names; an unknown one is refused (a .pt file
+ * of ONNX bytes would mislead whoever loads it). */
+static dt_status format_of(const char **format, const char *out) {
+    const char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
+    char known[128] = "";
+    for (int i = 0; i < NFORMATS; i++) {
+        if (dot && (!slash || dot > slash) && strcasecmp(dot, export_formats[i].ext) == 0) {
+            *format = export_formats[i].format;
+            return DT_OK;
+        }
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", export_formats[i].ext);
+    }
+    return dt_fail(DT_ERR_USAGE, "export: -o %s: unknown extension (known: %s; for PyTorch run "
+                   "scripts/export_torch.py)", out, known);
+}
 
 static dt_status export_run(const char *model, const char *weights, const char *out) {
     dt_model_spec spec;
@@ -26,9 +51,8 @@ static dt_status export_run(const char *model, const char *weights, const char *
     DT_TRY(dt_net_create(&net, &spec, 1, 1));
     dt_ckpt_meta meta;
     dt_class_names names = {0, NULL}; /* a folder data set's, saved in the checkpoint */
-    dt_ckpt_arrays a = {.params = net->params, .nparams = net->nparams, .state = net->state, .nstate = net->nstate,
-                        .classes = &names};
-    dt_status s = dt_checkpoint_load(weights, net->shape_hash, &meta, &a);
+    dt_ckpt_arrays a = {.classes = &names};
+    dt_status s = dt_checkpoint_load_net(weights, net, &meta, &a);
     if (s == DT_OK && names.n > net->classes)
         s = dt_fail(DT_ERR_FORMAT, "%s: %d class names for a model with %d outputs", weights, names.n,
                     net->classes);
@@ -46,7 +70,7 @@ static dt_status export_run(const char *model, const char *weights, const char *
 }
 
 int cmd_export(int argc, char **argv) {
-    const char *weights = NULL, *out = NULL, *format = "onnx";
+    const char *weights = NULL, *out = NULL, *format = NULL, *by_ext = NULL;
     int help = 0;
     cli_flag flags[] = {
         {"--help", ARG_FLAG, &help, 0, 0, 0},
@@ -65,10 +89,19 @@ int cmd_export(int argc, char **argv) {
     if (s == DT_OK && (npos != 1 || !weights || !out))
         s = dt_fail(DT_ERR_USAGE,
                     "export: needs MODEL.cfg, --weights CHECKPOINT and -o FILE (see dtrain export --help)");
-    if (s == DT_OK && strcmp(format, "onnx") != 0)
+    if (s == DT_OK && format && strcmp(format, "onnx") != 0)
         s = dt_fail(DT_ERR_USAGE,
                     "export: --format %s: dtrain writes onnx; for PyTorch run scripts/export_torch.py",
                     format);
+    const cli_path paths[] = {{"MODEL.cfg", pos[0], "the model file", 0},
+                              {"--weights", weights, "the checkpoint given to --weights", 0},
+                              {"-o", out, NULL, 0}};
+    const int npaths = (int)(sizeof paths / sizeof *paths);
+    if (s == DT_OK) s = cli_check_paths(paths, npaths);
+    if (s == DT_OK) s = format_of(&by_ext, out);
+    if (s == DT_OK && format && strcmp(format, by_ext) != 0)
+        s = dt_fail(DT_ERR_USAGE, "export: --format %s but -o %s names %s", format, out, by_ext);
+    if (s == DT_OK) s = cli_make_parents(paths, npaths);
     if (s != DT_OK) return cli_report(s, &env);
     return cli_report(export_run(pos[0], weights, out), &env);
 }

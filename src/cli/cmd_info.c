@@ -205,6 +205,16 @@ static const char info_usage[] =
     "  --grad-compression C  --plan: none (default), bf16, fp16, topk:R (allreduce only)\n"
     "  --batch N         batch per worker (default: the model file's)\n";
 
+/* The flags only --plan reads are errors without it, not ignored. */
+static dt_status check_plan_flags(const cli_flag *flags, int n) {
+    static const char *const plan_only[] = {"--workers", "--servers", "--mode", "--grad-compression"};
+    for (size_t i = 0; i < sizeof plan_only / sizeof *plan_only; i++)
+        if (cli_flag_get(flags, n, plan_only[i])->seen)
+            return dt_fail(DT_ERR_USAGE, "info: %s applies to --plan (the communication plan); add --plan",
+                           plan_only[i]);
+    return DT_OK;
+}
+
 int cmd_info(int argc, char **argv, const cli_env *env) {
     int json = 0, dot = 0, batch = 0, plan = 0, workers = 2, servers = 1, help = 0;
     const char *mode = "ps-sync", *compression = "none";
@@ -229,6 +239,7 @@ int cmd_info(int argc, char **argv, const cli_env *env) {
     if (s == DT_OK && npos != 1) s = dt_fail(DT_ERR_USAGE, "info: expected one MODEL.cfg (see dtrain info --help)");
     if (s == DT_OK && json + dot + plan > 1)
         s = dt_fail(DT_ERR_USAGE, "info: --json, --dot and --plan exclude each other");
+    if (s == DT_OK && !plan) s = check_plan_flags(flags, (int)(sizeof flags / sizeof *flags));
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
     dt_net *net = NULL;

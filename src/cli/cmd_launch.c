@@ -22,6 +22,7 @@
 #include "args.h"
 #include "cli.h"
 #include "launch_run.h"
+#include "cmd_train.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ckptdir.h"
 #include "dtrain/json.h"
@@ -277,6 +278,16 @@ static dt_status check_launch(launch_opts *o, const char **rest, int nrest) {
     return DT_OK;
 }
 
+/* A train command's flags, parsed here by train's own parser before mpirun
+ * starts: a mistyped flag is one line and exit 2, not N ranks' errors and
+ * Open MPI's abort banner. (What needs the model file or the ranks is
+ * checked by the ranks, which agree on it and end in order.) */
+static dt_status check_train_flags(const char **rest, int nrest) {
+    if (strcmp(rest[0], "train") != 0) return DT_OK;
+    cli_train_args a;
+    return cli_train_parse(&a, nrest - 1, (char **)rest + 1);
+}
+
 /* mpirun's command line into args (MAX_ARGS, NULL-terminated): mpirun's
  * flags, then self and the command. At most 17 words come before rest's
  * (at most MAX_ARGS - 24), which leaves supervise room for --resume auto.
@@ -402,6 +413,7 @@ int cmd_launch(int argc, char **argv) {
         s = dt_fail(DT_ERR_USAGE, "launch: put -- between launch's flags and the command: dtrain launch -n N -- "
                     "train MODEL.cfg [flags]");
     if (s == DT_OK) s = check_launch(&o, rest, nrest);
+    if (s == DT_OK) s = check_train_flags(rest, nrest);
     if (s != DT_OK) return cli_report(s, &env);
 
     char self[4096];

@@ -5,6 +5,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "paths.h"
 #include "dtrain/plot.h"
 #include "dtrain/runlog.h"
 
@@ -76,6 +77,16 @@ static dt_status draw(const dt_runlog *runs, int nruns, dt_plot_format fmt, cons
     return data_out ? dt_plot_write_tsv(&fig, data_out) : DT_OK;
 }
 
+/* Neither output may be a log or the other output; their folders are made. */
+static dt_status check_paths(const char **logs, int nruns, const char *out, const char *data_out) {
+    cli_path p[MAX_RUNS + 2];
+    for (int i = 0; i < nruns; i++) p[i] = (cli_path){"RUN.jsonl", logs[i], "a log to plot", 0};
+    p[nruns] = (cli_path){"-o", out, NULL, 0};
+    p[nruns + 1] = (cli_path){"--data-out", data_out, NULL, 0};
+    DT_TRY(cli_check_paths(p, nruns + 2));
+    return cli_make_parents(p, nruns + 2);
+}
+
 int cmd_plot(int argc, char **argv) {
     const char *out = NULL, *data_out = NULL;
     int width = 1200, height = 800, help = 0;
@@ -97,6 +108,7 @@ int cmd_plot(int argc, char **argv) {
     if (s == DT_OK && nruns == 0) s = dt_fail(DT_ERR_USAGE, "plot: no RUN.jsonl given (see dtrain plot --help)");
     if (s == DT_OK && !out) s = dt_fail(DT_ERR_USAGE, "plot: -o FILE.svg|FILE.png is required");
     dt_plot_format fmt;
+    if (s == DT_OK) s = check_paths(paths, nruns, out, data_out);
     if (s == DT_OK) s = dt_plot_format_of(&fmt, out);
     dt_runlog runs[MAX_RUNS];
     if (s == DT_OK) s = read_runs(runs, paths, nruns);

@@ -22,6 +22,7 @@
 #include "dtrain/mem.h"
 #include "dtrain/timer.h"
 #include "grid.h"
+#include "paths.h"
 #include "sweep_report.h"
 
 #define MAX_WORDS 512
@@ -105,9 +106,19 @@ static dt_status split_args(sweep *sw, int argc, char **argv) {
     return DT_OK;
 }
 
+/* The sweep's files: the trials' inputs and --out. */
+enum { NSWEEP_PATHS = 3 };
+static const cli_path *sweep_paths(const sweep *sw, const cli_train_args *a, cli_path p[NSWEEP_PATHS]) {
+    p[0] = (cli_path){"MODEL.cfg", a->model, "the model file", 0};
+    p[1] = (cli_path){"--weights", a->weights, "the checkpoint given to --weights", 0};
+    p[2] = (cli_path){"--out", sw->out_path, NULL, 0};
+    return p;
+}
+
 /* Flags that would make trials collide (one log or checkpoint file for
  * all) or leave the two supported layouts. */
 static dt_status check_base(const sweep *sw, const cli_train_args *a) {
+    cli_path paths[NSWEEP_PATHS];
     if (a->log) return dt_fail(DT_ERR_USAGE, "--log: not for a sweep (each trial's record goes to --out)");
     if (a->timeline) return dt_fail(DT_ERR_USAGE, "--timeline: not for a sweep (trials would share the file)");
     if (a->ckpt || a->ckpt_every || a->resume)
@@ -121,7 +132,7 @@ static dt_status check_base(const sweep *sw, const cli_train_args *a) {
                 return dt_fail(DT_ERR_USAGE, "--grid: %s is swept; do not also give %s", sw->grid.axes[i].key,
                                flag);
     }
-    return DT_OK;
+    return cli_check_paths(sweep_paths(sw, a, paths), NSWEEP_PATHS);
 }
 
 /* Trial t's train words: the common ones, then --KEY VALUE per axis. */
@@ -269,6 +280,8 @@ static dt_status results_open(results *res, const sweep *sw, const cli_env *env)
     DT_TRY(dt_alloc_bytes((void **)&res->displs, (size_t)env->world * sizeof *res->displs, "sweep results"));
     DT_TRY(dt_alloc_bytes((void **)&res->got, (size_t)n * sizeof *res->got, "sweep results"));
     DT_TRY(dt_alloc_bytes((void **)&res->all, (size_t)n * sizeof *res->all, "sweep results"));
+    cli_path out = {"--out", sw->out_path, NULL, 0};
+    DT_TRY(cli_make_parents(&out, 1));
     if (sw->out_path && !(res->out = fopen(sw->out_path, "w")))
         return dt_fail(DT_ERR_IO, "--out %s: cannot open: %s", sw->out_path, strerror(errno));
     return DT_OK;

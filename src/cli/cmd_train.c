@@ -318,9 +318,12 @@ static dt_status check_mode_flags(const cli_train_args *a, const dt_dist_cfg *dc
 }
 
 /* --optimizer over the model file's: the file's keys for the old one that
- * the new one would not read are an error (momentum= aside, which nearly
- * every file writes: its default is the file's anyway). */
-static dt_status switch_optimizer(dt_optim_cfg *o, const char *name, const char *path) {
+ * the new one would not read are an error, as in the file itself; but
+ * momentum=, which nearly every file writes (for sgd), only gets a note in
+ * *note (switching a file's optimiser from the command line is what the flag
+ * is for). */
+static dt_status switch_optimizer(dt_model_spec *spec, const char *name, char *note, size_t cap) {
+    dt_optim_cfg *o = &spec->optim;
     int k = dt_optim_kind_from_name(name);
     if (k < 0) return dt_fail(DT_ERR_USAGE, "--optimizer: unknown optimizer '%s' (sgd, adam, adamw, lars, lamb)", name);
     o->kind = (dt_optim_kind)k;
@@ -331,15 +334,22 @@ static dt_status switch_optimizer(dt_optim_cfg *o, const char *name, const char 
                 {"trust_coefficient", "trust", o->trust >= 0}, {"nesterov", "nesterov", o->nesterov != 0}};
     for (size_t i = 0; i < sizeof file / sizeof *file; i++)
         if (file[i].written && !dt_optim_uses(o->kind, file[i].hyper))
-            return dt_fail(DT_ERR_USAGE, "--optimizer %s: %s sets %s=, which %s does not read (remove it)", name, path,
-                           file[i].key, name);
+            return dt_fail(DT_ERR_USAGE, "--optimizer %s: %s sets %s=, which %s does not read (remove it)", name,
+                           spec->path, file[i].key, name);
+    char who[64];
+    if (spec->momentum_line && !dt_optim_uses(o->kind, "momentum")) {
+        dt_optim_users(who, sizeof who, "momentum");
+        snprintf(note, cap, "note: %s:%d: momentum= applies only to optimizer=%s (--optimizer is %s): ignored\n",
+                 spec->path, spec->momentum_line, who, name);
+    }
     return DT_OK;
 }
 
 /* --optimizer and its hyperparameters over the model file's; a flag the
  * optimiser would not read is an error. */
-static dt_status apply_optimizer_flags(dt_optim_cfg *o, const cli_train_args *a, const char *path) {
-    if (a->optimizer) DT_TRY(switch_optimizer(o, a->optimizer, path));
+static dt_status apply_optimizer_flags(dt_model_spec *spec, const cli_train_args *a, char *note, size_t cap) {
+    dt_optim_cfg *o = &spec->optim;
+    if (a->optimizer) DT_TRY(switch_optimizer(spec, a->optimizer, note, cap));
     const struct {
         const char *flag, *hyper;
         double value;
@@ -442,7 +452,7 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
                        spec->accumulate);
     p->base_batch = dt_model_step_batch(spec); /* the file's step's batch */
     if (a->batch > 0) spec->batch = a->batch;
-    DT_TRY(apply_optimizer_flags(&spec->optim, a, spec->path));
+    DT_TRY(apply_optimizer_flags(spec, a, p->notes, sizeof p->notes));
     DT_TRY(apply_finetune_flags(spec, a));
     DT_TRY(cli_precision(spec, a->precision));
     if (a->accumulate > 0 && spec->subdivisions > 1)
@@ -551,7 +561,7 @@ static dt_status check_model(const dt_comm *comm, const cli_train_plan *p) {
     if (p->opts.max_steps > 0 && (last == 0 || p->opts.max_steps < last)) last = p->opts.max_steps;
     if (dt_mode_is_async(p->dist.mode)) last = 0;
     if (s == DT_OK)
-        s = dt_comm_agree(comm, comm->worker >= 0 ? dt_resume_check(&p->opts, net->shape_hash,
+        s = dt_comm_agree(comm, comm->worker >= 0 ? dt_resume_check(&p->opts, net,
                                                                    (long)dt_model_step_batch(&p->spec) *
                                                                        comm->nworkers, last)
                                                  : DT_OK);
@@ -608,7 +618,7 @@ static void print_start(FILE *out, const cli_train_plan *p, const dt_comm *comm,
     if (p->dist.codec.kind != DT_GC_NONE)
         fprintf(out, ", gradients as %s", dt_grad_codec_name(&p->dist.codec, codec, sizeof codec));
     print_augment(out, spec);
-    fprintf(out, "\n");
+    fprintf(out, "\n%s", p->notes);
     /* Darknet's [connected] defaults to logistic: squashed logits train
      * worse (cnn: 0.686 against 0.753 test accuracy after 300 steps). */
     if (spec->logistic_head_line)

@@ -55,6 +55,7 @@ typedef struct {
     int threads;            /* --threads (0: cores / ranks on the node) */
     long cache_mb;          /* --cache-mb (-1: a quarter of memory over the ranks on the node) */
     const char *timeline_path; /* --timeline, or NULL */
+    char notes[512];        /* "note: ...\n" lines worker 0 prints after the start-up line ("": none) */
     int agreed_failure;     /* set by cli_train_run: it failed alike on every rank, before training
                                (ranks disagree on the model), and every rank returned */
 } cli_train_plan;

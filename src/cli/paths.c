@@ -41,38 +41,79 @@ static int in_directory(const char *path, const char *dir) {
     return same_file(dirname(rp), rd);
 }
 
-typedef struct {
-    const char *flag, *path;
-} named_path;
+dt_status cli_check_paths(const cli_path *p, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!p[i].path || p[i].role) continue; /* an input, or not given */
+        for (int j = 0; j < n; j++) {
+            if (j == i || !p[j].path || !same_file(p[i].path, p[j].path)) continue;
+            if (p[j].role && !(p[i].may_replace & (1u << j)))
+                return dt_fail(DT_ERR_USAGE, "%s %s is %s: it would be overwritten", p[i].flag, p[i].path,
+                               p[j].role);
+            if (!p[j].role && j < i)
+                return dt_fail(DT_ERR_USAGE, "%s and %s name the same file (%s): one would overwrite the other",
+                               p[j].flag, p[i].flag, p[i].path);
+        }
+    }
+    return DT_OK;
+}
+
+/* mkdir -p of path's folder (nothing for a bare file name). */
+static dt_status make_parent(const char *flag, const char *path) {
+    char dir[PATH_MAX];
+    if ((size_t)snprintf(dir, sizeof dir, "%s", path) >= sizeof dir)
+        return dt_fail(DT_ERR_USAGE, "%s %s: path too long", flag, path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return DT_OK; /* the current folder, or / */
+    *slash = '\0';
+    /* Each prefix in turn, as mkdir -p: one that exists (as a folder) is kept. */
+    for (char *c = dir + 1;; c++) {
+        if (*c != '/' && *c != '\0') continue;
+        char was = *c;
+        *c = '\0';
+        struct stat st;
+        if (mkdir(dir, 0755) != 0 && (errno != EEXIST || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+            int err = errno == EEXIST ? ENOTDIR : errno;
+            return dt_fail(DT_ERR_IO, "%s %s: cannot create the folder %s: %s", flag, path, dir, strerror(err));
+        }
+        *c = was;
+        if (!was) return DT_OK;
+    }
+}
+
+dt_status cli_make_parents(const cli_path *p, int n) {
+    for (int i = 0; i < n; i++)
+        if (p[i].path && !p[i].role) DT_TRY(make_parent(p[i].flag, p[i].path));
+    return DT_OK;
+}
+
+/* The train run's files: inputs first (their bits are the may_replace
+ * masks below), then outputs. */
+enum { TRAIN_MODEL, TRAIN_RESUME, TRAIN_WEIGHTS, TRAIN_NPATHS = 7 };
+
+static void train_paths(cli_path p[TRAIN_NPATHS], const cli_train_args *a) {
+    const char *resume = a->resume && strcmp(a->resume, "auto") != 0 ? a->resume : NULL;
+    const cli_path t[TRAIN_NPATHS] = {
+        {"MODEL.cfg", a->model, "the model file", 0},
+        {"--resume", resume, "the checkpoint to resume from", 0},
+        {"--weights", a->weights, "the checkpoint given to --weights", 0},
+        {"--log", a->log, NULL, 0},
+        /* --resume F --checkpoint F continues F; --weights F --checkpoint F
+         * replaces F with the new run's, as asked. */
+        {"--checkpoint", a->ckpt, NULL, 1u << TRAIN_RESUME | 1u << TRAIN_WEIGHTS},
+        {"--checkpoint-dir", a->ckpt_dir, NULL, 1u << TRAIN_RESUME},
+        {"--timeline", a->timeline, NULL, 0},
+    };
+    memcpy(p, t, sizeof t);
+}
 
 dt_status cli_check_path_collisions(const cli_train_args *a) {
     /* The new run's checkpoints would prune it (a later step) or replace it. */
     if (a->weights && a->ckpt_dir && in_directory(a->weights, a->ckpt_dir))
         return dt_fail(DT_ERR_USAGE, "--weights %s is in --checkpoint-dir %s, whose checkpoints this run replaces: "
                        "copy it out, or give another directory", a->weights, a->ckpt_dir);
-    const char *resume = a->resume && strcmp(a->resume, "auto") != 0 ? a->resume : NULL;
-    named_path out[] = {{"--log", a->log}, {"--checkpoint", a->ckpt}, {"--checkpoint-dir", a->ckpt_dir},
-                        {"--timeline", a->timeline}};
-    int n = (int)(sizeof out / sizeof *out);
-    for (int i = 0; i < n; i++) {
-        if (!out[i].path) continue;
-        if (same_file(out[i].path, a->model))
-            return dt_fail(DT_ERR_USAGE, "%s %s is the model file: it would be overwritten", out[i].flag, out[i].path);
-        /* Continuing the checkpoint resumed from is what --resume F --checkpoint F means. */
-        if (resume && same_file(out[i].path, resume) && strcmp(out[i].flag, "--checkpoint") != 0 &&
-            strcmp(out[i].flag, "--checkpoint-dir") != 0)
-            return dt_fail(DT_ERR_USAGE, "%s %s is the checkpoint to resume from: it would be overwritten", out[i].flag,
-                           out[i].path);
-        /* --weights F --checkpoint F: the new run's checkpoints replace F, as asked. */
-        if (a->weights && same_file(out[i].path, a->weights) && strcmp(out[i].flag, "--checkpoint") != 0)
-            return dt_fail(DT_ERR_USAGE, "%s %s is the checkpoint given to --weights: it would be overwritten",
-                           out[i].flag, out[i].path);
-        for (int j = 0; j < i; j++)
-            if (out[j].path && same_file(out[i].path, out[j].path))
-                return dt_fail(DT_ERR_USAGE, "%s and %s name the same file (%s): one would overwrite the other",
-                               out[j].flag, out[i].flag, out[i].path);
-    }
-    return DT_OK;
+    cli_path p[TRAIN_NPATHS];
+    train_paths(p, a);
+    return cli_check_paths(p, TRAIN_NPATHS);
 }
 
 /* path can be written without changing it: an existing file is opened for
@@ -98,6 +139,9 @@ static dt_status writable_as(const char *flag, const char *shown, const char *pa
 static dt_status writable(const char *flag, const char *path) { return writable_as(flag, path, path); }
 
 dt_status cli_check_outputs_writable(const cli_train_args *a) {
+    cli_path p[TRAIN_NPATHS];
+    train_paths(p, a);
+    DT_TRY(cli_make_parents(p, TRAIN_NPATHS));
     if (a->log) DT_TRY(writable("--log", a->log));
     if (a->ckpt) {
         /* The checkpoint itself is replaced by renaming its temporary file. */

@@ -1,17 +1,36 @@
-/* The files a train run writes, checked before it trains: none may be the
- * model file, an input or another output (a typo must not destroy a file),
- * and each must be writable (found now, not when the first checkpoint is
- * due). */
+/* The files a command reads and writes, checked before anything is
+ * written: no output may be an input or another output (a typo must not
+ * destroy a file), their folders are made (mkdir -p), and train's must be
+ * writable (found now, not when the first checkpoint is due). Every
+ * subcommand describes its files in one cli_path table. */
 #ifndef DTRAIN_CLI_PATHS_H
 #define DTRAIN_CLI_PATHS_H
 
 #include "cmd_train.h"
 
+/* One file of a command: an input when role says what it is ("the model
+ * file"), else an output. Files are the same by identity (device and inode
+ * when both exist, else the normalised path). */
+typedef struct {
+    const char *flag;      /* "-o", "--log"; for a positional, its name in the usage ("MODEL.cfg") */
+    const char *path;      /* NULL: not given */
+    const char *role;      /* inputs: "the model file"; NULL: an output */
+    unsigned may_replace;  /* outputs: bit j set when it may name input j (train's --resume F --checkpoint F) */
+} cli_path;
+
+/* DT_ERR_USAGE naming the flag when an output of p[0..n) is an input (not
+ * allowed by may_replace) or an earlier output. */
+dt_status cli_check_paths(const cli_path *p, int n);
+
+/* Creates the folders of p's outputs that do not exist (DT_ERR_IO naming
+ * the flag and the folder when one cannot be). */
+dt_status cli_make_parents(const cli_path *p, int n);
+
 /* Collisions between a's paths (every rank: the answer is the same). */
 dt_status cli_check_path_collisions(const cli_train_args *a);
 
 /* Whether the outputs worker 0 writes can be written (--log, --checkpoint,
- * --checkpoint-dir, which is created): call it on worker 0 only. Nothing
+ * --checkpoint-dir, which is created; the folders of all are made): call it on worker 0 only. Nothing
  * existing is truncated or changed. */
 dt_status cli_check_outputs_writable(const cli_train_args *a);
 

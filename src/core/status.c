@@ -2,7 +2,8 @@
 
 #include <stdarg.h>
 
-static _Thread_local char last_error[512];
+/* Room for a model-file error listing every key of [net]. */
+static _Thread_local char last_error[2048];
 
 dt_status dt_fail(dt_status s, const char *fmt, ...) {
     va_list ap;

@@ -23,12 +23,16 @@
 #include <string.h>
 
 #include "dtrain/data.h"
+#include "dtrain/suggest.h"
 #include "dtrain/textfile.h"
 #include "layers/layer_keys.h"
 
 #define MAX_LINE 4096          /* characters per line, without the newline */
 #define MAX_FILE (16 << 20)    /* a model file is a few hundred bytes; refuse anything huge */
 #define MAX_KEYS 64            /* keys of the largest section ([net]: 41), with room to grow */
+/* A model-file error: room for every key of the largest section (no list
+ * of valid keys is cut short); dt_fail keeps 2048 bytes. */
+#define DT_SECTION_MSG_MAX 1800
 #define EPOCHS_MAX 100000
 
 /* ---- key tables (types in layers/layer_keys.h) --------------------------- */
@@ -183,7 +187,7 @@ struct dt_section {
 };
 
 dt_status dt_section_error(const dt_section *p, int line, const char *fmt, ...) {
-    char msg[400];
+    char msg[DT_SECTION_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -440,6 +444,7 @@ static const struct {
 
 static dt_status check_optimizer_keys(dt_section *p) {
     dt_optim_cfg *o = &p->m->optim;
+    p->m->momentum_line = dt_section_key_line(p, "momentum");
     for (size_t i = 0; i < sizeof optim_keys / sizeof *optim_keys; i++) {
         int line = dt_section_key_line(p, optim_keys[i].key);
         if (!line || dt_optim_uses(o->kind, optim_keys[i].hyper)) continue;
@@ -601,11 +606,18 @@ static dt_status end_section(dt_section *p) {
 }
 
 static dt_status unknown_section(const dt_section *p, const char *name) {
-    char valid[300] = "net";
+    char valid[DT_SECTION_MSG_MAX - 200] = "net";
     for (int k = 0; k < DT_LAYER_KIND_COUNT; k++)
         append_item(valid, sizeof valid, dt_layer_ops_of((dt_layer_kind)k)->name);
     append_item(valid, sizeof valid, "cost");
-    return dt_section_error(p, p->line, "unknown section [%.64s] (valid: %s)", name, valid);
+    dt_suggest sg;
+    dt_suggest_init(&sg, name);
+    dt_suggest_offer(&sg, "net");
+    for (int k = 0; k < DT_LAYER_KIND_COUNT; k++) dt_suggest_offer(&sg, dt_layer_ops_of((dt_layer_kind)k)->name);
+    dt_suggest_offer(&sg, "cost");
+    char hint[96];
+    return dt_section_error(p, p->line, "unknown section [%.64s]%s (valid: %s)", name,
+                            dt_suggest_text(&sg, hint, sizeof hint), valid);
 }
 
 /* [cost]: only once, right after [softmax]. */
@@ -690,6 +702,18 @@ static dt_status parse_header(dt_section *p, char *s) {
     return begin_section(p, s + 1);
 }
 
+/* Every key of the section (no list is cut short) and the nearest to key. */
+static dt_status unknown_key(const dt_section *p, const char *key) {
+    char valid[DT_SECTION_MSG_MAX - 200], hint[96];
+    list_keys(valid, sizeof valid, p->keys);
+    if (!valid[0]) return dt_section_error(p, p->line, "[%s] takes no keys (got %.64s=)", p->sec_name, key);
+    dt_suggest sg;
+    dt_suggest_init(&sg, key);
+    for (int i = 0; p->keys[i].name; i++) dt_suggest_offer(&sg, p->keys[i].name);
+    return dt_section_error(p, p->line, "unknown key '%.64s' in [%s]%s (valid: %s)", key, p->sec_name,
+                            dt_suggest_text(&sg, hint, sizeof hint), valid);
+}
+
 static dt_status parse_assignment(dt_section *p, char *s) {
     char *eq = strchr(s, '=');
     if (!eq) return dt_section_error(p, p->line, "expected key=value or [section], got '%.64s'", s);
@@ -701,13 +725,7 @@ static dt_status parse_assignment(dt_section *p, char *s) {
         return dt_section_error(p, p->line, "%.64s= before any section; the file must start with [net]",
                        key);
     int i = find_key(p->keys, key);
-    if (i < 0) {
-        char valid[300];
-        list_keys(valid, sizeof valid, p->keys);
-        if (!valid[0]) return dt_section_error(p, p->line, "[%s] takes no keys (got %.64s=)", p->sec_name, key);
-        return dt_section_error(p, p->line, "unknown key '%.64s' in [%s] (valid: %s)", key, p->sec_name,
-                       valid);
-    }
+    if (i < 0) return unknown_key(p, key);
     if (p->seen[i])
         return dt_section_error(p, p->line, "duplicate key %s in [%s] (first at line %d)", key,
                        p->sec_name, p->seen[i]);

@@ -10,7 +10,6 @@
 #include <zlib.h>
 
 #include "dtrain/mem.h"
-#include "dtrain/model.h"
 #include "dtrain/optim.h"
 
 static const char magic[8] = {'D', 'T', 'C', 'K', 'P', 'T', '0', '1'};
@@ -80,13 +79,6 @@ static dt_status write_names(writer *w, const dt_class_names *c) {
     return s;
 }
 
-/* Version 7's layer table: u32 {nlayers, 0}, then the entries. */
-static dt_status write_layers(writer *w, const dt_ckpt_arrays *a) {
-    uint32_t head[2] = {a->layers ? (uint32_t)a->nlayers : 0, 0};
-    DT_TRY(write_all(w, head, sizeof head));
-    return head[0] ? write_all(w, a->layers, head[0] * sizeof *a->layers) : DT_OK; /* (NULL would reset the CRC) */
-}
-
 /* Version 5's worker-state section: u32 {nworkers, 0}, u64 floats each,
  * then every worker's floats. */
 static dt_status write_worker_state(writer *w, const dt_ckpt_arrays *a) {
@@ -97,6 +89,31 @@ static dt_status write_worker_state(writer *w, const dt_ckpt_arrays *a) {
     DT_TRY(write_all(w, head, sizeof head));
     DT_TRY(write_all(w, &each, sizeof each));
     return bytes ? write_all(w, a->worker_state, bytes) : DT_OK; /* (a NULL buffer would reset the CRC) */
+}
+
+/* Version 7's epoch accounting: 4 words of 8 bytes. */
+typedef struct {
+    double loss_sum;
+    uint64_t loss_count;
+    double last_loss;
+    int64_t evaluated_step;
+} disk_epoch;
+_Static_assert(sizeof(disk_epoch) == 32, "epoch section must have no padding");
+
+static dt_status write_epoch(writer *w, const dt_ckpt_meta *m) {
+    disk_epoch e = {m->epoch_loss_sum, m->epoch_loss_count, m->last_epoch_loss, m->evaluated_step};
+    return write_all(w, &e, sizeof e);
+}
+
+_Static_assert(sizeof(dt_ckpt_layer) == 56, "a layer's record must have no padding");
+
+/* Version 7's architecture: u32 nlayers, u32 input c, h, w, the layers. */
+static dt_status write_arch(writer *w, const dt_ckpt_arch *arch) {
+    uint32_t head[4] = {arch ? (uint32_t)arch->nlayers : 0, 0, 0, 0};
+    if (arch) memcpy(head + 1, arch->input, sizeof arch->input);
+    DT_TRY(write_all(w, head, sizeof head));
+    /* (a NULL buffer would reset the CRC) */
+    return head[0] ? write_all(w, arch->layers, head[0] * sizeof *arch->layers) : DT_OK;
 }
 
 static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
@@ -123,7 +140,8 @@ static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_a
     DT_TRY(write_names(w, a->classes));
     DT_TRY(write_worker_state(w, a));
     DT_TRY(write_all(w, &meta->step_samples, sizeof meta->step_samples));
-    DT_TRY(write_layers(w, a));
+    DT_TRY(write_epoch(w, meta));
+    DT_TRY(write_arch(w, a->arch));
     uint32_t crc = (uint32_t)w->crc;
     return write_all(w, &crc, sizeof crc);
 }
@@ -132,12 +150,12 @@ uint64_t dt_checkpoint_bytes(const dt_ckpt_arrays *a) {
     uint64_t names = 0, floats = (uint64_t)a->nparams + a->nstate + a->nopt_state;
     for (int i = 0; a->classes && i < a->classes->n; i++) names += strlen(a->classes->names[i]) + 1;
     if (a->worker_state && a->worker_floats) floats += (uint64_t)a->nworkers * a->worker_floats;
-    uint64_t layers = a->layers ? (uint64_t)a->nlayers * sizeof *a->layers : 0;
+    uint64_t layers = a->arch ? (uint64_t)a->arch->nlayers * sizeof(dt_ckpt_layer) : 0;
     /* header, the arrays, the loss figures, the names' and the worker
-     * state's heads, step_samples, the layer table, the CRC */
+     * state's heads, step_samples, the epoch, the architecture, the CRC */
     return sizeof(disk_header) + floats * sizeof(float) + 3 * sizeof(double) + 2 * sizeof(uint32_t) + names +
-           2 * sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint64_t) + 2 * sizeof(uint32_t) + layers +
-           sizeof(uint32_t);
+           2 * sizeof(uint32_t) + sizeof(uint64_t) + sizeof(uint64_t) + sizeof(disk_epoch) + 4 * sizeof(uint32_t) +
+           layers + sizeof(uint32_t);
 }
 
 dt_status dt_sync_dir_of(const char *path) {
@@ -185,9 +203,9 @@ static dt_status read_exact(FILE *f, void *buf, size_t n, uLong *crc, const char
 
 static dt_status check_position(const disk_header *h, const char *path);
 
-/* a == NULL (verify only): magic, version and position, not the model. */
-static dt_status check_header(const disk_header *h, uint64_t expect_hash, const dt_ckpt_arrays *a,
-                              const char *path) {
+/* a == NULL (verify only, or another model's file): magic, version and
+ * position, not the sizes (the caller compares the shape hash first). */
+static dt_status check_header(const disk_header *h, const dt_ckpt_arrays *a, const char *path) {
     if (memcmp(h->magic, magic, sizeof magic) != 0)
         return dt_fail(DT_ERR_FORMAT, "%s: not a dtrain checkpoint (bad magic)", path);
     if (h->version < 1 || h->version > DT_CKPT_VERSION)
@@ -199,7 +217,6 @@ static dt_status check_header(const disk_header *h, uint64_t expect_hash, const 
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint names optimizer %u, this dtrain knows %d", path, h->optimizer,
                        DT_OPT_COUNT);
     if (!a) return check_position(h, path); /* dt_checkpoint_verify: no model to compare with */
-    DT_TRY(dt_checkpoint_check_hash(path, h->shape_hash, expect_hash));
     if (h->nparams != a->nparams || h->nstate != a->nstate)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint holds %llu parameters and %llu state values, "
                        "the model has %zu and %zu", path, (unsigned long long)h->nparams,
@@ -265,18 +282,29 @@ static size_t workers_head_bytes(const disk_header *h) {
     return h->version >= 5 ? 2 * sizeof(uint32_t) + sizeof(uint64_t) : 0;
 }
 
-/* Version 7's layer table head: u32 {nlayers, 0} (bytes). */
-static size_t layers_head_bytes(const disk_header *h) { return h->version >= 7 ? 2 * sizeof(uint32_t) : 0; }
-
 /* Version 6's samples per step, after the worker state (bytes). */
 static size_t step_samples_bytes(const disk_header *h) { return h->version >= 6 ? sizeof(uint64_t) : 0; }
 
-/* The version 5 section, `bytes` long by the file's size (at most, from
- * version 7: the layer table's entries follow): its head in
- * workers[0..1] (nworkers, floats each), and worker a->worker's part into
- * *mine (allocated) when the file holds what a asks for. */
-static dt_status read_workers(FILE *f, uint64_t bytes, int h7, uLong *crc, const dt_ckpt_arrays *a,
-                              uint64_t workers[2], float **mine, const char *path) {
+/* Version 7's epoch section and the architecture's head (bytes). */
+static size_t epoch_bytes(const disk_header *h) { return h->version >= 7 ? sizeof(disk_epoch) : 0; }
+static size_t arch_head_bytes(const disk_header *h) { return h->version >= 7 ? 4 * sizeof(uint32_t) : 0; }
+
+/* What a file holds after its arrays, as read (version 1 defaults until
+ * read). */
+typedef struct {
+    double figures[3];     /* the version 2 trailer */
+    uint64_t workers[2];   /* version 5: workers, floats each */
+    uint64_t step_samples; /* version 6 */
+    disk_epoch epoch;      /* version 7 */
+    dt_ckpt_arch arch;     /* version 7 (layers allocated) */
+} file_tail;
+
+/* The version 5 section, up to `bytes` long by the file's size (exactly,
+ * before version 7, which has the architecture after it): its head in
+ * tail->workers, and worker a->worker's part into *mine (allocated) when the
+ * file holds what a asks for. */
+static dt_status read_workers(FILE *f, uint64_t bytes, int exact, uLong *crc, const dt_ckpt_arrays *a,
+                              file_tail *tail, float **mine, const char *path) {
     uint32_t head[2];
     uint64_t each;
     DT_TRY(read_exact(f, head, sizeof head, crc, path));
@@ -286,11 +314,11 @@ static dt_status read_workers(FILE *f, uint64_t bytes, int h7, uLong *crc, const
     /* None is 0 x 0: one count of zero alone would be a loop over nothing
      * (2^32 - 1 workers of no floats) or a size with no worker. */
     if ((n == 0) != (each == 0) || (each && n > bytes / sizeof(float) / each) ||
-        (n * each * sizeof(float) != bytes && !(h7 && n * each * sizeof(float) < bytes)))
+        (exact ? n * each * sizeof(float) != bytes : n * each * sizeof(float) > bytes))
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint worker state of %llu x %llu floats, the file holds %llu "
                        "bytes: truncated or corrupt", path, (unsigned long long)n, (unsigned long long)each,
                        (unsigned long long)bytes);
-    workers[0] = n, workers[1] = each;
+    tail->workers[0] = n, tail->workers[1] = each;
     int take = a && a->worker_state && n == (uint64_t)a->nworkers && each == a->worker_floats && a->worker >= 0 &&
                (uint64_t)a->worker < n;
     if (take) DT_TRY(dt_alloc_floats(mine, (size_t)each, path));
@@ -300,32 +328,51 @@ static dt_status read_workers(FILE *f, uint64_t bytes, int h7, uLong *crc, const
     return DT_OK;
 }
 
-/* The version 7 layer table, whose entries fill the `bytes` of the file
- * left before the CRC; *out allocated (NULL when empty), its length in *n. */
-static dt_status read_layers(FILE *f, uint64_t bytes, uLong *crc, dt_ckpt_layer **out, int *n, const char *path) {
-    uint32_t head[2];
-    *out = NULL;
-    *n = 0;
+/* Version 7's architecture, whose layers take exactly `bytes` (what is
+ * left of the file before the CRC). */
+static dt_status read_arch(FILE *f, uint64_t bytes, uLong *crc, dt_ckpt_arch *arch, const char *path) {
+    uint32_t head[4];
     DT_TRY(read_exact(f, head, sizeof head, crc, path));
-    if (head[1] != 0) return dt_fail(DT_ERR_FORMAT, "%s: checkpoint layer table has a non-zero reserved word", path);
-    if (head[0] > DT_MAX_LAYERS || head[0] * sizeof **out != bytes)
-        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint layer table of %u layers, the file holds %llu bytes: "
+    if (head[0] > DT_CKPT_MAX_LAYERS || (uint64_t)head[0] * sizeof(dt_ckpt_layer) != bytes)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint architecture of %u layers, the file holds %llu bytes for it: "
                        "truncated or corrupt", path, head[0], (unsigned long long)bytes);
+    memcpy(arch->input, head + 1, sizeof arch->input);
     if (!head[0]) return DT_OK;
-    DT_TRY(dt_alloc_bytes((void **)out, head[0] * sizeof **out, path));
-    *n = (int)head[0];
-    return read_exact(f, *out, head[0] * sizeof **out, crc, path);
+    void *p;
+    DT_TRY(dt_alloc_bytes(&p, bytes, path));
+    arch->layers = p;
+    arch->nlayers = (int)head[0];
+    return read_exact(f, arch->layers, bytes, crc, path);
+}
+
+/* The sections after the arrays, `rest` bytes beyond the fixed ones: the
+ * class names (into *names), the workers' state (this worker's into
+ * *mine), the samples per step, the epoch and the architecture. */
+static dt_status read_tail(FILE *f, const disk_header *h, uint64_t rest, uLong *crc, const dt_ckpt_arrays *a,
+                           file_tail *tail, uint32_t names_head[2], char **names, float **mine, const char *path) {
+    DT_TRY(read_exact(f, tail->figures, trailer_bytes(h), crc, path));
+    DT_TRY(read_exact(f, names_head, names_head_bytes(h), crc, path));
+    if (names_head[1] > DT_CKPT_MAX_NAME_BYTES || names_head[1] > rest || (h->version < 5 && names_head[1] != rest))
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint class names of %u bytes, the file holds %llu: truncated or "
+                       "corrupt", path, names_head[1], (unsigned long long)rest);
+    void *p = NULL;
+    DT_TRY(dt_alloc_bytes(&p, names_head[1], path));
+    *names = p;
+    DT_TRY(read_exact(f, *names, names_head[1], crc, path));
+    rest -= names_head[1];
+    if (h->version >= 5) DT_TRY(read_workers(f, rest, h->version < 7, crc, a, tail, mine, path));
+    rest -= tail->workers[0] * tail->workers[1] * sizeof(float);
+    DT_TRY(read_exact(f, &tail->step_samples, step_samples_bytes(h), crc, path));
+    DT_TRY(read_exact(f, &tail->epoch, epoch_bytes(h), crc, path));
+    return h->version >= 7 ? read_arch(f, rest, crc, &tail->arch, path) : DT_OK;
 }
 
 /* Reads the arrays into one scratch block, checks the CRC, and only then
- * copies into the caller's arrays, so a corrupt file changes nothing.
- * figures: the version 2 trailer (left as it is for version 1); workers:
- * the version 5 worker state's counts (left as they are before);
- * step_samples: version 6's (left as it is before); take: NULL, or
- * receives the whole file's arrays and layer table (a == NULL). */
-static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const dt_ckpt_arrays *a,
-                               dt_ckpt_file *take, double figures[3], uint64_t workers[2], uint64_t *step_samples,
-                               const char *path) {
+ * copies into the caller's arrays, so a corrupt file changes nothing; the
+ * sections after them into *tail (left as they are where the version has
+ * none). */
+static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const dt_ckpt_arrays *a, file_tail *tail,
+                               dt_ckpt_file *take, const char *path) {
     size_t total = (size_t)(h->nparams + h->nstate + h->nopt_state), bytes;
     if (h->nopt_state > (uint64_t)SIZE_MAX / 8 || total < h->nopt_state)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint sizes overflow", path);
@@ -338,41 +385,23 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
         return dt_fail(DT_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     uint64_t left = st.st_size > at ? (uint64_t)(st.st_size - at) : 0;
     /* Everything but the class names (version 4: up to
-     * DT_CKPT_MAX_NAME_BYTES, their size follows the arrays) and the
-     * workers' state (version 5: its size follows the names). */
-    uint64_t promised = (uint64_t)bytes + trailer_bytes(h) + names_head_bytes(h) + layers_head_bytes(h) +
-                        workers_head_bytes(h) + step_samples_bytes(h) + sizeof(uint32_t);
+     * DT_CKPT_MAX_NAME_BYTES, their size follows the arrays), the workers'
+     * state (version 5: its size follows the names) and the layers
+     * (version 7: their count follows the workers' state). */
+    uint64_t promised = (uint64_t)bytes + trailer_bytes(h) + names_head_bytes(h) + workers_head_bytes(h) +
+                        step_samples_bytes(h) + epoch_bytes(h) + arch_head_bytes(h) + sizeof(uint32_t);
     uint64_t most = promised + (h->version >= 4 ? DT_CKPT_MAX_NAME_BYTES : 0);
     if (left < promised || (h->version < 5 && left > most))
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is %llu bytes, its header promises %llu%s: "
                        "truncated or corrupt", path, (unsigned long long)(sizeof *h + left),
                        (unsigned long long)(sizeof *h + promised), most > promised ? " and class names" : "");
-    const uint64_t rest = left - promised; /* the names' bytes, the layer table's, then the workers' state */
     float *buf, *mine = NULL;              /* (total); (worker_floats) this worker's state */
     char *names = NULL;                    /* (names_head[1]) */
     DT_TRY(dt_alloc_floats(&buf, total, path));
     uint32_t stored, names_head[2] = {0, 0}; /* count, bytes */
-    double trailer[3];
     dt_class_names parsed = {0, NULL};
     dt_status s = read_exact(f, buf, bytes, &crc, path);
-    if (s == DT_OK) s = read_exact(f, trailer, trailer_bytes(h), &crc, path);
-    if (s == DT_OK) s = read_exact(f, names_head, names_head_bytes(h), &crc, path);
-    if (s == DT_OK && (names_head[1] > DT_CKPT_MAX_NAME_BYTES || names_head[1] > rest ||
-                       (h->version < 5 && names_head[1] != rest)))
-        s = dt_fail(DT_ERR_FORMAT, "%s: checkpoint class names of %u bytes, the file holds %llu: truncated or "
-                    "corrupt", path, names_head[1], (unsigned long long)rest);
-    void *p = NULL;
-    if (s == DT_OK) s = dt_alloc_bytes(&p, names_head[1], path);
-    names = p;
-    if (s == DT_OK) s = read_exact(f, names, names_head[1], &crc, path);
-    if (s == DT_OK && h->version >= 5)
-        s = read_workers(f, rest - names_head[1], h->version >= 7, &crc, a, workers, &mine, path);
-    uint64_t samples = 0;
-    if (s == DT_OK) s = read_exact(f, &samples, step_samples_bytes(h), &crc, path);
-    dt_ckpt_layer *layers = NULL; /* (nlayers) */
-    int nlayers = 0;
-    uint64_t table = rest - names_head[1] - workers[0] * workers[1] * sizeof(float); /* the table's entries */
-    if (s == DT_OK && h->version >= 7) s = read_layers(f, table, &crc, &layers, &nlayers, path);
+    if (s == DT_OK) s = read_tail(f, h, left - promised, &crc, a, tail, names_head, &names, &mine, path);
     if (s == DT_OK && fread(&stored, 1, sizeof stored, f) != sizeof stored)
         s = dt_fail(DT_ERR_FORMAT, "%s: truncated checkpoint (no checksum)", path);
     if (s == DT_OK && stored != (uint32_t)crc)
@@ -387,18 +416,48 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
         if (a->classes) *a->classes = parsed;
         if (mine) memcpy(a->worker_state, mine, a->worker_floats * sizeof(float));
     }
-    if (s == DT_OK && trailer_bytes(h)) memcpy(figures, trailer, sizeof trailer);
-    if (s == DT_OK && step_samples_bytes(h)) *step_samples = samples;
-    if (s == DT_OK && take) { /* the whole file's arrays, handed over */
-        *take = (dt_ckpt_file){buf, h->nparams, buf + h->nparams, h->nstate, layers, nlayers};
+    if (s == DT_OK && take) { /* the block is theirs now: parameters, then state */
+        take->params = buf;
+        take->nparams = (size_t)h->nparams;
+        take->state = buf + h->nparams;
+        take->nstate = (size_t)h->nstate;
         buf = NULL;
-        layers = NULL;
     }
-    dt_free(layers);
     dt_free(mine);
     dt_free(names);
     dt_free(buf);
     return s;
+}
+
+/* The header after the magic, which is checked first: a file that is not a
+ * checkpoint at all (a text file given as --weights) is said to be so, not
+ * "truncated". */
+static dt_status read_header(FILE *f, disk_header *h, uLong *crc, const char *name) {
+    size_t got = fread(h, 1, sizeof magic, f);
+    if (got < sizeof magic || memcmp(h->magic, magic, sizeof magic) != 0)
+        return dt_fail(DT_ERR_FORMAT, "%s: not a dtrain checkpoint (%s)", name,
+                       got == 0 ? "empty file" : got < sizeof magic ? "too short" : "bad magic");
+    *crc = crc32(*crc, (const Bytef *)h, sizeof magic);
+    return read_exact(f, (char *)h + sizeof magic, sizeof *h - sizeof magic, crc, name);
+}
+
+/* The message for a checkpoint of another model: the first layer that
+ * differs when the file records its architecture (version 7), else the
+ * parameter counts. */
+static dt_status other_model(const char *path, const disk_header *h, const dt_ckpt_arch *file,
+                             const dt_ckpt_arrays *a) {
+    char diff[512];
+    if (h->version >= 7 && a->arch && dt_ckpt_arch_diff(diff, sizeof diff, file, a->arch))
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is for a different model: %s", path, diff);
+    if (h->nparams != a->nparams || h->nstate != a->nstate)
+        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is for a different model: it holds %llu parameters and %llu "
+                       "state values, the model has %zu and %zu%s", path, (unsigned long long)h->nparams,
+                       (unsigned long long)h->nstate, a->nparams, a->nstate,
+                       h->version < 7 ? " (a checkpoint before version 7 does not record its layers)" : "");
+    return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is for a different model: the same number of parameters (%zu), "
+                   "but another architecture%s", path, a->nparams,
+                   h->version < 7 ? " (a checkpoint before version 7 does not record its layers)"
+                                  : " (the layers' connections differ)");
 }
 
 /* dt_checkpoint_load_fd, or with take (a == NULL) dt_checkpoint_read_file's read. */
@@ -414,21 +473,30 @@ static dt_status load_fd(int fd, const char *name, uint64_t expect_hash, dt_ckpt
     }
     disk_header h;
     uLong crc = crc32(0L, Z_NULL, 0);
-    double figures[3] = {0, 0, -1}; /* version 1: unknown */
-    uint64_t workers[2] = {0, 0};   /* before version 5: none */
-    uint64_t step_samples = 0;      /* before version 6: unknown */
-    dt_status s = read_exact(f, &h, sizeof h, &crc, name);
-    if (s == DT_OK) s = check_header(&h, expect_hash, a, name);
+    /* Before version 2 unknown figures; before 5 no workers' state; before 6
+     * samples per step unknown; before 7 no evaluation recorded. */
+    file_tail tail = {{0, 0, -1}, {0, 0}, 0, {0, 0, 0, -1}, {{0, 0, 0}, 0, NULL}};
+    dt_status s = read_header(f, &h, &crc, name);
+    /* Another model's checkpoint is read whole (its architecture is at its
+     * end) and nothing copied, then named. */
+    int mismatch = s == DT_OK && a && h.shape_hash != expect_hash;
+    if (s == DT_OK) s = check_header(&h, mismatch ? NULL : a, name);
     /* Another optimiser's state: a whole file (CRC checked, nothing
      * copied) that this run cannot continue, which is a usage error; a
      * damaged one is a format error like any other. */
-    int other = s == DT_OK && a && a->opt_state && h.optimizer != (uint32_t)a->optimizer;
-    if (s == DT_OK) s = read_verified(f, &h, crc, other ? NULL : a, take, figures, workers, &step_samples, name);
+    int other = s == DT_OK && a && !mismatch && a->opt_state && h.optimizer != (uint32_t)a->optimizer;
+    if (s == DT_OK) s = read_verified(f, &h, crc, other || mismatch ? NULL : a, &tail, take, name);
+    if (s == DT_OK && mismatch) s = other_model(name, &h, &tail.arch, a);
     if (s == DT_OK && other)
         s = dt_fail(DT_ERR_USAGE, "%s: checkpoint holds the state of optimizer %s, this run uses %s "
                     "(--optimizer %s continues it)", name, dt_optim_kind_name((dt_optim_kind)h.optimizer),
                     dt_optim_kind_name((dt_optim_kind)a->optimizer), dt_optim_kind_name((dt_optim_kind)h.optimizer));
     fclose(f);
+    if (s == DT_OK && take) { /* the layers are theirs now */
+        take->arch = tail.arch;
+        memset(&tail.arch, 0, sizeof tail.arch);
+    }
+    dt_ckpt_arch_free(&tail.arch);
     if (s != DT_OK) return s;
     meta->shape_hash = h.shape_hash;
     meta->seed = h.seed;
@@ -436,13 +504,17 @@ static dt_status load_fd(int fd, const char *name, uint64_t expect_hash, dt_ckpt
     meta->net_step = h.net_step;
     meta->epoch = h.epoch;
     meta->step_in_epoch = h.step_in_epoch;
-    meta->loss = figures[0];
-    meta->best_loss = figures[1];
-    meta->best_accuracy = figures[2];
+    meta->loss = tail.figures[0];
+    meta->best_loss = tail.figures[1];
+    meta->best_accuracy = tail.figures[2];
     meta->optimizer = (int)h.optimizer;
-    meta->file_nworkers = workers[0];
-    meta->file_worker_floats = workers[1];
-    meta->step_samples = step_samples;
+    meta->file_nworkers = tail.workers[0];
+    meta->file_worker_floats = tail.workers[1];
+    meta->step_samples = tail.step_samples;
+    meta->epoch_loss_sum = tail.epoch.loss_sum;
+    meta->epoch_loss_count = tail.epoch.loss_count;
+    meta->last_epoch_loss = tail.epoch.last_loss;
+    meta->evaluated_step = tail.epoch.evaluated_step;
     return DT_OK;
 }
 
@@ -451,12 +523,7 @@ dt_status dt_checkpoint_load_fd(int fd, const char *name, uint64_t expect_hash, 
     return load_fd(fd, name, expect_hash, meta, a, NULL);
 }
 
-dt_status dt_checkpoint_check_hash(const char *path, uint64_t file_hash, uint64_t model_hash) {
-    if (file_hash == model_hash) return DT_OK;
-    return dt_fail(DT_ERR_FORMAT, "%s: checkpoint is for a different model (shape hash %016llx, model has %016llx)",
-                   path, (unsigned long long)file_hash, (unsigned long long)model_hash);
-}
-
+/* Opens path (a directory is a usage error) for load_fd. */
 static dt_status load_path(const char *path, uint64_t expect_hash, dt_ckpt_meta *meta, const dt_ckpt_arrays *a,
                            dt_ckpt_file *take) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -478,15 +545,17 @@ dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_met
 }
 
 dt_status dt_checkpoint_read_file(const char *path, dt_ckpt_meta *meta, dt_ckpt_file *out) {
-    *out = (dt_ckpt_file){NULL, 0, NULL, 0, NULL, 0};
-    return load_path(path, 0, meta, NULL, out);
+    memset(out, 0, sizeof *out);
+    dt_status s = load_path(path, 0, meta, NULL, out);
+    if (s != DT_OK) dt_ckpt_file_free(out);
+    return s;
 }
 
 void dt_ckpt_file_free(dt_ckpt_file *f) {
     if (!f) return;
     dt_free(f->params);
-    dt_free(f->layers);
-    *f = (dt_ckpt_file){NULL, 0, NULL, 0, NULL, 0};
+    dt_ckpt_arch_free(&f->arch);
+    memset(f, 0, sizeof *f);
 }
 
 dt_status dt_checkpoint_verify(const char *path, dt_ckpt_meta *meta) {

@@ -1,4 +1,4 @@
-/* Checkpoints' layer tables, and `--weights CK --partial`: a model takes
+/* `--weights CK --partial`: a model takes
  * the layers it shares with another model's checkpoint (fine-tuning a new
  * head on a trained trunk, as PyTorch's load_state_dict(strict=False) and
  * Darknet's partial do). Layers are paired by position: layer i of the
@@ -12,36 +12,14 @@
 #include "dtrain/mem.h"
 #include "trainer_impl.h"
 
-static void shape_words(int32_t out[3], dt_shape s) {
-    out[0] = s.c;
-    out[1] = s.h;
-    out[2] = s.w;
-}
-
-dt_status dt_net_ckpt_layers(const dt_net *net, dt_ckpt_layer **out) {
-    DT_TRY(dt_alloc_bytes((void **)out, (size_t)net->nlayers * sizeof **out, "checkpoint layer table"));
-    for (int i = 0; i < net->nlayers; i++) {
-        const dt_layer *l = &net->layers[i];
-        dt_ckpt_layer *e = &(*out)[i];
-        memset(e, 0, sizeof *e);
-        e->kind = (uint32_t)l->spec.kind;
-        shape_words(e->in, l->in);
-        shape_words(e->out, l->out);
-        e->nw = l->nw;
-        e->nb = l->nb;
-        e->nstate = l->nstate;
-    }
-    return DT_OK;
-}
-
 static const char *kind_name(uint32_t kind) {
     const dt_layer_ops *ops = dt_layer_ops_of((dt_layer_kind)kind);
     return ops ? ops->name : "?";
 }
 
 /* "16x14x14" */
-static const char *shape_text(char *buf, size_t cap, const int32_t s[3]) {
-    snprintf(buf, cap, "%dx%dx%d", s[0], s[1], s[2]);
+static const char *shape_text(char *buf, size_t cap, const uint32_t s[3]) {
+    snprintf(buf, cap, "%ux%ux%u", s[0], s[1], s[2]);
     return buf;
 }
 
@@ -68,9 +46,9 @@ static const char *mismatch(const dt_ckpt_layer *mine, const dt_ckpt_layer *e, c
  * CRC but was written by a buggy writer must not make us read past it). */
 static dt_status check_table(const dt_ckpt_file *f, const char *path) {
     uint64_t np = 0, ns = 0;
-    for (int j = 0; j < f->nlayers; j++) {
-        np += f->layers[j].nw + f->layers[j].nb;
-        ns += f->layers[j].nstate;
+    for (int j = 0; j < f->arch.nlayers; j++) {
+        np += f->arch.layers[j].nw + f->arch.layers[j].nb;
+        ns += f->arch.layers[j].nstate;
     }
     if (np != f->nparams || ns != f->nstate)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint layer table sums to %llu parameters and %llu state values, the "
@@ -87,7 +65,7 @@ static void take_layers(dt_trainer *t, const dt_ckpt_file *f, const dt_ckpt_laye
     char why[256], line[512], shape[64];
     dt_report_line(&t->rep, "--partial: layer  kind            output      parameters  from the checkpoint");
     for (int i = 0; i < net->nlayers; i++) {
-        const dt_ckpt_layer *e = i < f->nlayers ? &f->layers[i] : NULL;
+        const dt_ckpt_layer *e = i < f->arch.nlayers ? &f->arch.layers[i] : NULL;
         mismatch(&mine[i], e, why, sizeof why);
         size_t np = mine[i].nw + mine[i].nb, ns = mine[i].nstate;
         if (!why[0]) {
@@ -126,11 +104,11 @@ dt_status dt_trainer_warm_start_partial(dt_trainer *t) {
     dt_ckpt_meta m;
     dt_ckpt_file f;
     DT_TRY(dt_checkpoint_read_file(from, &m, &f));
-    dt_ckpt_layer *mine = NULL;
-    dt_status s = f.layers ? check_table(&f, from)
-                           : dt_fail(DT_ERR_USAGE, "--partial: %s has no layer table (written before dtrain kept "
-                                     "one, checkpoint version 7); --weights without --partial loads it whole", from);
-    if (s == DT_OK) s = dt_net_ckpt_layers(t->net, &mine);
+    const dt_ckpt_layer *mine = t->arch.layers; /* (net->nlayers) the model's */
+    dt_status s = f.arch.nlayers ? check_table(&f, from)
+                                 : dt_fail(DT_ERR_USAGE, "--partial: %s has no layer table (written before dtrain "
+                                           "kept one, checkpoint version 7); --weights without --partial loads it "
+                                           "whole", from);
     int loaded = 0, with_params = 0;
     if (s == DT_OK) {
         take_layers(t, &f, mine, &loaded);
@@ -140,7 +118,6 @@ dt_status dt_trainer_warm_start_partial(dt_trainer *t) {
                         "shapes (nothing to start from)", from);
     }
     if (s == DT_OK) s = log_partial(t, from, m.step, loaded, with_params);
-    dt_free(mine);
     dt_ckpt_file_free(&f);
     return s;
 }

@@ -43,21 +43,25 @@ dt_status dt_resume_check_end(const char *from, long step, long total_steps) {
 }
 
 typedef struct {
-    uint64_t shape_hash;
+    const dt_net *net;
     dt_ckpt_meta *m;
 } verify_ctx;
 
-/* Whole (CRC), then of this model; the arrays are not read. */
+/* Whole (CRC), then of this model; the arrays are not read. Another
+ * model's is read again as the net's, whose refusal names the first layer
+ * that differs (nothing is copied into the net). */
 static dt_status verify_one(const char *path, void *ctx) {
     verify_ctx *v = ctx;
     DT_TRY(dt_checkpoint_verify(path, v->m));
-    return dt_checkpoint_check_hash(path, v->m->shape_hash, v->shape_hash);
+    if (v->m->shape_hash == v->net->shape_hash) return DT_OK;
+    dt_ckpt_arrays a = {0};
+    return dt_checkpoint_load_net(path, v->net, v->m, &a);
 }
 
-dt_status dt_resume_check(const dt_train_opts *o, uint64_t shape_hash, long step_samples, long last_step) {
+dt_status dt_resume_check(const dt_train_opts *o, const dt_net *net, long step_samples, long last_step) {
     if (!o->resume_path) return DT_OK;
     dt_ckpt_meta m;
-    verify_ctx v = {shape_hash, &m};
+    verify_ctx v = {net, &m};
     char from[4096];
     DT_TRY(dt_resume_find(o, verify_one, NULL, &v, from, sizeof from));
     if (!from[0]) return DT_OK;

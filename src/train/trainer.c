@@ -198,6 +198,20 @@ static dt_status agree_periodically(dt_trainer *t, int *stop) {
     return DT_OK;
 }
 
+/* --max-steps past the run's end: the model file's length ends it first,
+ * which is said rather than run silently short. */
+static void note_run_shorter(dt_trainer *t, long max_steps) {
+    char line[768];
+    if (t->spec->sched.max_batches > 0)
+        snprintf(line, sizeof line, "note: --max-steps %ld is past the run's end: %s's max_batches=%d ends it at step "
+                 "%ld", max_steps, t->spec->path, t->spec->sched.max_batches, t->total_steps);
+    else
+        snprintf(line, sizeof line, "note: --max-steps %ld is past the run's end: it ends at step %ld (%d epoch%s of "
+                 "%d steps: %s's epochs=, or --epochs)", max_steps, t->total_steps, t->epochs,
+                 t->epochs == 1 ? "" : "s", t->steps_per_epoch, t->spec->path);
+    dt_report_line(&t->rep, line);
+}
+
 /* What a worker sets up alone, before any message: its report, net,
  * optimiser, data, loader and the checkpoint it resumes. */
 static dt_status setup(dt_trainer *t) {
@@ -207,6 +221,7 @@ static dt_status setup(dt_trainer *t) {
                           o->quiet, o->progress_tty, o->resume_path != NULL));
     DT_TRY(dt_net_create(&t->net, spec, spec->batch, o->seed));
     t->net->timeline = o->timeline;
+    DT_TRY(dt_ckpt_arch_of(&t->arch, t->net));
     DT_TRY(dt_optim_create(&t->optim, &spec->optim, t->net, NULL));
     DT_TRY(dt_alloc_floats(&t->own_opt_state, dt_trainer_opt_floats(t), "optimiser state"));
     t->opt_state = t->own_opt_state;
@@ -237,6 +252,7 @@ static dt_status setup(dt_trainer *t) {
                                 : spec->epochs;
     t->total_steps = max_batches > 0 ? max_batches : (long)spec->epochs * t->steps_per_epoch;
     if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
+    if (o->max_steps > t->total_steps) note_run_shorter(t, o->max_steps);
     /* Independent workers share the whole run's budget of steps; one may do
      * up to all of them (the strategy says when the budget is spent). */
     if (t->sync->independent) t->total_steps *= o->world;
@@ -279,7 +295,10 @@ static dt_status start(dt_trainer *t) {
     return dt_report_log(&t->rep, json);
 }
 
-static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double *loss) {
+/* An evaluation after `done` epochs (a whole number at an epoch's end; the
+ * run's last may come part way into one, which is said, not rounded up). */
+static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, double *loss) {
+    int epoch = (int)ceil(done - 1e-9), partial = done < epoch - 1e-9;
     double t0 = dt_now();
     DT_TRY(dt_trainer_agree(t, NULL, 1));
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
@@ -289,13 +308,18 @@ static dt_status evaluate_and_log(dt_trainer *t, int epoch, double *acc, double 
                      (dt_tl_arg[]){{"epoch", epoch}}, 1);
     char json[256];
     snprintf(json, sizeof json,
-             "{\"event\":\"eval\",\"step\":%ld,\"epoch\":%d,\"test_accuracy\":%.4f,\"test_loss\":%.4f,"
-             "\"train_loss\":%.4f,\"elapsed_s\":%.2f}",
-             t->step, epoch, *acc, *loss, t->last_epoch_loss, dt_now() - t->rep.start);
+             "{\"event\":\"eval\",\"step\":%ld,\"epoch\":%d,\"epochs\":%.3f,\"test_accuracy\":%.4f,"
+             "\"test_loss\":%.4f,\"train_loss\":%.4f,\"elapsed_s\":%.2f}",
+             t->step, epoch, done, *acc, *loss, t->last_epoch_loss, dt_now() - t->rep.start);
     DT_TRY(dt_report_log(&t->rep, json));
-    char line[160];
-    snprintf(line, sizeof line, "epoch %d: test accuracy %.4f, test loss %.4f, train loss %.4f",
-             epoch, *acc, *loss, t->last_epoch_loss);
+    t->evaluated_step = t->step;
+    char line[200], when[64];
+    if (partial)
+        snprintf(when, sizeof when, "epoch %d (partial: %.3f epochs, step %ld)", epoch, done, t->step);
+    else
+        snprintf(when, sizeof when, "epoch %d", epoch);
+    snprintf(line, sizeof line, "%s: test accuracy %.4f, test loss %.4f, train loss %.4f", when, *acc, *loss,
+             t->last_epoch_loss);
     dt_report_line(&t->rep, line);
     /* Every worker is here at the same step (the caller's contract). */
     if (t->opts->checkpoint_dir && *acc > t->best_acc) {
@@ -434,9 +458,22 @@ static dt_status stop_run(dt_trainer *t, int all) {
     return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step, wrote ? "; checkpoint written" : "");
 }
 
+/* --checkpoint-every's checkpoint of this step; at an epoch's last step it
+ * waits for the evaluation that comes next (every lockstep worker does
+ * alike), so that a run restarted from it does not evaluate that epoch
+ * again. */
+static dt_status periodic_checkpoint(dt_trainer *t) {
+    int epoch, pos;
+    dt_loader_position(t->loader, &epoch, &pos);
+    if (pos == t->steps_per_epoch && !t->sync->independent && t->step < t->total_steps) {
+        t->ckpt_after_eval = 1;
+        return DT_OK;
+    }
+    return dt_trainer_save_checkpoint(t, !t->sync->independent, 0);
+}
+
 static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
     const dt_train_opts *o = t->opts;
-    long evaluated_at_step = -1;
     while (t->step < t->total_steps && !t->done) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
@@ -456,14 +493,17 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
             t->last_epoch_loss = t->loss_count ? t->loss_sum / (double)t->loss_count : 0;
             t->loss_sum = 0;
             t->loss_count = 0;
-            if (t->sync->independent) continue; /* evaluated once, at the end */
+            /* Independent workers evaluate once, at the end; a run resumed
+             * from the checkpoint written after this epoch's evaluation
+             * (its end) does not repeat it. */
+            if (t->sync->independent || t->evaluated_step == t->step) continue;
             DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
-            evaluated_at_step = t->step;
+            if (t->ckpt_after_eval) DT_TRY(dt_trainer_save_checkpoint(t, 1, 0));
+            t->ckpt_after_eval = 0;
             continue;
         }
         DT_TRY(train_step(t, x, y, n, epoch));
-        if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0)
-            DT_TRY(dt_trainer_save_checkpoint(t, !t->sync->independent, 0));
+        if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0) DT_TRY(periodic_checkpoint(t));
         double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
         double eta = ips > 0 ? (double)(t->total_steps - t->step) * dt_model_step_batch(t->spec) / ips : 0;
         int asked = o->progress_request && atomic_exchange(o->progress_request, 0); /* SIGUSR1 */
@@ -478,10 +518,10 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         DT_TRY(dt_trainer_agree(t, &stop, 1));
         if (stop) return stop_run(t, 1);
     }
-    if (evaluated_at_step != t->step) {
+    if (t->evaluated_step != t->step) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
-        DT_TRY(evaluate_and_log(t, pos == 0 ? epoch : epoch + 1, acc, test_loss));
+        DT_TRY(evaluate_and_log(t, epoch + (double)pos / t->steps_per_epoch, acc, test_loss));
     }
     DT_TRY(dt_trainer_save_checkpoint(t, 1, 0));
     if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
@@ -499,6 +539,7 @@ static void teardown(dt_trainer *t) {
     dt_free(t->all_residuals);
     dt_optim_free(t->optim);
     dt_net_free(t->net);
+    dt_ckpt_arch_free(&t->arch);
 }
 
 dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_sync *sync,
@@ -508,7 +549,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     t.spec = spec;
     t.opts = opts;
     t.best_acc = -1;
-    t.good_step = t.skipped_step = t.saved_step = t.agree_due = -1;
+    t.good_step = t.skipped_step = t.saved_step = t.agree_due = t.evaluated_step = -1;
     t.sync = sync;
     sync->stats.server_cpu_share = -1;
     memset(summary, 0, sizeof *summary);

@@ -14,7 +14,8 @@
 static dt_ckpt_arrays ckpt_arrays(dt_trainer *t) {
     dt_ckpt_arrays a = {t->net->params, t->net->nparams, t->net->state, t->net->nstate,
                         t->opt_state, dt_trainer_opt_floats(t), t->spec->optim.kind, &t->train_ds->class_names,
-                        NULL, 0, 0, 0, NULL, 0}; /* the worker state and layers: set by the caller where they apply */
+                        NULL, 0, 0, 0, /* the worker state: set by the caller where it applies */
+                        &t->arch};
     return a;
 }
 
@@ -122,18 +123,12 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
     dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch, step_in_epoch,
                       smoothed_loss(t), t->best_loss, t->best_acc, t->spec->optim.kind, (uint64_t)step_samples(t),
-                      0, 0};
+                      0, 0, t->loss_sum, (uint64_t)t->loss_count, t->last_epoch_loss, t->evaluated_step};
     a.worker_state = t->all_residuals; /* gathered by the strategy (NULL: none kept) */
     a.worker_floats = t->net->nparams;
     a.nworkers = t->opts->world;
-    dt_ckpt_layer *layers; /* (nlayers) what another model's --partial pairs its layers with */
-    DT_TRY(dt_net_ckpt_layers(t->net, &layers));
-    a.layers = layers;
-    a.nlayers = t->net->nlayers;
     double t0 = dt_now();
-    dt_status s = dt_checkpoint_save(path, &m, &a);
-    dt_free(layers);
-    DT_TRY(s);
+    DT_TRY(dt_checkpoint_save(path, &m, &a));
     if (!best) {
         if (t->opts->checkpoint_dir) DT_TRY(dt_ckptdir_commit(t->opts->checkpoint_dir, t->step, t->keep));
         t->good_step = t->step;
@@ -153,13 +148,7 @@ dt_status dt_trainer_check_ckpt_room(dt_trainer *t) {
         a.worker_floats = t->net->nparams;
         a.nworkers = t->opts->world;
     }
-    dt_ckpt_layer *layers; /* as write_checkpoint writes them */
-    DT_TRY(dt_net_ckpt_layers(t->net, &layers));
-    a.layers = layers;
-    a.nlayers = t->net->nlayers;
-    uint64_t bytes = dt_checkpoint_bytes(&a);
-    dt_free(layers);
-    DT_TRY(dt_ckptdir_check_space(t->opts->checkpoint_dir, bytes, &t->keep, t->opts->keep_fewer));
+    DT_TRY(dt_ckptdir_check_space(t->opts->checkpoint_dir, dt_checkpoint_bytes(&a), &t->keep, t->opts->keep_fewer));
     if (t->keep < t->opts->keep) {
         char line[256];
         snprintf(line, sizeof line, "--checkpoint-dir %s: room for %d checkpoint%s, not --keep %d: keeping %d "
@@ -237,6 +226,13 @@ dt_status dt_trainer_resume(dt_trainer *t, int *resumed) {
     t->best_loss = m.best_loss;
     t->best_acc = m.best_accuracy;
     resume_loss(t, m.loss);
+    /* The epoch goes on as if uninterrupted: its train_loss counts the
+     * steps before the checkpoint, and an evaluation logged at the
+     * checkpoint's step is not repeated. */
+    t->loss_sum = m.epoch_loss_sum;
+    t->loss_count = (long)m.epoch_loss_count;
+    t->last_epoch_loss = m.last_epoch_loss;
+    t->evaluated_step = m.evaluated_step;
     /* Batch size and data set are not part of the model's shape hash. */
     if (dt_loader_seek(t->loader, m.epoch, m.step_in_epoch) != DT_OK)
         return dt_fail(DT_ERR_USAGE, "--resume %s: the checkpoint stopped at step %d of an epoch, "
@@ -270,9 +266,8 @@ dt_status dt_trainer_warm_start(dt_trainer *t) {
     const char *from = t->opts->weights_path;
     dt_ckpt_meta m;
     dt_class_names classes = {0, NULL};
-    dt_ckpt_arrays a = {.params = t->net->params, .nparams = t->net->nparams, .state = t->net->state,
-                        .nstate = t->net->nstate, .classes = &classes};
-    dt_status s = dt_checkpoint_load(from, t->net->shape_hash, &m, &a);
+    dt_ckpt_arrays a = {.classes = &classes};
+    dt_status s = dt_checkpoint_load_net(from, t->net, &m, &a);
     if (s == DT_OK) s = dt_trainset_check_classes(t->train_ds, &classes, "--weights", from);
     dt_class_names_free(&classes);
     if (s != DT_OK) return s;

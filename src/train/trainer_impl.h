@@ -5,6 +5,7 @@
 #ifndef DTRAIN_TRAIN_TRAINER_IMPL_H
 #define DTRAIN_TRAIN_TRAINER_IMPL_H
 
+#include "dtrain/checkpoint.h"
 #include "dtrain/train.h"
 #include "report.h"
 
@@ -30,6 +31,9 @@ struct dt_trainer {
     double loss_sum;          /* current epoch's summed per-sample loss and count */
     long loss_count;
     double last_epoch_loss;   /* mean loss of the last finished (or current) epoch */
+    long evaluated_step;      /* step of the last evaluation logged (-1: none); carried by checkpoints */
+    int ckpt_after_eval;      /* --checkpoint-every's checkpoint of an epoch's last step, due after its evaluation */
+    dt_ckpt_arch arch;        /* the net's, for checkpoints (a resume from another model's names the layer) */
     long images;              /* images trained on by this worker since start/resume */
     double train_time;        /* seconds spent in training steps */
     long steps_run;           /* steps run since start/resume */
@@ -93,10 +97,6 @@ dt_status dt_trainer_check_ckpt_room(dt_trainer *t);
 dt_status dt_trainer_warm_start(dt_trainer *t);
 
 /* partial.c */
-
-/* The net's layer table as a checkpoint stores it (*out allocated,
- * nlayers entries; the caller frees it with dt_free). */
-dt_status dt_net_ckpt_layers(const dt_net *net, dt_ckpt_layer **out);
 
 /* --weights --partial: the layers the checkpoint shares with the model, in
  * place, loaded; a table of what was loaded and skipped printed. */
