@@ -15,7 +15,7 @@ DT=$PWD/build/dtrain
 ABORT=(--stall-timeout 20 --stall-abort "$S")
 [ "$S" = default ] && ABORT=() # train's defaults: --stall-timeout 60, --stall-abort 600
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"; DT_CLUSTER=dtf DT_CLUSTER_HOST=f DT_CLUSTER_NET=10.76.0 bash scripts/cluster.sh down > /dev/null 2>&1' EXIT
+trap 'rm -rf "$TMP"' EXIT
 wait_for() { for _ in $(seq 1 $(($3 * 10))); do grep -qE "$2" "$1" 2> /dev/null && return 0; sleep 0.1; done; return 1; }
 RUN=(train examples/mlp.cfg --dataset synthetic --threads 1 --quiet --epochs 100000 --no-prefetch --mode allreduce
      "${ABORT[@]}")
@@ -37,6 +37,7 @@ fi
 if [ "$CASES" != frozen ]; then
     export DT_CLUSTER=dtf DT_CLUSTER_HOST=f DT_CLUSTER_NET=10.76.0
     bash scripts/cluster.sh up 2 > /dev/null || exit 1
+    trap 'rm -rf "$TMP"; bash scripts/cluster.sh down > /dev/null 2>&1' EXIT
     "$DT" launch --hosts f1:1,f2:1 --launch-agent "$PWD/scripts/cluster.sh agent" --max-restarts 1 --min-workers 1 -- \
         "${RUN[@]}" --max-steps 3000 --slow-worker 0:10 --checkpoint-every 200 --checkpoint-dir "$TMP/ck" \
         --log "$TMP/link.jsonl" > "$TMP/link.out" 2>&1 &
