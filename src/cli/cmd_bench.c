@@ -18,7 +18,7 @@
 #include "dtrain/timer.h"
 
 /* The next training batch of ld, past an epoch's end marker (n == 0). */
-static dt_status next_batch(dt_loader *ld, const float **x, const uint8_t **y, int *n) {
+static dt_status next_batch(dt_loader *ld, const float **x, const dt_label **y, int *n) {
     DT_TRY(dt_loader_next(ld, x, y, n));
     return *n == 0 ? dt_loader_next(ld, x, y, n) : DT_OK;
 }
@@ -39,7 +39,7 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
     for (int i = 0; s == DT_OK && i < warmup + steps; i++) {
         if (i == warmup) t0 = dt_now();
         const float *x;
-        const uint8_t *y;
+        const dt_label *y;
         int n;
         s = next_batch(ld, &x, &y, &n);
         if (s != DT_OK) break;
@@ -93,13 +93,13 @@ static dt_status bench_data(const dt_model_spec *spec, int steps, const data_arg
                         .out = spec->input,
                         .prefetch = 1, .threads = threads};
     double t0 = dt_now(), load_s = 0, dt = 0;
-    dt_status s = dt_dataset_load(&ds, kind, d->data_dir, 1, dt_data_load_shape(spec, kind), 1, &fo);
+    dt_status s = dt_dataset_load(&ds, kind, d->data_dir, 1, dt_data_load_shape(spec, kind), 0, 1, &fo);
     if (s == DT_OK) load_s = dt_now() - t0, s = dt_loader_create(&ld, ds, &lc);
     const int warmup = 3;
     for (int i = 0; s == DT_OK && i < warmup + steps; i++) {
         if (i == warmup) t0 = dt_now();
         const float *x;
-        const uint8_t *y;
+        const dt_label *y;
         int n;
         s = next_batch(ld, &x, &y, &n);
     }

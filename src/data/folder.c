@@ -19,13 +19,15 @@
 typedef struct {
     dt_data_buf paths;  /* every file's path, NUL-terminated, back to back */
     dt_data_buf at;     /* (n) size_t: where file i's path starts in paths */
-    dt_data_buf labels; /* (n) uint8_t */
+    dt_data_buf labels; /* (n) dt_label */
     int n;
 } file_list;
 
 static const char *file_path(const file_list *f, int i) {
     return (const char *)f->paths.p + ((const size_t *)(const void *)f->at.p)[i];
 }
+
+static dt_label *file_labels(const file_list *f) { return (dt_label *)(void *)f->labels.p; }
 
 static void file_list_free(file_list *f) {
     dt_data_buf_free(&f->paths);
@@ -38,10 +40,10 @@ static dt_status file_list_add(file_list *f, const char *path, int label) {
     if (f->n >= DT_DATA_MAX_SAMPLES)
         return dt_fail(DT_ERR_FORMAT, "%s: more than %d images in the data set", path, DT_DATA_MAX_SAMPLES);
     size_t off = f->paths.len;
-    uint8_t byte = (uint8_t)label;
+    dt_label y = (dt_label)label;
     DT_TRY(dt_data_buf_put(&f->paths, path, strlen(path) + 1, "image file list"));
     DT_TRY(dt_data_buf_put(&f->at, &off, sizeof off, "image file list"));
-    DT_TRY(dt_data_buf_put(&f->labels, &byte, 1, "image file list"));
+    DT_TRY(dt_data_buf_put(&f->labels, &y, sizeof y, "image file list"));
     f->n++;
     return DT_OK;
 }
@@ -59,7 +61,7 @@ typedef struct {
     const dt_folder_opts *o;
     file_list files;
     dt_class_names names;                   /* the dataset's classes (label = index) */
-    uint8_t present[DT_DATA_MAX_CLASSES];   /* 1: the class has a folder here */
+    uint8_t *present;                       /* (labels) 1: the class has a folder here */
     int skipped;
     char *first_skip;                       /* the first skipped file's error */
     int ignored;                            /* files not of an image extension */
@@ -164,9 +166,13 @@ static dt_status scan_split(scan *sc) {
     struct dirent **names;
     int n;
     DT_TRY(list_dir(&names, &n, dir));
-    dt_status s = DT_OK;
-    char *own[DT_DATA_MAX_CLASSES]; /* views of the class folders' names, for the copy below */
-    int nclasses = 0;
+    /* own: (n) views of the class folders' names, for the copy below;
+     * present: (labels) as the scan struct says. */
+    char **own = NULL;
+    int nclasses = 0, labels = o->classes && o->classes->n > n ? o->classes->n : n;
+    dt_status s = dt_alloc_bytes((void **)&own, sizeof *own * (size_t)(n ? n : 1), "class folder list");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&sc->present, (size_t)(labels ? labels : 1), "class folder list");
+    if (s == DT_OK) memset(sc->present, 0, (size_t)(labels ? labels : 1));
     for (int i = 0; s == DT_OK && i < n; i++) {
         char path[4096];
         const char *name = names[i]->d_name;
@@ -199,6 +205,7 @@ static dt_status scan_split(scan *sc) {
             s = dt_fail(DT_ERR_FORMAT, "%s: no folder for class '%s', which %s has", dir, o->classes->names[i],
                         o->classes_from ? o->classes_from : "the model");
     if (s == DT_OK) s = dt_class_names_copy(&sc->names, o->classes ? o->classes : &(dt_class_names){nclasses, own});
+    dt_free(own);
     free_list(names, n);
     return s;
 }
@@ -207,17 +214,18 @@ static dt_status scan_split(scan *sc) {
 
 /* Of each class's m files (sorted), k = round(share x m) in [1, m - 1]
  * drawn by a partial Fisher-Yates shuffle from the seed and the class, so
- * the train and test loads (and every rank) draw the same. */
+ * the train and test loads (and every rank) draw the same. A class's files
+ * are one run of the list (its folder's, scanned in one go), so the draw
+ * is O(n) however many classes there are. */
 static dt_status mark_held(const scan *sc, double share, uint8_t *held) {
     const file_list *f = &sc->files;
+    const dt_label *y = file_labels(f);
     int *idx; /* (n) the files of the class being drawn */
     DT_TRY(dt_alloc_bytes((void **)&idx, (size_t)(f->n ? f->n : 1) * sizeof *idx, "held-out split"));
     dt_status s = DT_OK;
-    for (int c = 0; s == DT_OK && c < sc->names.n; c++) {
-        int m = 0;
-        for (int i = 0; i < f->n; i++)
-            if (f->labels.p[i] == c) idx[m++] = i;
-        if (m == 0) continue; /* a class the test folders lack (eval) */
+    for (int run = 0, end; s == DT_OK && run < f->n; run = end) {
+        int c = y[run], m = 0;
+        for (end = run; end < f->n && y[end] == c; end++) idx[m++] = end;
         int k = (int)(share * m + 0.5);
         k = k < 1 ? 1 : k > m - 1 ? m - 1 : k;
         if (m < 2)
@@ -248,7 +256,7 @@ static dt_status hold_out(scan *sc) {
     for (int i = 0; s == DT_OK && i < f->n; i++)
         if (held[i] == (v > 0)) {
             at[kept] = at[i];
-            f->labels.p[kept++] = f->labels.p[i];
+            file_labels(f)[kept++] = file_labels(f)[i];
         }
     if (s == DT_OK) f->n = kept;
     dt_free(held);
@@ -297,17 +305,21 @@ static dt_status drop_bad(scan *sc, decode_job *j) {
             continue;
         }
         at[kept] = at[i];
-        f->labels.p[kept] = f->labels.p[i];
+        file_labels(f)[kept] = file_labels(f)[i];
         if (j->images && kept != i) memmove(j->images + (size_t)kept * sample, j->images + (size_t)i * sample, sample);
         kept++;
     }
     f->n = kept;
-    int count[DT_DATA_MAX_CLASSES] = {0};
-    for (int i = 0; i < kept; i++) count[f->labels.p[i]]++;
-    for (int c = 0; c < sc->names.n; c++)
-        if (sc->present[c] && count[c] == 0)
-            return dt_fail(DT_ERR_FORMAT, "%s/%s: no readable images in this class folder (all skipped)", sc->dir,
-                           sc->names.names[c]);
+    uint8_t *left; /* (classes) 1: the class kept a file */
+    DT_TRY(dt_alloc_bytes((void **)&left, (size_t)sc->names.n, "class counts"));
+    memset(left, 0, (size_t)sc->names.n);
+    for (int i = 0; i < kept; i++) left[file_labels(f)[i]] = 1;
+    int c = 0;
+    while (c < sc->names.n && (!sc->present[c] || left[c])) c++;
+    dt_free(left);
+    if (c < sc->names.n)
+        return dt_fail(DT_ERR_FORMAT, "%s/%s: no readable images in this class folder (all skipped)", sc->dir,
+                       sc->names.names[c]);
     return DT_OK;
 }
 
@@ -363,12 +375,13 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
     if ((shape.c != 1 && shape.c != 3) || !dt_data_shape_ok(shape))
         return dt_fail(DT_ERR_CONFIG, "a folder data set gives images of 1 (luminance) or 3 (RGB) channels of up "
                        "to %dx%d, not %dx%dx%d", DT_DATA_MAX_DIM, DT_DATA_MAX_DIM, shape.c, shape.h, shape.w);
-    scan sc = {dir, o, {{0}, {0}, {0}, 0}, {0, NULL}, {0}, 0, NULL, 0, NULL};
+    scan sc = {dir, o, {{0}, {0}, {0}, 0}, {0, NULL}, NULL, 0, NULL, 0, NULL};
     uint8_t *images = NULL;
     dt_dataset *ds = NULL;
     dt_status s = scan_split(&sc);
     if (s == DT_OK) s = hold_out(&sc);
     if (s == DT_OK) s = decode_all(&sc, shape, &images);
+    dt_free(sc.present);
     if (s == DT_OK) s = dt_data_new_labels(&ds, sc.files.n, shape, sc.names.n);
     void *p = NULL;
     if (s == DT_OK && !images) s = dt_alloc_bytes(&p, sizeof(source), "image source");
@@ -381,7 +394,7 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
         dt_free(sc.first_ignored);
         return s;
     }
-    memcpy(ds->labels, sc.files.labels.p, (size_t)sc.files.n);
+    memcpy(ds->labels, sc.files.labels.p, (size_t)sc.files.n * sizeof *ds->labels);
     ds->class_names = sc.names;
     ds->skipped = sc.skipped;
     ds->skipped_first = sc.first_skip;
