@@ -1,7 +1,7 @@
 /* Datasets and the training/evaluation loader.
  *
- * A dataset is held in memory as bytes: images (N, C, H, W) uint8 and labels
- * (N) uint8, plus the per-channel normalisation applied when a batch is made:
+ * A dataset is held in memory as images (N, C, H, W) uint8 and labels (N)
+ * dt_label (int32: ImageNet-22K's classes fit), plus the per-channel normalisation applied when a batch is made:
  * x = (byte / 255 - mean[c]) / std[c]. A folder dataset too large for its
  * memory budget keeps only its labels and a fetch callback that decodes a
  * sample's bytes when the loader's threads build a batch; everything after
