@@ -79,6 +79,9 @@ typedef struct {
     int ignored;                    /* folder datasets: files not of an image extension (README,
                                        Thumbs.db), left out as torchvision's ImageFolder does */
     char *ignored_first;            /* ... the first one's path (NULL when none) */
+    double scan_s;                  /* folder datasets: seconds spent listing the class folders */
+    size_t list_bytes;              /* folder datasets: bytes of the file list (paths, offsets,
+                                       labels) built by the scan, kept while images are fetched */
 } dt_dataset;
 
 typedef enum {

@@ -136,6 +136,17 @@ dt_status dt_data_new(dt_dataset **out, int n, dt_shape shape, int classes) {
     return DT_OK;
 }
 
+dt_status dt_data_buf_fit(dt_data_buf *b, const char *what) {
+    if (b->len == b->cap || b->len == 0) return DT_OK;
+    void *p;
+    DT_TRY(dt_alloc_bytes(&p, b->len, what));
+    memcpy(p, b->p, b->len);
+    dt_free(b->p);
+    b->p = p;
+    b->cap = b->len;
+    return DT_OK;
+}
+
 dt_status dt_data_buf_put(dt_data_buf *b, const void *bytes, size_t n, const char *what) {
     if (n > SIZE_MAX - b->len) return dt_fail(DT_ERR_NOMEM, "%s: size overflows", what);
     DT_TRY(buf_reserve(b, b->len + n, SIZE_MAX, what));

@@ -14,17 +14,27 @@
 #include "dtrain/mem.h"
 #include "dtrain/pool.h"
 #include "dtrain/rng.h"
+#include "dtrain/timer.h"
 
 /* The files of a split in sample order: by class folder, then file name. */
 typedef struct {
-    dt_data_buf paths;  /* every file's path, NUL-terminated, back to back */
-    dt_data_buf at;     /* (n) size_t: where file i's path starts in paths */
+    /* The split's folder, then every file's path relative to it
+     * ("class/file.jpg"), each NUL-terminated, back to back: at ImageNet's
+     * 1.28 M files the folder is not repeated in each (bytes per file:
+     * docs/IMAGES.md). */
+    dt_data_buf paths;
+    dt_data_buf at;     /* (n) size_t: where file i's relative path starts in paths */
     dt_data_buf labels; /* (n) dt_label */
     int n;
 } file_list;
 
-static const char *file_path(const file_list *f, int i) {
-    return (const char *)f->paths.p + ((const size_t *)(const void *)f->at.p)[i];
+enum { PATH_CAP = 4096 }; /* every path was joined into this much at the scan */
+
+/* File i's whole path, in buf (PATH_CAP bytes). */
+static const char *file_path(const file_list *f, int i, char *buf) {
+    const char *rel = (const char *)f->paths.p + ((const size_t *)(const void *)f->at.p)[i];
+    snprintf(buf, PATH_CAP, "%s/%s", (const char *)f->paths.p, rel);
+    return buf;
 }
 
 static dt_label *file_labels(const file_list *f) { return (dt_label *)(void *)f->labels.p; }
@@ -36,12 +46,22 @@ static void file_list_free(file_list *f) {
     f->n = 0;
 }
 
-static dt_status file_list_add(file_list *f, const char *path, int label) {
+static dt_status file_list_fit(file_list *f) {
+    DT_TRY(dt_data_buf_fit(&f->paths, "image file list"));
+    DT_TRY(dt_data_buf_fit(&f->at, "image file list"));
+    return dt_data_buf_fit(&f->labels, "image file list");
+}
+
+/* path is dir (the split's folder, the list's first entry), '/', then the
+ * file's path inside it. */
+static dt_status file_list_add(file_list *f, const char *dir, const char *path, int label) {
     if (f->n >= DT_DATA_MAX_SAMPLES)
         return dt_fail(DT_ERR_FORMAT, "%s: more than %d images in the data set", path, DT_DATA_MAX_SAMPLES);
+    if (f->paths.len == 0) DT_TRY(dt_data_buf_put(&f->paths, dir, strlen(dir) + 1, "image file list"));
     size_t off = f->paths.len;
     dt_label y = (dt_label)label;
-    DT_TRY(dt_data_buf_put(&f->paths, path, strlen(path) + 1, "image file list"));
+    const char *rel = path + strlen(dir) + 1;
+    DT_TRY(dt_data_buf_put(&f->paths, rel, strlen(rel) + 1, "image file list"));
     DT_TRY(dt_data_buf_put(&f->at, &off, sizeof off, "image file list"));
     DT_TRY(dt_data_buf_put(&f->labels, &y, sizeof y, "image file list"));
     f->n++;
@@ -134,10 +154,10 @@ static dt_status scan_class(scan *sc, const char *class_dir, int label) {
     dt_status s = DT_OK;
     int images = 0;
     for (int i = 0; s == DT_OK && i < n; i++) {
-        char path[4096];
+        char path[PATH_CAP];
         s = join(path, sizeof path, class_dir, names[i]->d_name);
         if (s == DT_OK && is_image_name(names[i]->d_name)) {
-            s = file_list_add(&sc->files, path, label);
+            s = file_list_add(&sc->files, sc->dir, path, label);
             images++;
             continue;
         }
@@ -174,7 +194,7 @@ static dt_status scan_split(scan *sc) {
     if (s == DT_OK) s = dt_alloc_bytes((void **)&sc->present, (size_t)(labels ? labels : 1), "class folder list");
     if (s == DT_OK) memset(sc->present, 0, (size_t)(labels ? labels : 1));
     for (int i = 0; s == DT_OK && i < n; i++) {
-        char path[4096];
+        char path[PATH_CAP];
         const char *name = names[i]->d_name;
         s = join(path, sizeof path, dir, name);
         if (s != DT_OK) break;
@@ -277,7 +297,8 @@ static dt_status decode_one(void *ctx, size_t i, int worker) {
     decode_job *j = ctx;
     const size_t sample = dt_shape_size(j->shape);
     uint8_t *out = j->images ? j->images + i * sample : j->scratch + (size_t)worker * sample;
-    dt_status s = dt_image_load(out, j->shape, file_path(j->files, (int)i));
+    char path[PATH_CAP];
+    dt_status s = dt_image_load(out, j->shape, file_path(j->files, (int)i, path));
     if (s != DT_OK && j->bad && (s == DT_ERR_FORMAT || s == DT_ERR_IO)) {
         j->bad[i] = 1;
         return DT_OK;
@@ -293,12 +314,13 @@ static dt_status drop_bad(scan *sc, decode_job *j) {
     const size_t sample = dt_shape_size(j->shape);
     size_t *at = (size_t *)(void *)f->at.p;
     int kept = 0;
+    char path[PATH_CAP];
     for (int i = 0; i < f->n; i++) {
         if (j->bad[i]) {
             if (!sc->first_skip) {
-                dt_status s = dt_image_load(j->scratch, j->shape, file_path(f, i));
+                dt_status s = dt_image_load(j->scratch, j->shape, file_path(f, i, path));
                 DT_TRY(skip_or_fail(sc, s == DT_OK ? dt_fail(DT_ERR_IO, "%s: changed while it was read",
-                                                             file_path(f, i)) : s));
+                                                             path) : s));
             } else {
                 sc->skipped++;
             }
@@ -361,7 +383,8 @@ typedef struct {
 
 static dt_status fetch(void *ctx, int idx, uint8_t *out) {
     const source *src = ctx;
-    return dt_image_load(out, src->shape, file_path(&src->files, idx));
+    char path[PATH_CAP];
+    return dt_image_load(out, src->shape, file_path(&src->files, idx, path));
 }
 
 static void source_free(void *ctx) {
@@ -378,7 +401,11 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
     scan sc = {dir, o, {{0}, {0}, {0}, 0}, {0, NULL}, NULL, 0, NULL, 0, NULL};
     uint8_t *images = NULL;
     dt_dataset *ds = NULL;
+    double t0 = dt_now();
     dt_status s = scan_split(&sc);
+    if (s == DT_OK) s = file_list_fit(&sc.files);
+    double scan_s = dt_now() - t0;
+    size_t list_bytes = sc.files.paths.cap + sc.files.at.cap + sc.files.labels.cap;
     if (s == DT_OK) s = hold_out(&sc);
     if (s == DT_OK) s = decode_all(&sc, shape, &images);
     dt_free(sc.present);
@@ -396,6 +423,8 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
     }
     memcpy(ds->labels, sc.files.labels.p, (size_t)sc.files.n * sizeof *ds->labels);
     ds->class_names = sc.names;
+    ds->scan_s = scan_s;
+    ds->list_bytes = list_bytes;
     ds->skipped = sc.skipped;
     ds->skipped_first = sc.first_skip;
     ds->ignored = sc.ignored;

@@ -37,6 +37,9 @@ int dt_data_more(gzFile f);
 
 void dt_data_buf_free(dt_data_buf *b);
 
+/* Shrinks b's allocation to its length (a list kept for a whole run
+ * should not keep doubling's slack, up to half its size). */
+dt_status dt_data_buf_fit(dt_data_buf *b, const char *what);
 /* Appends n bytes to b (growing it by doubling). */
 dt_status dt_data_buf_put(dt_data_buf *b, const void *bytes, size_t n, const char *what);
 
