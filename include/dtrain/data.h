@@ -169,6 +169,17 @@ size_t dt_folder_default_cache(int ranks);
  * (dt_data_normalise: the model file's mean= and std=). */
 dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape shape, const dt_folder_opts *o);
 
+/* 1 if a file of this name is read as an image (.jpg, .jpeg, .png in any
+ * case, as torchvision's ImageFolder chooses them), else 0. */
+int dt_folder_is_image_name(const char *name);
+
+/* The image files at paths (n >= 1), in that order, as a data set of
+ * `classes` classes whose labels are all 0 (dtrain predict): each file is
+ * decoded when the loader needs it, by the code and to the shape of a
+ * folder data set (shape.c 1 or 3), so a batch is what eval makes of the
+ * same file. A file that cannot be decoded fails the batch naming it. */
+dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n, dt_shape shape, int classes);
+
 /* Dispatch on kind: IDX files train-images-idx3-ubyte[.gz] etc. in dir for
  * the MNIST kinds, CIFAR-10 batches for cifar10. Synthetic uses `shape`,
  * `classes` classes (the model's outputs; 0: 10; the other kinds ignore

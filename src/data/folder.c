@@ -30,10 +30,12 @@ typedef struct {
 
 enum { PATH_CAP = 4096 }; /* every path was joined into this much at the scan */
 
-/* File i's whole path, in buf (PATH_CAP bytes). */
+/* File i's whole path, in buf (PATH_CAP bytes). An empty folder: the
+ * files' paths are whole (dt_dataset_of_files). */
 static const char *file_path(const file_list *f, int i, char *buf) {
-    const char *rel = (const char *)f->paths.p + ((const size_t *)(const void *)f->at.p)[i];
-    snprintf(buf, PATH_CAP, "%s/%s", (const char *)f->paths.p, rel);
+    const char *dir = (const char *)f->paths.p;
+    const char *rel = dir + ((const size_t *)(const void *)f->at.p)[i];
+    snprintf(buf, PATH_CAP, "%s%s%s", dir, *dir ? "/" : "", rel);
     return buf;
 }
 
@@ -53,14 +55,14 @@ static dt_status file_list_fit(file_list *f) {
 }
 
 /* path is dir (the split's folder, the list's first entry), '/', then the
- * file's path inside it. */
+ * file's path inside it; or dir is "" and path is whole. */
 static dt_status file_list_add(file_list *f, const char *dir, const char *path, int label) {
     if (f->n >= DT_DATA_MAX_SAMPLES)
         return dt_fail(DT_ERR_FORMAT, "%s: more than %d images in the data set", path, DT_DATA_MAX_SAMPLES);
     if (f->paths.len == 0) DT_TRY(dt_data_buf_put(&f->paths, dir, strlen(dir) + 1, "image file list"));
     size_t off = f->paths.len;
     dt_label y = (dt_label)label;
-    const char *rel = path + strlen(dir) + 1;
+    const char *rel = path + (*dir ? strlen(dir) + 1 : 0);
     DT_TRY(dt_data_buf_put(&f->paths, rel, strlen(rel) + 1, "image file list"));
     DT_TRY(dt_data_buf_put(&f->at, &off, sizeof off, "image file list"));
     DT_TRY(dt_data_buf_put(&f->labels, &y, sizeof y, "image file list"));
@@ -114,7 +116,7 @@ static dt_status join(char *buf, size_t cap, const char *a, const char *b) {
  * which files are images, as torchvision's ImageFolder does). */
 static const char *const image_exts[] = {".jpg", ".jpeg", ".png"};
 
-static int is_image_name(const char *name) {
+int dt_folder_is_image_name(const char *name) {
     const char *dot = strrchr(name, '.');
     for (size_t i = 0; dot && i < sizeof image_exts / sizeof *image_exts; i++)
         if (strcasecmp(dot, image_exts[i]) == 0) return 1;
@@ -156,7 +158,7 @@ static dt_status scan_class(scan *sc, const char *class_dir, int label) {
     for (int i = 0; s == DT_OK && i < n; i++) {
         char path[PATH_CAP];
         s = join(path, sizeof path, class_dir, names[i]->d_name);
-        if (s == DT_OK && is_image_name(names[i]->d_name)) {
+        if (s == DT_OK && dt_folder_is_image_name(names[i]->d_name)) {
             s = file_list_add(&sc->files, sc->dir, path, label);
             images++;
             continue;
@@ -442,4 +444,47 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
     }
     *out = ds;
     return DT_OK;
+}
+
+/* An on-demand data set over fl (taken: emptied here, owned by the data
+ * set from then on, freed on failure too). */
+static dt_status fetched_dataset(dt_dataset **out, file_list *fl, dt_shape shape, int classes) {
+    source *src = NULL;
+    dt_status s = dt_data_new_labels(out, fl->n, shape, classes);
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&src, sizeof *src, "image source");
+    if (s != DT_OK) {
+        dt_dataset_free(*out);
+        *out = NULL;
+        file_list_free(fl);
+        return s;
+    }
+    memset((*out)->labels, 0, sizeof *(*out)->labels * (size_t)fl->n);
+    src->files = *fl;
+    src->shape = shape;
+    *fl = (file_list){{0}, {0}, {0}, 0};
+    (*out)->fetch = fetch;
+    (*out)->fetch_ctx = src;
+    (*out)->fetch_free = source_free;
+    return DT_OK;
+}
+
+dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n, dt_shape shape, int classes) {
+    *out = NULL;
+    if ((shape.c != 1 && shape.c != 3) || !dt_data_shape_ok(shape))
+        return dt_fail(DT_ERR_CONFIG, "images give 1 (luminance) or 3 (RGB) channels of up to %dx%d, not %dx%dx%d",
+                       DT_DATA_MAX_DIM, DT_DATA_MAX_DIM, shape.c, shape.h, shape.w);
+    if (n < 1) return dt_fail(DT_ERR_USAGE, "no image files given");
+    if (classes < 1) return dt_fail(DT_ERR_USAGE, "%d classes (must be at least 1)", classes);
+    file_list fl = {{0}, {0}, {0}, 0};
+    dt_status s = DT_OK;
+    for (int i = 0; s == DT_OK && i < n; i++) {
+        if (strlen(paths[i]) >= PATH_CAP) s = dt_fail(DT_ERR_IO, "%.64s...: path too long", paths[i]);
+        else s = file_list_add(&fl, "", paths[i], 0);
+    }
+    if (s == DT_OK) s = file_list_fit(&fl);
+    if (s != DT_OK) {
+        file_list_free(&fl);
+        return s;
+    }
+    return fetched_dataset(out, &fl, shape, classes);
 }
