@@ -4,6 +4,7 @@
  * callback. */
 #include <dirent.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -177,6 +178,34 @@ static dt_status scan_class(scan *sc, const char *class_dir, int label) {
     return s;
 }
 
+/* A class name and its label: o->classes sorted by name, so that each of a
+ * split's folders finds its label by binary search (a test split of
+ * ImageNet-22K's 21841 folders against the train set's names: C log C
+ * comparisons, not C^2 / 2). */
+typedef struct {
+    const char *name;
+    int label;
+} named;
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const named *)a)->name, ((const named *)b)->name);
+}
+
+static dt_status sort_names(named **out, const dt_class_names *c) {
+    *out = NULL;
+    if (!c) return DT_OK;
+    DT_TRY(dt_alloc_bytes((void **)out, sizeof **out * (size_t)(c->n ? c->n : 1), "class names"));
+    for (int i = 0; i < c->n; i++) (*out)[i] = (named){c->names[i], i};
+    qsort(*out, (size_t)c->n, sizeof **out, by_name);
+    return DT_OK;
+}
+
+/* name's label in sorted (n), -1 if absent. */
+static int find_label(const named *sorted, int n, const char *name) {
+    const named key = {name, 0}, *hit = bsearch(&key, sorted, (size_t)n, sizeof key, by_name);
+    return hit ? hit->label : -1;
+}
+
 /* The class folders of sc->dir and their files; sc->names set. */
 static dt_status scan_split(scan *sc) {
     const char *dir = sc->dir;
@@ -191,8 +220,10 @@ static dt_status scan_split(scan *sc) {
     /* own: (n) views of the class folders' names, for the copy below;
      * present: (labels) as the scan struct says. */
     char **own = NULL;
+    named *sorted = NULL; /* (o->classes->n) when o->classes */
     int nclasses = 0, labels = o->classes && o->classes->n > n ? o->classes->n : n;
     dt_status s = dt_alloc_bytes((void **)&own, sizeof *own * (size_t)(n ? n : 1), "class folder list");
+    if (s == DT_OK) s = sort_names(&sorted, o->classes);
     if (s == DT_OK) s = dt_alloc_bytes((void **)&sc->present, (size_t)(labels ? labels : 1), "class folder list");
     if (s == DT_OK) memset(sc->present, 0, (size_t)(labels ? labels : 1));
     for (int i = 0; s == DT_OK && i < n; i++) {
@@ -210,7 +241,7 @@ static dt_status scan_split(scan *sc) {
             break;
         }
         own[nclasses] = names[i]->d_name;
-        int label = o->classes ? dt_class_names_find(o->classes, name) : nclasses;
+        int label = o->classes ? find_label(sorted, o->classes->n, name) : nclasses;
         nclasses++;
         if (s == DT_OK && label < 0)
             s = dt_fail(DT_ERR_FORMAT, "%s: class '%s' is not one of the %d classes of %s", path, name,
@@ -228,6 +259,7 @@ static dt_status scan_split(scan *sc) {
                         o->classes_from ? o->classes_from : "the model");
     if (s == DT_OK) s = dt_class_names_copy(&sc->names, o->classes ? o->classes : &(dt_class_names){nclasses, own});
     dt_free(own);
+    dt_free(sorted);
     free_list(names, n);
     return s;
 }
