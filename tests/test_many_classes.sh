@@ -4,8 +4,9 @@
 # argmax of its --logits-out against the labels); a 300-class run resumed
 # from its checkpoint equals the uninterrupted one; dtrain launch -n 2
 # allreduce and ps-sync (2 workers, 1 server) on 300-class synthetic data
-# equal serial with the global batch; info and bench of a 1000-output
-# model on synthetic data. Skipped (77) without python3, PIL and numpy.
+# equal serial with the global batch; eval of 5000 classes (no confusion
+# matrix of that size); info and bench of 1000-output models on synthetic
+# data. Skipped (77) without python3, PIL and numpy.
 source "$(dirname "$0")/clilib.sh" "$1"
 CLASSES=$(seq -f "k%04g" 0 299 | paste -sd,)
 /usr/bin/python3 "$SRC/tests/make_images.py" tree "$TMP/f" "$CLASSES" 2 8
@@ -78,6 +79,13 @@ sed 's/^output=300$/output=1000/' "$TMP/s.cfg" > "$TMP/k.cfg"
 expect 0 "1000" -- "$DTRAIN" info "$TMP/k.cfg"
 expect 0 "images_per_sec" -- "$DTRAIN" bench "$TMP/k.cfg" --steps 2 --threads 1
 expect 0 "" -- "$DTRAIN" train "$TMP/k.cfg" --dataset synthetic --threads 1 --quiet --max-steps 2
+# 5000 classes: eval counts per class at any count; a confusion matrix
+# (5000^2 cells) is refused, naming the flag.
+sed 's/^output=300$/output=5000/' "$TMP/s.cfg" > "$TMP/k5.cfg"
+train_ckpt k5 1 "$TMP/k5.cfg" --max-steps 2
+expect 0 '"samples":10000' -- "$DTRAIN" eval "$TMP/k5.cfg" --weights "$TMP/k5.ckpt" --dataset synthetic --json
+expect 2 "^dtrain: --confusion: .*k5.cfg has 5000 classes, a matrix is kept for at most 4096$" -- \
+    "$DTRAIN" eval "$TMP/k5.cfg" --weights "$TMP/k5.ckpt" --dataset synthetic --confusion
 # Darknet's own darknet.cfg (1000 outputs, 256x256 input) when Debian's darknet is installed.
 DN=/usr/share/darknet/cfg/darknet.cfg
 if [ -r $DN ]; then

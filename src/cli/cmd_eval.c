@@ -211,7 +211,7 @@ static const char eval_usage[] =
     "  parameters on the test set\n"
     "  --json            one JSON line instead (the summary scripts parse)\n"
     "  --confusion       also the confusion matrix (rows: true class; with --json a\n"
-    "                    \"confusion\" array of rows)\n"
+    "                    \"confusion\" array of rows); models of up to 4096 classes\n"
     "  --split S         test (default) | train: the split evaluated (folder: DIR/S/<class>/)\n"
     "  --val-split F     folder without test/: the share F of DIR/train held out as the test\n"
     "                    split, drawn as train --val-split F with the same --seed (default 1)\n"
