@@ -54,8 +54,6 @@ dt_status dt_class_names_copy(dt_class_names *dst, const dt_class_names *src);
 /* *dup = a name that c holds twice, NULL when its names are distinct
  * (sorts a copy of the pointers: O(n log n) for ImageNet-22K's 21841). */
 dt_status dt_class_names_repeated(const dt_class_names *c, const char **dup);
-/* Index of name in c, -1 if absent. */
-int dt_class_names_find(const dt_class_names *c, const char *name);
 /* Frees and empties c; an empty c is a no-op. */
 void dt_class_names_free(dt_class_names *c);
 

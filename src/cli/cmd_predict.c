@@ -104,63 +104,63 @@ typedef struct {
     int ninputs, top, json, batch, threads, loader_threads;
 } predict_args;
 
+/* One class's probability for one image. */
+typedef struct {
+    double p;
+    int c;
+} scored;
+
 /* What each batch's logits become: the next images' lines. */
 typedef struct {
     const predict_args *a;
     const path_list *paths;
     const dt_class_names *names; /* the checkpoint's (n 0: print indices) */
-    double *prob;                /* (classes) one image's softmax */
-    int *order;                  /* (top) its k most probable classes */
+    scored *prob;                /* (classes) one image's softmax, then sorted */
     int at;                      /* images printed so far */
 } printer;
 
 /* p = softmax(z) (classes), in double as the loss computes it. */
-static void softmax(double *p, const float *z, int classes) {
+static void softmax(scored *p, const float *z, int classes) {
     double m = z[0], sum = 0;
     for (int c = 1; c < classes; c++) m = z[c] > m ? z[c] : m;
-    for (int c = 0; c < classes; c++) sum += p[c] = exp((double)z[c] - m);
-    for (int c = 0; c < classes; c++) p[c] /= sum;
+    for (int c = 0; c < classes; c++) sum += p[c].p = exp((double)z[c] - m), p[c].c = c;
+    for (int c = 0; c < classes; c++) p[c].p /= sum;
 }
 
-/* order = the k most probable classes, ties to the lower index (as eval's
- * argmax takes the first largest logit). O(k x classes): k is small. */
-static void top_k(int *order, int k, const double *p, int classes) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int c = 0; c < classes; c++) {
-            int taken = 0;
-            for (int i = 0; i < j && !taken; i++) taken = order[i] == c;
-            if (!taken && (best < 0 || p[c] > p[best])) best = c;
-        }
-        order[j] = best;
-    }
+/* Most probable first, ties to the lower class (as eval's argmax takes
+ * the first largest logit). */
+static int by_probability(const void *x, const void *y) {
+    const scored *a = x, *b = y;
+    return a->p > b->p ? -1 : a->p < b->p ? 1 : (a->c > b->c) - (a->c < b->c);
 }
 
+/* The image's k first classes of pr->prob (sorted). */
 static void print_image(const printer *pr, const char *path, int k) {
     const dt_class_names *nm = pr->names;
     char esc[8192], name[1024];
     if (pr->a->json) printf("{\"image\":\"%s\",\"top\":[", dt_json_escape(esc, sizeof esc, path));
     else printf("%s\n", path);
     for (int j = 0; j < k; j++) {
-        int c = pr->order[j];
+        int c = pr->prob[j].c;
         const char *cname = c < nm->n ? nm->names[c] : NULL;
         if (pr->a->json) {
             printf("%s{\"class\":%d", j ? "," : "", c);
             if (cname) printf(",\"name\":\"%s\"", dt_json_escape(name, sizeof name, cname));
-            printf(",\"p\":%.6f}", pr->prob[c]);
+            printf(",\"p\":%.6f}", pr->prob[j].p);
         } else {
-            printf("  %8.4f%%  %d%s%s\n", 100 * pr->prob[c], c, cname ? " " : "", cname ? cname : "");
+            printf("  %8.4f%%  %d%s%s\n", 100 * pr->prob[j].p, c, cname ? " " : "", cname ? cname : "");
         }
     }
     if (pr->a->json) printf("]}\n");
 }
 
+/* Sorting costs C log C per image: at ImageNet-22K's 21841 classes, far below the forward pass. */
 static dt_status take_logits(void *ctx, const float *logits, int n, int classes) {
     printer *pr = ctx;
     int k = pr->a->top < classes ? pr->a->top : classes;
     for (int i = 0; i < n; i++, pr->at++) {
         softmax(pr->prob, logits + (size_t)i * (size_t)classes, classes);
-        top_k(pr->order, k, pr->prob, classes);
+        qsort(pr->prob, (size_t)classes, sizeof *pr->prob, by_probability);
         print_image(pr, pr->paths->p[pr->at], k);
     }
     return DT_OK;
@@ -188,7 +188,7 @@ static dt_status predict_run(const predict_args *a) {
     dt_net *net = NULL;
     dt_class_names names = {0, NULL};
     dt_dataset *ds = NULL;
-    printer pr = {a, &paths, &names, NULL, NULL, 0};
+    printer pr = {a, &paths, &names, NULL, 0};
     double acc, loss;
     dt_status s = gather(&paths, a->inputs, a->ninputs, a->list);
     if (s == DT_OK) s = load_net(&net, &names, a, &spec);
@@ -200,11 +200,9 @@ static dt_status predict_run(const predict_args *a) {
         s = dt_check_input(&spec, ds, "the images");
     }
     if (s == DT_OK) s = dt_alloc_bytes((void **)&pr.prob, sizeof *pr.prob * (size_t)net->classes, "predict");
-    if (s == DT_OK) s = dt_alloc_bytes((void **)&pr.order, sizeof *pr.order * (size_t)a->top, "predict");
     if (s == DT_OK)
         s = dt_evaluate(net, ds, NULL, 0, 1, spec.batch, a->loader_threads, take_logits, &pr, &acc, &loss);
     dt_free(pr.prob);
-    dt_free(pr.order);
     dt_dataset_free(ds);
     dt_class_names_free(&names);
     dt_net_free(net);

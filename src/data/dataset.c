@@ -224,12 +224,6 @@ dt_status dt_class_names_repeated(const dt_class_names *c, const char **dup) {
     return DT_OK;
 }
 
-int dt_class_names_find(const dt_class_names *c, const char *name) {
-    for (int i = 0; i < c->n; i++)
-        if (strcmp(c->names[i], name) == 0) return i;
-    return -1;
-}
-
 void dt_class_names_free(dt_class_names *c) {
     if (!c) return;
     for (int i = 0; i < c->n; i++) dt_free(c->names[i]);
