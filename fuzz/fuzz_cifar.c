@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (ds) {
         FUZZ_CHECK(ds->n >= 1 && ds->classes == 10);
         FUZZ_CHECK(ds->shape.c == 3 && ds->shape.h == 32 && ds->shape.w == 32);
-        for (int i = 0; i < ds->n; i++) FUZZ_CHECK(ds->labels[i] < 10);
+        for (int i = 0; i < ds->n; i++) FUZZ_CHECK(ds->labels[i] >= 0 && ds->labels[i] < 10);
     }
     dt_dataset_free(ds);
     return 0;

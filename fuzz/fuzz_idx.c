@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK((s == DT_OK) == (ds != NULL));
     if (ds) {
         FUZZ_CHECK(ds->n >= 1 && ds->classes == 10 && ds->shape.c == 1);
-        for (int i = 0; i < ds->n; i++) FUZZ_CHECK(ds->labels[i] < 10);
+        for (int i = 0; i < ds->n; i++) FUZZ_CHECK(ds->labels[i] >= 0 && ds->labels[i] < 10);
     }
     dt_dataset_free(ds);
     return 0;

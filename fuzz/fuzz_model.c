@@ -25,10 +25,10 @@
 static void run_step(dt_net *net, int batch) {
     size_t n = dt_shape_size(net->input) * (size_t)batch;
     float *x = malloc(n * sizeof(float));
-    uint8_t labels[MAX_BATCH];
+    dt_label labels[MAX_BATCH];
     FUZZ_CHECK(x != NULL);
     for (size_t i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
-    for (int b = 0; b < batch; b++) labels[b] = (uint8_t)(b % (net->classes < 256 ? net->classes : 256));
+    for (int b = 0; b < batch; b++) labels[b] = (dt_label)(b % net->classes);
     dt_net_forward(net, x, batch, 1);
     dt_net_loss(net, labels, batch);
     dt_net_backward(net, x, batch, NULL, NULL);

@@ -212,7 +212,7 @@ static void test_loader(void) {
     dt_augment a = {.crop = 1, .min_crop = 32, .max_crop = 40, .angle = 7, .aspect = 0.75f, .hue = 0.1f,
                     .saturation = 0.75f, .exposure = 0.75f};
     const float *x1, *x3;
-    const uint8_t *y;
+    const dt_label *y;
     int n;
     float *keep = malloc(sizeof(float) * 16 * 3 * 28 * 28);
     for (int threads = 1; threads <= 3 && keep; threads += 2) {
@@ -326,7 +326,7 @@ static void test_loader_erase(void) {
         CHECK_OK(dt_loader_create(&ld, ds, &cfg));
         if (!ld) break;
         const float *x;
-        const uint8_t *y;
+        const dt_label *y;
         int n;
         CHECK_OK(dt_loader_next(ld, &x, &y, &n));
         if (pass == 0) memcpy(plain, x, sizeof plain);
@@ -356,7 +356,7 @@ static void test_loader_erase(void) {
     CHECK_OK(dt_loader_create(&ev, ds, &ecfg));
     if (ev) {
         const float *x;
-        const uint8_t *y;
+        const dt_label *y;
         int n, zeros = 0;
         CHECK_OK(dt_loader_next(ev, &x, &y, &n));
         for (int i = 0; i < B * S; i++) zeros += x[i] == 0;

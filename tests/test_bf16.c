@@ -157,7 +157,7 @@ static void check_master_weights(void) {
     CHECK(net->layers[0].precision == DT_PRECISION_FP32);
     CHECK(net->layers[2].precision == DT_PRECISION_BF16);
     float x[4 * 64], *before;
-    uint8_t y[4] = {0, 1, 2, 1};
+    dt_label y[4] = {0, 1, 2, 1};
     dt_rng rng = dt_rng_seed(3);
     tl_fill(x, 4 * 64, 0.0f, 1.0f, &rng);
     CHECK_OK(dt_alloc_floats(&before, net->nparams, "t"));

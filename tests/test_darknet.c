@@ -59,12 +59,12 @@ static void train_two_steps(dt_net *net, const dt_model_spec *m) {
         goto done;
     memcpy(before, net->params, sizeof(float) * net->nparams);
     dt_rng rng = dt_rng_seed(5);
-    uint8_t labels[64];
+    dt_label labels[64];
     for (int step = 1; step <= 2; step++) {
         memset(acc, 0, sizeof(float) * net->nparams);
         for (int pass = 0; pass < m->accumulate; pass++) {
             for (size_t i = 0; i < nx; i++) x[i] = dt_rng_uniform(&rng);
-            for (int b = 0; b < m->batch; b++) labels[b] = (uint8_t)(dt_rng_next(&rng) % 10);
+            for (int b = 0; b < m->batch; b++) labels[b] = (dt_label)(dt_rng_next(&rng) % 10);
             dt_net_forward(net, x, m->batch, 1);
             double loss = dt_net_loss(net, labels, m->batch) / m->batch;
             CHECK(isfinite(loss) && loss > 0);

@@ -139,17 +139,17 @@ static void test_load_dir(void) {
     write_labels(path_of(dir, "train-labels-idx1-ubyte"), 0, N, good_labels);
     dt_dataset *ds = NULL;
     dt_shape none = {0, 0, 0};
-    CHECK_OK(dt_dataset_load(&ds, DT_DATASET_MNIST, dir, 1, none, 0, NULL));
+    CHECK_OK(dt_dataset_load(&ds, DT_DATASET_MNIST, dir, 1, none, 0, 0, NULL));
     if (ds) check_idx_content(ds);
     dt_dataset_free(ds);
     /* No test files yet: the error names the missing file. */
     ds = NULL;
-    expect_fail(dt_dataset_load(&ds, DT_DATASET_MNIST, dir, 0, none, 0, NULL), DT_ERR_IO, "cannot open",
+    expect_fail(dt_dataset_load(&ds, DT_DATASET_MNIST, dir, 0, none, 0, 0, NULL), DT_ERR_IO, "cannot open",
                 "t10k-images-idx3-ubyte", dir);
     CHECK(ds == NULL);
     write_images(path_of(dir, "t10k-images-idx3-ubyte"), 0, 0x803, 3, 3 * H * W);
     write_labels(path_of(dir, "t10k-labels-idx1-ubyte.gz"), 1, 3, good_labels);
-    CHECK_OK(dt_dataset_load(&ds, DT_DATASET_FASHION_MNIST, dir, 0, none, 0, NULL));
+    CHECK_OK(dt_dataset_load(&ds, DT_DATASET_FASHION_MNIST, dir, 0, none, 0, 0, NULL));
     CHECK(ds && ds->n == 3 && ds->labels[2] == good_labels[2] && ds->images[2 * H * W + 5] == pixel(2, 5));
     dt_dataset_free(ds);
 }
@@ -264,7 +264,7 @@ static void test_cifar(void) {
     write_cifar(path_of(dir, "data_batch_1.bin"), 0, 1, 5, 0);
     write_cifar(path_of(dir, "data_batch_3.bin"), 1, 3, 3, 0);
     write_cifar(path_of(dir, "test_batch.bin"), 0, 9, 4, 0);
-    CHECK_OK(dt_dataset_load(&ds, DT_DATASET_CIFAR10, dir, 1, (dt_shape){0, 0, 0}, 0, NULL));
+    CHECK_OK(dt_dataset_load(&ds, DT_DATASET_CIFAR10, dir, 1, (dt_shape){0, 0, 0}, 0, 0, NULL));
     if (ds) {
         CHECK(ds->n == 8 && ds->classes == 10);
         CHECK(ds->shape.c == 3 && ds->shape.h == 32 && ds->shape.w == 32);
@@ -404,8 +404,8 @@ static void test_synthetic(void) {
      * but shares the classes. */
     dt_dataset *train = NULL, *test = NULL, *direct = NULL;
     dt_shape small = {1, 4, 4};
-    CHECK_OK(dt_dataset_load(&train, DT_DATASET_SYNTHETIC, NULL, 1, small, 5, NULL));
-    CHECK_OK(dt_dataset_load(&test, DT_DATASET_SYNTHETIC, NULL, 0, small, 5, NULL));
+    CHECK_OK(dt_dataset_load(&train, DT_DATASET_SYNTHETIC, NULL, 1, small, 0, 5, NULL));
+    CHECK_OK(dt_dataset_load(&test, DT_DATASET_SYNTHETIC, NULL, 0, small, 0, 5, NULL));
     CHECK_OK(dt_dataset_synthetic(&direct, small, 10, 60000, 5));
     if (train && test && direct) {
         CHECK(train->n == 60000 && test->n == 10000 && train->classes == 10);
@@ -419,8 +419,19 @@ static void test_synthetic(void) {
     dt_dataset *bad = NULL;
     expect_fail(dt_dataset_synthetic(&bad, (dt_shape){0, 4, 4}, 10, 10, 1), DT_ERR_USAGE,
                 "synthetic", NULL, NULL);
-    expect_fail(dt_dataset_synthetic(&bad, small, 300, 10, 1), DT_ERR_USAGE, "300 classes", NULL, NULL);
+    expect_fail(dt_dataset_synthetic(&bad, small, DT_DATA_MAX_CLASSES + 1, 10, 1), DT_ERR_USAGE, "100001 classes",
+                NULL, NULL);
     CHECK(bad == NULL);
+    /* Labels above 255: 1000 classes (a Darknet ImageNet cfg's outputs),
+     * and dt_dataset_load's class count. */
+    CHECK_OK(dt_dataset_synthetic(&bad, small, 1000, 5000, 1));
+    int top = 0;
+    for (int i = 0; bad && i < bad->n; i++) top = bad->labels[i] > top ? bad->labels[i] : top;
+    CHECK(bad && bad->classes == 1000 && top > 990);
+    dt_dataset_free(bad);
+    CHECK_OK(dt_dataset_load(&bad, DT_DATASET_SYNTHETIC, NULL, 0, small, 300, 5, NULL));
+    CHECK(bad && bad->classes == 300);
+    dt_dataset_free(bad);
 }
 
 static void test_fashion_mnist(void) {
@@ -432,7 +443,7 @@ static void test_fashion_mnist(void) {
     dt_shape none = {0, 0, 0};
     for (int train = 1; train >= 0; train--) {
         dt_dataset *ds = NULL;
-        CHECK_OK(dt_dataset_load(&ds, DT_DATASET_FASHION_MNIST, NULL, train, none, 0, NULL));
+        CHECK_OK(dt_dataset_load(&ds, DT_DATASET_FASHION_MNIST, NULL, train, none, 0, 0, NULL));
         if (!ds) continue;
         int n = train ? 60000 : 10000;
         CHECK(ds->n == n && ds->classes == 10);

@@ -205,8 +205,10 @@ $MAKE tree "$TMP/gray" x,y 8 12 --gray
 sed 's/^channels=3$/channels=1/; s/^output=4$/output=2/' "$M" > "$TMP/one.cfg"
 expect 0 '"steps":2,' -- "$DTRAIN" train "$TMP/one.cfg" --data-dir "$TMP/gray" --max-steps 2 --quiet
 
-# The loader alone: decoding and augmentation, images/s.
-expect 0 '"event":"loader_bench".*"cached":false.*"images_per_sec":[0-9]' -- \
+# The loader alone: decoding and augmentation, images/s; the scan's time and
+# its list's bytes per file ("b/img000.png" and its NUL, an 8-byte offset, a
+# 4-byte label: 25, and the folder's path once).
+expect 0 '"event":"loader_bench".*"cached":false.*"scan_s":[0-9.]+,"list_bytes_per_file":25\.[0-9],.*"images_per_sec":[0-9]' -- \
     "$DTRAIN" bench "$M" --data-only --data-dir "$TMP/imgs" --cache-mb 0 --loader-threads 2 --steps 5
 expect 2 "apply to --data-only" -- "$DTRAIN" bench "$M" --data-dir "$TMP/imgs"
 finish

@@ -224,7 +224,7 @@ static const layer_case layer_cases[] = {
 typedef struct {
     float *params, *grads; /* (nw + nb): w then b, dw then db */
     float *state, *saved, *ws, *out, *din, *dout;
-    uint8_t *labels; /* (B), softmax case only */
+    dt_label *labels; /* (B), softmax case only */
 } layer_bufs;
 
 static int alloc_bufs(layer_bufs *m, dt_layer *l, int batch) {
@@ -238,7 +238,7 @@ static int alloc_bufs(layer_bufs *m, dt_layer *l, int batch) {
              CHECK_OK(dt_alloc_floats(&m->out, nout, "out")) &&
              CHECK_OK(dt_alloc_floats(&m->din, nin, "din")) &&
              CHECK_OK(dt_alloc_floats(&m->dout, nout, "dout")) &&
-             CHECK_OK(dt_alloc_bytes((void **)&m->labels, (size_t)batch, "labels"));
+             CHECK_OK(dt_alloc_bytes((void **)&m->labels, sizeof *m->labels * (size_t)batch, "labels"));
     l->w = m->params, l->b = m->params + l->nw;
     l->dw = m->grads, l->db = m->grads + l->nw;
     l->state = m->state, l->saved = m->saved;
@@ -266,7 +266,7 @@ static int xent_dout(err_stats *e, const golden *g, layer_bufs *m, const float *
     for (int b = 0; b < batch; b++) {
         if (!(lab[b] >= 0 && lab[b] < (float)classes && lab[b] == floorf(lab[b])))
             return golden_error(g, "label out of range");
-        m->labels[b] = (uint8_t)lab[b];
+        m->labels[b] = (dt_label)lab[b];
     }
     float loss = (float)(dt_softmax_xent_loss(m->dout, logits, m->out, m->labels, batch, classes) / batch);
     compare(e, g, "loss", &loss, 1, LAYER_ATOL, LAYER_RTOL);
@@ -462,7 +462,8 @@ static void train_and_compare(dt_net *net, const dt_model_spec *spec, const dt_d
         double worst = 0, spread = 0;
         for (size_t s = 0; s < steps; s++) {
             /* x = byte / 255 in float32, as torch computes it. */
-            const uint8_t *bytes = ds->images + s * nx, *labels = ds->labels + s * (size_t)batch;
+            const uint8_t *bytes = ds->images + s * nx;
+            const dt_label *labels = ds->labels + s * (size_t)batch;
             for (size_t i = 0; i < nx; i++) x[i] = (float)bytes[i] / 255.0f;
             dt_net_forward(net, x, batch, 1);
             double loss = dt_net_loss(net, labels, batch) / batch;

@@ -199,7 +199,7 @@ static void batchnorm_check(dt_shape in, int B) {
 }
 
 /* Summed xent of softmax(t->in) against labels; probs left in t->out. */
-static double xent_of(test_layer *t, const uint8_t *labels, float *dlogits) {
+static double xent_of(test_layer *t, const dt_label *labels, float *dlogits) {
     t->l.ops->forward(&t->l, t->out, t->in, t->batch, 1, t->ws);
     return dt_softmax_xent_loss(dlogits, t->in, t->out, labels, t->batch,
                                 (int)dt_shape_size(t->l.out));
@@ -207,7 +207,7 @@ static double xent_of(test_layer *t, const uint8_t *labels, float *dlogits) {
 
 static void softmax_xent_check(void) {
     enum { B = 3, C = 7 };
-    const uint8_t labels[B] = {2, 0, 6};
+    const dt_label labels[B] = {2, 0, 6};
     test_layer t;
     if (!CHECK_OK(tl_create(&t, tl_spec(DT_LAYER_SOFTMAX), (dt_shape){C, 1, 1}, B, 20))) return;
     tl_fill(t.in, t.nin, -3.0f, 3.0f, &(dt_rng){21});
@@ -334,7 +334,7 @@ static void dropout_numbers(void) {
  * of the first conv's weights and bias through the whole chain. */
 enum { NET_LAYERS = 5, NET_B = 2 };
 
-static double net_loss(test_layer *ls, const uint8_t *labels, float *dlogits) {
+static double net_loss(test_layer *ls, const dt_label *labels, float *dlogits) {
     for (int i = 0; i < NET_LAYERS; i++) {
         if (i > 0) memcpy(ls[i].in, ls[i - 1].out, sizeof(float) * ls[i].nin);
         ls[i].l.ops->forward(&ls[i].l, ls[i].out, ls[i].in, NET_B, 1, ls[i].ws);
@@ -357,7 +357,7 @@ static void net_check(void) {
         if (!CHECK_OK(tl_create(&ls[i], specs[i], in, NET_B, 30 + (uint64_t)i))) return;
         in = ls[i].l.out;
     }
-    const uint8_t labels[NET_B] = {1, 3};
+    const dt_label labels[NET_B] = {1, 3};
     float dlogits[NET_B * 4];
     net_loss(ls, labels, dlogits);
     /* Backward by hand: the softmax layer's gradient is dlogits itself. */

@@ -23,7 +23,7 @@
 enum { B = 3 };
 
 /* Mean cross-entropy of x with labels, after a training forward. */
-static double mean_loss(dt_net *net, const float *x, const uint8_t *labels) {
+static double mean_loss(dt_net *net, const float *x, const dt_label *labels) {
     dt_net_forward(net, x, B, 1);
     return dt_net_loss(net, labels, B) / B;
 }
@@ -42,7 +42,7 @@ static void net_gradcheck(const char *name, const char *cfg) {
         goto done;
     dt_rng rng = dt_rng_seed(99);
     for (size_t i = 0; i < nx; i++) x[i] = 2.0f * dt_rng_uniform(&rng) - 1.0f;
-    const uint8_t labels[B] = {1, 0, 2};
+    const dt_label labels[B] = {1, 0, 2};
     mean_loss(net, x, labels);
     /* dt_net_loss's dlogits are (p - onehot) / B: the mean's gradient. */
     dt_net_backward(net, x, B, NULL, NULL);
@@ -213,7 +213,7 @@ static void test_errors(void) {
 /* Training forward, loss, backward and an evaluation forward of net on x:
  * res <- loss, gradients (nparams), state (nstate), probabilities (B x 3). */
 static void train_pass(dt_net *net, const float *x, float *res) {
-    const uint8_t labels[B] = {2, 0, 1};
+    const dt_label labels[B] = {2, 0, 1};
     res[0] = (float)mean_loss(net, x, labels);
     dt_net_backward(net, x, B, NULL, NULL);
     memcpy(res + 1, net->grads, sizeof(float) * net->nparams);

@@ -24,9 +24,9 @@ static dt_dataset make_ds(int n) {
     ds.shape = (dt_shape){C, H, W};
     ds.classes = n;
     ds.images = malloc((size_t)n * SAMPLE);
-    ds.labels = malloc((size_t)n);
+    ds.labels = malloc((size_t)n * sizeof *ds.labels);
     for (int i = 0; i < n; i++) {
-        ds.labels[i] = (uint8_t)i;
+        ds.labels[i] = (dt_label)i;
         for (int c = 0; c < C; c++)
             for (int y = 0; y < H; y++)
                 for (int x = 0; x < W; x++) ds.images[i * SAMPLE + (c * H + y) * W + x] = byte_at(i, c, y, x);
@@ -61,7 +61,7 @@ static void ref_perm(uint32_t *p, int n, uint64_t seed, int epoch) {
 /* Takes the end-of-epoch marker: n == 0, then the position is (epoch+1, 0). */
 static void expect_epoch_end(dt_loader *l, int epoch) {
     const float *x;
-    const uint8_t *y;
+    const dt_label *y;
     int n = -1, e, s;
     CHECK_OK(dt_loader_next(l, &x, &y, &n));
     CHECK(n == 0);
@@ -92,25 +92,25 @@ static void test_shards(void) {
                 CHECK(dt_loader_steps_per_epoch(serial) == steps);
                 uint32_t perm[101];
                 int seen[101], mismatches = 0, wrong_n = 0;
-                uint8_t first_epoch[101];
+                dt_label first_epoch[101];
                 for (int epoch = 0; epoch < 2; epoch++) {
                     ref_perm(perm, n, 1234, epoch);
                     memset(seen, 0, sizeof seen);
                     for (int t = 0; t < steps; t++) {
                         const float *sx, *x;
-                        const uint8_t *sy, *y;
+                        const dt_label *sy, *y;
                         int sn, rn;
                         CHECK_OK(dt_loader_next(serial, &sx, &sy, &sn));
                         wrong_n += sn != gb;
-                        if (epoch == 0) memcpy(first_epoch + t * gb, sy, (size_t)gb);
+                        if (epoch == 0) memcpy(first_epoch + t * gb, sy, sizeof *sy * (size_t)gb);
                         for (int r = 0; r < world; r++) {
                             CHECK_OK(dt_loader_next(rank[r], &x, &y, &rn));
                             wrong_n += rn != b;
-                            mismatches += memcmp(y, sy + r * b, (size_t)b) != 0;
+                            mismatches += memcmp(y, sy + r * b, sizeof *y * (size_t)b) != 0;
                             mismatches += memcmp(x, sx + (size_t)r * b * SAMPLE, sizeof(float) * b * SAMPLE) != 0;
                             for (int i = 0; i < b; i++) {
                                 seen[y[i]]++;
-                                mismatches += y[i] != perm[t * gb + r * b + i];
+                                mismatches += (uint32_t)y[i] != perm[t * gb + r * b + i];
                             }
                         }
                     }
@@ -125,7 +125,7 @@ static void test_shards(void) {
                 uint32_t p1[101];
                 ref_perm(p1, n, 1234, 1);
                 int same = 1;
-                for (int i = 0; i < steps * gb; i++) same &= first_epoch[i] == p1[i];
+                for (int i = 0; i < steps * gb; i++) same &= (uint32_t)first_epoch[i] == p1[i];
                 CHECK(!same);
                 dt_loader_free(serial);
                 for (int r = 0; r < world; r++) dt_loader_free(rank[r]);
@@ -155,7 +155,7 @@ static void test_eval(void) {
                     int next = lo;
                     for (int t = 0; t < steps; t++) {
                         const float *x;
-                        const uint8_t *y;
+                        const dt_label *y;
                         int got;
                         CHECK_OK(dt_loader_next(l, &x, &y, &got));
                         bad += got != (t < steps - 1 ? b : hi - lo - (steps - 1) * b);
@@ -203,10 +203,10 @@ static void test_prefetch_and_seek(void) {
         /* seek(2, 3) then next == the batch reached by stepping from (0, 0). */
         CHECK_OK(dt_loader_seek(off, 0, 0));
         const float *x;
-        const uint8_t *y;
+        const dt_label *y;
         int n, e, s;
         float want_x[5 * SAMPLE];
-        uint8_t want_y[5];
+        dt_label want_y[5];
         for (int k = 0; k < 2 * (steps + 1) + 3; k++) CHECK_OK(dt_loader_next(off, &x, &y, &n));
         dt_loader_position(off, &e, &s);
         CHECK(e == 2 && s == 3);
@@ -220,7 +220,7 @@ static void test_prefetch_and_seek(void) {
             dt_loader_position(fresh[k], &e, &s);
             CHECK(e == 2 && s == 3);
             CHECK_OK(dt_loader_next(fresh[k], &x, &y, &n));
-            CHECK(n == 5 && memcmp(y, want_y, 5) == 0 && memcmp(x, want_x, sizeof want_x) == 0);
+            CHECK(n == 5 && memcmp(y, want_y, sizeof want_y) == 0 && memcmp(x, want_x, sizeof want_x) == 0);
         }
         /* Seeking to the marker position gives the marker, then epoch e+1. */
         CHECK_OK(dt_loader_seek(on, 4, steps));
@@ -239,7 +239,7 @@ static void test_prefetch_and_seek(void) {
     dt_loader_free(l);
     CHECK_OK(dt_loader_create(&l, &ds, &cfg));
     const float *x;
-    const uint8_t *y;
+    const dt_label *y;
     int n;
     CHECK_OK(dt_loader_next(l, &x, &y, &n));
     CHECK(n == 5);
@@ -275,7 +275,7 @@ static void tally_aug(const dt_dataset *ds, int pad, int flip, uint64_t seed, in
     for (int e = 0; e < epochs; e++) {
         for (int t = 0; t <= 10; t++) {
             const float *x;
-            const uint8_t *y;
+            const dt_label *y;
             int n;
             CHECK_OK(dt_loader_next(l, &x, &y, &n));
             for (int k = 0; k < n; k++) {

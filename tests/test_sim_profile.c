@@ -154,7 +154,7 @@ static void test_net_profile(void) {
     if (!CHECK_OK(dt_net_create(&net, &spec, B, 7))) return;
     size_t nx = dt_shape_size(spec.input) * B;
     float *x = malloc(sizeof(float) * nx), *g = malloc(sizeof(float) * net->nparams);
-    uint8_t y[4] = {1, 7, 3, 0};
+    dt_label y[4] = {1, 7, 3, 0};
     for (size_t i = 0; i < nx; i++) x[i] = (float)((i * 37) % 101) / 101.0f;
     dt_net_forward(net, x, B, 1);
     dt_net_loss(net, y, B);

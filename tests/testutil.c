@@ -79,11 +79,11 @@ int dt_test_loaders_differ(struct dt_loader *a, struct dt_loader *b, size_t samp
     int diff = 0;
     for (int k = 0; k < calls; k++) {
         const float *xa, *xb;
-        const uint8_t *ya, *yb;
+        const dt_label *ya, *yb;
         int na = -1, nb = -2;
         CHECK_OK(dt_loader_next(a, &xa, &ya, &na));
         CHECK_OK(dt_loader_next(b, &xb, &yb, &nb));
-        diff += na != nb || (na > 0 && (memcmp(ya, yb, (size_t)na) ||
+        diff += na != nb || (na > 0 && (memcmp(ya, yb, sizeof *ya * (size_t)na) ||
                                         memcmp(xa, xb, sizeof(float) * (size_t)na * sample)));
     }
     return diff;

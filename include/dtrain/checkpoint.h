@@ -42,7 +42,11 @@
 #include "dtrain/status.h"
 
 #define DT_CKPT_VERSION 7
-#define DT_CKPT_MAX_NAME_BYTES 65536 /* 256 names of up to 255 bytes and their NULs */
+/* DT_DATA_MAX_CLASSES names of up to 255 bytes and their NULs (25.6 MB):
+ * the bound a reader checks before it allocates. Versions 4-7 share this
+ * layout, so checkpoints written under the older bound (256 names, 64 KiB)
+ * load unchanged. */
+#define DT_CKPT_MAX_NAME_BYTES (DT_DATA_MAX_CLASSES * 256)
 
 typedef struct {
     uint64_t shape_hash;   /* must match the net that loads it */

@@ -1,7 +1,7 @@
 /* Datasets and the training/evaluation loader.
  *
- * A dataset is held in memory as bytes: images (N, C, H, W) uint8 and labels
- * (N) uint8, plus the per-channel normalisation applied when a batch is made:
+ * A dataset is held in memory as images (N, C, H, W) uint8 and labels (N)
+ * dt_label (int32: ImageNet-22K's classes fit), plus the per-channel normalisation applied when a batch is made:
  * x = (byte / 255 - mean[c]) / std[c]. A folder dataset too large for its
  * memory budget keeps only its labels and a fetch callback that decodes a
  * sample's bytes when the loader's threads build a batch; everything after
@@ -37,7 +37,10 @@
 #define DT_DATA_MAX_DIM 4096          /* per image side */
 #define DT_DATA_MAX_CHANNELS 64
 
-#define DT_DATA_MAX_CLASSES 256        /* labels are bytes */
+/* Classes of a data set or model (labels are dt_label, 32-bit): room for
+ * ImageNet-22K's 21841 and beyond, small enough that a checkpoint's names
+ * (DT_CKPT_MAX_NAME_BYTES) stay a bounded read. */
+#define DT_DATA_MAX_CLASSES 100000
 
 /* Class names, index = label (a folder dataset's, a checkpoint's). */
 typedef struct {
@@ -48,8 +51,9 @@ typedef struct {
 /* Copies src into *dst (which must be empty or freed); an empty src gives
  * {0, NULL}. */
 dt_status dt_class_names_copy(dt_class_names *dst, const dt_class_names *src);
-/* Index of name in c, -1 if absent. */
-int dt_class_names_find(const dt_class_names *c, const char *name);
+/* *dup = a name that c holds twice, NULL when its names are distinct
+ * (sorts a copy of the pointers: O(n log n) for ImageNet-22K's 21841). */
+dt_status dt_class_names_repeated(const dt_class_names *c, const char **dup);
 /* Frees and empties c; an empty c is a no-op. */
 void dt_class_names_free(dt_class_names *c);
 
@@ -62,7 +66,7 @@ typedef struct {
     dt_shape shape;   /* per-sample C, H, W */
     int classes;      /* labels are in [0, classes) */
     uint8_t *images;  /* (n, C, H, W), or NULL when fetch decodes each sample on demand */
-    uint8_t *labels;  /* (n), always in memory */
+    dt_label *labels; /* (n), always in memory */
     float mean[DT_DATA_MAX_CHANNELS], std[DT_DATA_MAX_CHANNELS]; /* default 0 and 1 */
     dt_fetch_fn fetch;              /* when images is NULL */
     void *fetch_ctx;                /* owned: freed by fetch_free when the dataset is */
@@ -73,6 +77,9 @@ typedef struct {
     int ignored;                    /* folder datasets: files not of an image extension (README,
                                        Thumbs.db), left out as torchvision's ImageFolder does */
     char *ignored_first;            /* ... the first one's path (NULL when none) */
+    double scan_s;                  /* folder datasets: seconds spent listing the class folders */
+    size_t list_bytes;              /* folder datasets: bytes of the file list (paths, offsets,
+                                       labels) built by the scan, kept while images are fetched */
 } dt_dataset;
 
 typedef enum {
@@ -160,14 +167,26 @@ size_t dt_folder_default_cache(int ranks);
  * (dt_data_normalise: the model file's mean= and std=). */
 dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape shape, const dt_folder_opts *o);
 
+/* 1 if a file of this name is read as an image (.jpg, .jpeg, .png in any
+ * case, as torchvision's ImageFolder chooses them), else 0. */
+int dt_folder_is_image_name(const char *name);
+
+/* The image files at paths (n >= 1), in that order, as a data set of
+ * `classes` classes whose labels are all 0 (dtrain predict): each file is
+ * decoded when the loader needs it, by the code and to the shape of a
+ * folder data set (shape.c 1 or 3), so a batch is what eval makes of the
+ * same file. A file that cannot be decoded fails the batch naming it. */
+dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n, dt_shape shape, int classes);
+
 /* Dispatch on kind: IDX files train-images-idx3-ubyte[.gz] etc. in dir for
  * the MNIST kinds, CIFAR-10 batches for cifar10. Synthetic uses `shape`,
- * 10 classes, 60000/10000 samples for train/test. Folder reads dir/train
+ * `classes` classes (the model's outputs; 0: 10; the other kinds ignore
+ * it), 60000/10000 samples for train/test. Folder reads dir/train
  * or dir/test with fo (NULL: one thread, the default cache, no skipping,
  * the folder's own classes), or with fo->val_split both from dir/train (a
  * dir/test is then an error). */
 dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *dir, int train,
-                          dt_shape shape, uint64_t seed, const dt_folder_opts *fo);
+                          dt_shape shape, int classes, uint64_t seed, const dt_folder_opts *fo);
 
 void dt_dataset_free(dt_dataset *ds);
 
@@ -228,7 +247,7 @@ dt_status dt_loader_seek(dt_loader *l, int epoch, int step);
  * call. At the end of an epoch returns *n = 0 once; the call after that
  * starts the next epoch. Fails only when an on-demand dataset cannot
  * decode a sample (the position then stays at that batch). */
-dt_status dt_loader_next(dt_loader *l, const float **x, const uint8_t **y, int *n);
+dt_status dt_loader_next(dt_loader *l, const float **x, const dt_label **y, int *n);
 
 /* Current position (epoch, step of the batch the next call returns). */
 void dt_loader_position(const dt_loader *l, int *epoch, int *step);

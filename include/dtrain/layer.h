@@ -277,11 +277,16 @@ int dt_layer_kind_from_name(const char *name);
 const char *dt_activation_name(dt_activation a);
 int dt_activation_from_name(const char *name); /* -1 if unknown; Darknet's "logistic" is sigmoid */
 
+/* A class label: 32-bit so that ImageNet-22K's 21841 classes (and more)
+ * fit; data sets, the loader, the loss and the metrics all pass labels as
+ * arrays of dt_label. */
+typedef int32_t dt_label;
+
 /* Softmax cross-entropy head: given the logits (B, C) fed to the softmax
  * layer, its probabilities (B, C) and labels (B), writes dlogits (B, C) =
  * (p - onehot) / B and returns the summed (not averaged) loss
  * logsumexp(z) - z_y. Labels are < C (checked by the loader). */
 double dt_softmax_xent_loss(float *dlogits, const float *logits, const float *probs,
-                            const uint8_t *labels, int batch, int classes);
+                            const dt_label *labels, int batch, int classes);
 
 #endif

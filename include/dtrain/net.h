@@ -118,7 +118,7 @@ const float *dt_net_forward(dt_net *net, const float *x, int batch, int train);
 
 /* Cross-entropy of the last forward's probabilities against labels: returns
  * the summed loss and prepares the loss gradient for dt_net_backward. */
-double dt_net_loss(dt_net *net, const uint8_t *labels, int batch);
+double dt_net_loss(dt_net *net, const dt_label *labels, int batch);
 
 /* Backward pass after dt_net_loss: fills grads; calls ready(ctx, i) after
  * each layer i with parameters, last to first (ready may be NULL). */
@@ -142,11 +142,11 @@ void dt_net_bind_grads(dt_net *net, float *grads);
  * own). Overwrites the activations and gradients like a training step.
  * Call it after a few warm-up steps: the first pass at a batch size builds
  * oneDNN's kernels. DT_ERR_USAGE for a batch outside [1, max batch]. */
-dt_status dt_net_time_step(dt_net *net, const float *x, const uint8_t *labels, int batch, double *fwd_s,
+dt_status dt_net_time_step(dt_net *net, const float *x, const dt_label *labels, int batch, double *fwd_s,
                            double *bwd_s);
 
 /* Samples among the last forward's batch whose argmax equals the label. */
-int dt_net_count_correct(const dt_net *net, const uint8_t *labels, int batch);
+int dt_net_count_correct(const dt_net *net, const dt_label *labels, int batch);
 
 /* Forward FLOPs of one sample (sum of the layers'). */
 uint64_t dt_net_flops(const dt_net *net);

@@ -25,6 +25,8 @@ int cmd_eval(int argc, char **argv, const cli_env *env);
 int cmd_info(int argc, char **argv, const cli_env *env);
 int cmd_bench(int argc, char **argv, const cli_env *env);
 int cmd_simulate(int argc, char **argv, const cli_env *env);
+/* Classifies image files with a checkpoint; one process, no MPI. */
+int cmd_predict(int argc, char **argv, const cli_env *env);
 /* Runs mpirun; needs no MPI itself (called before MPI_Init). */
 int cmd_launch(int argc, char **argv);
 /* Draws training logs; needs no MPI either. */

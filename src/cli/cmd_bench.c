@@ -19,7 +19,13 @@
 #include "dtrain/timer.h"
 
 /* The next training batch of ld, past an epoch's end marker (n == 0). */
-static dt_status next_batch(dt_loader *ld, const float **x, const uint8_t **y, int *n) {
+/* The process's peak resident memory so far (MiB; 0 if unknown). */
+static double peak_rss_mb(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss / 1024.0 : 0;
+}
+
+static dt_status next_batch(dt_loader *ld, const float **x, const dt_label **y, int *n) {
     DT_TRY(dt_loader_next(ld, x, y, n));
     return *n == 0 ? dt_loader_next(ld, x, y, n) : DT_OK;
 }
@@ -40,7 +46,7 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
     for (int i = 0; s == DT_OK && i < warmup + steps; i++) {
         if (i == warmup) t0 = dt_now();
         const float *x;
-        const uint8_t *y;
+        const dt_label *y;
         int n;
         s = next_batch(ld, &x, &y, &n);
         if (s != DT_OK) break;
@@ -54,15 +60,13 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
         /* Training FLOPs ~ 3x forward (forward, input and weight gradients). */
         double gflops = 3.0 * (double)dt_net_flops(net) * spec->batch * steps / dt / 1e9;
         char model[1024];
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
         printf("{\"event\":\"bench\",\"model\":\"%s\",\"precision\":\"%s\",\"winograd\":%d,\"batch\":%d,"
                "\"threads\":%d,\"steps\":%d,"
                "\"images_per_sec\":%.1f,\"ms_per_step\":%.3f,\"gflops\":%.1f,\"loss\":%.4f,"
                "\"peak_rss_mb\":%.1f}\n",
                dt_json_escape(model, sizeof model, spec->path), dt_precision_name(spec->precision), spec->winograd,
                spec->batch, threads, steps, spec->batch * steps / dt, dt / steps * 1e3,
-               gflops, loss, ru.ru_maxrss / 1024.0);
+               gflops, loss, peak_rss_mb());
     }
     dt_loader_free(ld);
     dt_dataset_free(ds);
@@ -94,23 +98,25 @@ static dt_status bench_data(const dt_model_spec *spec, int steps, const data_arg
                         .out = spec->input,
                         .prefetch = 1, .threads = threads};
     double t0 = dt_now(), load_s = 0, dt = 0;
-    dt_status s = dt_dataset_load(&ds, kind, d->data_dir, 1, dt_data_load_shape(spec, kind), 1, &fo);
+    dt_status s = dt_dataset_load(&ds, kind, d->data_dir, 1, dt_data_load_shape(spec, kind), 0, 1, &fo);
     if (s == DT_OK) load_s = dt_now() - t0, s = dt_loader_create(&ld, ds, &lc);
     const int warmup = 3;
     for (int i = 0; s == DT_OK && i < warmup + steps; i++) {
         if (i == warmup) t0 = dt_now();
         const float *x;
-        const uint8_t *y;
+        const dt_label *y;
         int n;
         s = next_batch(ld, &x, &y, &n);
     }
     if (s == DT_OK) {
         dt = dt_now() - t0;
         printf("{\"event\":\"loader_bench\",\"dataset\":\"%s\",\"samples\":%d,\"shape\":[%d,%d,%d],"
-               "\"batch\":%d,\"loader_threads\":%d,\"cached\":%s,\"load_s\":%.3f,\"steps\":%d,"
-               "\"images_per_sec\":%.1f,\"ms_per_batch\":%.3f}\n",
+               "\"batch\":%d,\"loader_threads\":%d,\"cached\":%s,\"load_s\":%.3f,\"scan_s\":%.3f,"
+               "\"list_bytes_per_file\":%.1f,\"steps\":%d,\"images_per_sec\":%.1f,\"ms_per_batch\":%.3f,"
+               "\"peak_rss_mb\":%.1f}\n",
                dt_dataset_kind_name(kind), ds->n, spec->input.c, spec->input.h, spec->input.w, spec->batch, threads,
-               ds->images ? "true" : "false", load_s, steps, (double)spec->batch * steps / dt, dt / steps * 1e3);
+               ds->images ? "true" : "false", load_s, ds->scan_s, ds->n ? (double)ds->list_bytes / ds->n : 0, steps,
+               (double)spec->batch * steps / dt, dt / steps * 1e3, peak_rss_mb());
     }
     dt_loader_free(ld);
     dt_dataset_free(ds);

@@ -21,7 +21,7 @@
  * file at PATH). */
 typedef struct {
     dt_confusion conf;
-    const uint8_t *labels; /* the data set's */
+    const dt_label *labels; /* the data set's */
     long at;               /* samples seen so far */
     FILE *f;               /* NULL: no --logits-out */
     const char *path;
@@ -109,7 +109,7 @@ static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_k
     DT_TRY(split_of(a->split, &train));
     dt_folder_opts fo = {threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
                          saved->n ? saved : NULL, 0, a->weights, a->val_split, (uint64_t)a->seed};
-    DT_TRY(dt_dataset_load(ds, kind, a->data_dir, train, dt_data_load_shape(spec, kind), 1, &fo));
+    DT_TRY(dt_dataset_load(ds, kind, a->data_dir, train, dt_data_load_shape(spec, kind), outputs, 1, &fo));
     dt_data_normalise(*ds, spec);
     dt_status s = dt_check_input(spec, *ds, dt_dataset_kind_name(kind));
     if (s != DT_OK) return with_dataset_hint(s, spec, kind, saved);
@@ -209,10 +209,13 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
     dt_dataset *ds = NULL;
     double t0 = 0, acc = 0, loss = 0;
     int loader_threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind);
-    eval_sink sink = {{0, 0, 0, 0, NULL}, NULL, 0, NULL, NULL};
+    eval_sink sink = {{0, 0, 0, 0, NULL, NULL, NULL}, NULL, 0, NULL, NULL};
     dt_status s = dt_checkpoint_load_net(a->weights, net, &meta, &arrays);
+    if (s == DT_OK && a->confusion && net->classes > DT_CONFUSION_MAX_MATRIX)
+        s = dt_fail(DT_ERR_USAGE, "--confusion: %s has %d classes, a matrix is kept for at most %d", a->model,
+                    net->classes, DT_CONFUSION_MAX_MATRIX);
     if (s == DT_OK) s = load_eval_set(&ds, a, kind, &spec, &saved, net->classes, env);
-    if (s == DT_OK) s = dt_confusion_init(&sink.conf, net->classes, 5);
+    if (s == DT_OK) s = dt_confusion_init(&sink.conf, net->classes, 5, a->confusion);
     if (s == DT_OK) {
         t0 = dt_now();
         /* Every rank of an mpirun evaluates the whole set; one writes the file. */
@@ -235,7 +238,7 @@ static const char eval_usage[] =
     "  parameters on the test set\n"
     "  --json            one JSON line instead (the summary scripts parse)\n"
     "  --confusion       also the confusion matrix (rows: true class; with --json a\n"
-    "                    \"confusion\" array of rows)\n"
+    "                    \"confusion\" array of rows); models of up to 4096 classes\n"
     "  --split S         test (default) | train: the split evaluated (folder: DIR/S/<class>/)\n"
     "  --val-split F     folder without test/: the share F of DIR/train held out as the test\n"
     "                    split, drawn as train --val-split F with the same --seed (default 1)\n"

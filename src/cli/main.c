@@ -16,6 +16,8 @@ static const char usage[] =
     "                            [train flags]: every combination as a train run, spread\n"
     "                            over the ranks (see dtrain sweep --help)\n"
     "  eval MODEL.cfg --weights CHECKPOINT [--dataset D] [--data-dir DIR]\n"
+    "  predict MODEL.cfg --weights CHECKPOINT IMAGE|FOLDER... [--list F] [--top K] [--json]\n"
+    "                            the top-k classes of each image with their probabilities\n"
     "  export MODEL.cfg --weights CHECKPOINT -o FILE.onnx\n"
     "                            the trained network as an ONNX model (docs/EXPORT.md)\n"
     "  info MODEL.cfg [--json | --dot | --plan --workers P --servers S --batch K]\n"
@@ -38,6 +40,47 @@ static const char usage[] =
     "exit status: 0 success, 1 runtime error, 2 usage or input error (model file, run log)\n"
     "  (sweep: 0 if at least one trial succeeded)\n";
 
+/* The subcommands, by when they run: before anything (no MPI, no signal
+ * thread: launch, plot, export), alone (one process that talks to no other:
+ * no MPI_Init, whose singleton start costs 0.3 s, 0.9 s under ASan, of
+ * every call; no signal is handled, so one ends it at once), or under MPI
+ * with the signal thread. A new subcommand is its cmd_X.c, its line in
+ * cli.h and one row here. */
+typedef enum { CMD_BARE, CMD_ALONE, CMD_MPI } cmd_stage;
+
+typedef struct {
+    const char *name;
+    cmd_stage stage;
+    int (*bare)(int argc, char **argv);                                   /* CMD_BARE */
+    int (*with_env)(int argc, char **argv, const cli_env *env);           /* CMD_ALONE, CMD_MPI */
+    int (*with_signals)(int argc, char **argv, cli_env *env, cli_signals *sig); /* CMD_MPI (train, sweep) */
+} cli_command;
+
+static int sweep_orderly(int argc, char **argv, cli_env *env, cli_signals *sig) {
+    int code = cmd_sweep(argc, argv, env, sig);
+    env->orderly = 1; /* the ranks agree on the outcome */
+    return code;
+}
+
+static const cli_command commands[] = {
+    {"launch", CMD_BARE, cmd_launch, NULL, NULL},
+    {"plot", CMD_BARE, cmd_plot, NULL, NULL},
+    {"export", CMD_BARE, cmd_export, NULL, NULL},
+    {"info", CMD_ALONE, NULL, cmd_info, NULL},
+    {"simulate", CMD_ALONE, NULL, cmd_simulate, NULL},
+    {"predict", CMD_ALONE, NULL, cmd_predict, NULL},
+    {"train", CMD_MPI, NULL, NULL, cmd_train},
+    {"sweep", CMD_MPI, NULL, NULL, sweep_orderly},
+    {"eval", CMD_MPI, NULL, cmd_eval, NULL},
+    {"bench", CMD_MPI, NULL, cmd_bench, NULL},
+};
+
+static const cli_command *find_command(const char *name) {
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
 /* Ranks sharing this node, from Open MPI's environment (1 if not launched by mpirun). */
 static int local_ranks(void) {
     const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -54,17 +97,14 @@ int main(int argc, char **argv) {
         cli_print_version(stdout);
         return 0;
     }
-    const char *cmd = argv[1];
-    if (strcmp(cmd, "launch") == 0) return cmd_launch(argc - 2, argv + 2);
-    if (strcmp(cmd, "plot") == 0) return cmd_plot(argc - 2, argv + 2);
-    if (strcmp(cmd, "export") == 0) return cmd_export(argc - 2, argv + 2);
-    /* One process that talks to no other and writes no file (info prints,
-     * simulate predicts): no MPI_Init, whose singleton start costs 0.3 s
-     * (0.9 s under ASan) of every call; no signal is handled, so one ends
-     * it at once. */
+    const cli_command *cmd = find_command(argv[1]);
+    if (!cmd) {
+        fprintf(stderr, "dtrain: unknown command '%s'\n%s", argv[1], usage);
+        return 2;
+    }
+    if (cmd->stage == CMD_BARE) return cmd->bare(argc - 2, argv + 2);
     cli_env alone = {0, 1, local_ranks(), 0};
-    if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2, &alone);
-    if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 2, argv + 2, &alone);
+    if (cmd->stage == CMD_ALONE) return cmd->with_env(argc - 2, argv + 2, &alone);
     /* Before MPI_Init: every thread MPI, OpenMP and dtrain start from here
      * on inherits the mask, so only the signal thread ever takes them. */
     static cli_signals sig;
@@ -94,21 +134,8 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
-    int code;
-    if (strcmp(cmd, "train") == 0)
-        code = cmd_train(argc - 2, argv + 2, &env, &sig);
-    else if (strcmp(cmd, "sweep") == 0) {
-        code = cmd_sweep(argc - 2, argv + 2, &env, &sig);
-        env.orderly = 1; /* the ranks agree on the outcome */
-    }
-    else if (strcmp(cmd, "eval") == 0)
-        code = cmd_eval(argc - 2, argv + 2, &env);
-    else if (strcmp(cmd, "bench") == 0)
-        code = cmd_bench(argc - 2, argv + 2, &env);
-    else {
-        fprintf(stderr, "dtrain: unknown command '%s'\n%s", cmd, usage);
-        code = 2;
-    }
+    int code = cmd->with_signals ? cmd->with_signals(argc - 2, argv + 2, &env, &sig)
+                                 : cmd->with_env(argc - 2, argv + 2, &env);
     /* A failed rank may leave others waiting for it in a collective, unless
      * every rank reached the failure in order. */
     if (code != 0 && env.world > 1 && !env.orderly) MPI_Abort(MPI_COMM_WORLD, code);

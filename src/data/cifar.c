@@ -27,7 +27,7 @@ static dt_status read_batch(dt_data_buf *raw, int fd, const char *name) {
         return dt_fail(DT_ERR_FORMAT,
                        "%s: size %zu bytes is not a positive multiple of the %d-byte CIFAR-10 record",
                        name, bytes, CIFAR_RECORD);
-    return dt_data_check_labels(raw->p + before, bytes / CIFAR_RECORD, CIFAR_RECORD, CIFAR_CLASSES,
+    return dt_data_check_label_bytes(raw->p + before, bytes / CIFAR_RECORD, CIFAR_RECORD, CIFAR_CLASSES,
                                 name);
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -110,7 +111,7 @@ dt_status dt_data_new_labels(dt_dataset **out, int n, dt_shape shape, int classe
     ds->shape = shape;
     ds->classes = classes;
     for (int c = 0; c < DT_DATA_MAX_CHANNELS; c++) ds->mean[c] = 0.0f, ds->std[c] = 1.0f;
-    dt_status s = dt_alloc_bytes(&p, (size_t)n, "dataset labels");
+    dt_status s = dt_alloc_bytes(&p, (size_t)n * sizeof(dt_label), "dataset labels");
     if (s != DT_OK) {
         dt_dataset_free(ds);
         return s;
@@ -135,6 +136,17 @@ dt_status dt_data_new(dt_dataset **out, int n, dt_shape shape, int classes) {
     return DT_OK;
 }
 
+dt_status dt_data_buf_fit(dt_data_buf *b, const char *what) {
+    if (b->len == b->cap || b->len == 0) return DT_OK;
+    void *p;
+    DT_TRY(dt_alloc_bytes(&p, b->len, what));
+    memcpy(p, b->p, b->len);
+    dt_free(b->p);
+    b->p = p;
+    b->cap = b->len;
+    return DT_OK;
+}
+
 dt_status dt_data_buf_put(dt_data_buf *b, const void *bytes, size_t n, const char *what) {
     if (n > SIZE_MAX - b->len) return dt_fail(DT_ERR_NOMEM, "%s: size overflows", what);
     DT_TRY(buf_reserve(b, b->len + n, SIZE_MAX, what));
@@ -148,12 +160,20 @@ int dt_data_shape_ok(dt_shape s) {
            s.w >= 1 && s.w <= DT_DATA_MAX_DIM;
 }
 
-dt_status dt_data_check_labels(const uint8_t *labels, size_t n, size_t stride, int classes,
-                               const char *path) {
+static dt_status label_out_of_range(const char *path, long label, size_t i, int classes) {
+    return dt_fail(DT_ERR_FORMAT, "%s: label %ld at index %zu is out of range (must be 0..%d)", path, label, i,
+                   classes - 1);
+}
+
+dt_status dt_data_check_label_bytes(const uint8_t *bytes, size_t n, size_t stride, int classes, const char *path) {
     for (size_t i = 0; i < n; i++)
-        if (labels[i * stride] >= classes)
-            return dt_fail(DT_ERR_FORMAT, "%s: label %d at index %zu is out of range (must be < %d)",
-                           path, labels[i * stride], i, classes);
+        if (bytes[i * stride] >= classes) return label_out_of_range(path, bytes[i * stride], i, classes);
+    return DT_OK;
+}
+
+dt_status dt_data_check_labels(const dt_label *labels, size_t n, int classes, const char *path) {
+    for (size_t i = 0; i < n; i++)
+        if (labels[i] < 0 || labels[i] >= classes) return label_out_of_range(path, labels[i], i, classes);
     return DT_OK;
 }
 
@@ -187,10 +207,21 @@ dt_status dt_class_names_copy(dt_class_names *dst, const dt_class_names *src) {
     return DT_OK;
 }
 
-int dt_class_names_find(const dt_class_names *c, const char *name) {
-    for (int i = 0; i < c->n; i++)
-        if (strcmp(c->names[i], name) == 0) return i;
-    return -1;
+static int by_string(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+dt_status dt_class_names_repeated(const dt_class_names *c, const char **dup) {
+    *dup = NULL;
+    if (c->n < 2) return DT_OK;
+    const char **sorted; /* (n) views of c's names */
+    DT_TRY(dt_alloc_bytes((void **)&sorted, sizeof *sorted * (size_t)c->n, "class names"));
+    for (int i = 0; i < c->n; i++) sorted[i] = c->names[i];
+    qsort(sorted, (size_t)c->n, sizeof *sorted, by_string);
+    for (int i = 1; i < c->n && !*dup; i++)
+        if (strcmp(sorted[i - 1], sorted[i]) == 0) *dup = sorted[i];
+    dt_free(sorted);
+    return DT_OK;
 }
 
 void dt_class_names_free(dt_class_names *c) {
@@ -232,7 +263,7 @@ static dt_status load_folder_split(dt_dataset **out, const char *dir, int train,
 }
 
 dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *dir, int train,
-                          dt_shape shape, uint64_t seed, const dt_folder_opts *fo) {
+                          dt_shape shape, int classes, uint64_t seed, const dt_folder_opts *fo) {
     *out = NULL;
     if (!dir || !*dir) dir = dt_dataset_default_dir(kind);
     switch (kind) {
@@ -249,7 +280,7 @@ dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *di
     }
     case DT_DATASET_CIFAR10: return dt_dataset_load_cifar10(out, dir, train);
     case DT_DATASET_SYNTHETIC:
-        return dt_data_synthetic(out, shape, 10, train ? 60000 : 10000, seed, train ? 0 : 1);
+        return dt_data_synthetic(out, shape, classes ? classes : 10, train ? 60000 : 10000, seed, train ? 0 : 1);
     case DT_DATASET_FOLDER: return load_folder_split(out, dir, train, shape, fo);
     case DT_DATASET_KIND_COUNT: break;
     }

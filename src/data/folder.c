@@ -4,6 +4,7 @@
  * callback. */
 #include <dirent.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -14,18 +15,32 @@
 #include "dtrain/mem.h"
 #include "dtrain/pool.h"
 #include "dtrain/rng.h"
+#include "dtrain/timer.h"
 
 /* The files of a split in sample order: by class folder, then file name. */
 typedef struct {
-    dt_data_buf paths;  /* every file's path, NUL-terminated, back to back */
-    dt_data_buf at;     /* (n) size_t: where file i's path starts in paths */
-    dt_data_buf labels; /* (n) uint8_t */
+    /* The split's folder, then every file's path relative to it
+     * ("class/file.jpg"), each NUL-terminated, back to back: at ImageNet's
+     * 1.28 M files the folder is not repeated in each (bytes per file:
+     * docs/IMAGES.md). */
+    dt_data_buf paths;
+    dt_data_buf at;     /* (n) size_t: where file i's relative path starts in paths */
+    dt_data_buf labels; /* (n) dt_label */
     int n;
 } file_list;
 
-static const char *file_path(const file_list *f, int i) {
-    return (const char *)f->paths.p + ((const size_t *)(const void *)f->at.p)[i];
+enum { PATH_CAP = 4096 }; /* every path was joined into this much at the scan */
+
+/* File i's whole path, in buf (PATH_CAP bytes). An empty folder: the
+ * files' paths are whole (dt_dataset_of_files). */
+static const char *file_path(const file_list *f, int i, char *buf) {
+    const char *dir = (const char *)f->paths.p;
+    const char *rel = dir + ((const size_t *)(const void *)f->at.p)[i];
+    snprintf(buf, PATH_CAP, "%s%s%s", dir, *dir ? "/" : "", rel);
+    return buf;
 }
+
+static dt_label *file_labels(const file_list *f) { return (dt_label *)(void *)f->labels.p; }
 
 static void file_list_free(file_list *f) {
     dt_data_buf_free(&f->paths);
@@ -34,14 +49,24 @@ static void file_list_free(file_list *f) {
     f->n = 0;
 }
 
-static dt_status file_list_add(file_list *f, const char *path, int label) {
+static dt_status file_list_fit(file_list *f) {
+    DT_TRY(dt_data_buf_fit(&f->paths, "image file list"));
+    DT_TRY(dt_data_buf_fit(&f->at, "image file list"));
+    return dt_data_buf_fit(&f->labels, "image file list");
+}
+
+/* path is dir (the split's folder, the list's first entry), '/', then the
+ * file's path inside it; or dir is "" and path is whole. */
+static dt_status file_list_add(file_list *f, const char *dir, const char *path, int label) {
     if (f->n >= DT_DATA_MAX_SAMPLES)
         return dt_fail(DT_ERR_FORMAT, "%s: more than %d images in the data set", path, DT_DATA_MAX_SAMPLES);
+    if (f->paths.len == 0) DT_TRY(dt_data_buf_put(&f->paths, dir, strlen(dir) + 1, "image file list"));
     size_t off = f->paths.len;
-    uint8_t byte = (uint8_t)label;
-    DT_TRY(dt_data_buf_put(&f->paths, path, strlen(path) + 1, "image file list"));
+    dt_label y = (dt_label)label;
+    const char *rel = path + (*dir ? strlen(dir) + 1 : 0);
+    DT_TRY(dt_data_buf_put(&f->paths, rel, strlen(rel) + 1, "image file list"));
     DT_TRY(dt_data_buf_put(&f->at, &off, sizeof off, "image file list"));
-    DT_TRY(dt_data_buf_put(&f->labels, &byte, 1, "image file list"));
+    DT_TRY(dt_data_buf_put(&f->labels, &y, sizeof y, "image file list"));
     f->n++;
     return DT_OK;
 }
@@ -59,28 +84,60 @@ typedef struct {
     const dt_folder_opts *o;
     file_list files;
     dt_class_names names;                   /* the dataset's classes (label = index) */
-    uint8_t present[DT_DATA_MAX_CLASSES];   /* 1: the class has a folder here */
+    uint8_t *present;                       /* (labels) 1: the class has a folder here */
     int skipped;
     char *first_skip;                       /* the first skipped file's error */
     int ignored;                            /* files not of an image extension */
     char *first_ignored;                    /* the first one's path */
 } scan;
 
-static int visible(const struct dirent *d) { return d->d_name[0] != '.'; }
-static int bytewise(const struct dirent **a, const struct dirent **b) { return strcmp((*a)->d_name, (*b)->d_name); }
+/* A folder's entries not starting with '.', sorted bytewise (not by
+ * locale: every machine must see one order). The names live in one buffer
+ * and one array points into it: a class folder of ImageNet's 1300 files
+ * costs three allocations, not one per file as scandir's. */
+typedef struct {
+    dt_data_buf text; /* the names, NUL-terminated, back to back */
+    char **sorted;    /* (n) views into text, sorted */
+    int n;
+} name_list;
 
-/* dir's entries not starting with '.', sorted bytewise (not by locale: every
- * machine must see one order). */
-static dt_status list_dir(struct dirent ***names, int *n, const char *dir) {
-    *n = scandir(dir, names, visible, bytewise);
-    if (*n >= 0) return DT_OK;
-    if (errno == ENOENT) return dt_fail(DT_ERR_IO, "%s: no such folder", dir);
-    return dt_fail(DT_ERR_IO, "%s: cannot list the folder: %s", dir, strerror(errno));
+static void free_list(name_list *l) {
+    dt_data_buf_free(&l->text);
+    dt_free(l->sorted);
+    *l = (name_list){{0}, NULL, 0};
 }
 
-static void free_list(struct dirent **names, int n) {
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
+static int bytewise(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Reads dir's visible names into l->text (l->n of them). */
+static dt_status read_names(name_list *l, DIR *d, const char *dir) {
+    for (;;) {
+        errno = 0;
+        const struct dirent *e = readdir(d);
+        if (!e) return errno ? dt_fail(DT_ERR_IO, "%s: cannot list the folder: %s", dir, strerror(errno)) : DT_OK;
+        if (e->d_name[0] == '.') continue;
+        if (l->n >= DT_DATA_MAX_SAMPLES)
+            return dt_fail(DT_ERR_FORMAT, "%s: more than %d entries in the folder", dir, DT_DATA_MAX_SAMPLES);
+        DT_TRY(dt_data_buf_put(&l->text, e->d_name, strlen(e->d_name) + 1, "folder listing"));
+        l->n++;
+    }
+}
+
+static dt_status list_dir(name_list *l, const char *dir) {
+    *l = (name_list){{0}, NULL, 0};
+    DIR *d = opendir(dir);
+    if (!d && errno == ENOENT) return dt_fail(DT_ERR_IO, "%s: no such folder", dir);
+    if (!d) return dt_fail(DT_ERR_IO, "%s: cannot list the folder: %s", dir, strerror(errno));
+    dt_status s = read_names(l, d, dir);
+    if (closedir(d) != 0 && s == DT_OK) s = dt_fail(DT_ERR_IO, "%s: cannot close the folder: %s", dir, strerror(errno));
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&l->sorted, sizeof *l->sorted * (size_t)(l->n ? l->n : 1), "folder listing");
+    for (size_t at = 0, i = 0; s == DT_OK && i < (size_t)l->n; i++) {
+        l->sorted[i] = (char *)l->text.p + at;
+        at += strlen(l->sorted[i]) + 1;
+    }
+    if (s == DT_OK) qsort(l->sorted, (size_t)l->n, sizeof *l->sorted, bytewise);
+    if (s != DT_OK) free_list(l);
+    return s;
 }
 
 static dt_status join(char *buf, size_t cap, const char *a, const char *b) {
@@ -92,7 +149,7 @@ static dt_status join(char *buf, size_t cap, const char *a, const char *b) {
  * which files are images, as torchvision's ImageFolder does). */
 static const char *const image_exts[] = {".jpg", ".jpeg", ".png"};
 
-static int is_image_name(const char *name) {
+int dt_folder_is_image_name(const char *name) {
     const char *dot = strrchr(name, '.');
     for (size_t i = 0; dot && i < sizeof image_exts / sizeof *image_exts; i++)
         if (strcasecmp(dot, image_exts[i]) == 0) return 1;
@@ -126,16 +183,16 @@ static dt_status skip_or_fail(scan *sc, dt_status s) {
 
 /* The image files of one class folder, added with this label. */
 static dt_status scan_class(scan *sc, const char *class_dir, int label) {
-    struct dirent **names;
-    int n;
-    DT_TRY(list_dir(&names, &n, class_dir));
+    name_list names;
+    DT_TRY(list_dir(&names, class_dir));
+    const int n = names.n;
     dt_status s = DT_OK;
     int images = 0;
     for (int i = 0; s == DT_OK && i < n; i++) {
-        char path[4096];
-        s = join(path, sizeof path, class_dir, names[i]->d_name);
-        if (s == DT_OK && is_image_name(names[i]->d_name)) {
-            s = file_list_add(&sc->files, path, label);
+        char path[PATH_CAP];
+        s = join(path, sizeof path, class_dir, names.sorted[i]);
+        if (s == DT_OK && dt_folder_is_image_name(names.sorted[i])) {
+            s = file_list_add(&sc->files, sc->dir, path, label);
             images++;
             continue;
         }
@@ -149,8 +206,36 @@ static dt_status scan_class(scan *sc, const char *class_dir, int label) {
     if (s == DT_OK && images == 0)
         s = dt_fail(DT_ERR_FORMAT, "%s: no images in this class folder (dtrain reads .jpg, .jpeg and .png files)",
                     class_dir);
-    free_list(names, n);
+    free_list(&names);
     return s;
+}
+
+/* A class name and its label: o->classes sorted by name, so that each of a
+ * split's folders finds its label by binary search (a test split of
+ * ImageNet-22K's 21841 folders against the train set's names: C log C
+ * comparisons, not C^2 / 2). */
+typedef struct {
+    const char *name;
+    int label;
+} named;
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const named *)a)->name, ((const named *)b)->name);
+}
+
+static dt_status sort_names(named **out, const dt_class_names *c) {
+    *out = NULL;
+    if (!c) return DT_OK;
+    DT_TRY(dt_alloc_bytes((void **)out, sizeof **out * (size_t)(c->n ? c->n : 1), "class names"));
+    for (int i = 0; i < c->n; i++) (*out)[i] = (named){c->names[i], i};
+    qsort(*out, (size_t)c->n, sizeof **out, by_name);
+    return DT_OK;
+}
+
+/* name's label in sorted (n), -1 if absent. */
+static int find_label(const named *sorted, int n, const char *name) {
+    const named key = {name, 0}, *hit = bsearch(&key, sorted, (size_t)n, sizeof key, by_name);
+    return hit ? hit->label : -1;
 }
 
 /* The class folders of sc->dir and their files; sc->names set. */
@@ -161,15 +246,21 @@ static dt_status scan_split(scan *sc) {
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return dt_fail(DT_ERR_IO, "%s: no such folder (a folder data set is DIR/train/<class>/ and "
                        "DIR/test/<class>/ holding .jpg, .jpeg or .png images)", dir);
-    struct dirent **names;
-    int n;
-    DT_TRY(list_dir(&names, &n, dir));
-    dt_status s = DT_OK;
-    char *own[DT_DATA_MAX_CLASSES]; /* views of the class folders' names, for the copy below */
-    int nclasses = 0;
+    name_list names;
+    DT_TRY(list_dir(&names, dir));
+    const int n = names.n;
+    /* own: (n) views of the class folders' names, for the copy below;
+     * present: (labels) as the scan struct says. */
+    char **own = NULL;
+    named *sorted = NULL; /* (o->classes->n) when o->classes */
+    int nclasses = 0, labels = o->classes && o->classes->n > n ? o->classes->n : n;
+    dt_status s = dt_alloc_bytes((void **)&own, sizeof *own * (size_t)(n ? n : 1), "class folder list");
+    if (s == DT_OK) s = sort_names(&sorted, o->classes);
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&sc->present, (size_t)(labels ? labels : 1), "class folder list");
+    if (s == DT_OK) memset(sc->present, 0, (size_t)(labels ? labels : 1));
     for (int i = 0; s == DT_OK && i < n; i++) {
-        char path[4096];
-        const char *name = names[i]->d_name;
+        char path[PATH_CAP];
+        const char *name = names.sorted[i];
         s = join(path, sizeof path, dir, name);
         if (s != DT_OK) break;
         if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) { /* a README beside the class folders */
@@ -181,8 +272,8 @@ static dt_status scan_split(scan *sc) {
                         DT_DATA_MAX_CLASSES, DT_DATA_MAX_CLASSES);
             break;
         }
-        own[nclasses] = names[i]->d_name;
-        int label = o->classes ? dt_class_names_find(o->classes, name) : nclasses;
+        own[nclasses] = names.sorted[i];
+        int label = o->classes ? find_label(sorted, o->classes->n, name) : nclasses;
         nclasses++;
         if (s == DT_OK && label < 0)
             s = dt_fail(DT_ERR_FORMAT, "%s: class '%s' is not one of the %d classes of %s", path, name,
@@ -199,7 +290,9 @@ static dt_status scan_split(scan *sc) {
             s = dt_fail(DT_ERR_FORMAT, "%s: no folder for class '%s', which %s has", dir, o->classes->names[i],
                         o->classes_from ? o->classes_from : "the model");
     if (s == DT_OK) s = dt_class_names_copy(&sc->names, o->classes ? o->classes : &(dt_class_names){nclasses, own});
-    free_list(names, n);
+    dt_free(own);
+    dt_free(sorted);
+    free_list(&names);
     return s;
 }
 
@@ -207,17 +300,18 @@ static dt_status scan_split(scan *sc) {
 
 /* Of each class's m files (sorted), k = round(share x m) in [1, m - 1]
  * drawn by a partial Fisher-Yates shuffle from the seed and the class, so
- * the train and test loads (and every rank) draw the same. */
+ * the train and test loads (and every rank) draw the same. A class's files
+ * are one run of the list (its folder's, scanned in one go), so the draw
+ * is O(n) however many classes there are. */
 static dt_status mark_held(const scan *sc, double share, uint8_t *held) {
     const file_list *f = &sc->files;
+    const dt_label *y = file_labels(f);
     int *idx; /* (n) the files of the class being drawn */
     DT_TRY(dt_alloc_bytes((void **)&idx, (size_t)(f->n ? f->n : 1) * sizeof *idx, "held-out split"));
     dt_status s = DT_OK;
-    for (int c = 0; s == DT_OK && c < sc->names.n; c++) {
-        int m = 0;
-        for (int i = 0; i < f->n; i++)
-            if (f->labels.p[i] == c) idx[m++] = i;
-        if (m == 0) continue; /* a class the test folders lack (eval) */
+    for (int run = 0, end; s == DT_OK && run < f->n; run = end) {
+        int c = y[run], m = 0;
+        for (end = run; end < f->n && y[end] == c; end++) idx[m++] = end;
         int k = (int)(share * m + 0.5);
         k = k < 1 ? 1 : k > m - 1 ? m - 1 : k;
         if (m < 2)
@@ -248,7 +342,7 @@ static dt_status hold_out(scan *sc) {
     for (int i = 0; s == DT_OK && i < f->n; i++)
         if (held[i] == (v > 0)) {
             at[kept] = at[i];
-            f->labels.p[kept++] = f->labels.p[i];
+            file_labels(f)[kept++] = file_labels(f)[i];
         }
     if (s == DT_OK) f->n = kept;
     dt_free(held);
@@ -269,7 +363,8 @@ static dt_status decode_one(void *ctx, size_t i, int worker) {
     decode_job *j = ctx;
     const size_t sample = dt_shape_size(j->shape);
     uint8_t *out = j->images ? j->images + i * sample : j->scratch + (size_t)worker * sample;
-    dt_status s = dt_image_load(out, j->shape, file_path(j->files, (int)i));
+    char path[PATH_CAP];
+    dt_status s = dt_image_load(out, j->shape, file_path(j->files, (int)i, path));
     if (s != DT_OK && j->bad && (s == DT_ERR_FORMAT || s == DT_ERR_IO)) {
         j->bad[i] = 1;
         return DT_OK;
@@ -285,29 +380,34 @@ static dt_status drop_bad(scan *sc, decode_job *j) {
     const size_t sample = dt_shape_size(j->shape);
     size_t *at = (size_t *)(void *)f->at.p;
     int kept = 0;
+    char path[PATH_CAP];
     for (int i = 0; i < f->n; i++) {
         if (j->bad[i]) {
             if (!sc->first_skip) {
-                dt_status s = dt_image_load(j->scratch, j->shape, file_path(f, i));
+                dt_status s = dt_image_load(j->scratch, j->shape, file_path(f, i, path));
                 DT_TRY(skip_or_fail(sc, s == DT_OK ? dt_fail(DT_ERR_IO, "%s: changed while it was read",
-                                                             file_path(f, i)) : s));
+                                                             path) : s));
             } else {
                 sc->skipped++;
             }
             continue;
         }
         at[kept] = at[i];
-        f->labels.p[kept] = f->labels.p[i];
+        file_labels(f)[kept] = file_labels(f)[i];
         if (j->images && kept != i) memmove(j->images + (size_t)kept * sample, j->images + (size_t)i * sample, sample);
         kept++;
     }
     f->n = kept;
-    int count[DT_DATA_MAX_CLASSES] = {0};
-    for (int i = 0; i < kept; i++) count[f->labels.p[i]]++;
-    for (int c = 0; c < sc->names.n; c++)
-        if (sc->present[c] && count[c] == 0)
-            return dt_fail(DT_ERR_FORMAT, "%s/%s: no readable images in this class folder (all skipped)", sc->dir,
-                           sc->names.names[c]);
+    uint8_t *left; /* (classes) 1: the class kept a file */
+    DT_TRY(dt_alloc_bytes((void **)&left, (size_t)sc->names.n, "class counts"));
+    memset(left, 0, (size_t)sc->names.n);
+    for (int i = 0; i < kept; i++) left[file_labels(f)[i]] = 1;
+    int c = 0;
+    while (c < sc->names.n && (!sc->present[c] || left[c])) c++;
+    dt_free(left);
+    if (c < sc->names.n)
+        return dt_fail(DT_ERR_FORMAT, "%s/%s: no readable images in this class folder (all skipped)", sc->dir,
+                       sc->names.names[c]);
     return DT_OK;
 }
 
@@ -349,7 +449,8 @@ typedef struct {
 
 static dt_status fetch(void *ctx, int idx, uint8_t *out) {
     const source *src = ctx;
-    return dt_image_load(out, src->shape, file_path(&src->files, idx));
+    char path[PATH_CAP];
+    return dt_image_load(out, src->shape, file_path(&src->files, idx, path));
 }
 
 static void source_free(void *ctx) {
@@ -363,12 +464,17 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
     if ((shape.c != 1 && shape.c != 3) || !dt_data_shape_ok(shape))
         return dt_fail(DT_ERR_CONFIG, "a folder data set gives images of 1 (luminance) or 3 (RGB) channels of up "
                        "to %dx%d, not %dx%dx%d", DT_DATA_MAX_DIM, DT_DATA_MAX_DIM, shape.c, shape.h, shape.w);
-    scan sc = {dir, o, {{0}, {0}, {0}, 0}, {0, NULL}, {0}, 0, NULL, 0, NULL};
+    scan sc = {dir, o, {{0}, {0}, {0}, 0}, {0, NULL}, NULL, 0, NULL, 0, NULL};
     uint8_t *images = NULL;
     dt_dataset *ds = NULL;
+    double t0 = dt_now();
     dt_status s = scan_split(&sc);
+    if (s == DT_OK) s = file_list_fit(&sc.files);
+    double scan_s = dt_now() - t0;
+    size_t list_bytes = sc.files.paths.cap + sc.files.at.cap + sc.files.labels.cap;
     if (s == DT_OK) s = hold_out(&sc);
     if (s == DT_OK) s = decode_all(&sc, shape, &images);
+    dt_free(sc.present);
     if (s == DT_OK) s = dt_data_new_labels(&ds, sc.files.n, shape, sc.names.n);
     void *p = NULL;
     if (s == DT_OK && !images) s = dt_alloc_bytes(&p, sizeof(source), "image source");
@@ -381,8 +487,10 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
         dt_free(sc.first_ignored);
         return s;
     }
-    memcpy(ds->labels, sc.files.labels.p, (size_t)sc.files.n);
+    memcpy(ds->labels, sc.files.labels.p, (size_t)sc.files.n * sizeof *ds->labels);
     ds->class_names = sc.names;
+    ds->scan_s = scan_s;
+    ds->list_bytes = list_bytes;
     ds->skipped = sc.skipped;
     ds->skipped_first = sc.first_skip;
     ds->ignored = sc.ignored;
@@ -400,4 +508,47 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
     }
     *out = ds;
     return DT_OK;
+}
+
+/* An on-demand data set over fl (taken: emptied here, owned by the data
+ * set from then on, freed on failure too). */
+static dt_status fetched_dataset(dt_dataset **out, file_list *fl, dt_shape shape, int classes) {
+    source *src = NULL;
+    dt_status s = dt_data_new_labels(out, fl->n, shape, classes);
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&src, sizeof *src, "image source");
+    if (s != DT_OK) {
+        dt_dataset_free(*out);
+        *out = NULL;
+        file_list_free(fl);
+        return s;
+    }
+    memset((*out)->labels, 0, sizeof *(*out)->labels * (size_t)fl->n);
+    src->files = *fl;
+    src->shape = shape;
+    *fl = (file_list){{0}, {0}, {0}, 0};
+    (*out)->fetch = fetch;
+    (*out)->fetch_ctx = src;
+    (*out)->fetch_free = source_free;
+    return DT_OK;
+}
+
+dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n, dt_shape shape, int classes) {
+    *out = NULL;
+    if ((shape.c != 1 && shape.c != 3) || !dt_data_shape_ok(shape))
+        return dt_fail(DT_ERR_CONFIG, "images give 1 (luminance) or 3 (RGB) channels of up to %dx%d, not %dx%dx%d",
+                       DT_DATA_MAX_DIM, DT_DATA_MAX_DIM, shape.c, shape.h, shape.w);
+    if (n < 1) return dt_fail(DT_ERR_USAGE, "no image files given");
+    if (classes < 1) return dt_fail(DT_ERR_USAGE, "%d classes (must be at least 1)", classes);
+    file_list fl = {{0}, {0}, {0}, 0};
+    dt_status s = DT_OK;
+    for (int i = 0; s == DT_OK && i < n; i++) {
+        if (strlen(paths[i]) >= PATH_CAP) s = dt_fail(DT_ERR_IO, "%.64s...: path too long", paths[i]);
+        else s = file_list_add(&fl, "", paths[i], 0);
+    }
+    if (s == DT_OK) s = file_list_fit(&fl);
+    if (s != DT_OK) {
+        file_list_free(&fl);
+        return s;
+    }
+    return fetched_dataset(out, &fl, shape, classes);
 }

@@ -72,14 +72,14 @@ dt_status dt_dataset_load_idx_fd(dt_dataset **out, int images_fd, const char *im
     if (s == DT_OK && idims[0] != ldims[0])
         s = dt_fail(DT_ERR_FORMAT, "%s has %u images but %s has %u labels", images_name, idims[0],
                     labels_name, ldims[0]);
-    if (s == DT_OK) s = dt_data_check_labels(labels.p, labels.len, 1, IDX_CLASSES, labels_name);
+    if (s == DT_OK) s = dt_data_check_label_bytes(labels.p, labels.len, 1, IDX_CLASSES, labels_name);
     if (s == DT_OK) {
         dt_shape shape = {1, (int)idims[1], (int)idims[2]};
         s = dt_data_new(out, (int)idims[0], shape, IDX_CLASSES);
     }
     if (s == DT_OK) {
         memcpy((*out)->images, images.p, images.len);
-        memcpy((*out)->labels, labels.p, labels.len);
+        for (size_t i = 0; i < labels.len; i++) (*out)->labels[i] = labels.p[i];
     }
     dt_data_buf_free(&images);
     dt_data_buf_free(&labels);

@@ -37,6 +37,9 @@ int dt_data_more(gzFile f);
 
 void dt_data_buf_free(dt_data_buf *b);
 
+/* Shrinks b's allocation to its length (a list kept for a whole run
+ * should not keep doubling's slack, up to half its size). */
+dt_status dt_data_buf_fit(dt_data_buf *b, const char *what);
 /* Appends n bytes to b (growing it by doubling). */
 dt_status dt_data_buf_put(dt_data_buf *b, const void *bytes, size_t n, const char *what);
 
@@ -49,11 +52,12 @@ dt_status dt_data_new_labels(dt_dataset **out, int n, dt_shape shape, int classe
 /* 1 if C is 1..DT_DATA_MAX_CHANNELS and H, W are 1..DT_DATA_MAX_DIM. */
 int dt_data_shape_ok(dt_shape s);
 
-/* DT_ERR_FORMAT naming path and the index of the first label >= classes.
- * Label i is labels[i * stride] (stride 1, or the record size of files that
- * interleave labels and images). */
-dt_status dt_data_check_labels(const uint8_t *labels, size_t n, size_t stride, int classes,
-                               const char *path);
+/* DT_ERR_FORMAT naming path and the index of the first label byte >= classes
+ * in a file's bytes: label i is bytes[i * stride] (stride 1, or the record
+ * size of files that interleave labels and images). */
+dt_status dt_data_check_label_bytes(const uint8_t *bytes, size_t n, size_t stride, int classes, const char *path);
+/* The same for a data set's labels (n): each in [0, classes). */
+dt_status dt_data_check_labels(const dt_label *labels, size_t n, int classes, const char *path);
 
 /* dt_dataset_synthetic with a sample stream: the class templates depend on
  * seed only, the samples on (seed, stream), so a train set (stream 0) and a

@@ -25,7 +25,7 @@
 /* One batch and the position it was built for. */
 typedef struct {
     float *x;   /* (batch, C, H, W) normalised */
-    uint8_t *y; /* (batch) */
+    dt_label *y; /* (batch) */
     int n;      /* samples in it; 0 is the end-of-epoch marker */
     int epoch, step;
     dt_status status; /* of building it; a failure's message in msg (built on another thread) */
@@ -314,7 +314,7 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
     if (!ds->images && !ds->fetch)
         return dt_fail(DT_ERR_USAGE, "loader: the dataset has neither images nor a way to fetch them");
     /* The loss relies on labels < classes (layer.h). */
-    DT_TRY(dt_data_check_labels(ds->labels, (size_t)ds->n, 1, ds->classes, "loader: dataset"));
+    DT_TRY(dt_data_check_labels(ds->labels, (size_t)ds->n, ds->classes, "loader: dataset"));
     if (cfg->shuffle && (int64_t)ds->n < (int64_t)cfg->batch * cfg->world)
         return dt_fail(DT_ERR_USAGE, "loader: %d samples are fewer than one global batch of %d x %d ranks",
                        ds->n, cfg->batch, cfg->world);
@@ -362,7 +362,7 @@ static dt_status alloc_buffers(dt_loader *l) {
     for (int i = 0; i < (l->cfg.prefetch ? 2 : 1); i++) {
         void *p;
         DT_TRY(dt_alloc_floats(&l->buf[i].x, floats, "loader batch"));
-        DT_TRY(dt_alloc_bytes(&p, (size_t)l->cfg.batch, "loader labels"));
+        DT_TRY(dt_alloc_bytes(&p, (size_t)l->cfg.batch * sizeof(dt_label), "loader labels"));
         l->buf[i].y = p;
     }
     return DT_OK;
@@ -429,7 +429,7 @@ dt_status dt_loader_seek(dt_loader *l, int epoch, int step) {
     return DT_OK;
 }
 
-dt_status dt_loader_next(dt_loader *l, const float **x, const uint8_t **y, int *n) {
+dt_status dt_loader_next(dt_loader *l, const float **x, const dt_label **y, int *n) {
     if (l->cfg.prefetch) {
         DT_TRY(take_prefetched(l));
     } else {

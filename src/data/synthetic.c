@@ -20,8 +20,8 @@ dt_status dt_data_synthetic(dt_dataset **out, dt_shape shape, int classes, int n
     if (!dt_data_shape_ok(shape))
         return dt_fail(DT_ERR_USAGE, "synthetic dataset: shape %dx%dx%d out of range (C 1..%d, H, W 1..%d)",
                        shape.c, shape.h, shape.w, DT_DATA_MAX_CHANNELS, DT_DATA_MAX_DIM);
-    if (classes < 1 || classes > 256)
-        return dt_fail(DT_ERR_USAGE, "synthetic dataset: %d classes (must be 1..256)", classes);
+    if (classes < 1 || classes > DT_DATA_MAX_CLASSES)
+        return dt_fail(DT_ERR_USAGE, "synthetic dataset: %d classes (must be 1..%d)", classes, DT_DATA_MAX_CLASSES);
     if (n < 1 || n > DT_DATA_MAX_SAMPLES)
         return dt_fail(DT_ERR_USAGE, "synthetic dataset: %d samples (must be 1..%d)", n,
                        DT_DATA_MAX_SAMPLES);
@@ -40,7 +40,7 @@ dt_status dt_data_synthetic(dt_dataset **out, dt_shape shape, int classes, int n
             int label = (int)dt_rng_below(&r, (uint32_t)classes);
             uint8_t *img = ds->images + (size_t)i * size;
             const uint8_t *t = templates + (size_t)label * size;
-            ds->labels[i] = (uint8_t)label;
+            ds->labels[i] = (dt_label)label;
             fill_bytes(img, size, &r);
             for (size_t k = 0; k < size; k++) img[k] = (uint8_t)((img[k] + t[k]) / 2);
         }

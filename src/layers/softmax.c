@@ -42,7 +42,7 @@ static void softmax_backward(dt_layer *l, float *din, const float *dout, const f
 }
 
 double dt_softmax_xent_loss(float *dlogits, const float *logits, const float *probs,
-                            const uint8_t *labels, int batch, int classes) {
+                            const dt_label *labels, int batch, int classes) {
     double loss = 0;
     float inv_b = 1.0f / (float)batch;
     for (int b = 0; b < batch; b++) {

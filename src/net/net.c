@@ -496,7 +496,7 @@ const float *dt_net_forward(dt_net *net, const float *x, int batch, int train) {
     return net->act[net->nlayers - 1];
 }
 
-double dt_net_loss(dt_net *net, const uint8_t *labels, int batch) {
+double dt_net_loss(dt_net *net, const dt_label *labels, int batch) {
     /* The softmax layer's input is the logits (always a layer: setup_layers
      * requires one); dlogits go to that layer's output-gradient buffer. */
     int logits = net->layers[net->nlayers - 1].spec.inputs[0];
@@ -544,7 +544,7 @@ void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn re
     }
 }
 
-dt_status dt_net_time_step(dt_net *net, const float *x, const uint8_t *labels, int batch, double *fwd_s,
+dt_status dt_net_time_step(dt_net *net, const float *x, const dt_label *labels, int batch, double *fwd_s,
                            double *bwd_s) {
     if (batch < 1 || batch > net->max_batch)
         return dt_fail(DT_ERR_USAGE, "profile: batch %d must be in [1, %d]", batch, net->max_batch);
@@ -568,7 +568,7 @@ dt_status dt_net_time_step(dt_net *net, const float *x, const uint8_t *labels, i
     return DT_OK;
 }
 
-int dt_net_count_correct(const dt_net *net, const uint8_t *labels, int batch) {
+int dt_net_count_correct(const dt_net *net, const dt_label *labels, int batch) {
     const float *p = net->act[net->nlayers - 1];
     int correct = 0;
     for (int b = 0; b < batch; b++) {

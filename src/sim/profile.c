@@ -100,7 +100,7 @@ static void fill_layers(dt_profile *p, const dt_net *net, const double *fwd, con
  * Their timed steps start together, as a synchronous job's do. */
 typedef struct {
     const float *x;         /* (batch, input): read only, shared */
-    const uint8_t *y;       /* (batch) */
+    const dt_label *y;       /* (batch) */
     int batch, threads, reps, workers;
     pthread_barrier_t rep_start;
     pthread_mutex_t mu;     /* guards go */
@@ -281,12 +281,12 @@ dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threa
     profile_worker ws[DT_PROFILE_MAX_WORKERS];
     memset(ws, 0, sizeof ws);
     float *x = NULL;
-    uint8_t *y = NULL;
+    dt_label *y = NULL;
     double *t = NULL;
     size_t nx;
     dt_status s = dt_mul_size(&nx, dt_shape_size(spec->input), (size_t)spec->batch, "profile input");
     if (s == DT_OK) s = dt_alloc_floats(&x, nx, "profile input");
-    if (s == DT_OK) s = dt_alloc_bytes((void **)&y, (size_t)spec->batch, "profile labels");
+    if (s == DT_OK) s = dt_alloc_bytes((void **)&y, (size_t)spec->batch * sizeof *y, "profile labels");
     if (s == DT_OK) s = dt_alloc_bytes((void **)&t, sizeof(double) * (size_t)reps, "profile");
     for (int k = 0; s == DT_OK && k < workers; k++) s = worker_create(&ws[k], &team, spec, k == 0);
     if (s == DT_OK) {
@@ -294,7 +294,7 @@ dt_status dt_profile_measure(dt_profile *p, const dt_model_spec *spec, int threa
          * max-pooling on their usual mix of branches. */
         dt_rng rng = dt_rng_seed(1);
         for (size_t i = 0; i < nx; i++) x[i] = dt_rng_uniform(&rng);
-        for (int i = 0; i < spec->batch; i++) y[i] = (uint8_t)dt_rng_below(&rng, (uint32_t)ws[0].net->classes);
+        for (int i = 0; i < spec->batch; i++) y[i] = (dt_label)dt_rng_below(&rng, (uint32_t)ws[0].net->classes);
         team.x = x;
         team.y = y;
         s = team_init(&team);

@@ -248,22 +248,28 @@ static size_t names_head_bytes(const disk_header *h) { return h->version >= 4 ? 
 static dt_status parse_names(dt_class_names *out, const char *buf, size_t len, uint32_t count, const char *path) {
     if (count > DT_DATA_MAX_CLASSES)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint names %u classes (at most %d)", path, count, DT_DATA_MAX_CLASSES);
-    char *names[DT_DATA_MAX_CLASSES]; /* views into buf */
+    if (count == 0) return len ? dt_fail(DT_ERR_FORMAT, "%s: checkpoint class names section has %zu bytes and no "
+                                         "names", path, len) : DT_OK;
+    dt_class_names views = {(int)count, NULL}; /* (count) pointers into buf */
+    DT_TRY(dt_alloc_bytes((void **)&views.names, sizeof *views.names * count, "class names"));
     size_t at = 0;
-    for (uint32_t i = 0; i < count; i++) {
+    dt_status s = DT_OK;
+    for (uint32_t i = 0; s == DT_OK && i < count; i++) {
         const char *end = at < len ? memchr(buf + at, '\0', len - at) : NULL;
         if (!end || end == buf + at)
-            return dt_fail(DT_ERR_FORMAT, "%s: checkpoint class name %u is %s", path, i, end ? "empty" : "cut short");
-        names[i] = (char *)(buf + at);
-        for (uint32_t k = 0; k < i; k++)
-            if (strcmp(names[k], names[i]) == 0)
-                return dt_fail(DT_ERR_FORMAT, "%s: checkpoint names class '%s' twice", path, names[i]);
-        at = (size_t)(end - buf) + 1;
+            s = dt_fail(DT_ERR_FORMAT, "%s: checkpoint class name %u is %s", path, i, end ? "empty" : "cut short");
+        else
+            views.names[i] = (char *)(buf + at), at = (size_t)(end - buf) + 1;
     }
-    if (at != len)
-        return dt_fail(DT_ERR_FORMAT, "%s: checkpoint class names section has %zu bytes after its %u names", path,
-                       len - at, count);
-    return out ? dt_class_names_copy(out, &(dt_class_names){(int)count, names}) : DT_OK;
+    if (s == DT_OK && at != len)
+        s = dt_fail(DT_ERR_FORMAT, "%s: checkpoint class names section has %zu bytes after its %u names", path,
+                    len - at, count);
+    const char *dup = NULL;
+    if (s == DT_OK) s = dt_class_names_repeated(&views, &dup);
+    if (s == DT_OK && dup) s = dt_fail(DT_ERR_FORMAT, "%s: checkpoint names class '%s' twice", path, dup);
+    if (s == DT_OK && out) s = dt_class_names_copy(out, &views);
+    dt_free(views.names);
+    return s;
 }
 
 /* Reads n bytes into nothing but the CRC (the other workers' state). */

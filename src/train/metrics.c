@@ -3,17 +3,30 @@
 
 #include "dtrain/mem.h"
 
-dt_status dt_confusion_init(dt_confusion *c, int classes, int k) {
-    *c = (dt_confusion){classes, k < 1 ? 1 : k > classes ? classes : k, 0, 0, NULL};
-    size_t cells = (size_t)classes * (size_t)classes;
-    DT_TRY(dt_alloc_bytes((void **)&c->counts, cells * sizeof *c->counts, "confusion matrix"));
-    for (size_t i = 0; i < cells; i++) c->counts[i] = 0;
+/* *p = n zeroed longs. */
+static dt_status zeros(long **p, size_t n, const char *what) {
+    DT_TRY(dt_alloc_bytes((void **)p, n * sizeof **p, what));
+    for (size_t i = 0; i < n; i++) (*p)[i] = 0;
     return DT_OK;
 }
 
+dt_status dt_confusion_init(dt_confusion *c, int classes, int k, int matrix) {
+    *c = (dt_confusion){classes, k < 1 ? 1 : k > classes ? classes : k, 0, 0, NULL, NULL, NULL};
+    if (matrix && classes > DT_CONFUSION_MAX_MATRIX)
+        return dt_fail(DT_ERR_USAGE, "a confusion matrix of %d classes is too large (at most %d)", classes,
+                       DT_CONFUSION_MAX_MATRIX);
+    dt_status s = zeros(&c->support, (size_t)classes, "class counts");
+    if (s == DT_OK) s = zeros(&c->right, (size_t)classes, "class counts");
+    if (s == DT_OK && matrix) s = zeros(&c->counts, (size_t)classes * (size_t)classes, "confusion matrix");
+    if (s != DT_OK) dt_confusion_free(c);
+    return s;
+}
+
 void dt_confusion_free(dt_confusion *c) {
+    dt_free(c->support);
+    dt_free(c->right);
     dt_free(c->counts);
-    c->counts = NULL;
+    c->support = c->right = c->counts = NULL;
 }
 
 static int argmax(const float *x, int n) {
@@ -30,31 +43,29 @@ static int rank_of(const float *x, int n, int label) {
     return above;
 }
 
-void dt_confusion_add(dt_confusion *c, const float *logits, const uint8_t *labels, int n) {
+void dt_confusion_add(dt_confusion *c, const float *logits, const dt_label *labels, int n) {
     for (int b = 0; b < n; b++) {
         const float *x = logits + (size_t)b * (size_t)c->classes;
-        int y = labels[b];
-        if (y >= c->classes) continue; /* a label the model cannot output: the data set was checked before */
-        c->counts[(size_t)y * (size_t)c->classes + (size_t)argmax(x, c->classes)]++;
+        int y = labels[b], p = argmax(x, c->classes);
+        if (y < 0 || y >= c->classes) continue; /* a label the model cannot output: the data set was checked before */
+        c->support[y]++;
+        c->right[y] += p == y;
+        if (c->counts) c->counts[(size_t)y * (size_t)c->classes + (size_t)p]++;
         c->topk += rank_of(x, c->classes, y) < c->k;
         c->n++;
     }
 }
 
-long dt_confusion_support(const dt_confusion *c, int label) {
-    long s = 0;
-    for (int p = 0; p < c->classes; p++) s += c->counts[(size_t)label * (size_t)c->classes + (size_t)p];
-    return s;
-}
+long dt_confusion_support(const dt_confusion *c, int label) { return c->support[label]; }
 
 double dt_confusion_class_accuracy(const dt_confusion *c, int label) {
-    long s = dt_confusion_support(c, label);
-    return s ? (double)c->counts[(size_t)label * (size_t)c->classes + (size_t)label] / (double)s : -1;
+    long s = c->support[label];
+    return s ? (double)c->right[label] / (double)s : -1;
 }
 
 double dt_confusion_accuracy(const dt_confusion *c) {
     long right = 0;
-    for (int i = 0; i < c->classes; i++) right += c->counts[(size_t)i * (size_t)c->classes + (size_t)i];
+    for (int i = 0; i < c->classes; i++) right += c->right[i];
     return c->n ? (double)right / (double)c->n : 0;
 }
 

@@ -48,7 +48,7 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
     dt_status s = DT_OK;
     for (;;) {
         const float *x;
-        const uint8_t *y;
+        const dt_label *y;
         int n;
         s = dt_loader_next(ld, &x, &y, &n);
         if (s != DT_OK || n == 0) break;
@@ -349,7 +349,7 @@ static void straggle(const dt_train_opts *o, long step) {
  * of the passes before it. */
 typedef struct {
     const float *x;
-    const uint8_t *y;
+    const dt_label *y;
     int n;
     double loss_before;
 } last_pass;
@@ -361,7 +361,7 @@ typedef struct {
  * in layer by layer (fold_and_ready) so that the strategy still sends each
  * layer as soon as it is final, once per step. Without accumulation the
  * last pass is the whole batch. */
-static last_pass accumulate_passes(dt_trainer *t, const float *x, const uint8_t *y, int n) {
+static last_pass accumulate_passes(dt_trainer *t, const float *x, const dt_label *y, int n) {
     last_pass p = {x, y, n, 0};
     if (!t->acc) return p;
     dt_net *net = t->net;
@@ -390,7 +390,7 @@ static void fold_and_ready(void *ctx, int layer) {
 }
 
 /* One optimiser step on this worker's next batch. */
-static dt_status train_step(dt_trainer *t, const float *x, const uint8_t *y, int n, int epoch) {
+static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, int n, int epoch) {
     dt_net *net = t->net;
     dt_sync *s = t->sync;
     float lr = t->lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
@@ -482,7 +482,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         if (t->diverging || (stop && meets_at_end(t))) break;
         if (stop) return stop_run(t, !t->sync->independent); /* lockstep: every worker at this step */
         const float *x;
-        const uint8_t *y;
+        const dt_label *y;
         int n;
         double t0 = dt_now();
         DT_TRY(dt_loader_next(t->loader, &x, &y, &n));

@@ -74,7 +74,7 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
     const char *kind = dt_dataset_kind_name(o->dataset);
     dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL, o->val_split, o->seed};
     const dt_shape shape = dt_data_load_shape(spec, o->dataset);
-    DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, shape, o->seed, &fo));
+    DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, shape, outputs, o->seed, &fo));
     dt_data_normalise(*train, spec);
     const dt_dataset *d = *train;
     DT_TRY(dt_check_input(spec, d, kind));
@@ -102,7 +102,7 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
         return dt_fail(DT_ERR_CONFIG, "%s: model has %d outputs but %s has %d classes", spec->path, outputs, kind,
                        d->classes);
     }
-    DT_TRY(dt_dataset_load(test, o->dataset, o->data_dir, 0, shape, o->seed, &fo));
+    DT_TRY(dt_dataset_load(test, o->dataset, o->data_dir, 0, shape, outputs, o->seed, &fo));
     dt_data_normalise(*test, spec);
     if (o->dataset == DT_DATASET_FOLDER) {
         if (o->val_split > 0)
