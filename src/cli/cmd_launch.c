@@ -112,6 +112,7 @@ static void log_restart(int attempt, int max, const launch_outcome *f, int code,
     }
     if (f->stalled) snprintf(why, sizeof why, "gave up waiting for other ranks (--stall-abort)");
     else if (f->start_failed) snprintf(why, sizeof why, "could not be started (Open MPI's daemon did not start)");
+    else if (f->lost_daemon) snprintf(why, sizeof why, "lost a host (Open MPI lost its daemon there)");
     else if (f->signal > 0) snprintf(why, sizeof why, "died of signal %d (%s)", f->signal, strsignal(f->signal));
     else snprintf(why, sizeof why, "exited with status %d", f->exit_code >= 0 ? f->exit_code : code);
     char who[32] = "the job";

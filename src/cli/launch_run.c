@@ -70,16 +70,26 @@ static void scan_line(const char *line, launch_outcome *o) {
         sscanf(p, "on signal %d", &o->signal);
     if ((p = strstr(line, "Process name: [[")) && (p = strstr(p, "],")) && o->rank < 0) sscanf(p, "],%d]", &o->rank);
     if ((p = strstr(line, "Exit code:")) && o->exit_code < 0) sscanf(p, "Exit code: %d", &o->exit_code);
-    /* Open MPI could not start a daemon: the host it names, or ssh's. */
+    /* Open MPI could not start a daemon, or lost one (TCP gave up on its
+     * host, minutes after a link went down): the host it names, or ssh's. */
     if (strstr(line, "ORTE was unable to reliably start one or more daemons")) o->start_failed = 1;
-    static const char *const daemon_host[] = {"Local host:", "ssh: connect to host ", "Could not resolve hostname "};
-    for (size_t i = 0; i < sizeof daemon_host / sizeof *daemon_host; i++)
-        if ((p = strstr(line, daemon_host[i]))) {
-            p += strlen(daemon_host[i]) + strspn(p + strlen(daemon_host[i]), " \t");
-            size_t n = strcspn(p, " \t:\n"), used = strlen(o->daemon_hosts);
-            if (n > 0 && used + n + 2 < sizeof o->daemon_hosts)
-                snprintf(o->daemon_hosts + used, sizeof o->daemon_hosts - used, "%s%.*s", used ? "," : "", (int)n, p);
-        }
+    if (strstr(line, "ORTE has lost communication with a remote daemon")) o->lost_daemon = 1;
+    static const struct {
+        const char *at, *then; /* the host follows `at`, or `then` after it */
+    } daemon_host[] = {{"Local host:", NULL},
+                       {"ssh: connect to host ", NULL},
+                       {"Could not resolve hostname ", NULL},
+                       {"Remote daemon:", " on node "}}; /* "Remote daemon: [[8187,0],2] on node h2" */
+    for (size_t i = 0; i < sizeof daemon_host / sizeof *daemon_host; i++) {
+        if (!(p = strstr(line, daemon_host[i].at))) continue;
+        p += strlen(daemon_host[i].at);
+        if (daemon_host[i].then && !(p = strstr(p, daemon_host[i].then))) continue;
+        if (daemon_host[i].then) p += strlen(daemon_host[i].then);
+        p += strspn(p, " \t");
+        size_t n = strcspn(p, " \t:\n"), used = strlen(o->daemon_hosts);
+        if (n > 0 && used + n + 2 < sizeof o->daemon_hosts)
+            snprintf(o->daemon_hosts + used, sizeof o->daemon_hosts - used, "%s%.*s", used ? "," : "", (int)n, p);
+    }
     if (strstr(line, "giving up after --stall-abort")) {
         if (!o->stalled && (p = strstr(line, "rank ")) && o->rank < 0) sscanf(p, "rank %d", &o->rank);
         if (!o->stalled) read_blamed_hosts(line, o->blamed, sizeof o->blamed);
@@ -258,6 +268,7 @@ int launch_run(const char **args, launch_outcome *o) {
     kill_descendants(pid, &st, &exited); /* nothing of the job outlives it */
     o->signalled = signals_seen > 0;
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (o->start_failed && !o->blamed[0]) snprintf(o->blamed, sizeof o->blamed, "%s", o->daemon_hosts);
+    if ((o->start_failed || o->lost_daemon) && !o->blamed[0])
+        snprintf(o->blamed, sizeof o->blamed, "%s", o->daemon_hosts);
     return o->stalled ? 3 : code;
 }

@@ -11,6 +11,7 @@ typedef struct {
     char blamed[512];            /* the hosts that rank waited for, or where Open MPI could not start a
                                   * daemon: "h2,h3" ("" if none said) */
     int start_failed;            /* Open MPI could not start a daemon */
+    int lost_daemon;             /* Open MPI lost a daemon (its host unreachable) */
     char daemon_hosts[512];      /* hosts its messages named ("Local host:", ssh's) */
     int killed;                  /* mpirun and its ranks had to be killed */
     int signalled;               /* SIGINT/SIGTERM/SIGHUP reached the launcher */
