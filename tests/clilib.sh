@@ -64,6 +64,16 @@ wait_for() {
     return 1
 }
 
+# make_images ARGS...: tests/make_images.py ARGS (image files for folder
+# tests); without python3's PIL and numpy the test is skipped (exit 77), and
+# any other failure fails it.
+make_images() {
+    /usr/bin/python3 "$SRC/tests/make_images.py" "$@"
+    local rc=$?
+    [ $rc = 3 ] && { echo "$(basename "$0" .sh): skipped (python3 with PIL and numpy is needed)"; exit 77; }
+    [ $rc = 0 ] || { echo "FAIL: make_images.py $1"; exit 1; }
+}
+
 finish() {
     echo "$passes passed, $fails failed"
     [ "$fails" -eq 0 ]

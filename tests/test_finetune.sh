@@ -11,10 +11,7 @@
 source "$(dirname "$0")/clilib.sh" "$1"
 FASHION=/usr/share/datasets/fashion-mnist
 [ -f $FASHION/train-images-idx3-ubyte.gz ] || { echo "test_finetune: skipped (no $FASHION)"; exit 77; }
-/usr/bin/python3 "$SRC/tests/make_images.py" fashion $FASHION "$TMP/f3" 2,4,6 100
-rc=$?
-[ $rc = 3 ] && { echo "test_finetune: skipped (python3 with PIL and numpy is needed)"; exit 77; }
-[ $rc = 0 ] || { echo "FAIL: make_images.py fashion"; exit 1; }
+make_images fashion $FASHION "$TMP/f3" 2,4,6 100
 cat > "$TMP/pre.cfg" <<'CFG'
 [net]
 batch=32

@@ -8,11 +8,7 @@
 # one-line error naming the file, and --skip-bad-images counts instead.
 # Skipped (77) without python3, PIL and numpy.
 source "$(dirname "$0")/clilib.sh" "$1"
-MAKE="/usr/bin/python3 $SRC/tests/make_images.py"
-$MAKE tree "$TMP/imgs" b,a,C,_x 24 12
-rc=$?
-[ $rc = 3 ] && { echo "test_folder_cli: skipped (python3 with PIL and numpy is needed)"; exit 77; }
-[ $rc = 0 ] || { echo "FAIL: make_images.py tree"; exit 1; }
+make_images tree "$TMP/imgs" b,a,C,_x 24 12
 cat > "$TMP/m.cfg" <<'EOF'
 [net]
 channels=3
@@ -167,7 +163,7 @@ expect 2 "--resume .*half.ckpt: the checkpoint stopped at step 10 of an epoch, t
     "$DTRAIN" train "$M" --data-dir "$TMP/fewer" --threads 1 --max-steps $K --resume "$TMP/half.ckpt"
 
 # Bad input: one line naming the file, exit 1; or skipped and counted.
-$MAKE bad "$TMP/bad"
+make_images bad "$TMP/bad"
 cp "$TMP/bad/truncated.jpg" "$TMP/imgs/train/a/z.jpg"
 expect 1 "^dtrain: .*imgs/train/a/z.jpg: corrupt JPEG" -- "$DTRAIN" train "$M" --data-dir "$TMP/imgs" --max-steps 2
 expect 0 "imgs/train: skipped 1 unreadable file \(--skip-bad-images\); the first: .*z.jpg: corrupt JPEG" -- \
@@ -201,7 +197,7 @@ expect 2 "--skip-bad-images applies to --dataset folder, not synthetic" -- \
     "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --dataset synthetic --skip-bad-images
 
 # Gray images for a 1-channel model.
-$MAKE tree "$TMP/gray" x,y 8 12 --gray
+make_images tree "$TMP/gray" x,y 8 12 --gray
 sed 's/^channels=3$/channels=1/; s/^output=4$/output=2/' "$M" > "$TMP/one.cfg"
 expect 0 '"steps":2,' -- "$DTRAIN" train "$TMP/one.cfg" --data-dir "$TMP/gray" --max-steps 2 --quiet
 

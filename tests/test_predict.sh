@@ -8,10 +8,7 @@
 # errors are one line naming the file. Skipped (77) without python3, PIL
 # and numpy.
 source "$(dirname "$0")/clilib.sh" "$1"
-/usr/bin/python3 "$SRC/tests/make_images.py" tree "$TMP/imgs" b,a,C,_x 24 12
-rc=$?
-[ $rc = 3 ] && { echo "test_predict: skipped (python3 with PIL and numpy is needed)"; exit 77; }
-[ $rc = 0 ] || { echo "FAIL: make_images.py tree"; exit 1; }
+make_images tree "$TMP/imgs" b,a,C,_x 24 12
 cat > "$TMP/m.cfg" <<'EOF'
 [net]
 channels=3
