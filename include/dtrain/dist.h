@@ -272,7 +272,9 @@ dt_status dt_stall_clock_poll(dt_stall_clock *k, double now, dt_stall_fn who, vo
 
 /* Waits for n requests without spinning a core: MPI_Testall with a growing
  * sleep (up to 1 ms), calling who() as above (who and stall may be NULL:
- * no reports, never gives up). MPI errors become DT_ERR_MPI naming `what`. */
+ * no reports, never gives up; so do the start-up agreement, a sweep's
+ * trial bookkeeping and the timeline's closing barrier, which have no
+ * --stall-abort of their own). MPI errors become DT_ERR_MPI naming `what`. */
 dt_status dt_mpi_wait(MPI_Request *reqs, int n, const dt_stall *stall, dt_stall_fn who, void *ctx,
                       const char *what);
 /* The same, except while *hurry (may be NULL) is nonzero: the caller's

@@ -190,7 +190,7 @@ static int same_host(const char *a, size_t alen, const char *b) {
 
 /* Drops from the --hosts list (hosts, "h1:2,h2:2", rewritten in place) the
  * first entry that one of blamed ("h2,h3") names, unless it is the last
- * one. *n (ranks) loses the ranks that were on it (mpirun fills the hosts'
+ * one or this machine (mpirun's host: were it lost, so would be the job). *n (ranks) loses the ranks that were on it (mpirun fills the hosts'
  * slots in order). Returns the dropped entry's name in name (cap bytes),
  * or 0 if none was dropped. */
 static int drop_blamed_host(char *hosts, int *n, const char *blamed, char *name, size_t cap) {
@@ -200,12 +200,14 @@ static int drop_blamed_host(char *hosts, int *n, const char *blamed, char *name,
         long slots = h[len] == ':' ? atol(h + len + 1) : 1;
         int on = slots < left ? (int)slots : left;
         left -= on;
+        char self[256] = "";
+        gethostname(self, sizeof self - 1);
         int blame = 0;
         for (const char *b = blamed; *b && !blame;) {
             size_t blen = strcspn(b, ",");
             char one[256];
             snprintf(one, sizeof one, "%.*s", (int)blen, b);
-            blame = same_host(h, len, one);
+            blame = same_host(h, len, one) && !same_host(h, len, self);
             b += blen + (b[blen] == ',');
         }
         int only = h == hosts && h[entry] == '\0';
@@ -383,6 +385,7 @@ static int supervise(launch_opts *o, const char *self, const char **rest, int nr
                     drop ? dropped : NULL, o->n - servers);
         static const char *const resume_auto[] = {"--resume", "auto", NULL}, *const keep[] = {"--keep-global-batch",
                                                                                              NULL};
+        if (launch_stop_asked()) return code; /* a stop came while the job was being restarted */
         set_flag(cmd, &ncmd, "--resume", resume_auto);
         if (drop && !has_word(cmd, ncmd, "--keep-global-batch")) set_flag(cmd, &ncmd, "--keep-global-batch", keep);
     }

@@ -23,8 +23,13 @@ static void forward(int sig) {
     if (child_pid > 0 && signals_seen == 1) kill((pid_t)child_pid, sig);
 }
 
+int launch_stop_asked(void) { return signals_seen > 0; }
+
 void launch_catch_signals(double stop_timeout) {
     stop_grace = stop_timeout;
+    /* mpirun's output passes through here: a reader that went away (a
+     * closed pipe) must not end the launcher before the job. */
+    signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = forward;
@@ -40,11 +45,16 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Appends the host names of "R (HOST)" pairs after the marker of a rank
- * that gave up ("...: 1 (h2), 3 (h3); giving up after ...") to blamed. */
+/* Appends to blamed the hosts of the "R (HOST)" pairs that a rank that gave
+ * up names as the ones it waited for ("... have not reached it: 1 (h2), 3
+ * (h3); giving up after ...", "... from server rank(s) 0 (h1); ..."). A
+ * worker group's line names every member, the healthy too: no host. */
 static void read_blamed_hosts(const char *line, char *blamed, size_t cap) {
-    const char *end = strstr(line, "; giving up after --stall-abort");
-    for (const char *p = line; p && p < end; p++) {
+    const char *end = strstr(line, "; giving up after --stall-abort"), *from = NULL;
+    static const char *const markers[] = {"have not reached it: ", "rank(s) "};
+    for (size_t i = 0; i < sizeof markers / sizeof *markers && !from; i++)
+        if ((from = strstr(line, markers[i]))) from += strlen(markers[i]);
+    for (const char *p = from; p && p < end; p++) {
         const char *open = strstr(p, " (");
         if (!open || open >= end) break;
         const char *close = strchr(open + 2, ')');
@@ -65,7 +75,8 @@ static void read_blamed_hosts(const char *line, char *blamed, size_t cap) {
  * gave up waiting. */
 static void scan_line(const char *line, launch_outcome *o) {
     const char *p;
-    if ((p = strstr(line, "process rank ")) && sscanf(p, "process rank %d", &o->rank) == 1 && o->signal < 0 &&
+    if (!o->stalled && (p = strstr(line, "process rank ")) && sscanf(p, "process rank %d", &o->rank) == 1 &&
+        o->signal < 0 &&
         (p = strstr(line, "on signal ")))
         sscanf(p, "on signal %d", &o->signal);
     if ((p = strstr(line, "Process name: [[")) && (p = strstr(p, "],")) && o->rank < 0) sscanf(p, "],%d]", &o->rank);
@@ -74,21 +85,27 @@ static void scan_line(const char *line, launch_outcome *o) {
      * host, minutes after a link went down): the host it names, or ssh's. */
     if (strstr(line, "ORTE was unable to reliably start one or more daemons")) o->start_failed = 1;
     if (strstr(line, "ORTE has lost communication with a remote daemon")) o->lost_daemon = 1;
+    /* Where the host is named: a daemon that could not connect back is
+     * the "Local host" of its message (elsewhere that is the reporter, so
+     * it counts for start failures only), ssh names its target, a lost
+     * daemon its node. */
     static const struct {
         const char *at, *then; /* the host follows `at`, or `then` after it */
-    } daemon_host[] = {{"Local host:", NULL},
-                       {"ssh: connect to host ", NULL},
-                       {"Could not resolve hostname ", NULL},
-                       {"Remote daemon:", " on node "}}; /* "Remote daemon: [[8187,0],2] on node h2" */
+        int lost;              /* names a lost daemon's host, not one that did not start */
+    } daemon_host[] = {{"Local host:", NULL, 0},
+                       {"ssh: connect to host ", NULL, 0},
+                       {"Could not resolve hostname ", NULL, 0},
+                       {"Remote daemon:", " on node ", 1}}; /* "Remote daemon: [[8187,0],2] on node h2" */
     for (size_t i = 0; i < sizeof daemon_host / sizeof *daemon_host; i++) {
         if (!(p = strstr(line, daemon_host[i].at))) continue;
         p += strlen(daemon_host[i].at);
         if (daemon_host[i].then && !(p = strstr(p, daemon_host[i].then))) continue;
         if (daemon_host[i].then) p += strlen(daemon_host[i].then);
         p += strspn(p, " \t");
-        size_t n = strcspn(p, " \t:\n"), used = strlen(o->daemon_hosts);
+        char *list = daemon_host[i].lost ? o->lost_hosts : o->daemon_hosts;
+        size_t n = strcspn(p, " \t:\n"), used = strlen(list);
         if (n > 0 && used + n + 2 < sizeof o->daemon_hosts)
-            snprintf(o->daemon_hosts + used, sizeof o->daemon_hosts - used, "%s%.*s", used ? "," : "", (int)n, p);
+            snprintf(list + used, sizeof o->daemon_hosts - used, "%s%.*s", used ? "," : "", (int)n, p);
     }
     if (strstr(line, "giving up after --stall-abort")) {
         if (!o->stalled && (p = strstr(line, "rank ")) && o->rank < 0) sscanf(p, "rank %d", &o->rank);
@@ -130,7 +147,9 @@ static void reap(pid_t mpirun, int *st, int *exited) {
  * ones found last may have forked. */
 static void kill_descendants(pid_t mpirun, int *st, int *exited) {
     pid_t self = getpid();
-    for (int round = 0; round < 5; round++) {
+    /* Until none is left (a process in an uninterruptible wait, as an fsync
+     * to a slow disk, dies only when that ends), for at most 30 s. */
+    for (double until = now_s() + 30; now_s() < until;) {
         pid_t found[4096];
         int n = 0;
         found[n++] = self;
@@ -268,7 +287,7 @@ int launch_run(const char **args, launch_outcome *o) {
     kill_descendants(pid, &st, &exited); /* nothing of the job outlives it */
     o->signalled = signals_seen > 0;
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if ((o->start_failed || o->lost_daemon) && !o->blamed[0])
-        snprintf(o->blamed, sizeof o->blamed, "%s", o->daemon_hosts);
+    if (!o->blamed[0] && (o->lost_daemon || o->start_failed))
+        snprintf(o->blamed, sizeof o->blamed, "%s", o->lost_daemon ? o->lost_hosts : o->daemon_hosts);
     return o->stalled ? 3 : code;
 }

@@ -12,7 +12,8 @@ typedef struct {
                                   * daemon: "h2,h3" ("" if none said) */
     int start_failed;            /* Open MPI could not start a daemon */
     int lost_daemon;             /* Open MPI lost a daemon (its host unreachable) */
-    char daemon_hosts[512];      /* hosts its messages named ("Local host:", ssh's) */
+    char daemon_hosts[512];      /* hosts where a daemon did not start ("Local host:", ssh's) */
+    char lost_hosts[512];        /* hosts whose daemon was lost ("Remote daemon: ... on node H") */
     int killed;                  /* mpirun and its ranks had to be killed */
     int signalled;               /* SIGINT/SIGTERM/SIGHUP reached the launcher */
 } launch_outcome;
@@ -27,6 +28,8 @@ enum { LAUNCH_ABORT_GRACE = 10 };
  * a second one, or stop_timeout seconds without an end, kills mpirun and
  * every process under it. */
 void launch_catch_signals(double stop_timeout);
+/* Whether a stop signal has reached the launcher. */
+int launch_stop_asked(void);
 
 /* Runs args (mpirun ...) to its end. Returns its exit status (128 + signal
  * if it was killed; 3 if a rank gave up waiting), -1 if it could not be

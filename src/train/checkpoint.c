@@ -380,7 +380,8 @@ static dt_status read_tail(FILE *f, const disk_header *h, uint64_t rest, uLong *
 static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const dt_ckpt_arrays *a, file_tail *tail,
                                dt_ckpt_file *take, const char *path) {
     size_t total = (size_t)(h->nparams + h->nstate + h->nopt_state), bytes;
-    if (h->nopt_state > (uint64_t)SIZE_MAX / 8 || total < h->nopt_state)
+    if (h->nparams > (uint64_t)SIZE_MAX / 8 || h->nstate > (uint64_t)SIZE_MAX / 8 ||
+        h->nopt_state > (uint64_t)SIZE_MAX / 8 || total < h->nopt_state)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint sizes overflow", path);
     DT_TRY(dt_mul_size(&bytes, total, sizeof(float), path));
     /* The header's counts must match the file's size before we allocate

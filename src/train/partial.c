@@ -47,8 +47,14 @@ static const char *mismatch(const dt_ckpt_layer *mine, const dt_ckpt_layer *e, c
 static dt_status check_table(const dt_ckpt_file *f, const char *path) {
     uint64_t np = 0, ns = 0;
     for (int j = 0; j < f->arch.nlayers; j++) {
-        np += f->arch.layers[j].nw + f->arch.layers[j].nb;
-        ns += f->arch.layers[j].nstate;
+        const dt_ckpt_layer *e = &f->arch.layers[j];
+        /* each count within what is left, so that no sum can wrap */
+        if (e->nw > f->nparams - np || e->nb > f->nparams - np - e->nw || e->nstate > f->nstate - ns) {
+            np = f->nparams + 1;
+            break;
+        }
+        np += e->nw + e->nb;
+        ns += e->nstate;
     }
     if (np != f->nparams || ns != f->nstate)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint layer table sums to %llu parameters and %llu state values, the "
