@@ -1,6 +1,6 @@
 /* The link between two MPI ranks as dtrain drives it, in dtrain simulate's
  * terms (alpha per message, beta bytes per second), measured two ways:
- *   allreduce: dtrain's ring allreduce (src/dist/ring.c), as the allreduce
+ *   allreduce: dtrain's ring allreduce (src/comm/ring.c), as the allreduce
  *     mode sums its fusion buckets. With two ranks the simulator's ring
  *     costs 2 alpha + b / beta: a 2-float ring gives alpha = t / 2 and a
  *     4 MiB one (dtrain's default fusion bucket) beta = b / (t - 2 alpha)
@@ -60,8 +60,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "dist/group.h"
-#include "dist/ring.h"
+#include "comm/group.h"
+#include "comm/ring.h"
 #include "dtrain/dist.h"
 #include "dtrain/timer.h"
 

@@ -1,4 +1,4 @@
-/* Gradient compression's arithmetic (src/dist/codec.h), without MPI:
+/* Gradient compression's arithmetic (src/plan/codec.h), without MPI:
  * bf16 and fp16 against their definitions on every 16-bit word (each word
  * decodes and encodes back to itself; a value halfway between two
  * neighbours rounds to the even one, just above it to the upper); top-k's
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/codec.h"
+#include "plan/codec.h"
 #include "testutil.h"
 
 static uint32_t bits(float x) {

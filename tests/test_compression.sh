@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --grad-compression (src/dist/codec.h): in allreduce and ps-sync, bf16 and
+# --grad-compression (src/plan/codec.h): in allreduce and ps-sync, bf16 and
 # fp16 stay within a stated distance of serial with the global batch after
 # 25 steps (and do round: they differ from it); every server policy runs
 # with bf16 and a resumed bf16 ps-sync run equals an uninterrupted one;

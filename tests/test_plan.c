@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtrain/dist.h"
+#include "dtrain/plan.h"
 #include "testutil.h"
 
 /* Input 16 floats; layer 0 connected 100 (1700 params), layer 1 connected

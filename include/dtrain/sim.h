@@ -70,7 +70,7 @@
 
 #include <stddef.h>
 
-#include "dtrain/dist.h"
+#include "dtrain/plan.h"
 #include "dtrain/model.h"
 #include "dtrain/status.h"
 

@@ -17,7 +17,7 @@
  * {"traceEvents":[...]} with the same lines.
  *
  * Times are dt_now() seconds; the file holds microseconds since `origin`,
- * which the ranks agree on at start (src/dist/timeline_mpi.c), so every
+ * which the ranks agree on at start (src/comm/comm_timeline.c), so every
  * rank's events share one time axis.
  *
  * Adding a span (any thread, tl may be NULL = timeline off):

@@ -7,7 +7,7 @@
 
 #include "args.h"
 #include "cli.h"
-#include "dtrain/dist.h"
+#include "dtrain/plan.h"
 #include "dtrain/json.h"
 #include "dtrain/net.h"
 

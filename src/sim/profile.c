@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/codec.h"
-#include "dtrain/dist.h"
+#include "plan/codec.h"
 #include "dtrain/json.h"
 #include "dtrain/mem.h"
 #include "dtrain/net.h"

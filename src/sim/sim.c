@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/codec.h"
-#include "dtrain/dist.h"
+#include "plan/codec.h"
 #include "dtrain/mem.h"
 #include "dtrain/sim.h"
 

@@ -14,13 +14,13 @@
  * pairs, and keeps the rest as the next residual. Nothing is dropped, only
  * delayed. The pairs are words of a uint32 array: pair j is
  * (pairs[2j] = index, pairs[2j + 1] = the float's bits). */
-#ifndef DTRAIN_DIST_CODEC_H
-#define DTRAIN_DIST_CODEC_H
+#ifndef DTRAIN_PLAN_CODEC_H
+#define DTRAIN_PLAN_CODEC_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtrain/dist.h"
+#include "dtrain/plan.h"
 
 /* Whether the kind is a 16-bit encoding (bf16, fp16). */
 static inline int dt_gc_is_half(dt_gc_kind k) { return k == DT_GC_BF16 || k == DT_GC_FP16; }

@@ -31,8 +31,8 @@
  *                                        with every delivered clock applied
  *   w -> s  CTRL {STOP}; s -> w0 STATS   at the end (STATS only to worker 0)
  */
-#ifndef DTRAIN_DIST_PS_PROTO_H
-#define DTRAIN_DIST_PS_PROTO_H
+#ifndef DTRAIN_PS_PS_PROTO_H
+#define DTRAIN_PS_PS_PROTO_H
 
 #include <stddef.h>
 

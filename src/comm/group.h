@@ -10,8 +10,8 @@
  * or who have gone silent inside it (stopped, hung): Horovod's stall
  * inspector. After --stall-abort it gives up, naming them (dt_stall).
  * Only one thread at a time may use a group. */
-#ifndef DTRAIN_DIST_GROUP_H
-#define DTRAIN_DIST_GROUP_H
+#ifndef DTRAIN_COMM_GROUP_H
+#define DTRAIN_COMM_GROUP_H
 
 #include "dtrain/dist.h"
 

@@ -18,8 +18,8 @@
  *
  * Small buffers are latency-bound (2 (W-1) messages in sequence), so
  * dt_ring_pays says when to use the ring rather than MPI_Iallreduce. */
-#ifndef DTRAIN_DIST_RING_H
-#define DTRAIN_DIST_RING_H
+#ifndef DTRAIN_COMM_RING_H
+#define DTRAIN_COMM_RING_H
 
 #include <stddef.h>
 

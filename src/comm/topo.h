@@ -5,8 +5,8 @@
  *
  * A host is what MPI_COMM_TYPE_SHARED groups: with Open MPI, the ranks one
  * daemon started (so the namespaces of scripts/cluster.sh are hosts). */
-#ifndef DTRAIN_DIST_TOPO_H
-#define DTRAIN_DIST_TOPO_H
+#ifndef DTRAIN_COMM_TOPO_H
+#define DTRAIN_COMM_TOPO_H
 
 #include "dtrain/dist.h"
 

@@ -45,7 +45,7 @@
 
 #include "dtrain/mem.h"
 #include "dtrain/timer.h"
-#include "codec.h"
+#include "plan/codec.h"
 #include "ps_server.h"
 
 static dt_status post_ctrl(server *sv, int w) {

@@ -24,11 +24,11 @@
 #include "dtrain/mem.h"
 #include "dtrain/optim.h"
 #include "dtrain/timer.h"
-#include "codec.h"
-#include "group.h"
+#include "plan/codec.h"
+#include "comm/group.h"
 #include "ps_proto.h"
-#include "pump.h"
-#include "sfb.h"
+#include "comm/pump.h"
+#include "comm/sfb.h"
 
 typedef struct {
     dt_group group;               /* first (dt_group_sync_alloc): the workers' own collectives */

@@ -1,4 +1,4 @@
-/* --mode allreduce, private to src/dist: the strategy's state and the
+/* --mode allreduce, private to src/allreduce: the strategy's state and the
  * ways it sums a step's gradients (paths). allreduce.c is the strategy
  * (the dt_sync vtable, the start-up broadcast, SFB, statistics); it tries
  * the paths in order and the first enabled for the job runs it:
@@ -7,15 +7,15 @@
  *   ar_bucket_path   allreduce_buckets.c: fusion buckets on a thread, each
  *                    by dtrain's ring, MPI_Iallreduce or a top-k allgather
  * A new path is a file with an ar_path and a line in allreduce.c's list. */
-#ifndef DTRAIN_DIST_ALLREDUCE_H
-#define DTRAIN_DIST_ALLREDUCE_H
+#ifndef DTRAIN_ALLREDUCE_ALLREDUCE_H
+#define DTRAIN_ALLREDUCE_ALLREDUCE_H
 
 #include <pthread.h>
 
 #include "dtrain/dist.h"
-#include "sfb.h"
-#include "shm.h"
-#include "topo.h"
+#include "comm/sfb.h"
+#include "comm/shm.h"
+#include "comm/topo.h"
 
 typedef struct ar_ctx ar_ctx;
 

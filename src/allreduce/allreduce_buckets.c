@@ -20,8 +20,8 @@
 #include "dtrain/mem.h"
 #include "dtrain/timer.h"
 #include "allreduce.h"
-#include "codec.h"
-#include "ring.h"
+#include "plan/codec.h"
+#include "comm/ring.h"
 
 #define MAX_BUCKETS 4096
 

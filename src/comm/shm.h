@@ -36,8 +36,8 @@
  * Layout of the window (floats; stride = nparams rounded up to a cache
  * line): slot q at q * stride for q < W, then the parameters, then the
  * optimiser's nslots x n state (slot-major, as the trainer's). */
-#ifndef DTRAIN_DIST_SHM_H
-#define DTRAIN_DIST_SHM_H
+#ifndef DTRAIN_COMM_SHM_H
+#define DTRAIN_COMM_SHM_H
 
 #include <stddef.h>
 

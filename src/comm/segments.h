@@ -10,8 +10,8 @@
  * gets through (docs/CLUSTER.md). Segments of at most DT_SEGMENT_BYTES go
  * without handshakes, both directions at once. Used by the ring allreduce
  * and the sufficient factors' exchange. */
-#ifndef DTRAIN_DIST_SEGMENTS_H
-#define DTRAIN_DIST_SEGMENTS_H
+#ifndef DTRAIN_COMM_SEGMENTS_H
+#define DTRAIN_COMM_SEGMENTS_H
 
 #include <mpi.h>
 #include <stddef.h>

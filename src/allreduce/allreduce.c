@@ -9,7 +9,7 @@
 #include <limits.h>
 
 #include "dtrain/mem.h"
-#include "group.h"
+#include "comm/group.h"
 #include "allreduce.h"
 
 /* In order of preference: the first enabled runs the job. */

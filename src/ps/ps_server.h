@@ -1,4 +1,4 @@
-/* Parameter servers, private to src/dist: the server's state, shared by
+/* Parameter servers, private to src/ps: the server's state, shared by
  * its core (ps_server.c: posting receives, polling, control messages,
  * replies, pulls, set-up) and its reply policies, one file each:
  *   ps_clocked.c    ps-sync, ps-ssp: clocks committed segment by segment
@@ -7,8 +7,8 @@
  *                   later by applier threads
  * The mode table (modes.c) says which policy a mode has; a new policy is a
  * file with a ps_policy and a line in setup's choice. */
-#ifndef DTRAIN_DIST_PS_SERVER_H
-#define DTRAIN_DIST_PS_SERVER_H
+#ifndef DTRAIN_PS_PS_SERVER_H
+#define DTRAIN_PS_PS_SERVER_H
 
 #include <pthread.h>
 

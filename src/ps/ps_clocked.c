@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "dtrain/timer.h"
-#include "codec.h"
+#include "plan/codec.h"
 #include "ps_server.h"
 
 /* Floats of a segment a commit takes at a time: a block's average (64

@@ -2,7 +2,7 @@
  * reads, how it is made; the usage text and the flag checks come from it. */
 #include <string.h>
 
-#include "dtrain/dist.h"
+#include "dtrain/plan.h"
 
 static dt_status serial_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *cfg) {
     (void)c, (void)cfg;

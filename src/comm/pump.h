@@ -21,8 +21,8 @@
  * 1769-1867; one machine: 2525-2610 against 2512-2686, noise). One
  * rendezvous answered up to 5 ms late costs little while a layer's
  * backward takes longer than that and many messages are in flight. */
-#ifndef DTRAIN_DIST_PUMP_H
-#define DTRAIN_DIST_PUMP_H
+#ifndef DTRAIN_COMM_PUMP_H
+#define DTRAIN_COMM_PUMP_H
 
 #include <mpi.h>
 #include <pthread.h>

@@ -2,7 +2,7 @@
  * sizes, no MPI. */
 #include <string.h>
 
-#include "dtrain/dist.h"
+#include "dtrain/plan.h"
 #include "dtrain/mem.h"
 #include "codec.h"
 

@@ -14,8 +14,8 @@
  *            the sum over workers of their local gradients, exactly what an
  *            allreduce of dw, db would give (up to float summation order).
  * The layer's own backward skips its dw GEMM (dt_net_leave_weight_grad). */
-#ifndef DTRAIN_DIST_SFB_H
-#define DTRAIN_DIST_SFB_H
+#ifndef DTRAIN_COMM_SFB_H
+#define DTRAIN_COMM_SFB_H
 
 #include "dtrain/dist.h"
 

@@ -2,7 +2,7 @@
 
 #include <limits.h>
 
-#include "codec.h"
+#include "plan/codec.h"
 #include "segments.h"
 
 enum { TAG_RING = 902 };
