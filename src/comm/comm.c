@@ -10,6 +10,7 @@
 #include "dtrain/mem.h"
 #include "dtrain/textfile.h"
 #include "dtrain/timer.h"
+#include "net/model_lex.h"
 
 dt_status dt_mpi_check(int rc, const char *what) {
     if (rc == MPI_SUCCESS) return DT_OK;
@@ -108,18 +109,8 @@ static void model_text_free(model_text *m) {
     m->lines = NULL;
 }
 
-static char *trim_in_place(char *s) {
-    while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\v' || *s == '\f') s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\v' ||
-                 s[n - 1] == '\f'))
-        s[--n] = '\0';
-    return s;
-}
-
 /* Cuts text (len bytes) into m's meaningful lines, as model.c's parser
- * reads them: '#' or ';' starts a comment, a line starting with '[' is a
- * header. Never fails on odd text (the file has parsed already). */
+ * reads them (model_lex.h). Never fails on odd text (the file has parsed already). */
 static dt_status model_text_cut(model_text *m, const char *text, size_t len, const char *path) {
     memset(m, 0, sizeof *m);
     m->path = path;
@@ -140,16 +131,14 @@ static dt_status model_text_cut(model_text *m, const char *text, size_t len, con
         char *nl = strchr(line, '\n');
         if (nl) *nl = '\0';
         m->nlines++;
-        line[strcspn(line, "#;")] = '\0';
-        char *t = trim_in_place(line);
-        if (*t == '[') {
-            char *close = strrchr(t, ']');
+        char *key, *val;
+        dt_model_line_kind kind = dt_model_line_cut(line, &key, &val);
+        if (kind == DT_MODEL_LINE_HEADER) {
+            char *close = strrchr(key, ']');
             if (close) *close = '\0';
-            m->lines[m->n++] = (model_line){trim_in_place(t + 1), NULL, m->nlines};
-        } else if (*t) {
-            char *eq = strchr(t, '=');
-            if (eq) *eq = '\0';
-            m->lines[m->n++] = (model_line){trim_in_place(t), eq ? trim_in_place(eq + 1) : "", m->nlines};
+            m->lines[m->n++] = (model_line){dt_model_trim(key + 1), NULL, m->nlines};
+        } else if (kind == DT_MODEL_LINE_PAIR) {
+            m->lines[m->n++] = (model_line){key, val ? val : "", m->nlines};
         }
         if (!nl) break;
         line = nl + 1;

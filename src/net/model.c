@@ -26,6 +26,7 @@
 #include "dtrain/suggest.h"
 #include "dtrain/textfile.h"
 #include "layers/layer_keys.h"
+#include "net/model_lex.h"
 
 #define MAX_LINE 4096          /* characters per line, without the newline */
 #define MAX_FILE (16 << 20)    /* a model file is a few hundred bytes; refuse anything huge */
@@ -686,13 +687,6 @@ static dt_status begin_section(dt_section *p, const char *name) {
 
 /* ---- lines --------------------------------------------------------------- */
 
-static char *trim(char *s) {
-    while (isspace((unsigned char)*s)) s++;
-    size_t n = strlen(s);
-    while (n && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
-    return s;
-}
-
 static dt_status parse_header(dt_section *p, char *s) {
     size_t n = strlen(s);
     if (n < 3 || s[n - 1] != ']' || strcspn(s + 1, " \t[]") != n - 2)
@@ -714,11 +708,8 @@ static dt_status unknown_key(const dt_section *p, const char *key) {
                             dt_suggest_text(&sg, hint, sizeof hint), valid);
 }
 
-static dt_status parse_assignment(dt_section *p, char *s) {
-    char *eq = strchr(s, '=');
-    if (!eq) return dt_section_error(p, p->line, "expected key=value or [section], got '%.64s'", s);
-    *eq = '\0';
-    char *key = trim(s), *val = trim(eq + 1);
+static dt_status parse_assignment(dt_section *p, char *key, char *val) {
+    if (!val) return dt_section_error(p, p->line, "expected key=value or [section], got '%.64s'", key);
     if (!*key) return dt_section_error(p, p->line, "missing key before '='");
     if (!*val) return dt_section_error(p, p->line, "empty value for %s", key);
     if (p->kind == SEC_NONE)
@@ -734,10 +725,12 @@ static dt_status parse_assignment(dt_section *p, char *s) {
 }
 
 static dt_status parse_line(dt_section *p, char *line) {
-    line[strcspn(line, "#;")] = '\0'; /* values never contain '#' or ';' */
-    char *s = trim(line);
-    if (!*s) return DT_OK;
-    return *s == '[' ? parse_header(p, s) : parse_assignment(p, s);
+    char *key, *val;
+    switch (dt_model_line_cut(line, &key, &val)) {
+    case DT_MODEL_LINE_HEADER: return parse_header(p, key);
+    case DT_MODEL_LINE_PAIR: return parse_assignment(p, key, val);
+    default: return DT_OK;
+    }
 }
 
 static dt_status parse_text(dt_section *p, const char *text) {
