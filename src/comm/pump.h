@@ -8,7 +8,7 @@
  * the replies and its sufficient factors from grad_ready, then runs the
  * next layers' backward and makes no MPI call until the next layer is
  * done: without a pump those messages move at the end of the step
- * (measured on cnn with --sacp between two hosts at 1 Gbit/s, docs/CLUSTER.md).
+ * (measured on cnn with --sacp between two hosts at 1 Gbit/s).
  * The pump calls MPI_Iprobe on a copy of MPI_COMM_SELF (which no message
  * ever uses: it only progresses the engine) every DT_PUMP_INTERVAL_US while it is on,
  * and sleeps on a condition variable while it is off. Needs

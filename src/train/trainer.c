@@ -176,7 +176,7 @@ dt_status dt_trainer_agree(dt_trainer *t, int *stop, int all) {
  * for clock c needs every worker's clock c - lead delivered); with more, a
  * worker over 10 steps ahead waits there for the others to reach 10k.
  * Every worker acts on it at that same step. A blocking sum pulled
- * ps-ssp's workers back into step every 10 steps (docs/CLUSTER.md). An
+ * ps-ssp's workers back into step every 10 steps. An
  * evaluation or checkpoint before then finishes it in dt_trainer_agree, which counts
  * a divergence at once and a stop request at the next agreement (the flag
  * stays set). */
