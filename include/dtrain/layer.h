@@ -205,6 +205,18 @@ struct dt_key_def;
 struct dt_section;
 struct dt_section_vals;
 
+/* What a kind is, for the code outside src/layers that treats some kinds
+ * apart (dt_layer_ops.caps), so that it asks the kind instead of naming it:
+ *   FACTORS  weights (out, in) whose gradient is a sum over the batch of
+ *            outer products (output gradient x input), so sufficient
+ *            factors can carry it (--sfb/--sacp plans, the simulator);
+ *   SCALES   its weights are per-channel scales, not a matrix: optimisers
+ *            treat them as plain tensors, like biases (no trust ratio and
+ *            no weight decay when excluded);
+ *   FOLDS    a ReLU of this kind may run inside the layer it reads (a
+ *            reader whose ops->fuses_relu is set), aliasing its output. */
+enum { DT_LAYER_CAP_FACTORS = 1 << 0, DT_LAYER_CAP_SCALES = 1 << 1, DT_LAYER_CAP_FOLDS = 1 << 2 };
+
 typedef struct dt_layer_ops {
     const char *name;  /* section name in model files, e.g. "convolutional" */
     /* The section's keys, a table ending in {0} (src/layers/layer_keys.h),
@@ -254,6 +266,11 @@ typedef struct dt_layer_ops {
     /* Frees l->impl (no-op when NULL). Whoever owns a layer calls it before
      * dropping it (dt_net_free does). NULL when the kind keeps no impl. */
     void (*destroy)(dt_layer *l);
+    unsigned caps;     /* DT_LAYER_CAP_* */
+    /* The axes of w as the layer stores it, outermost first, into dims;
+     * returns their count (NULL: one axis of l->nw). Convolution: (F,
+     * C/groups, K, K); connected: (out, in). */
+    int (*weight_dims)(const dt_layer *l, size_t dims[4]);
 } dt_layer_ops;
 
 /* The precision a layer of the net runs in when the net's is p: p, except

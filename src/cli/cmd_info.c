@@ -73,12 +73,14 @@ static void print_table(const dt_net *net, const dt_model_spec *spec) {
  * (2: running mean, 3: running var) as the layer stores it: conv weights
  * (F, C/groups, K, K), connected (out, in), everything else one axis. */
 static void print_tensor_shape(const dt_layer *l, int which) {
-    if (which == 0 && l->spec.kind == DT_LAYER_CONV)
-        printf("[%d,%d,%d,%d]", l->spec.filters, l->in.c / dt_layer_groups(&l->spec), l->spec.size, l->spec.size);
-    else if (which == 0 && l->spec.kind == DT_LAYER_DENSE)
-        printf("[%d,%zu]", l->spec.outputs, dt_shape_size(l->in));
-    else
+    size_t dims[4];
+    int n = which == 0 && l->ops->weight_dims ? l->ops->weight_dims(l, dims) : 0;
+    if (!n) {
         printf("[%zu]", which == 0 ? l->nw : which == 1 ? l->nb : l->nstate / 2);
+        return;
+    }
+    for (int k = 0; k < n; k++) printf("%c%zu", k ? ',' : '[', dims[k]);
+    printf("]");
 }
 
 /* "tensors": the layer's parameter and state blocks in checkpoint order

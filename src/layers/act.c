@@ -102,4 +102,5 @@ const dt_layer_ops dt_act_ops = {
     .backward = act_backward,
     .layouts = dt_layout_follow, /* elementwise */
     .flops = dt_layer_flops_elems,
+    .caps = DT_LAYER_CAP_FOLDS,
 };

@@ -409,4 +409,5 @@ const dt_layer_ops dt_batchnorm_ops = {
     .fuses_relu = 1,
     .layouts = dt_layout_follow, /* per channel, in either layout */
     .flops = bn_flops,
+    .caps = DT_LAYER_CAP_SCALES,
 };

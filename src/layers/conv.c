@@ -438,6 +438,13 @@ static dt_status conv_end_section(const dt_section *s, const dt_section_vals *v,
     return DT_OK;
 }
 
+static int conv_weight_dims(const dt_layer *l, size_t dims[4]) {
+    dims[0] = (size_t)l->spec.filters;
+    dims[1] = (size_t)(l->in.c / groups_of(l));
+    dims[2] = dims[3] = (size_t)l->spec.size;
+    return 4;
+}
+
 const dt_layer_ops dt_conv_ops = {
     .name = "convolutional",
     .keys = conv_keys,
@@ -453,4 +460,5 @@ const dt_layer_ops dt_conv_ops = {
     .layouts = dt_layout_any,
     .flops = conv_flops,
     .destroy = dt_dnnl_destroy,
+    .weight_dims = conv_weight_dims,
 };

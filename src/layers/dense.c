@@ -168,6 +168,12 @@ static const dt_key_def dense_keys[] = {
     DT_FUSED_KEYS,
     {0}};
 
+static int dense_weight_dims(const dt_layer *l, size_t dims[4]) {
+    dims[0] = (size_t)l->spec.outputs;
+    dims[1] = dt_shape_size(l->in);
+    return 2;
+}
+
 const dt_layer_ops dt_dense_ops = {
     .name = "connected",
     .keys = dense_keys,
@@ -182,4 +188,6 @@ const dt_layer_ops dt_dense_ops = {
     .flops = dense_flops,
     .destroy = dt_dnnl_destroy,
     .optional_wgrad = 1,
+    .caps = DT_LAYER_CAP_FACTORS,
+    .weight_dims = dense_weight_dims,
 };

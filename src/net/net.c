@@ -125,7 +125,7 @@ static size_t plan_fusion(dt_net *net) {
     size_t saved = 0;
     for (int i = 1; i < net->nlayers; i++) {
         dt_layer *a = &net->layers[i], *l = &net->layers[a->spec.inputs[0] >= 0 ? a->spec.inputs[0] : i];
-        if (a->spec.kind != DT_LAYER_ACT || a->spec.act != DT_ACT_RELU || a->spec.inputs[0] < 0 ||
+        if (!(a->ops->caps & DT_LAYER_CAP_FOLDS) || a->spec.act != DT_ACT_RELU || a->spec.inputs[0] < 0 ||
             !l->ops->fuses_relu || l->relu_out || readers_of(net, a->spec.inputs[0]) != 1)
             continue;
         int from_layers = 1;

@@ -63,11 +63,11 @@ dt_status dt_optim_create(dt_optim **out, const dt_optim_cfg *cfg, const dt_net 
     for (int i = 0; i < net->nlayers; i++) {
         const dt_layer *l = &net->layers[i];
         if (off[i + 1] == off[i]) continue; /* no parameters, or not in this vector (SFB) */
-        int bn = l->spec.kind == DT_LAYER_BATCHNORM;
+        int scales = (l->ops->caps & DT_LAYER_CAP_SCALES) != 0;
         if (l->nw) {
             o->start[n] = off[i];
             o->frozen[n] = i < cfg->freeze;
-            o->plain[n++] = (unsigned char)bn;
+            o->plain[n++] = (unsigned char)scales;
         }
         if (l->nb) {
             o->start[n] = off[i] + l->nw;

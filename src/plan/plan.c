@@ -82,9 +82,9 @@ dt_status dt_comm_plan_create(dt_comm_plan *plan, const dt_net *net, dt_mode mod
     for (int i = 0; i < net->nlayers; i++) {
         const dt_layer *l = &net->layers[i];
         plan->dense_bytes[i] = dt_dense_bytes(mode, l->nw + l->nb, P, codec);
-        if (l->spec.kind == DT_LAYER_DENSE)
-            plan->sfb_bytes[i] = dt_sfb_bytes(l->out.c, (int)dt_shape_size(l->in), K, P);
-        int fc = l->spec.kind == DT_LAYER_DENSE && P > 1;
+        int factors = (l->ops->caps & DT_LAYER_CAP_FACTORS) != 0;
+        if (factors) plan->sfb_bytes[i] = dt_sfb_bytes(l->out.c, (int)dt_shape_size(l->in), K, P);
+        int fc = factors && P > 1;
         plan->sfb[i] = fc && dt_sfb_chosen(policy, plan->sfb_bytes[i], plan->dense_bytes[i]);
         plan->nsfb += plan->sfb[i];
         plan->ps_offset[i] = plan->ps_n;
@@ -113,7 +113,7 @@ void dt_comm_plan_write(FILE *out, const dt_comm_plan *plan, const dt_net *net) 
         const dt_layer *l = &net->layers[i];
         if (l->nw + l->nb == 0) continue;
         char sfb[32] = "-";
-        if (l->spec.kind == DT_LAYER_DENSE) snprintf(sfb, sizeof sfb, "%.3f MB", plan->sfb_bytes[i] / 1e6);
+        if (l->ops->caps & DT_LAYER_CAP_FACTORS) snprintf(sfb, sizeof sfb, "%.3f MB", plan->sfb_bytes[i] / 1e6);
         fprintf(out, "plan: layer %d %-13s %9zu params  usual %9.3f MB  sfb %11s  -> %s\n", i, l->ops->name,
                 l->nw + l->nb, plan->dense_bytes[i] / 1e6, sfb, plan->sfb[i] ? "sfb" : "usual");
     }

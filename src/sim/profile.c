@@ -85,7 +85,7 @@ static void fill_layers(dt_profile *p, const dt_net *net, const double *fwd, con
         sl->fwd_s = fwd[i];
         sl->bwd_s = bwd[i];
         sl->params = l->nw + l->nb;
-        if (l->spec.kind == DT_LAYER_DENSE) {
+        if (l->ops->caps & DT_LAYER_CAP_FACTORS) {
             sl->fc_out = (int)dt_shape_size(l->out);
             sl->fc_in = (int)dt_shape_size(l->in);
             fc_flops += (double)l->ops->flops(l) * p->batch;
