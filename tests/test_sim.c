@@ -40,9 +40,30 @@ static dt_profile *two_layers(double sum_s) {
     return prof;
 }
 
-static dt_sim_cfg cfg(dt_sim_mode mode, int nodes) {
+static dt_sim_cfg cfg(dt_mode mode, int nodes) {
     dt_sim_cfg c = {.mode = mode, .nodes = nodes, .servers = 1, .bandwidth = GBPS10, .latency = 20e-6,
                     .fusion_mb = 4, .overlap = 1, .server_nice = 19};
+    return c;
+}
+
+/* ps-sync with its fully connected layers by factors (every one, or SACP's choice). */
+static dt_sim_cfg cfg_factors(dt_sfb_policy factors, int nodes) {
+    dt_sim_cfg c = cfg(DT_MODE_PS_SYNC, nodes);
+    c.factors = factors;
+    return c;
+}
+
+/* Everything the simulator models, as --modes lists it. */
+static const struct {
+    dt_mode mode;
+    dt_sfb_policy factors;
+} points[] = {{DT_MODE_ALLREDUCE, DT_SFB_OFF}, {DT_MODE_PS_SYNC, DT_SFB_OFF}, {DT_MODE_PS_SYNC, DT_SFB_ALL},
+              {DT_MODE_PS_SYNC, DT_SFB_AUTO},  {DT_MODE_PS_ASYNC, DT_SFB_OFF}, {DT_MODE_PS_SSP, DT_SFB_OFF}};
+enum { NPOINTS = (int)(sizeof points / sizeof *points) };
+
+static dt_sim_cfg cfg_point(int m, int nodes) {
+    dt_sim_cfg c = cfg(points[m].mode, nodes);
+    c.factors = points[m].factors;
     return c;
 }
 
@@ -54,7 +75,7 @@ static double step(const dt_profile *p, const dt_sim_cfg *c) {
 
 static void test_allreduce_by_hand(void) {
     dt_profile *p = two_layers(0);
-    dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 4);
+    dt_sim_cfg c = cfg(DT_MODE_ALLREDUCE, 4);
     /* Ring on 4 nodes: 1.5 * bytes / beta + 6 alpha. L1: 7.5 MB -> 6.12 ms,
      * L0: 1.5 MB -> 1.32 ms. */
     c.fusion_mb = 64; /* one bucket, ready when L0 is: 33 + 7.32 + update 3 */
@@ -89,7 +110,7 @@ static void test_allreduce_by_hand(void) {
  * a profile without a top-k rate cannot price it. */
 static void test_allreduce_compressed(void) {
     dt_profile *p = two_layers(0.002);
-    dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 4);
+    dt_sim_cfg c = cfg(DT_MODE_ALLREDUCE, 4);
     c.fusion_mb = 64;
     c.codec = (dt_grad_codec){DT_GC_BF16, 0};
     dt_sim_result r;
@@ -106,7 +127,7 @@ static void test_allreduce_compressed(void) {
 
 static void test_ps_by_hand(void) {
     dt_profile *p = two_layers(0.002);
-    dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 2);
+    dt_sim_cfg c = cfg(DT_MODE_PS_SYNC, 2);
     /* Segment by segment (a layer each). Worker link: L1 (5 MB) 13..17.02
      * ms, L0 (1 MB) 33..33.82. The server's link takes both workers' copies
      * of L1 by 13 + 8.02 = 21.02; it commits them (2 sums and the
@@ -154,7 +175,7 @@ static void test_ps_by_hand(void) {
  * Staleness 0 is ps-sync. */
 static void test_async_by_hand(void) {
     dt_profile *p = two_layers(0.002);
-    dt_sim_cfg c = cfg(DT_SIM_PS_ASYNC, 2);
+    dt_sim_cfg c = cfg(DT_MODE_PS_ASYNC, 2);
     dt_sim_result r;
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK_CLOSE(r.step_s, (33.02 + 0.8 + 5 / 6.0 + 0.02 + 0.8) * 1e-3, 1e-12, 1e-9);
@@ -162,7 +183,7 @@ static void test_async_by_hand(void) {
     CHECK_CLOSE(r.bytes_sent, 6e6, 1e-6, 0);
     c.nodes = 10;
     CHECK_CLOSE(step(p, &c), 0.050, 1e-12, 1e-9);
-    c = cfg(DT_SIM_PS_SSP, 2);
+    c = cfg(DT_MODE_PS_SSP, 2);
     c.staleness = 3;
     CHECK_OK(dt_sim_run(&r, p, &c));
     CHECK_CLOSE(r.step_s, (33.02 + 0.8 + 1 / 3.0 + 0.02 + 0.8 + 2) * 1e-3, 1e-12, 1e-9);
@@ -170,12 +191,12 @@ static void test_async_by_hand(void) {
     c.nodes = 10;
     CHECK_CLOSE(step(p, &c), 0.0484, 1e-12, 1e-9);
     c.staleness = 0;
-    dt_sim_cfg sync = cfg(DT_SIM_PS_SYNC, 10);
+    dt_sim_cfg sync = cfg(DT_MODE_PS_SYNC, 10);
     CHECK_CLOSE(step(p, &c), step(p, &sync), 0, 0);
     /* With no one to wait for, ps-ssp and ps-async are never slower than
      * ps-sync, on any link. */
     for (double bw = 1.25e7; bw <= 1.25e10; bw *= 10) {
-        dt_sim_cfg a = cfg(DT_SIM_PS_ASYNC, 4), s = cfg(DT_SIM_PS_SSP, 4), y = cfg(DT_SIM_PS_SYNC, 4);
+        dt_sim_cfg a = cfg(DT_MODE_PS_ASYNC, 4), s = cfg(DT_MODE_PS_SSP, 4), y = cfg(DT_MODE_PS_SYNC, 4);
         a.bandwidth = s.bandwidth = y.bandwidth = bw;
         s.staleness = 1;
         CHECK(step(p, &s) <= step(p, &y) && step(p, &a) <= step(p, &y));
@@ -183,7 +204,7 @@ static void test_async_by_hand(void) {
     /* Where the server's work on P gradients outlasts the cycle, it sets
      * the step: 10 x (10 + 3) ms against a cycle of about 58. */
     p = two_layers(0.010);
-    c = cfg(DT_SIM_PS_ASYNC, 10);
+    c = cfg(DT_MODE_PS_ASYNC, 10);
     CHECK_CLOSE(step(p, &c), 0.130, 1e-12, 1e-12);
 }
 
@@ -200,7 +221,7 @@ static void test_async_small_segments(void) {
     dt_profile *p = two_layers(0.002);
     p->layers[0].params = 100000;
     p->layers[1].params = 200000;
-    dt_sim_cfg c = cfg(DT_SIM_PS_ASYNC, 2);
+    dt_sim_cfg c = cfg(DT_MODE_PS_ASYNC, 2);
     CHECK_CLOSE(step(p, &c), 0.0376533333, 1e-10, 0);
 }
 
@@ -223,7 +244,7 @@ static void test_async_small_segments(void) {
  * 33.995, is in by 35.615, committed by 40.01, back by 48.15. */
 static void test_server_link_busy(void) {
     dt_profile *p = two_layers(0.002);
-    dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 2);
+    dt_sim_cfg c = cfg(DT_MODE_PS_SYNC, 2);
     c.shared_cores = 2;
     c.busy_bandwidth = GBPS10 / 2;
     CHECK_CLOSE(step(p, &c), 0.0500825409, 1e-10, 0);
@@ -247,7 +268,7 @@ static void test_server_link_busy(void) {
  * commits each worker's segment alone and waits for no slower one. */
 static void test_fan_in_share(void) {
     dt_profile *p = two_layers(0.002);
-    dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 2);
+    dt_sim_cfg c = cfg(DT_MODE_PS_SYNC, 2);
     double even = step(p, &c);
     CHECK_CLOSE(even, 0.03816, 1e-10, 0);
     c.fan_in_share = 0.5;
@@ -256,7 +277,7 @@ static void test_fan_in_share(void) {
     CHECK_CLOSE(step(p, &c), 0.03896, 1e-10, 0);
     c.fan_in_share = 0.52;
     CHECK_CLOSE(step(p, &c), 0.0384933333, 1e-10, 0);
-    c.mode = DT_SIM_PS_ASYNC;
+    c.mode = DT_MODE_PS_ASYNC;
     c.fan_in_share = 0;
     double async_even = step(p, &c);
     c.fan_in_share = 0.75;
@@ -273,15 +294,15 @@ static void test_fan_in_share(void) {
  * core for every thread (8) the bound, 21.5 ms, is below the cycle. */
 static void test_async_cores_bound(void) {
     dt_profile *p = two_layers(0.002);
-    dt_sim_cfg c = cfg(DT_SIM_PS_ASYNC, 2);
+    dt_sim_cfg c = cfg(DT_MODE_PS_ASYNC, 2);
     double alone = step(p, &c);
     c.shared_cores = 2;
     c.kernel_rate = 0.5e9;
     CHECK_CLOSE(step(p, &c), (2 * 33 + 10 + 96) / 2.0 * 1e-3, 1e-12, 1e-12);
-    c.mode = DT_SIM_PS_SSP;
+    c.mode = DT_MODE_PS_SSP;
     c.staleness = 2;
     CHECK_CLOSE(step(p, &c), (2 * 33 + 13 + 96) / 2.0 * 1e-3, 1e-12, 1e-12);
-    c.mode = DT_SIM_PS_ASYNC;
+    c.mode = DT_MODE_PS_ASYNC;
     c.shared_cores = 8;
     CHECK_CLOSE(step(p, &c), alone, 0, 1e-12);
 }
@@ -298,7 +319,7 @@ static void fc_layer(void) {
 
 static void test_sfb_by_hand(void) {
     fc_layer(); /* 3 workers below */
-    dt_sim_cfg c = cfg(DT_SIM_SFB, 3);
+    dt_sim_cfg c = cfg_factors(DT_SFB_ALL, 3);
     /* Allgather of 10 x 300 x 4 bytes from 2 peers: 2 x (9.6 + 20) us after
      * backward (33 ms); rebuild 2 x 2 x 10 x 100 x 200 flops = 0.8 ms; the
      * layer's own update 3 ms. */
@@ -309,7 +330,7 @@ static void test_sfb_by_hand(void) {
     CHECK(r.fc_sfb == 1);
     /* sacp on 3 workers: SFB is faster than the server (and moves 48 kB
      * against PS's 160 kB). */
-    c.mode = DT_SIM_SACP;
+    c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_AUTO;
     CHECK_OK(dt_sim_run(&r, prof, &c));
     CHECK(r.fc_sfb == 1);
     CHECK_CLOSE(r.step_s, 0.033 + 2 * (9.6e-6 + 20e-6) + 0.0008 + 0.003, 1e-12, 1e-12);
@@ -323,12 +344,12 @@ static void test_sfb_by_hand(void) {
      * sfb: 99 x (9.6 + 20) us of factors after backward, then the rebuild,
      * 99 x 2 x 10 x 100 x 200 flops = 39.6 ms, and the update: 78.5304 ms. */
     c.nodes = 100;
-    c.mode = DT_SIM_PS_SYNC;
+    c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_OFF;
     CHECK_CLOSE(step(prof, &c), 0.250904, 1e-12, 1e-12);
-    c.mode = DT_SIM_SFB;
+    c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_ALL;
     CHECK_CLOSE(step(prof, &c), 0.0785304, 1e-12, 1e-12);
     CHECK(dt_sim_sfb_bytes(100, 200, 10, 100) > dt_sim_ps_bytes(100, 200)); /* the byte rule: PS */
-    c.mode = DT_SIM_SACP; /* the simulated steps: SFB */
+    c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_AUTO; /* the simulated steps: SFB */
     CHECK_OK(dt_sim_run(&r, prof, &c));
     CHECK(r.fc_sfb == 1);
     CHECK_CLOSE(r.step_s, 0.0785304, 1e-12, 1e-12);
@@ -340,9 +361,9 @@ static void test_sfb_by_hand(void) {
      * 2.05 ms and replies in 0.02 + 0.06432 ms: 37.2623168 ms. The server
      * path wins now. */
     c.servers = 100;
-    c.mode = DT_SIM_PS_SYNC;
+    c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_OFF;
     CHECK_CLOSE(step(prof, &c), 0.0372623168, 1e-12, 1e-12);
-    c.mode = DT_SIM_SACP;
+    c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_AUTO;
     CHECK_OK(dt_sim_run(&r, prof, &c));
     CHECK(r.fc_sfb == 0);
     CHECK_CLOSE(r.step_s, 0.0372623168, 1e-12, 1e-12);
@@ -352,7 +373,7 @@ static void test_sfb_by_hand(void) {
 /* --mode allreduce --sfb/--sacp, on fc_layer's profile. */
 static void test_allreduce_factors_by_hand(void) {
     fc_layer();
-    dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 3);
+    dt_sim_cfg c = cfg(DT_MODE_ALLREDUCE, 3);
     c.factors = DT_SFB_ALL;
     /* 3 workers: the factors' allgather, 2 x (9.6 + 20) us from 33 ms; the
      * rebuild, 2 x 2 x 10 x 100 x 200 flops = 0.8 ms; the averaging pass and
@@ -409,7 +430,7 @@ static dt_profile *cnn_like(void) {
  * stretch by the profile's straggler in allreduce and ps-sync (and ps-ssp
  * at staleness 0), not in ps-async, and not for one node. */
 static void test_straggler(void) {
-    const dt_sim_mode modes[] = {DT_SIM_ALLREDUCE, DT_SIM_PS_SYNC, DT_SIM_PS_SSP, DT_SIM_PS_ASYNC};
+    const dt_mode modes[] = {DT_MODE_ALLREDUCE, DT_MODE_PS_SYNC, DT_MODE_PS_SSP, DT_MODE_PS_ASYNC};
     for (int nodes = 1; nodes <= 2; nodes++)
         for (int m = 0; m < 4; m++) {
             dt_sim_cfg c = {.mode = modes[m], .nodes = nodes, .servers = 1, .bandwidth = 1e12, .fusion_mb = 4,
@@ -422,7 +443,7 @@ static void test_straggler(void) {
             p->workers = 2;
             p->straggler = 1.5;
             CHECK_OK(dt_sim_run(&slow, p, &c));
-            int waits = nodes > 1 && modes[m] != DT_SIM_PS_ASYNC;
+            int waits = nodes > 1 && modes[m] != DT_MODE_PS_ASYNC;
             CHECK(slow.straggler == (waits ? 1.5 : 1) && alone.straggler == 1);
             CHECK_CLOSE(slow.compute_s - alone.compute_s, waits ? 0.5 * passes : 0, 1e-12, 1e-9);
         }
@@ -459,12 +480,12 @@ static void test_sacp_cnn(void) {
                                       {62.9458, 76.1159, 102.4561, 155.1366, 263.3081}};
     for (int g = 0; g < 2; g++)
         for (int n = 0; n < 5; n++) {
-            dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, nodes[n]);
+            dt_sim_cfg c = cfg(DT_MODE_PS_SYNC, nodes[n]);
             c.bandwidth = g ? GBPS10 : GBPS10 / 10;
             double ps = step(p, &c);
-            c.mode = DT_SIM_SFB;
+            c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_ALL;
             double sfb = step(p, &c);
-            c.mode = DT_SIM_SACP;
+            c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_AUTO;
             dt_sim_result r;
             CHECK_OK(dt_sim_run(&r, p, &c));
             if (!(r.step_s <= fmin(ps, sfb))) {
@@ -485,14 +506,14 @@ static void test_sacp_cnn(void) {
      * fall in: they go first, the factors end 1.7071 ms later than alone
      * (282.68 and 558.88 with the pushes after them). The 2-node choice is
      * the byte rule's: 62.95 ms, 1.3143 MB. */
-    dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, 16);
+    dt_sim_cfg c = cfg(DT_MODE_PS_SYNC, 16);
     c.bandwidth = GBPS10 / 10;
     CHECK_CLOSE(step(p, &c) * 1e3, 3357.4961, 1e-4, 0);
-    c.mode = DT_SIM_SFB;
+    c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_ALL;
     CHECK_CLOSE(step(p, &c) * 1e3, 282.6776 + 1.7071, 1e-4, 0);
     c.nodes = 32;
     CHECK_CLOSE(step(p, &c) * 1e3, 558.8755 + 1.7071, 1e-4, 0);
-    c.mode = DT_SIM_PS_SYNC;
+    c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_OFF;
     CHECK_CLOSE(step(p, &c) * 1e3, 6684.7486, 1e-4, 0);
     CHECK(dt_sim_sfb_bytes(1024, 3136, 64, 16) > dt_sim_ps_bytes(1024, 3136));
     CHECK(dt_sim_sfb_bytes(1024, 3136, 64, 2) < dt_sim_ps_bytes(1024, 3136));
@@ -504,14 +525,14 @@ static void test_sacp_cnn(void) {
      * ps-sync (84.15 ms; sfb 263.10). The fc10's factors (8.5 MB from 31
      * peers on the worker's link, a 40 MFLOP rebuild) come in while the
      * servers still commit the other segments: 84.02 ms. */
-    c = cfg(DT_SIM_SACP, 32);
+    c = cfg_factors(DT_SFB_AUTO, 32);
     c.servers = 16;
     dt_sim_result r;
     CHECK_OK(dt_sim_run(&r, p, &c));
     /* Only the fc10's factors (31 x 64 x 1034 floats) besides the servers' 13.1 MB less the fc10's. */
     CHECK(r.fc_sfb == 1);
     CHECK_CLOSE(r.bytes_sent, 31.0 * 64 * (10 + 1024) * 4 + (832 + 51264 + 1024 * 3136 + 1024) * 4, 1e-6, 0);
-    c.mode = DT_SIM_PS_SYNC;
+    c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_OFF;
     CHECK_CLOSE(step(p, &c) * 1e3, 84.1525, 1e-4, 0);
     CHECK_CLOSE(r.step_s * 1e3, 84.0194, 1e-4, 0);
 }
@@ -533,13 +554,13 @@ static void test_sacp_many_fc(void) {
     for (size_t n = 0; n < sizeof nodes / sizeof *nodes; n++)
         for (int servers = 1; servers <= 8; servers *= 8)
             for (int g = 0; g < 2; g++) {
-                dt_sim_cfg c = cfg(DT_SIM_PS_SYNC, nodes[n]);
+                dt_sim_cfg c = cfg(DT_MODE_PS_SYNC, nodes[n]);
                 c.servers = servers;
                 c.bandwidth = g ? GBPS10 : GBPS10 / 10;
                 double ps = step(prof, &c);
-                c.mode = DT_SIM_SFB;
+                c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_ALL;
                 double sfb = step(prof, &c);
-                c.mode = DT_SIM_SACP;
+                c.mode = DT_MODE_PS_SYNC, c.factors = DT_SFB_AUTO;
                 dt_sim_result r;
                 CHECK_OK(dt_sim_run(&r, prof, &c));
                 CHECK(r.step_s <= fmin(ps, sfb));
@@ -552,10 +573,10 @@ static void test_sacp_many_fc(void) {
 static void test_monotonic(void) {
     dt_profile *p = cnn_like();
     static const int nodes[] = {2, 3, 4, 16, 64};
-    for (int m = 0; m < DT_SIM_MODE_COUNT; m++)
+    for (int m = 0; m < NPOINTS; m++)
         for (size_t n = 0; n < sizeof nodes / sizeof *nodes; n++)
             for (int overlap = 0; overlap < 2; overlap++) {
-                dt_sim_cfg c = cfg((dt_sim_mode)m, nodes[n]);
+                dt_sim_cfg c = cfg_point(m, nodes[n]);
                 c.overlap = overlap;
                 c.servers = 1 + (int)n % 3;
                 double prev = INFINITY;
@@ -586,8 +607,8 @@ static void test_monotonic(void) {
 
 static void test_one_node(void) {
     dt_profile *p = cnn_like();
-    for (int m = 0; m < DT_SIM_MODE_COUNT; m++) {
-        dt_sim_cfg c = cfg((dt_sim_mode)m, 1);
+    for (int m = 0; m < NPOINTS; m++) {
+        dt_sim_cfg c = cfg_point(m, 1);
         c.bandwidth = 1e3; /* a network that slow would dominate anything it carried */
         dt_sim_result r;
         CHECK_OK(dt_sim_run(&r, p, &c));
@@ -599,8 +620,8 @@ static void test_one_node(void) {
 
 static void test_shared_cores(void) {
     dt_profile *p = cnn_like();
-    for (int m = 0; m < DT_SIM_MODE_COUNT; m++) {
-        dt_sim_cfg c = cfg((dt_sim_mode)m, 3);
+    for (int m = 0; m < NPOINTS; m++) {
+        dt_sim_cfg c = cfg_point(m, 3);
         c.shared_cores = 2; /* 3 workers x 1 thread on 2 cores: everything 1.5 x slower */
         c.overlap = 0;      /* (and nothing sent while computing: see test_comm_shares_cores) */
         dt_sim_result shared, alone;
@@ -634,7 +655,7 @@ static void test_shared_cores(void) {
 static void test_comm_shares_cores(void) {
     dt_profile *p = two_layers(0);
     p->topk_s = 0.012;
-    dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 4);
+    dt_sim_cfg c = cfg(DT_MODE_ALLREDUCE, 4);
     c.fusion_mb = 0;
     c.codec = (dt_grad_codec){DT_GC_TOPK, 0.01};
     c.shared_cores = 4;
@@ -719,18 +740,18 @@ static void test_comm_shares_cores(void) {
 static void test_bad_config(void) {
     dt_profile *p = cnn_like();
     dt_sim_result r;
-    dt_sim_cfg c = cfg(DT_SIM_ALLREDUCE, 0);
+    dt_sim_cfg c = cfg(DT_MODE_ALLREDUCE, 0);
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
-    c = cfg(DT_SIM_PS_SYNC, 2);
+    c = cfg(DT_MODE_PS_SYNC, 2);
     c.bandwidth = 0;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
-    c = cfg(DT_SIM_PS_SYNC, 2);
+    c = cfg(DT_MODE_PS_SYNC, 2);
     c.servers = 0;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
-    c = cfg(DT_SIM_PS_SSP, 2);
+    c = cfg(DT_MODE_PS_SSP, 2);
     c.staleness = -1;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
-    c = cfg(DT_SIM_SFB, 2);
+    c = cfg_factors(DT_SFB_ALL, 2);
     c.shared_cores = -1;
     CHECK(dt_sim_run(&r, p, &c) == DT_ERR_USAGE);
     c.shared_cores = 0;
@@ -783,10 +804,27 @@ static void test_units(void) {
         CHECK(dt_sim_parse_latency(bad_lat[i], &v) == DT_ERR_USAGE);
         CHECK(strstr(dt_last_error(), "--latency") && strstr(dt_last_error(), "us"));
     }
-    CHECK(dt_sim_mode_from_name("sacp") == DT_SIM_SACP);
-    CHECK(dt_sim_mode_from_name("ps-async") == DT_SIM_PS_ASYNC && dt_sim_mode_from_name("ps-ssp") == DT_SIM_PS_SSP);
-    CHECK(dt_sim_mode_from_name("hogwild") == -1);
-    CHECK(strcmp(dt_sim_mode_name(DT_SIM_PS_SYNC), "ps-sync") == 0);
+    /* --modes: the mode table's names, with factors where a mode reads them. */
+    dt_mode m;
+    dt_sfb_policy f;
+    char name[64];
+    CHECK(dt_sim_parse_mode("ps-sync+sacp", "--modes", &m, &f) == DT_OK && m == DT_MODE_PS_SYNC && f == DT_SFB_AUTO);
+    CHECK(dt_sim_parse_mode("allreduce+sfb", "--modes", &m, &f) == DT_OK && m == DT_MODE_ALLREDUCE && f == DT_SFB_ALL);
+    CHECK(dt_sim_parse_mode("ps-ssp", "--modes", &m, &f) == DT_OK && m == DT_MODE_PS_SSP && f == DT_SFB_OFF);
+    CHECK(strcmp(dt_sim_mode_name(DT_MODE_PS_SYNC, DT_SFB_AUTO, name, sizeof name), "ps-sync+sacp") == 0);
+    CHECK(strcmp(dt_sim_mode_name(DT_MODE_PS_ASYNC, DT_SFB_OFF, name, sizeof name), "ps-async") == 0);
+    static const char *const bad_mode[][2] = {
+        {"ps-hogwild", "does not model ps-hogwild (it models allreduce, ps-sync, ps-async, ps-ssp)"},
+        {"serial", "does not model serial"},
+        {"hogwild", "unknown mode 'hogwild'"},
+        {"sacp", "sacp is an option of a mode, not a mode: write ps-sync+sacp or allreduce+sacp"},
+        {"ps-async+sfb", "ps-async has no sufficient factors (allreduce or ps-sync have)"},
+        {"ps-sync+topk", "after + comes sfb or sacp"}};
+    for (size_t i = 0; i < sizeof bad_mode / sizeof *bad_mode; i++) {
+        CHECK(dt_sim_parse_mode(bad_mode[i][0], "--modes", &m, &f) == DT_ERR_USAGE);
+        if (!strstr(dt_last_error(), bad_mode[i][1])) fprintf(stderr, "%s: %s\n", bad_mode[i][0], dt_last_error());
+        CHECK(strstr(dt_last_error(), bad_mode[i][1]) != NULL);
+    }
 }
 
 int main(void) {

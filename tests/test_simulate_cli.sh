@@ -31,11 +31,12 @@ expect 1 "nope.cfg: cannot open" -- "$DTRAIN" simulate "$TMP/nope.cfg"
 
 # The table: one row per node count and mode, one node is the serial step.
 expect 0 "nodes +mode +step ms +img/s +speedup +comm share" -- "$DTRAIN" simulate "$M" $S --nodes 1,4
-"$DTRAIN" simulate "$M" $S --nodes 1,2,8 --modes allreduce,sacp --bandwidth 1Gbps --latency 1ms --json \
+"$DTRAIN" simulate "$M" $S --nodes 1,2,8 --modes allreduce,ps-sync+sacp --bandwidth 1Gbps --latency 1ms --json \
     > "$TMP/sim.jsonl"
 check "simulate --json: one line per prediction" /usr/bin/python3 -c "
 import json; rows=[json.loads(l) for l in open('$TMP/sim.jsonl')]
-assert [(r['nodes'], r['mode']) for r in rows] == [(n, m) for n in (1, 2, 8) for m in ('allreduce', 'sacp')], rows
+assert [(r['nodes'], r['mode'], r['factors']) for r in rows] == [(n, m, f) for n in (1, 2, 8)
+                                                                 for m, f in (('allreduce', 'none'), ('ps-sync', 'sacp'))], rows
 assert all(r['event'] == 'simulate' and r['bandwidth_gbps'] == 1 and r['latency_us'] == 1000 for r in rows)
 one = [r for r in rows if r['nodes'] == 1]
 assert all(r['speedup'] == 1 and r['comm_share'] == 0 and r['mb_sent'] == 0 for r in one), one
@@ -67,13 +68,12 @@ expect 2 "\\-\\-measure-workers applies to --profile-out" -- "$DTRAIN" bench "$M
 expect 2 "\\-\\-measure-workers: 0 is out of range" -- "$DTRAIN" simulate "$M" --measure-workers 0
 expect 0 "batch 16 per worker" -- "$DTRAIN" simulate "$M" --profile "$TMP/p.json" --nodes 2
 expect 0 "topk:0.01" -- "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2 --modes allreduce --grad-compression topk:0.01
-# --sacp and --sfb are allreduce's factors (test_sim checks the arithmetic).
-expect 0 "allreduce sends the fully connected layers where they move fewer bytes as sufficient factors" -- \
-    "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2 --modes allreduce --sacp
+# MODE+sacp, MODE+sfb: a mode's factors (test_sim checks the arithmetic).
+expect 0 "    2  allreduce\+sacp " -- "$DTRAIN" simulate --profile "$TMP/p.json" --nodes 2 --modes allreduce+sacp
 "$DTRAIN" simulate --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes allreduce --bandwidth 1Gbps --json \
-    > "$TMP/ring.jsonl" && "$DTRAIN" simulate --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes allreduce \
-    --bandwidth 1Gbps --json --sacp > "$TMP/sacp.jsonl"
-check "simulate --sacp: cnn's fc1024 by factors, fewer bytes, a shorter step at 1 Gbit/s" /usr/bin/python3 -c "
+    > "$TMP/ring.jsonl" && "$DTRAIN" simulate --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes allreduce+sacp \
+    --bandwidth 1Gbps --json > "$TMP/sacp.jsonl"
+check "simulate --modes allreduce+sacp: cnn's fc1024 by factors, fewer bytes, a shorter step at 1 Gbit/s" /usr/bin/python3 -c "
 import json; r=json.load(open('$TMP/ring.jsonl')); s=json.load(open('$TMP/sacp.jsonl'))
 assert (r['factors'], r['fc_sfb'], s['factors'], s['fc_sfb']) == ('none', 0, 'sacp', 1), (r, s)
 assert s['mb_sent'] < r['mb_sent'] / 5 and s['step_ms'] < r['step_ms'], (r, s)"
@@ -87,9 +87,10 @@ NICE=(--profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes ps-sync --sha
 check "simulate --server-nice 0: the commit beside the compute, a shorter step" /usr/bin/python3 -c "
 import json; a=json.load(open('$TMP/nice0.jsonl')); b=json.load(open('$TMP/nice19.jsonl'))
 assert a['step_ms'] < b['step_ms'] - 1, (a, b)"
-expect 2 "\-\-sfb and --sacp exclude each other" -- "$DTRAIN" simulate "$M" --modes allreduce --sfb --sacp
-expect 2 "\-\-sacp applies to allreduce, which --modes ps-sync,sacp leaves out" -- "$DTRAIN" simulate "$M" \
-    --modes ps-sync,sacp --sacp
+expect 2 "\-\-modes: sfb is an option of a mode, not a mode: write ps-sync\+sfb or allreduce\+sfb" -- \
+    "$DTRAIN" simulate "$M" --modes allreduce,sfb
+expect 2 "\-\-modes: the simulator does not model ps-hogwild" -- "$DTRAIN" simulate "$M" --modes ps-hogwild
+expect 2 "\-\-modes: ps-ssp\+sacp: ps-ssp has no sufficient factors" -- "$DTRAIN" simulate "$M" --modes ps-ssp+sacp
 # A version 1 profile (before its top-k rate) still prices everything else.
 expect 0 "ps-sync" -- "$DTRAIN" simulate --profile "$SRC/docs/profiles/cnn-1t.json" --nodes 2 --modes ps-sync
 expect 2 "the profile has no top-k rate \(version 1\): measure it again" -- "$DTRAIN" simulate \

@@ -21,9 +21,10 @@
  *   allreduce: dtrain's fusion buckets (dt_bucket_plan_layers), each a ring
  *     allreduce of b bytes: 2(P-1)/P * b / beta + 2(P-1) * alpha, plus the
  *     ring's sums, (P-1)/P of the bucket at the profile's sum rate; then
- *     every worker averages and runs SGD. With factors (--sfb, --sacp: the
- *     trainer's choice of layers, dt_sfb_chosen) a fully connected layer is
- *     a bucket of its own whose sufficient factors are allgathered as sfb's
+ *     every worker averages and runs SGD. With factors (allreduce+sfb,
+ *     allreduce+sacp: the trainer's choice of layers, dt_sfb_chosen) a fully
+ *     connected layer is a bucket of its own whose factors are allgathered as
+ *     ps-sync+sfb's
  *     below; once every bucket is in, each worker rebuilds those layers on
  *     its compute cores, then updates.
  *   ps-sync: S servers on nodes of their own hold equal shards of the
@@ -33,22 +34,22 @@
  *     a reply snapshot per worker ((2P + 1) x the profile's sum time and one
  *     update, scaled to the shard) and sends the shard to all P workers; a
  *     worker's link receives every shard.
- *   sfb: ps-sync for every layer but the fully connected ones, which
+ *   ps-sync+sfb: ps-sync for every layer but the fully connected ones, which
  *     broadcast sufficient factors (Poseidon): an allgather of K * (M + N)
  *     floats per worker, (P-1) * (K (M+N) 4 / beta + alpha); then each
  *     worker rebuilds the (M, N) gradient from the others' factors,
  *     (P-1) * 2 K M N flops at the profile's GEMM rate, on its compute cores
  *     after backward, and updates the layer itself.
- *   sacp: each fully connected layer goes through the servers (as ps-sync)
- *     or by sufficient factors (as sfb), whichever assignment of the F fully
+ *   ps-sync+sacp: each fully connected layer goes through the servers (as
+ *     ps-sync) or by sufficient factors (as ps-sync+sfb), whichever assignment of the F fully
  *     connected layers gives the shortest simulated step: all 2^F are
  *     simulated when F <= 8 (otherwise a descent from the faster of all-PS
  *     and all-SFB, one layer moved at a time while the step shortens). So
  *     the servers' links (P x the layer's part each way), their sums and the
  *     SFB rebuild all count, not only the worker's bytes that Poseidon's
  *     HybComm compares (dt_sim_ps_bytes against dt_sim_sfb_bytes, the
- *     trainer's --sacp rule), and sacp's step is never longer than ps-sync's
- *     or sfb's (both are candidates; ties keep the servers).
+ *     trainer's --sacp rule), and its step is never longer than ps-sync's
+ *     or ps-sync+sfb's (both are candidates; ties keep the servers).
  *   ps-async, ps-ssp: P identical workers in steady state, none waiting for
  *     another; their transfers on a server's link fall into turns (where two
  *     overlap, the one that began first stays ahead until they no longer
@@ -132,22 +133,24 @@ dt_status dt_profile_read(dt_profile *p, const char *path);
 /* Serial step (forward, loss, backward, SGD) in seconds. */
 double dt_profile_step_s(const dt_profile *p);
 
-typedef enum {
-    DT_SIM_ALLREDUCE = 0,
-    DT_SIM_PS_SYNC,
-    DT_SIM_SFB,
-    DT_SIM_SACP,
-    DT_SIM_PS_ASYNC,
-    DT_SIM_PS_SSP,
-    DT_SIM_MODE_COUNT
-} dt_sim_mode;
+/* The modes of the mode table (plan.h) the simulator models: allreduce and
+ * the parameter servers whose replies wait for the clocks a worker may read
+ * (ps-sync, ps-ssp) or for its own gradient (ps-async). Not the serial run
+ * (one node of any mode is) nor the deferred replies of ps-async-nowait
+ * and ps-hogwild. */
+int dt_sim_models(dt_mode mode);
 
-/* "allreduce" | "ps-sync" | "sfb" | "sacp" | "ps-async" | "ps-ssp" -> mode, -1 if unknown. */
-int dt_sim_mode_from_name(const char *name);
-const char *dt_sim_mode_name(dt_sim_mode mode);
+/* "MODE" or "MODE+sfb" / "MODE+sacp" (a mode that reads --sfb/--sacp: its
+ * fully connected layers by sufficient factors, all of them or where they
+ * move fewer bytes) -> *mode, *factors. DT_ERR_USAGE naming flag for an
+ * unknown mode, one the simulator does not model, or factors on a mode
+ * that has none. */
+dt_status dt_sim_parse_mode(const char *text, const char *flag, dt_mode *mode, dt_sfb_policy *factors);
+/* "ps-sync+sacp", "allreduce", ... into buf. */
+const char *dt_sim_mode_name(dt_mode mode, dt_sfb_policy factors, char *buf, size_t cap);
 
 typedef struct {
-    dt_sim_mode mode;
+    dt_mode mode;          /* one that dt_sim_models */
     int nodes;             /* P: workers */
     int servers;           /* S: the parameter servers of every mode but allreduce, each with its
                               own link */
@@ -156,9 +159,9 @@ typedef struct {
     double latency;        /* alpha: seconds per message */
     double fusion_mb;      /* allreduce bucket size in MiB, as --fusion-mb (0: one per layer) */
     int overlap;           /* 1: wait-free backprop; 0: transfers start after backward */
-    dt_sfb_policy factors; /* allreduce: fully connected layers by sufficient factors, all of them
-                              (--sfb) or where they move fewer bytes (--sacp), as dtrain train
-                              --mode allreduce chooses; the other modes ignore it */
+    dt_sfb_policy factors; /* allreduce and ps-sync: fully connected layers by sufficient factors,
+                              all of them (MODE+sfb) or where they make the step shorter
+                              (MODE+sacp); DT_SFB_OFF for the other modes */
     dt_grad_codec codec;   /* gradients on the wire (--grad-compression): allreduce buckets; bf16/fp16
                               also the servers' pushes and replies; zero: fp32 */
     int shared_cores;      /* 0: every node is a machine of its own. C: all workers share one

@@ -19,8 +19,11 @@ static const char simulate_usage[] =
     "  --bandwidth B         per-node link, each direction: 100Mbps, 1Gbps, 10Gbps, 25Gbps, 3GB/s\n"
     "                        (default 10Gbps)\n"
     "  --latency L           per message: 20us, 1ms, 500ns (default 20us)\n"
-    "  --modes LIST          of allreduce, ps-sync, sfb, sacp, ps-async, ps-ssp (default\n"
-    "                        allreduce,ps-sync,sfb,sacp)\n"
+    "  --modes LIST          of allreduce, ps-sync, ps-async, ps-ssp, each of the first two\n"
+    "                        also as MODE+sfb (every fully connected layer by sufficient\n"
+    "                        factors, as dtrain train --sfb) or MODE+sacp (where that is\n"
+    "                        faster, as --sacp) (default allreduce,ps-sync,ps-sync+sfb,\n"
+    "                        ps-sync+sacp)\n"
     "  --batch K             batch per worker (default: the model file's)\n"
     "  --servers S           parameter servers of every mode but allreduce (default 1)\n"
     "  --staleness S         ps-ssp's bound, as dtrain train's (default 3; 0 is ps-sync)\n"
@@ -28,9 +31,7 @@ static const char simulate_usage[] =
     "  --no-overlap          transfers start after backward (no wait-free backprop)\n"
     "  --grad-compression C  gradients on the wire as none (default), bf16, fp16 (every mode)\n"
     "                        or topk:R (allreduce), as dtrain train's flag\n"
-    "  --sfb, --sacp         allreduce: fully connected layers as sufficient factors, all of\n"
-    "                        them or where they move fewer bytes, as dtrain train --mode\n"
-    "                        allreduce --sfb/--sacp (the modes sfb and sacp are the servers')\n"
+
     "  --profile F.json      per-layer compute from dtrain bench --profile-out instead of\n"
     "                        measuring it now\n"
     "  --threads T           threads of the compute measured now (default: all cores)\n"
@@ -87,6 +88,13 @@ typedef struct {
     int n;
 } int_list;
 
+/* --modes: each a mode and its factors. */
+typedef struct {
+    dt_mode mode[MAX_POINTS];
+    dt_sfb_policy factors[MAX_POINTS];
+    int n;
+} mode_list;
+
 static dt_status add_nodes(const char *s, void *ctx) {
     int_list *l = ctx;
     char *end;
@@ -99,13 +107,10 @@ static dt_status add_nodes(const char *s, void *ctx) {
 }
 
 static dt_status add_mode(const char *s, void *ctx) {
-    int_list *l = ctx;
-    int m = dt_sim_mode_from_name(s);
-    if (m < 0)
-        return dt_fail(DT_ERR_USAGE, "--modes: unknown mode '%s' (allreduce, ps-sync, sfb, sacp, ps-async, ps-ssp)",
-                       s);
+    mode_list *l = ctx;
     if (l->n == MAX_POINTS) return dt_fail(DT_ERR_USAGE, "--modes: more than %d values", MAX_POINTS);
-    l->v[l->n++] = m;
+    DT_TRY(dt_sim_parse_mode(s, "--modes", &l->mode[l->n], &l->factors[l->n]));
+    l->n++;
     return DT_OK;
 }
 
@@ -151,20 +156,18 @@ static void print_header(const dt_profile *p, const dt_sim_cfg *c, const char *b
            "%d; %s", bw, lat, c->fusion_mb, c->servers, c->servers == 1 ? "" : "s", c->staleness,
            c->overlap ? "communication overlapped with backprop" : "no overlap");
     if (c->shared_cores) printf("; workers share %d cores", c->shared_cores);
-    if (c->factors != DT_SFB_OFF)
-        printf("; allreduce sends %s as sufficient factors",
-               c->factors == DT_SFB_ALL ? "every fully connected layer" : "the fully connected layers where they "
-                                                                           "move fewer bytes");
     char codec[32];
     if (c->codec.kind != DT_GC_NONE)
         printf("; gradients as %s", dt_grad_codec_name(&c->codec, codec, sizeof codec));
-    printf("\n%5s  %-9s %9s %9s %8s %10s %9s\n", "nodes", "mode", "step ms", "img/s", "speedup",
+    printf("\n%5s  %-14s %9s %9s %8s %10s %9s\n", "nodes", "mode", "step ms", "img/s", "speedup",
            "comm share", "MB sent");
 }
 
 static void print_result(const dt_profile *p, const dt_sim_cfg *c, const dt_sim_result *r, int json) {
+    char name[64];
     if (!json) {
-        printf("%5d  %-9s %9.2f %9.0f %8.2f %9.1f%% %9.2f\n", c->nodes, dt_sim_mode_name(c->mode),
+        printf("%5d  %-14s %9.2f %9.0f %8.2f %9.1f%% %9.2f\n", c->nodes,
+               dt_sim_mode_name(c->mode, c->factors, name, sizeof name),
                r->step_s * 1e3, r->images_per_sec, r->speedup, r->comm_share * 100, r->bytes_sent / 1e6);
         return;
     }
@@ -176,20 +179,21 @@ static void print_result(const dt_profile *p, const dt_sim_cfg *c, const dt_sim_
            "\"link_busy_ms\":%.4f,\"mb_sent\":%.4f,\"fc_sfb\":%d,\"factors\":\"%s\",\"measured_workers\":%d,"
            "\"straggler\":%.4f}\n",
            dt_json_escape(model, sizeof model, p->model), p->batch, p->threads, c->nodes,
-           dt_sim_mode_name(c->mode), c->servers, c->staleness, c->bandwidth * 8 / 1e9, c->latency * 1e6, c->fusion_mb,
+           dt_mode_name(c->mode), c->servers, c->staleness, c->bandwidth * 8 / 1e9, c->latency * 1e6, c->fusion_mb,
            c->overlap ? "true" : "false", c->shared_cores, r->compute_scale, r->step_s * 1e3,
            r->images_per_sec, r->speedup, r->comm_share, r->compute_s * 1e3, r->link_busy_s * 1e3,
            r->bytes_sent / 1e6, r->fc_sfb,
-           dt_sfb_policy_name(c->mode == DT_SIM_ALLREDUCE ? c->factors : DT_SFB_OFF), p->workers, r->straggler);
+           dt_sfb_policy_name(c->factors), p->workers, r->straggler);
 }
 
-static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *nodes, const int_list *modes,
+static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *nodes, const mode_list *modes,
                           int json, const char *bw, const char *lat, const char *source) {
     if (!json) print_header(p, c, bw, lat, source);
     for (int i = 0; i < nodes->n; i++)
         for (int m = 0; m < modes->n; m++) {
             c->nodes = nodes->v[i];
-            c->mode = (dt_sim_mode)modes->v[m];
+            c->mode = modes->mode[m];
+            c->factors = modes->factors[m];
             dt_sim_result r;
             DT_TRY(dt_sim_run(&r, p, c));
             print_result(p, c, &r, json);
@@ -198,11 +202,11 @@ static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *no
 }
 
 int cmd_simulate(int argc, char **argv, const cli_env *env) {
-    const char *nodes_arg = "1,2,4,8,16,32,64", *modes_arg = "allreduce,ps-sync,sfb,sacp";
+    const char *nodes_arg = "1,2,4,8,16,32,64", *modes_arg = "allreduce,ps-sync,ps-sync+sfb,ps-sync+sacp";
     const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL, *compression = "none";
     const char *kernel_arg = NULL, *busy_arg = NULL;
     int batch = 0, servers = 1, staleness = 3, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0,
-        sfb = 0, sacp = 0, help = 0, measure_workers = 0, server_nice = 19;
+        help = 0, measure_workers = 0, server_nice = 19;
     double fusion_mb = 4, fan_in_share = 0;
     cli_flag flags[] = {
         {"--nodes", ARG_STR, &nodes_arg, 0, 0, 0},
@@ -215,8 +219,6 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         {"--fusion-mb", ARG_DOUBLE, &fusion_mb, 0, 4096, 0},
         {"--no-overlap", ARG_FLAG, &no_overlap, 0, 0, 0},
         {"--grad-compression", ARG_STR, &compression, 0, 0, 0},
-        {"--sfb", ARG_FLAG, &sfb, 0, 0, 0},
-        {"--sacp", ARG_FLAG, &sacp, 0, 0, 0},
         {"--profile", ARG_STR, &profile_path, 0, 0, 0},
         {"--threads", ARG_INT, &threads, 1, 1024, 0},
         {"--reps", ARG_INT, &reps, 1, 100000, 0},
@@ -244,9 +246,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         s = dt_fail(DT_ERR_USAGE, "--threads, --reps and --measure-workers set the measurement; --profile %s "
                     "was measured already", profile_path);
     dt_sim_cfg c = {.servers = servers, .staleness = staleness, .fusion_mb = fusion_mb, .overlap = !no_overlap,
-                    .shared_cores = shared_cores, .fan_in_share = fan_in_share, .server_nice = server_nice,
-                    .factors = sacp ? DT_SFB_AUTO : sfb ? DT_SFB_ALL : DT_SFB_OFF};
-    if (s == DT_OK && sfb && sacp) s = dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
+                    .shared_cores = shared_cores, .fan_in_share = fan_in_share, .server_nice = server_nice};
     if (s == DT_OK) s = dt_sim_parse_bandwidth(bw_arg, "--bandwidth", &c.bandwidth);
     if (s == DT_OK) s = dt_sim_parse_latency(lat_arg, &c.latency);
     if (s == DT_OK && kernel_arg && !shared_cores)
@@ -257,18 +257,16 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
         s = dt_fail(DT_ERR_USAGE, "--busy-bandwidth is a transfer's rate while the workers compute on shared "
                     "cores: it needs --shared-cores");
     if (s == DT_OK && busy_arg) s = dt_sim_parse_bandwidth(busy_arg, "--busy-bandwidth", &c.busy_bandwidth);
-    int_list nodes = {.n = 0}, modes = {.n = 0};
+    int_list nodes = {.n = 0};
+    mode_list modes = {.n = 0};
     if (s == DT_OK) s = each_item(nodes_arg, "--nodes", add_nodes, &nodes);
     if (s == DT_OK) s = each_item(modes_arg, "--modes", add_mode, &modes);
     if (s == DT_OK) s = dt_grad_codec_parse(compression, &c.codec);
     int has_allreduce = 0;
-    for (int i = 0; i < modes.n; i++) has_allreduce |= modes.v[i] == DT_SIM_ALLREDUCE;
+    for (int i = 0; i < modes.n; i++) has_allreduce |= modes.mode[i] == DT_MODE_ALLREDUCE;
     if (s == DT_OK && c.codec.kind == DT_GC_TOPK && !has_allreduce)
         s = dt_fail(DT_ERR_USAGE, "--grad-compression %s applies to allreduce, which --modes %s leaves out",
                     compression, modes_arg);
-    if (s == DT_OK && (sfb || sacp) && !has_allreduce)
-        s = dt_fail(DT_ERR_USAGE, "--%s applies to allreduce, which --modes %s leaves out (the modes sfb and "
-                    "sacp are the parameter servers' factors)", sacp ? "sacp" : "sfb", modes_arg);
     dt_model_spec *spec = NULL;
     dt_profile *prof = NULL;
     if (s == DT_OK) s = (spec = malloc(sizeof *spec)) && (prof = malloc(sizeof *prof))

@@ -8,16 +8,48 @@
 #include "dtrain/mem.h"
 #include "dtrain/sim.h"
 
-static const char *const mode_names[DT_SIM_MODE_COUNT] = {"allreduce", "ps-sync", "sfb", "sacp", "ps-async",
-                                                          "ps-ssp"};
-
-int dt_sim_mode_from_name(const char *name) {
-    for (int i = 0; i < DT_SIM_MODE_COUNT; i++)
-        if (strcmp(name, mode_names[i]) == 0) return i;
-    return -1;
+int dt_sim_models(dt_mode mode) {
+    const dt_mode_info *m = dt_mode_info_of(mode);
+    return !m->one_rank && (m->ps == DT_PS_NONE || m->ps == DT_PS_CLOCKED || m->ps == DT_PS_IMMEDIATE);
 }
 
-const char *dt_sim_mode_name(dt_sim_mode mode) { return mode_names[mode]; }
+static const char *const factor_names[] = {[DT_SFB_ALL] = "sfb", [DT_SFB_AUTO] = "sacp"};
+
+dt_status dt_sim_parse_mode(const char *text, const char *flag, dt_mode *mode, dt_sfb_policy *factors) {
+    char name[64];
+    const char *plus = strchr(text, '+');
+    size_t n = plus ? (size_t)(plus - text) : strlen(text);
+    snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), text);
+    int m = dt_mode_from_name(name);
+    char modelled[256] = "";
+    for (int k = 0, used = 0; k <= DT_MODE_PS_HOGWILD; k++)
+        if (dt_sim_models((dt_mode)k))
+            used += snprintf(modelled + used, sizeof modelled - (size_t)used, "%s%s", used ? ", " : "",
+                             dt_mode_name((dt_mode)k));
+    if (strcmp(name, "sfb") == 0 || strcmp(name, "sacp") == 0)
+        return dt_fail(DT_ERR_USAGE, "%s: %s is an option of a mode, not a mode: write ps-sync+%s or allreduce+%s",
+                       flag, name, name, name);
+    if (m < 0) return dt_fail(DT_ERR_USAGE, "%s: unknown mode '%s' (the simulator models %s)", flag, name, modelled);
+    if (!dt_sim_models((dt_mode)m))
+        return dt_fail(DT_ERR_USAGE, "%s: the simulator does not model %s (it models %s)", flag, name, modelled);
+    *mode = (dt_mode)m;
+    *factors = DT_SFB_OFF;
+    if (!plus) return DT_OK;
+    if (strcmp(plus + 1, "sfb") == 0) *factors = DT_SFB_ALL;
+    else if (strcmp(plus + 1, "sacp") == 0) *factors = DT_SFB_AUTO;
+    else return dt_fail(DT_ERR_USAGE, "%s: '%s': after + comes sfb or sacp", flag, text);
+    if (!(dt_mode_info_of(*mode)->flags & DT_MF_FACTORS)) {
+        char who[64];
+        return dt_fail(DT_ERR_USAGE, "%s: %s: %s has no sufficient factors (%s have)", flag, text, name,
+                       dt_mode_list(DT_MF_FACTORS, who, sizeof who));
+    }
+    return DT_OK;
+}
+
+const char *dt_sim_mode_name(dt_mode mode, dt_sfb_policy factors, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s%s%s", dt_mode_name(mode), factors ? "+" : "", factors ? factor_names[factors] : "");
+    return buf;
+}
 
 double dt_sim_ps_bytes(int m, int n) { return 2.0 * m * n * 4; }
 
@@ -536,16 +568,16 @@ static dt_status run_sacp(sim_step *st, unsigned char *sfb, int *fc_sfb) {
     return DT_OK;
 }
 
-/* ps-sync, sfb and sacp: the assignment of the fully connected layers. */
+/* ps-sync and its factors: the assignment of the fully connected layers. */
 static dt_status run_servers(sim_step *st, dt_sim_result *r) {
     const dt_profile *p = st->p;
     unsigned char *sfb;
     DT_TRY(dt_alloc_bytes((void **)&sfb, (size_t)p->nlayers, "simulator"));
     dt_status s;
-    if (st->c->mode == DT_SIM_SACP) {
+    if (st->c->factors == DT_SFB_AUTO) {
         s = run_sacp(st, sfb, &r->fc_sfb);
     } else {
-        for (int i = 0; i < p->nlayers; i++) sfb[i] = st->c->mode == DT_SIM_SFB && is_fc(&p->layers[i]);
+        for (int i = 0; i < p->nlayers; i++) sfb[i] = st->c->factors == DT_SFB_ALL && is_fc(&p->layers[i]);
         s = run_ps(st, sfb, &r->fc_sfb);
     }
     dt_free(sfb);
@@ -623,7 +655,7 @@ static dt_status run_async(sim_step *st, dt_sim_result *r) {
     const dt_sim_cfg *c = st->c;
     const dt_profile *p = st->p;
     double P = c->nodes;
-    int half = dt_gc_is_half(c->codec.kind), async = c->mode == DT_SIM_PS_ASYNC;
+    int half = dt_gc_is_half(c->codec.kind), async = dt_mode_info_of(c->mode)->ps == DT_PS_IMMEDIATE;
     double word = half ? 2 : sizeof(float);
     st->peers = pushes_take_turns(st, word) ? 1 : P;
     st->pass = async ? PASS_APPLY : PASS_SNAPSHOT;
@@ -647,6 +679,9 @@ static dt_status run_async(sim_step *st, dt_sim_result *r) {
 
 dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c) {
     memset(r, 0, sizeof *r);
+    if (!dt_sim_models(c->mode) || (c->factors && !(dt_mode_info_of(c->mode)->flags & DT_MF_FACTORS)))
+        return dt_fail(DT_ERR_USAGE, "simulate: mode %s%s is not modelled", dt_mode_name(c->mode),
+                       c->factors ? " with factors" : "");
     if (c->nodes < 1 || c->servers < 1)
         return dt_fail(DT_ERR_USAGE, "simulate: nodes (%d) and servers (%d) must be at least 1", c->nodes,
                        c->servers);
@@ -695,7 +730,8 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
     if (c->kernel_rate > 0) st.kernel_s_per_byte = 1 / c->kernel_rate;
     if (c->busy_bandwidth > 0) st.busy_rate = fmin(1, c->busy_bandwidth / st.bw);
     /* Workers out of step (no one waits for the slowest) or in step. */
-    int out_of_step = c->mode == DT_SIM_PS_ASYNC || (c->mode == DT_SIM_PS_SSP && c->staleness > 0);
+    const dt_mode_info *mode = dt_mode_info_of(c->mode);
+    int out_of_step = mode->ps == DT_PS_IMMEDIATE || ((mode->flags & DT_MF_STALENESS) && c->staleness > 0);
     if (c->nodes > 1 && !out_of_step && p->straggler > 1) st.straggler = p->straggler;
     for (int i = 0; i < p->nlayers; i++) st.nparams += p->layers[i].params;
     DT_TRY(dt_alloc_bytes((void **)&st.ready, sizeof(double) * (size_t)p->nlayers, "simulator"));
@@ -705,7 +741,7 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         /* One node is the serial run: its own update, nothing to send. */
         st.compute += p->update_s * st.scale;
         st.link = st.compute;
-    } else if (c->mode == DT_SIM_ALLREDUCE) {
+    } else if (mode->ps == DT_PS_NONE) {
         s = run_allreduce(&st, &r->fc_sfb);
     } else if (out_of_step) {
         s = run_async(&st, r);
