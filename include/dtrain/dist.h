@@ -97,6 +97,17 @@ void dt_stall_clock_start(dt_stall_clock *k, const dt_stall *stall, double now);
  * gives up as dt_stall says (DT_ERR_STALLED). */
 dt_status dt_stall_clock_poll(dt_stall_clock *k, double now, dt_stall_fn who, void *ctx);
 
+/* The sleep between two polls of a wait: from lo nanoseconds, doubling up
+ * to hi, back to lo when the wait makes progress. A rank that waits for
+ * others must not take a core from the ranks computing beside it. */
+typedef struct {
+    long ns, lo, hi;
+} dt_backoff;
+static inline dt_backoff dt_backoff_start(long lo, long hi) { return (dt_backoff){lo, lo, hi}; }
+static inline void dt_backoff_reset(dt_backoff *b) { b->ns = b->lo; }
+/* Sleeps b->ns, then doubles it (up to hi). */
+void dt_backoff_sleep(dt_backoff *b);
+
 /* Waits for n requests without spinning a core: MPI_Testall with a growing
  * sleep (up to 1 ms), calling who() as above (who and stall may be NULL:
  * no reports, never gives up; so do the start-up agreement, a sweep's

@@ -458,7 +458,7 @@ dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char 
 dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, const dt_stall *stall, dt_stall_fn who, void *ctx,
                             const char *what, const atomic_int *hurry) {
     double hurried_since = 0;
-    long sleep_ns = 1000, hurried_ns = 50000;
+    dt_backoff idle = dt_backoff_start(1000, 1000000), hurried = dt_backoff_start(50000, 250000);
     dt_stall_clock clock;
     dt_stall_clock_start(&clock, stall, dt_now());
     for (;;) {
@@ -471,16 +471,10 @@ dt_status dt_mpi_wait_hurry(MPI_Request *reqs, int n, const dt_stall *stall, dt_
             if (now - hurried_since < 2e-3) {
                 sched_yield();
             } else { /* a peer is far behind: back off, but only to 250 us */
-                struct timespec ts = {0, hurried_ns};
-                nanosleep(&ts, NULL);
-                if (hurried_ns < 250000) hurried_ns *= 2;
+                dt_backoff_sleep(&hurried);
             }
         } else {
-            /* Back off from 1 us to 1 ms: a waiting rank must not take a
-             * core from the ranks computing beside it. */
-            struct timespec ts = {0, sleep_ns};
-            nanosleep(&ts, NULL);
-            if (sleep_ns < 1000000) sleep_ns *= 2;
+            dt_backoff_sleep(&idle); /* 1 us to 1 ms */
         }
         DT_TRY(dt_stall_clock_poll(&clock, dt_now(), who, ctx));
     }

@@ -1,5 +1,7 @@
-/* When a wait for other ranks reports, and when it gives up (dist.h). */
+/* When a wait for other ranks reports, when it gives up, and how it sleeps
+ * between polls (dist.h). */
 #include <stdio.h>
+#include <time.h>
 
 #include "dtrain/dist.h"
 
@@ -48,4 +50,10 @@ dt_status dt_stall_clock_poll(dt_stall_clock *k, double now, dt_stall_fn who, vo
         k->next_report = now + st->report;
     }
     return DT_OK;
+}
+
+void dt_backoff_sleep(dt_backoff *b) {
+    struct timespec ts = {b->ns / 1000000000L, b->ns % 1000000000L};
+    nanosleep(&ts, NULL);
+    if (b->ns < b->hi) b->ns = b->ns * 2 < b->hi ? b->ns * 2 : b->hi;
 }
