@@ -91,6 +91,10 @@ check "sub/d.data's lists read from here" test "$(metrics --data sub/d.data)" = 
     grep -o '"test_accuracy":[0-9.]*,"test_loss":[0-9.]*') > sub.out
 check "a data file's paths relative to the current directory" test "$(cat sub.out)" = "$a"
 
+# The loader alone on the train list.
+expect 0 '"event":"loader_bench","dataset":"darknet","samples":96,' -- \
+    "$DTRAIN" bench "$M" --data-only --data d.data --steps 3
+
 # 2 workers of batch 4 (each reading the lists) = serial at batch 8.
 if [ -z "${DT_SANITIZE:-}" ]; then
 TRAIN_DATA=(--data d.data)
