@@ -132,6 +132,10 @@ expect 1 "^dtrain: empty.list: empty \(valid= of el.data: one entry a line\)$" -
 sed 's/train.list/gone.list/' d.data > mi.data
 expect 1 "^dtrain: gone.list:98: imgs/train/cat/gone.png: No such file or directory$" -- "$DTRAIN" train "$M" --data mi.data
 expect 0 "skipped 1 unreadable file" -- "$DTRAIN" train "$M" --data mi.data --skip-bad-images --max-steps 1
+echo imgs/train/cat/gone.png > gone1.list
+sed 's/train.list/gone1.list/' d.data > mi1.data
+expect 1 "^dtrain: gone1.list: no readable images \(1 skipped; the first: cannot open imgs/train/cat/gone.png" -- \
+    "$DTRAIN" train "$M" --data mi1.data --skip-bad-images
 printf 'classes=4\nvalid=valid.list\nlabls=labels.txt\n' > typo.data
 expect 1 "^dtrain: typo.data:3: unknown key 'labls' \(did you mean labels\?\)" -- \
     "$DTRAIN" eval "$M" --data typo.data --weights bk/latest

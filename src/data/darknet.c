@@ -233,6 +233,12 @@ dt_status dt_dataset_load_darknet(dt_dataset **out, const dt_darknet_data *d, in
     dt_folder_opts defaults = {1, dt_folder_default_cache(1), 0, NULL, 0, NULL, 0, 0};
     if (s == DT_OK)
         s = dt_data_list_dataset(out, (const char *const *)paths.line, y, paths.n, shape, &names, o ? o : &defaults);
+    if (s == DT_OK && (*out)->n == 0) { /* every image skipped (--skip-bad-images) */
+        s = dt_fail(DT_ERR_FORMAT, "%s: no readable images (%d skipped; the first: %s)", list, (*out)->skipped,
+                    (*out)->skipped_first ? (*out)->skipped_first : "?");
+        dt_dataset_free(*out);
+        *out = NULL;
+    }
     dt_class_names_free(&names);
     dt_free(y);
     line_list_free(&paths);
