@@ -66,6 +66,21 @@ check "eval --data = eval of the folder ($a; $b)" test -n "$a" -a "$a" = "$b"
 expect 0 "top-2 accuracy" -- "$DTRAIN" eval "$M" --data d.data --weights bk/latest
 expect 0 "on the d.data train set: 96 samples" -- "$DTRAIN" eval "$M" --data d.data --weights bk/latest --split train
 
+# Debian's darknet labels valid= alike: its `classifier valid` prints each
+# image's class (the first label in the path; here every path holds one),
+# counted per class as dtrain's eval counts them.
+if command -v darknet > /dev/null; then
+    sed -n '1,/^\[softmax\]/p' "$M" | grep -v -E '^(epochs|flip)=' > dn.cfg
+    timeout 120 darknet classifier valid d.data dn.cfg 2> /dev/null | awk -F', ' '/^imgs\// {print $2}' |
+        sort | uniq -c | awk '{print $2, $1}' > darknet.counts
+    "$DTRAIN" eval "$M" --data d.data --weights bk/latest | awk '/^[0-9]+ [a-z]+ +[0-9.]+ +[0-9]+$/ {print $1, $4}' |
+        sort > dtrain.counts
+    check "labels per class as Debian's darknet decides them" test -s darknet.counts -a \
+        "$(cat darknet.counts)" = "$(cat dtrain.counts)"
+else
+    echo "not checked against Debian's darknet (not installed)"
+fi
+
 # names= name the classes of predict (the checkpoint's are labels=), top=
 # is its k, valid='s images when none are given.
 sed 's/^backup.*/names = names.txt/' d.data > n.data
