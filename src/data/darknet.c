@@ -53,9 +53,13 @@ static dt_status int_value(int *out, const char *v, int lo, int hi, const char *
     return DT_OK;
 }
 
+/* The keys read, in this order: two numbers, then the paths (slot order
+ * in take_option). */
+static const char *const keys[] = {"classes", "top", "train", "valid", "labels", "names", "backup"};
+enum { NKEYS = sizeof keys / sizeof *keys };
+
 /* One key=value line (stripped) into d; seen[k] the line key k was on. */
-static dt_status take_option(dt_darknet_data *d, char *s, const char *file, int line, int seen[7]) {
-    static const char *const keys[] = {"classes", "top", "train", "valid", "labels", "names", "backup"};
+static dt_status take_option(dt_darknet_data *d, char *s, const char *file, int line, int seen[NKEYS]) {
     char *eq = strchr(s, '=');
     if (!eq) return dt_fail(DT_ERR_FORMAT, "%s:%d: '%s' is not key=value", file, line, s);
     *eq = '\0';
@@ -70,12 +74,12 @@ static dt_status take_option(dt_darknet_data *d, char *s, const char *file, int 
                                    : dt_fail(DT_ERR_FORMAT, "%s:%d: tag=%s (labels read from tag files) is not "
                                              "supported; labels= finds each image's label in its path", file, line, v);
     int k = 0;
-    while (k < 7 && strcmp(s, keys[k]) != 0) k++;
-    if (k == 7) {
+    while (k < NKEYS && strcmp(s, keys[k]) != 0) k++;
+    if (k == NKEYS) {
         dt_suggest sg;
         char hint[128];
         dt_suggest_init(&sg, s);
-        for (int i = 0; i < 7; i++) dt_suggest_offer(&sg, keys[i]);
+        for (int i = 0; i < NKEYS; i++) dt_suggest_offer(&sg, keys[i]);
         return dt_fail(DT_ERR_FORMAT, "%s:%d: unknown key '%s'%s (Darknet's classifier reads classes, train, valid, "
                        "labels, names, backup, top)", file, line, s, dt_suggest_text(&sg, hint, sizeof hint));
     }
@@ -85,6 +89,7 @@ static dt_status take_option(dt_darknet_data *d, char *s, const char *file, int 
     if (k == 0) return int_value(&d->classes, v, 1, DT_DATA_MAX_CLASSES, file, line, s);
     if (k == 1) return int_value(&d->top, v, 1, DT_DATA_MAX_CLASSES, file, line, s);
     char **slot[] = {&d->train, &d->valid, &d->labels, &d->names, &d->backup};
+    _Static_assert(sizeof slot / sizeof *slot == NKEYS - 2, "a slot for every path key");
     if (!(*slot[k - 2] = strdup(v))) return dt_fail(DT_ERR_NOMEM, "%s: out of memory", file);
     return DT_OK;
 }
@@ -93,7 +98,7 @@ dt_status dt_darknet_data_read(dt_darknet_data *d, const char *path) {
     darknet_data_zero(d);
     char *text;
     DT_TRY(dt_read_text_file(&text, path, (size_t)1 << 20, DT_ERR_FORMAT, "a Darknet data file"));
-    int seen[7] = {0};
+    int seen[NKEYS] = {0};
     dt_status s = (d->path = strdup(path)) ? DT_OK : dt_fail(DT_ERR_NOMEM, "%s: out of memory", path);
     int line = 0;
     for (char *at = text, *next; s == DT_OK && at; at = next) {
