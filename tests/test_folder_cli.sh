@@ -191,9 +191,9 @@ sed 's/^output=4$/output=6/' "$M" > "$TMP/six.cfg"
 expect 0 "note: .*six.cfg has 6 outputs for 4 classes; outputs 4 to 5 are never a label" -- \
     "$DTRAIN" train "$TMP/six.cfg" --data-dir "$TMP/imgs" --max-steps 2
 expect 2 "--dataset folder needs --data-dir DIR" -- "$DTRAIN" train "$M"
-expect 2 "--cache-mb applies to --dataset folder, not synthetic" -- \
+expect 2 "--cache-mb applies to --dataset folder and --data, not synthetic" -- \
     "$DTRAIN" train "$M" --dataset synthetic --cache-mb 10
-expect 2 "--skip-bad-images applies to --dataset folder, not synthetic" -- \
+expect 2 "--skip-bad-images applies to --dataset folder and --data, not synthetic" -- \
     "$DTRAIN" eval "$M" --weights "$TMP/mem.ckpt" --dataset synthetic --skip-bad-images
 
 # Gray images for a 1-channel model.

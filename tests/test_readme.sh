@@ -43,7 +43,7 @@ for line in lines:
         continue
     if cmds and cmds[-1].endswith("\\"):
         cmds[-1] = cmds[-1][:-1] + " " + line.strip()
-    elif re.match(r"(build/|scripts/|bench/|/usr/bin/python3 |mpirun |make )", line):
+    elif re.match(r"(build/|scripts/|bench/|/usr/bin/python3 |mpirun |make |find |printf )", line):
         cmds.append(line)
 for c in cmds:
     print(re.sub(r"\s+#\s.*$", "", c).strip())

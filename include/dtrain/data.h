@@ -88,13 +88,17 @@ typedef enum {
     DT_DATASET_CIFAR10,
     DT_DATASET_SYNTHETIC,
     DT_DATASET_FOLDER,
+    DT_DATASET_DARKNET, /* Darknet's FILE.data (--data): image lists labelled by label strings */
     DT_DATASET_KIND_COUNT
 } dt_dataset_kind;
 
-/* "fashion-mnist" | "mnist" | "cifar10" | "synthetic" | "folder" -> kind,
- * -1 if unknown. */
+/* "fashion-mnist" | "mnist" | "cifar10" | "synthetic" | "folder" |
+ * "darknet" -> kind, -1 if unknown. */
 int dt_dataset_kind_from_name(const char *name);
 const char *dt_dataset_kind_name(dt_dataset_kind kind);
+/* 1 for the kinds read from image files of any size (folder, darknet):
+ * decoded and fitted to the model's input, by the folder code. */
+int dt_dataset_kind_decodes(dt_dataset_kind kind);
 /* Default directory of a kind (Fashion-MNIST: /usr/share/datasets/fashion-mnist). */
 const char *dt_dataset_default_dir(dt_dataset_kind kind);
 
@@ -177,6 +181,43 @@ int dt_folder_is_image_name(const char *name);
  * folder data set (shape.c 1 or 3), so a batch is what eval makes of the
  * same file. A file that cannot be decoded fails the batch naming it. */
 dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n, dt_shape shape, int classes);
+
+/* Darknet's data file, FILE.data: `key=value` lines read as Darknet's
+ * read_data_cfg reads them (spaces and tabs removed wherever they are;
+ * empty lines and lines starting with '#' or ';' skipped), a trailing '\r'
+ * dropped. Paths are used as written: a relative one is relative to the
+ * current directory, where Darknet's fopen() finds it. Keys: classes
+ * (required, 1..DT_DATA_MAX_CLASSES), train, valid, labels, names, backup,
+ * top (>= 1); eval, map, results, leaves and test (read by Darknet's
+ * detector and segmenter) are accepted and unused. Errors name the file and
+ * line: not key=value, no value, a key given twice, an unknown key, tree=
+ * (hierarchical softmax) and tag=1 (labels from tag files), which dtrain
+ * does not do. */
+typedef struct {
+    char *path;     /* the file read (a copy) */
+    int classes;
+    int top;        /* 0: not given */
+    char *train, *valid, *labels, *names, *backup; /* NULL: not given */
+} dt_darknet_data;
+
+dt_status dt_darknet_data_read(dt_darknet_data *d, const char *path);
+/* Frees and empties d (a zeroed d is a no-op). */
+void dt_darknet_data_free(dt_darknet_data *d);
+
+/* The names classes are shown by: names= one a line, else labels= (as
+ * Darknet's classifier predict does); classes= of them. */
+dt_status dt_darknet_class_names(dt_class_names *out, const dt_darknet_data *d);
+
+/* The images of d's train= (train 1) or valid= list, one path a line
+ * (blank lines skipped), each labelled as Darknet's fill_truth labels it:
+ * by the one label of labels= (one a line, classes= of them, none empty
+ * or repeated) that occurs in the path as a substring. A path holding
+ * none or two, a missing list, an empty list and (without o->skip_bad) a
+ * missing image are errors naming the list and the line. Read as a folder
+ * data set (o, NULL: one thread, the default cache), with
+ * dt_darknet_class_names as class names. */
+dt_status dt_dataset_load_darknet(dt_dataset **out, const dt_darknet_data *d, int train, dt_shape shape,
+                                  const dt_folder_opts *o);
 
 /* Dispatch on kind: IDX files train-images-idx3-ubyte[.gz] etc. in dir for
  * the MNIST kinds, CIFAR-10 batches for cifar10. Synthetic uses `shape`,

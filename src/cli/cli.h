@@ -72,8 +72,15 @@ int cli_set_threads(int threads, const cli_env *env);
 /* --dataset name (NULL: the model file's, else fashion-mnist) -> kind. */
 dt_status cli_dataset_kind(dt_dataset_kind *kind, const char *name, const dt_model_spec *spec);
 
-/* The folder data set's flags against the kind: --data-dir required,
- * --cache-mb (cache_mb >= 0) and --skip-bad-images only for folder. */
+/* The data set's kind and where it is: --data FILE.data (Darknet's; it
+ * excludes --dataset and --data-dir) as kind darknet with *dir the file,
+ * else --dataset (cli_dataset_kind) and --data-dir. */
+dt_status cli_data_source(dt_dataset_kind *kind, const char **dir, const char *data, const char *dataset,
+                          const char *data_dir, const dt_model_spec *spec);
+
+/* The image data sets' flags against the kind: --data-dir required for
+ * folder, --cache-mb (cache_mb >= 0) and --skip-bad-images only for kinds
+ * that decode images (folder, darknet). */
 dt_status cli_folder_flags(dt_dataset_kind kind, const char *data_dir, long cache_mb, int skip_bad);
 /* --loader-threads when not given: 2 for folder (decoding), else 1. */
 /* --val-split F (0: not given) applies to folder data sets only. */

@@ -78,7 +78,7 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
 
 /* The flags of --data-only. */
 typedef struct {
-    const char *dataset, *data_dir;
+    const char *dataset, *data_dir, *data;
     int loader_threads, skip_bad;
     long cache_mb; /* -1: not given */
 } data_args;
@@ -87,8 +87,9 @@ typedef struct {
  * batches of the model's batch, augmentation and prefetch thread. */
 static dt_status bench_data(const dt_model_spec *spec, int steps, const data_args *d, const cli_env *env) {
     dt_dataset_kind kind;
-    DT_TRY(cli_dataset_kind(&kind, d->dataset, spec));
-    DT_TRY(cli_folder_flags(kind, d->data_dir, d->cache_mb, d->skip_bad));
+    const char *dir;
+    DT_TRY(cli_data_source(&kind, &dir, d->data, d->dataset, d->data_dir, spec));
+    DT_TRY(cli_folder_flags(kind, dir, d->cache_mb, d->skip_bad));
     int threads = d->loader_threads ? d->loader_threads : cli_default_loader_threads(kind);
     dt_folder_opts fo = {threads, cli_cache_bytes(d->cache_mb, env), d->skip_bad, NULL, 0, NULL, 0, 0};
     dt_dataset *ds = NULL;
@@ -98,7 +99,7 @@ static dt_status bench_data(const dt_model_spec *spec, int steps, const data_arg
                         .out = spec->input,
                         .prefetch = 1, .threads = threads};
     double t0 = dt_now(), load_s = 0, dt = 0;
-    dt_status s = dt_dataset_load(&ds, kind, d->data_dir, 1, dt_data_load_shape(spec, kind), 0, 1, &fo);
+    dt_status s = dt_dataset_load(&ds, kind, dir, 1, dt_data_load_shape(spec, kind), 0, 1, &fo);
     if (s == DT_OK) load_s = dt_now() - t0, s = dt_loader_create(&ld, ds, &lc);
     const int warmup = 3;
     for (int i = 0; s == DT_OK && i < warmup + steps; i++) {
@@ -148,8 +149,8 @@ static const char bench_usage[] =
     "                      of --threads), as K workers of a job on this machine (default 1)\n"
     "  --data-only         time the loader alone instead: training batches of the model's\n"
     "                      batch, input and augmentation from a data set, images/s\n"
-    "  --dataset D, --data-dir DIR, --loader-threads N, --cache-mb N, --skip-bad-images\n"
-    "                      --data-only: the data set and the loader, as for dtrain train\n"
+    "  --dataset D, --data-dir DIR, --data F.data, --loader-threads N, --cache-mb N,\n"
+    "  --skip-bad-images   --data-only: the data set and the loader, as for dtrain train\n"
     "                      (--cache-mb 0 times decoding per batch)\n";
 
 int cmd_bench(int argc, char **argv, const cli_env *env) {
@@ -168,6 +169,7 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
         {"--data-only", ARG_FLAG, &data_only, 0, 0, 0},
         {"--dataset", ARG_STR, &d.dataset, 0, 0, 0},
         {"--data-dir", ARG_STR, &d.data_dir, 0, 0, 0},
+        {"--data", ARG_STR, &d.data, 0, 0, 0},
         {"--loader-threads", ARG_INT, &d.loader_threads, 1, 256, 0},
         {"--cache-mb", ARG_LONG, &d.cache_mb, 0, 1e9, 0},
         {"--skip-bad-images", ARG_FLAG, &d.skip_bad, 0, 0, 0},
@@ -180,9 +182,9 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
         return 0;
     }
     if (s == DT_OK && npos != 1) s = dt_fail(DT_ERR_USAGE, "bench: expected one MODEL.cfg (see dtrain bench --help)");
-    int data_flags = d.dataset || d.data_dir || d.loader_threads || d.cache_mb >= 0 || d.skip_bad;
+    int data_flags = d.dataset || d.data_dir || d.data || d.loader_threads || d.cache_mb >= 0 || d.skip_bad;
     if (s == DT_OK && data_flags && !data_only)
-        s = dt_fail(DT_ERR_USAGE, "bench: --dataset, --data-dir, --loader-threads, --cache-mb and "
+        s = dt_fail(DT_ERR_USAGE, "bench: --dataset, --data-dir, --data, --loader-threads, --cache-mb and "
                     "--skip-bad-images apply to --data-only");
     if (s == DT_OK && measure_workers && !profile_out)
         s = dt_fail(DT_ERR_USAGE, "bench: --measure-workers applies to --profile-out");

@@ -39,7 +39,7 @@ static dt_status take_logits(void *ctx, const float *logits, int n, int classes)
 
 /* The flags of dtrain eval (strings point into argv). */
 typedef struct {
-    const char *model, *weights, *dataset, *data_dir, *logits_out, *precision, *split;
+    const char *model, *weights, *dataset, *data_dir, *data, *logits_out, *precision, *split;
     int batch, threads, loader_threads, skip_bad, json, confusion;
     long cache_mb; /* -1: not given */
     double val_split; /* 0: not given */
@@ -86,7 +86,7 @@ static dt_status with_dataset_hint(dt_status s, const dt_model_spec *spec, dt_da
             snprintf(hint, sizeof hint, "its input is %s's: give --dataset %s",
                      dt_dataset_kind_name(fixed_shapes[i].kind), dt_dataset_kind_name(fixed_shapes[i].kind));
     }
-    if (saved->n && kind != DT_DATASET_FOLDER)
+    if (saved->n && !dt_dataset_kind_decodes(kind))
         snprintf(hint, sizeof hint, "the checkpoint was trained on a folder data set (%d classes, '%s' first): give "
                  "--dataset folder --data-dir DIR", saved->n, saved->names[0]);
     return dt_fail(s, "%s; %s", msg, hint);
@@ -103,19 +103,27 @@ static dt_status split_of(const char *name, int *train) {
 /* The split evaluated. A folder's class folders are labelled by the
  * checkpoint's class names when it has them (then the folder may hold
  * some classes only), else by their own sorted names. */
-static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_kind kind, const dt_model_spec *spec,
-                               const dt_class_names *saved, int outputs, const cli_env *env) {
+static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_kind kind, const char *dir,
+                               const dt_model_spec *spec, const dt_class_names *saved, int outputs,
+                               const cli_env *env) {
     int threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind), train;
     DT_TRY(split_of(a->split, &train));
     dt_folder_opts fo = {threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
                          saved->n ? saved : NULL, 0, a->weights, a->val_split, (uint64_t)a->seed};
-    DT_TRY(dt_dataset_load(ds, kind, a->data_dir, train, dt_data_load_shape(spec, kind), outputs, 1, &fo));
+    DT_TRY(dt_dataset_load(ds, kind, dir, train, dt_data_load_shape(spec, kind), outputs, 1, &fo));
     dt_data_normalise(*ds, spec);
     dt_status s = dt_check_input(spec, *ds, dt_dataset_kind_name(kind));
     if (s != DT_OK) return with_dataset_hint(s, spec, kind, saved);
     if (kind == DT_DATASET_FOLDER && (*ds)->classes > outputs)
         return dt_fail(DT_ERR_CONFIG, "%s: the model has %d outputs, fewer than the %d classes of %s/%s", spec->path,
                        outputs, (*ds)->classes, a->data_dir, train ? "train" : "test");
+    /* A data file's labels= order is the labels': a checkpoint that names
+     * its classes must name them alike, or every count below is wrong. */
+    const dt_class_names *now = &(*ds)->class_names;
+    for (int i = 0; kind == DT_DATASET_DARKNET && saved->n && i < outputs; i++)
+        if (i >= saved->n || i >= now->n || strcmp(saved->names[i], now->names[i]) != 0)
+            return dt_fail(DT_ERR_USAGE, "--data %s: label %d is '%s' there but '%s' in %s", a->data, i,
+                           i < now->n ? now->names[i] : "", i < saved->n ? saved->names[i] : "", a->weights);
     return DT_OK;
 }
 
@@ -180,9 +188,10 @@ static void print_summary(const eval_args *a, dt_dataset_kind kind, const dt_dat
                           const dt_ckpt_meta *meta, double acc, double loss) {
     char name[300];
     printf("%s (step %llu) on the %s %s set: %d samples\n", a->weights, (unsigned long long)meta->step,
-           kind == DT_DATASET_FOLDER ? a->data_dir : dt_dataset_kind_name(kind), a->split ? a->split : "test", ds->n);
+           kind == DT_DATASET_FOLDER ? a->data_dir : kind == DT_DATASET_DARKNET ? a->data : dt_dataset_kind_name(kind),
+           a->split ? a->split : "test", ds->n);
     printf("accuracy %.4f (%ld of %ld right), loss %.4f", acc, (long)(acc * c->n + 0.5), c->n, loss);
-    if (c->classes > 5) printf(", top-%d accuracy %.4f", c->k, dt_confusion_topk(c));
+    if (c->classes > c->k) printf(", top-%d accuracy %.4f", c->k, dt_confusion_topk(c));
     if (ds->skipped) printf(", %d unreadable files skipped", ds->skipped);
     if (ds->ignored) printf(", %d files not .jpg, .jpeg or .png ignored", ds->ignored);
     printf("\n%-16s %8s %8s\n", "class", "accuracy", "samples");
@@ -198,8 +207,17 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
     DT_TRY(cli_load_model(&spec, a->model, a->batch, 0, 0));
     DT_TRY(cli_precision(&spec, a->precision));
     dt_dataset_kind kind;
-    DT_TRY(cli_dataset_kind(&kind, a->dataset, &spec));
-    DT_TRY(cli_folder_flags(kind, a->data_dir, a->cache_mb, a->skip_bad));
+    const char *dir;
+    DT_TRY(cli_data_source(&kind, &dir, a->data, a->dataset, a->data_dir, &spec));
+    DT_TRY(cli_folder_flags(kind, dir, a->cache_mb, a->skip_bad));
+    /* top= of a data file is the k of top-k, as in Darknet's classifier valid. */
+    int top = 5;
+    if (a->data) {
+        dt_darknet_data d;
+        DT_TRY(dt_darknet_data_read(&d, a->data));
+        top = d.top ? d.top : top;
+        dt_darknet_data_free(&d);
+    }
     DT_TRY(cli_val_split_flag(kind, a->val_split));
     dt_net *net;
     DT_TRY(dt_net_create(&net, &spec, spec.batch, 1));
@@ -214,8 +232,8 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
     if (s == DT_OK && a->confusion && net->classes > DT_CONFUSION_MAX_MATRIX)
         s = dt_fail(DT_ERR_USAGE, "--confusion: %s has %d classes, a matrix is kept for at most %d", a->model,
                     net->classes, DT_CONFUSION_MAX_MATRIX);
-    if (s == DT_OK) s = load_eval_set(&ds, a, kind, &spec, &saved, net->classes, env);
-    if (s == DT_OK) s = dt_confusion_init(&sink.conf, net->classes, 5, a->confusion);
+    if (s == DT_OK) s = load_eval_set(&ds, a, kind, dir, &spec, &saved, net->classes, env);
+    if (s == DT_OK) s = dt_confusion_init(&sink.conf, net->classes, top, a->confusion);
     if (s == DT_OK) {
         t0 = dt_now();
         /* Every rank of an mpirun evaluates the whole set; one writes the file. */
@@ -249,6 +267,8 @@ static const char eval_usage[] =
     "  --data-dir DIR    dataset directory (default /usr/share/datasets/fashion-mnist); folder:\n"
     "                    DIR/test/<class>/ images, labelled by the checkpoint's class names\n"
     "                    (listed in the summary), which the folders may be a subset of\n"
+    "  --data F.data     Darknet's data file instead: its valid= list (--split train: train=),\n"
+    "                    labelled by labels=, classes named by names=; top= is the k of top-k\n"
     "  --loader-threads N  threads building batches (default: 2 for folder, 1 otherwise)\n"
     "  --cache-mb N      folder: keep decoded images in memory up to N MiB (default: a quarter\n"
     "                    of memory)\n"
@@ -268,6 +288,7 @@ int cmd_eval(int argc, char **argv, const cli_env *env) {
         {"--weights", ARG_STR, &a.weights, 0, 0, 0},
         {"--dataset", ARG_STR, &a.dataset, 0, 0, 0},
         {"--data-dir", ARG_STR, &a.data_dir, 0, 0, 0},
+        {"--data", ARG_STR, &a.data, 0, 0, 0},
         {"--batch", ARG_INT, &a.batch, 1, 1 << 20, 0},
         {"--threads", ARG_INT, &a.threads, 1, 1024, 0},
         {"--logits-out", ARG_STR, &a.logits_out, 0, 0, 0},

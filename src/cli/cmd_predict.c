@@ -99,9 +99,9 @@ static dt_status gather(path_list *l, const char *const *inputs, int n, const ch
 
 /* The flags of dtrain predict (strings point into argv). */
 typedef struct {
-    const char *model, *weights, *list, *precision;
+    const char *model, *weights, *list, *precision, *data;
     const char **inputs; /* (ninputs) the positional words after MODEL.cfg */
-    int ninputs, top, json, batch, threads, loader_threads;
+    int ninputs, top, json, batch, threads, loader_threads; /* top 0: not given */
 } predict_args;
 
 /* One class's probability for one image. */
@@ -114,8 +114,9 @@ typedef struct {
 typedef struct {
     const predict_args *a;
     const path_list *paths;
-    const dt_class_names *names; /* the checkpoint's (n 0: print indices) */
+    const dt_class_names *names; /* --data's, else the checkpoint's (n 0: print indices) */
     scored *prob;                /* (classes) one image's softmax, then sorted */
+    int top;                     /* classes shown per image */
     int at;                      /* images printed so far */
 } printer;
 
@@ -157,7 +158,7 @@ static void print_image(const printer *pr, const char *path, int k) {
 /* Sorting costs C log C per image: at ImageNet-22K's 21841 classes, far below the forward pass. */
 static dt_status take_logits(void *ctx, const float *logits, int n, int classes) {
     printer *pr = ctx;
-    int k = pr->a->top < classes ? pr->a->top : classes;
+    int k = pr->top < classes ? pr->top : classes;
     for (int i = 0; i < n; i++, pr->at++) {
         softmax(pr->prob, logits + (size_t)i * (size_t)classes, classes);
         qsort(pr->prob, (size_t)classes, sizeof *pr->prob, by_probability);
@@ -180,18 +181,46 @@ static dt_status load_net(dt_net **net, dt_class_names *names, const predict_arg
     return DT_OK;
 }
 
+/* --data F.data, as Darknet's classifier predict reads it: its names=
+ * (else labels=) name the classes, over the checkpoint's, and its top= is
+ * --top's default; given no images, its valid= list is predicted (as
+ * Darknet's classifier valid goes through it: *list, the caller frees it). */
+static dt_status read_data_file(const predict_args *a, dt_class_names *names, int *top, char **list) {
+    dt_darknet_data d;
+    DT_TRY(dt_darknet_data_read(&d, a->data));
+    dt_status s = DT_OK;
+    if (a->ninputs == 0 && !a->list && !d.valid)
+        s = dt_fail(DT_ERR_USAGE, "predict: no images given and %s has no valid= list", a->data);
+    if (s == DT_OK) s = dt_darknet_class_names(names, &d);
+    if (s == DT_OK && !a->top && d.top) *top = d.top;
+    if (s == DT_OK && a->ninputs == 0 && !a->list && !(*list = strdup(d.valid)))
+        s = dt_fail(DT_ERR_NOMEM, "predict: out of memory");
+    dt_darknet_data_free(&d);
+    return s;
+}
+
 static dt_status predict_run(const predict_args *a) {
     dt_model_spec spec;
     DT_TRY(cli_load_model(&spec, a->model, a->batch, 0, 0));
     DT_TRY(cli_precision(&spec, a->precision));
     path_list paths = {NULL, 0, 0};
     dt_net *net = NULL;
-    dt_class_names names = {0, NULL};
+    dt_class_names names = {0, NULL}, data_names = {0, NULL};
     dt_dataset *ds = NULL;
-    printer pr = {a, &paths, &names, NULL, 0};
+    printer pr = {a, &paths, &names, NULL, a->top ? a->top : 5, 0};
     double acc, loss;
-    dt_status s = gather(&paths, a->inputs, a->ninputs, a->list);
+    char *valid = NULL; /* --data's valid= when it gives the images */
+    dt_status s = a->data ? read_data_file(a, &data_names, &pr.top, &valid) : DT_OK;
+    if (s == DT_OK) s = gather(&paths, a->inputs, a->ninputs, valid ? valid : a->list);
     if (s == DT_OK) s = load_net(&net, &names, a, &spec);
+    if (s == DT_OK && a->data && data_names.n != net->classes)
+        s = dt_fail(DT_ERR_CONFIG, "%s: classes=%d but the model %s has %d outputs", a->data, data_names.n, a->model,
+                    net->classes);
+    if (s == DT_OK && a->data) {
+        dt_class_names_free(&names);
+        names = data_names;
+        data_names = (dt_class_names){0, NULL};
+    }
     if (s == DT_OK)
         s = dt_dataset_of_files(&ds, (const char *const *)paths.p, paths.n,
                                 dt_data_load_shape(&spec, DT_DATASET_FOLDER), net->classes);
@@ -203,6 +232,8 @@ static dt_status predict_run(const predict_args *a) {
     if (s == DT_OK)
         s = dt_evaluate(net, ds, NULL, 0, 1, spec.batch, a->loader_threads, take_logits, &pr, &acc, &loss);
     dt_free(pr.prob);
+    free(valid);
+    dt_class_names_free(&data_names);
     dt_dataset_free(ds);
     dt_class_names_free(&names);
     dt_net_free(net);
@@ -219,7 +250,10 @@ static const char predict_usage[] =
     "  FOLDER            its image files and those of its subfolders (a test split's class\n"
     "                    folders), in bytewise order of names, as eval reads a folder\n"
     "  --list F          also the images named in F, one path a line\n"
-    "  --top K           classes per image (default 5; at most the model's outputs)\n"
+    "  --data F.data     Darknet's data file: classes named by its names= (else labels=),\n"
+    "                    top= for --top; with no images given, those of its valid= list\n"
+    "  --top K           classes per image (default: --data's top=, else 5; at most the\n"
+    "                    model's outputs)\n"
     "  --json            one JSON object a line per image: {\"image\":PATH,\"top\":[{\"class\":I,\n"
     "                    \"name\":NAME,\"p\":P},...]} (\"name\" when the checkpoint has names)\n"
     "  --weights F       checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt)\n"
@@ -229,12 +263,13 @@ static const char predict_usage[] =
     "  --precision P     fp32 | bf16 (default: the model file's precision=, else fp32)\n";
 
 int cmd_predict(int argc, char **argv, const cli_env *env) {
-    predict_args a = {.top = 5, .loader_threads = 2};
+    predict_args a = {.loader_threads = 2};
     int help = 0;
     cli_flag flags[] = {
         {"--help", ARG_FLAG, &help, 0, 0, 0},
         {"--weights", ARG_STR, &a.weights, 0, 0, 0},
         {"--list", ARG_STR, &a.list, 0, 0, 0},
+        {"--data", ARG_STR, &a.data, 0, 0, 0},
         {"--top", ARG_INT, &a.top, 1, DT_DATA_MAX_CLASSES, 0},
         {"--json", ARG_FLAG, &a.json, 0, 0, 0},
         {"--batch", ARG_INT, &a.batch, 1, 1 << 20, 0},
@@ -251,9 +286,9 @@ int cmd_predict(int argc, char **argv, const cli_env *env) {
         free(pos);
         return 0;
     }
-    if (s == DT_OK && (npos < 1 || !a.weights || (npos < 2 && !a.list)))
-        s = dt_fail(DT_ERR_USAGE, "predict: needs MODEL.cfg, --weights CHECKPOINT and images, folders or --list F "
-                    "(see dtrain predict --help)");
+    if (s == DT_OK && (npos < 1 || !a.weights || (npos < 2 && !a.list && !a.data)))
+        s = dt_fail(DT_ERR_USAGE, "predict: needs MODEL.cfg, --weights CHECKPOINT and images, folders, --list F "
+                    "or --data F.data (see dtrain predict --help)");
     if (s == DT_OK) {
         a.model = pos[0], a.inputs = pos + 1, a.ninputs = npos - 1;
         cli_set_threads(a.threads, env);

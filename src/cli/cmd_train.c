@@ -17,6 +17,9 @@ static const char train_usage[] =
     "  --dataset fashion-mnist|mnist|cifar10|synthetic|folder   (default: the model file's)\n"
     "  --data-dir DIR        dataset directory (default /usr/share/datasets/fashion-mnist);\n"
     "                        folder: DIR/train/<class>/*.jpg|*.jpeg|*.png and DIR/test/<class>/\n"
+    "  --data F.data         Darknet's data file instead: images of its train= list (test set:\n"
+    "                        valid=) labelled by the labels= string in their paths; its backup=\n"
+    "                        is the default --checkpoint-dir (docs/IMAGES.md)\n"
     "  --loader-threads N    threads building each batch: decoding images of a folder data set\n"
     "                        too large for the cache, and every image once at load (default:\n"
     "                        2 for folder, 1 otherwise)\n"
@@ -171,6 +174,7 @@ dt_status cli_train_parse(cli_train_args *a, int argc, char **argv) {
     cli_flag flags[] = {
         {"--dataset", ARG_STR, &a->dataset, 0, 0, 0},
         {"--data-dir", ARG_STR, &a->data_dir, 0, 0, 0},
+        {"--data", ARG_STR, &a->data, 0, 0, 0},
         {"--epochs", ARG_INT, &a->epochs, 1, 100000, 0},
         {"--max-steps", ARG_LONG, &a->max_steps, 1, 1e15, 0},
         {"--batch", ARG_INT, &a->batch, 1, 1 << 20, 0},
@@ -467,8 +471,8 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
                        spec->path, spec->sched.burn_in);
     if (a->warmup_epochs >= 0) spec->sched.warmup_epochs = a->warmup_epochs;
     dt_train_opts *o = &p->opts;
-    DT_TRY(cli_dataset_kind(&o->dataset, a->dataset, spec));
-    DT_TRY(cli_folder_flags(o->dataset, a->data_dir, a->cache_mb, a->skip_bad));
+    DT_TRY(cli_data_source(&o->dataset, &o->data_dir, a->data, a->dataset, a->data_dir, spec));
+    DT_TRY(cli_folder_flags(o->dataset, o->data_dir, a->cache_mb, a->skip_bad));
     DT_TRY(cli_val_split_flag(o->dataset, a->val_split));
     if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
     dt_dist_cfg dc = {.mode = DT_MODE_SERIAL,
@@ -501,7 +505,6 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     if (a->slow && (o->slow_rank < dc.servers || o->slow_rank >= ranks))
         return dt_fail(DT_ERR_USAGE, "--slow-worker %s: rank %d is not a worker (the workers are ranks %d to %d)",
                        a->slow, o->slow_rank, dc.servers, ranks - 1);
-    o->data_dir = a->data_dir;
     o->epochs = spec->epochs;
     o->max_steps = a->max_steps;
     o->seed = (uint64_t)a->seed;
@@ -509,6 +512,11 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     o->checkpoint_path = a->ckpt;
     o->checkpoint_every = a->ckpt_every;
     o->checkpoint_dir = a->ckpt_dir;
+    if (a->ckpt_dir && a->ckpt_dir == a->backup) {
+        size_t used = strlen(p->notes);
+        snprintf(p->notes + used, sizeof p->notes - used, "note: checkpoints in %s (backup= of %s)\n", a->ckpt_dir,
+                 a->data);
+    }
     o->keep = a->keep;
     o->keep_fewer = a->keep_fewer;
     o->max_loss_ratio = a->max_loss_ratio;
@@ -730,9 +738,25 @@ static int train_started(cli_train_plan *p, cli_env *env, cli_signals *sig) {
     return cli_report(s, env);
 }
 
+/* --data's backup= is the run's --checkpoint-dir when neither
+ * --checkpoint nor --checkpoint-dir is given (Darknet writes its weights
+ * there). */
+static dt_status use_backup(cli_train_args *a) {
+    if (!a->data || a->ckpt || a->ckpt_dir) return DT_OK;
+    dt_darknet_data d;
+    DT_TRY(dt_darknet_data_read(&d, a->data));
+    dt_status s = DT_OK;
+    if (d.backup && (size_t)snprintf(a->backup, sizeof a->backup, "%s", d.backup) >= sizeof a->backup)
+        s = dt_fail(DT_ERR_USAGE, "%s: backup= is too long a path", a->data);
+    if (s == DT_OK && d.backup) a->ckpt_dir = a->backup;
+    dt_darknet_data_free(&d);
+    return s;
+}
+
 int cmd_train(int argc, char **argv, cli_env *env, cli_signals *sig) {
     cli_train_args a;
     dt_status s = cli_train_parse(&a, argc, argv);
+    if (s == DT_OK && !a.help) s = use_backup(&a);
     if (s == DT_OK && a.help) {
         fputs(train_usage, stdout);
         dt_mode_usage(stdout, train_usage_mode);

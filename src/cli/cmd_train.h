@@ -23,6 +23,8 @@ typedef struct {
     const char *model;
     const char *dataset, *data_dir, *log, *ckpt, *resume, *weights, *mode, *straggle, *slow, *lr_scaling, *timeline;
     const char *ckpt_dir;
+    const char *data;                 /* --data FILE.data (Darknet's), or NULL */
+    char backup[4096];                /* its backup=, when it is the run's --checkpoint-dir */
     int epochs, batch, threads, quiet, no_prefetch, servers, staleness, help, sfb, sacp, group_size, keep;
     int keep_global_batch, keep_fewer;
     int partial, freeze;              /* --partial; --freeze N (0: not given) */

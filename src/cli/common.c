@@ -113,14 +113,32 @@ dt_status cli_dataset_kind(dt_dataset_kind *kind, const char *name, const dt_mod
     return DT_OK;
 }
 
+dt_status cli_data_source(dt_dataset_kind *kind, const char **dir, const char *data, const char *dataset,
+                          const char *data_dir, const dt_model_spec *spec) {
+    if (data && (dataset || data_dir))
+        return dt_fail(DT_ERR_USAGE, "--data %s excludes %s (the data file names the image lists)", data,
+                       dataset ? "--dataset" : "--data-dir");
+    *dir = data ? data : data_dir;
+    if (data) {
+        *kind = DT_DATASET_DARKNET;
+        return DT_OK;
+    }
+    DT_TRY(cli_dataset_kind(kind, dataset, spec));
+    if (*kind == DT_DATASET_DARKNET)
+        return dt_fail(DT_ERR_USAGE, "%s darknet: give Darknet's data file as --data FILE.data",
+                       dataset ? "--dataset" : "dataset=");
+    return DT_OK;
+}
+
 dt_status cli_folder_flags(dt_dataset_kind kind, const char *data_dir, long cache_mb, int skip_bad) {
     if (kind == DT_DATASET_FOLDER && (!data_dir || !*data_dir))
         return dt_fail(DT_ERR_USAGE, "--dataset folder needs --data-dir DIR (holding DIR/train/<class>/ and "
                        "DIR/test/<class>/)");
-    if (kind != DT_DATASET_FOLDER && cache_mb >= 0)
-        return dt_fail(DT_ERR_USAGE, "--cache-mb applies to --dataset folder, not %s", dt_dataset_kind_name(kind));
-    if (kind != DT_DATASET_FOLDER && skip_bad)
-        return dt_fail(DT_ERR_USAGE, "--skip-bad-images applies to --dataset folder, not %s",
+    if (!dt_dataset_kind_decodes(kind) && cache_mb >= 0)
+        return dt_fail(DT_ERR_USAGE, "--cache-mb applies to --dataset folder and --data, not %s",
+                       dt_dataset_kind_name(kind));
+    if (!dt_dataset_kind_decodes(kind) && skip_bad)
+        return dt_fail(DT_ERR_USAGE, "--skip-bad-images applies to --dataset folder and --data, not %s",
                        dt_dataset_kind_name(kind));
     return DT_OK;
 }
@@ -132,7 +150,7 @@ dt_status cli_val_split_flag(dt_dataset_kind kind, double val_split) {
     return DT_OK;
 }
 
-int cli_default_loader_threads(dt_dataset_kind kind) { return kind == DT_DATASET_FOLDER ? 2 : 1; }
+int cli_default_loader_threads(dt_dataset_kind kind) { return dt_dataset_kind_decodes(kind) ? 2 : 1; }
 
 size_t cli_cache_bytes(long cache_mb, const cli_env *env) {
     return cache_mb >= 0 ? (size_t)cache_mb << 20 : dt_folder_default_cache(env->local_ranks);

@@ -10,7 +10,7 @@
 #include "data/internal.h"
 #include "dtrain/mem.h"
 
-static const char *const kind_names[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", "folder"};
+static const char *const kind_names[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", "folder", "darknet"};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_DATASET_KIND_COUNT, "a name for every kind");
 
 int dt_dataset_kind_from_name(const char *name) {
@@ -25,6 +25,10 @@ const char *dt_dataset_kind_name(dt_dataset_kind kind) {
     return kind_names[kind];
 }
 
+int dt_dataset_kind_decodes(dt_dataset_kind kind) {
+    return kind == DT_DATASET_FOLDER || kind == DT_DATASET_DARKNET;
+}
+
 const char *dt_dataset_default_dir(dt_dataset_kind kind) {
     switch (kind) {
     case DT_DATASET_FASHION_MNIST: return "/usr/share/datasets/fashion-mnist";
@@ -32,6 +36,7 @@ const char *dt_dataset_default_dir(dt_dataset_kind kind) {
     case DT_DATASET_CIFAR10: return "/usr/share/datasets/cifar-10-batches-bin";
     case DT_DATASET_SYNTHETIC:
     case DT_DATASET_FOLDER:
+    case DT_DATASET_DARKNET:
     case DT_DATASET_KIND_COUNT: return "";
     }
     return "";
@@ -282,6 +287,15 @@ dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *di
     case DT_DATASET_SYNTHETIC:
         return dt_data_synthetic(out, shape, classes ? classes : 10, train ? 60000 : 10000, seed, train ? 0 : 1);
     case DT_DATASET_FOLDER: return load_folder_split(out, dir, train, shape, fo);
+    case DT_DATASET_DARKNET: {
+        dt_darknet_data d;
+        DT_TRY(dt_darknet_data_read(&d, dir));
+        dt_status s = classes > 0 && d.classes != classes
+                          ? dt_fail(DT_ERR_CONFIG, "%s: classes=%d but the model has %d outputs", dir, d.classes, classes)
+                          : dt_dataset_load_darknet(out, &d, train, shape, fo);
+        dt_darknet_data_free(&d);
+        return s;
+    }
     case DT_DATASET_KIND_COUNT: break;
     }
     return dt_fail(DT_ERR_USAGE, "unknown dataset kind %d", (int)kind);

@@ -459,48 +459,40 @@ static void source_free(void *ctx) {
     dt_free(src);
 }
 
-dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape shape, const dt_folder_opts *o) {
-    *out = NULL;
-    if ((shape.c != 1 && shape.c != 3) || !dt_data_shape_ok(shape))
-        return dt_fail(DT_ERR_CONFIG, "a folder data set gives images of 1 (luminance) or 3 (RGB) channels of up "
-                       "to %dx%d, not %dx%dx%d", DT_DATA_MAX_DIM, DT_DATA_MAX_DIM, shape.c, shape.h, shape.w);
-    scan sc = {dir, o, {{0}, {0}, {0}, 0}, {0, NULL}, NULL, 0, NULL, 0, NULL};
+/* The data set of a scanned list (sc: files, names; dt_dataset_load_folder
+ * or a labelled list): decoded once by decode_all, held or fetched. sc's
+ * parts are taken (freed here on failure too). */
+static dt_status scanned_dataset(dt_dataset **out, scan *sc, dt_shape shape, double scan_s, size_t list_bytes) {
     uint8_t *images = NULL;
     dt_dataset *ds = NULL;
-    double t0 = dt_now();
-    dt_status s = scan_split(&sc);
-    if (s == DT_OK) s = file_list_fit(&sc.files);
-    double scan_s = dt_now() - t0;
-    size_t list_bytes = sc.files.paths.cap + sc.files.at.cap + sc.files.labels.cap;
-    if (s == DT_OK) s = hold_out(&sc);
-    if (s == DT_OK) s = decode_all(&sc, shape, &images);
-    dt_free(sc.present);
-    if (s == DT_OK) s = dt_data_new_labels(&ds, sc.files.n, shape, sc.names.n);
+    dt_status s = decode_all(sc, shape, &images);
+    dt_free(sc->present);
+    if (s == DT_OK) s = dt_data_new_labels(&ds, sc->files.n, shape, sc->names.n);
     void *p = NULL;
     if (s == DT_OK && !images) s = dt_alloc_bytes(&p, sizeof(source), "image source");
     if (s != DT_OK) {
         dt_dataset_free(ds);
         dt_free(images);
-        file_list_free(&sc.files);
-        dt_class_names_free(&sc.names);
-        dt_free(sc.first_skip);
-        dt_free(sc.first_ignored);
+        file_list_free(&sc->files);
+        dt_class_names_free(&sc->names);
+        dt_free(sc->first_skip);
+        dt_free(sc->first_ignored);
         return s;
     }
-    memcpy(ds->labels, sc.files.labels.p, (size_t)sc.files.n * sizeof *ds->labels);
-    ds->class_names = sc.names;
+    memcpy(ds->labels, sc->files.labels.p, (size_t)sc->files.n * sizeof *ds->labels);
+    ds->class_names = sc->names;
     ds->scan_s = scan_s;
     ds->list_bytes = list_bytes;
-    ds->skipped = sc.skipped;
-    ds->skipped_first = sc.first_skip;
-    ds->ignored = sc.ignored;
-    ds->ignored_first = sc.first_ignored;
+    ds->skipped = sc->skipped;
+    ds->skipped_first = sc->first_skip;
+    ds->ignored = sc->ignored;
+    ds->ignored_first = sc->first_ignored;
     if (images) {
         ds->images = images;
-        file_list_free(&sc.files);
+        file_list_free(&sc->files);
     } else {
         source *src = p;
-        src->files = sc.files;
+        src->files = sc->files;
         src->shape = shape;
         ds->fetch = fetch;
         ds->fetch_ctx = src;
@@ -508,6 +500,54 @@ dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape sha
     }
     *out = ds;
     return DT_OK;
+}
+
+static dt_status check_shape(dt_shape shape, const char *what) {
+    if ((shape.c != 1 && shape.c != 3) || !dt_data_shape_ok(shape))
+        return dt_fail(DT_ERR_CONFIG, "%s: images of 1 (luminance) or 3 (RGB) channels of up to %dx%d are read, not "
+                       "%dx%dx%d", what, DT_DATA_MAX_DIM, DT_DATA_MAX_DIM, shape.c, shape.h, shape.w);
+    return DT_OK;
+}
+
+dt_status dt_dataset_load_folder(dt_dataset **out, const char *dir, dt_shape shape, const dt_folder_opts *o) {
+    *out = NULL;
+    DT_TRY(check_shape(shape, "a folder data set"));
+    scan sc = {dir, o, {{0}, {0}, {0}, 0}, {0, NULL}, NULL, 0, NULL, 0, NULL};
+    double t0 = dt_now();
+    dt_status s = scan_split(&sc);
+    if (s == DT_OK) s = file_list_fit(&sc.files);
+    double scan_s = dt_now() - t0;
+    size_t list_bytes = sc.files.paths.cap + sc.files.at.cap + sc.files.labels.cap;
+    if (s == DT_OK) s = hold_out(&sc);
+    if (s == DT_OK) return scanned_dataset(out, &sc, shape, scan_s, list_bytes);
+    dt_free(sc.present);
+    file_list_free(&sc.files);
+    dt_class_names_free(&sc.names);
+    dt_free(sc.first_skip);
+    dt_free(sc.first_ignored);
+    return s;
+}
+
+dt_status dt_data_list_dataset(dt_dataset **out, const char *const *paths, const dt_label *labels, int n,
+                               dt_shape shape, const dt_class_names *names, const dt_folder_opts *o) {
+    *out = NULL;
+    DT_TRY(check_shape(shape, "an image list"));
+    /* present stays all 0: a class may have no image in a list, and
+     * drop_bad's check is of class folders emptied by --skip-bad-images. */
+    scan sc = {"", o, {{0}, {0}, {0}, 0}, {0, NULL}, NULL, 0, NULL, 0, NULL};
+    dt_status s = dt_alloc_bytes((void **)&sc.present, (size_t)(names->n ? names->n : 1), "class list");
+    if (s == DT_OK) memset(sc.present, 0, (size_t)(names->n ? names->n : 1));
+    for (int i = 0; s == DT_OK && i < n; i++) {
+        if (strlen(paths[i]) >= PATH_CAP) s = dt_fail(DT_ERR_IO, "%.64s...: path too long", paths[i]);
+        else s = file_list_add(&sc.files, "", paths[i], labels[i]);
+    }
+    if (s == DT_OK) s = file_list_fit(&sc.files);
+    if (s == DT_OK) s = dt_class_names_copy(&sc.names, names);
+    if (s == DT_OK) return scanned_dataset(out, &sc, shape, 0, sc.files.paths.cap + sc.files.at.cap + sc.files.labels.cap);
+    dt_free(sc.present);
+    file_list_free(&sc.files);
+    dt_class_names_free(&sc.names);
+    return s;
 }
 
 /* An on-demand data set over fl (taken: emptied here, owned by the data
@@ -534,9 +574,7 @@ static dt_status fetched_dataset(dt_dataset **out, file_list *fl, dt_shape shape
 
 dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n, dt_shape shape, int classes) {
     *out = NULL;
-    if ((shape.c != 1 && shape.c != 3) || !dt_data_shape_ok(shape))
-        return dt_fail(DT_ERR_CONFIG, "images give 1 (luminance) or 3 (RGB) channels of up to %dx%d, not %dx%dx%d",
-                       DT_DATA_MAX_DIM, DT_DATA_MAX_DIM, shape.c, shape.h, shape.w);
+    DT_TRY(check_shape(shape, "image files"));
     if (n < 1) return dt_fail(DT_ERR_USAGE, "no image files given");
     if (classes < 1) return dt_fail(DT_ERR_USAGE, "%d classes (must be at least 1)", classes);
     file_list fl = {{0}, {0}, {0}, 0};

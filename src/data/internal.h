@@ -49,6 +49,13 @@ dt_status dt_data_new(dt_dataset **out, int n, dt_shape shape, int classes);
 /* The same without images (NULL: the caller provides them or a fetch). */
 dt_status dt_data_new_labels(dt_dataset **out, int n, dt_shape shape, int classes);
 
+/* The image files at paths (n), labelled (labels[i] < names->n), as a
+ * folder data set is made of its scan (folder.c): decoded once with
+ * o->threads threads, held within o->cache_bytes or fetched per batch,
+ * o->skip_bad honoured; ds->class_names a copy of names. */
+dt_status dt_data_list_dataset(dt_dataset **out, const char *const *paths, const dt_label *labels, int n,
+                               dt_shape shape, const dt_class_names *names, const dt_folder_opts *o);
+
 /* 1 if C is 1..DT_DATA_MAX_CHANNELS and H, W are 1..DT_DATA_MAX_DIM. */
 int dt_data_shape_ok(dt_shape s);
 

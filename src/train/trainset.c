@@ -65,7 +65,7 @@ void dt_data_normalise(dt_dataset *ds, const dt_model_spec *spec) {
 
 dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind) {
     dt_shape s = spec->input;
-    if (kind == DT_DATASET_FOLDER && spec->augment.crop) s.h = s.w = spec->augment.max_crop;
+    if (dt_dataset_kind_decodes(kind) && spec->augment.crop) s.h = s.w = spec->augment.max_crop;
     return s;
 }
 
@@ -92,16 +92,20 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
                      spec->path, outputs, d->classes, d->classes, outputs - 1);
             dt_report_line(rep, note);
         }
-        /* The test set labels its folders by the train set's names, and
-         * gets what the train set left of the cache. */
-        size_t used = d->images ? (size_t)d->n * dt_shape_size(d->shape) : 0;
-        fo.cache_bytes = fo.cache_bytes > used ? fo.cache_bytes - used : 0;
+        /* The test set labels its folders by the train set's names. */
         fo.classes = &d->class_names;
         fo.classes_from = split;
+    } else if (o->dataset == DT_DATASET_DARKNET) {
+        snprintf(split, sizeof split, "%s train", o->data_dir);
+        describe(rep, split, d, o);
+        DT_TRY(print_classes(rep, &d->class_names));
     } else if (d->classes != outputs) {
         return dt_fail(DT_ERR_CONFIG, "%s: model has %d outputs but %s has %d classes", spec->path, outputs, kind,
                        d->classes);
     }
+    /* The test set gets what the train set left of the cache. */
+    size_t used = d->images ? (size_t)d->n * dt_shape_size(d->shape) : 0;
+    fo.cache_bytes = fo.cache_bytes > used ? fo.cache_bytes - used : 0;
     DT_TRY(dt_dataset_load(test, o->dataset, o->data_dir, 0, shape, outputs, o->seed, &fo));
     dt_data_normalise(*test, spec);
     if (o->dataset == DT_DATASET_FOLDER) {
@@ -110,6 +114,9 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
                      (unsigned long long)o->seed);
         else
             snprintf(split, sizeof split, "%s/test", o->data_dir);
+        describe(rep, split, *test, o);
+    } else if (o->dataset == DT_DATASET_DARKNET) {
+        snprintf(split, sizeof split, "%s valid", o->data_dir);
         describe(rep, split, *test, o);
     }
     return DT_OK;
