@@ -3,7 +3,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "dtrain/json.h"
 #include "dtrain/mem.h"
 #include "dtrain/rng.h"
 #include "dtrain/train.h"
@@ -271,28 +270,43 @@ static dt_status start(dt_trainer *t) {
     const dt_train_opts *o = t->opts;
     const dt_model_spec *spec = t->spec;
     if (t->sync->start) DT_TRY(t->sync->start(t->sync, t));
-    char json[2048], model[1024];
-    dt_json_escape(model, sizeof model, spec->path);
     /* The learning rate as the large-minibatch recipe made it: the base
      * rate, the factor for the global batch, the scaled rate and warmup. */
     const dt_lr_schedule *ls = &spec->sched;
     const dt_optim_cfg *oc = dt_optim_config(t->optim);
-    snprintf(json, sizeof json,
-             "{\"event\":\"config\",\"model\":\"%s\",\"mode\":\"%s\",\"workers\":%d,\"batch\":%d,"
-             "\"global_batch\":%d,\"epochs\":%d,\"steps_per_epoch\":%d,\"total_steps\":%ld,"
-             "\"params\":%zu,\"seed\":%llu,\"dataset\":\"%s\",\"train_samples\":%d,\"test_samples\":%d,"
-             "\"base_lr\":%.6g,\"lr_scale\":%.6g,\"lr\":%.6g,\"warmup_epochs\":%.6g,"
-             "\"warmup_start_lr\":%.6g,\"schedule\":\"%s\",\"accumulate\":%d,\"optimizer\":\"%s\","
-             "\"momentum\":%.6g,\"decay\":%.6g,\"nesterov\":%d,\"beta1\":%.6g,\"beta2\":%.6g,\"eps\":%.6g,"
-             "\"trust_coefficient\":%.6g,\"exclude_bias_bn\":%d,\"precision\":\"%s\"}",
-             model, t->sync->name, o->world, spec->batch, dt_model_step_batch(spec) * o->world, t->epochs,
-             t->steps_per_epoch, t->total_steps, t->net->nparams, (unsigned long long)o->seed,
-             dt_dataset_kind_name(o->dataset), t->train_ds->n, t->test_ds->n, ls->base_lr / ls->lr_scale,
-             ls->lr_scale, ls->base_lr, ls->warmup_epochs, ls->warmup_start_factor * ls->base_lr,
-             dt_schedule_kind_name(ls->kind), spec->accumulate, dt_optim_kind_name(oc->kind), oc->momentum,
-             oc->decay, oc->nesterov, oc->beta1, oc->beta2, oc->eps, oc->trust, oc->exclude,
-             dt_precision_name(t->net->precision));
-    return dt_report_log(&t->rep, json);
+    dt_rec r;
+    dt_rec_begin(&r, "config");
+    dt_rec_str(&r, "model", spec->path);
+    dt_rec_str(&r, "mode", t->sync->name);
+    dt_rec_int(&r, "workers", o->world);
+    dt_rec_int(&r, "batch", spec->batch);
+    dt_rec_int(&r, "global_batch", dt_model_step_batch(spec) * o->world);
+    dt_rec_int(&r, "epochs", t->epochs);
+    dt_rec_int(&r, "steps_per_epoch", t->steps_per_epoch);
+    dt_rec_int(&r, "total_steps", t->total_steps);
+    dt_rec_uint(&r, "params", t->net->nparams);
+    dt_rec_uint(&r, "seed", o->seed);
+    dt_rec_str(&r, "dataset", dt_dataset_kind_name(o->dataset));
+    dt_rec_int(&r, "train_samples", t->train_ds->n);
+    dt_rec_int(&r, "test_samples", t->test_ds->n);
+    dt_rec_num(&r, "base_lr", ls->base_lr / ls->lr_scale, 6);
+    dt_rec_num(&r, "lr_scale", ls->lr_scale, 6);
+    dt_rec_num(&r, "lr", ls->base_lr, 6);
+    dt_rec_num(&r, "warmup_epochs", ls->warmup_epochs, 6);
+    dt_rec_num(&r, "warmup_start_lr", ls->warmup_start_factor * ls->base_lr, 6);
+    dt_rec_str(&r, "schedule", dt_schedule_kind_name(ls->kind));
+    dt_rec_int(&r, "accumulate", spec->accumulate);
+    dt_rec_str(&r, "optimizer", dt_optim_kind_name(oc->kind));
+    dt_rec_num(&r, "momentum", oc->momentum, 6);
+    dt_rec_num(&r, "decay", oc->decay, 6);
+    dt_rec_int(&r, "nesterov", oc->nesterov);
+    dt_rec_num(&r, "beta1", oc->beta1, 6);
+    dt_rec_num(&r, "beta2", oc->beta2, 6);
+    dt_rec_num(&r, "eps", oc->eps, 6);
+    dt_rec_num(&r, "trust_coefficient", oc->trust, 6);
+    dt_rec_int(&r, "exclude_bias_bn", oc->exclude);
+    dt_rec_str(&r, "precision", dt_precision_name(t->net->precision));
+    return dt_report_record(&t->rep, &r);
 }
 
 /* An evaluation after `done` epochs (a whole number at an epoch's end; the
@@ -306,12 +320,16 @@ static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, doubl
                        t->opts->loader_threads, NULL, NULL, acc, loss));
     dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_EVAL, "eval", t0, dt_now(),
                      (dt_tl_arg[]){{"epoch", epoch}}, 1);
-    char json[256];
-    snprintf(json, sizeof json,
-             "{\"event\":\"eval\",\"step\":%ld,\"epoch\":%d,\"epochs\":%.3f,\"test_accuracy\":%.4f,"
-             "\"test_loss\":%.4f,\"train_loss\":%.4f,\"elapsed_s\":%.2f}",
-             t->step, epoch, done, *acc, *loss, t->last_epoch_loss, dt_now() - t->rep.start);
-    DT_TRY(dt_report_log(&t->rep, json));
+    dt_rec r;
+    dt_rec_begin(&r, "eval");
+    dt_rec_int(&r, "step", t->step);
+    dt_rec_int(&r, "epoch", epoch);
+    dt_rec_fixed(&r, "epochs", done, 3);
+    dt_rec_fixed(&r, "test_accuracy", *acc, 4);
+    dt_rec_fixed(&r, "test_loss", *loss, 4);
+    dt_rec_fixed(&r, "train_loss", t->last_epoch_loss, 4);
+    dt_rec_fixed(&r, "elapsed_s", dt_now() - t->rep.start, 2);
+    DT_TRY(dt_report_record(&t->rep, &r));
     t->evaluated_step = t->step;
     char line[200], when[64];
     if (partial)
@@ -438,14 +456,22 @@ static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, in
     t->lag_sum += st.lag;
     if (st.lag > t->lag_max) t->lag_max = st.lag;
     t->done = st.done;
-    char json[448];
-    snprintf(json, sizeof json,
-             "{\"event\":\"step\",\"step\":%ld,\"epoch\":%d,\"loss\":%.5f,\"lr\":%.6g,\"step_s\":%.5f,"
-             "\"elapsed_s\":%.4f,\"compute_s\":%.5f,\"comm_s\":%.5f,\"comm_wait_s\":%.5f,"
-             "\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"lag\":%.0f,\"version\":%.0f}",
-             t->step, epoch, loss / n, lr, dt, now - t->rep.start, dt - st.wait_s, st.comm_s, st.wait_s,
-             (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_recv, st.lag, st.version);
-    return dt_report_log(&t->rep, json);
+    dt_rec r;
+    dt_rec_begin(&r, "step");
+    dt_rec_int(&r, "step", t->step);
+    dt_rec_int(&r, "epoch", epoch);
+    dt_rec_fixed(&r, "loss", loss / n, 5);
+    dt_rec_num(&r, "lr", lr, 6);
+    dt_rec_fixed(&r, "step_s", dt, 5);
+    dt_rec_fixed(&r, "elapsed_s", now - t->rep.start, 4);
+    dt_rec_fixed(&r, "compute_s", dt - st.wait_s, 5);
+    dt_rec_fixed(&r, "comm_s", st.comm_s, 5);
+    dt_rec_fixed(&r, "comm_wait_s", st.wait_s, 5);
+    dt_rec_uint(&r, "bytes_sent", st.bytes_sent);
+    dt_rec_uint(&r, "bytes_recv", st.bytes_recv);
+    dt_rec_fixed(&r, "lag", st.lag, 0);
+    dt_rec_fixed(&r, "version", st.version, 0);
+    return dt_report_record(&t->rep, &r);
 }
 
 /* SIGINT/SIGTERM agreed on: a checkpoint (collective when all), the
@@ -542,6 +568,35 @@ static void teardown(dt_trainer *t) {
     dt_ckpt_arch_free(&t->arch);
 }
 
+/* The summary record: the last line of the output and of the log. */
+static dt_status report_summary(dt_trainer *t, const dt_train_summary *sum) {
+    const dt_sync *sync = t->sync;
+    dt_rec r;
+    dt_rec_begin(&r, "summary");
+    dt_rec_fixed(&r, "test_accuracy", sum->test_accuracy, 4);
+    dt_rec_fixed(&r, "train_loss", sum->train_loss, 4);
+    dt_rec_int(&r, "steps", t->step);
+    dt_rec_fixed(&r, "epochs", sum->epochs, 3);
+    dt_rec_fixed(&r, "images_per_sec", sum->images_per_sec, 1);
+    dt_rec_fixed(&r, "wall_s", sum->wall_s, 2);
+    dt_rec_str(&r, "mode", sync->name);
+    dt_rec_int(&r, "workers", t->opts->world);
+    dt_rec_int(&r, "global_batch", dt_model_step_batch(t->spec) * t->opts->world);
+    dt_rec_fixed(&r, "comm_overlap", sum->comm_overlap, 3);
+    dt_rec_fixed(&r, "comm_wait_share", t->train_time > 0 ? t->comm.wait_s / t->train_time : 0, 4);
+    dt_rec_fixed(&r, "bytes_per_step", sum->bytes_per_step, 0);
+    if (sum->has_staleness) {
+        dt_rec_fixed(&r, "server_cpu_share", sync->stats.server_cpu_share, 3);
+        dt_rec_fixed(&r, "staleness_mean", sum->staleness_mean, 3);
+        dt_rec_fixed(&r, "staleness_max", sum->staleness_max, 0);
+        dt_rec_int(&r, "max_clock_gap", sum->max_clock_gap);
+        dt_rec_int(&r, "server_nice", sync->stats.server_nice);
+    }
+    if (sync->plan_bytes > 0) dt_rec_fixed(&r, "plan_bytes_per_step", sync->plan_bytes, 0);
+    dt_rec_str(&r, "precision", dt_precision_name(t->net->precision));
+    return dt_report_summary(&t->rep, &r);
+}
+
 dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_sync *sync,
                        dt_train_summary *summary) {
     dt_trainer t;
@@ -587,33 +642,11 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
             t.comm.comm_s > 0 ? 1.0 - fmin(t.comm.wait_s / t.comm.comm_s, 1.0) : 0;
         summary->bytes_per_step =
             t.steps_run ? (double)(t.comm.bytes_sent + t.comm.bytes_recv) / (double)t.steps_run : 0;
-        char extra_json[256] = "";
         summary->has_staleness = sync->stats.server_cpu_share >= 0;
         summary->staleness_mean = t.steps_run ? t.lag_sum / (double)t.steps_run : 0;
         summary->staleness_max = t.lag_max;
         summary->max_clock_gap = sync->stats.max_clock_gap;
-        if (summary->has_staleness)
-            snprintf(extra_json, sizeof extra_json,
-                     ",\"server_cpu_share\":%.3f,\"staleness_mean\":%.3f,\"staleness_max\":%.0f,"
-                     "\"max_clock_gap\":%ld,\"server_nice\":%d",
-                     sync->stats.server_cpu_share, summary->staleness_mean, summary->staleness_max,
-                     summary->max_clock_gap, sync->stats.server_nice);
-        if (sync->plan_bytes > 0) {
-            size_t used = strlen(extra_json);
-            snprintf(extra_json + used, sizeof extra_json - used, ",\"plan_bytes_per_step\":%.0f",
-                     sync->plan_bytes);
-        }
-        char json[1024];
-        snprintf(json, sizeof json,
-                 "{\"event\":\"summary\",\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"steps\":%ld,"
-                 "\"epochs\":%.3f,\"images_per_sec\":%.1f,\"wall_s\":%.2f,\"mode\":\"%s\",\"workers\":%d,"
-                 "\"global_batch\":%d,\"comm_overlap\":%.3f,\"comm_wait_share\":%.4f,\"bytes_per_step\":%.0f%s,"
-                 "\"precision\":\"%s\"}",
-                 acc, summary->train_loss, t.step, summary->epochs, summary->images_per_sec,
-                 summary->wall_s, sync->name, opts->world, dt_model_step_batch(spec) * opts->world,
-                 summary->comm_overlap, t.train_time > 0 ? t.comm.wait_s / t.train_time : 0,
-                 summary->bytes_per_step, extra_json, dt_precision_name(t.net->precision));
-        s = dt_report_summary(&t.rep, json);
+        s = report_summary(&t, summary);
     }
     if (s == DT_OK && t.skipped_step >= 0)
         s = dt_fail(DT_ERR_NUMERIC, "training exploded: the checkpoint at step %ld was not written (see the log); "

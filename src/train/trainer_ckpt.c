@@ -4,7 +4,6 @@
 
 #include "dtrain/checkpoint.h"
 #include "dtrain/ckptdir.h"
-#include "dtrain/json.h"
 #include "dtrain/mem.h"
 #include "trainer_impl.h"
 #include "trainset.h"
@@ -106,18 +105,21 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
     DT_TRY(dt_trainer_agree(t, NULL, all));
     if (t->diverging) return DT_OK; /* the last checkpoint stays as it was */
     if (t->opts->rank != 0) return DT_OK;
-    char why[256], path[4096], esc[4096 * 2], json[sizeof esc + 512];
+    char why[256], path[4096], line[4096];
     DT_TRY(ckpt_target(t, best, path, sizeof path));
-    dt_json_escape(esc, sizeof esc, path);
+    dt_rec r;
     if (!best && exploding(t, why, sizeof why)) {
         t->skipped_step = t->step;
-        snprintf(json, sizeof json, "checkpoint at step %ld not written: %s; the last good one (step %ld) stays",
+        snprintf(line, sizeof line, "checkpoint at step %ld not written: %s; the last good one (step %ld) stays",
                  t->step, why, t->good_step);
-        dt_report_line(&t->rep, json);
-        snprintf(json, sizeof json, "{\"event\":\"checkpoint_skipped\",\"step\":%ld,\"path\":\"%s\",\"loss\":%.6g,"
-                 "\"best_loss\":%.6g,\"last_good_step\":%ld}", t->step, esc, smoothed_loss(t), t->best_loss,
-                 t->good_step);
-        return dt_report_log(&t->rep, json);
+        dt_report_line(&t->rep, line);
+        dt_rec_begin(&r, "checkpoint_skipped");
+        dt_rec_int(&r, "step", t->step);
+        dt_rec_str(&r, "path", path);
+        dt_rec_num(&r, "loss", smoothed_loss(t), 6);
+        dt_rec_num(&r, "best_loss", t->best_loss, 6);
+        dt_rec_int(&r, "last_good_step", t->good_step);
+        return dt_report_record(&t->rep, &r);
     }
     int epoch, step_in_epoch;
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
@@ -134,9 +136,12 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
         t->good_step = t->step;
         t->skipped_step = -1;
     }
-    snprintf(json, sizeof json, "{\"event\":\"checkpoint\",\"step\":%ld,\"path\":\"%s\",\"write_s\":%.3f%s}",
-             t->step, esc, dt_now() - t0, best ? ",\"best\":true" : "");
-    return dt_report_log(&t->rep, json);
+    dt_rec_begin(&r, "checkpoint");
+    dt_rec_int(&r, "step", t->step);
+    dt_rec_str(&r, "path", path);
+    dt_rec_fixed(&r, "write_s", dt_now() - t0, 3);
+    if (best) dt_rec_true(&r, "best");
+    return dt_report_record(&t->rep, &r);
 }
 
 dt_status dt_trainer_check_ckpt_room(dt_trainer *t) {
@@ -252,11 +257,12 @@ dt_status dt_trainer_resume(dt_trainer *t, int *resumed) {
                      (unsigned long long)m.file_worker_floats, t->opts->world, t->net->nparams);
         dt_report_line(&t->rep, line);
     }
-    char esc[8192], json[8192 + 256];
-    dt_json_escape(esc, sizeof esc, from);
-    snprintf(json, sizeof json, "{\"event\":\"resume\",\"step\":%ld,\"checkpoint\":\"%s\",\"elapsed_s\":%.4f}",
-             t->step, esc, dt_now() - t->rep.start);
-    return dt_report_log(&t->rep, json);
+    dt_rec r;
+    dt_rec_begin(&r, "resume");
+    dt_rec_int(&r, "step", t->step);
+    dt_rec_str(&r, "checkpoint", from);
+    dt_rec_fixed(&r, "elapsed_s", dt_now() - t->rep.start, 4);
+    return dt_report_record(&t->rep, &r);
 }
 
 /* --weights: the parameters and batch-norm statistics of a checkpoint of
@@ -271,12 +277,13 @@ dt_status dt_trainer_warm_start(dt_trainer *t) {
     if (s == DT_OK) s = dt_trainset_check_classes(t->train_ds, &classes, "--weights", from);
     dt_class_names_free(&classes);
     if (s != DT_OK) return s;
-    char line[4352], esc[4096], json[4352];
+    char line[4352];
     snprintf(line, sizeof line, "starting from the weights of %s (step %llu of its run); the optimiser, the step "
              "and the schedule start afresh", from, (unsigned long long)m.step);
     dt_report_line(&t->rep, line);
-    dt_json_escape(esc, sizeof esc, from);
-    snprintf(json, sizeof json, "{\"event\":\"weights\",\"checkpoint\":\"%s\",\"its_step\":%llu}", esc,
-             (unsigned long long)m.step);
-    return dt_report_log(&t->rep, json);
+    dt_rec r;
+    dt_rec_begin(&r, "weights");
+    dt_rec_str(&r, "checkpoint", from);
+    dt_rec_uint(&r, "its_step", m.step);
+    return dt_report_record(&t->rep, &r);
 }
