@@ -129,11 +129,6 @@ typedef struct {
                                   * train/ held out as the test set, drawn from seed (0: none) */
     const atomic_int *stop;      /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
     atomic_int *progress_request; /* set by SIGUSR1: print a progress line (cleared here); may be NULL */
-    int world_rank;              /* this process's rank in MPI_COMM_WORLD (stragglers) */
-    double straggle_p;           /* --straggle P:MS: each step sleeps MS ms with probability P */
-    double straggle_ms;
-    int slow_rank;               /* --slow-worker RANK:MS: world rank RANK sleeps MS ms every step */
-    double slow_ms;              /* (0: none) */
     FILE *out;                   /* progress and summary (rank 0), NULL for none */
     dt_timeline *timeline;       /* spans of layers, steps, data, eval, checkpoints (NULL: off);
                                   * flushed at every checkpoint */
@@ -233,6 +228,21 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
 
 /* The serial strategy: local SGD on the whole net. */
 dt_status dt_sync_serial_create(dt_sync **out);
+
+/* Fault injection: --straggle P:MS and --slow-worker RANK:MS. */
+typedef struct {
+    double p, ms;          /* every worker sleeps ms in a step with probability p */
+    int slow_rank;         /* world rank slow_rank sleeps slow_ms in every step (slow_ms 0: none) */
+    double slow_ms;
+    uint64_t seed;         /* the run's: the chance is drawn from (seed, world_rank, step) */
+    int world_rank;        /* this process's rank in MPI_COMM_WORLD */
+    dt_timeline *timeline; /* the sleeps' spans (NULL: off) */
+} dt_straggle_cfg;
+
+/* When cfg makes this rank sleep: *s becomes a strategy that sleeps at the
+ * start of each step (before s's begin_step) and is s otherwise; it owns s
+ * (its free frees s). Else, and on failure, *s is left as it was. */
+dt_status dt_sync_straggle_wrap(dt_sync **s, const dt_straggle_cfg *cfg);
 
 /* What strategies may use of the trainer. */
 dt_net *dt_trainer_net(dt_trainer *t);

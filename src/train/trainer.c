@@ -1,10 +1,8 @@
 /* The training loop shared by every mode (see train.h). */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "dtrain/mem.h"
-#include "dtrain/rng.h"
 #include "dtrain/train.h"
 #include "report.h"
 #include "trainer_impl.h"
@@ -347,22 +345,6 @@ static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, doubl
     return DT_OK;
 }
 
-/* --straggle / --slow-worker: sleep inside the step, as a slow or
- * interrupted machine would; drawn from (seed, rank, step). */
-static void straggle(const dt_train_opts *o, long step) {
-    double ms = 0;
-    if (o->slow_ms > 0 && o->world_rank == o->slow_rank) ms += o->slow_ms;
-    if (o->straggle_p > 0) {
-        dt_rng r = dt_rng_seed(dt_hash3(o->seed, (uint64_t)o->world_rank, (uint64_t)step ^ 0x57a9));
-        if (dt_rng_uniform(&r) < o->straggle_p) ms += o->straggle_ms;
-    }
-    if (ms <= 0) return;
-    struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000) * 1e6)};
-    double t0 = dt_now();
-    nanosleep(&ts, NULL);
-    dt_timeline_span(o->timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "straggler sleep", t0, dt_now(), NULL, 0);
-}
-
 /* The step's last forward/backward pass: its samples, and the summed loss
  * of the passes before it. */
 typedef struct {
@@ -413,7 +395,6 @@ static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, in
     dt_sync *s = t->sync;
     float lr = t->lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
     double t0 = dt_now();
-    straggle(t->opts, t->step);
     if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
     /* This worker's batch in the step's global batch (the loader's sharding). */
     net->sample_base = (uint64_t)t->opts->rank * (uint64_t)dt_model_step_batch(t->spec);
