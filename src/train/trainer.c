@@ -66,135 +66,6 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
     return DT_OK;
 }
 
-/* Workers that run every step together (allreduce, ps-sync, ps-ssp). */
-static int lockstep(const dt_trainer *t) { return t->opts->world > 1 && !t->sync->independent; }
-
-static dt_status diverged(const char *what, long step, int epoch) {
-    return dt_fail(DT_ERR_NUMERIC,
-                   "training diverged: %s at step %ld (epoch %d); the last checkpoint was "
-                   "left as it was; try a lower --lr",
-                   what, step, epoch);
-}
-
-/* The first sign of divergence on this worker, kept until the workers
- * agree on it. */
-void dt_trainer_note_divergence(dt_trainer *t, const char *what, long step, int epoch) {
-    if (t->bad_step) return;
-    t->bad_step = step;
-    t->bad_epoch = epoch;
-    t->bad_what = what;
-}
-
-/* Peers or servers expect every step this worker starts to be finished:
- * lockstep workers, and any worker of parameter servers (a server waits
- * for the gradients of a step it was told of, and for each worker's stop). */
-static int finishes_steps(const dt_trainer *t) { return lockstep(t) || t->sync->finish; }
-
-/* A non-finite loss seen here (this worker's or, agreed, another's): the
- * servers are told to stop like at the end of a run, so that they end and
- * the job (or the sweep's next trial) is not left waiting for them. Every
- * worker returns here together, so the job can end without MPI_Abort. */
-static dt_status end_diverged(dt_trainer *t) {
-    if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
-    if (t->bad_step) return diverged(t->bad_what, t->bad_step, t->bad_epoch);
-    return dt_fail(DT_ERR_NUMERIC,
-                   "training diverged: another worker's loss or parameters became NaN or infinite by step %ld; "
-                   "the last checkpoint was left as it was; try a lower --lr", t->step);
-}
-
-/* Independent workers with peers (ps-async and kin on 2+ workers): each
- * steps on its own, so a stop request or a divergence on one is not seen
- * by the others at once; instead of stopping alone (leaving the others
- * without it in the end-of-run collectives) it trains no more and they all
- * meet after their last step (run_loop), where they stop together. */
-static int meets_at_end(const dt_trainer *t) { return !lockstep(t) && t->opts->world > 1; }
-
-/* This worker's flags for an agreement: v[0] a stop was asked
- * (SIGINT/SIGTERM, or a server passed one on), v[1] a divergence seen. */
-static void local_flags(const dt_trainer *t, double v[2]) {
-    v[0] = (t->opts->stop && atomic_load(t->opts->stop)) || t->sync->stop_requested;
-    v[1] = t->bad_step > 0 || t->diverging;
-}
-
-/* Acts on agreed flags v (summed, or a group's maximum): a divergence ends
- * the run (or, for a worker that meets the others at the end, its
- * training); *stop (may be NULL) says whether a stop was asked. */
-static dt_status act_on_agreement(dt_trainer *t, const double v[2], int together, int *stop) {
-    if (v[1] > 0 && !together && meets_at_end(t)) {
-        t->diverging = t->done = 1;
-    } else if (v[1] > 0) {
-        /* A divergence is seen by every worker of the reduction here, at once. */
-        if (together) t->sync->ended_together = 1;
-        return end_diverged(t);
-    }
-    if (stop) *stop = v[0] > 0;
-    return DT_OK;
-}
-
-/* Workers must stop together: one that stopped alone would leave the
- * others waiting in the next collective for ever. So a stop request
- * (SIGINT/SIGTERM) and a divergence on any worker are agreed on in one
- * small reduction: lockstep workers every 10 steps (off the hot path),
- * and every worker before every evaluation and checkpoint (so none holds
- * diverged parameters), over all workers when `all` (every worker is at
- * this point: lockstep, or independent ones at the end of the run).
- * Otherwise an independent worker decides alone at every step, or with the
- * peers of its worker group (agree_stop; a divergence wins over a stop
- * request), and one that saw a divergence trains no more (done) and meets
- * the others at the end: they follow soon, as their next parameters hold
- * its non-finite gradient. stop may be NULL (the request is then seen at
- * the next agreement). A periodic agreement still open is finished first
- * and counts. */
-dt_status dt_trainer_agree(dt_trainer *t, int *stop, int all) {
-    double v[2], open[2] = {0, 0};
-    local_flags(t, v);
-    int together = lockstep(t) || (all && t->opts->world > 1);
-    if (t->agree_due >= 0) { /* the started one first, as every worker does */
-        DT_TRY(t->sync->reduce_sum_finish(t->sync, open, 2));
-        t->agree_due = -1;
-    }
-    if (together) {
-        DT_TRY(t->sync->reduce_sum(t->sync, v, 2));
-    } else if (t->sync->agree_stop) {
-        int flags = (v[0] > 0) | (v[1] > 0) << 1; /* reduced by MAX: 2 or 3 if any peer diverged */
-        DT_TRY(t->sync->agree_stop(t->sync, &flags));
-        v[0] = flags == 1 || flags == 3;
-        v[1] = flags >= 2;
-    }
-    v[0] += open[0];
-    v[1] += open[1];
-    return act_on_agreement(t, v, together, stop);
-}
-
-/* Lockstep workers up to sync->lead steps apart (ps-ssp) agree every 10
- * steps without waiting for each other: each starts the sum at step 10k
- * and finishes it min(lead + 1, 10) steps later. With lead < 10 the
- * staleness bound has made every worker start it by then (a worker's reply
- * for clock c needs every worker's clock c - lead delivered); with more, a
- * worker over 10 steps ahead waits there for the others to reach 10k.
- * Every worker acts on it at that same step. A blocking sum pulled
- * ps-ssp's workers back into step every 10 steps. An
- * evaluation or checkpoint before then finishes it in dt_trainer_agree, which counts
- * a divergence at once and a stop request at the next agreement (the flag
- * stays set). */
-static dt_status agree_periodically(dt_trainer *t, int *stop) {
-    if (t->sync->lead == 0 || !t->sync->reduce_sum_start)
-        return t->step % 10 == 0 ? dt_trainer_agree(t, stop, 0) : DT_OK;
-    if (t->agree_due == t->step) {
-        double v[2];
-        DT_TRY(t->sync->reduce_sum_finish(t->sync, v, 2));
-        t->agree_due = -1;
-        DT_TRY(act_on_agreement(t, v, 1, stop));
-        if (*stop) return DT_OK;
-    }
-    if (t->step % 10 != 0) return DT_OK;
-    double v[2];
-    local_flags(t, v);
-    DT_TRY(t->sync->reduce_sum_start(t->sync, v, 2));
-    t->agree_due = t->step + (t->sync->lead < 9 ? t->sync->lead + 1 : 10);
-    return DT_OK;
-}
-
 /* --max-steps past the run's end: the model file's length ends it first,
  * which is said rather than run silently short. */
 static void note_run_shorter(dt_trainer *t, long max_steps) {
@@ -250,9 +121,9 @@ static dt_status setup(dt_trainer *t) {
     t->total_steps = max_batches > 0 ? max_batches : (long)spec->epochs * t->steps_per_epoch;
     if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
     if (o->max_steps > t->total_steps) note_run_shorter(t, o->max_steps);
-    /* Independent workers share the whole run's budget of steps; one may do
+    /* Apart workers share the whole run's budget of steps; one may do
      * up to all of them (the strategy says when the budget is spent). */
-    if (t->sync->independent) t->total_steps *= o->world;
+    if (t->sync->pace == DT_PACE_APART) t->total_steps *= o->world;
     /* With --resume auto, the weights start the run only while the
      * directory has no checkpoint (a restarted job continues its own). */
     int resumed = 0;
@@ -312,7 +183,8 @@ static dt_status start(dt_trainer *t) {
 static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, double *loss) {
     int epoch = (int)ceil(done - 1e-9), partial = done < epoch - 1e-9;
     double t0 = dt_now();
-    DT_TRY(dt_trainer_agree(t, NULL, 1));
+    dt_verdict v; /* a stop request waits for the next step's agreement */
+    DT_TRY(dt_coord_agree(&t->coord, DT_PACE_LOCKSTEP, &v));
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
     DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->rank, t->opts->world, t->spec->batch,
                        t->opts->loader_threads, NULL, NULL, acc, loss));
@@ -340,7 +212,7 @@ static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, doubl
     /* Every worker is here at the same step (the caller's contract). */
     if (t->opts->checkpoint_dir && *acc > t->best_acc) {
         t->best_acc = *acc;
-        DT_TRY(dt_trainer_save_checkpoint(t, 1, 1));
+        DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 1));
     }
     return DT_OK;
 }
@@ -401,15 +273,9 @@ static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, in
     last_pass p = accumulate_passes(t, x, y, n);
     dt_net_forward(net, p.x, p.n, 1);
     double loss = p.loss_before + dt_net_loss(net, p.y, p.n);
-    if (!isfinite(loss)) {
-        const char *what = isnan(loss) ? "loss is NaN" : "loss is infinite";
-        if (!finishes_steps(t)) return diverged(what, t->step + 1, epoch + 1);
-        /* The peers are entering this step's collectives, or the servers
-         * expect its gradients: finish it (the non-finite gradient reaches
-         * every worker's parameters, so independent workers diverge too)
-         * and stop at the next agreement. */
-        dt_trainer_note_divergence(t, what, t->step + 1, epoch + 1);
-    }
+    if (!isfinite(loss))
+        DT_TRY(dt_coord_loss_diverged(&t->coord, isnan(loss) ? "loss is NaN" : "loss is infinite", t->step + 1,
+                                      epoch + 1));
     if (t->acc)
         dt_net_backward(net, p.x, p.n, fold_and_ready, t);
     else
@@ -455,12 +321,11 @@ static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, in
     return dt_report_record(&t->rep, &r);
 }
 
-/* SIGINT/SIGTERM agreed on: a checkpoint (collective when all), the
- * servers told to stop, DT_ERR_INTERRUPTED. */
-static dt_status stop_run(dt_trainer *t, int all) {
-    DT_TRY(dt_trainer_save_checkpoint(t, all, 0));
-    if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
-    t->sync->ended_together = 1;
+/* SIGINT/SIGTERM agreed on: a checkpoint (collective when here is
+ * DT_PACE_LOCKSTEP), the servers told to stop, DT_ERR_INTERRUPTED. */
+static dt_status stop_run(dt_trainer *t, dt_pace here) {
+    DT_TRY(dt_trainer_save_checkpoint(t, here, 0));
+    DT_TRY(dt_coord_end(&t->coord));
     int wrote = t->opts->rank == 0 && t->good_step == t->step && (t->opts->checkpoint_path || t->opts->checkpoint_dir);
     return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step, wrote ? "; checkpoint written" : "");
 }
@@ -472,11 +337,11 @@ static dt_status stop_run(dt_trainer *t, int all) {
 static dt_status periodic_checkpoint(dt_trainer *t) {
     int epoch, pos;
     dt_loader_position(t->loader, &epoch, &pos);
-    if (pos == t->steps_per_epoch && !t->sync->independent && t->step < t->total_steps) {
+    if (pos == t->steps_per_epoch && t->sync->pace == DT_PACE_LOCKSTEP && t->step < t->total_steps) {
         t->ckpt_after_eval = 1;
         return DT_OK;
     }
-    return dt_trainer_save_checkpoint(t, !t->sync->independent, 0);
+    return dt_trainer_save_checkpoint(t, t->sync->pace, 0);
 }
 
 static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
@@ -484,10 +349,10 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
     while (t->step < t->total_steps && !t->done) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
-        int stop = 0;
-        DT_TRY(lockstep(t) ? agree_periodically(t, &stop) : dt_trainer_agree(t, &stop, 0));
-        if (t->diverging || (stop && meets_at_end(t))) break;
-        if (stop) return stop_run(t, !t->sync->independent); /* lockstep: every worker at this step */
+        dt_verdict v;
+        DT_TRY(dt_coord_step(&t->coord, t->step, &v));
+        if (v == DT_LEAVE) break;
+        if (v == DT_STOP) return stop_run(t, t->sync->pace);
         const float *x;
         const dt_label *y;
         int n;
@@ -500,12 +365,12 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
             t->last_epoch_loss = t->loss_count ? t->loss_sum / (double)t->loss_count : 0;
             t->loss_sum = 0;
             t->loss_count = 0;
-            /* Independent workers evaluate once, at the end; a run resumed
+            /* Apart workers evaluate once, at the end; a run resumed
              * from the checkpoint written after this epoch's evaluation
              * (its end) does not repeat it. */
-            if (t->sync->independent || t->evaluated_step == t->step) continue;
+            if (t->sync->pace == DT_PACE_APART || t->evaluated_step == t->step) continue;
             DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
-            if (t->ckpt_after_eval) DT_TRY(dt_trainer_save_checkpoint(t, 1, 0));
+            if (t->ckpt_after_eval) DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 0));
             t->ckpt_after_eval = 0;
             continue;
         }
@@ -519,21 +384,16 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
                            ips * o->world, eta, asked);
     }
     if (t->loss_count) t->last_epoch_loss = t->loss_sum / (double)t->loss_count;
-    if (t->agree_due >= 0) DT_TRY(dt_trainer_agree(t, NULL, 1)); /* no request left open */
-    if (meets_at_end(t)) { /* a divergence, a stop request or the end: all of them together */
-        int stop = 0;
-        DT_TRY(dt_trainer_agree(t, &stop, 1));
-        if (stop) return stop_run(t, 1);
-    }
+    dt_verdict v;
+    DT_TRY(dt_coord_meet(&t->coord, &v));
+    if (v == DT_STOP) return stop_run(t, DT_PACE_LOCKSTEP);
     if (t->evaluated_step != t->step) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
         DT_TRY(evaluate_and_log(t, epoch + (double)pos / t->steps_per_epoch, acc, test_loss));
     }
-    DT_TRY(dt_trainer_save_checkpoint(t, 1, 0));
-    if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
-    t->sync->ended_together = 1;
-    return DT_OK;
+    DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 0));
+    return dt_coord_end(&t->coord);
 }
 
 static void teardown(dt_trainer *t) {
@@ -585,8 +445,9 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     t.spec = spec;
     t.opts = opts;
     t.best_acc = -1;
-    t.good_step = t.skipped_step = t.saved_step = t.agree_due = t.evaluated_step = -1;
+    t.good_step = t.skipped_step = t.saved_step = t.evaluated_step = -1;
     t.sync = sync;
+    dt_coord_init(&t.coord, sync, &t, opts->stop, opts->world);
     sync->stats.server_cpu_share = -1;
     memset(summary, 0, sizeof *summary);
     double acc = 0, test_loss = 0;
@@ -598,11 +459,11 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
         double done[2] = {(double)t.images, (double)t.steps_run};
         if (opts->world > 1) s = sync->reduce_sum(sync, done, 2);
         t.images = (long)done[0];
-        /* Independent workers share the run's steps: the summary counts them
+        /* Apart workers share the run's steps: the summary counts them
          * as a lockstep run would (all of them over the workers), so
          * --max-steps N reports N (the budget may run over by one step of
          * each other worker in flight). */
-        if (sync->independent) t.step = t.step - t.steps_run + (long)(done[1] / opts->world);
+        if (sync->pace == DT_PACE_APART) t.step = t.step - t.steps_run + (long)(done[1] / opts->world);
     }
     if (s == DT_OK) {
         summary->test_accuracy = acc;
@@ -614,8 +475,8 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
         int epoch, pos;
         dt_loader_position(t.loader, &epoch, &pos);
         summary->epochs = t.steps_per_epoch ? epoch + (double)pos / t.steps_per_epoch : 0;
-        if (sync->independent) summary->epochs = (double)t.step / t.steps_per_epoch;
-        /* All workers' images (independent workers do unequal shares) over
+        if (sync->pace == DT_PACE_APART) summary->epochs = (double)t.step / t.steps_per_epoch;
+        /* All workers' images (apart workers do unequal shares) over
          * this worker's training time. */
         summary->images_per_sec = t.train_time > 0 ? (double)t.images / t.train_time : 0;
         summary->wall_s = dt_now() - t.rep.start;

@@ -82,14 +82,15 @@ static dt_status ckpt_target(const dt_trainer *t, int best, char *buf, size_t ca
     return DT_OK;
 }
 
-/* Worker 0 writes the file. all = 1: collective over the workers (and
- * servers, through gather), every worker calls it at the same step; all =
- * 0: an independent worker's own checkpoint (only worker 0's is written).
- * best: D/best.ckpt (after an evaluation that beat the best accuracy). */
-static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
+/* Worker 0 writes the file. here DT_PACE_LOCKSTEP: collective over the
+ * workers (and servers, through gather), every worker calls it at the same
+ * step; DT_PACE_APART: an apart worker's own checkpoint (only worker 0's is
+ * written). best: D/best.ckpt (after an evaluation that beat the best
+ * accuracy). */
+static dt_status write_checkpoint(dt_trainer *t, dt_pace here, int best) {
     /* What will be written: the parameters pulled from any servers, their
      * optimiser state fetched by worker 0. */
-    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, all));
+    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, here == DT_PACE_LOCKSTEP));
     if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     /* A step can overflow them before any loss shows it (the next forward
      * would): a checkpoint of them could not be resumed, so they count as
@@ -99,11 +100,12 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
         !all_finite(a.opt_state, a.nopt_state)) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
-        dt_trainer_note_divergence(t, "the parameters or their optimiser state became NaN or infinite", t->step,
-                                   epoch + 1);
+        dt_coord_note_divergence(&t->coord, "the parameters or their optimiser state became NaN or infinite",
+                                 t->step, epoch + 1);
     }
-    DT_TRY(dt_trainer_agree(t, NULL, all));
-    if (t->diverging) return DT_OK; /* the last checkpoint stays as it was */
+    dt_verdict v; /* a stop request waits for the next step's agreement */
+    DT_TRY(dt_coord_agree(&t->coord, here, &v));
+    if (v == DT_LEAVE) return DT_OK; /* the last checkpoint stays as it was */
     if (t->opts->rank != 0) return DT_OK;
     char why[256], path[4096], line[4096];
     DT_TRY(ckpt_target(t, best, path, sizeof path));
@@ -163,12 +165,12 @@ dt_status dt_trainer_check_ckpt_room(dt_trainer *t) {
     return DT_OK;
 }
 
-dt_status dt_trainer_save_checkpoint(dt_trainer *t, int all, int best) {
+dt_status dt_trainer_save_checkpoint(dt_trainer *t, dt_pace here, int best) {
     if (!t->opts->checkpoint_path && !t->opts->checkpoint_dir) return DT_OK;
     if (!best && t->saved_step == t->step) return DT_OK; /* a run that ends or stops right after one */
     if (!best) t->saved_step = t->step;
     double t0 = dt_now();
-    DT_TRY(write_checkpoint(t, all, best));
+    DT_TRY(write_checkpoint(t, here, best));
     dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_CHECKPOINT, best ? "best checkpoint" : "checkpoint",
                      t0, dt_now(), (dt_tl_arg[]){{"step", t->step}}, 1);
     /* A run killed later leaves this rank's events up to here in its part. */
