@@ -261,38 +261,38 @@ static void fold_and_ready(void *ctx, int layer) {
     if (t->sync->grad_ready) t->sync->grad_ready(t->sync->ctx, layer);
 }
 
-/* One optimiser step on this worker's next batch. */
-static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, int n, int epoch) {
+/* Forward and backward of a step's batch (its passes), each layer's
+ * gradient handed to the strategy as it becomes final; the batch's summed
+ * loss to *loss. A non-finite loss goes to the coordinator. */
+static dt_status forward_backward(dt_trainer *t, const float *x, const dt_label *y, int n, int epoch, double *loss) {
     dt_net *net = t->net;
-    dt_sync *s = t->sync;
-    float lr = t->lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
-    double t0 = dt_now();
-    if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
     /* This worker's batch in the step's global batch (the loader's sharding). */
     net->sample_base = (uint64_t)t->opts->rank * (uint64_t)dt_model_step_batch(t->spec);
     last_pass p = accumulate_passes(t, x, y, n);
     dt_net_forward(net, p.x, p.n, 1);
-    double loss = p.loss_before + dt_net_loss(net, p.y, p.n);
-    if (!isfinite(loss))
-        DT_TRY(dt_coord_loss_diverged(&t->coord, isnan(loss) ? "loss is NaN" : "loss is infinite", t->step + 1,
+    *loss = p.loss_before + dt_net_loss(net, p.y, p.n);
+    if (!isfinite(*loss))
+        DT_TRY(dt_coord_loss_diverged(&t->coord, isnan(*loss) ? "loss is NaN" : "loss is infinite", t->step + 1,
                                       epoch + 1));
     if (t->acc)
         dt_net_backward(net, p.x, p.n, fold_and_ready, t);
     else
-        dt_net_backward(net, p.x, p.n, s->grad_ready, s->ctx);
-    double t_end = dt_now();
-    DT_TRY(s->end_step(s, t, lr));
-    double now = dt_now(), dt = now - t0;
-    dt_timeline *tl = t->opts->timeline;
-    dt_timeline_span(tl, DT_TL_MAIN, DT_TL_CAT_UPDATE, "end_step", t_end, now, NULL, 0);
-    dt_timeline_span(tl, DT_TL_MAIN, DT_TL_CAT_STEP, "step", t0, now, (dt_tl_arg[]){{"step", t->step + 1}}, 1);
-    t->train_time += dt;
+        dt_net_backward(net, p.x, p.n, t->sync->grad_ready, t->sync->ctx);
+    return DT_OK;
+}
+
+/* A finished step of n samples and summed loss `loss` that took step_s
+ * seconds counted: the trainer's totals, and the strategy's measurements
+ * of it, which are returned and reset. */
+static dt_sync_stats count_step(dt_trainer *t, int n, double loss, double step_s) {
+    t->train_time += step_s;
     t->images += n;
     t->step++;
     t->steps_run++;
     t->loss_sum += loss;
     dt_trainer_track_loss(t, loss / n);
     t->loss_count += n;
+    dt_sync *s = t->sync;
     dt_sync_stats st = s->stats;
     memset(&s->stats, 0, sizeof s->stats);
     s->stats.server_cpu_share = -1;
@@ -303,22 +303,46 @@ static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, in
     t->lag_sum += st.lag;
     if (st.lag > t->lag_max) t->lag_max = st.lag;
     t->done = st.done;
+    return st;
+}
+
+/* The step record of the step just counted (now: when it ended). */
+static dt_status log_step(dt_trainer *t, int epoch, double mean_loss, float lr, double step_s, double now,
+                          const dt_sync_stats *st) {
     dt_rec r;
     dt_rec_begin(&r, "step");
     dt_rec_int(&r, "step", t->step);
     dt_rec_int(&r, "epoch", epoch);
-    dt_rec_fixed(&r, "loss", loss / n, 5);
+    dt_rec_fixed(&r, "loss", mean_loss, 5);
     dt_rec_num(&r, "lr", lr, 6);
-    dt_rec_fixed(&r, "step_s", dt, 5);
+    dt_rec_fixed(&r, "step_s", step_s, 5);
     dt_rec_fixed(&r, "elapsed_s", now - t->rep.start, 4);
-    dt_rec_fixed(&r, "compute_s", dt - st.wait_s, 5);
-    dt_rec_fixed(&r, "comm_s", st.comm_s, 5);
-    dt_rec_fixed(&r, "comm_wait_s", st.wait_s, 5);
-    dt_rec_uint(&r, "bytes_sent", st.bytes_sent);
-    dt_rec_uint(&r, "bytes_recv", st.bytes_recv);
-    dt_rec_fixed(&r, "lag", st.lag, 0);
-    dt_rec_fixed(&r, "version", st.version, 0);
+    dt_rec_fixed(&r, "compute_s", step_s - st->wait_s, 5);
+    dt_rec_fixed(&r, "comm_s", st->comm_s, 5);
+    dt_rec_fixed(&r, "comm_wait_s", st->wait_s, 5);
+    dt_rec_uint(&r, "bytes_sent", st->bytes_sent);
+    dt_rec_uint(&r, "bytes_recv", st->bytes_recv);
+    dt_rec_fixed(&r, "lag", st->lag, 0);
+    dt_rec_fixed(&r, "version", st->version, 0);
     return dt_report_record(&t->rep, &r);
+}
+
+/* One optimiser step on this worker's next batch: forward, backward, the
+ * strategy's step (end_step owns the update), the log. */
+static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, int n, int epoch) {
+    dt_sync *s = t->sync;
+    float lr = t->lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
+    double t0 = dt_now(), loss;
+    if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
+    DT_TRY(forward_backward(t, x, y, n, epoch, &loss));
+    double t_end = dt_now();
+    DT_TRY(s->end_step(s, t, lr));
+    double now = dt_now();
+    dt_timeline *tl = t->opts->timeline;
+    dt_timeline_span(tl, DT_TL_MAIN, DT_TL_CAT_UPDATE, "end_step", t_end, now, NULL, 0);
+    dt_timeline_span(tl, DT_TL_MAIN, DT_TL_CAT_STEP, "step", t0, now, (dt_tl_arg[]){{"step", t->step + 1}}, 1);
+    dt_sync_stats st = count_step(t, n, loss, now - t0);
+    return log_step(t, epoch, loss / n, lr, now - t0, now, &st);
 }
 
 /* SIGINT/SIGTERM agreed on: a checkpoint (collective when here is
@@ -344,6 +368,64 @@ static dt_status periodic_checkpoint(dt_trainer *t) {
     return dt_trainer_save_checkpoint(t, t->sync->pace, 0);
 }
 
+/* This worker's next batch x (n, input), y (n); n = 0: the epoch is over. */
+static dt_status load_batch(dt_trainer *t, const float **x, const dt_label **y, int *n) {
+    const dt_train_opts *o = t->opts;
+    double t0 = dt_now();
+    DT_TRY(dt_loader_next(t->loader, x, y, n));
+    if (*n)
+        dt_timeline_span(o->timeline, DT_TL_MAIN, DT_TL_CAT_DATA, o->prefetch ? "wait for batch" : "load batch", t0,
+                         dt_now(), NULL, 0);
+    return DT_OK;
+}
+
+/* The end of epoch `epoch` (0-based): its train loss kept, and (lockstep)
+ * its evaluation, then the checkpoint --checkpoint-every held back for it. */
+static dt_status end_epoch(dt_trainer *t, int epoch, double *acc, double *test_loss) {
+    t->last_epoch_loss = t->loss_count ? t->loss_sum / (double)t->loss_count : 0;
+    t->loss_sum = 0;
+    t->loss_count = 0;
+    /* Apart workers evaluate once, at the end; a run resumed from the
+     * checkpoint written after this epoch's evaluation (its end) does not
+     * repeat it. */
+    if (t->sync->pace == DT_PACE_APART || t->evaluated_step == t->step) return DT_OK;
+    DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
+    if (t->ckpt_after_eval) DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 0));
+    t->ckpt_after_eval = 0;
+    return DT_OK;
+}
+
+/* The progress line after a step at position pos of epoch `epoch` (at once
+ * when SIGUSR1 asked for one). */
+static void show_progress(dt_trainer *t, int epoch, int pos) {
+    const dt_train_opts *o = t->opts;
+    double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
+    double eta = ips > 0 ? (double)(t->total_steps - t->step) * dt_model_step_batch(t->spec) / ips : 0;
+    int asked = o->progress_request && atomic_exchange(o->progress_request, 0);
+    dt_report_progress(&t->rep, epoch, t->epochs, pos + 1, t->steps_per_epoch,
+                       t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr, ips * o->world, eta, asked);
+}
+
+/* After the last step (or an apart worker's leaving): the workers meet,
+ * then the last evaluation and checkpoint, and the run ends together. */
+static dt_status end_run(dt_trainer *t, double *acc, double *test_loss) {
+    if (t->loss_count) t->last_epoch_loss = t->loss_sum / (double)t->loss_count;
+    dt_verdict v;
+    DT_TRY(dt_coord_meet(&t->coord, &v));
+    if (v == DT_STOP) return stop_run(t, DT_PACE_LOCKSTEP);
+    if (t->evaluated_step != t->step) {
+        int epoch, pos;
+        dt_loader_position(t->loader, &epoch, &pos);
+        DT_TRY(evaluate_and_log(t, epoch + (double)pos / t->steps_per_epoch, acc, test_loss));
+    }
+    DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 0));
+    return dt_coord_end(&t->coord);
+}
+
+/* The loop: the coordinator's verdict, load, then a step (forward,
+ * backward, the strategy's step, log) or an epoch's end; until the run's
+ * last step, the strategy's done (apart workers' budget) or a verdict to
+ * stop or leave. */
 static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
     const dt_train_opts *o = t->opts;
     while (t->step < t->total_steps && !t->done) {
@@ -356,44 +438,16 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         const float *x;
         const dt_label *y;
         int n;
-        double t0 = dt_now();
-        DT_TRY(dt_loader_next(t->loader, &x, &y, &n));
-        if (n)
-            dt_timeline_span(o->timeline, DT_TL_MAIN, DT_TL_CAT_DATA, o->prefetch ? "wait for batch" : "load batch",
-                             t0, dt_now(), NULL, 0);
+        DT_TRY(load_batch(t, &x, &y, &n));
         if (n == 0) { /* epoch finished */
-            t->last_epoch_loss = t->loss_count ? t->loss_sum / (double)t->loss_count : 0;
-            t->loss_sum = 0;
-            t->loss_count = 0;
-            /* Apart workers evaluate once, at the end; a run resumed
-             * from the checkpoint written after this epoch's evaluation
-             * (its end) does not repeat it. */
-            if (t->sync->pace == DT_PACE_APART || t->evaluated_step == t->step) continue;
-            DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
-            if (t->ckpt_after_eval) DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 0));
-            t->ckpt_after_eval = 0;
+            DT_TRY(end_epoch(t, epoch, acc, test_loss));
             continue;
         }
         DT_TRY(train_step(t, x, y, n, epoch));
         if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0) DT_TRY(periodic_checkpoint(t));
-        double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
-        double eta = ips > 0 ? (double)(t->total_steps - t->step) * dt_model_step_batch(t->spec) / ips : 0;
-        int asked = o->progress_request && atomic_exchange(o->progress_request, 0); /* SIGUSR1 */
-        dt_report_progress(&t->rep, epoch, t->epochs, pos + 1, t->steps_per_epoch,
-                           t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr,
-                           ips * o->world, eta, asked);
+        show_progress(t, epoch, pos);
     }
-    if (t->loss_count) t->last_epoch_loss = t->loss_sum / (double)t->loss_count;
-    dt_verdict v;
-    DT_TRY(dt_coord_meet(&t->coord, &v));
-    if (v == DT_STOP) return stop_run(t, DT_PACE_LOCKSTEP);
-    if (t->evaluated_step != t->step) {
-        int epoch, pos;
-        dt_loader_position(t->loader, &epoch, &pos);
-        DT_TRY(evaluate_and_log(t, epoch + (double)pos / t->steps_per_epoch, acc, test_loss));
-    }
-    DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 0));
-    return dt_coord_end(&t->coord);
+    return end_run(t, acc, test_loss);
 }
 
 static void teardown(dt_trainer *t) {
@@ -438,6 +492,42 @@ static dt_status report_summary(dt_trainer *t, const dt_train_summary *sum) {
     return dt_report_summary(&t->rep, &r);
 }
 
+/* The run's summary, over every worker, into *sum and the summary record. */
+static dt_status summarise(dt_trainer *t, double acc, double test_loss, dt_train_summary *sum) {
+    dt_sync *sync = t->sync;
+    int world = t->opts->world;
+    double done[2] = {(double)t->images, (double)t->steps_run};
+    if (world > 1) DT_TRY(sync->reduce_sum(sync, done, 2));
+    t->images = (long)done[0];
+    /* Apart workers share the run's steps: the summary counts them
+     * as a lockstep run would (all of them over the workers), so
+     * --max-steps N reports N (the budget may run over by one step of
+     * each other worker in flight). */
+    if (sync->pace == DT_PACE_APART) t->step = t->step - t->steps_run + (long)(done[1] / world);
+    sum->test_accuracy = acc;
+    sum->test_loss = test_loss;
+    sum->train_loss = t->last_epoch_loss;
+    sum->steps = t->step;
+    /* From the loader's position: steps of a resumed run's first part may
+     * have had another global batch (a checkpoint before version 6). */
+    int epoch, pos;
+    dt_loader_position(t->loader, &epoch, &pos);
+    sum->epochs = t->steps_per_epoch ? epoch + (double)pos / t->steps_per_epoch : 0;
+    if (sync->pace == DT_PACE_APART) sum->epochs = (double)t->step / t->steps_per_epoch;
+    /* All workers' images (apart workers do unequal shares) over
+     * this worker's training time. */
+    sum->images_per_sec = t->train_time > 0 ? (double)t->images / t->train_time : 0;
+    sum->wall_s = dt_now() - t->rep.start;
+    sum->comm_overlap = t->comm.comm_s > 0 ? 1.0 - fmin(t->comm.wait_s / t->comm.comm_s, 1.0) : 0;
+    sum->bytes_per_step =
+        t->steps_run ? (double)(t->comm.bytes_sent + t->comm.bytes_recv) / (double)t->steps_run : 0;
+    sum->has_staleness = sync->stats.server_cpu_share >= 0;
+    sum->staleness_mean = t->steps_run ? t->lag_sum / (double)t->steps_run : 0;
+    sum->staleness_max = t->lag_max;
+    sum->max_clock_gap = sync->stats.max_clock_gap;
+    return report_summary(t, sum);
+}
+
 dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_sync *sync,
                        dt_train_summary *summary) {
     dt_trainer t;
@@ -455,41 +545,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     if (opts->agree_setup) s = opts->agree_setup(opts->agree_ctx, s);
     if (s == DT_OK) s = start(&t);
     if (s == DT_OK) s = run_loop(&t, &acc, &test_loss);
-    if (s == DT_OK) {
-        double done[2] = {(double)t.images, (double)t.steps_run};
-        if (opts->world > 1) s = sync->reduce_sum(sync, done, 2);
-        t.images = (long)done[0];
-        /* Apart workers share the run's steps: the summary counts them
-         * as a lockstep run would (all of them over the workers), so
-         * --max-steps N reports N (the budget may run over by one step of
-         * each other worker in flight). */
-        if (sync->pace == DT_PACE_APART) t.step = t.step - t.steps_run + (long)(done[1] / opts->world);
-    }
-    if (s == DT_OK) {
-        summary->test_accuracy = acc;
-        summary->test_loss = test_loss;
-        summary->train_loss = t.last_epoch_loss;
-        summary->steps = t.step;
-        /* From the loader's position: steps of a resumed run's first part may
-         * have had another global batch (a checkpoint before version 6). */
-        int epoch, pos;
-        dt_loader_position(t.loader, &epoch, &pos);
-        summary->epochs = t.steps_per_epoch ? epoch + (double)pos / t.steps_per_epoch : 0;
-        if (sync->pace == DT_PACE_APART) summary->epochs = (double)t.step / t.steps_per_epoch;
-        /* All workers' images (apart workers do unequal shares) over
-         * this worker's training time. */
-        summary->images_per_sec = t.train_time > 0 ? (double)t.images / t.train_time : 0;
-        summary->wall_s = dt_now() - t.rep.start;
-        summary->comm_overlap =
-            t.comm.comm_s > 0 ? 1.0 - fmin(t.comm.wait_s / t.comm.comm_s, 1.0) : 0;
-        summary->bytes_per_step =
-            t.steps_run ? (double)(t.comm.bytes_sent + t.comm.bytes_recv) / (double)t.steps_run : 0;
-        summary->has_staleness = sync->stats.server_cpu_share >= 0;
-        summary->staleness_mean = t.steps_run ? t.lag_sum / (double)t.steps_run : 0;
-        summary->staleness_max = t.lag_max;
-        summary->max_clock_gap = sync->stats.max_clock_gap;
-        s = report_summary(&t, summary);
-    }
+    if (s == DT_OK) s = summarise(&t, acc, test_loss, summary);
     if (s == DT_OK && t.skipped_step >= 0)
         s = dt_fail(DT_ERR_NUMERIC, "training exploded: the checkpoint at step %ld was not written (see the log); "
                     "the last good checkpoint is at step %ld", t.skipped_step, t.good_step);
