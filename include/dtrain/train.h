@@ -34,13 +34,26 @@ typedef struct {
     int done;                 /* ps-async: the servers say the run's gradient budget is spent */
 } dt_sync_stats;
 
+/* How closely the workers of a run move: the strategy's pace. */
+typedef enum {
+    /* Every worker runs every step (serial, allreduce, ps-sync; ps-ssp up
+     * to dt_sync.lead steps apart): they evaluate after every epoch and
+     * checkpoint together. */
+    DT_PACE_LOCKSTEP,
+    /* Each worker steps on its own (ps-async and kin), sharing the run's
+     * budget of steps: the run ends when the strategy reports done; no
+     * collective between workers until they meet at the end (no per-epoch
+     * evaluation). */
+    DT_PACE_APART,
+} dt_pace;
+
 typedef struct dt_sync {
     const char *name;
     void *ctx;
-    /* Workers do not move in lockstep (ps-async): the run ends when the
-     * strategy reports done; no collective between workers until the end
-     * (no per-epoch evaluation). */
-    int independent;
+    /* The trainer's coordinator (src/train/coord.h) agrees on stop
+     * requests and divergence by it, over the hooks reduce_sum,
+     * agree_stop and reduce_sum_start/finish. */
+    dt_pace pace;
     /* Once, after the net is built (and resumed): e.g. broadcast parameters. */
     dt_status (*start)(struct dt_sync *s, dt_trainer *t);
     /* Before forward; lr is the step's learning rate. */
@@ -49,15 +62,15 @@ typedef struct dt_sync {
      * unused. Cannot fail: errors are kept in ctx and returned by end_step. */
     dt_grad_ready_fn grad_ready;
     dt_status (*end_step)(struct dt_sync *s, dt_trainer *t, float lr);
-    /* Independent workers that still move in lockstep with some peers
-     * (worker groups): replaces *flags by its maximum over them, so that
-     * they stop at the same step (the trainer's flags: 1 SIGINT/SIGTERM
-     * seen, 2 loss diverged). NULL: no peers. */
+    /* Apart workers that still move in lockstep with some peers (worker
+     * groups): replaces *flags by its maximum over them, so that they stop
+     * at the same step (the coordinator's flags: 1 SIGINT/SIGTERM seen, 2
+     * loss diverged). NULL: no peers. */
     dt_status (*agree_stop)(struct dt_sync *s, int *flags);
     /* Sums vals[0..n) over all workers in place (metrics, evaluation). */
     dt_status (*reduce_sum)(struct dt_sync *s, double *vals, int n);
     /* Lockstep workers that may be up to this many steps apart (ps-ssp:
-     * its staleness bound; 0: in step). With lead > 0 the trainer's
+     * its staleness bound; 0: in step). With lead > 0 the coordinator's
      * periodic stop agreement is a sum in two halves (n <= 4, one at a
      * time): started with vals, finished min(lead + 1, 10) steps later
      * with the sums in vals. */
@@ -66,9 +79,10 @@ typedef struct dt_sync {
     dt_status (*reduce_sum_finish)(struct dt_sync *s, double *vals, int n);
     /* Before evaluation and checkpoints: bring the net's parameters up to
      * date (parameter servers) and, when `all` (every worker calls it at
-     * this point), make the non-trainable state (BN running statistics) the
-     * same on every worker. all = 0: an independent worker's own
-     * checkpoint; nothing that needs the other workers. NULL: nothing to do. */
+     * this point: a point of pace DT_PACE_LOCKSTEP), make the non-trainable
+     * state (BN running statistics) the same on every worker. all = 0: an
+     * apart worker's own checkpoint; nothing that needs the other workers.
+     * NULL: nothing to do. */
     dt_status (*sync_state)(struct dt_sync *s, dt_trainer *t, int all);
     /* Before worker 0 writes a checkpoint (every worker calls it): bring
      * the optimiser state worker 0 does not hold (parameter servers'
@@ -78,7 +92,7 @@ typedef struct dt_sync {
     /* After the last step: tell the servers to stop, wait for peers. */
     dt_status (*finish)(struct dt_sync *s, dt_trainer *t);
     void (*free)(struct dt_sync *s);
-    /* Set by the trainer when every worker ended the run at the same point
+    /* Set by the coordinator when every worker ended the run at the same point
      * (the last step, an agreed stop or an agreed divergence): free may then
      * run collectives (after any other failure a peer may never join). */
     int ended_together;
@@ -129,11 +143,6 @@ typedef struct {
                                   * train/ held out as the test set, drawn from seed (0: none) */
     const atomic_int *stop;      /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
     atomic_int *progress_request; /* set by SIGUSR1: print a progress line (cleared here); may be NULL */
-    int world_rank;              /* this process's rank in MPI_COMM_WORLD (stragglers) */
-    double straggle_p;           /* --straggle P:MS: each step sleeps MS ms with probability P */
-    double straggle_ms;
-    int slow_rank;               /* --slow-worker RANK:MS: world rank RANK sleeps MS ms every step */
-    double slow_ms;              /* (0: none) */
     FILE *out;                   /* progress and summary (rank 0), NULL for none */
     dt_timeline *timeline;       /* spans of layers, steps, data, eval, checkpoints (NULL: off);
                                   * flushed at every checkpoint */
@@ -233,6 +242,21 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
 
 /* The serial strategy: local SGD on the whole net. */
 dt_status dt_sync_serial_create(dt_sync **out);
+
+/* Fault injection: --straggle P:MS and --slow-worker RANK:MS. */
+typedef struct {
+    double p, ms;          /* every worker sleeps ms in a step with probability p */
+    int slow_rank;         /* world rank slow_rank sleeps slow_ms in every step (slow_ms 0: none) */
+    double slow_ms;
+    uint64_t seed;         /* the run's: the chance is drawn from (seed, world_rank, step) */
+    int world_rank;        /* this process's rank in MPI_COMM_WORLD */
+    dt_timeline *timeline; /* the sleeps' spans (NULL: off) */
+} dt_straggle_cfg;
+
+/* When cfg makes this rank sleep: *s becomes a strategy that sleeps at the
+ * start of each step (before s's begin_step) and is s otherwise; it owns s
+ * (its free frees s). Else, and on failure, *s is left as it was. */
+dt_status dt_sync_straggle_wrap(dt_sync **s, const dt_straggle_cfg *cfg);
 
 /* What strategies may use of the trainer. */
 dt_net *dt_trainer_net(dt_trainer *t);

@@ -498,13 +498,14 @@ dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int rank
     DT_TRY(check_mode_flags(a, &dc));
     DT_TRY(check_mode_optimizer(spec, &dc));
     p->dist = dc;
-    if (a->straggle) DT_TRY(parse_pair(a->straggle, "--straggle", "P:MS", 0, 1, &o->straggle_p, &o->straggle_ms));
+    dt_straggle_cfg *sc = &p->straggle;
+    if (a->straggle) DT_TRY(parse_pair(a->straggle, "--straggle", "P:MS", 0, 1, &sc->p, &sc->ms));
     double slow_rank = 0;
-    if (a->slow) DT_TRY(parse_pair(a->slow, "--slow-worker", "RANK:MS", 0, 65535, &slow_rank, &o->slow_ms));
-    o->slow_rank = (int)slow_rank;
-    if (a->slow && (o->slow_rank < dc.servers || o->slow_rank >= ranks))
+    if (a->slow) DT_TRY(parse_pair(a->slow, "--slow-worker", "RANK:MS", 0, 65535, &slow_rank, &sc->slow_ms));
+    sc->slow_rank = (int)slow_rank;
+    if (a->slow && (sc->slow_rank < dc.servers || sc->slow_rank >= ranks))
         return dt_fail(DT_ERR_USAGE, "--slow-worker %s: rank %d is not a worker (the workers are ranks %d to %d)",
-                       a->slow, o->slow_rank, dc.servers, ranks - 1);
+                       a->slow, sc->slow_rank, dc.servers, ranks - 1);
     o->epochs = spec->epochs;
     o->max_steps = a->max_steps;
     o->seed = (uint64_t)a->seed;
@@ -670,7 +671,6 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
     o->cache_bytes = cli_cache_bytes(p->cache_mb, env);
     o->progress_tty = out && progress_tty(out);
     o->rank = comm->worker;
-    o->world_rank = comm->rank;
     o->world = comm->nworkers;
     o->stop = &sig->stop;
     o->progress_request = &sig->progress;
@@ -683,6 +683,11 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
     o->agree_ctx = &agreement;
     dt_sync *sync = NULL;
     dt_status s = dt_mode_info_of(p->dist.mode)->create(&sync, comm, &p->dist);
+    dt_straggle_cfg sc = p->straggle;
+    sc.seed = o->seed;
+    sc.world_rank = comm->rank;
+    sc.timeline = o->timeline;
+    if (s == DT_OK) s = dt_sync_straggle_wrap(&sync, &sc);
     if (s == DT_OK)
         s = dt_train_run(&p->spec, o, sync, sum);
     else

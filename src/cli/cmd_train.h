@@ -54,6 +54,7 @@ typedef struct {
     dt_lr_scaling scaling;
     dt_train_opts opts;     /* all but the fields that depend on the communicator */
     dt_dist_cfg dist;
+    dt_straggle_cfg straggle; /* --straggle, --slow-worker (seed, world_rank, timeline: set per run) */
     int threads;            /* --threads (0: cores / ranks on the node) */
     long cache_mb;          /* --cache-mb (-1: a quarter of memory over the ranks on the node) */
     const char *timeline_path; /* --timeline, or NULL */

@@ -568,9 +568,9 @@ dt_status dt_sync_ps_create(dt_sync **out, const dt_comm *c, const dt_dist_cfg *
     sy->end_step = ps_end_step;
     sy->gather = ps_gather;
     sy->sync_state = ps_sync_state;
-    sy->independent = dt_mode_is_async(cfg->mode);
-    if (sy->independent && p->k > 1) sy->agree_stop = ps_agree_stop;
-    if (!sy->independent) sy->lead = dt_dist_staleness(cfg);
+    sy->pace = dt_mode_is_async(cfg->mode) ? DT_PACE_APART : DT_PACE_LOCKSTEP;
+    if (sy->pace == DT_PACE_APART && p->k > 1) sy->agree_stop = ps_agree_stop;
+    if (sy->pace == DT_PACE_LOCKSTEP) sy->lead = dt_dist_staleness(cfg);
     sy->finish = ps_finish;
     sy->free = ps_free;
     return DT_OK;

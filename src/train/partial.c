@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dtrain/json.h"
 #include "dtrain/mem.h"
 #include "trainer_impl.h"
 
@@ -94,15 +93,19 @@ static void take_layers(dt_trainer *t, const dt_ckpt_file *f, const dt_ckpt_laye
 }
 
 static dt_status log_partial(dt_trainer *t, const char *from, uint64_t step, int loaded, int with_params) {
-    char line[4352], esc[4096], json[4352];
+    char line[4352];
     snprintf(line, sizeof line, "--partial: %d of %d layers with parameters or state taken from %s (step %llu of its "
              "run); the others start as in a fresh run, the optimiser, step and schedule afresh", loaded, with_params,
              from, (unsigned long long)step);
     dt_report_line(&t->rep, line);
-    dt_json_escape(esc, sizeof esc, from);
-    snprintf(json, sizeof json, "{\"event\":\"weights\",\"checkpoint\":\"%s\",\"its_step\":%llu,\"partial\":true,"
-             "\"layers_loaded\":%d,\"layers_with_parameters\":%d}", esc, (unsigned long long)step, loaded, with_params);
-    return dt_report_log(&t->rep, json);
+    dt_rec r;
+    dt_rec_begin(&r, "weights");
+    dt_rec_str(&r, "checkpoint", from);
+    dt_rec_uint(&r, "its_step", step);
+    dt_rec_true(&r, "partial");
+    dt_rec_int(&r, "layers_loaded", loaded);
+    dt_rec_int(&r, "layers_with_parameters", with_params);
+    return dt_report_record(&t->rep, &r);
 }
 
 dt_status dt_trainer_warm_start_partial(dt_trainer *t) {

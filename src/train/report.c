@@ -1,6 +1,7 @@
 #include "report.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,12 +50,86 @@ dt_status dt_report_open(dt_report *r, FILE *out, const char *log_path, int quie
     return DT_OK;
 }
 
-dt_status dt_report_log(dt_report *r, const char *json) {
+/* Appends one line to the log. */
+static dt_status log_line(dt_report *r, const char *json) {
     if (!r->log) return DT_OK;
     if (fprintf(r->log, "%s\n", json) < 0 || fflush(r->log) != 0)
         return dt_fail(DT_ERR_IO, "--log: write failed: %s", strerror(errno));
     return DT_OK;
 }
+
+/* Appends printf-formatted text to r (marked cut when it does not fit). */
+__attribute__((format(printf, 2, 3))) static void rec_put(dt_rec *r, const char *fmt, ...) {
+    if (r->cut) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->text + r->len, sizeof r->text - r->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof r->text - r->len)
+        r->cut = 1;
+    else
+        r->len += (size_t)n;
+}
+
+/* ,"key": (keys are dtrain's own names: nothing to escape). */
+static void rec_key(dt_rec *r, const char *key) { rec_put(r, ",\"%s\":", key); }
+
+void dt_rec_begin(dt_rec *r, const char *event) {
+    r->len = 0;
+    r->cut = 0;
+    r->text[0] = '\0';
+    rec_put(r, "{\"event\":\"%s\"", event);
+}
+
+void dt_rec_int(dt_rec *r, const char *key, long long v) {
+    rec_key(r, key);
+    rec_put(r, "%lld", v);
+}
+
+void dt_rec_uint(dt_rec *r, const char *key, unsigned long long v) {
+    rec_key(r, key);
+    rec_put(r, "%llu", v);
+}
+
+void dt_rec_fixed(dt_rec *r, const char *key, double v, int decimals) {
+    rec_key(r, key);
+    rec_put(r, "%.*f", decimals, v);
+}
+
+void dt_rec_num(dt_rec *r, const char *key, double v, int digits) {
+    rec_key(r, key);
+    rec_put(r, "%.*g", digits, v);
+}
+
+void dt_rec_str(dt_rec *r, const char *key, const char *s) {
+    rec_key(r, key);
+    rec_put(r, "\"");
+    if (r->cut) return;
+    /* dt_json_escape stops short only when an escape (at most 6 bytes) and
+     * the terminator no longer fit: with 8 bytes left over, s went in whole. */
+    dt_json_escape(r->text + r->len, sizeof r->text - r->len, s);
+    r->len += strlen(r->text + r->len);
+    if (sizeof r->text - r->len < 8) r->cut = 1;
+    rec_put(r, "\"");
+}
+
+void dt_rec_true(dt_rec *r, const char *key) {
+    rec_key(r, key);
+    rec_put(r, "true");
+}
+
+/* Closes r: DT_ERR_INTERNAL if a field did not fit (no record is cut short). */
+static dt_status rec_end(dt_rec *r) {
+    rec_put(r, "}");
+    if (!r->cut) return DT_OK;
+    return dt_fail(DT_ERR_INTERNAL, "run log record %.48s... is over %d bytes", r->text, DT_REC_MAX);
+}
+
+dt_status dt_report_record(dt_report *rep, dt_rec *r) {
+    DT_TRY(rec_end(r));
+    return log_line(rep, r->text);
+}
+
 
 /* Clears the progress bar so the next line starts clean (and the summary
  * line carries no escape codes when no bar was drawn). */
@@ -94,13 +169,14 @@ void dt_report_line(dt_report *r, const char *text) {
     fflush(r->out);
 }
 
-dt_status dt_report_summary(dt_report *r, const char *json) {
-    if (r->out) {
-        if (!r->quiet) end_bar(r);
-        fprintf(r->out, "%s\n", json);
-        fflush(r->out);
+dt_status dt_report_summary(dt_report *rep, dt_rec *r) {
+    DT_TRY(rec_end(r));
+    if (rep->out) {
+        if (!rep->quiet) end_bar(rep);
+        fprintf(rep->out, "%s\n", r->text);
+        fflush(rep->out);
     }
-    return dt_report_log(r, json);
+    return log_line(rep, r->text);
 }
 
 dt_status dt_report_close(dt_report *r) {

@@ -1,11 +1,8 @@
 /* The training loop shared by every mode (see train.h). */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
-#include "dtrain/json.h"
 #include "dtrain/mem.h"
-#include "dtrain/rng.h"
 #include "dtrain/train.h"
 #include "report.h"
 #include "trainer_impl.h"
@@ -69,135 +66,6 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
     return DT_OK;
 }
 
-/* Workers that run every step together (allreduce, ps-sync, ps-ssp). */
-static int lockstep(const dt_trainer *t) { return t->opts->world > 1 && !t->sync->independent; }
-
-static dt_status diverged(const char *what, long step, int epoch) {
-    return dt_fail(DT_ERR_NUMERIC,
-                   "training diverged: %s at step %ld (epoch %d); the last checkpoint was "
-                   "left as it was; try a lower --lr",
-                   what, step, epoch);
-}
-
-/* The first sign of divergence on this worker, kept until the workers
- * agree on it. */
-void dt_trainer_note_divergence(dt_trainer *t, const char *what, long step, int epoch) {
-    if (t->bad_step) return;
-    t->bad_step = step;
-    t->bad_epoch = epoch;
-    t->bad_what = what;
-}
-
-/* Peers or servers expect every step this worker starts to be finished:
- * lockstep workers, and any worker of parameter servers (a server waits
- * for the gradients of a step it was told of, and for each worker's stop). */
-static int finishes_steps(const dt_trainer *t) { return lockstep(t) || t->sync->finish; }
-
-/* A non-finite loss seen here (this worker's or, agreed, another's): the
- * servers are told to stop like at the end of a run, so that they end and
- * the job (or the sweep's next trial) is not left waiting for them. Every
- * worker returns here together, so the job can end without MPI_Abort. */
-static dt_status end_diverged(dt_trainer *t) {
-    if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
-    if (t->bad_step) return diverged(t->bad_what, t->bad_step, t->bad_epoch);
-    return dt_fail(DT_ERR_NUMERIC,
-                   "training diverged: another worker's loss or parameters became NaN or infinite by step %ld; "
-                   "the last checkpoint was left as it was; try a lower --lr", t->step);
-}
-
-/* Independent workers with peers (ps-async and kin on 2+ workers): each
- * steps on its own, so a stop request or a divergence on one is not seen
- * by the others at once; instead of stopping alone (leaving the others
- * without it in the end-of-run collectives) it trains no more and they all
- * meet after their last step (run_loop), where they stop together. */
-static int meets_at_end(const dt_trainer *t) { return !lockstep(t) && t->opts->world > 1; }
-
-/* This worker's flags for an agreement: v[0] a stop was asked
- * (SIGINT/SIGTERM, or a server passed one on), v[1] a divergence seen. */
-static void local_flags(const dt_trainer *t, double v[2]) {
-    v[0] = (t->opts->stop && atomic_load(t->opts->stop)) || t->sync->stop_requested;
-    v[1] = t->bad_step > 0 || t->diverging;
-}
-
-/* Acts on agreed flags v (summed, or a group's maximum): a divergence ends
- * the run (or, for a worker that meets the others at the end, its
- * training); *stop (may be NULL) says whether a stop was asked. */
-static dt_status act_on_agreement(dt_trainer *t, const double v[2], int together, int *stop) {
-    if (v[1] > 0 && !together && meets_at_end(t)) {
-        t->diverging = t->done = 1;
-    } else if (v[1] > 0) {
-        /* A divergence is seen by every worker of the reduction here, at once. */
-        if (together) t->sync->ended_together = 1;
-        return end_diverged(t);
-    }
-    if (stop) *stop = v[0] > 0;
-    return DT_OK;
-}
-
-/* Workers must stop together: one that stopped alone would leave the
- * others waiting in the next collective for ever. So a stop request
- * (SIGINT/SIGTERM) and a divergence on any worker are agreed on in one
- * small reduction: lockstep workers every 10 steps (off the hot path),
- * and every worker before every evaluation and checkpoint (so none holds
- * diverged parameters), over all workers when `all` (every worker is at
- * this point: lockstep, or independent ones at the end of the run).
- * Otherwise an independent worker decides alone at every step, or with the
- * peers of its worker group (agree_stop; a divergence wins over a stop
- * request), and one that saw a divergence trains no more (done) and meets
- * the others at the end: they follow soon, as their next parameters hold
- * its non-finite gradient. stop may be NULL (the request is then seen at
- * the next agreement). A periodic agreement still open is finished first
- * and counts. */
-dt_status dt_trainer_agree(dt_trainer *t, int *stop, int all) {
-    double v[2], open[2] = {0, 0};
-    local_flags(t, v);
-    int together = lockstep(t) || (all && t->opts->world > 1);
-    if (t->agree_due >= 0) { /* the started one first, as every worker does */
-        DT_TRY(t->sync->reduce_sum_finish(t->sync, open, 2));
-        t->agree_due = -1;
-    }
-    if (together) {
-        DT_TRY(t->sync->reduce_sum(t->sync, v, 2));
-    } else if (t->sync->agree_stop) {
-        int flags = (v[0] > 0) | (v[1] > 0) << 1; /* reduced by MAX: 2 or 3 if any peer diverged */
-        DT_TRY(t->sync->agree_stop(t->sync, &flags));
-        v[0] = flags == 1 || flags == 3;
-        v[1] = flags >= 2;
-    }
-    v[0] += open[0];
-    v[1] += open[1];
-    return act_on_agreement(t, v, together, stop);
-}
-
-/* Lockstep workers up to sync->lead steps apart (ps-ssp) agree every 10
- * steps without waiting for each other: each starts the sum at step 10k
- * and finishes it min(lead + 1, 10) steps later. With lead < 10 the
- * staleness bound has made every worker start it by then (a worker's reply
- * for clock c needs every worker's clock c - lead delivered); with more, a
- * worker over 10 steps ahead waits there for the others to reach 10k.
- * Every worker acts on it at that same step. A blocking sum pulled
- * ps-ssp's workers back into step every 10 steps. An
- * evaluation or checkpoint before then finishes it in dt_trainer_agree, which counts
- * a divergence at once and a stop request at the next agreement (the flag
- * stays set). */
-static dt_status agree_periodically(dt_trainer *t, int *stop) {
-    if (t->sync->lead == 0 || !t->sync->reduce_sum_start)
-        return t->step % 10 == 0 ? dt_trainer_agree(t, stop, 0) : DT_OK;
-    if (t->agree_due == t->step) {
-        double v[2];
-        DT_TRY(t->sync->reduce_sum_finish(t->sync, v, 2));
-        t->agree_due = -1;
-        DT_TRY(act_on_agreement(t, v, 1, stop));
-        if (*stop) return DT_OK;
-    }
-    if (t->step % 10 != 0) return DT_OK;
-    double v[2];
-    local_flags(t, v);
-    DT_TRY(t->sync->reduce_sum_start(t->sync, v, 2));
-    t->agree_due = t->step + (t->sync->lead < 9 ? t->sync->lead + 1 : 10);
-    return DT_OK;
-}
-
 /* --max-steps past the run's end: the model file's length ends it first,
  * which is said rather than run silently short. */
 static void note_run_shorter(dt_trainer *t, long max_steps) {
@@ -253,9 +121,9 @@ static dt_status setup(dt_trainer *t) {
     t->total_steps = max_batches > 0 ? max_batches : (long)spec->epochs * t->steps_per_epoch;
     if (o->max_steps > 0 && o->max_steps < t->total_steps) t->total_steps = o->max_steps;
     if (o->max_steps > t->total_steps) note_run_shorter(t, o->max_steps);
-    /* Independent workers share the whole run's budget of steps; one may do
+    /* Apart workers share the whole run's budget of steps; one may do
      * up to all of them (the strategy says when the budget is spent). */
-    if (t->sync->independent) t->total_steps *= o->world;
+    if (t->sync->pace == DT_PACE_APART) t->total_steps *= o->world;
     /* With --resume auto, the weights start the run only while the
      * directory has no checkpoint (a restarted job continues its own). */
     int resumed = 0;
@@ -271,28 +139,43 @@ static dt_status start(dt_trainer *t) {
     const dt_train_opts *o = t->opts;
     const dt_model_spec *spec = t->spec;
     if (t->sync->start) DT_TRY(t->sync->start(t->sync, t));
-    char json[2048], model[1024];
-    dt_json_escape(model, sizeof model, spec->path);
     /* The learning rate as the large-minibatch recipe made it: the base
      * rate, the factor for the global batch, the scaled rate and warmup. */
     const dt_lr_schedule *ls = &spec->sched;
     const dt_optim_cfg *oc = dt_optim_config(t->optim);
-    snprintf(json, sizeof json,
-             "{\"event\":\"config\",\"model\":\"%s\",\"mode\":\"%s\",\"workers\":%d,\"batch\":%d,"
-             "\"global_batch\":%d,\"epochs\":%d,\"steps_per_epoch\":%d,\"total_steps\":%ld,"
-             "\"params\":%zu,\"seed\":%llu,\"dataset\":\"%s\",\"train_samples\":%d,\"test_samples\":%d,"
-             "\"base_lr\":%.6g,\"lr_scale\":%.6g,\"lr\":%.6g,\"warmup_epochs\":%.6g,"
-             "\"warmup_start_lr\":%.6g,\"schedule\":\"%s\",\"accumulate\":%d,\"optimizer\":\"%s\","
-             "\"momentum\":%.6g,\"decay\":%.6g,\"nesterov\":%d,\"beta1\":%.6g,\"beta2\":%.6g,\"eps\":%.6g,"
-             "\"trust_coefficient\":%.6g,\"exclude_bias_bn\":%d,\"precision\":\"%s\"}",
-             model, t->sync->name, o->world, spec->batch, dt_model_step_batch(spec) * o->world, t->epochs,
-             t->steps_per_epoch, t->total_steps, t->net->nparams, (unsigned long long)o->seed,
-             dt_dataset_kind_name(o->dataset), t->train_ds->n, t->test_ds->n, ls->base_lr / ls->lr_scale,
-             ls->lr_scale, ls->base_lr, ls->warmup_epochs, ls->warmup_start_factor * ls->base_lr,
-             dt_schedule_kind_name(ls->kind), spec->accumulate, dt_optim_kind_name(oc->kind), oc->momentum,
-             oc->decay, oc->nesterov, oc->beta1, oc->beta2, oc->eps, oc->trust, oc->exclude,
-             dt_precision_name(t->net->precision));
-    return dt_report_log(&t->rep, json);
+    dt_rec r;
+    dt_rec_begin(&r, "config");
+    dt_rec_str(&r, "model", spec->path);
+    dt_rec_str(&r, "mode", t->sync->name);
+    dt_rec_int(&r, "workers", o->world);
+    dt_rec_int(&r, "batch", spec->batch);
+    dt_rec_int(&r, "global_batch", dt_model_step_batch(spec) * o->world);
+    dt_rec_int(&r, "epochs", t->epochs);
+    dt_rec_int(&r, "steps_per_epoch", t->steps_per_epoch);
+    dt_rec_int(&r, "total_steps", t->total_steps);
+    dt_rec_uint(&r, "params", t->net->nparams);
+    dt_rec_uint(&r, "seed", o->seed);
+    dt_rec_str(&r, "dataset", dt_dataset_kind_name(o->dataset));
+    dt_rec_int(&r, "train_samples", t->train_ds->n);
+    dt_rec_int(&r, "test_samples", t->test_ds->n);
+    dt_rec_num(&r, "base_lr", ls->base_lr / ls->lr_scale, 6);
+    dt_rec_num(&r, "lr_scale", ls->lr_scale, 6);
+    dt_rec_num(&r, "lr", ls->base_lr, 6);
+    dt_rec_num(&r, "warmup_epochs", ls->warmup_epochs, 6);
+    dt_rec_num(&r, "warmup_start_lr", ls->warmup_start_factor * ls->base_lr, 6);
+    dt_rec_str(&r, "schedule", dt_schedule_kind_name(ls->kind));
+    dt_rec_int(&r, "accumulate", spec->accumulate);
+    dt_rec_str(&r, "optimizer", dt_optim_kind_name(oc->kind));
+    dt_rec_num(&r, "momentum", oc->momentum, 6);
+    dt_rec_num(&r, "decay", oc->decay, 6);
+    dt_rec_int(&r, "nesterov", oc->nesterov);
+    dt_rec_num(&r, "beta1", oc->beta1, 6);
+    dt_rec_num(&r, "beta2", oc->beta2, 6);
+    dt_rec_num(&r, "eps", oc->eps, 6);
+    dt_rec_num(&r, "trust_coefficient", oc->trust, 6);
+    dt_rec_int(&r, "exclude_bias_bn", oc->exclude);
+    dt_rec_str(&r, "precision", dt_precision_name(t->net->precision));
+    return dt_report_record(&t->rep, &r);
 }
 
 /* An evaluation after `done` epochs (a whole number at an epoch's end; the
@@ -300,18 +183,23 @@ static dt_status start(dt_trainer *t) {
 static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, double *loss) {
     int epoch = (int)ceil(done - 1e-9), partial = done < epoch - 1e-9;
     double t0 = dt_now();
-    DT_TRY(dt_trainer_agree(t, NULL, 1));
+    dt_verdict v; /* a stop request waits for the next step's agreement */
+    DT_TRY(dt_coord_agree(&t->coord, DT_PACE_LOCKSTEP, &v));
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
     DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->rank, t->opts->world, t->spec->batch,
                        t->opts->loader_threads, NULL, NULL, acc, loss));
     dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_EVAL, "eval", t0, dt_now(),
                      (dt_tl_arg[]){{"epoch", epoch}}, 1);
-    char json[256];
-    snprintf(json, sizeof json,
-             "{\"event\":\"eval\",\"step\":%ld,\"epoch\":%d,\"epochs\":%.3f,\"test_accuracy\":%.4f,"
-             "\"test_loss\":%.4f,\"train_loss\":%.4f,\"elapsed_s\":%.2f}",
-             t->step, epoch, done, *acc, *loss, t->last_epoch_loss, dt_now() - t->rep.start);
-    DT_TRY(dt_report_log(&t->rep, json));
+    dt_rec r;
+    dt_rec_begin(&r, "eval");
+    dt_rec_int(&r, "step", t->step);
+    dt_rec_int(&r, "epoch", epoch);
+    dt_rec_fixed(&r, "epochs", done, 3);
+    dt_rec_fixed(&r, "test_accuracy", *acc, 4);
+    dt_rec_fixed(&r, "test_loss", *loss, 4);
+    dt_rec_fixed(&r, "train_loss", t->last_epoch_loss, 4);
+    dt_rec_fixed(&r, "elapsed_s", dt_now() - t->rep.start, 2);
+    DT_TRY(dt_report_record(&t->rep, &r));
     t->evaluated_step = t->step;
     char line[200], when[64];
     if (partial)
@@ -324,25 +212,9 @@ static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, doubl
     /* Every worker is here at the same step (the caller's contract). */
     if (t->opts->checkpoint_dir && *acc > t->best_acc) {
         t->best_acc = *acc;
-        DT_TRY(dt_trainer_save_checkpoint(t, 1, 1));
+        DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 1));
     }
     return DT_OK;
-}
-
-/* --straggle / --slow-worker: sleep inside the step, as a slow or
- * interrupted machine would; drawn from (seed, rank, step). */
-static void straggle(const dt_train_opts *o, long step) {
-    double ms = 0;
-    if (o->slow_ms > 0 && o->world_rank == o->slow_rank) ms += o->slow_ms;
-    if (o->straggle_p > 0) {
-        dt_rng r = dt_rng_seed(dt_hash3(o->seed, (uint64_t)o->world_rank, (uint64_t)step ^ 0x57a9));
-        if (dt_rng_uniform(&r) < o->straggle_p) ms += o->straggle_ms;
-    }
-    if (ms <= 0) return;
-    struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000) * 1e6)};
-    double t0 = dt_now();
-    nanosleep(&ts, NULL);
-    dt_timeline_span(o->timeline, DT_TL_MAIN, DT_TL_CAT_WAIT, "straggler sleep", t0, dt_now(), NULL, 0);
 }
 
 /* The step's last forward/backward pass: its samples, and the summed loss
@@ -389,45 +261,38 @@ static void fold_and_ready(void *ctx, int layer) {
     if (t->sync->grad_ready) t->sync->grad_ready(t->sync->ctx, layer);
 }
 
-/* One optimiser step on this worker's next batch. */
-static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, int n, int epoch) {
+/* Forward and backward of a step's batch (its passes), each layer's
+ * gradient handed to the strategy as it becomes final; the batch's summed
+ * loss to *loss. A non-finite loss goes to the coordinator. */
+static dt_status forward_backward(dt_trainer *t, const float *x, const dt_label *y, int n, int epoch, double *loss) {
     dt_net *net = t->net;
-    dt_sync *s = t->sync;
-    float lr = t->lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
-    double t0 = dt_now();
-    straggle(t->opts, t->step);
-    if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
     /* This worker's batch in the step's global batch (the loader's sharding). */
     net->sample_base = (uint64_t)t->opts->rank * (uint64_t)dt_model_step_batch(t->spec);
     last_pass p = accumulate_passes(t, x, y, n);
     dt_net_forward(net, p.x, p.n, 1);
-    double loss = p.loss_before + dt_net_loss(net, p.y, p.n);
-    if (!isfinite(loss)) {
-        const char *what = isnan(loss) ? "loss is NaN" : "loss is infinite";
-        if (!finishes_steps(t)) return diverged(what, t->step + 1, epoch + 1);
-        /* The peers are entering this step's collectives, or the servers
-         * expect its gradients: finish it (the non-finite gradient reaches
-         * every worker's parameters, so independent workers diverge too)
-         * and stop at the next agreement. */
-        dt_trainer_note_divergence(t, what, t->step + 1, epoch + 1);
-    }
+    *loss = p.loss_before + dt_net_loss(net, p.y, p.n);
+    if (!isfinite(*loss))
+        DT_TRY(dt_coord_loss_diverged(&t->coord, isnan(*loss) ? "loss is NaN" : "loss is infinite", t->step + 1,
+                                      epoch + 1));
     if (t->acc)
         dt_net_backward(net, p.x, p.n, fold_and_ready, t);
     else
-        dt_net_backward(net, p.x, p.n, s->grad_ready, s->ctx);
-    double t_end = dt_now();
-    DT_TRY(s->end_step(s, t, lr));
-    double now = dt_now(), dt = now - t0;
-    dt_timeline *tl = t->opts->timeline;
-    dt_timeline_span(tl, DT_TL_MAIN, DT_TL_CAT_UPDATE, "end_step", t_end, now, NULL, 0);
-    dt_timeline_span(tl, DT_TL_MAIN, DT_TL_CAT_STEP, "step", t0, now, (dt_tl_arg[]){{"step", t->step + 1}}, 1);
-    t->train_time += dt;
+        dt_net_backward(net, p.x, p.n, t->sync->grad_ready, t->sync->ctx);
+    return DT_OK;
+}
+
+/* A finished step of n samples and summed loss `loss` that took step_s
+ * seconds counted: the trainer's totals, and the strategy's measurements
+ * of it, which are returned and reset. */
+static dt_sync_stats count_step(dt_trainer *t, int n, double loss, double step_s) {
+    t->train_time += step_s;
     t->images += n;
     t->step++;
     t->steps_run++;
     t->loss_sum += loss;
     dt_trainer_track_loss(t, loss / n);
     t->loss_count += n;
+    dt_sync *s = t->sync;
     dt_sync_stats st = s->stats;
     memset(&s->stats, 0, sizeof s->stats);
     s->stats.server_cpu_share = -1;
@@ -438,22 +303,53 @@ static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, in
     t->lag_sum += st.lag;
     if (st.lag > t->lag_max) t->lag_max = st.lag;
     t->done = st.done;
-    char json[448];
-    snprintf(json, sizeof json,
-             "{\"event\":\"step\",\"step\":%ld,\"epoch\":%d,\"loss\":%.5f,\"lr\":%.6g,\"step_s\":%.5f,"
-             "\"elapsed_s\":%.4f,\"compute_s\":%.5f,\"comm_s\":%.5f,\"comm_wait_s\":%.5f,"
-             "\"bytes_sent\":%llu,\"bytes_recv\":%llu,\"lag\":%.0f,\"version\":%.0f}",
-             t->step, epoch, loss / n, lr, dt, now - t->rep.start, dt - st.wait_s, st.comm_s, st.wait_s,
-             (unsigned long long)st.bytes_sent, (unsigned long long)st.bytes_recv, st.lag, st.version);
-    return dt_report_log(&t->rep, json);
+    return st;
 }
 
-/* SIGINT/SIGTERM agreed on: a checkpoint (collective when all), the
- * servers told to stop, DT_ERR_INTERRUPTED. */
-static dt_status stop_run(dt_trainer *t, int all) {
-    DT_TRY(dt_trainer_save_checkpoint(t, all, 0));
-    if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
-    t->sync->ended_together = 1;
+/* The step record of the step just counted (now: when it ended). */
+static dt_status log_step(dt_trainer *t, int epoch, double mean_loss, float lr, double step_s, double now,
+                          const dt_sync_stats *st) {
+    dt_rec r;
+    dt_rec_begin(&r, "step");
+    dt_rec_int(&r, "step", t->step);
+    dt_rec_int(&r, "epoch", epoch);
+    dt_rec_fixed(&r, "loss", mean_loss, 5);
+    dt_rec_num(&r, "lr", lr, 6);
+    dt_rec_fixed(&r, "step_s", step_s, 5);
+    dt_rec_fixed(&r, "elapsed_s", now - t->rep.start, 4);
+    dt_rec_fixed(&r, "compute_s", step_s - st->wait_s, 5);
+    dt_rec_fixed(&r, "comm_s", st->comm_s, 5);
+    dt_rec_fixed(&r, "comm_wait_s", st->wait_s, 5);
+    dt_rec_uint(&r, "bytes_sent", st->bytes_sent);
+    dt_rec_uint(&r, "bytes_recv", st->bytes_recv);
+    dt_rec_fixed(&r, "lag", st->lag, 0);
+    dt_rec_fixed(&r, "version", st->version, 0);
+    return dt_report_record(&t->rep, &r);
+}
+
+/* One optimiser step on this worker's next batch: forward, backward, the
+ * strategy's step (end_step owns the update), the log. */
+static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, int n, int epoch) {
+    dt_sync *s = t->sync;
+    float lr = t->lr = (float)dt_lr_at(&t->spec->sched, t->step, t->steps_per_epoch);
+    double t0 = dt_now(), loss;
+    if (s->begin_step) DT_TRY(s->begin_step(s, t, lr));
+    DT_TRY(forward_backward(t, x, y, n, epoch, &loss));
+    double t_end = dt_now();
+    DT_TRY(s->end_step(s, t, lr));
+    double now = dt_now();
+    dt_timeline *tl = t->opts->timeline;
+    dt_timeline_span(tl, DT_TL_MAIN, DT_TL_CAT_UPDATE, "end_step", t_end, now, NULL, 0);
+    dt_timeline_span(tl, DT_TL_MAIN, DT_TL_CAT_STEP, "step", t0, now, (dt_tl_arg[]){{"step", t->step + 1}}, 1);
+    dt_sync_stats st = count_step(t, n, loss, now - t0);
+    return log_step(t, epoch, loss / n, lr, now - t0, now, &st);
+}
+
+/* SIGINT/SIGTERM agreed on: a checkpoint (collective when here is
+ * DT_PACE_LOCKSTEP), the servers told to stop, DT_ERR_INTERRUPTED. */
+static dt_status stop_run(dt_trainer *t, dt_pace here) {
+    DT_TRY(dt_trainer_save_checkpoint(t, here, 0));
+    DT_TRY(dt_coord_end(&t->coord));
     int wrote = t->opts->rank == 0 && t->good_step == t->step && (t->opts->checkpoint_path || t->opts->checkpoint_dir);
     return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step, wrote ? "; checkpoint written" : "");
 }
@@ -465,68 +361,93 @@ static dt_status stop_run(dt_trainer *t, int all) {
 static dt_status periodic_checkpoint(dt_trainer *t) {
     int epoch, pos;
     dt_loader_position(t->loader, &epoch, &pos);
-    if (pos == t->steps_per_epoch && !t->sync->independent && t->step < t->total_steps) {
+    if (pos == t->steps_per_epoch && t->sync->pace == DT_PACE_LOCKSTEP && t->step < t->total_steps) {
         t->ckpt_after_eval = 1;
         return DT_OK;
     }
-    return dt_trainer_save_checkpoint(t, !t->sync->independent, 0);
+    return dt_trainer_save_checkpoint(t, t->sync->pace, 0);
 }
 
-static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
+/* This worker's next batch x (n, input), y (n); n = 0: the epoch is over. */
+static dt_status load_batch(dt_trainer *t, const float **x, const dt_label **y, int *n) {
     const dt_train_opts *o = t->opts;
-    while (t->step < t->total_steps && !t->done) {
-        int epoch, pos;
-        dt_loader_position(t->loader, &epoch, &pos);
-        int stop = 0;
-        DT_TRY(lockstep(t) ? agree_periodically(t, &stop) : dt_trainer_agree(t, &stop, 0));
-        if (t->diverging || (stop && meets_at_end(t))) break;
-        if (stop) return stop_run(t, !t->sync->independent); /* lockstep: every worker at this step */
-        const float *x;
-        const dt_label *y;
-        int n;
-        double t0 = dt_now();
-        DT_TRY(dt_loader_next(t->loader, &x, &y, &n));
-        if (n)
-            dt_timeline_span(o->timeline, DT_TL_MAIN, DT_TL_CAT_DATA, o->prefetch ? "wait for batch" : "load batch",
-                             t0, dt_now(), NULL, 0);
-        if (n == 0) { /* epoch finished */
-            t->last_epoch_loss = t->loss_count ? t->loss_sum / (double)t->loss_count : 0;
-            t->loss_sum = 0;
-            t->loss_count = 0;
-            /* Independent workers evaluate once, at the end; a run resumed
-             * from the checkpoint written after this epoch's evaluation
-             * (its end) does not repeat it. */
-            if (t->sync->independent || t->evaluated_step == t->step) continue;
-            DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
-            if (t->ckpt_after_eval) DT_TRY(dt_trainer_save_checkpoint(t, 1, 0));
-            t->ckpt_after_eval = 0;
-            continue;
-        }
-        DT_TRY(train_step(t, x, y, n, epoch));
-        if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0) DT_TRY(periodic_checkpoint(t));
-        double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
-        double eta = ips > 0 ? (double)(t->total_steps - t->step) * dt_model_step_batch(t->spec) / ips : 0;
-        int asked = o->progress_request && atomic_exchange(o->progress_request, 0); /* SIGUSR1 */
-        dt_report_progress(&t->rep, epoch, t->epochs, pos + 1, t->steps_per_epoch,
-                           t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr,
-                           ips * o->world, eta, asked);
-    }
+    double t0 = dt_now();
+    DT_TRY(dt_loader_next(t->loader, x, y, n));
+    if (*n)
+        dt_timeline_span(o->timeline, DT_TL_MAIN, DT_TL_CAT_DATA, o->prefetch ? "wait for batch" : "load batch", t0,
+                         dt_now(), NULL, 0);
+    return DT_OK;
+}
+
+/* The end of epoch `epoch` (0-based): its train loss kept, and (lockstep)
+ * its evaluation, then the checkpoint --checkpoint-every held back for it. */
+static dt_status end_epoch(dt_trainer *t, int epoch, double *acc, double *test_loss) {
+    t->last_epoch_loss = t->loss_count ? t->loss_sum / (double)t->loss_count : 0;
+    t->loss_sum = 0;
+    t->loss_count = 0;
+    /* Apart workers evaluate once, at the end; a run resumed from the
+     * checkpoint written after this epoch's evaluation (its end) does not
+     * repeat it. */
+    if (t->sync->pace == DT_PACE_APART || t->evaluated_step == t->step) return DT_OK;
+    DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
+    if (t->ckpt_after_eval) DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 0));
+    t->ckpt_after_eval = 0;
+    return DT_OK;
+}
+
+/* The progress line after a step at position pos of epoch `epoch` (at once
+ * when SIGUSR1 asked for one). */
+static void show_progress(dt_trainer *t, int epoch, int pos) {
+    const dt_train_opts *o = t->opts;
+    double ips = t->train_time > 0 ? (double)t->images / t->train_time : 0;
+    double eta = ips > 0 ? (double)(t->total_steps - t->step) * dt_model_step_batch(t->spec) / ips : 0;
+    int asked = o->progress_request && atomic_exchange(o->progress_request, 0);
+    dt_report_progress(&t->rep, epoch, t->epochs, pos + 1, t->steps_per_epoch,
+                       t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr, ips * o->world, eta, asked);
+}
+
+/* After the last step (or an apart worker's leaving): the workers meet,
+ * then the last evaluation and checkpoint, and the run ends together. */
+static dt_status end_run(dt_trainer *t, double *acc, double *test_loss) {
     if (t->loss_count) t->last_epoch_loss = t->loss_sum / (double)t->loss_count;
-    if (t->agree_due >= 0) DT_TRY(dt_trainer_agree(t, NULL, 1)); /* no request left open */
-    if (meets_at_end(t)) { /* a divergence, a stop request or the end: all of them together */
-        int stop = 0;
-        DT_TRY(dt_trainer_agree(t, &stop, 1));
-        if (stop) return stop_run(t, 1);
-    }
+    dt_verdict v;
+    DT_TRY(dt_coord_meet(&t->coord, &v));
+    if (v == DT_STOP) return stop_run(t, DT_PACE_LOCKSTEP);
     if (t->evaluated_step != t->step) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
         DT_TRY(evaluate_and_log(t, epoch + (double)pos / t->steps_per_epoch, acc, test_loss));
     }
-    DT_TRY(dt_trainer_save_checkpoint(t, 1, 0));
-    if (t->sync->finish) DT_TRY(t->sync->finish(t->sync, t));
-    t->sync->ended_together = 1;
-    return DT_OK;
+    DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 0));
+    return dt_coord_end(&t->coord);
+}
+
+/* The loop: the coordinator's verdict, load, then a step (forward,
+ * backward, the strategy's step, log) or an epoch's end; until the run's
+ * last step, the strategy's done (apart workers' budget) or a verdict to
+ * stop or leave. */
+static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
+    const dt_train_opts *o = t->opts;
+    while (t->step < t->total_steps && !t->done) {
+        int epoch, pos;
+        dt_loader_position(t->loader, &epoch, &pos);
+        dt_verdict v;
+        DT_TRY(dt_coord_step(&t->coord, t->step, &v));
+        if (v == DT_LEAVE) break;
+        if (v == DT_STOP) return stop_run(t, t->sync->pace);
+        const float *x;
+        const dt_label *y;
+        int n;
+        DT_TRY(load_batch(t, &x, &y, &n));
+        if (n == 0) { /* epoch finished */
+            DT_TRY(end_epoch(t, epoch, acc, test_loss));
+            continue;
+        }
+        DT_TRY(train_step(t, x, y, n, epoch));
+        if (o->checkpoint_every > 0 && t->step % o->checkpoint_every == 0) DT_TRY(periodic_checkpoint(t));
+        show_progress(t, epoch, pos);
+    }
+    return end_run(t, acc, test_loss);
 }
 
 static void teardown(dt_trainer *t) {
@@ -542,6 +463,71 @@ static void teardown(dt_trainer *t) {
     dt_ckpt_arch_free(&t->arch);
 }
 
+/* The summary record: the last line of the output and of the log. */
+static dt_status report_summary(dt_trainer *t, const dt_train_summary *sum) {
+    const dt_sync *sync = t->sync;
+    dt_rec r;
+    dt_rec_begin(&r, "summary");
+    dt_rec_fixed(&r, "test_accuracy", sum->test_accuracy, 4);
+    dt_rec_fixed(&r, "train_loss", sum->train_loss, 4);
+    dt_rec_int(&r, "steps", t->step);
+    dt_rec_fixed(&r, "epochs", sum->epochs, 3);
+    dt_rec_fixed(&r, "images_per_sec", sum->images_per_sec, 1);
+    dt_rec_fixed(&r, "wall_s", sum->wall_s, 2);
+    dt_rec_str(&r, "mode", sync->name);
+    dt_rec_int(&r, "workers", t->opts->world);
+    dt_rec_int(&r, "global_batch", dt_model_step_batch(t->spec) * t->opts->world);
+    dt_rec_fixed(&r, "comm_overlap", sum->comm_overlap, 3);
+    dt_rec_fixed(&r, "comm_wait_share", t->train_time > 0 ? t->comm.wait_s / t->train_time : 0, 4);
+    dt_rec_fixed(&r, "bytes_per_step", sum->bytes_per_step, 0);
+    if (sum->has_staleness) {
+        dt_rec_fixed(&r, "server_cpu_share", sync->stats.server_cpu_share, 3);
+        dt_rec_fixed(&r, "staleness_mean", sum->staleness_mean, 3);
+        dt_rec_fixed(&r, "staleness_max", sum->staleness_max, 0);
+        dt_rec_int(&r, "max_clock_gap", sum->max_clock_gap);
+        dt_rec_int(&r, "server_nice", sync->stats.server_nice);
+    }
+    if (sync->plan_bytes > 0) dt_rec_fixed(&r, "plan_bytes_per_step", sync->plan_bytes, 0);
+    dt_rec_str(&r, "precision", dt_precision_name(t->net->precision));
+    return dt_report_summary(&t->rep, &r);
+}
+
+/* The run's summary, over every worker, into *sum and the summary record. */
+static dt_status summarise(dt_trainer *t, double acc, double test_loss, dt_train_summary *sum) {
+    dt_sync *sync = t->sync;
+    int world = t->opts->world;
+    double done[2] = {(double)t->images, (double)t->steps_run};
+    if (world > 1) DT_TRY(sync->reduce_sum(sync, done, 2));
+    t->images = (long)done[0];
+    /* Apart workers share the run's steps: the summary counts them
+     * as a lockstep run would (all of them over the workers), so
+     * --max-steps N reports N (the budget may run over by one step of
+     * each other worker in flight). */
+    if (sync->pace == DT_PACE_APART) t->step = t->step - t->steps_run + (long)(done[1] / world);
+    sum->test_accuracy = acc;
+    sum->test_loss = test_loss;
+    sum->train_loss = t->last_epoch_loss;
+    sum->steps = t->step;
+    /* From the loader's position: steps of a resumed run's first part may
+     * have had another global batch (a checkpoint before version 6). */
+    int epoch, pos;
+    dt_loader_position(t->loader, &epoch, &pos);
+    sum->epochs = t->steps_per_epoch ? epoch + (double)pos / t->steps_per_epoch : 0;
+    if (sync->pace == DT_PACE_APART) sum->epochs = (double)t->step / t->steps_per_epoch;
+    /* All workers' images (apart workers do unequal shares) over
+     * this worker's training time. */
+    sum->images_per_sec = t->train_time > 0 ? (double)t->images / t->train_time : 0;
+    sum->wall_s = dt_now() - t->rep.start;
+    sum->comm_overlap = t->comm.comm_s > 0 ? 1.0 - fmin(t->comm.wait_s / t->comm.comm_s, 1.0) : 0;
+    sum->bytes_per_step =
+        t->steps_run ? (double)(t->comm.bytes_sent + t->comm.bytes_recv) / (double)t->steps_run : 0;
+    sum->has_staleness = sync->stats.server_cpu_share >= 0;
+    sum->staleness_mean = t->steps_run ? t->lag_sum / (double)t->steps_run : 0;
+    sum->staleness_max = t->lag_max;
+    sum->max_clock_gap = sync->stats.max_clock_gap;
+    return report_summary(t, sum);
+}
+
 dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_sync *sync,
                        dt_train_summary *summary) {
     dt_trainer t;
@@ -549,8 +535,9 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     t.spec = spec;
     t.opts = opts;
     t.best_acc = -1;
-    t.good_step = t.skipped_step = t.saved_step = t.agree_due = t.evaluated_step = -1;
+    t.good_step = t.skipped_step = t.saved_step = t.evaluated_step = -1;
     t.sync = sync;
+    dt_coord_init(&t.coord, sync, &t, opts->stop, opts->world);
     sync->stats.server_cpu_share = -1;
     memset(summary, 0, sizeof *summary);
     double acc = 0, test_loss = 0;
@@ -558,63 +545,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     if (opts->agree_setup) s = opts->agree_setup(opts->agree_ctx, s);
     if (s == DT_OK) s = start(&t);
     if (s == DT_OK) s = run_loop(&t, &acc, &test_loss);
-    if (s == DT_OK) {
-        double done[2] = {(double)t.images, (double)t.steps_run};
-        if (opts->world > 1) s = sync->reduce_sum(sync, done, 2);
-        t.images = (long)done[0];
-        /* Independent workers share the run's steps: the summary counts them
-         * as a lockstep run would (all of them over the workers), so
-         * --max-steps N reports N (the budget may run over by one step of
-         * each other worker in flight). */
-        if (sync->independent) t.step = t.step - t.steps_run + (long)(done[1] / opts->world);
-    }
-    if (s == DT_OK) {
-        summary->test_accuracy = acc;
-        summary->test_loss = test_loss;
-        summary->train_loss = t.last_epoch_loss;
-        summary->steps = t.step;
-        /* From the loader's position: steps of a resumed run's first part may
-         * have had another global batch (a checkpoint before version 6). */
-        int epoch, pos;
-        dt_loader_position(t.loader, &epoch, &pos);
-        summary->epochs = t.steps_per_epoch ? epoch + (double)pos / t.steps_per_epoch : 0;
-        if (sync->independent) summary->epochs = (double)t.step / t.steps_per_epoch;
-        /* All workers' images (independent workers do unequal shares) over
-         * this worker's training time. */
-        summary->images_per_sec = t.train_time > 0 ? (double)t.images / t.train_time : 0;
-        summary->wall_s = dt_now() - t.rep.start;
-        summary->comm_overlap =
-            t.comm.comm_s > 0 ? 1.0 - fmin(t.comm.wait_s / t.comm.comm_s, 1.0) : 0;
-        summary->bytes_per_step =
-            t.steps_run ? (double)(t.comm.bytes_sent + t.comm.bytes_recv) / (double)t.steps_run : 0;
-        char extra_json[256] = "";
-        summary->has_staleness = sync->stats.server_cpu_share >= 0;
-        summary->staleness_mean = t.steps_run ? t.lag_sum / (double)t.steps_run : 0;
-        summary->staleness_max = t.lag_max;
-        summary->max_clock_gap = sync->stats.max_clock_gap;
-        if (summary->has_staleness)
-            snprintf(extra_json, sizeof extra_json,
-                     ",\"server_cpu_share\":%.3f,\"staleness_mean\":%.3f,\"staleness_max\":%.0f,"
-                     "\"max_clock_gap\":%ld,\"server_nice\":%d",
-                     sync->stats.server_cpu_share, summary->staleness_mean, summary->staleness_max,
-                     summary->max_clock_gap, sync->stats.server_nice);
-        if (sync->plan_bytes > 0) {
-            size_t used = strlen(extra_json);
-            snprintf(extra_json + used, sizeof extra_json - used, ",\"plan_bytes_per_step\":%.0f",
-                     sync->plan_bytes);
-        }
-        char json[1024];
-        snprintf(json, sizeof json,
-                 "{\"event\":\"summary\",\"test_accuracy\":%.4f,\"train_loss\":%.4f,\"steps\":%ld,"
-                 "\"epochs\":%.3f,\"images_per_sec\":%.1f,\"wall_s\":%.2f,\"mode\":\"%s\",\"workers\":%d,"
-                 "\"global_batch\":%d,\"comm_overlap\":%.3f,\"comm_wait_share\":%.4f,\"bytes_per_step\":%.0f%s,"
-                 "\"precision\":\"%s\"}",
-                 acc, summary->train_loss, t.step, summary->epochs, summary->images_per_sec,
-                 summary->wall_s, sync->name, opts->world, dt_model_step_batch(spec) * opts->world,
-                 summary->comm_overlap, t.train_time > 0 ? t.comm.wait_s / t.train_time : 0,
-                 summary->bytes_per_step, extra_json, dt_precision_name(t.net->precision));
-        s = dt_report_summary(&t.rep, json);
-    }
+    if (s == DT_OK) s = summarise(&t, acc, test_loss, summary);
     if (s == DT_OK && t.skipped_step >= 0)
         s = dt_fail(DT_ERR_NUMERIC, "training exploded: the checkpoint at step %ld was not written (see the log); "
                     "the last good checkpoint is at step %ld", t.skipped_step, t.good_step);

@@ -4,7 +4,6 @@
 
 #include "dtrain/checkpoint.h"
 #include "dtrain/ckptdir.h"
-#include "dtrain/json.h"
 #include "dtrain/mem.h"
 #include "trainer_impl.h"
 #include "trainset.h"
@@ -83,14 +82,15 @@ static dt_status ckpt_target(const dt_trainer *t, int best, char *buf, size_t ca
     return DT_OK;
 }
 
-/* Worker 0 writes the file. all = 1: collective over the workers (and
- * servers, through gather), every worker calls it at the same step; all =
- * 0: an independent worker's own checkpoint (only worker 0's is written).
- * best: D/best.ckpt (after an evaluation that beat the best accuracy). */
-static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
+/* Worker 0 writes the file. here DT_PACE_LOCKSTEP: collective over the
+ * workers (and servers, through gather), every worker calls it at the same
+ * step; DT_PACE_APART: an apart worker's own checkpoint (only worker 0's is
+ * written). best: D/best.ckpt (after an evaluation that beat the best
+ * accuracy). */
+static dt_status write_checkpoint(dt_trainer *t, dt_pace here, int best) {
     /* What will be written: the parameters pulled from any servers, their
      * optimiser state fetched by worker 0. */
-    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, all));
+    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, here == DT_PACE_LOCKSTEP));
     if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     /* A step can overflow them before any loss shows it (the next forward
      * would): a checkpoint of them could not be resumed, so they count as
@@ -100,24 +100,28 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
         !all_finite(a.opt_state, a.nopt_state)) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
-        dt_trainer_note_divergence(t, "the parameters or their optimiser state became NaN or infinite", t->step,
-                                   epoch + 1);
+        dt_coord_note_divergence(&t->coord, "the parameters or their optimiser state became NaN or infinite",
+                                 t->step, epoch + 1);
     }
-    DT_TRY(dt_trainer_agree(t, NULL, all));
-    if (t->diverging) return DT_OK; /* the last checkpoint stays as it was */
+    dt_verdict v; /* a stop request waits for the next step's agreement */
+    DT_TRY(dt_coord_agree(&t->coord, here, &v));
+    if (v == DT_LEAVE) return DT_OK; /* the last checkpoint stays as it was */
     if (t->opts->rank != 0) return DT_OK;
-    char why[256], path[4096], esc[4096 * 2], json[sizeof esc + 512];
+    char why[256], path[4096], line[4096];
     DT_TRY(ckpt_target(t, best, path, sizeof path));
-    dt_json_escape(esc, sizeof esc, path);
+    dt_rec r;
     if (!best && exploding(t, why, sizeof why)) {
         t->skipped_step = t->step;
-        snprintf(json, sizeof json, "checkpoint at step %ld not written: %s; the last good one (step %ld) stays",
+        snprintf(line, sizeof line, "checkpoint at step %ld not written: %s; the last good one (step %ld) stays",
                  t->step, why, t->good_step);
-        dt_report_line(&t->rep, json);
-        snprintf(json, sizeof json, "{\"event\":\"checkpoint_skipped\",\"step\":%ld,\"path\":\"%s\",\"loss\":%.6g,"
-                 "\"best_loss\":%.6g,\"last_good_step\":%ld}", t->step, esc, smoothed_loss(t), t->best_loss,
-                 t->good_step);
-        return dt_report_log(&t->rep, json);
+        dt_report_line(&t->rep, line);
+        dt_rec_begin(&r, "checkpoint_skipped");
+        dt_rec_int(&r, "step", t->step);
+        dt_rec_str(&r, "path", path);
+        dt_rec_num(&r, "loss", smoothed_loss(t), 6);
+        dt_rec_num(&r, "best_loss", t->best_loss, 6);
+        dt_rec_int(&r, "last_good_step", t->good_step);
+        return dt_report_record(&t->rep, &r);
     }
     int epoch, step_in_epoch;
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
@@ -134,9 +138,12 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
         t->good_step = t->step;
         t->skipped_step = -1;
     }
-    snprintf(json, sizeof json, "{\"event\":\"checkpoint\",\"step\":%ld,\"path\":\"%s\",\"write_s\":%.3f%s}",
-             t->step, esc, dt_now() - t0, best ? ",\"best\":true" : "");
-    return dt_report_log(&t->rep, json);
+    dt_rec_begin(&r, "checkpoint");
+    dt_rec_int(&r, "step", t->step);
+    dt_rec_str(&r, "path", path);
+    dt_rec_fixed(&r, "write_s", dt_now() - t0, 3);
+    if (best) dt_rec_true(&r, "best");
+    return dt_report_record(&t->rep, &r);
 }
 
 dt_status dt_trainer_check_ckpt_room(dt_trainer *t) {
@@ -158,12 +165,12 @@ dt_status dt_trainer_check_ckpt_room(dt_trainer *t) {
     return DT_OK;
 }
 
-dt_status dt_trainer_save_checkpoint(dt_trainer *t, int all, int best) {
+dt_status dt_trainer_save_checkpoint(dt_trainer *t, dt_pace here, int best) {
     if (!t->opts->checkpoint_path && !t->opts->checkpoint_dir) return DT_OK;
     if (!best && t->saved_step == t->step) return DT_OK; /* a run that ends or stops right after one */
     if (!best) t->saved_step = t->step;
     double t0 = dt_now();
-    DT_TRY(write_checkpoint(t, all, best));
+    DT_TRY(write_checkpoint(t, here, best));
     dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_CHECKPOINT, best ? "best checkpoint" : "checkpoint",
                      t0, dt_now(), (dt_tl_arg[]){{"step", t->step}}, 1);
     /* A run killed later leaves this rank's events up to here in its part. */
@@ -252,11 +259,12 @@ dt_status dt_trainer_resume(dt_trainer *t, int *resumed) {
                      (unsigned long long)m.file_worker_floats, t->opts->world, t->net->nparams);
         dt_report_line(&t->rep, line);
     }
-    char esc[8192], json[8192 + 256];
-    dt_json_escape(esc, sizeof esc, from);
-    snprintf(json, sizeof json, "{\"event\":\"resume\",\"step\":%ld,\"checkpoint\":\"%s\",\"elapsed_s\":%.4f}",
-             t->step, esc, dt_now() - t->rep.start);
-    return dt_report_log(&t->rep, json);
+    dt_rec r;
+    dt_rec_begin(&r, "resume");
+    dt_rec_int(&r, "step", t->step);
+    dt_rec_str(&r, "checkpoint", from);
+    dt_rec_fixed(&r, "elapsed_s", dt_now() - t->rep.start, 4);
+    return dt_report_record(&t->rep, &r);
 }
 
 /* --weights: the parameters and batch-norm statistics of a checkpoint of
@@ -271,12 +279,13 @@ dt_status dt_trainer_warm_start(dt_trainer *t) {
     if (s == DT_OK) s = dt_trainset_check_classes(t->train_ds, &classes, "--weights", from);
     dt_class_names_free(&classes);
     if (s != DT_OK) return s;
-    char line[4352], esc[4096], json[4352];
+    char line[4352];
     snprintf(line, sizeof line, "starting from the weights of %s (step %llu of its run); the optimiser, the step "
              "and the schedule start afresh", from, (unsigned long long)m.step);
     dt_report_line(&t->rep, line);
-    dt_json_escape(esc, sizeof esc, from);
-    snprintf(json, sizeof json, "{\"event\":\"weights\",\"checkpoint\":\"%s\",\"its_step\":%llu}", esc,
-             (unsigned long long)m.step);
-    return dt_report_log(&t->rep, json);
+    dt_rec r;
+    dt_rec_begin(&r, "weights");
+    dt_rec_str(&r, "checkpoint", from);
+    dt_rec_uint(&r, "its_step", m.step);
+    return dt_report_record(&t->rep, &r);
 }

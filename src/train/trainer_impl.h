@@ -6,6 +6,7 @@
 #define DTRAIN_TRAIN_TRAINER_IMPL_H
 
 #include "dtrain/checkpoint.h"
+#include "coord.h"
 #include "dtrain/train.h"
 #include "report.h"
 
@@ -41,13 +42,7 @@ struct dt_trainer {
     dt_sync_stats comm;       /* communication totals over steps_run */
     double lag_sum, lag_max;  /* ps modes: version lag of the parameters each step used */
     int done;                 /* the strategy ended the run (ps-async budget) */
-    int diverging;            /* meets_at_end worker: a divergence was seen, train no more */
-    /* The first sign of divergence here, until agreed on: the step of a
-     * non-finite loss or of parameters or momentum found non-finite before
-     * a checkpoint (0: none), its epoch (1-based), what ("loss is NaN"). */
-    long bad_step;
-    int bad_epoch;
-    const char *bad_what;
+    dt_coord coord;           /* stop and divergence agreement, the run's end */
     /* Checkpoints (--checkpoint, --checkpoint-dir): */
     double ema, ema_slow;     /* the running averages behind smoothed_loss and best_loss, over ema_n steps */
     long ema_n;
@@ -57,21 +52,7 @@ struct dt_trainer {
     long skipped_step;        /* step of a checkpoint refused as exploding, if the last one was (-1) */
     long saved_step;          /* step of the last (periodic) checkpoint, on every worker (-1: none) */
     int keep;                 /* --checkpoint-dir: step files kept (--keep, or fewer that fit) */
-    long agree_due;           /* sync->lead > 0: step the started stop agreement finishes at (-1: none open) */
 };
-
-/* trainer.c */
-
-/* Keeps the first sign of divergence on this worker (step, 1-based epoch,
- * what) until the workers agree on it. */
-void dt_trainer_note_divergence(dt_trainer *t, const char *what, long step, int epoch);
-
-/* The workers' agreement on a stop request and on divergence: collective
- * over every worker when `all` (every worker calls it at this point), else
- * as the run's workers step (see trainer.c). A divergence ends the run
- * with DT_ERR_NUMERIC (or, for an independent worker, its training);
- * *stop (may be NULL) says whether a stop was asked. */
-dt_status dt_trainer_agree(dt_trainer *t, int *stop, int all);
 
 /* trainer_ckpt.c */
 
@@ -79,10 +60,11 @@ dt_status dt_trainer_agree(dt_trainer *t, int *stop, int all);
 void dt_trainer_track_loss(dt_trainer *t, double step_loss);
 
 /* A checkpoint of this step, when --checkpoint or --checkpoint-dir asks for
- * one (written by worker 0; all = 1: collective over every worker, all = 0:
- * an independent worker's own); best: D/best.ckpt. Not written when the
- * workers diverged, nor (logged) when the loss is exploding. */
-dt_status dt_trainer_save_checkpoint(dt_trainer *t, int all, int best);
+ * one (written by worker 0; here DT_PACE_LOCKSTEP: collective over every
+ * worker, DT_PACE_APART: an apart worker's own); best: D/best.ckpt. Not
+ * written when the workers diverged, nor (logged) when the loss is
+ * exploding. */
+dt_status dt_trainer_save_checkpoint(dt_trainer *t, dt_pace here, int best);
 
 /* --resume: the run continues from the checkpoint dt_resume_find chooses,
  * at its step and place in the data; *resumed: whether one was found
