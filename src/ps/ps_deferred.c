@@ -94,7 +94,8 @@ static void *applier(void *arg) {
         p->qhead = (p->qhead + 1) % (sv->W * sv->nslots);
         p->qlen--;
         p->inflight++;
-        long lag = sv->version - j.v_read, count = sv->version + p->inflight + sv->t_offset; /* this update's number */
+        long lag = sv->version - j.v_read;
+        long count = sv->version + p->inflight + sv->t_offset; /* this update's number */
         pthread_mutex_unlock(&sv->mu);
         /* Normally W updates since it read: the W - 1 others' and the
          * worker's own previous gradient (it read before that was applied). */

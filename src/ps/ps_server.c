@@ -80,7 +80,8 @@ static dt_status post_segment(server *sv, int w) {
 /* Posts w's segments in the order the worker sends them (layers last to
  * first: MPI matches them in that order), up to one that takes its turn. */
 static dt_status post_until_turn(server *sv, int w) {
-    while (sv->peer[w].seg_posted < sv->nseg && !takes_turn(sv, sv->peer[w].seg_posted)) DT_TRY(post_segment(sv, w));
+    ps_peer *p = &sv->peer[w];
+    while (p->seg_posted < sv->nseg && !takes_turn(sv, p->seg_posted)) DT_TRY(post_segment(sv, w));
     return DT_OK;
 }
 
@@ -252,7 +253,8 @@ dt_status ps_send_params(server *sv, int w, const float *src, size_t lo, size_t 
     double t0 = dt_now();
     if (!clock || !sv->wire) return send_part(sv, w, src + lo, MPI_FLOAT, hi - lo, slot, t0);
     if (!sv->wire_reply) /* (not before a policy encodes a reply: ps-sync never does, it encodes once for all) */
-        DT_TRY(dt_alloc_bytes((void **)&sv->wire_reply, (size_t)sv->W * sv->n * sizeof(uint16_t), "server replies"));
+        DT_TRY(dt_alloc_bytes((void **)&sv->wire_reply, (size_t)sv->W * sv->n * sizeof(uint16_t),
+                              "server replies"));
     uint16_t *words = sv->wire_reply + (size_t)w * sv->n + lo;
     dt_half_encode(sv->wire, src + lo, words, hi - lo);
     return send_part(sv, w, words, MPI_UINT16_T, hi - lo, slot, t0);
@@ -273,12 +275,13 @@ dt_status ps_reply(server *sv, int w, long lag, int clock) {
 
 /* Worker w's gradients for its clock are all here. */
 static dt_status gradient_complete(server *sv, int w) {
-    long c = sv->peer[w].wclock;
-    sv->peer[w].receiving = 0;
-    sv->peer[w].arrived = c + 1;
-    sv->peer[w].awaiting = 1;
+    ps_peer *p = &sv->peer[w];
+    long c = p->wclock;
+    p->receiving = 0;
+    p->arrived = c + 1;
+    p->awaiting = 1;
     sv->delivered++;
-    dt_timeline_span(sv->cfg->timeline, DT_TL_RECV + w, DT_TL_CAT_COMM, "receive gradients", sv->peer[w].grad_posted,
+    dt_timeline_span(sv->cfg->timeline, DT_TL_RECV + w, DT_TL_CAT_COMM, "receive gradients", p->grad_posted,
                      dt_now(), (dt_tl_arg[]){{"clock", c}, {"bytes", dt_ps_bytes_each_way(&sv->cfg->codec, sv->n)}}, 2);
     return sv->policy->complete(sv, w);
 }
@@ -315,8 +318,8 @@ static dt_status take_segments(server *sv, int w, int *progressed) {
         }
         if (sv->wire && !sv->traits.decodes) {
             size_t lo = sv->seg_lo[k];
-            dt_half_decode(sv->wire, sv->wire_recv + (size_t)w * sv->n + lo, slot_of(sv, w, sv->peer[w].wclock) + lo,
-                           sv->seg_hi[k] - lo);
+            dt_half_decode(sv->wire, sv->wire_recv + (size_t)w * sv->n + lo,
+                           slot_of(sv, w, sv->peer[w].wclock) + lo, sv->seg_hi[k] - lo);
         }
         if (sv->policy->segment) DT_TRY(sv->policy->segment(sv, w, k));
     }
@@ -394,7 +397,9 @@ static dt_status serve(server *sv) {
     }
 }
 
-/* The policy of each dt_ps_policy (the mode table's column). */
+/* The policy of each dt_ps_policy (the mode table's column), each
+ * defined in its file. */
+extern const ps_policy ps_clocked_policy, ps_immediate_policy, ps_deferred_policy;
 static const ps_policy *const policies[] = {
     [DT_PS_CLOCKED] = &ps_clocked_policy,
     [DT_PS_IMMEDIATE] = &ps_immediate_policy,

@@ -7,8 +7,8 @@
  *   ps_deferred.c   ps-async-nowait, ps-hogwild: answered at once, applied
  *                   later by applier threads
  * The mode table (modes.c) says which policy a mode has (dt_ps_policy); a
- * new policy is a file with a ps_policy, its extern here and its row in
- * ps_server.c's table. */
+ * new policy is a file with a ps_policy and its row in ps_server.c's
+ * table. */
 #ifndef DTRAIN_PS_PS_SERVER_H
 #define DTRAIN_PS_PS_SERVER_H
 
@@ -61,8 +61,6 @@ typedef struct {
     /* Frees the state (NULL before setup). */
     void (*free)(server *sv);
 } ps_policy;
-
-extern const ps_policy ps_clocked_policy, ps_immediate_policy, ps_deferred_policy;
 
 /* The core's view of one worker (the leader of a worker group). */
 typedef struct {
