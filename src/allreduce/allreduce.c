@@ -75,7 +75,6 @@ static void ar_free(dt_sync *s) {
     if (!s) return;
     ar_ctx *a = s->ctx;
     if (a->path) a->path->free(a, s->ended_together);
-    if (a->have_topo) dt_topology_free(&a->topo);
     dt_sfb_free(&a->sfb);
     dt_comm_plan_free(&a->plan);
     dt_group_sync_free(s);

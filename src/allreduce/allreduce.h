@@ -10,27 +10,26 @@
 #ifndef DTRAIN_ALLREDUCE_ALLREDUCE_H
 #define DTRAIN_ALLREDUCE_ALLREDUCE_H
 
-#include <pthread.h>
-
 #include "dtrain/dist.h"
+#include "comm/group.h"
 #include "comm/sfb.h"
-#include "comm/shm.h"
-#include "comm/topo.h"
 
 typedef struct ar_ctx ar_ctx;
 
 typedef struct {
     const char *name;
     /* 1 in *yes when it runs this job (collective over the workers: it may
-     * look at the hosts); an error when the flags ask for it and it cannot. */
+     * look at the hosts); an error when the flags ask for it and it cannot.
+     * What it keeps for the run goes in a->path_state only when it says
+     * yes. */
     dt_status (*enabled)(ar_ctx *a, int *yes);
     /* After the start-up broadcast; may set s->grad_ready. */
     dt_status (*start)(ar_ctx *a, dt_sync *s, dt_trainer *t);
     /* The step's sums and the update; bytes (per step, for the timeline);
      * adds the seconds communication took and the trainer waited. */
     dt_status (*end_step)(ar_ctx *a, dt_trainer *t, float lr, double bytes, double *comm, double *waited);
-    /* together: every worker ended the run at the same point (collective
-     * frees allowed). */
+    /* Frees a->path_state; together: every worker ended the run at the
+     * same point (collective frees allowed). */
     void (*free)(ar_ctx *a, int together);
     /* One line for the start of the run: how it sums (after start). */
     void (*describe)(const ar_ctx *a, FILE *out);
@@ -38,42 +37,19 @@ typedef struct {
 
 extern const ar_path ar_window_path, ar_bucket_path;
 
+/* The strategy's state, shared by its paths; what only one path needs is
+ * that path's own (its file's struct, behind `path_state`). */
 struct ar_ctx {
-    dt_group group;           /* first (dt_group_sync_alloc); the thread's during a step */
+    dt_group group;           /* first (dt_group_sync_alloc); the bucket thread's during a step */
     dt_comm comm;
     dt_dist_cfg cfg;
     dt_net *net;
     dt_comm_plan plan;
     dt_sfb sfb;
     const ar_path *path;      /* the one running the job (NULL until start has chosen) */
+    void *path_state;         /* the running path's: set by its enabled or start, freed by its free */
     double bytes_per_step;    /* sent (as many received) by this worker per step, but SFB */
     long step;                /* clock of the step in flight */
-    /* The window path. */
-    dt_shm shm;
-    dt_topology topo;         /* hosts (when the window path could run) */
-    int have_topo, hier;      /* hier: several hosts; then node and cross exist */
-    dt_group node, cross;     /* the workers on this host; this shard's on every host */
-    /* The bucket path. */
-    dt_bucket *buckets;
-    int nbuckets;
-    float *ring_tmp;          /* scratch of the largest ring-reduced bucket */
-    MPI_Request *sfb_reqs;    /* (dt_sfb_requests) a factor bucket's exchange */
-    float *residual;          /* (nparams) top-k: gradients not sent yet (the trainer's block) */
-    uint32_t *pairs;          /* (2 k) top-k: this worker's pairs of the largest bucket */
-    uint32_t *gathered;       /* (W 2 k) top-k: every worker's, rank by rank */
-    /* Shared between the trainer and the bucket thread, under mu. */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pthread_t thread;
-    int thread_started;
-    int queued;               /* buckets handed to the thread this step */
-    int started;              /* buckets the thread has taken */
-    int done;                 /* buckets reduced */
-    int quit;
-    dt_status err;            /* the thread's first error, message in errmsg */
-    char errmsg[512];
-    double first_start, last_end;
-    char what[64];            /* the step's collective, for stall messages */
 };
 
 #endif

@@ -15,7 +15,7 @@
  *   ps-async-nowait / ps-hogwild (deferred): the worker gets the latest
  *     shard the moment its gradient is complete, and the gradient is queued
  *     for applier threads: one applying under the shard's lock (nowait), or
- *     two applying at once without it (hogwild; see hogwild_* below).
+ *     two applying at once without it (hogwild; ps_deferred.c says what races).
  * Segmented replies (all but the deferred modes, ps_proto.h): the shard is
  * cut where the layers meet; a worker's gradient arrives segment by
  * segment, top layer first, as backprop frees them. ps-async applies each
@@ -49,8 +49,8 @@
 #include "ps_server.h"
 
 static dt_status post_ctrl(server *sv, int w) {
-    return dt_mpi_check(MPI_Irecv(sv->ctrl[w], PS_CTRL_LEN, MPI_DOUBLE, world_rank_of(sv, w), PS_TAG_CTRL,
-                                  sv->comm->world, &sv->ctrl_req[w]),
+    return dt_mpi_check(MPI_Irecv(sv->peer[w].ctrl, PS_CTRL_LEN, MPI_DOUBLE, world_rank_of(sv, w), PS_TAG_CTRL,
+                                  sv->comm->world, &sv->peer[w].ctrl_req),
                         "control receive (MPI_Irecv)");
 }
 
@@ -62,16 +62,16 @@ static dt_status post_ctrl(server *sv, int w) {
  * shares the link, as every segment did before the turns. */
 static int takes_turn(const server *sv, int k) {
     size_t word = sv->wire ? sizeof(uint16_t) : sizeof(float);
-    return sv->turns && (sv->seg_hi[k] - sv->seg_lo[k]) * word >= DT_PS_TURN_BYTES;
+    return sv->traits.turns && (sv->seg_hi[k] - sv->seg_lo[k]) * word >= DT_PS_TURN_BYTES;
 }
 
 /* Posts the receive for worker w's next gradient segment of its clock. */
 static dt_status post_segment(server *sv, int w) {
-    int k = sv->seg_posted[w]++;
+    int k = sv->peer[w].seg_posted++;
     MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
     size_t lo = sv->seg_lo[k];
     uint16_t *words = sv->wire ? sv->wire_recv + (size_t)w * sv->n : NULL;
-    return dt_mpi_check(MPI_Irecv(words ? (void *)(words + lo) : slot_of(sv, w, sv->wclock[w]) + lo,
+    return dt_mpi_check(MPI_Irecv(words ? (void *)(words + lo) : slot_of(sv, w, sv->peer[w].wclock) + lo,
                                   (int)(sv->seg_hi[k] - lo), words ? MPI_UINT16_T : MPI_FLOAT,
                                   world_rank_of(sv, w), PS_TAG_GRAD, sv->comm->world, &r[k]),
                         "gradient receive (MPI_Irecv)");
@@ -80,15 +80,16 @@ static dt_status post_segment(server *sv, int w) {
 /* Posts w's segments in the order the worker sends them (layers last to
  * first: MPI matches them in that order), up to one that takes its turn. */
 static dt_status post_until_turn(server *sv, int w) {
-    while (sv->seg_posted[w] < sv->nseg && !takes_turn(sv, sv->seg_posted[w])) DT_TRY(post_segment(sv, w));
+    ps_peer *p = &sv->peer[w];
+    while (p->seg_posted < sv->nseg && !takes_turn(sv, p->seg_posted)) DT_TRY(post_segment(sv, w));
     return DT_OK;
 }
 
 /* Starts taking in worker w's gradient for its clock. */
 static dt_status post_grads(server *sv, int w) {
-    sv->seg_done[w] = sv->seg_sent[w] = sv->seg_posted[w] = 0;
-    sv->receiving[w] = 1;
-    sv->grad_posted[w] = dt_now();
+    sv->peer[w].seg_done = sv->peer[w].seg_posted = 0;
+    sv->peer[w].receiving = 1;
+    sv->peer[w].grad_posted = dt_now();
     return post_until_turn(sv, w);
 }
 
@@ -104,18 +105,18 @@ static dt_status post_grads(server *sv, int w) {
  * reply leaves while the next comes in, and the workers fall into turns.
  * A waiting segment is admitted at the first poll after the last ends. */
 static dt_status admit_turn(server *sv, int *progressed) {
-    if (!sv->turns || sv->turn_w >= 0) return DT_OK;
+    if (!sv->traits.turns || sv->turn.w >= 0) return DT_OK;
     for (int i = 0; i < sv->W; i++) {
-        int w = (sv->turn_next + i) % sv->W, here = 0;
-        if (!sv->receiving[w] || sv->seg_posted[w] == sv->nseg) continue;
+        int w = (sv->turn.next + i) % sv->W, here = 0;
+        if (!sv->peer[w].receiving || sv->peer[w].seg_posted == sv->nseg) continue;
         DT_TRY(dt_mpi_check(MPI_Iprobe(world_rank_of(sv, w), PS_TAG_GRAD, sv->comm->world, &here,
                                        MPI_STATUS_IGNORE),
                             "gradient probe (MPI_Iprobe)"));
         if (!here) continue;
-        sv->turn_w = w;
-        sv->turn_seg = sv->seg_posted[w];
-        sv->turn_since = dt_now();
-        sv->turn_next = (w + 1) % sv->W;
+        sv->turn.w = w;
+        sv->turn.seg = sv->peer[w].seg_posted;
+        sv->turn.since = dt_now();
+        sv->turn.next = (w + 1) % sv->W;
         *progressed = 1;
         DT_TRY(post_segment(sv, w));
         return post_until_turn(sv, w);
@@ -129,25 +130,25 @@ static dt_status admit_turn(server *sv, int *progressed) {
 static void note_gap(server *sv, long clock) {
     long slowest = clock;
     for (int w = 0; w < sv->W; w++)
-        if (!sv->stopped[w] && sv->arrived[w] < slowest) slowest = sv->arrived[w];
+        if (!sv->peer[w].stopped && sv->peer[w].arrived < slowest) slowest = sv->peer[w].arrived;
     if (clock - slowest > sv->max_gap) sv->max_gap = clock - slowest;
 }
 
 static dt_status handle_ctrl(server *sv, int w) {
-    int kind = (int)sv->ctrl[w][0];
-    long clock = (long)sv->ctrl[w][1];
+    int kind = (int)sv->peer[w].ctrl[0];
+    long clock = (long)sv->peer[w].ctrl[1];
     if (kind == PS_CTRL_STOP) {
         /* Count the gradients: a worker that ran `clock` steps sent exactly
          * that many, and every one arrived. */
-        if (sv->arrived[w] != clock || sv->receiving[w])
+        if (sv->peer[w].arrived != clock || sv->peer[w].receiving)
             return dt_fail(DT_ERR_INTERNAL, "server rank %d: worker rank %d stopped after %ld steps but "
                            "%ld of its gradients arrived", sv->comm->rank, world_rank_of(sv, w), clock,
-                           sv->arrived[w]);
-        sv->stopped[w] = 1;
+                           sv->peer[w].arrived);
+        sv->peer[w].stopped = 1;
         return DT_OK;
     }
     if (kind == PS_CTRL_PULL) {
-        sv->pulling[w] = 1;
+        sv->peer[w].pulling = 1;
     } else if (kind == PS_CTRL_CKPT) {
         /* Flushed before worker 0 can go on: a stop after this checkpoint
          * merges this server's part as it is now. */
@@ -157,14 +158,14 @@ static dt_status handle_ctrl(server *sv, int w) {
                                          PS_TAG_MOM, sv->comm->world),
                                 "optimiser state for checkpoint (MPI_Send)"));
     } else if (kind == PS_CTRL_STEP) {
-        if (sv->receiving[w] || sv->awaiting[w] || clock != sv->arrived[w])
+        if (sv->peer[w].receiving || sv->peer[w].awaiting || clock != sv->peer[w].arrived)
             return dt_fail(DT_ERR_INTERNAL, "server rank %d: worker rank %d started clock %ld out of turn",
                            sv->comm->rank, world_rank_of(sv, w), clock + 1);
-        sv->wclock[w] = clock;
-        *lr_of(sv, w, clock) = (float)sv->ctrl[w][2];
+        sv->peer[w].wclock = clock;
+        *lr_of(sv, w, clock) = (float)sv->peer[w].ctrl[2];
         note_gap(sv, clock);
-        if (sv->deferred && ps_slot_queued(sv, w, clock))
-            sv->post_pending[w] = 1; /* posted once an applier frees the slot */
+        if (sv->policy->slot_busy && sv->policy->slot_busy(sv, w, clock))
+            sv->peer[w].post_pending = 1; /* posted once the policy frees the slot */
         else
             DT_TRY(post_grads(sv, w));
     } else {
@@ -181,25 +182,14 @@ void ps_apply(server *sv, float lr, long t, const float *g, size_t lo, size_t hi
     dt_optim_update(sv->optim, lr, t, v, lo, hi);
 }
 
-/* ps-hogwild's racy copy of the shard (with hogwild_apply in ps_deferred.c,
- * named in tests/tsan.supp). */
-__attribute__((noinline)) static void hogwild_snapshot(const server *sv, float *snap, size_t lo, size_t hi) {
-    memcpy(snap + lo, sv->params + lo, sizeof(float) * (hi - lo));
-}
-
 /* Copies [lo, hi) of the shard into the same place of w's reply buffer,
  * which it returns (the snapshot to send from). */
 const float *ps_take_snapshot(server *sv, int w, size_t lo, size_t hi) {
     float *snap = sv->reply + (size_t)w * sv->n;
-    if (sv->hogwild) {
-        hogwild_snapshot(sv, snap, lo, hi);
-        return snap;
-    }
-    /* Only nowait's applier changes params concurrently; elsewhere pmu is
-     * uncontended. */
-    pthread_mutex_lock(&sv->pmu);
-    memcpy(snap + lo, sv->params + lo, sizeof(float) * (hi - lo));
-    pthread_mutex_unlock(&sv->pmu);
+    if (sv->policy->copy)
+        sv->policy->copy(sv, snap, lo, hi);
+    else
+        memcpy(snap + lo, sv->params + lo, sizeof(float) * (hi - lo));
     return snap;
 }
 
@@ -210,9 +200,9 @@ dt_status ps_wait_replies(server *sv, int w) {
 }
 
 long ps_current_version(server *sv) {
-    pthread_mutex_lock(&sv->qmu);
+    pthread_mutex_lock(&sv->mu);
     long v = sv->version;
-    pthread_mutex_unlock(&sv->qmu);
+    pthread_mutex_unlock(&sv->mu);
     return v;
 }
 
@@ -225,17 +215,18 @@ static int signalled(const server *sv) { return sv->cfg->stop && atomic_load(sv-
 dt_status ps_send_header(server *sv, int w, long lag, const long *v_read) {
     MPI_Request *r = reply_reqs(sv, w);
     DT_TRY(dt_mpi_check(MPI_Wait(&r[0], MPI_STATUS_IGNORE), "MPI_Wait"));
-    double *h = sv->hdr + (size_t)w * (size_t)sv->hdr_len;
-    pthread_mutex_lock(&sv->qmu);
+    double *h = header_of(sv, w);
+    pthread_mutex_lock(&sv->mu);
     h[0] = (double)sv->version;
     h[1] = (double)lag;
     h[2] = (double)sv->committed;
-    /* Queued gradients count as spent: they will be applied. */
-    h[3] = sv->budget > 0 && sv->applied + sv->qlen + sv->inflight >= sv->budget;
+    /* Delivered gradients count as spent: those the policy holds (the
+     * deferred queue) will be applied. */
+    h[3] = sv->budget > 0 && sv->delivered >= sv->budget;
     h[4] = signalled(sv);
-    sv->v_read[w] = v_read ? *v_read : sv->version;
-    pthread_mutex_unlock(&sv->qmu);
-    sv->awaiting[w] = 0;
+    sv->peer[w].v_read = v_read ? *v_read : sv->version;
+    pthread_mutex_unlock(&sv->mu);
+    sv->peer[w].awaiting = 0;
     return dt_mpi_check(MPI_Isend(h, sv->hdr_len, MPI_DOUBLE, world_rank_of(sv, w), PS_TAG_HDR, sv->comm->world,
                                   &r[0]),
                         "parameter reply (MPI_Isend)");
@@ -261,6 +252,9 @@ static dt_status send_part(server *sv, int w, const void *data, MPI_Datatype typ
 dt_status ps_send_params(server *sv, int w, const float *src, size_t lo, size_t hi, int slot, int clock) {
     double t0 = dt_now();
     if (!clock || !sv->wire) return send_part(sv, w, src + lo, MPI_FLOAT, hi - lo, slot, t0);
+    if (!sv->wire_reply) /* (not before a policy encodes a reply: ps-sync never does, it encodes once for all) */
+        DT_TRY(dt_alloc_bytes((void **)&sv->wire_reply, (size_t)sv->W * sv->n * sizeof(uint16_t),
+                              "server replies"));
     uint16_t *words = sv->wire_reply + (size_t)w * sv->n + lo;
     dt_half_encode(sv->wire, src + lo, words, hi - lo);
     return send_part(sv, w, words, MPI_UINT16_T, hi - lo, slot, t0);
@@ -281,28 +275,25 @@ dt_status ps_reply(server *sv, int w, long lag, int clock) {
 
 /* Worker w's gradients for its clock are all here. */
 static dt_status gradient_complete(server *sv, int w) {
-    long c = sv->wclock[w];
-    sv->receiving[w] = 0;
-    sv->arrived[w] = c + 1;
-    dt_timeline_span(sv->cfg->timeline, DT_TL_RECV + w, DT_TL_CAT_COMM, "receive gradients", sv->grad_posted[w],
+    ps_peer *p = &sv->peer[w];
+    long c = p->wclock;
+    p->receiving = 0;
+    p->arrived = c + 1;
+    p->awaiting = 1;
+    sv->delivered++;
+    dt_timeline_span(sv->cfg->timeline, DT_TL_RECV + w, DT_TL_CAT_COMM, "receive gradients", p->grad_posted,
                      dt_now(), (dt_tl_arg[]){{"clock", c}, {"bytes", dt_ps_bytes_each_way(&sv->cfg->codec, sv->n)}}, 2);
     return sv->policy->complete(sv, w);
 }
 
 /* A PULL is answered with every clock the pulling worker delivered
- * applied: at once in ps-async; in the clocked modes once those clocks are
- * committed (the state evaluation and checkpoints must see). Not more:
- * another worker may already be sending its next clock, which cannot
- * commit before the pulling worker's. */
+ * applied (the state evaluation and checkpoints must see), as soon as the
+ * policy says they are (pull_ready). */
 static dt_status serve_pulls(server *sv, int *progressed) {
-    int any = 0;
-    for (int w = 0; w < sv->W; w++) any |= sv->pulling[w];
-    if (!any) return DT_OK;
-    if (sv->deferred) ps_drain_queue(sv);
     for (int w = 0; w < sv->W; w++) {
-        if (!sv->pulling[w]) continue;
-        if (sv->clocked && (sv->committed < sv->arrived[w] || sv->receiving[w])) continue;
-        sv->pulling[w] = 0;
+        if (!sv->peer[w].pulling) continue;
+        if (sv->policy->pull_ready && !sv->policy->pull_ready(sv, w)) continue;
+        sv->peer[w].pulling = 0;
         *progressed = 1;
         DT_TRY(ps_reply(sv, w, 0, 0));
     }
@@ -314,25 +305,25 @@ static dt_status serve_pulls(server *sv, int *progressed) {
  * are here. */
 static dt_status take_segments(server *sv, int w, int *progressed) {
     MPI_Request *r = sv->grad_req + (size_t)w * (size_t)sv->net->nlayers;
-    while (sv->seg_done[w] < sv->seg_posted[w]) {
+    while (sv->peer[w].seg_done < sv->peer[w].seg_posted) {
         int done = 0;
-        DT_TRY(dt_mpi_check(MPI_Test(&r[sv->seg_done[w]], &done, MPI_STATUS_IGNORE), "MPI_Test"));
+        DT_TRY(dt_mpi_check(MPI_Test(&r[sv->peer[w].seg_done], &done, MPI_STATUS_IGNORE), "MPI_Test"));
         if (!done) return DT_OK;
-        int k = sv->seg_done[w]++;
+        int k = sv->peer[w].seg_done++;
         *progressed = 1;
-        if (w == sv->turn_w && k == sv->turn_seg) { /* the link is free for the next */
-            sv->turn_w = -1;
-            dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_COMM, "turn", sv->turn_since, dt_now(),
+        if (w == sv->turn.w && k == sv->turn.seg) { /* the link is free for the next */
+            sv->turn.w = -1;
+            dt_timeline_span(sv->cfg->timeline, DT_TL_MAIN, DT_TL_CAT_COMM, "turn", sv->turn.since, dt_now(),
                              (dt_tl_arg[]){{"worker", world_rank_of(sv, w)}, {"segment", k}}, 2);
         }
-        if (sv->wire && !sv->wire_shard) { /* (ps-sync decodes in its commit: ps_clocked.c) */
+        if (sv->wire && !sv->traits.decodes) {
             size_t lo = sv->seg_lo[k];
-            dt_half_decode(sv->wire, sv->wire_recv + (size_t)w * sv->n + lo, slot_of(sv, w, sv->wclock[w]) + lo,
-                           sv->seg_hi[k] - lo);
+            dt_half_decode(sv->wire, sv->wire_recv + (size_t)w * sv->n + lo,
+                           slot_of(sv, w, sv->peer[w].wclock) + lo, sv->seg_hi[k] - lo);
         }
         if (sv->policy->segment) DT_TRY(sv->policy->segment(sv, w, k));
     }
-    if (sv->seg_done[w] < sv->nseg) return DT_OK; /* the rest waits for its turn */
+    if (sv->peer[w].seg_done < sv->nseg) return DT_OK; /* the rest waits for its turn */
     *progressed = 1;
     return gradient_complete(sv, w);
 }
@@ -342,20 +333,20 @@ static dt_status take_segments(server *sv, int w, int *progressed) {
 static dt_status poll_once(server *sv, int *progressed, int *active) {
     *progressed = *active = 0;
     for (int w = 0; w < sv->W; w++) {
-        if (sv->stopped[w]) continue;
+        if (sv->peer[w].stopped) continue;
         (*active)++;
         int done = 0;
-        DT_TRY(dt_mpi_check(MPI_Test(&sv->ctrl_req[w], &done, MPI_STATUS_IGNORE), "MPI_Test"));
+        DT_TRY(dt_mpi_check(MPI_Test(&sv->peer[w].ctrl_req, &done, MPI_STATUS_IGNORE), "MPI_Test"));
         if (done) {
             DT_TRY(handle_ctrl(sv, w));
             *progressed = 1;
         }
-        if (sv->post_pending[w] && !ps_slot_queued(sv, w, sv->wclock[w])) {
-            sv->post_pending[w] = 0;
+        if (sv->peer[w].post_pending && !sv->policy->slot_busy(sv, w, sv->peer[w].wclock)) {
+            sv->peer[w].post_pending = 0;
             DT_TRY(post_grads(sv, w));
             *progressed = 1;
         }
-        if (sv->receiving[w]) DT_TRY(take_segments(sv, w, progressed));
+        if (sv->peer[w].receiving) DT_TRY(take_segments(sv, w, progressed));
     }
     DT_TRY(admit_turn(sv, progressed));
     return serve_pulls(sv, progressed);
@@ -367,7 +358,7 @@ static void report_stall(void *arg, double waited, int report, char *line, size_
     char missing[256] = "";
     size_t used = 0;
     for (int w = 0; w < sv->W; w++)
-        if (!sv->stopped[w] && !sv->awaiting[w])
+        if (!sv->peer[w].stopped && !sv->peer[w].awaiting)
             dt_comm_name_rank(sv->comm, world_rank_of(sv, w), missing, sizeof missing, &used);
     snprintf(line, cap, "dtrain: server rank %d: clock %ld has waited %.0f s for gradients from worker rank(s) %s",
              sv->comm->rank, sv->committed + 1, waited, missing);
@@ -377,12 +368,10 @@ static void report_stall(void *arg, double waited, int report, char *line, size_
  * worker's count was checked against its steps at STOP), and the replies
  * have left. */
 static dt_status check_counts(server *sv) {
-    if (sv->deferred) ps_drain_queue(sv);
-    long delivered = 0;
-    for (int w = 0; w < sv->W; w++) delivered += sv->arrived[w] - sv->first_clock;
-    if (sv->applied != delivered || (sv->clocked && sv->committed * sv->W - sv->first_clock * sv->W != delivered))
+    if (sv->policy->finish) DT_TRY(sv->policy->finish(sv));
+    if (sv->applied != sv->delivered)
         return dt_fail(DT_ERR_INTERNAL, "server rank %d: %ld gradients delivered but %ld applied",
-                       sv->comm->rank, delivered, sv->applied);
+                       sv->comm->rank, sv->delivered, sv->applied);
     return dt_mpi_check(MPI_Waitall(sv->nreply * sv->W, sv->reply_req, MPI_STATUSES_IGNORE), "MPI_Waitall");
 }
 
@@ -408,25 +397,18 @@ static dt_status serve(server *sv) {
     }
 }
 
-static dt_status setup(server *sv) {
-    DT_TRY(dt_net_create(&sv->net, sv->spec, 1, 1));
-    sv->W = sv->comm->nworkers / sv->cfg->group_size;
-    const dt_mode_info *mode = dt_mode_info_of(sv->cfg->mode);
-    sv->clocked = mode->ps == DT_PS_CLOCKED;
-    sv->deferred = mode->ps == DT_PS_DEFERRED;
-    sv->hogwild = mode->racy;
-    sv->staleness = dt_dist_staleness(sv->cfg);
-    sv->turns = !sv->clocked || sv->staleness > 0;
-    sv->turn_w = -1;
-    sv->policy = sv->clocked ? &ps_clocked_policy : sv->deferred ? &ps_deferred_policy : &ps_immediate_policy;
-    /* Deferred: two slots, so a worker's next clock can arrive while its
-     * last gradient still waits in the queue. */
-    sv->nslots = sv->clocked ? sv->staleness + 2 : sv->deferred ? 2 : 1;
-    DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch,
-                               &sv->cfg->codec));
-    DT_TRY(dt_optim_create(&sv->optim, &sv->spec->optim, sv->net, sv->plan.ps_offset));
-    ps_shard(sv->optim, sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
-    sv->n = sv->hi - sv->lo;
+/* The policy of each dt_ps_policy (the mode table's column), each
+ * defined in its file. */
+extern const ps_policy ps_clocked_policy, ps_immediate_policy, ps_deferred_policy;
+static const ps_policy *const policies[] = {
+    [DT_PS_CLOCKED] = &ps_clocked_policy,
+    [DT_PS_IMMEDIATE] = &ps_immediate_policy,
+    [DT_PS_DEFERRED] = &ps_deferred_policy,
+};
+
+/* The shard's buffers, the segments and the requests, for W workers with
+ * nslots gradient slots each. */
+static dt_status alloc_buffers(server *sv) {
     size_t W = (size_t)sv->W, L = (size_t)sv->net->nlayers, S = (size_t)sv->nslots, rn, wn, sn;
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_lo, L * sizeof(size_t), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->seg_hi, L * sizeof(size_t), "server"));
@@ -438,46 +420,23 @@ static dt_status setup(server *sv) {
     DT_TRY(dt_alloc_floats(&sv->params, sv->n, "server shard"));
     DT_TRY(dt_mul_size(&sn, (size_t)dt_optim_nslots(sv->optim), sv->n, "server optimiser state"));
     DT_TRY(dt_alloc_floats(&sv->state, sn, "server optimiser state"));
-    DT_TRY(dt_alloc_floats(&sv->sum, sv->n, "server shard"));
     DT_TRY(dt_alloc_floats(&sv->recv, rn, "server gradients"));
     DT_TRY(dt_alloc_floats(&sv->reply, wn, "server replies"));
     sv->wire = dt_gc_is_half(sv->cfg->codec.kind) ? sv->cfg->codec.kind : DT_GC_NONE;
-    if (sv->wire) {
-        DT_TRY(dt_alloc_bytes((void **)&sv->wire_recv, wn * sizeof(uint16_t), "server gradients"));
-        if (sv->clocked && sv->staleness == 0)
-            DT_TRY(dt_alloc_bytes((void **)&sv->wire_shard, sv->n * sizeof(uint16_t), "server replies"));
-        else
-            DT_TRY(dt_alloc_bytes((void **)&sv->wire_reply, wn * sizeof(uint16_t), "server replies"));
-    }
+    if (sv->wire) DT_TRY(dt_alloc_bytes((void **)&sv->wire_recv, wn * sizeof(uint16_t), "server gradients"));
     DT_TRY(dt_alloc_floats(&sv->lr, W * S, "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->hdr, W * (size_t)sv->hdr_len * sizeof(double), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->seg_committed, L * sizeof(long), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->seg_sent, W * sizeof(int), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->ctrl, W * sizeof *sv->ctrl, "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->ctrl_req, W * sizeof(MPI_Request), "server"));
+    DT_TRY(dt_alloc_bytes((void **)&sv->peer, W * sizeof *sv->peer, "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->reply_req, (size_t)sv->nreply * W * sizeof(MPI_Request), "server"));
     DT_TRY(dt_alloc_bytes((void **)&sv->grad_req, W * L * sizeof(MPI_Request), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->seg_done, W * sizeof(int), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->seg_posted, W * sizeof(int), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->seg_lr, W * sizeof(float), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->seg_lag, W * sizeof(long), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->seg_version, W * sizeof(long), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->receiving, W * sizeof(int), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->awaiting, W * sizeof(int), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->stopped, W * sizeof(int), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->pulling, W * sizeof(int), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->wclock, W * sizeof(long), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->arrived, W * sizeof(long), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->v_read, W * sizeof(long), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->grad_posted, W * sizeof(double), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->queue, W * S * sizeof(apply_job), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->slot_busy, W * S * sizeof(int), "server"));
-    DT_TRY(dt_alloc_bytes((void **)&sv->post_pending, W * sizeof(int), "server"));
     for (size_t i = 0; i < (size_t)sv->nreply * W; i++) sv->reply_req[i] = MPI_REQUEST_NULL;
-    for (size_t w = 0; w < W; w++) sv->wclock[w] = -1;
-    /* Worker 0 sends this shard's parameters and optimiser state, the budget
-     * of gradients (ps-async), the clock the run starts at (resume) and the
-     * optimiser's updates done. */
+    return DT_OK;
+}
+
+/* Worker 0 sends this shard's parameters and optimiser state, the budget
+ * of gradients (ps-async), the clock the run starts at (resume) and the
+ * optimiser's updates done. */
+static dt_status receive_init(server *sv) {
     int w0 = world_rank_of(sv, 0);
     double run[3];
     DT_TRY(dt_mpi_check(MPI_Recv(sv->params, (int)sv->n, MPI_FLOAT, w0, PS_TAG_INIT, sv->comm->world,
@@ -492,30 +451,37 @@ static dt_status setup(server *sv) {
     sv->budget = (long)run[0];
     sv->t_offset = (long)run[2] - (long)run[1];
     sv->first_clock = sv->committed = sv->version = (long)run[1];
-    for (size_t w = 0; w < W; w++) sv->arrived[w] = sv->v_read[w] = sv->seg_version[w] = sv->committed;
-    for (int k = 0; k < sv->nseg; k++) sv->seg_committed[k] = sv->committed;
-    return sv->deferred ? ps_start_appliers(sv) : DT_OK;
+    for (int w = 0; w < sv->W; w++) {
+        sv->peer[w].wclock = -1;
+        sv->peer[w].arrived = sv->peer[w].v_read = sv->committed;
+    }
+    return DT_OK;
+}
+
+static dt_status setup(server *sv) {
+    DT_TRY(dt_net_create(&sv->net, sv->spec, 1, 1));
+    sv->W = sv->comm->nworkers / sv->cfg->group_size;
+    sv->turn.w = -1;
+    sv->policy = policies[dt_mode_info_of(sv->cfg->mode)->ps];
+    sv->nslots = sv->policy->slots(sv->cfg);
+    DT_TRY(dt_comm_plan_create(&sv->plan, sv->net, sv->cfg->mode, sv->cfg->sfb, sv->W, sv->cfg->batch,
+                               &sv->cfg->codec));
+    DT_TRY(dt_optim_create(&sv->optim, &sv->spec->optim, sv->net, sv->plan.ps_offset));
+    ps_shard(sv->optim, sv->plan.ps_n, sv->comm->nservers, sv->comm->rank, &sv->lo, &sv->hi);
+    sv->n = sv->hi - sv->lo;
+    DT_TRY(alloc_buffers(sv));
+    DT_TRY(receive_init(sv));
+    return sv->policy->setup(sv, &sv->traits);
 }
 
 static void teardown(server *sv) {
-    pthread_mutex_lock(&sv->qmu);
-    sv->quit = 1;
-    pthread_cond_broadcast(&sv->queued);
-    pthread_mutex_unlock(&sv->qmu);
-    for (int i = 0; i < sv->nappliers; i++) pthread_join(sv->appliers[i], NULL);
-    pthread_mutex_destroy(&sv->qmu);
-    pthread_mutex_destroy(&sv->pmu);
-    pthread_cond_destroy(&sv->queued);
-    pthread_cond_destroy(&sv->drained);
+    if (sv->policy) sv->policy->free(sv); /* first: it may have threads reading the shard */
+    pthread_mutex_destroy(&sv->mu);
     dt_net_free(sv->net);
     dt_comm_plan_free(&sv->plan);
     dt_optim_free(sv->optim);
-    void *bufs[] = {sv->params, sv->state, sv->sum, sv->recv, sv->reply, sv->lr, sv->hdr, sv->ctrl,
-                    sv->ctrl_req, sv->reply_req, sv->grad_req, sv->receiving, sv->awaiting,
-                    sv->stopped, sv->pulling, sv->wclock, sv->arrived, sv->v_read, sv->queue,
-                    sv->slot_busy, sv->post_pending, sv->grad_posted, sv->seg_lo, sv->seg_hi, sv->seg_done,
-                    sv->seg_posted, sv->seg_lr, sv->seg_lag, sv->seg_version, sv->seg_committed, sv->seg_sent,
-                    sv->wire_recv, sv->wire_reply, sv->wire_shard};
+    void *bufs[] = {sv->params, sv->state, sv->recv, sv->reply, sv->lr, sv->hdr, sv->peer, sv->reply_req,
+                    sv->grad_req, sv->seg_lo, sv->seg_hi, sv->wire_recv, sv->wire_reply};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) dt_free(bufs[i]);
 }
 
@@ -539,10 +505,7 @@ static dt_status lower_priority(int rank, int nice, int *now) {
 dt_status dt_server_run(const dt_comm *c, const dt_dist_cfg *cfg, const dt_model_spec *spec) {
     server sv;
     memset(&sv, 0, sizeof sv);
-    pthread_mutex_init(&sv.qmu, NULL);
-    pthread_mutex_init(&sv.pmu, NULL);
-    pthread_cond_init(&sv.queued, NULL);
-    pthread_cond_init(&sv.drained, NULL);
+    pthread_mutex_init(&sv.mu, NULL);
     sv.comm = c;
     sv.cfg = cfg;
     sv.spec = spec;
