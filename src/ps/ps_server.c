@@ -41,7 +41,6 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "dtrain/mem.h"
 #include "dtrain/timer.h"
@@ -377,8 +376,8 @@ static dt_status check_counts(server *sv) {
 
 static dt_status serve(server *sv) {
     for (int w = 0; w < sv->W; w++) DT_TRY(post_ctrl(sv, w));
-    long sleep_ns = 1000;
-    dt_stall_clock idle; /* since the last progress */
+    dt_backoff sleep = dt_backoff_start(1000, 1000000); /* 1 us to 1 ms */
+    dt_stall_clock idle;                                 /* since the last progress */
     dt_stall_clock_start(&idle, &sv->cfg->stall, dt_now());
     for (;;) {
         int progressed, active;
@@ -386,13 +385,11 @@ static dt_status serve(server *sv) {
         if (!active) return check_counts(sv);
         double now = dt_now();
         if (progressed) {
-            sleep_ns = 1000;
+            dt_backoff_reset(&sleep);
             dt_stall_clock_start(&idle, &sv->cfg->stall, now);
             continue;
         }
-        struct timespec ts = {0, sleep_ns};
-        nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000) sleep_ns *= 2;
+        dt_backoff_sleep(&sleep);
         DT_TRY(dt_stall_clock_poll(&idle, now, report_stall, sv));
     }
 }
