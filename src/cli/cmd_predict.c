@@ -171,9 +171,8 @@ static dt_status take_logits(void *ctx, const float *logits, int n, int classes)
 static dt_status load_net(dt_net **net, dt_class_names *names, const predict_args *a, const dt_model_spec *spec) {
     DT_TRY(dt_net_create(net, spec, spec->batch, 1));
     dt_ckpt_meta meta;
-    dt_ckpt_arrays arrays = {.params = (*net)->params, .nparams = (*net)->nparams, .state = (*net)->state,
-                             .nstate = (*net)->nstate, .classes = names};
-    DT_TRY(dt_checkpoint_load(a->weights, (*net)->shape_hash, &meta, &arrays));
+    dt_ckpt_arrays arrays = {.classes = names};
+    DT_TRY(dt_checkpoint_load_net(a->weights, *net, &meta, &arrays));
     if (names->n > (*net)->classes)
         return dt_fail(DT_ERR_FORMAT, "%s: %d class names for a model with %d outputs", a->weights, names->n,
                        (*net)->classes);

@@ -123,7 +123,8 @@ static dt_status write_checkpoint(dt_trainer *t, int all, int best) {
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
     dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch, step_in_epoch,
                       smoothed_loss(t), t->best_loss, t->best_acc, t->spec->optim.kind, (uint64_t)step_samples(t),
-                      0, 0, t->loss_sum, (uint64_t)t->loss_count, t->last_epoch_loss, t->evaluated_step};
+                      0, 0, t->loss_sum, (uint64_t)t->loss_count, t->last_epoch_loss, t->evaluated_step,
+                      (uint64_t)t->step * (uint64_t)step_samples(t), 0};
     a.worker_state = t->all_residuals; /* gathered by the strategy (NULL: none kept) */
     a.worker_floats = t->net->nparams;
     a.nworkers = t->opts->world;
