@@ -228,7 +228,10 @@ def tree(out, classes, n, size, gray, square=False):
             for i in range(count):
                 h = size + (0 if square else rng.randint(0, size // 2 + 1))
                 w = size + (0 if square else rng.randint(0, size // 2 + 1))
-                img = np.clip(base + rng.randint(-30, 31, (h, w, 3)), 0, 255).astype(np.uint8)
+                # square: each image's colour drawn around its class's, so that
+                # classes overlap and a short run is not always right
+                tint = rng.randint(-70, 71, 3) if square else 0
+                img = np.clip(base + tint + rng.randint(-30, 31, (h, w, 3)), 0, 255).astype(np.uint8)
                 img[:: 2 + k % 3] //= 2
                 im = Image.fromarray(img, "RGB")
                 if gray:

@@ -147,6 +147,7 @@ static void print_json(const eval_args *a, const dt_dataset *ds, const dt_confus
     printf("{\"event\":\"summary\",\"test_accuracy\":%.4f,\"test_loss\":%.4f,\"steps\":%llu,"
            "\"samples\":%d,\"images_per_sec\":%.1f,\"wall_s\":%.2f",
            acc, loss, (unsigned long long)meta->step, ds->n, wall > 0 ? ds->n / wall : 0, wall);
+    if (meta->darknet) printf(",\"darknet_seen\":%llu", (unsigned long long)meta->seen);
     if (a->split) printf(",\"split\":\"%s\"", a->split);
     print_folder_fields(ds);
     if (a->confusion) print_confusion_json(c);
@@ -178,8 +179,10 @@ static void print_confusion(const dt_dataset *ds, const dt_confusion *c) {
 /* The summary a person reads. */
 static void print_summary(const eval_args *a, dt_dataset_kind kind, const dt_dataset *ds, const dt_confusion *c,
                           const dt_ckpt_meta *meta, double acc, double loss) {
-    char name[300];
-    printf("%s (step %llu) on the %s %s set: %d samples\n", a->weights, (unsigned long long)meta->step,
+    char name[300], from[64];
+    if (meta->darknet) snprintf(from, sizeof from, "Darknet weights, %llu images seen", (unsigned long long)meta->seen);
+    else snprintf(from, sizeof from, "step %llu", (unsigned long long)meta->step);
+    printf("%s (%s) on the %s %s set: %d samples\n", a->weights, from,
            kind == DT_DATASET_FOLDER ? a->data_dir : dt_dataset_kind_name(kind), a->split ? a->split : "test", ds->n);
     printf("accuracy %.4f (%ld of %ld right), loss %.4f", acc, (long)(acc * c->n + 0.5), c->n, loss);
     if (c->classes > 5) printf(", top-%d accuracy %.4f", c->k, dt_confusion_topk(c));

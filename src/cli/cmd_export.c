@@ -68,7 +68,10 @@ static dt_status export_run(const char *model, const char *weights, const char *
         s = dt_export_onnx(net, out, &info);
     }
     dt_class_names_free(&names);
-    if (s == DT_OK)
+    if (s == DT_OK && meta.darknet)
+        printf("export: %s (%d layers, %zu parameters, Darknet weights %s, %llu images seen) -> %s\n", model,
+               net->nlayers, net->nparams, weights, (unsigned long long)meta.seen, out);
+    else if (s == DT_OK)
         printf("export: %s (%d layers, %zu parameters, step %llu of %s) -> %s\n", model,
                net->nlayers, net->nparams, (unsigned long long)meta.step, weights, out);
     dt_net_free(net);

@@ -272,12 +272,14 @@ dt_status dt_trainer_warm_start(dt_trainer *t) {
     if (s == DT_OK) s = dt_trainset_check_classes(t->train_ds, &classes, "--weights", from);
     dt_class_names_free(&classes);
     if (s != DT_OK) return s;
-    char line[4352], esc[4096], json[4352];
-    snprintf(line, sizeof line, "starting from the weights of %s (step %llu of its run); the optimiser, the step "
-             "and the schedule start afresh", from, (unsigned long long)m.step);
+    char line[4352], esc[4096], json[4352], its[64];
+    if (m.darknet) snprintf(its, sizeof its, "Darknet weights, %llu images seen", (unsigned long long)m.seen);
+    else snprintf(its, sizeof its, "step %llu of its run", (unsigned long long)m.step);
+    snprintf(line, sizeof line, "starting from the weights of %s (%s); the optimiser, the step and the schedule "
+             "start afresh", from, its);
     dt_report_line(&t->rep, line);
     dt_json_escape(esc, sizeof esc, from);
-    snprintf(json, sizeof json, "{\"event\":\"weights\",\"checkpoint\":\"%s\",\"its_step\":%llu}", esc,
-             (unsigned long long)m.step);
+    snprintf(json, sizeof json, "{\"event\":\"weights\",\"checkpoint\":\"%s\",\"its_step\":%llu%s}", esc,
+             (unsigned long long)m.step, m.darknet ? ",\"darknet\":true" : "");
     return dt_report_log(&t->rep, json);
 }
