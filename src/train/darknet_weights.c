@@ -38,9 +38,10 @@ static const char *section_name(char *buf, size_t cap, const dt_net *net, int la
 }
 
 /* The arrays of the net's sections in Darknet's order (the plan's chunks
- * are allocated: dt_free(p->c)). A conv or connected layer followed by a
- * batch norm of the same section (model-file line) is one section with
- * batch_normalize=1: the batch norm's beta is Darknet's biases. */
+ * are allocated: dt_free(p->c); NULL after a failure). A conv or connected
+ * layer followed by a batch norm of the same section (model-file line) is
+ * one section with batch_normalize=1: the batch norm's beta is Darknet's
+ * biases. */
 static dt_status make_plan(plan *p, const dt_net *net, const char *path) {
     void *mem;
     DT_TRY(dt_alloc_bytes(&mem, 4 * (size_t)net->nlayers * sizeof(chunk), "Darknet weights plan"));
@@ -59,6 +60,7 @@ static dt_status make_plan(plan *p, const dt_net *net, const char *path) {
             /* The section's own bias when it has no batch norm, else none */
             if ((bn != NULL) == (l->nb != 0)) {
                 dt_free(p->c);
+                p->c = NULL;
                 return dt_fail(DT_ERR_CONFIG, "%s: %s has %s bias and %s batch norm: not a Darknet section",
                                path, section_name(sec, sizeof sec, net, i), l->nb ? "a" : "no", bn ? "a" : "no");
             }
@@ -89,6 +91,7 @@ static dt_status make_plan(plan *p, const dt_net *net, const char *path) {
             p->c[p->n - 1].absent = 1;
         } else {
             dt_free(p->c);
+            p->c = NULL;
             return dt_fail(DT_ERR_CONFIG, "%s: %s has parameters that Darknet's weights files do not hold", path,
                            section_name(sec, sizeof sec, net, i));
         }
@@ -114,27 +117,24 @@ int dt_darknet_weights_is(const char *path) {
     return 1;
 }
 
-/* The whole file (*n bytes) into *buf (dt_free). */
-static dt_status read_whole(const char *path, unsigned char **buf, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+/* path open for reading at its start in *f, its size in *n. */
+static dt_status open_sized(FILE **f, size_t *n, const char *path) {
+    *f = fopen(path, "rb");
+    if (!*f) return dt_fail(DT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    dt_status s = size >= 0 && fseek(f, 0, SEEK_SET) == 0
-                      ? DT_OK
-                      : dt_fail(DT_ERR_IO, "%s: cannot find its size: %s", path, strerror(errno));
-    void *mem = NULL;
-    if (s == DT_OK) s = dt_alloc_bytes(&mem, (size_t)size, "Darknet weights file");
-    if (s == DT_OK && fread(mem, 1, (size_t)size, f) != (size_t)size)
-        s = dt_fail(DT_ERR_IO, "%s: read failed: %s", path, ferror(f) ? strerror(errno) : "shorter than its size");
-    fclose(f);
-    if (s != DT_OK) {
-        dt_free(mem);
+    if (fseek(*f, 0, SEEK_END) == 0) size = ftell(*f);
+    if (size < 0 || fseek(*f, 0, SEEK_SET) != 0) {
+        dt_status s = dt_fail(DT_ERR_IO, "%s: cannot find its size: %s", path, strerror(errno));
+        fclose(*f);
         return s;
     }
-    *buf = mem;
     *n = (size_t)size;
     return DT_OK;
+}
+
+static dt_status read_exact(FILE *f, void *buf, size_t n, const char *path) {
+    if (fread(buf, 1, n, f) == n) return DT_OK;
+    return dt_fail(DT_ERR_IO, "%s: read failed: %s", path, ferror(f) ? strerror(errno) : "file shrank while read");
 }
 
 /* Darknet's header: its bytes (20, or 16 with seen as i32), seen, and
@@ -146,7 +146,8 @@ typedef struct {
     int transpose;
 } header;
 
-static dt_status parse_header(header *h, const unsigned char *buf, size_t n, const char *path) {
+/* buf: the file's first 20 bytes (zeros beyond its end), n: its size. */
+static dt_status parse_header(header *h, const unsigned char buf[20], size_t n, const char *path) {
     int32_t v[3];
     if (n < 16)
         return dt_fail(DT_ERR_FORMAT, "%s: %zu bytes, shorter than a Darknet weights header (16)", path, n);
@@ -193,20 +194,26 @@ static dt_status check_size(const plan *p, const dt_net *net, const header *h, s
     return DT_OK;
 }
 
+/* Reads the file whole and checks its size against the net's sections
+ * before anything is copied into the net. */
 dt_status dt_darknet_weights_load(const char *path, const dt_net *net, uint64_t *seen) {
-    unsigned char *buf = NULL;
+    FILE *f = NULL;
     size_t n = 0;
-    plan p;
+    DT_TRY(open_sized(&f, &n, path));
+    unsigned char head[20] = {0}, *body = NULL;
+    plan p = {NULL, 0};
     header h = {0};
-    DT_TRY(read_whole(path, &buf, &n));
-    dt_status s = parse_header(&h, buf, n, path);
+    dt_status s = read_exact(f, head, n < sizeof head ? n : sizeof head, path);
+    if (s == DT_OK) s = parse_header(&h, head, n, path);
     if (s == DT_OK) s = make_plan(&p, net, path);
-    if (s != DT_OK) {
-        dt_free(buf);
-        return s;
-    }
-    s = check_size(&p, net, &h, n, path);
-    const unsigned char *at = buf + h.bytes;
+    if (s == DT_OK) s = check_size(&p, net, &h, n, path);
+    void *mem = NULL;
+    if (s == DT_OK) s = dt_alloc_bytes(&mem, n - h.bytes, "Darknet weights");
+    if (s == DT_OK && fseek(f, (long)h.bytes, SEEK_SET) != 0)
+        s = dt_fail(DT_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
+    if (s == DT_OK) s = read_exact(f, mem, n - h.bytes, path);
+    fclose(f);
+    body = mem;
     for (int k = 0; s == DT_OK && k < p.n; k++) {
         const chunk *c = &p.c[k];
         if (c->absent) {
@@ -216,15 +223,15 @@ dt_status dt_darknet_weights_load(const char *path, const dt_net *net, uint64_t 
         if (h.transpose && c->rows) { /* stored (inputs, outputs) */
             for (size_t o = 0; o < c->rows; o++)
                 for (size_t i = 0; i < c->cols; i++)
-                    memcpy(&c->a[o * c->cols + i], at + (i * c->rows + o) * sizeof(float), sizeof(float));
+                    memcpy(&c->a[o * c->cols + i], body + (i * c->rows + o) * sizeof(float), sizeof(float));
         } else {
-            memcpy(c->a, at, c->n * sizeof(float));
+            memcpy(c->a, body, c->n * sizeof(float));
         }
-        at += c->n * sizeof(float);
+        body += c->n * sizeof(float);
     }
     if (s == DT_OK) *seen = h.seen;
     dt_free(p.c);
-    dt_free(buf);
+    dt_free(mem);
     return s;
 }
 
