@@ -160,6 +160,10 @@ int main(void) {
         CHECK(strstr(dt_last_error(), "b.weights: 8 bytes left after the last section's arrays") != NULL);
         write_file(other, f, 12);
         CHECK(dt_darknet_weights_load(other, b, &seen) == DT_ERR_FORMAT);
+        CHECK(strstr(dt_last_error(), "12 bytes, shorter than a Darknet weights header (16)") != NULL);
+        write_file(other, f, 18); /* version 0.2: seen takes 8 bytes */
+        CHECK(dt_darknet_weights_load(other, b, &seen) == DT_ERR_FORMAT);
+        CHECK(strstr(dt_last_error(), "18 bytes, shorter than its Darknet 0.2 header (20)") != NULL);
         CHECK(!strchr(dt_last_error(), '\n'));
         if (keep) CHECK(same_net(b, keep));
         dt_net_free(keep);
