@@ -164,4 +164,6 @@ bad "export of a short file" "short.weights: Darknet weights end inside" \
 bad "train --weights of a long file" "long.weights: 107268 bytes left" \
     -- "$DTRAIN" train tiny.cfg "${EVAL[@]}" --weights long.weights --max-steps 1
 check "no output of a failed export" test ! -e s.onnx
+expect 2 "--partial: d.weights is Darknet weights" -- \
+    "$DTRAIN" train tiny.cfg "${EVAL[@]}" --weights d.weights --partial --max-steps 1
 finish
