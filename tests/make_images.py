@@ -2,9 +2,11 @@
 """Image files for the folder data set tests, written at test time.
 
     make_images.py refs DIR    decode and resize cases with their expected bytes
-    make_images.py tree DIR CLASSES N SIZE [--gray]
+    make_images.py tree DIR CLASSES N SIZE [--gray] [--square]
                                a learnable folder data set: DIR/train/<class>/ and
-                               DIR/test/<class>/ with N and N/2 images per class
+                               DIR/test/<class>/ with N and N/2 images per class;
+                               --square: all SIZE x SIZE PNGs (decoded and resized
+                               alike by every reader: the Darknet weights tests)
     make_images.py bad DIR     one broken file of each kind, for the error tests
     make_images.py fashion FASHION_DIR DIR LABELS N
                                real Fashion-MNIST images of the given labels (as 2,4,6)
@@ -213,10 +215,10 @@ def refs(out):
 
 # ---- tree --------------------------------------------------------------------
 
-def tree(out, classes, n, size, gray):
+def tree(out, classes, n, size, gray, square=False):
     """Class k's images are noisy variations of one colour with dark stripes
     (learnable in a few steps), of varying sizes around size, alternately PNG
-    and JPEG."""
+    and JPEG (square: size x size, PNG only)."""
     rng = np.random.RandomState(7)
     for split, count in (("train", n), ("test", max(1, n // 2))):
         for k, cls in enumerate(classes):
@@ -224,14 +226,17 @@ def tree(out, classes, n, size, gray):
             os.makedirs(d, exist_ok=True)
             base = np.array([(k * 97) % 256, (k * 57 + 80) % 256, (255 - k * 83) % 256])
             for i in range(count):
-                h = size + rng.randint(0, size // 2 + 1)
-                w = size + rng.randint(0, size // 2 + 1)
-                img = np.clip(base + rng.randint(-30, 31, (h, w, 3)), 0, 255).astype(np.uint8)
+                h = size + (0 if square else rng.randint(0, size // 2 + 1))
+                w = size + (0 if square else rng.randint(0, size // 2 + 1))
+                # square: each image's colour drawn around its class's, so that
+                # classes overlap and a short run is not always right
+                tint = rng.randint(-70, 71, 3) if square else 0
+                img = np.clip(base + tint + rng.randint(-30, 31, (h, w, 3)), 0, 255).astype(np.uint8)
                 img[:: 2 + k % 3] //= 2
                 im = Image.fromarray(img, "RGB")
                 if gray:
                     im = im.convert("L")
-                if i % 2:
+                if i % 2 and not square:
                     im.save(os.path.join(d, "img%03d.jpg" % i), "JPEG", quality=92)
                 else:
                     im.save(os.path.join(d, "img%03d.png" % i), "PNG")
@@ -302,7 +307,8 @@ def main():
     elif len(sys.argv) == 6 and sys.argv[1] == "fashion":
         fashion(sys.argv[2], sys.argv[3], [int(x) for x in sys.argv[4].split(",")], int(sys.argv[5]))
     elif len(sys.argv) >= 6 and sys.argv[1] == "tree":
-        tree(sys.argv[2], sys.argv[3].split(","), int(sys.argv[4]), int(sys.argv[5]), "--gray" in sys.argv[6:])
+        tree(sys.argv[2], sys.argv[3].split(","), int(sys.argv[4]), int(sys.argv[5]), "--gray" in sys.argv[6:],
+             "--square" in sys.argv[6:])
     elif len(sys.argv) >= 3 and sys.argv[1] == "bad":
         bad(sys.argv[2])
     else:

@@ -446,7 +446,7 @@ int main(void) {
 
     float p[NP], s[NS], m[NP];
     fill(p, NP, 1), fill(s, NS, 2), fill(m, NP, 3);
-    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0, 512, 0, 0, 40.5, 96, 0.75, 1234};
+    dt_ckpt_meta meta = {0xabcdef, 42, 1234, 1300, 3, 17, 0.25, 0.125, 0.875, 0, 512, 0, 0, 40.5, 96, 0.75, 1234, 1234 * 512, 0};
     dt_ckpt_arrays a = {p, NP, s, NS, m, NP, 0, NULL, NULL, 0, 0, 0, NULL};
     CHECK_OK(dt_checkpoint_save(path, &meta, &a));
     char tmp[300];
@@ -462,7 +462,7 @@ int main(void) {
     CHECK(got.seed == 42 && got.step == 1234 && got.net_step == 1300 && got.epoch == 3 &&
           got.step_in_epoch == 17 && got.loss == 0.25 && got.best_loss == 0.125 && got.best_accuracy == 0.875 &&
           got.step_samples == 512 && got.epoch_loss_sum == 40.5 && got.epoch_loss_count == 96 &&
-          got.last_epoch_loss == 0.75 && got.evaluated_step == 1234);
+          got.last_epoch_loss == 0.75 && got.evaluated_step == 1234 && got.seen == 1234 * 512 && !got.darknet);
     /* Eval readers skip the momentum. */
     dt_ckpt_arrays c = {p2, NP, s2, NS, NULL, 0, 0, NULL, NULL, 0, 0, 0, NULL};
     CHECK_OK(dt_checkpoint_load(path, 0xabcdef, &got, &c));

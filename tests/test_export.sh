@@ -118,7 +118,7 @@ check "refused exports leave -o as it was" grep -qx keep "$TMP/keep.onnx"
 expect 1 "-o $TMP/keep.onnx/dir/m.onnx: cannot create the folder $TMP/keep.onnx: Not a directory" -- \
     "$DTRAIN" export "$M" --weights "$TMP/s.ckpt" -o "$TMP/keep.onnx/dir/m.onnx"
 expect 2 "needs MODEL.cfg, --weights CHECKPOINT and -o FILE" -- "$DTRAIN" export "$M" -o "$TMP/m.onnx"
-expect 2 "--format torch: dtrain writes onnx; for PyTorch run scripts/export_torch.py" -- \
+expect 2 "--format torch: dtrain writes onnx and darknet; for PyTorch run scripts/export_torch.py" -- \
     "$DTRAIN" export "$M" --weights "$TMP/s.ckpt" -o "$TMP/m.onnx" --format torch
 expect 0 "usage: dtrain export" -- "$DTRAIN" export --help
 expect 2 "unknown flag|unknown option" -- "$DTRAIN" export "$M" --weights "$TMP/s.ckpt" -o "$TMP/m.onnx" --bogus

@@ -42,6 +42,9 @@
 #include "dtrain/status.h"
 
 #define DT_CKPT_VERSION 7
+/* The first bytes of every checkpoint (no NUL on disk). */
+#define DT_CKPT_MAGIC "DTCKPT01"
+#define DT_CKPT_MAGIC_BYTES 8
 /* DT_DATA_MAX_CLASSES names of up to 255 bytes and their NULs (25.6 MB):
  * the bound a reader checks before it allocates. Versions 4-7 share this
  * layout, so checkpoints written under the older bound (256 names, 64 KiB)
@@ -76,6 +79,11 @@ typedef struct {
     uint64_t epoch_loss_count;
     double last_epoch_loss;
     int64_t evaluated_step;
+    /* The images the run had trained on: Darknet's `seen`, which Darknet
+     * weights carry (dt_checkpoint_load_net), step x step_samples for a
+     * checkpoint (0 when step_samples is unknown). */
+    uint64_t seen;
+    int darknet;           /* 1: read from Darknet weights (only seen is known, the rest 0) */
 } dt_ckpt_meta;
 
 /* One layer of the architecture a checkpoint records. */
@@ -151,6 +159,12 @@ uint64_t dt_checkpoint_bytes(const dt_ckpt_arrays *a);
  * is durable (checkpoints, and the checkpoint directory's latest link). */
 dt_status dt_sync_dir_of(const char *path);
 
+/* buf (n bytes) to path by way of "path.tmp", fsync'd, renamed over path
+ * and the directory fsync'd: path holds the old bytes or all the new ones
+ * (checkpoints' way, for every whole file dtrain writes: ONNX, Darknet
+ * weights). */
+dt_status dt_write_file_atomic(const char *path, const void *buf, size_t n);
+
 /* Reads and verifies (magic, version, CRC, shape hash == expect_hash, sizes)
  * before touching the arrays: a bad file leaves them unchanged. A checkpoint
  * of another model is DT_ERR_FORMAT "PATH: checkpoint is for a different
@@ -162,9 +176,12 @@ dt_status dt_checkpoint_load(const char *path, uint64_t expect_hash, dt_ckpt_met
                              const dt_ckpt_arrays *a);
 
 /* Loads path for a net: its parameters and state, with net's architecture
- * for the message when the checkpoint is another model's (eval, export,
- * --weights). opt_state, worker state and classes as in a (whose params,
- * state and arch this fills from net). */
+ * for the message when the checkpoint is another model's (eval, predict,
+ * export, --weights). opt_state, worker state and classes as in a (whose
+ * params, state and arch this fills from net). A Darknet weights file
+ * (dt_darknet_weights_is) is read as darknet_weights.h says: meta then
+ * says so (darknet, seen; step 0, best_accuracy -1), nothing else of a is
+ * filled (no class names). */
 dt_status dt_checkpoint_load_net(const char *path, const struct dt_net *net, dt_ckpt_meta *meta,
                                  dt_ckpt_arrays *a);
 

@@ -155,6 +155,7 @@ static void print_json(const eval_args *a, const dt_dataset *ds, const dt_confus
     printf("{\"event\":\"summary\",\"test_accuracy\":%.4f,\"test_loss\":%.4f,\"steps\":%llu,"
            "\"samples\":%d,\"images_per_sec\":%.1f,\"wall_s\":%.2f",
            acc, loss, (unsigned long long)meta->step, ds->n, wall > 0 ? ds->n / wall : 0, wall);
+    if (meta->darknet) printf(",\"darknet_seen\":%llu", (unsigned long long)meta->seen);
     if (a->split) printf(",\"split\":\"%s\"", a->split);
     print_folder_fields(ds);
     if (a->confusion) print_confusion_json(c);
@@ -186,8 +187,10 @@ static void print_confusion(const dt_dataset *ds, const dt_confusion *c) {
 /* The summary a person reads. */
 static void print_summary(const eval_args *a, dt_dataset_kind kind, const dt_dataset *ds, const dt_confusion *c,
                           const dt_ckpt_meta *meta, double acc, double loss) {
-    char name[300];
-    printf("%s (step %llu) on the %s %s set: %d samples\n", a->weights, (unsigned long long)meta->step,
+    char name[300], from[64];
+    if (meta->darknet) snprintf(from, sizeof from, "Darknet weights, %llu images seen", (unsigned long long)meta->seen);
+    else snprintf(from, sizeof from, "step %llu", (unsigned long long)meta->step);
+    printf("%s (%s) on the %s %s set: %d samples\n", a->weights, from,
            kind == DT_DATASET_FOLDER ? a->data_dir : kind == DT_DATASET_DARKNET ? a->data : dt_dataset_kind_name(kind),
            a->split ? a->split : "test", ds->n);
     printf("accuracy %.4f (%ld of %ld right), loss %.4f", acc, (long)(acc * c->n + 0.5), c->n, loss);
@@ -261,7 +264,8 @@ static const char eval_usage[] =
     "  --val-split F     folder without test/: the share F of DIR/train held out as the test\n"
     "                    split, drawn as train --val-split F with the same --seed (default 1)\n"
     "  --seed N          see --val-split\n"
-    "  --weights F       checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt)\n"
+    "  --weights F       checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt),\n"
+    "                    or Darknet weights of the model file (recognised by content)\n"
     "  --dataset D       fashion-mnist | mnist | cifar10 | synthetic | folder (default: the\n"
     "                    model file's)\n"
     "  --data-dir DIR    dataset directory (default /usr/share/datasets/fashion-mnist); folder:\n"

@@ -1,4 +1,4 @@
-/* dtrain export MODEL.cfg --weights CHECKPOINT -o model.onnx */
+/* dtrain export MODEL.cfg --weights CHECKPOINT -o model.onnx|model.weights */
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -7,24 +7,28 @@
 #include "cli.h"
 #include "paths.h"
 #include "dtrain/checkpoint.h"
+#include "dtrain/darknet_weights.h"
 #include "dtrain/export.h"
 #include "dtrain/net.h"
 
 static const char export_usage[] =
-    "usage: dtrain export MODEL.cfg --weights CHECKPOINT -o FILE.onnx\n"
+    "usage: dtrain export MODEL.cfg --weights CHECKPOINT -o FILE.onnx|FILE.weights\n"
     "  writes the trained network for inference as an ONNX model (opset 13): input\n"
     "  \"input\" (batch, C, H, W) = pixel bytes / 255; outputs \"logits\" and\n"
     "  \"probabilities\" (batch, classes). Dropout is removed, batch norm uses its\n"
     "  running statistics. See docs/EXPORT.md (also for PyTorch: scripts/export_torch.py)\n"
+    "  Or as Darknet weights for the same model file (darknet classifier valid/predict\n"
+    "  MODEL.cfg FILE.weights; docs/MODEL_FILES.md)\n"
     "  --weights F   checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt)\n"
+    "                or Darknet weights\n"
     "  -o F          output file, written whole or not at all; its extension names the\n"
-    "                format: .onnx (another extension is refused)\n"
-    "  --format F    onnx (the only format dtrain writes itself; default)\n";
+    "                format: .onnx or .weights (another extension is refused)\n"
+    "  --format F    onnx (default) or darknet, as -o's extension names it\n";
 
 /* The formats export writes, by the extension of -o. */
 static const struct {
     const char *ext, *format;
-} export_formats[] = {{".onnx", "onnx"}};
+} export_formats[] = {{".onnx", "onnx"}, {".weights", "darknet"}};
 enum { NFORMATS = (int)(sizeof export_formats / sizeof *export_formats) };
 
 /* The format -o's extension names; an unknown one is refused (a .pt file
@@ -43,7 +47,7 @@ static dt_status format_of(const char **format, const char *out) {
                    "scripts/export_torch.py)", out, known);
 }
 
-static dt_status export_run(const char *model, const char *weights, const char *out) {
+static dt_status export_run(const char *model, const char *weights, const char *out, const char *format) {
     dt_model_spec spec;
     DT_TRY(cli_load_model(&spec, model, 1, 0, 0));
     spec.precision = DT_PRECISION_FP32; /* the weights are fp32 in either; no products run */
@@ -56,13 +60,18 @@ static dt_status export_run(const char *model, const char *weights, const char *
     if (s == DT_OK && names.n > net->classes)
         s = dt_fail(DT_ERR_FORMAT, "%s: %d class names for a model with %d outputs", weights, names.n,
                     net->classes);
-    if (s == DT_OK) {
+    if (s == DT_OK && strcmp(format, "darknet") == 0) {
+        s = dt_darknet_weights_save(out, net, meta.seen);
+    } else if (s == DT_OK) {
         dt_export_info info = {model, weights, DT_VERSION, (const char *const *)names.names,
                                names.n, &spec.mean, &spec.std};
         s = dt_export_onnx(net, out, &info);
     }
     dt_class_names_free(&names);
-    if (s == DT_OK)
+    if (s == DT_OK && meta.darknet)
+        printf("export: %s (%d layers, %zu parameters, Darknet weights %s, %llu images seen) -> %s\n", model,
+               net->nlayers, net->nparams, weights, (unsigned long long)meta.seen, out);
+    else if (s == DT_OK)
         printf("export: %s (%d layers, %zu parameters, step %llu of %s) -> %s\n", model,
                net->nlayers, net->nparams, (unsigned long long)meta.step, weights, out);
     dt_net_free(net);
@@ -89,19 +98,21 @@ int cmd_export(int argc, char **argv) {
     if (s == DT_OK && (npos != 1 || !weights || !out))
         s = dt_fail(DT_ERR_USAGE,
                     "export: needs MODEL.cfg, --weights CHECKPOINT and -o FILE (see dtrain export --help)");
-    if (s == DT_OK && format && strcmp(format, "onnx") != 0)
-        s = dt_fail(DT_ERR_USAGE,
-                    "export: --format %s: dtrain writes onnx; for PyTorch run scripts/export_torch.py",
-                    format);
     const cli_path paths[] = {{"MODEL.cfg", pos[0], "the model file", 0},
                               {"--weights", weights, "the checkpoint given to --weights", 0},
                               {"-o", out, NULL, 0}};
     const int npaths = (int)(sizeof paths / sizeof *paths);
+    int known = !format;
+    for (int i = 0; i < NFORMATS && !known; i++) known = strcmp(format, export_formats[i].format) == 0;
+    if (s == DT_OK && !known)
+        s = dt_fail(DT_ERR_USAGE,
+                    "export: --format %s: dtrain writes onnx and darknet; for PyTorch run scripts/export_torch.py",
+                    format);
     if (s == DT_OK) s = cli_check_paths(paths, npaths);
     if (s == DT_OK) s = format_of(&by_ext, out);
     if (s == DT_OK && format && strcmp(format, by_ext) != 0)
         s = dt_fail(DT_ERR_USAGE, "export: --format %s but -o %s names %s", format, out, by_ext);
     if (s == DT_OK) s = cli_make_parents(paths, npaths);
     if (s != DT_OK) return cli_report(s, &env);
-    return cli_report(export_run(pos[0], weights, out), &env);
+    return cli_report(export_run(pos[0], weights, out, by_ext), &env);
 }

@@ -172,9 +172,8 @@ static dt_status take_logits(void *ctx, const float *logits, int n, int classes)
 static dt_status load_net(dt_net **net, dt_class_names *names, const predict_args *a, const dt_model_spec *spec) {
     DT_TRY(dt_net_create(net, spec, spec->batch, 1));
     dt_ckpt_meta meta;
-    dt_ckpt_arrays arrays = {.params = (*net)->params, .nparams = (*net)->nparams, .state = (*net)->state,
-                             .nstate = (*net)->nstate, .classes = names};
-    DT_TRY(dt_checkpoint_load(a->weights, (*net)->shape_hash, &meta, &arrays));
+    dt_ckpt_arrays arrays = {.classes = names};
+    DT_TRY(dt_checkpoint_load_net(a->weights, *net, &meta, &arrays));
     if (names->n > (*net)->classes)
         return dt_fail(DT_ERR_FORMAT, "%s: %d class names for a model with %d outputs", a->weights, names->n,
                        (*net)->classes);
@@ -256,7 +255,8 @@ static const char predict_usage[] =
     "                    model's outputs)\n"
     "  --json            one JSON object a line per image: {\"image\":PATH,\"top\":[{\"class\":I,\n"
     "                    \"name\":NAME,\"p\":P},...]} (\"name\" when the checkpoint has names)\n"
-    "  --weights F       checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt)\n"
+    "  --weights F       checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt),\n"
+    "                    or Darknet weights of the model file (recognised by content)\n"
     "  --batch N         images per forward pass (default: the model file's)\n"
     "  --threads N       threads (default: all cores)\n"
     "  --loader-threads N  threads decoding images (default 2)\n"

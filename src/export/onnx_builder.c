@@ -1,14 +1,11 @@
 /* ONNX model builder over protobuf-c (see onnx_builder.h). */
 #include "export/onnx_builder.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dtrain/checkpoint.h"
 #include "onnx/onnx.pb-c.h"
@@ -238,31 +235,6 @@ void dt_onnx_meta(dt_onnx *m, const char *key, const char *value) {
     push(m, &m->metas, e);
 }
 
-/* buf (n bytes) to path by way of path.tmp, fsync'd and renamed. */
-static dt_status write_atomic(const char *path, const uint8_t *buf, size_t n) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return dt_fail(DT_ERR_USAGE, "export: output path too long: %s", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    dt_status s = DT_OK;
-    for (size_t off = 0; off < n && s == DT_OK;) {
-        ssize_t w = write(fd, buf + off, n - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) s = dt_fail(DT_ERR_IO, "%s: write failed: %s", tmp, w < 0 ? strerror(errno) : "no space");
-        else off += (size_t)w;
-    }
-    if (s == DT_OK && fsync(fd) != 0) s = dt_fail(DT_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && s == DT_OK) s = dt_fail(DT_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-    if (s == DT_OK && rename(tmp, path) != 0)
-        s = dt_fail(DT_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-    if (s != DT_OK) {
-        unlink(tmp);
-        return s;
-    }
-    return dt_sync_dir_of(path);
-}
-
 dt_status dt_onnx_write(dt_onnx *m, const char *path, const char *graph_name,
                         const char *producer_version, const char *doc) {
     Onnx__GraphProto *g = alloc(m, sizeof *g);
@@ -298,7 +270,7 @@ dt_status dt_onnx_write(dt_onnx *m, const char *path, const char *graph_name,
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf) return dt_fail(DT_ERR_NOMEM, "export: cannot allocate %zu bytes for %s", n, path);
     size_t packed = onnx__model_proto__pack(model, buf);
-    dt_status s = packed == n ? write_atomic(path, buf, n)
+    dt_status s = packed == n ? dt_write_file_atomic(path, buf, n)
                               : dt_fail(DT_ERR_INTERNAL, "export: protobuf-c packed %zu of %zu bytes",
                                         packed, n);
     free(buf);

@@ -12,8 +12,6 @@
 #include "dtrain/mem.h"
 #include "dtrain/optim.h"
 
-static const char magic[8] = {'D', 'T', 'C', 'K', 'P', 'T', '0', '1'};
-
 /* Fixed-size header as it is on disk (all fields naturally aligned, no padding). */
 typedef struct {
     char magic[8];
@@ -119,7 +117,7 @@ static dt_status write_arch(writer *w, const dt_ckpt_arch *arch) {
 static dt_status write_body(writer *w, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
     disk_header h;
     memset(&h, 0, sizeof h);
-    memcpy(h.magic, magic, sizeof magic);
+    memcpy(h.magic, DT_CKPT_MAGIC, DT_CKPT_MAGIC_BYTES);
     h.version = DT_CKPT_VERSION;
     h.shape_hash = meta->shape_hash;
     h.seed = meta->seed;
@@ -169,6 +167,30 @@ dt_status dt_sync_dir_of(const char *path) {
     return DT_OK;
 }
 
+dt_status dt_write_file_atomic(const char *path, const void *buf, size_t n) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return dt_fail(DT_ERR_USAGE, "output path too long: %s", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return dt_fail(DT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    dt_status s = DT_OK;
+    for (size_t off = 0; off < n && s == DT_OK;) {
+        ssize_t w = write(fd, (const char *)buf + off, n - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) s = dt_fail(DT_ERR_IO, "%s: write failed: %s", tmp, w < 0 ? strerror(errno) : "no space");
+        else off += (size_t)w;
+    }
+    if (s == DT_OK && fsync(fd) != 0) s = dt_fail(DT_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && s == DT_OK) s = dt_fail(DT_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+    if (s == DT_OK && rename(tmp, path) != 0)
+        s = dt_fail(DT_ERR_IO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
+    if (s != DT_OK) {
+        unlink(tmp);
+        return s;
+    }
+    return dt_sync_dir_of(path);
+}
+
 dt_status dt_checkpoint_save(const char *path, const dt_ckpt_meta *meta, const dt_ckpt_arrays *a) {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
@@ -206,7 +228,7 @@ static dt_status check_position(const disk_header *h, const char *path);
 /* a == NULL (verify only, or another model's file): magic, version and
  * position, not the sizes (the caller compares the shape hash first). */
 static dt_status check_header(const disk_header *h, const dt_ckpt_arrays *a, const char *path) {
-    if (memcmp(h->magic, magic, sizeof magic) != 0)
+    if (memcmp(h->magic, DT_CKPT_MAGIC, DT_CKPT_MAGIC_BYTES) != 0)
         return dt_fail(DT_ERR_FORMAT, "%s: not a dtrain checkpoint (bad magic)", path);
     if (h->version < 1 || h->version > DT_CKPT_VERSION)
         return dt_fail(DT_ERR_FORMAT, "%s: checkpoint version %u, this dtrain reads versions 1 to %d",
@@ -440,12 +462,12 @@ static dt_status read_verified(FILE *f, const disk_header *h, uLong crc, const d
  * checkpoint at all (a text file given as --weights) is said to be so, not
  * "truncated". */
 static dt_status read_header(FILE *f, disk_header *h, uLong *crc, const char *name) {
-    size_t got = fread(h, 1, sizeof magic, f);
-    if (got < sizeof magic || memcmp(h->magic, magic, sizeof magic) != 0)
+    size_t got = fread(h, 1, DT_CKPT_MAGIC_BYTES, f);
+    if (got < DT_CKPT_MAGIC_BYTES || memcmp(h->magic, DT_CKPT_MAGIC, DT_CKPT_MAGIC_BYTES) != 0)
         return dt_fail(DT_ERR_FORMAT, "%s: not a dtrain checkpoint (%s)", name,
-                       got == 0 ? "empty file" : got < sizeof magic ? "too short" : "bad magic");
-    *crc = crc32(*crc, (const Bytef *)h, sizeof magic);
-    return read_exact(f, (char *)h + sizeof magic, sizeof *h - sizeof magic, crc, name);
+                       got == 0 ? "empty file" : got < DT_CKPT_MAGIC_BYTES ? "too short" : "bad magic");
+    *crc = crc32(*crc, (const Bytef *)h, DT_CKPT_MAGIC_BYTES);
+    return read_exact(f, (char *)h + DT_CKPT_MAGIC_BYTES, sizeof *h - DT_CKPT_MAGIC_BYTES, crc, name);
 }
 
 /* The message for a checkpoint of another model: the first layer that
@@ -522,6 +544,8 @@ static dt_status load_fd(int fd, const char *name, uint64_t expect_hash, dt_ckpt
     meta->epoch_loss_count = tail.epoch.loss_count;
     meta->last_epoch_loss = tail.epoch.last_loss;
     meta->evaluated_step = tail.epoch.evaluated_step;
+    meta->seen = h.step * tail.step_samples;
+    meta->darknet = 0;
     return DT_OK;
 }
 

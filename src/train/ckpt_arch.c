@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dtrain/checkpoint.h"
+#include "dtrain/darknet_weights.h"
 #include "dtrain/mem.h"
 #include "dtrain/net.h"
 
@@ -79,6 +80,16 @@ int dt_ckpt_arch_diff(char *buf, size_t cap, const dt_ckpt_arch *file, const dt_
 }
 
 dt_status dt_checkpoint_load_net(const char *path, const dt_net *net, dt_ckpt_meta *meta, dt_ckpt_arrays *a) {
+    if (dt_darknet_weights_is(path)) {
+        uint64_t seen;
+        DT_TRY(dt_darknet_weights_load(path, net, &seen));
+        memset(meta, 0, sizeof *meta);
+        meta->best_accuracy = -1;
+        meta->evaluated_step = -1;
+        meta->seen = seen;
+        meta->darknet = 1;
+        return DT_OK;
+    }
     dt_ckpt_arch arch;
     DT_TRY(dt_ckpt_arch_of(&arch, net));
     a->params = net->params, a->nparams = net->nparams;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dtrain/darknet_weights.h"
 #include "dtrain/mem.h"
 #include "trainer_impl.h"
 
@@ -112,6 +113,10 @@ dt_status dt_trainer_warm_start_partial(dt_trainer *t) {
     const char *from = t->opts->weights_path;
     dt_ckpt_meta m;
     dt_ckpt_file f;
+    if (dt_darknet_weights_is(from)) /* which record no layers to pair */
+        return dt_fail(DT_ERR_USAGE, "--partial: %s is Darknet weights, which --partial cannot pair with this "
+                       "model's layers (a dtrain checkpoint records them); --weights without --partial loads it "
+                       "whole", from);
     DT_TRY(dt_checkpoint_read_file(from, &m, &f));
     const dt_ckpt_layer *mine = t->arch.layers; /* (net->nlayers) the model's */
     dt_status s = f.arch.nlayers ? check_table(&f, from)

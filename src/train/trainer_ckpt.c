@@ -127,7 +127,8 @@ static dt_status write_checkpoint(dt_trainer *t, dt_pace here, int best) {
     dt_loader_position(t->loader, &epoch, &step_in_epoch);
     dt_ckpt_meta m = {t->net->shape_hash, t->opts->seed, (uint64_t)t->step, t->net->step, epoch, step_in_epoch,
                       smoothed_loss(t), t->best_loss, t->best_acc, t->spec->optim.kind, (uint64_t)step_samples(t),
-                      0, 0, t->loss_sum, (uint64_t)t->loss_count, t->last_epoch_loss, t->evaluated_step};
+                      0, 0, t->loss_sum, (uint64_t)t->loss_count, t->last_epoch_loss, t->evaluated_step,
+                      (uint64_t)t->step * (uint64_t)step_samples(t), 0};
     a.worker_state = t->all_residuals; /* gathered by the strategy (NULL: none kept) */
     a.worker_floats = t->net->nparams;
     a.nworkers = t->opts->world;
@@ -279,13 +280,16 @@ dt_status dt_trainer_warm_start(dt_trainer *t) {
     if (s == DT_OK) s = dt_trainset_check_classes(t->train_ds, &classes, "--weights", from);
     dt_class_names_free(&classes);
     if (s != DT_OK) return s;
-    char line[4352];
-    snprintf(line, sizeof line, "starting from the weights of %s (step %llu of its run); the optimiser, the step "
-             "and the schedule start afresh", from, (unsigned long long)m.step);
+    char line[4352], its[64];
+    if (m.darknet) snprintf(its, sizeof its, "Darknet weights, %llu images seen", (unsigned long long)m.seen);
+    else snprintf(its, sizeof its, "step %llu of its run", (unsigned long long)m.step);
+    snprintf(line, sizeof line, "starting from the weights of %s (%s); the optimiser, the step and the schedule "
+             "start afresh", from, its);
     dt_report_line(&t->rep, line);
     dt_rec r;
     dt_rec_begin(&r, "weights");
     dt_rec_str(&r, "checkpoint", from);
     dt_rec_uint(&r, "its_step", m.step);
+    if (m.darknet) dt_rec_true(&r, "darknet");
     return dt_report_record(&t->rep, &r);
 }
