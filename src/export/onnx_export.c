@@ -185,6 +185,14 @@ static void emit_batchnorm(export_ctx *x, int i, const tensor *in) {
 /* The last layer: "logits" (its input, 2-D) and "probabilities". */
 static void emit_softmax(export_ctx *x, int i, const tensor *in) {
     const char *logits = as_2d(x, in[0], "logits");
+    float t = dt_softmax_temperature(&layer_of(x, i)->spec);
+    if (t != 1.0f) { /* Darknet's temperature: Softmax(logits / T) */
+        int64_t one = 1;
+        const char *k = dt_onnx_name(x->m, "l%d_inv_temperature", i), *z = dt_onnx_name(x->m, "l%d_scaled", i);
+        dt_onnx_init_fill(x->m, k, &one, 1, 1.0f / t);
+        dt_onnx_node(x->m, "Mul", (const char *[]){logits, k}, 2, z);
+        logits = z;
+    }
     dt_onnx_attr_int(x->m, dt_onnx_node(x->m, "Softmax", &logits, 1, "probabilities"), "axis", 1);
     set_out(x, i, "probabilities", 2);
 }

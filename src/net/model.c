@@ -96,7 +96,9 @@ static const dt_key_def net_keys[] = {
     {"warmup_epochs", DT_KEY_DOUBLE, NET(sched.warmup_epochs), 0, 0, EPOCHS_MAX, 0, NULL},
     {"warmup_start_factor", DT_KEY_DOUBLE, NET(sched.warmup_start_factor), 0.1, 0, 1, 0, NULL},
     /* Darknet's schedule keys, in optimiser steps (its "batches"). */
-    {"max_batches", DT_KEY_INT, NET(sched.max_batches), 0, 1, INT_MAX, 0, NULL},
+    /* max_batches=0 is Darknet's "no limit" (its default; extraction22k.cfg writes it): the
+     * run's length is then epochs=, as without the key. */
+    {"max_batches", DT_KEY_INT, NET(sched.max_batches), 0, 0, INT_MAX, 0, NULL},
     {"burn_in", DT_KEY_INT, NET(sched.burn_in), 0, 0, INT_MAX, 0, NULL},
     {"power", DT_KEY_DOUBLE, NET(sched.power), 4, 0, INFINITY, 0, NULL},
     {"steps", DT_KEY_STEPS, NET(sched), 0, 1, INT_MAX, 0, NULL},
@@ -490,7 +492,7 @@ static dt_status check_darknet_schedule(dt_section *p) {
                                 "decay)", dt_schedule_kind_name(s->kind), own_step ? " with step_epochs=" : "");
     if (dt_section_key_line(p, "power") && s->kind != DT_SCHED_POLY && !dt_section_key_line(p, "burn_in"))
         return dt_section_error(p, dt_section_key_line(p, "power"), "power= applies only to policy=poly and burn_in=");
-    if (dt_section_key_line(p, "max_batches") && dt_section_key_line(p, "epochs"))
+    if (s->max_batches && dt_section_key_line(p, "epochs"))
         return dt_section_error(p, dt_section_key_line(p, "max_batches"),
                        "max_batches= and epochs= both set the run's length (line %d); give one",
                        dt_section_key_line(p, "epochs"));

@@ -501,7 +501,8 @@ double dt_net_loss(dt_net *net, const dt_label *labels, int batch) {
      * requires one); dlogits go to that layer's output-gradient buffer. */
     int logits = net->layers[net->nlayers - 1].spec.inputs[0];
     return dt_softmax_xent_loss(net->gbuf[net->groute[logits].out], net->act[logits],
-                                net->act[net->nlayers - 1], labels, batch, net->classes);
+                                net->act[net->nlayers - 1], labels, batch, net->classes,
+                                dt_softmax_temperature(&net->layers[net->nlayers - 1].spec));
 }
 
 /* dst[j] += src[j] for j < n. */
