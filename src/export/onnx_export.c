@@ -330,6 +330,14 @@ static void emit_graph(export_ctx *x) {
         }
         emitters[l->spec.kind](x, i, in);
     }
+    if (!net->classes) { /* a feature extractor: its last layer's output, (batch, C, H, W) or (batch, C H W) */
+        int last = net->nlayers - 1, rank = x->rank[last];
+        dt_shape o = net->layers[last].out;
+        int64_t dims[4] = {DT_ONNX_BATCH, rank == 4 ? o.c : (int64_t)dt_shape_size(o), o.h, o.w};
+        dt_onnx_node(x->m, "Identity", &x->name[last], 1, "features");
+        dt_onnx_output(x->m, "features", dims, rank);
+        return;
+    }
     int64_t out_dims[2] = {DT_ONNX_BATCH, net->classes};
     dt_onnx_output(x->m, "logits", out_dims, 2);
     dt_onnx_output(x->m, "probabilities", out_dims, 2);
@@ -369,7 +377,6 @@ static void emit_metadata(export_ctx *x) {
 }
 
 dt_status dt_export_onnx(const dt_net *net, const char *path, const dt_export_info *info) {
-    DT_ASSERT(net->layers[net->nlayers - 1].spec.kind == DT_LAYER_SOFTMAX);
     DT_TRY(check_exportable(net, info));
     dt_onnx *m;
     DT_TRY(dt_onnx_create(&m));

@@ -177,7 +177,7 @@ struct dt_section {
     void *target;             /* where its values go: m or &vals */
     int seen[MAX_KEYS];       /* line of each key given in this section, 0 if absent */
     dt_section_vals vals;
-    int net_line, softmax_line, last_layer_line, cost_line;
+    int net_line, softmax_line, cost_line;
     int default_act_line;     /* the last section: a [connected] without activation= (its line), else 0 */
     /* Darknet numbers sections (one layer each there); section s's output
      * is layer sec_out[s] of the built net (its last layer here). */
@@ -667,7 +667,6 @@ static dt_status begin_section(dt_section *p, const char *name) {
                            "(only [cost] may follow it)",
                            name, p->softmax_line);
         if (kind == DT_LAYER_SOFTMAX) p->softmax_line = p->line, p->m->logistic_head_line = p->default_act_line;
-        p->last_layer_line = p->line;
         p->keys = dt_layer_ops_of((dt_layer_kind)kind)->keys;
         DT_ASSERT(p->keys); /* every kind of the registry declares its keys */
         memset(&p->vals, 0, sizeof p->vals);
@@ -762,14 +761,18 @@ static dt_status parse_text(dt_section *p, const char *text) {
     if (!p->net_line)
         return dt_section_error(p, p->line ? p->line : 1, "no [net] section (the file must start with it)");
     if (!p->m->nlayers) return dt_section_error(p, p->net_line, "no layer sections after [net]");
-    if (!p->softmax_line)
-        return dt_section_error(p, p->last_layer_line,
-                       "the last section must be [softmax] (the net is trained with softmax "
-                       "cross-entropy)");
-    if (p->m->nlayers < 2)
+    if (p->softmax_line && p->m->nlayers < 2)
         return dt_section_error(p, p->softmax_line, "[softmax] needs a layer before it (whose outputs are "
                        "the logits)");
     return DT_OK;
+}
+
+dt_status dt_model_check_loss(const dt_model_spec *m) {
+    const dt_layer_spec *last = &m->layers[m->nlayers - 1];
+    if (last->kind == DT_LAYER_SOFTMAX) return DT_OK;
+    return dt_fail(DT_ERR_CONFIG, "%s:%d: the net ends in [%s], not [softmax]: a feature extractor has no loss "
+                   "layer to train or evaluate (info, export and predict --features take it)", m->path, last->line,
+                   dt_layer_ops_of(last->kind)->name);
 }
 
 static dt_status parse_over(dt_model_spec *out, const char *text, const char *name, const dt_model_override *ov,
