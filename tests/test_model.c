@@ -318,7 +318,7 @@ static const bad_case bad_cases[] = {
     {"[net]\nchannels=1\nlearning_rte=0.1\n", 3, ", precision, winograd, mean, std)"},
     {NET4 "[Net]\n", 5, "unknown section [Net] (did you mean net?)"},
     {"[net]\nchannels=1\nbatchsize=3\n", 3, "unknown key 'batchsize' in [net] (valid: batch,"},
-    {NET4 "[softmax]\nsize=2\n", 6, "unknown key 'size' in [softmax] (valid: groups, temperature)"},
+    {NET4 "[softmax]\nsize=2\n", 6, "unknown key 'size' in [softmax] (valid: groups, temperature, tree)"},
     {NET4 "[maxpool]\nsize=2\nsize=3\n[softmax]\n", 7, "duplicate key size in [maxpool] (first at line 6)"},
     {"[net]\nchannels=1\nchannels=1\n", 3, "duplicate key channels"},
     /* numbers */

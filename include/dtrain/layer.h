@@ -163,6 +163,8 @@ typedef struct {
     int crop_noadjust;    /* crop: 0: outputs 2 x - 1 (Darknet's [0, 1] -> [-1, 1]); 1: x */
     float crop_shift;     /* crop: training adds (u - 1/2) x shift per image and channel */
     float softmax_temp;   /* softmax: probabilities of in / temperature (0 or 1: none) */
+    int softmax_tree_nodes, softmax_tree_groups; /* softmax: Darknet's tree= (hierarchical softmax:
+                             one per group of sibling nodes), its nodes and groups; 0: none */
     int reorg_reverse;    /* reorg: 1: depth to space (out C / s^2, H s, W s) */
     int reorg_extra;      /* reorg: > 0: the input flattened, then this many zeros */
     int line;             /* line of the section in the model file, for errors */

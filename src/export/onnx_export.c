@@ -302,6 +302,8 @@ static const emit_fn emitters[DT_LAYER_KIND_COUNT] = {
 
 /* What no operator sequence above expresses, as a reason; NULL if exportable. */
 static const char *unexportable(const dt_layer *l) {
+    if (l->spec.kind == DT_LAYER_SOFTMAX && l->spec.softmax_tree_nodes)
+        return "Darknet's hierarchical softmax (tree=) has no ONNX form here";
     int known = (unsigned)l->spec.kind < DT_LAYER_KIND_COUNT && emitters[l->spec.kind];
     return known ? NULL : "the exporter has no ONNX form for this kind yet";
 }
