@@ -147,6 +147,27 @@ static void test_tree(dt_model_spec *m) {
     CHECK(system(path) == 0);
 }
 
+/* A feature extractor (no [softmax], as vgg-conv.cfg) ending in a
+ * convolution whose channels the engine would block: no classes, and its
+ * output, what predict --features prints, is NCHW: the plain engine's. */
+static void test_feature_extractor(dt_model_spec *m) {
+    const char *cfg = "[net]\nchannels=3\nheight=8\nwidth=8\n[convolutional]\nfilters=16\nsize=3\npad=1\n"
+                      "activation=relu\n[convolutional]\nfilters=32\nsize=3\npad=1\nactivation=relu\n";
+    dt_net *fast = NULL, *plain = NULL;
+    float x[2 * 3 * 8 * 8];
+    dt_rng rng = dt_rng_seed(9);
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = dt_rng_uniform(&rng);
+    if (CHECK_OK(dt_model_parse_string(m, cfg, "fe.cfg")) && CHECK_OK(dt_net_create(&fast, m, 2, 3))) {
+        m->plain_engine = 1;
+        if (CHECK_OK(dt_net_create(&plain, m, 2, 3))) {
+            CHECK(fast->classes == 0 && fast->layers[fast->nlayers - 1].out_layout == DT_LAYOUT_NCHW);
+            const float *a = dt_net_forward(fast, x, 2, 0), *b = dt_net_forward(plain, x, 2, 0);
+            CHECK_ALLCLOSE(a, b, 2 * 32 * 8 * 8, 1e-5, 1e-4);
+        }
+    }
+    dt_net_free(fast), dt_net_free(plain);
+}
+
 int main(void) {
     dt_model_spec *m = NULL;
     dt_net *net = NULL;
@@ -165,6 +186,7 @@ int main(void) {
     if (m) test_defaults(m);
     if (m) test_groups(m);
     if (m) test_tree(m);
+    if (m) test_feature_extractor(m);
     dt_net_free(net);
     dt_free(m);
     return dt_test_finish("test_darknet");
