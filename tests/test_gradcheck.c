@@ -217,6 +217,34 @@ static void crop_numbers(void) {
     tl_free(&t);
 }
 
+/* [crop] shift=0.2 (strided.cfg): in training, the same windows as without
+ * it, each (image, channel) moved by one draw in [-0.1, 0.1), the draws
+ * differing; evaluation unchanged. */
+static void crop_shift_numbers(void) {
+    enum { B = 4, C = 3, H = 6, W = 5 };
+    test_layer a, b;
+    dt_layer_spec s = tl_spec(DT_LAYER_CROP);
+    s.crop_h = 3, s.crop_w = 3, s.crop_flip = 1;
+    if (!CHECK_OK(tl_create(&a, s, (dt_shape){C, H, W}, B, 6))) return;
+    s.crop_shift = 0.2f;
+    if (!CHECK_OK(tl_create(&b, s, (dt_shape){C, H, W}, B, 6))) return;
+    tl_fill(a.in, a.nin, 0.0f, 1.0f, &(dt_rng){8});
+    memcpy(b.in, a.in, sizeof(float) * a.nin);
+    for (int train = 0; train < 2; train++) {
+        a.l.ops->forward(&a.l, a.out, a.in, B, train, a.ws);
+        b.l.ops->forward(&b.l, b.out, b.in, B, train, b.ws);
+        double first = b.out[0] - a.out[0], spread = 0;
+        for (int bc = 0; bc < B * C; bc++) {
+            double d0 = b.out[bc * 9] - a.out[bc * 9];
+            CHECK(train ? d0 >= -0.1 && d0 < 0.1 : d0 == 0);
+            for (int i = 1; i < 9; i++) CHECK_CLOSE(b.out[bc * 9 + i] - a.out[bc * 9 + i], d0, 1e-6, 0);
+            spread = fmax(spread, fabs(d0 - first));
+        }
+        CHECK(train ? spread > 0.01 : spread == 0);
+    }
+    tl_free(&a), tl_free(&b);
+}
+
 static void lrn_check(int C, int size) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_LRN);
@@ -467,6 +495,7 @@ int main(void) {
     batchnorm_numbers();
     dropout_numbers();
     crop_numbers();
+    crop_shift_numbers();
     reorg_numbers();
     net_check();
     return dt_test_finish("test_gradcheck");
