@@ -8,11 +8,12 @@
  * defaults and section aliases builds what Darknet would; grouped and
  * depthwise convolutions have Darknet's weight counts and train. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "dtrain/mem.h"
 #include "dtrain/net.h"
-#include "dtrain/optim.h"
 #include "dtrain/rng.h"
 #include "testutil.h"
 
@@ -46,40 +47,6 @@ static void check_shapes(const dt_net *net) {
         first = want[s].layer + 1;
     }
     CHECK(net->layers[0].nb == 0 && net->layers[4].nb == 16); /* bias only without batch norm */
-}
-
-/* Two optimiser steps of batch x accumulate random images. */
-static void train_two_steps(dt_net *net, const dt_model_spec *m) {
-    float *x = NULL, *state = NULL, *before = NULL, *acc = NULL;
-    dt_optim *opt = NULL;
-    size_t nx = dt_shape_size(net->input) * (size_t)m->batch;
-    if (!CHECK_OK(dt_alloc_floats(&x, nx, "x")) || !CHECK_OK(dt_alloc_floats(&before, net->nparams, "p")) ||
-        !CHECK_OK(dt_alloc_floats(&acc, net->nparams, "acc")) ||
-        !CHECK_OK(dt_optim_create_for_net(&opt, &state, &m->optim, net)))
-        goto done;
-    memcpy(before, net->params, sizeof(float) * net->nparams);
-    dt_rng rng = dt_rng_seed(5);
-    dt_label labels[64];
-    for (int step = 1; step <= 2; step++) {
-        memset(acc, 0, sizeof(float) * net->nparams);
-        for (int pass = 0; pass < m->accumulate; pass++) {
-            for (size_t i = 0; i < nx; i++) x[i] = dt_rng_uniform(&rng);
-            for (int b = 0; b < m->batch; b++) labels[b] = (dt_label)(dt_rng_next(&rng) % 10);
-            dt_net_forward(net, x, m->batch, 1);
-            double loss = dt_net_loss(net, labels, m->batch) / m->batch;
-            CHECK(isfinite(loss) && loss > 0);
-            dt_net_backward(net, x, m->batch, NULL, NULL);
-            for (size_t i = 0; i < net->nparams; i++) acc[i] += net->grads[i] / (float)m->accumulate;
-        }
-        memcpy(net->grads, acc, sizeof(float) * net->nparams);
-        dt_optim_update_net(opt, (float)m->sched.base_lr, step, net, state, 0, net->nparams);
-    }
-    size_t moved = 0;
-    for (size_t i = 0; i < net->nparams; i++) moved += net->params[i] != before[i];
-    CHECK(moved > net->nparams / 2);
-done:
-    dt_optim_free(opt);
-    dt_free(state), dt_free(acc), dt_free(before), dt_free(x);
 }
 
 /* A Darknet file that leaves out every key it can, with Darknet's other
@@ -124,7 +91,7 @@ static void test_groups(dt_model_spec *m) {
     if (!CHECK_OK(dt_model_parse_string(m, cfg, "groups.cfg")) || !CHECK_OK(dt_net_create(&net, m, m->batch, 3)))
         return;
     CHECK(net->layers[0].nw == 144 && net->layers[0].nb == 0 && net->nparams == 144 + 16 + 72 + 8);
-    train_two_steps(net, m);
+    dt_test_train_two_steps(net, m);
     dt_net_free(net);
     /* groups must divide the channels and the filters */
     const char *bad = "[net]\nheight=8\nwidth=8\nchannels=4\n[convolutional]\nfilters=6\nsize=3\ngroups=3\n"
@@ -133,6 +100,72 @@ static void test_groups(dt_model_spec *m) {
         CHECK(dt_net_create(&net, m, 1, 1) == DT_ERR_CONFIG);
         CHECK(strstr(dt_last_error(), "bad.cfg:5: [convolutional] groups=3 must divide the 4 input channels") != NULL);
     }
+}
+
+/* [softmax] tree= (darknet9000.cfg): Darknet's tree file, groups as runs
+ * of one parent: a, b under none; c, d under a; e under b: 5 nodes in 3
+ * groups. It builds; dt_model_check_loss refuses it, naming the section;
+ * [cost] type=masked is its mask (after a plain softmax, refused). A
+ * relative tree= is found beside the cfg's folder (Darknet's cfg/, data/). */
+static void test_tree(dt_model_spec *m) {
+    char dir[] = "/tmp/dt_tree_XXXXXX", path[64];
+    if (!mkdtemp(dir)) return;
+    snprintf(path, sizeof path, "%s/data", dir);
+    CHECK(mkdir(path, 0700) == 0);
+    snprintf(path, sizeof path, "%s/cfg", dir);
+    CHECK(mkdir(path, 0700) == 0);
+    snprintf(path, sizeof path, "%s/data/t.tree", dir);
+    dt_test_write_text(path, "a -1\nb -1\nc 0\nd 0\ne 1\n");
+    const char *cfg = "[net]\nheight=2\nwidth=2\nchannels=1\n[connected]\noutput=5\n[softmax]\ntree=data/t.tree\n"
+                      "[cost]\ntype=masked\n";
+    snprintf(path, sizeof path, "%s/cfg/t.cfg", dir);
+    dt_test_write_text(path, cfg);
+    dt_net *net = NULL;
+    if (CHECK_OK(dt_model_parse_file(m, path))) {
+        const dt_layer_spec *sm = &m->layers[m->nlayers - 1];
+        CHECK(sm->softmax_tree_nodes == 5 && sm->softmax_tree_groups == 3);
+        CHECK(dt_model_check_loss(m) == DT_ERR_CONFIG);
+        CHECK(strstr(dt_last_error(), "t.cfg:7: [softmax] tree= is Darknet's hierarchical softmax (3 softmaxes over 5 "
+                                      "nodes)") != NULL);
+        if (CHECK_OK(dt_net_create(&net, m, 1, 1))) CHECK(net->classes == 5);
+        dt_net_free(net);
+    }
+    CHECK(dt_model_parse_string(m, "[net]\nheight=2\nwidth=2\nchannels=1\n[connected]\noutput=5\n[softmax]\n"
+                                   "[cost]\ntype=masked\n", "m.cfg") == DT_ERR_CONFIG);
+    dt_test_write_text(path, "[net]\nheight=2\nwidth=2\nchannels=1\n[connected]\noutput=4\n[softmax]\n"
+                             "tree=data/t.tree\n");
+    if (CHECK_OK(dt_model_parse_file(m, path))) {
+        CHECK(dt_net_create(&net, m, 1, 1) == DT_ERR_CONFIG);
+        CHECK(strstr(dt_last_error(), "tree= has 5 nodes, the softmax 4 inputs") != NULL);
+    }
+    snprintf(path, sizeof path, "%s/data/t.tree", dir);
+    dt_test_write_text(path, "a -1\nb 3\n"); /* a parent after its child */
+    snprintf(path, sizeof path, "%s/cfg/t.cfg", dir);
+    CHECK(dt_model_parse_file(m, path) == DT_ERR_CONFIG);
+    CHECK(strstr(dt_last_error(), "t.cfg:8: tree=") != NULL && strstr(dt_last_error(), "line 2 is not") != NULL);
+    snprintf(path, sizeof path, "rm -r %s", dir);
+    CHECK(system(path) == 0);
+}
+
+/* A feature extractor (no [softmax], as vgg-conv.cfg) ending in a
+ * convolution whose channels the engine would block: no classes, and its
+ * output, what predict --features prints, is NCHW: the plain engine's. */
+static void test_feature_extractor(dt_model_spec *m) {
+    const char *cfg = "[net]\nchannels=3\nheight=8\nwidth=8\n[convolutional]\nfilters=16\nsize=3\npad=1\n"
+                      "activation=relu\n[convolutional]\nfilters=32\nsize=3\npad=1\nactivation=relu\n";
+    dt_net *fast = NULL, *plain = NULL;
+    float x[2 * 3 * 8 * 8];
+    dt_rng rng = dt_rng_seed(9);
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = dt_rng_uniform(&rng);
+    if (CHECK_OK(dt_model_parse_string(m, cfg, "fe.cfg")) && CHECK_OK(dt_net_create(&fast, m, 2, 3))) {
+        m->plain_engine = 1;
+        if (CHECK_OK(dt_net_create(&plain, m, 2, 3))) {
+            CHECK(fast->classes == 0 && fast->layers[fast->nlayers - 1].out_layout == DT_LAYOUT_NCHW);
+            const float *a = dt_net_forward(fast, x, 2, 0), *b = dt_net_forward(plain, x, 2, 0);
+            CHECK_ALLCLOSE(a, b, 2 * 32 * 8 * 8, 1e-5, 1e-4);
+        }
+    }
+    dt_net_free(fast), dt_net_free(plain);
 }
 
 int main(void) {
@@ -147,11 +180,13 @@ int main(void) {
         CHECK(m->sched.max_batches == 8);
         if (CHECK_OK(dt_net_create(&net, m, m->batch, 3))) {
             check_shapes(net);
-            train_two_steps(net, m);
+            dt_test_train_two_steps(net, m);
         }
     }
     if (m) test_defaults(m);
     if (m) test_groups(m);
+    if (m) test_tree(m);
+    if (m) test_feature_extractor(m);
     dt_net_free(net);
     dt_free(m);
     return dt_test_finish("test_darknet");

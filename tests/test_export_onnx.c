@@ -4,8 +4,10 @@
  *   graph expected: the operators in order, initializers holding the net's
  *   own parameters and batch-norm statistics, the input and outputs;
  * - a layer kind without an emitter is refused naming the model file's
- *   line, before anything is written (every kind dtrain has exports, so an
- *   invalid kind stands in for a future one). */
+ *   line, before anything is written (an invalid kind stands in for one);
+ * - a feature extractor (no [softmax], as Darknet's vgg-conv.cfg) has one
+ *   output, "features", its last layer's (batch, C, H, W);
+ * - [softmax] temperature=T (cifar.test.cfg) is Softmax(logits x 1/T). */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -104,6 +106,61 @@ static void test_refused(dt_net *net, const char *path) {
     net->layers[4].spec.kind = kind;
 }
 
+static const char extractor[] = "[net]\nchannels=1\nheight=6\nwidth=6\n"
+                                "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=relu\n"
+                                "[maxpool]\nsize=2\nstride=2\n";
+
+static void test_features(const char *path) {
+    dt_model_spec *spec = NULL;
+    dt_net *net = NULL;
+    dt_export_info info = {"f.cfg", "f.ckpt", "test", NULL, 0, NULL, NULL};
+    if (CHECK_OK(dt_alloc_bytes((void **)&spec, sizeof *spec, "spec")) &&
+        CHECK_OK(dt_model_parse_string(spec, extractor, "f.cfg")) && CHECK_OK(dt_net_create(&net, spec, 1, 3)) &&
+        CHECK_OK(dt_export_onnx(net, path, &info))) {
+        CHECK(net->classes == 0);
+        size_t n = 0;
+        uint8_t *buf = slurp(path, &n);
+        Onnx__ModelProto *m = buf ? onnx__model_proto__unpack(NULL, n, buf) : NULL;
+        if (EXPECT(m != NULL) && EXPECT(m->graph != NULL)) {
+            const Onnx__GraphProto *g = m->graph;
+            CHECK(g->n_output == 1 && strcmp(g->output[0]->name, "features") == 0);
+            const Onnx__TypeProto *t = g->output[0]->type;
+            const Onnx__TensorShapeProto *sh = t && t->tensor_type ? t->tensor_type->shape : NULL;
+            CHECK(sh && sh->n_dim == 4 && sh->dim[1]->dim_value == 4 && sh->dim[2]->dim_value == 3 &&
+                  sh->dim[3]->dim_value == 3);
+        }
+        onnx__model_proto__free_unpacked(m, NULL);
+        free(buf);
+    }
+    dt_net_free(net);
+    dt_free(spec);
+}
+
+static void test_temperature(const char *path) {
+    dt_model_spec *spec = NULL;
+    dt_net *net = NULL;
+    dt_export_info info = {"t.cfg", "t.ckpt", "test", NULL, 0, NULL, NULL};
+    if (CHECK_OK(dt_alloc_bytes((void **)&spec, sizeof *spec, "spec")) &&
+        CHECK_OK(dt_model_parse_string(spec, "[net]\nchannels=1\nheight=2\nwidth=2\n[connected]\noutput=3\n"
+                                             "activation=linear\n[softmax]\ntemperature=4\n", "t.cfg")) &&
+        CHECK_OK(dt_net_create(&net, spec, 1, 3)) && CHECK_OK(dt_export_onnx(net, path, &info))) {
+        size_t n = 0;
+        uint8_t *buf = slurp(path, &n);
+        Onnx__ModelProto *m = buf ? onnx__model_proto__unpack(NULL, n, buf) : NULL;
+        if (EXPECT(m != NULL) && EXPECT(m->graph != NULL) && EXPECT(m->graph->n_node >= 2)) {
+            const Onnx__GraphProto *g = m->graph;
+            CHECK(strcmp(g->node[g->n_node - 2]->op_type, "Mul") == 0 &&
+                  strcmp(g->node[g->n_node - 1]->op_type, "Softmax") == 0);
+            const float quarter = 0.25f;
+            check_init(g, "l1_inv_temperature", &quarter, 1);
+        }
+        onnx__model_proto__free_unpacked(m, NULL);
+        free(buf);
+    }
+    dt_net_free(net);
+    dt_free(spec);
+}
+
 int main(void) {
     dt_model_spec *spec = NULL;
     dt_net *net = NULL;
@@ -115,6 +172,8 @@ int main(void) {
         unlink(refused);
         test_graph_written(net, written);
         test_refused(net, refused);
+        test_features(written);
+        test_temperature(written);
     }
     unlink(written);
     dt_net_free(net);

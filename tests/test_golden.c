@@ -268,7 +268,7 @@ static int xent_dout(err_stats *e, const golden *g, layer_bufs *m, const float *
             return golden_error(g, "label out of range");
         m->labels[b] = (dt_label)lab[b];
     }
-    float loss = (float)(dt_softmax_xent_loss(m->dout, logits, m->out, m->labels, batch, classes) / batch);
+    float loss = (float)(dt_softmax_xent_loss(m->dout, logits, m->out, m->labels, batch, classes, 1.0f) / batch);
     compare(e, g, "loss", &loss, 1, LAYER_ATOL, LAYER_RTOL);
     return 1;
 }

@@ -138,6 +138,48 @@ static void crop_check(int flip, int noadjust) {
     tl_free(&t);
 }
 
+/* [reorg]: a permutation (or a copy with zeros after it), so exact. */
+static void reorg_check(int stride, int reverse, int extra, dt_shape in) {
+    test_layer t;
+    dt_layer_spec s = tl_spec(DT_LAYER_REORG);
+    s.stride = stride, s.reorg_reverse = reverse, s.reorg_extra = extra;
+    if (!CHECK_OK(tl_create(&t, s, in, 2, 31))) return;
+    gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, extra ? "reorg extra" : reverse ? "reorg reverse" : "reorg");
+    tl_free(&t);
+}
+
+/* [reorg] stride=2 by hand from Darknet's reorg_cpu: it reads its (4, 2, 2)
+ * input holding 0..15 as one 4x4 map (C / s^2 channels of 2H x 2W) and
+ * writes channel o as the cells (2y + o / 2, 2x + o % 2), out (16, 1, 1);
+ * reverse=1 on (4, 2, 2) undoes that into (1, 4, 4). extra=2 appends two
+ * zeros. */
+static void reorg_numbers(void) {
+    static const float want[16] = {0, 2, 8, 10, 1, 3, 9, 11, 4, 6, 12, 14, 5, 7, 13, 15};
+    test_layer f, r, e;
+    dt_layer_spec s = tl_spec(DT_LAYER_REORG);
+    s.stride = 2;
+    if (!CHECK_OK(tl_create(&f, s, (dt_shape){4, 2, 2}, 1, 32))) return;
+    s.reorg_reverse = 1;
+    if (!CHECK_OK(tl_create(&r, s, (dt_shape){4, 2, 2}, 1, 33))) return;
+    s.reorg_reverse = 0, s.reorg_extra = 2;
+    if (!CHECK_OK(tl_create(&e, s, (dt_shape){4, 2, 2}, 1, 34))) return;
+    CHECK(f.l.out.c == 16 && f.l.out.h == 1 && f.l.out.w == 1);
+    CHECK(r.l.out.c == 1 && r.l.out.h == 4 && r.l.out.w == 4);
+    CHECK(e.l.out.c == 18 && e.l.out.h == 1 && e.l.out.w == 1);
+    float iota[16];
+    for (int i = 0; i < 16; i++) iota[i] = (float)i;
+    memcpy(f.in, iota, sizeof iota);
+    f.l.ops->forward(&f.l, f.out, f.in, 1, 1, f.ws);
+    CHECK(memcmp(f.out, want, sizeof want) == 0);
+    memcpy(r.in, want, sizeof want);
+    r.l.ops->forward(&r.l, r.out, r.in, 1, 1, r.ws);
+    CHECK(memcmp(r.out, iota, sizeof iota) == 0);
+    memcpy(e.in, iota, sizeof iota);
+    e.l.ops->forward(&e.l, e.out, e.in, 1, 1, e.ws);
+    CHECK(memcmp(e.out, iota, sizeof iota) == 0 && e.out[16] == 0 && e.out[17] == 0);
+    tl_free(&f), tl_free(&r), tl_free(&e);
+}
+
 /* [crop] by hand: evaluation is the centre window of 2 x - 1; training
  * windows lie inside the image, differ between images and steps, and with
  * flip=1 some are mirrored. */
@@ -175,6 +217,34 @@ static void crop_numbers(void) {
     tl_free(&t);
 }
 
+/* [crop] shift=0.2 (strided.cfg): in training, the same windows as without
+ * it, each (image, channel) moved by one draw in [-0.1, 0.1), the draws
+ * differing; evaluation unchanged. */
+static void crop_shift_numbers(void) {
+    enum { B = 4, C = 3, H = 6, W = 5 };
+    test_layer a, b;
+    dt_layer_spec s = tl_spec(DT_LAYER_CROP);
+    s.crop_h = 3, s.crop_w = 3, s.crop_flip = 1;
+    if (!CHECK_OK(tl_create(&a, s, (dt_shape){C, H, W}, B, 6))) return;
+    s.crop_shift = 0.2f;
+    if (!CHECK_OK(tl_create(&b, s, (dt_shape){C, H, W}, B, 6))) return;
+    tl_fill(a.in, a.nin, 0.0f, 1.0f, &(dt_rng){8});
+    memcpy(b.in, a.in, sizeof(float) * a.nin);
+    for (int train = 0; train < 2; train++) {
+        a.l.ops->forward(&a.l, a.out, a.in, B, train, a.ws);
+        b.l.ops->forward(&b.l, b.out, b.in, B, train, b.ws);
+        double first = b.out[0] - a.out[0], spread = 0;
+        for (int bc = 0; bc < B * C; bc++) {
+            double d0 = b.out[bc * 9] - a.out[bc * 9];
+            CHECK(train ? d0 >= -0.1 && d0 < 0.1 : d0 == 0);
+            for (int i = 1; i < 9; i++) CHECK_CLOSE(b.out[bc * 9 + i] - a.out[bc * 9 + i], d0, 1e-6, 0);
+            spread = fmax(spread, fabs(d0 - first));
+        }
+        CHECK(train ? spread > 0.01 : spread == 0);
+    }
+    tl_free(&a), tl_free(&b);
+}
+
 static void lrn_check(int C, int size) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_LRN);
@@ -202,28 +272,31 @@ static void batchnorm_check(dt_shape in, int B) {
 static double xent_of(test_layer *t, const dt_label *labels, float *dlogits) {
     t->l.ops->forward(&t->l, t->out, t->in, t->batch, 1, t->ws);
     return dt_softmax_xent_loss(dlogits, t->in, t->out, labels, t->batch,
-                                (int)dt_shape_size(t->l.out));
+                                (int)dt_shape_size(t->l.out), dt_softmax_temperature(&t->l.spec));
 }
 
-static void softmax_xent_check(void) {
+/* With Darknet's temperature T (1: none): p = softmax(z / T). */
+static void softmax_xent_check(float T) {
     enum { B = 3, C = 7 };
     const dt_label labels[B] = {2, 0, 6};
     test_layer t;
-    if (!CHECK_OK(tl_create(&t, tl_spec(DT_LAYER_SOFTMAX), (dt_shape){C, 1, 1}, B, 20))) return;
+    dt_layer_spec spec = tl_spec(DT_LAYER_SOFTMAX);
+    spec.softmax_temp = T;
+    if (!CHECK_OK(tl_create(&t, spec, (dt_shape){C, 1, 1}, B, 20))) return;
     tl_fill(t.in, t.nin, -3.0f, 3.0f, &(dt_rng){21});
     float dlogits[B * C], scratch[B * C], num[B * C];
     double loss = xent_of(&t, labels, dlogits);
     double expect = 0;
     for (int b = 0; b < B; b++) {
         double z = 0, sum_p = 0;
-        for (int c = 0; c < C; c++) z += exp(t.in[b * C + c]);
+        for (int c = 0; c < C; c++) z += exp(t.in[b * C + c] / T);
         for (int c = 0; c < C; c++) sum_p += t.out[b * C + c];
         CHECK_CLOSE(sum_p, 1.0, 1e-6, 0);
-        CHECK_CLOSE(t.out[b * C + labels[b]], exp(t.in[b * C + labels[b]]) / z, 1e-7, 1e-6);
-        expect += log(z) - t.in[b * C + labels[b]];
+        CHECK_CLOSE(t.out[b * C + labels[b]], exp(t.in[b * C + labels[b]] / T) / z, 1e-7, 1e-6);
+        expect += log(z) - t.in[b * C + labels[b]] / T;
     }
     CHECK_CLOSE(loss, expect, 1e-6, 1e-6);
-    /* d(mean loss)/dlogits numerically vs dlogits = (p - onehot) / B. */
+    /* d(mean loss)/dlogits numerically vs dlogits = (p - onehot) / (T B). */
     const float eps = 1e-2f;
     for (int i = 0; i < B * C; i++) {
         float keep = t.in[i];
@@ -341,7 +414,7 @@ static double net_loss(test_layer *ls, const dt_label *labels, float *dlogits) {
     }
     const test_layer *sm = &ls[NET_LAYERS - 1];
     return dt_softmax_xent_loss(dlogits, sm->in, sm->out, labels, NET_B,
-                                (int)dt_shape_size(sm->l.out)) / NET_B;
+                                (int)dt_shape_size(sm->l.out), 1.0f) / NET_B;
 }
 
 static void net_check(void) {
@@ -409,14 +482,21 @@ int main(void) {
     dropout_check();
     crop_check(0, 0);
     crop_check(1, 1);
+    reorg_check(2, 0, 0, (dt_shape){8, 4, 6});
+    reorg_check(2, 1, 0, (dt_shape){8, 3, 2});
+    reorg_check(3, 0, 0, (dt_shape){9, 3, 3});
+    reorg_check(1, 0, 3, (dt_shape){2, 3, 3}); /* go.cfg's extra=1, stride=1 */
     lrn_check(7, 5);
     lrn_check(4, 3);
     batchnorm_check((dt_shape){4, 3, 3}, 3);
     batchnorm_check((dt_shape){5, 1, 1}, 6);
-    softmax_xent_check();
+    softmax_xent_check(1.0f);
+    softmax_xent_check(3.0f); /* Darknet's cifar.test.cfg */
     batchnorm_numbers();
     dropout_numbers();
     crop_numbers();
+    crop_shift_numbers();
+    reorg_numbers();
     net_check();
     return dt_test_finish("test_gradcheck");
 }

@@ -292,7 +292,7 @@ static const bad_case bad_cases[] = {
     {NET4 "winograd=2\n[softmax]\n", 5, "winograd"},
     {NET4 "[net]\n[softmax]\n", 5, "second [net] section (the first is at line 1)"},
     {NET4, 1, "no layer sections"},
-    {NET4 "\n[dropout]\n# end\n", 6, "last section must be [softmax]"},
+    {NET4 "\n[dropout]\n[cost]\n", 7, "[cost] must follow [softmax]"},
     {NET4 "[softmax]\n[dropout]\n", 6, "[dropout] after [softmax] (line 5)"},
     {NET4 "[softmax]\n[softmax]\n", 6, "after [softmax]"},
     /* found by fuzz_model: accepted, then refused without a line by the net */
@@ -318,7 +318,7 @@ static const bad_case bad_cases[] = {
     {"[net]\nchannels=1\nlearning_rte=0.1\n", 3, ", precision, winograd, mean, std)"},
     {NET4 "[Net]\n", 5, "unknown section [Net] (did you mean net?)"},
     {"[net]\nchannels=1\nbatchsize=3\n", 3, "unknown key 'batchsize' in [net] (valid: batch,"},
-    {NET4 "[softmax]\nsize=2\n", 6, "unknown key 'size' in [softmax] (valid: groups, temperature)"},
+    {NET4 "[softmax]\nsize=2\n", 6, "unknown key 'size' in [softmax] (valid: groups, temperature, tree)"},
     {NET4 "[maxpool]\nsize=2\nsize=3\n[softmax]\n", 7, "duplicate key size in [maxpool] (first at line 6)"},
     {"[net]\nchannels=1\nchannels=1\n", 3, "duplicate key channels"},
     /* numbers */
@@ -537,6 +537,17 @@ static void test_files(dt_model_spec *m) {
     unlink(path);
 }
 
+/* A file without [softmax] is a feature extractor (Darknet's vgg-conv.cfg):
+ * it parses, and dt_model_check_loss, which train and eval call, names its
+ * last section. */
+static void test_feature_extractor(dt_model_spec *m) {
+    if (!CHECK_OK(dt_model_parse_string(m, NET4 "[connected]\noutput=4\n\n[dropout]\n# end\n", "f.cfg"))) return;
+    CHECK(dt_model_check_loss(m) == DT_ERR_CONFIG);
+    CHECK(strstr(dt_last_error(), "f.cfg:8: the net ends in [dropout], not [softmax]") == dt_last_error());
+    if (CHECK_OK(dt_model_parse_string(m, NET4 "[connected]\noutput=4\n[softmax]\n", "c.cfg")))
+        CHECK_OK(dt_model_check_loss(m));
+}
+
 int main(void) {
     dt_model_spec *m = malloc(sizeof *m);
     if (!m) return 1;
@@ -548,6 +559,7 @@ int main(void) {
     test_syntax_variants(m);
     test_step_policy(m);
     test_errors(m);
+    test_feature_extractor(m);
     test_kind_key_tables(m);
     test_layer_limit(m);
     test_long_line(m);

@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "dtrain/data.h"
+#include "dtrain/mem.h"
+#include "dtrain/optim.h"
+#include "dtrain/rng.h"
 #include "dtrain/status.h"
 
 int dt_test_failures = 0;
@@ -87,4 +90,39 @@ int dt_test_loaders_differ(struct dt_loader *a, struct dt_loader *b, size_t samp
                                         memcmp(xa, xb, sizeof(float) * (size_t)na * sample)));
     }
     return diff;
+}
+
+void dt_test_train_two_steps(dt_net *net, const dt_model_spec *m) {
+    float *x = NULL, *state = NULL, *before = NULL, *acc = NULL;
+    dt_optim *opt = NULL;
+    size_t nx = dt_shape_size(net->input) * (size_t)m->batch;
+    CHECK(m->batch <= 64 && net->classes > 0);
+    if (m->batch > 64 || net->classes <= 0 || !CHECK_OK(dt_alloc_floats(&x, nx, "x")) ||
+        !CHECK_OK(dt_alloc_floats(&before, net->nparams, "p")) ||
+        !CHECK_OK(dt_alloc_floats(&acc, net->nparams, "acc")) ||
+        !CHECK_OK(dt_optim_create_for_net(&opt, &state, &m->optim, net)))
+        goto done;
+    memcpy(before, net->params, sizeof(float) * net->nparams);
+    dt_rng rng = dt_rng_seed(5);
+    dt_label labels[64];
+    for (int step = 1; step <= 2; step++) {
+        memset(acc, 0, sizeof(float) * net->nparams);
+        for (int pass = 0; pass < m->accumulate; pass++) {
+            for (size_t i = 0; i < nx; i++) x[i] = dt_rng_uniform(&rng);
+            for (int b = 0; b < m->batch; b++) labels[b] = (dt_label)(dt_rng_next(&rng) % (uint64_t)net->classes);
+            dt_net_forward(net, x, m->batch, 1);
+            double loss = dt_net_loss(net, labels, m->batch) / m->batch;
+            CHECK(isfinite(loss) && loss > 0);
+            dt_net_backward(net, x, m->batch, NULL, NULL);
+            for (size_t i = 0; i < net->nparams; i++) acc[i] += net->grads[i] / (float)m->accumulate;
+        }
+        memcpy(net->grads, acc, sizeof(float) * net->nparams);
+        dt_optim_update_net(opt, (float)m->sched.base_lr, step, net, state, 0, net->nparams);
+    }
+    size_t moved = 0;
+    for (size_t i = 0; i < net->nparams; i++) moved += net->params[i] != before[i];
+    CHECK(moved > net->nparams / 2);
+done:
+    dt_optim_free(opt);
+    dt_free(state), dt_free(acc), dt_free(before), dt_free(x);
 }

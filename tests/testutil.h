@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "dtrain/net.h"
+
 extern int dt_test_failures;
 
 #define CHECK(cond)                                                              \
@@ -44,6 +46,12 @@ const char *dt_test_src_path(const char *rel);
 /* Writes `text` to `path` (replacing it); a file that cannot be opened
  * counts as a failed check. */
 void dt_test_write_text(const char *path, const char *text);
+
+/* Two optimiser steps (m's optimiser and base rate) of m->accumulate passes
+ * of m->batch (at most 64) random images and labels through net (built
+ * from m, which must end in [softmax]): each pass's loss must be finite
+ * and positive, and most parameters must move. */
+void dt_test_train_two_steps(dt_net *net, const dt_model_spec *m);
 
 /* Print "N passed, M failed" style result and return the exit code. */
 int dt_test_finish(const char *name);

@@ -5,7 +5,9 @@
  * net: each pixel byte / 255 (every dataset dtrain reads has per-channel
  * mean 0 and std 1), channels in the data set's order (grey; or R, G, B).
  * Two outputs, both (batch, classes): "logits", the input of the softmax
- * layer, and "probabilities", its output. Layers map to operators as
+ * layer, and "probabilities", its output; a feature extractor (no
+ * [softmax]) has one, "features", its last layer's output (batch, C, H, W)
+ * or (batch, C H W) after a connected layer. Layers map to operators as
  * docs/EXPORT.md lists: convolutions to Conv, connected layers to
  * Flatten + Gemm (transB), batch norm to BatchNormalization in inference
  * form (the running statistics), dropout to nothing, shortcut and route to

@@ -66,7 +66,8 @@ typedef enum {
     X(SOFTMAX, softmax)     /* [softmax], must be last; trained with cross-entropy */            \
     X(SHORTCUT, shortcut)   /* [shortcut] previous layer's output + an earlier one's (Darknet) */ \
     X(ROUTE, route)         /* [route] earlier layers' outputs concatenated along channels */    \
-    X(CROP, crop)           /* [crop] Darknet's random crop (centre crop in evaluation) */
+    X(CROP, crop)           /* [crop] Darknet's random crop (centre crop in evaluation) */     \
+    X(REORG, reorg)         /* [reorg] Darknet's space-to-depth permutation, or extra= zeros */
 
 typedef enum {
 #define DT_LAYER_KIND_ENUM(e, name) DT_LAYER_##e,
@@ -160,6 +161,12 @@ typedef struct {
     int crop_h, crop_w;   /* crop: output height and width */
     int crop_flip;        /* crop: 1: mirror half of the training images */
     int crop_noadjust;    /* crop: 0: outputs 2 x - 1 (Darknet's [0, 1] -> [-1, 1]); 1: x */
+    float crop_shift;     /* crop: training adds (u - 1/2) x shift per image and channel */
+    float softmax_temp;   /* softmax: probabilities of in / temperature (0 or 1: none) */
+    int softmax_tree_nodes, softmax_tree_groups; /* softmax: Darknet's tree= (hierarchical softmax:
+                             one per group of sibling nodes), its nodes and groups; 0: none */
+    int reorg_reverse;    /* reorg: 1: depth to space (out C / s^2, H s, W s) */
+    int reorg_extra;      /* reorg: > 0: the input flattened, then this many zeros */
     int line;             /* line of the section in the model file, for errors */
 } dt_layer_spec;
 
@@ -300,10 +307,16 @@ int dt_activation_from_name(const char *name); /* -1 if unknown; Darknet's "logi
 typedef int32_t dt_label;
 
 /* Softmax cross-entropy head: given the logits (B, C) fed to the softmax
- * layer, its probabilities (B, C) and labels (B), writes dlogits (B, C) =
- * (p - onehot) / B and returns the summed (not averaged) loss
- * logsumexp(z) - z_y. Labels are < C (checked by the loader). */
+ * layer, its probabilities (B, C) = softmax(z / T) and labels (B), writes
+ * dlogits (B, C) = (p - onehot) / (T B) and returns the summed (not
+ * averaged) loss logsumexp(z / T) - z_y / T. Labels are < C (checked by the
+ * loader). T is the layer's temperature (dt_softmax_temperature). */
 double dt_softmax_xent_loss(float *dlogits, const float *logits, const float *probs,
-                            const dt_label *labels, int batch, int classes);
+                            const dt_label *labels, int batch, int classes, float temperature);
+
+/* A softmax layer's temperature: its spec's, 1 when that is 0 (unset). */
+static inline float dt_softmax_temperature(const dt_layer_spec *s) {
+    return s->softmax_temp > 0 ? s->softmax_temp : 1.0f;
+}
 
 #endif

@@ -67,6 +67,12 @@ typedef struct {
     dt_layer_spec layers[DT_MAX_LAYERS];
 } dt_model_spec;
 
+/* DT_OK when the net ends in [softmax], its loss; else a feature
+ * extractor (Darknet's vgg-conv.cfg): DT_ERR_CONFIG "FILE:LINE: ... no
+ * loss layer" naming its last section, for train, eval, bench and simulate
+ * to refuse it (info, export and predict --features take it). */
+dt_status dt_model_check_loss(const dt_model_spec *m);
+
 /* Images per worker in one optimiser step: `accumulate` passes of `batch`
  * (callers check the product fits an int: cli_train_prepare does). */
 static inline int dt_model_step_batch(const dt_model_spec *m) { return m->batch * m->accumulate; }

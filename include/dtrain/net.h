@@ -50,7 +50,7 @@ typedef struct dt_net {
     dt_layer *layers;       /* (nlayers) */
     size_t *param_offset;   /* (nlayers + 1): layer i's w starts at params[param_offset[i]] */
     dt_shape input;
-    int classes;
+    int classes;            /* outputs of the final [softmax]; 0: none, a feature extractor */
     int max_batch;
     float *params, *grads;  /* (nparams); may be bound elsewhere (dt_net_bind_blocks) */
     float *own_params, *own_grads; /* (nparams) the blocks the net allocated (NULL once bound) */

@@ -211,7 +211,8 @@ dt_status dt_resume_check_end(const char *from, long step, long total_steps);
 dt_status dt_resume_check(const dt_train_opts *o, const dt_net *net, long step_samples, long last_step);
 
 /* Receives each evaluated batch's logits (n, classes): the input of the
- * softmax layer, in this worker's dataset order. */
+ * softmax layer, in this worker's dataset order; for a feature extractor
+ * (net->classes 0) its output (n, C H W) instead. */
 typedef dt_status (*dt_logits_fn)(void *ctx, const float *logits, int n, int classes);
 
 /* DT_OK when ds's images can feed spec's input: the same channels, and the
@@ -235,7 +236,8 @@ dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind);
 /* Accuracy and mean loss of net over the whole dataset (this worker's part,
  * reduced through sync; batches built by `threads` loader threads); each
  * batch's logits also go to on_logits unless it is NULL (dtrain eval
- * --logits-out). */
+ * --logits-out). A feature extractor's outputs go to on_logits only (the
+ * accuracy and loss are then 0): dtrain predict --features. */
 dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank, int world,
                       int batch, int threads, dt_logits_fn on_logits, void *ctx, double *accuracy,
                       double *loss);

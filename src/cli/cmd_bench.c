@@ -195,6 +195,7 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
     if (s == DT_OK) s = cli_make_parents(paths, 2);
     dt_model_spec spec;
     if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
+    if (s == DT_OK && !data_only) s = dt_model_check_loss(&spec);
     if (s == DT_OK && !data_only) s = cli_precision(&spec, precision);
     if (s == DT_OK && data_only && (precision || winograd >= 0))
         s = dt_fail(DT_ERR_USAGE, "bench: --precision and --winograd time the model, --data-only the loader: give one");

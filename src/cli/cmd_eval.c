@@ -208,6 +208,7 @@ static void print_summary(const eval_args *a, dt_dataset_kind kind, const dt_dat
 static dt_status eval_run(const eval_args *a, const cli_env *env) {
     dt_model_spec spec;
     DT_TRY(cli_load_model(&spec, a->model, a->batch, 0, 0));
+    DT_TRY(dt_model_check_loss(&spec));
     DT_TRY(cli_precision(&spec, a->precision));
     dt_dataset_kind kind;
     const char *dir;

@@ -2,7 +2,9 @@
  * the top-k classes of each image with their probabilities, each image
  * preprocessed as eval preprocesses a folder's (decoded and fitted by the
  * folder code, then the evaluation loader's crop and mean=/std=), one
- * block per image or with --json one JSON object per image. */
+ * block per image or with --json one JSON object per image. --features:
+ * the net's output vector per image instead (a feature extractor's, or a
+ * classifier's logits). */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -101,7 +103,7 @@ static dt_status gather(path_list *l, const char *const *inputs, int n, const ch
 typedef struct {
     const char *model, *weights, *list, *precision, *data;
     const char **inputs; /* (ninputs) the positional words after MODEL.cfg */
-    int ninputs, top, json, batch, threads, loader_threads; /* top 0: not given */
+    int ninputs, top, json, batch, threads, loader_threads, features;
 } predict_args;
 
 /* One class's probability for one image. */
@@ -155,9 +157,24 @@ static void print_image(const printer *pr, const char *path, int k) {
     if (pr->a->json) printf("]}\n");
 }
 
+/* --features: each image's n values (%.9g: floats read back exactly), a
+ * line "PATH v0 v1 ..." or {"image":PATH,"features":[v0,...]}. */
+static void print_features(const printer *pr, const char *path, const float *v, int n) {
+    char esc[8192];
+    if (pr->a->json) printf("{\"image\":\"%s\",\"features\":[", dt_json_escape(esc, sizeof esc, path));
+    else fputs(path, stdout);
+    for (int j = 0; j < n; j++) printf("%s%.9g", pr->a->json ? (j ? "," : "") : " ", (double)v[j]);
+    puts(pr->a->json ? "]}" : "");
+}
+
 /* Sorting costs C log C per image: at ImageNet-22K's 21841 classes, far below the forward pass. */
 static dt_status take_logits(void *ctx, const float *logits, int n, int classes) {
     printer *pr = ctx;
+    if (pr->a->features) {
+        for (int i = 0; i < n; i++, pr->at++)
+            print_features(pr, pr->paths->p[pr->at], logits + (size_t)i * (size_t)classes, classes);
+        return DT_OK;
+    }
     int k = pr->top < classes ? pr->top : classes;
     for (int i = 0; i < n; i++, pr->at++) {
         softmax(pr->prob, logits + (size_t)i * (size_t)classes, classes);
@@ -168,9 +185,14 @@ static dt_status take_logits(void *ctx, const float *logits, int n, int classes)
 }
 
 /* The net with the checkpoint's parameters and class names (names beyond
- * its outputs are refused, as export refuses them). */
+ * its outputs are refused, as export refuses them); without --weights
+ * (--features only) the initial parameters of a run of seed 1. */
 static dt_status load_net(dt_net **net, dt_class_names *names, const predict_args *a, const dt_model_spec *spec) {
     DT_TRY(dt_net_create(net, spec, spec->batch, 1));
+    if (!(*net)->classes && !a->features)
+        return dt_fail(DT_ERR_USAGE, "predict: %s has no [softmax], so no classes: it is a feature extractor "
+                       "(give --features)", spec->path);
+    if (!a->weights) return DT_OK;
     dt_ckpt_meta meta;
     dt_ckpt_arrays arrays = {.classes = names};
     DT_TRY(dt_checkpoint_load_net(a->weights, *net, &meta, &arrays));
@@ -222,12 +244,13 @@ static dt_status predict_run(const predict_args *a) {
     }
     if (s == DT_OK)
         s = dt_dataset_of_files(&ds, (const char *const *)paths.p, paths.n,
-                                dt_data_load_shape(&spec, DT_DATASET_FOLDER), net->classes);
+                                dt_data_load_shape(&spec, DT_DATASET_FOLDER), net->classes ? net->classes : 1);
     if (s == DT_OK) {
         dt_data_normalise(ds, &spec);
         s = dt_check_input(&spec, ds, "the images");
     }
-    if (s == DT_OK) s = dt_alloc_bytes((void **)&pr.prob, sizeof *pr.prob * (size_t)net->classes, "predict");
+    if (s == DT_OK && !a->features)
+        s = dt_alloc_bytes((void **)&pr.prob, sizeof *pr.prob * (size_t)net->classes, "predict");
     if (s == DT_OK)
         s = dt_evaluate(net, ds, NULL, 0, 1, spec.batch, a->loader_threads, take_logits, &pr, &acc, &loss);
     dt_free(pr.prob);
@@ -255,8 +278,12 @@ static const char predict_usage[] =
     "                    model's outputs)\n"
     "  --json            one JSON object a line per image: {\"image\":PATH,\"top\":[{\"class\":I,\n"
     "                    \"name\":NAME,\"p\":P},...]} (\"name\" when the checkpoint has names)\n"
+    "  --features        the net's output per image instead, \"PATH v0 v1 ...\" (--json:\n"
+    "                    {\"image\":PATH,\"features\":[...]}): a feature extractor's output (a\n"
+    "                    model without [softmax]), a classifier's logits\n"
     "  --weights F       checkpoint file (of a checkpoint directory: D/latest or D/best.ckpt),\n"
-    "                    or Darknet weights of the model file (recognised by content)\n"
+    "                    or Darknet weights of the model file (recognised by content); with\n"
+    "                    --features it may be left out: a run's initial parameters\n"
     "  --batch N         images per forward pass (default: the model file's)\n"
     "  --threads N       threads (default: all cores)\n"
     "  --loader-threads N  threads decoding images (default 2)\n"
@@ -272,6 +299,7 @@ int cmd_predict(int argc, char **argv, const cli_env *env) {
         {"--data", ARG_STR, &a.data, 0, 0, 0},
         {"--top", ARG_INT, &a.top, 1, DT_DATA_MAX_CLASSES, 0},
         {"--json", ARG_FLAG, &a.json, 0, 0, 0},
+        {"--features", ARG_FLAG, &a.features, 0, 0, 0},
         {"--batch", ARG_INT, &a.batch, 1, 1 << 20, 0},
         {"--threads", ARG_INT, &a.threads, 1, 1024, 0},
         {"--loader-threads", ARG_INT, &a.loader_threads, 1, 256, 0},
@@ -286,7 +314,7 @@ int cmd_predict(int argc, char **argv, const cli_env *env) {
         free(pos);
         return 0;
     }
-    if (s == DT_OK && (npos < 1 || !a.weights || (npos < 2 && !a.list && !a.data)))
+    if (s == DT_OK && (npos < 1 || (!a.weights && !a.features) || (npos < 2 && !a.list && !a.data)))
         s = dt_fail(DT_ERR_USAGE, "predict: needs MODEL.cfg, --weights CHECKPOINT and images, folders, --list F "
                     "or --data F.data (see dtrain predict --help)");
     if (s == DT_OK) {

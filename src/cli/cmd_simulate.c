@@ -272,6 +272,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     if (s == DT_OK) s = (spec = malloc(sizeof *spec)) && (prof = malloc(sizeof *prof))
                             ? DT_OK : dt_fail(DT_ERR_NOMEM, "simulate: out of memory");
     if (s == DT_OK && npos == 1) s = cli_load_model(spec, pos[0], batch, 0, 0);
+    if (s == DT_OK && npos == 1) s = dt_model_check_loss(spec);
     if (s == DT_OK && profile_path) {
         s = dt_profile_read(prof, profile_path);
         if (s == DT_OK && batch && batch != prof->batch)

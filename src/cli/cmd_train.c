@@ -262,7 +262,8 @@ static dt_status load_model(dt_model_spec *spec, const cli_train_args *a) {
         ov[n] = (dt_model_override){key, a->net_vals[i], flag[n]};
         n++;
     }
-    return cli_load_model_over(spec, a->model, ov, n, 0, a->lr, a->epochs);
+    DT_TRY(cli_load_model_over(spec, a->model, ov, n, 0, a->lr, a->epochs));
+    return dt_model_check_loss(spec);
 }
 
 /* The generated flags of [net] keys, for --help. */

@@ -185,6 +185,14 @@ static void emit_batchnorm(export_ctx *x, int i, const tensor *in) {
 /* The last layer: "logits" (its input, 2-D) and "probabilities". */
 static void emit_softmax(export_ctx *x, int i, const tensor *in) {
     const char *logits = as_2d(x, in[0], "logits");
+    float t = dt_softmax_temperature(&layer_of(x, i)->spec);
+    if (t != 1.0f) { /* Darknet's temperature: Softmax(logits / T) */
+        int64_t one = 1;
+        const char *k = dt_onnx_name(x->m, "l%d_inv_temperature", i), *z = dt_onnx_name(x->m, "l%d_scaled", i);
+        dt_onnx_init_fill(x->m, k, &one, 1, 1.0f / t);
+        dt_onnx_node(x->m, "Mul", (const char *[]){logits, k}, 2, z);
+        logits = z;
+    }
     dt_onnx_attr_int(x->m, dt_onnx_node(x->m, "Softmax", &logits, 1, "probabilities"), "axis", 1);
     set_out(x, i, "probabilities", 2);
 }
@@ -294,6 +302,8 @@ static const emit_fn emitters[DT_LAYER_KIND_COUNT] = {
 
 /* What no operator sequence above expresses, as a reason; NULL if exportable. */
 static const char *unexportable(const dt_layer *l) {
+    if (l->spec.kind == DT_LAYER_SOFTMAX && l->spec.softmax_tree_nodes)
+        return "Darknet's hierarchical softmax (tree=) has no ONNX form here";
     int known = (unsigned)l->spec.kind < DT_LAYER_KIND_COUNT && emitters[l->spec.kind];
     return known ? NULL : "the exporter has no ONNX form for this kind yet";
 }
@@ -321,6 +331,14 @@ static void emit_graph(export_ctx *x) {
             in[k] = from < 0 ? (tensor){"input", 4} : (tensor){x->name[from], x->rank[from]};
         }
         emitters[l->spec.kind](x, i, in);
+    }
+    if (!net->classes) { /* a feature extractor: its last layer's output, (batch, C, H, W) or (batch, C H W) */
+        int last = net->nlayers - 1, rank = x->rank[last];
+        dt_shape o = net->layers[last].out;
+        int64_t dims[4] = {DT_ONNX_BATCH, rank == 4 ? o.c : (int64_t)dt_shape_size(o), o.h, o.w};
+        dt_onnx_node(x->m, "Identity", &x->name[last], 1, "features");
+        dt_onnx_output(x->m, "features", dims, rank);
+        return;
     }
     int64_t out_dims[2] = {DT_ONNX_BATCH, net->classes};
     dt_onnx_output(x->m, "logits", out_dims, 2);
@@ -361,7 +379,6 @@ static void emit_metadata(export_ctx *x) {
 }
 
 dt_status dt_export_onnx(const dt_net *net, const char *path, const dt_export_info *info) {
-    DT_ASSERT(net->layers[net->nlayers - 1].spec.kind == DT_LAYER_SOFTMAX);
     DT_TRY(check_exportable(net, info));
     dt_onnx *m;
     DT_TRY(dt_onnx_create(&m));

@@ -5,9 +5,12 @@
  * mirrored half the time; in evaluation it is the centre window (offsets
  * (H - crop_h) / 2, (W - crop_w) / 2), never mirrored. Values become
  * 2 x - 1 (Darknet maps its [0, 1] images to [-1, 1] here) unless
- * noadjust=1. The draws of image b come from (seed, step, its position in
- * the global batch), one per image as Darknet's GPU layer (its CPU layer
- * draws once per batch).
+ * noadjust=1. In training, shift= adds (u - 1/2) x shift to every value
+ * of channel c of an image, u uniform in [0, 1) per image and channel (as
+ * Darknet's GPU layer, levels_image_kernel; its CPU layer ignores shift).
+ * The draws of image b come from (seed, step, its position in the global
+ * batch), one per image as Darknet's GPU layer (its CPU layer draws once
+ * per batch).
  * saved (B, 3): each image's dh, dw and flip, for backward. */
 #include <string.h>
 
@@ -46,13 +49,18 @@ static void crop_forward(dt_layer *l, float *out, const float *in, int batch, in
         }
         float *sv = l->saved + 3 * (size_t)b;
         sv[0] = (float)dh, sv[1] = (float)dw, sv[2] = (float)flip;
-        for (int c = 0; c < os.c; c++)
+        /* A second stream for the shifts, so that shift= leaves the windows' draws as they were. */
+        dt_rng rs = dt_rng_seed(dt_hash3(l->seed ^ 0x5368696674ULL, l->step, l->sample_base + (uint64_t)b));
+        for (int c = 0; c < os.c; c++) {
+            float add = shift;
+            if (train && l->spec.crop_shift != 0) add += ((float)dt_rng_uniform(&rs) - 0.5f) * l->spec.crop_shift;
             for (int y = 0; y < os.h; y++) {
                 const float *row = in + (((size_t)b * (size_t)is.c + (size_t)c) * (size_t)is.h + (size_t)(y + dh)) *
                                             (size_t)is.w + (size_t)dw;
                 float *o = out + (((size_t)b * (size_t)os.c + (size_t)c) * (size_t)os.h + (size_t)y) * (size_t)os.w;
-                for (int x = 0; x < os.w; x++) o[x] = row[flip ? os.w - 1 - x : x] * scale + shift;
+                for (int x = 0; x < os.w; x++) o[x] = row[flip ? os.w - 1 - x : x] * scale + add;
             }
+        }
     }
 }
 
@@ -80,10 +88,10 @@ static void crop_backward(dt_layer *l, float *din, const float *dout, const floa
 
 /* ---- model-file keys ---------------------------------------------------- */
 
-/* Darknet's keys that only its GPU layer applies, accepted at their neutral
- * values (its own files write them so). */
+/* Darknet's keys that only its GPU layer applies and dtrain does not,
+ * accepted at their neutral values (its own files write them so). */
 typedef struct {
-    float angle, saturation, exposure, shift;
+    float angle, saturation, exposure;
 } crop_own_keys;
 DT_OWN_FITS(crop_own_keys);
 
@@ -95,7 +103,7 @@ static const dt_key_def crop_keys[] = {
     {"angle", DT_KEY_FLOAT, DT_OWN_KEY(crop_own_keys, angle), 0, -180, 180, 0, NULL},
     {"saturation", DT_KEY_FLOAT, DT_OWN_KEY(crop_own_keys, saturation), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
     {"exposure", DT_KEY_FLOAT, DT_OWN_KEY(crop_own_keys, exposure), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
-    {"shift", DT_KEY_FLOAT, DT_OWN_KEY(crop_own_keys, shift), 0, -100, 100, 0, NULL},
+    {"shift", DT_KEY_FLOAT, DT_SPEC_KEY(crop_shift), 0, -100, 100, 0, NULL},
     {0}};
 
 static dt_status crop_end_section(const dt_section *s, const dt_section_vals *v, dt_layer_spec *layer) {
@@ -104,8 +112,7 @@ static dt_status crop_end_section(const dt_section *s, const dt_section_vals *v,
     const struct {
         const char *key;
         float value, neutral;
-    } gpu_only[] = {{"angle", k->angle, 0}, {"saturation", k->saturation, 1}, {"exposure", k->exposure, 1},
-                    {"shift", k->shift, 0}};
+    } gpu_only[] = {{"angle", k->angle, 0}, {"saturation", k->saturation, 1}, {"exposure", k->exposure, 1}};
     for (size_t i = 0; i < sizeof gpu_only / sizeof *gpu_only; i++)
         if (gpu_only[i].value != gpu_only[i].neutral)
             return dt_section_error(s, dt_section_key_line(s, gpu_only[i].key),

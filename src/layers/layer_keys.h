@@ -25,7 +25,8 @@ typedef enum {
     DT_KEY_STEPS,      /*   ascending epochs / Darknet's ascending batches, */
     DT_KEY_SCALES,     /*   Darknet's scales */
     DT_KEY_LAYERS,     /* comma list of section indices into a dt_key_layers */
-    DT_KEY_CHANNELS    /* [net]: comma list of one float per input channel into a dt_channel_values */
+    DT_KEY_CHANNELS,   /* [net]: comma list of one float per input channel into a dt_channel_values */
+    DT_KEY_PATH        /* a file's path, kept by the parser (dt_section_key_path; off unused) */
 } dt_key_type;
 
 enum { DT_KEY_REQUIRED = 1, DT_KEY_LO_OPEN = 2, DT_KEY_HI_OPEN = 4 };
@@ -95,6 +96,13 @@ extern const dt_key_choices dt_activation_choices;
 
 /* The parser's view of the section being read. */
 typedef struct dt_section dt_section;
+
+/* The file named by the section's DT_KEY_PATH key (a section has at most
+ * one) as Darknet opens it, relative to the working directory, or else, if
+ * no file is there, relative to the model file's folder's parent (Darknet's
+ * layout: cfg/ beside data/); NULL if the key is absent. The buffer lives
+ * until the section ends. */
+const char *dt_section_key_path(const dt_section *s);
 
 /* Line key (one of the section's keys) was given on; 0 if absent. */
 int dt_section_key_line(const dt_section *s, const char *key);

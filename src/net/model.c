@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dtrain/data.h"
 #include "dtrain/suggest.h"
@@ -53,7 +54,7 @@ static const dt_key_choices schedules = {dt_schedule_kind_from_name, schedule_na
 static const dt_key_choices optimizers = {dt_optim_kind_from_name, optim_name, DT_OPT_COUNT};
 /* Darknet's cost types (get_cost_type); only sse is trained (see [cost]). */
 static const char *const cost_names[] = {"sse", "masked", "smooth", "L1", "seg", "wgan", "logistic"};
-enum { COST_SSE = 0, COST_COUNT = sizeof cost_names / sizeof cost_names[0] };
+enum { COST_SSE = 0, COST_MASKED = 1, COST_COUNT = sizeof cost_names / sizeof cost_names[0] };
 static int cost_from_name(const char *name) {
     for (int i = 0; i < COST_COUNT; i++)
         if (strcmp(cost_names[i], name) == 0) return i;
@@ -97,7 +98,9 @@ static const dt_key_def net_keys[] = {
     {"warmup_epochs", DT_KEY_DOUBLE, NET(sched.warmup_epochs), 0, 0, EPOCHS_MAX, 0, NULL},
     {"warmup_start_factor", DT_KEY_DOUBLE, NET(sched.warmup_start_factor), 0.1, 0, 1, 0, NULL},
     /* Darknet's schedule keys, in optimiser steps (its "batches"). */
-    {"max_batches", DT_KEY_INT, NET(sched.max_batches), 0, 1, INT_MAX, 0, NULL},
+    /* max_batches=0 is Darknet's "no limit" (its default; extraction22k.cfg writes it): the
+     * run's length is then epochs=, as without the key. */
+    {"max_batches", DT_KEY_INT, NET(sched.max_batches), 0, 0, INT_MAX, 0, NULL},
     {"burn_in", DT_KEY_INT, NET(sched.burn_in), 0, 0, INT_MAX, 0, NULL},
     {"power", DT_KEY_DOUBLE, NET(sched.power), 4, 0, INFINITY, 0, NULL},
     {"steps", DT_KEY_STEPS, NET(sched), 0, 1, INT_MAX, 0, NULL},
@@ -175,8 +178,9 @@ struct dt_section {
     const dt_key_def *keys;      /* its key table */
     void *target;             /* where its values go: m or &vals */
     int seen[MAX_KEYS];       /* line of each key given in this section, 0 if absent */
+    char path[PATH_MAX];      /* its DT_KEY_PATH key's file, resolved ("" if absent) */
     dt_section_vals vals;
-    int net_line, softmax_line, last_layer_line, cost_line;
+    int net_line, softmax_line, cost_line;
     int default_act_line;     /* the last section: a [connected] without activation= (its line), else 0 */
     /* Darknet numbers sections (one layer each there); section s's output
      * is layer sec_out[s] of the built net (its last layer here). */
@@ -285,6 +289,7 @@ static void store(void *target, const dt_key_def *k, double v) {
     case DT_KEY_CHANNELS: /* only the default: not given */
         ((dt_channel_values *)(void *)dst)->n = 0;
         break;
+    case DT_KEY_PATH: break; /* kept in the dt_section */
     }
 }
 
@@ -357,7 +362,23 @@ static dt_status set_channels(dt_section *p, const dt_key_def *k, const char *va
     return DT_OK;
 }
 
+/* val as Darknet opens it (relative to the working directory), else
+ * beside the model file's folder: <dir of dir of the file>/val. */
+static dt_status set_path(dt_section *p, const char *val) {
+    char alt[PATH_MAX];
+    const char *slash = strrchr(p->name, '/');
+    int dir = slash ? (int)(slash - p->name) : 0; /* the model file's folder: p->name[0, dir) */
+    snprintf(alt, sizeof alt, "%.*s%s../%s", dir, p->name, slash ? "/" : "", val);
+    const char *use = val[0] == '/' || access(val, F_OK) == 0 || access(alt, F_OK) != 0 ? val : alt;
+    if (strlen(use) >= sizeof p->path) return dt_section_error(p, p->line, "path too long: %.64s...", use);
+    snprintf(p->path, sizeof p->path, "%s", use);
+    return DT_OK;
+}
+
+const char *dt_section_key_path(const dt_section *p) { return p->path[0] ? p->path : NULL; }
+
 static dt_status set_value(dt_section *p, const dt_key_def *k, const char *val) {
+    if (k->type == DT_KEY_PATH) return set_path(p, val);
     if (k->type == DT_KEY_MILESTONES || k->type == DT_KEY_STEPS || k->type == DT_KEY_SCALES)
         return set_schedule_list(p, k, val);
     if (k->type == DT_KEY_CHANNELS) return set_channels(p, k, val);
@@ -491,7 +512,7 @@ static dt_status check_darknet_schedule(dt_section *p) {
                                 "decay)", dt_schedule_kind_name(s->kind), own_step ? " with step_epochs=" : "");
     if (dt_section_key_line(p, "power") && s->kind != DT_SCHED_POLY && !dt_section_key_line(p, "burn_in"))
         return dt_section_error(p, dt_section_key_line(p, "power"), "power= applies only to policy=poly and burn_in=");
-    if (dt_section_key_line(p, "max_batches") && dt_section_key_line(p, "epochs"))
+    if (s->max_batches && dt_section_key_line(p, "epochs"))
         return dt_section_error(p, dt_section_key_line(p, "max_batches"),
                        "max_batches= and epochs= both set the run's length (line %d); give one",
                        dt_section_key_line(p, "epochs"));
@@ -571,6 +592,9 @@ static dt_status finish_net(dt_section *p) {
 static dt_status finish_cost(dt_section *p) {
     int type = ((const cost_own_keys *)(const void *)&p->vals.own)->type;
     if (type == COST_SSE) return DT_OK;
+    /* masked after a hierarchical softmax is its mask of the groups off the label's path (Darknet's
+     * darknet9000.cfg): part of that softmax's loss, which dtrain refuses to train (dt_model_check_loss). */
+    if (type == COST_MASKED && p->m->layers[p->m->nlayers - 1].softmax_tree_nodes) return DT_OK;
     return dt_section_error(p, dt_section_key_line(p, "type"),
                    "[cost] type=%s would train another loss; after [softmax] dtrain trains "
                    "softmax cross-entropy, which is Darknet's type=sse (the default) there",
@@ -666,7 +690,6 @@ static dt_status begin_section(dt_section *p, const char *name) {
                            "(only [cost] may follow it)",
                            name, p->softmax_line);
         if (kind == DT_LAYER_SOFTMAX) p->softmax_line = p->line, p->m->logistic_head_line = p->default_act_line;
-        p->last_layer_line = p->line;
         p->keys = dt_layer_ops_of((dt_layer_kind)kind)->keys;
         DT_ASSERT(p->keys); /* every kind of the registry declares its keys */
         memset(&p->vals, 0, sizeof p->vals);
@@ -681,6 +704,7 @@ static dt_status begin_section(dt_section *p, const char *name) {
     p->sec_line = p->line;
     snprintf(p->sec_name, sizeof p->sec_name, "%s", name);
     memset(p->seen, 0, sizeof p->seen);
+    p->path[0] = '\0';
     set_defaults(p->target, p->keys);
     return DT_OK;
 }
@@ -733,9 +757,38 @@ static dt_status parse_line(dt_section *p, char *line) {
     }
 }
 
+/* Darknet's layers that dtrain does not build by design, with the reason. */
+static const struct {
+    const char *name, *why;
+} darknet_refused[] = {
+    {"[yolo]", "detection"}, {"[region]", "detection"}, {"[detection]", "detection"}, {"[iseg]", "detection"},
+    {"[rnn]", "recurrent"},  {"[gru]", "recurrent"},    {"[lstm]", "recurrent"},      {"[crnn]", "recurrent"},
+};
+
+/* A detection or recurrent file is refused for that, at its first such
+ * section, before any other error its keys (of [net]: Darknet's rnn.cfg's
+ * inputs=) would give. */
+static dt_status refuse_darknet_kinds(const dt_section *p, const char *text) {
+    int line = 1;
+    for (const char *s = text; *s; line++) {
+        s += strspn(s, " \t");
+        for (size_t i = 0; i < sizeof darknet_refused / sizeof *darknet_refused; i++) {
+            size_t n = strlen(darknet_refused[i].name);
+            if (strncmp(s, darknet_refused[i].name, n) == 0 && strchr(" \t\r\n#;", s[n]))
+                return dt_section_error(p, line, "%s is Darknet's %s layer: dtrain builds classifiers and feature "
+                                        "extractors only", darknet_refused[i].name, darknet_refused[i].why);
+        }
+        const char *nl = strchr(s, '\n');
+        if (!nl) break;
+        s = nl + 1;
+    }
+    return DT_OK;
+}
+
 static dt_status parse_text(dt_section *p, const char *text) {
     char buf[MAX_LINE + 1];
     const char *s = text;
+    DT_TRY(refuse_darknet_kinds(p, text));
     while (*s) {
         const char *nl = strchr(s, '\n');
         size_t len = nl ? (size_t)(nl - s) : strlen(s);
@@ -753,14 +806,22 @@ static dt_status parse_text(dt_section *p, const char *text) {
     if (!p->net_line)
         return dt_section_error(p, p->line ? p->line : 1, "no [net] section (the file must start with it)");
     if (!p->m->nlayers) return dt_section_error(p, p->net_line, "no layer sections after [net]");
-    if (!p->softmax_line)
-        return dt_section_error(p, p->last_layer_line,
-                       "the last section must be [softmax] (the net is trained with softmax "
-                       "cross-entropy)");
-    if (p->m->nlayers < 2)
+    if (p->softmax_line && p->m->nlayers < 2)
         return dt_section_error(p, p->softmax_line, "[softmax] needs a layer before it (whose outputs are "
                        "the logits)");
     return DT_OK;
+}
+
+dt_status dt_model_check_loss(const dt_model_spec *m) {
+    const dt_layer_spec *last = &m->layers[m->nlayers - 1];
+    if (last->kind == DT_LAYER_SOFTMAX && last->softmax_tree_nodes)
+        return dt_fail(DT_ERR_CONFIG, "%s:%d: [softmax] tree= is Darknet's hierarchical softmax (%d softmaxes over "
+                       "%d nodes), which dtrain builds (info, predict --features) but does not train, evaluate or "
+                       "export", m->path, last->line, last->softmax_tree_groups, last->softmax_tree_nodes);
+    if (last->kind == DT_LAYER_SOFTMAX) return DT_OK;
+    return dt_fail(DT_ERR_CONFIG, "%s:%d: the net ends in [%s], not [softmax]: a feature extractor has no loss "
+                   "layer to train or evaluate (info, export and predict --features take it)", m->path, last->line,
+                   dt_layer_ops_of(last->kind)->name);
 }
 
 static dt_status parse_over(dt_model_spec *out, const char *text, const char *name, const dt_model_override *ov,

@@ -175,6 +175,7 @@ static void plan_layouts(dt_net *net, dt_layout native) {
             if (from >= 0 && rule == DT_LAYOUTS_NCHW) blocked[layout_root(parent, from)] = 0;
         }
     }
+    blocked[layout_root(parent, L - 1)] = 0; /* the net's output (probabilities or features) is read as NCHW */
     for (int i = 0; i < L; i++) {
         dt_layer *l = &net->layers[i];
         l->out_layout = blocked[layout_root(parent, i)] ? native : DT_LAYOUT_NCHW;
@@ -241,8 +242,11 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
             return dt_fail(DT_ERR_NOMEM, "%s:%d: layer sizes overflow", spec->path, l->spec.line);
         if (dt_shape_size(l->out) > sz->max_act) sz->max_act = dt_shape_size(l->out);
     }
-    const dt_layer *last = net->nlayers >= 2 ? &net->layers[net->nlayers - 1] : NULL;
-    if (!last || last->spec.kind != DT_LAYER_SOFTMAX || last->spec.inputs[0] < 0)
+    /* The last layer is a [softmax] (the loss) after at least one layer, or that of a feature extractor. */
+    if (net->nlayers < 1) return dt_fail(DT_ERR_CONFIG, "%s: the model has no layers", spec->path);
+    const dt_layer *last = &net->layers[net->nlayers - 1];
+    int has_loss = last->spec.kind == DT_LAYER_SOFTMAX;
+    if (has_loss && last->spec.inputs[0] < 0)
         return dt_fail(DT_ERR_CONFIG, "%s: the model needs at least one layer before a final [softmax]",
                        spec->path);
     size_t folded = spec->plain_engine ? 0 : plan_fusion(net);
@@ -255,7 +259,7 @@ static dt_status setup_layers(dt_net *net, const dt_model_spec *spec, net_sizes 
         if (ws > sz->ws) sz->ws = ws;
     }
     net->nparams = net->param_offset[net->nlayers];
-    net->classes = (int)dt_shape_size(last->out);
+    net->classes = has_loss ? (int)dt_shape_size(last->out) : 0;
     net->nws = sz->ws;
     if (!total_bytes(net, sz))
         return dt_fail(DT_ERR_NOMEM, "%s: the model's memory at batch %d overflows 64 bits",
@@ -497,11 +501,13 @@ const float *dt_net_forward(dt_net *net, const float *x, int batch, int train) {
 }
 
 double dt_net_loss(dt_net *net, const dt_label *labels, int batch) {
+    DT_ASSERT(net->classes > 0); /* callers refused a feature extractor (dt_model_check_loss) */
     /* The softmax layer's input is the logits (always a layer: setup_layers
      * requires one); dlogits go to that layer's output-gradient buffer. */
     int logits = net->layers[net->nlayers - 1].spec.inputs[0];
     return dt_softmax_xent_loss(net->gbuf[net->groute[logits].out], net->act[logits],
-                                net->act[net->nlayers - 1], labels, batch, net->classes);
+                                net->act[net->nlayers - 1], labels, batch, net->classes,
+                                dt_softmax_temperature(&net->layers[net->nlayers - 1].spec));
 }
 
 /* dst[j] += src[j] for j < n. */

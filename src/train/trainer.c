@@ -38,6 +38,9 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
                       int batch, int threads, dt_logits_fn on_logits, void *ctx, double *accuracy,
                       double *loss) {
     const dt_layer *head = &net->layers[net->nlayers - 1];
+    /* A classifier hands on its logits (the softmax's input); a feature extractor its output. */
+    int features = net->classes == 0, from = features ? net->nlayers - 1 : head->spec.inputs[0];
+    int width = features ? (int)dt_shape_size(head->out) : net->classes;
     dt_loader_cfg cfg = {.batch = batch, .rank = rank, .world = world, .threads = threads, .out = net->input};
     dt_loader *ld;
     DT_TRY(dt_loader_create(&ld, ds, &cfg));
@@ -51,9 +54,10 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank
         if (s != DT_OK || n == 0) break;
         dt_net_forward(net, x, n, 0);
         if (on_logits) {
-            s = on_logits(ctx, dt_net_output(net, head->spec.inputs[0], x), n, net->classes);
+            s = on_logits(ctx, dt_net_output(net, from, x), n, width);
             if (s != DT_OK) break;
         }
+        if (features) continue;
         sums[0] += dt_net_count_correct(net, y, n);
         sums[1] += dt_net_loss(net, y, n);
         sums[2] += n;
