@@ -43,7 +43,7 @@ static int sh(const char *fmt, ...) {
 }
 
 static dt_folder_opts opts(size_t cache, int threads) {
-    dt_folder_opts o = {threads, cache, 0, NULL, 0, NULL, 0, 0};
+    dt_folder_opts o = {threads, cache, 0, NULL, 0, NULL, 0, 0, 0, 0};
     return o;
 }
 

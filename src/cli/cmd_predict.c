@@ -194,7 +194,7 @@ static dt_status predict_run(const predict_args *a) {
     if (s == DT_OK) s = load_net(&net, &names, a, &spec);
     if (s == DT_OK)
         s = dt_dataset_of_files(&ds, (const char *const *)paths.p, paths.n,
-                                dt_data_load_shape(&spec, DT_DATASET_FOLDER), net->classes);
+                                dt_data_load_shape(&spec, DT_DATASET_FOLDER), spec.eval_resize, net->classes);
     if (s == DT_OK) {
         dt_data_normalise(ds, &spec);
         s = dt_check_input(&spec, ds, "the images");

@@ -72,7 +72,10 @@ dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind) {
 dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model_spec *spec, int outputs,
                            const dt_train_opts *o, dt_report *rep) {
     const char *kind = dt_dataset_kind_name(o->dataset);
-    dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL, o->val_split, o->seed};
+    /* The train set's whole images for RandomResizedCrop (regions); both
+     * sets fitted with eval_resize= otherwise. */
+    dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1,    NULL,
+                         o->val_split,      o->seed,        spec->eval_resize, spec->augment.resized_crop};
     const dt_shape shape = dt_data_load_shape(spec, o->dataset);
     DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, shape, outputs, o->seed, &fo));
     dt_data_normalise(*train, spec);
@@ -98,6 +101,7 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
         fo.cache_bytes = fo.cache_bytes > used ? fo.cache_bytes - used : 0;
         fo.classes = &d->class_names;
         fo.classes_from = split;
+        fo.regions = 0;
     } else if (d->classes != outputs) {
         return dt_fail(DT_ERR_CONFIG, "%s: model has %d outputs but %s has %d classes", spec->path, outputs, kind,
                        d->classes);
