@@ -266,6 +266,20 @@ def crops(out):
         lines.append("%s %d %d %d %d %d %d %d %d %d %d %d %s" % (name, C, y, x, h, w, oh, ow, dy, dx, dh, dw, ref))
     with open(os.path.join(out, "crops.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    # DIR/sides.txt: FILE C H W SIDE EXPECTED, the (C, H, W) bytes of
+    # torchvision's Resize(SIDE) + CenterCrop((H, W)) on the PIL image.
+    import torchvision.transforms as T
+    lines = []
+    for name, C, H, W, side in (("photo.jpg", 3, 56, 56, 64), ("photo.jpg", 1, 40, 60, 70), ("photo.png", 3, 30, 30, 37),
+                                ("gray.png", 3, 21, 28, 29)):
+        im = Image.open(os.path.join(out, name)).convert("L" if C == 1 else "RGB")
+        got = np.asarray(T.CenterCrop((H, W))(T.Resize(side)(im)))
+        ref = "%s.side%d_%d_%d_%d" % (name, side, C, H, W)
+        with open(os.path.join(out, ref), "wb") as f:
+            f.write(planar(got))
+        lines.append("%s %d %d %d %d %s" % (name, C, H, W, side, ref))
+    with open(os.path.join(out, "sides.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 # ---- tree --------------------------------------------------------------------

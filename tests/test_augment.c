@@ -546,6 +546,9 @@ static void test_model_keys(void) {
         CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), bad[i].message));
         if (!strstr(dt_last_error(), bad[i].message)) fprintf(stderr, "got: %s\n", dt_last_error());
     }
+    st = dt_model_parse_string(m, "[net]\nheight=32\nwidth=32\nchannels=3\neval_resize=31\n[connected]\n"
+                                  "output=2\n[softmax]\n", "r.cfg");
+    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "r.cfg:5: eval_resize=31 is shorter than the input's"));
     st = dt_model_parse_string(m, "[net]\nheight=32\nwidth=32\nchannels=3\ncrop_scale=0.5,1\n[connected]\n"
                                   "output=2\n[softmax]\n", "r.cfg");
     CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "r.cfg:5: crop_scale= is RandomResizedCrop's"));

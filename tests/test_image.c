@@ -133,6 +133,33 @@ static void test_crops(void) {
     CHECK(cases == 7);
 }
 
+/* Each case of sides.txt: dt_image_load with a side (eval_resize=) against
+ * torchvision's Resize(side) + CenterCrop on PIL images, to the byte (JPEGs
+ * within 1, as test_refs); a side too short for the crop is refused. */
+static void test_sides(void) {
+    FILE *list = fopen(in_dir("crops", "sides.txt"), "r");
+    CHECK(list != NULL);
+    if (!list) return;
+    char name[256], ref[300];
+    int c, h, w, side, cases = 0;
+    static uint8_t got[3 * 64 * 64], want[3 * 64 * 64];
+    while (fscanf(list, "%255s %d %d %d %d %299s", name, &c, &h, &w, &side, ref) == 6) {
+        size_t n = (size_t)c * h * w;
+        cases++;
+        CHECK_OK(dt_image_load(got, (dt_shape){c, h, w}, side, in_dir("crops", name)));
+        CHECK(read_all(in_dir("crops", ref), want, sizeof want) == n);
+        int worst = 0;
+        for (size_t i = 0; i < n; i++) worst = abs((int)got[i] - (int)want[i]) > worst ? abs((int)got[i] - want[i]) : worst;
+        if (worst > (strstr(name, ".jpg") ? 1 : 0)) {
+            fprintf(stderr, "%s at side %d to %dx%dx%d: off by up to %d\n", name, side, c, h, w, worst);
+            dt_test_failures++;
+        }
+    }
+    fclose(list);
+    CHECK(cases == 4);
+    CHECK(dt_image_load(got, (dt_shape){3, 40, 40}, 30, in_dir("crops", "photo.png")) == DT_ERR_USAGE);
+}
+
 /* file (in dir/bad) must fail with status want and one line naming it and
  * containing needle. */
 static void expect_bad(const char *file, dt_status want, const char *needle) {
@@ -196,7 +223,7 @@ int main(void) {
     if (make("crops", "crops") == 4)
         printf("test_image: regions not checked (torch and torchvision are needed for their references)\n");
     else
-        test_crops();
+        test_crops(), test_sides();
     test_bad_files();
     test_memory();
     char cmd[256];

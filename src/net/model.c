@@ -579,6 +579,17 @@ static dt_status resolve_augment(dt_section *p) {
     return DT_OK;
 }
 
+/* eval_resize= leaves the shorter side at least the input's height and
+ * width, so that the centre crop lies inside every resized image. */
+static dt_status check_eval_resize(dt_section *p) {
+    const dt_model_spec *m = p->m;
+    if (m->eval_resize && (m->eval_resize < m->input.h || m->eval_resize < m->input.w))
+        return dt_section_error(p, dt_section_key_line(p, "eval_resize"), "eval_resize=%d is shorter than the "
+                                "input's %dx%d (the centre crop is taken from the resized image)", m->eval_resize,
+                                m->input.h, m->input.w);
+    return DT_OK;
+}
+
 /* mean= and std= give one value per input channel. */
 static dt_status check_channels(dt_section *p) {
     const dt_channel_values *v[2] = {&p->m->mean, &p->m->std};
@@ -593,6 +604,7 @@ static dt_status check_channels(dt_section *p) {
 static dt_status finish_net(dt_section *p) {
     DT_TRY(apply_subdivisions(p));
     DT_TRY(check_channels(p));
+    DT_TRY(check_eval_resize(p));
     DT_TRY(resolve_augment(p));
     dt_lr_schedule *s = &p->m->sched;
     const char *policy = dt_schedule_kind_name(s->kind);
