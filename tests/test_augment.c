@@ -538,6 +538,9 @@ static void test_model_keys(void) {
                {"crop_ratio=2\n", "bad value '2' for crop_ratio"},
                {"min_crop=40\n", "r.cfg:5: min_crop= with augment=resized_crop"},
                {"crop_pad=4\n", "r.cfg:5: crop_pad= with augment=resized_crop"}};
+    st = dt_model_parse_string(m, "[net]\nheight=32\nwidth=32\nchannels=3\nmax_crop=40\neval_resize=36\n"
+                                  "[connected]\noutput=2\n[softmax]\n", "r.cfg");
+    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "r.cfg:6: eval_resize= with Darknet's crop"));
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char text[512];
         snprintf(text, sizeof text, "[net]\nheight=32\nwidth=32\nchannels=3\n%saugment=resized_crop\n"

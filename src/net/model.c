@@ -574,6 +574,9 @@ static dt_status resolve_augment(dt_section *p) {
                                 "crop_pad= with Darknet's augmentation (min_crop=, max_crop=, angle=, aspect=, hue=, "
                                 "saturation=, exposure=): give Darknet's crop or crop_pad, not both");
     if (!a->crop) return DT_OK;
+    if (p->m->eval_resize)
+        return dt_section_error(p, dt_section_key_line(p, "eval_resize"), "eval_resize= with Darknet's crop, whose "
+                                "evaluation is its own centre crop of the max_crop square");
     if (!a->min_crop) a->min_crop = p->m->input.w;
     if (!a->max_crop) a->max_crop = 2 * p->m->input.w;
     return DT_OK;
