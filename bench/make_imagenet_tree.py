@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """make_imagenet_tree.py DIR [--classes 1000] [--per 30] [--procs 2]: an ImageNet-shaped
 folder of real JPEGs for the loader at ImageNet scale (docs/IMAGES.md):
-DIR/train/nXXXXXXXX/nXXXXXXXX_N.JPEG and DIR/val/nXXXXXXXX/... (a tenth of
+DIR/train/nXXXXXXXX/nXXXXXXXX_N.JPEG and DIR/test/nXXXXXXXX/... (a tenth of
 --per, at least 1), CLASSES class folders. Each image has ImageNet's typical
 size (width 400-500, height 300-375, drawn per file; a fifth are portrait),
 a coarse random field of its class's colour enlarged plus pixel noise, saved by
@@ -20,11 +20,11 @@ NOISE = 40
 def write_class(args):
     out, k, per, val = args
     wnid = "n%08d" % (1440764 + k * 7919)
-    for split, count in (("train", per), ("val", val)):
+    for split, count in (("train", per), ("test", val)):
         d = os.path.join(out, split, wnid)
         os.makedirs(d, exist_ok=True)
         for i in range(count):
-            rng = np.random.default_rng((k, i, split == "val"))
+            rng = np.random.default_rng((k, i, split == "test"))
             w, h = int(rng.integers(400, 501)), int(rng.integers(300, 376))
             if rng.random() < 0.2:
                 w, h = h, w
@@ -46,7 +46,7 @@ def main():
     val = max(1, a.per // 10)
     with Pool(a.procs) as p:
         p.map(write_class, [(a.dir, k, a.per, val) for k in range(a.classes)], chunksize=10)
-    print("%s: %d classes, %d train and %d val JPEGs each" % (a.dir, a.classes, a.per, val), file=sys.stderr)
+    print("%s: %d classes, %d train and %d test JPEGs each" % (a.dir, a.classes, a.per, val), file=sys.stderr)
 
 
 if __name__ == "__main__":

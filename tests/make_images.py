@@ -267,12 +267,19 @@ def crops(out):
     with open(os.path.join(out, "crops.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     # DIR/sides.txt: FILE C H W SIDE EXPECTED, the (C, H, W) bytes of
-    # torchvision's Resize(SIDE) + CenterCrop((H, W)) on the PIL image.
+    # torchvision's Resize(SIDE) + CenterCrop((H, W)) on the PIL image (a JPEG
+    # at least twice the resized size decoded by draft() at 1/2, 1/4, 1/8).
     import torchvision.transforms as T
     lines = []
-    for name, C, H, W, side in (("photo.jpg", 3, 56, 56, 64), ("photo.jpg", 1, 40, 60, 70), ("photo.png", 3, 30, 30, 37),
+    for name, C, H, W, side in (("photo.jpg", 3, 56, 56, 64), ("photo.jpg", 1, 40, 60, 70), ("photo.jpg", 3, 24, 24, 24),
+                                ("photo.jpg", 3, 120, 120, 150), ("photo.png", 3, 30, 30, 37),
                                 ("gray.png", 3, 21, 28, 29)):
-        im = Image.open(os.path.join(out, name)).convert("L" if C == 1 else "RGB")
+        im = Image.open(os.path.join(out, name))
+        # dtrain decodes a JPEG at 1/d where the resized size fits d times (PIL's draft()).
+        w, h = im.size
+        rw, rh = (side, side * h // w) if w <= h else (side * w // h, side)
+        im.draft("RGB", (rw, rh))
+        im = im.convert("L" if C == 1 else "RGB")
         got = np.asarray(T.CenterCrop((H, W))(T.Resize(side)(im)))
         ref = "%s.side%d_%d_%d_%d" % (name, side, C, H, W)
         with open(os.path.join(out, ref), "wb") as f:

@@ -74,8 +74,16 @@ void dt_image_free(dt_image *img);
  * shape.c must be 1 or 3 (DT_ERR_USAGE otherwise). */
 dt_status dt_image_fit(uint8_t *out, dt_shape shape, int side, const dt_image *img);
 
+/* The size (*rh, *rw) step 3 of dt_image_fit resizes an h x w image to. */
+void dt_image_fit_size(int h, int w, dt_shape shape, int side, int *rh, int *rw);
+
 /* Reads the file at path whole (a regular file of 1..DT_IMAGE_MAX_FILE
- * bytes), decodes it and fits it into out (shape, side as dt_image_fit). */
+ * bytes), decodes it and fits it into out (shape, side as dt_image_fit).
+ * A JPEG at least twice the resized size (dt_image_fit_size, from its full
+ * size) on both sides is decoded at a reduced scale first, by the rule of
+ * dt_image_load_region for the whole image and that size: the fit of the
+ * image as PIL's draft() decodes it, then torchvision's Resize and
+ * CenterCrop of that. */
 dt_status dt_image_load(uint8_t *out, dt_shape shape, int side, const char *path);
 
 /* PIL's convert("L") of an RGB image, in place (c becomes 1); a gray

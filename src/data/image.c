@@ -139,26 +139,38 @@ static dt_status decode_png(dt_image *out, const uint8_t *data, size_t len, cons
 
 /* ---- JPEG ------------------------------------------------------------------ */
 
-/* What a decoding is for (dt_image_load_region): the region pick chooses,
- * decoded at the smallest scale that keeps it at least out_h x out_w. */
+/* What a decoding is for: the region pick chooses (NULL: the whole
+ * image), decoded at the smallest scale that keeps it at least out_h x
+ * out_w pixels, or (out_h 0) the size dt_image_fit resizes the whole image
+ * to for (shape, side). */
 typedef struct {
-    int out_h, out_w;
     dt_pick_fn pick;
     void *ctx;
+    int out_h, out_w;
+    dt_shape shape;
+    int side;
     dt_rect r;  /* the region picked, in the full image's pixels */
     int denom;  /* the image was decoded at scale 1 / denom */
 } region_req;
 
-/* The scale 1/denom for a region of rh x rw pixels: the largest denom of
- * 8, 4, 2 at which the region keeps >= out_h x out_w pixels (so the resize
- * after it still only shrinks or keeps, never magnifies, the decoded
- * region), else 1. Only these three: libjpeg-turbo's 3/8, 5/8, 3/4 and
+/* q's region and the pixels it must keep, for an image of h x w. */
+static void pick_region(region_req *q, int h, int w, int *oh, int *ow) {
+    q->r = q->pick ? q->pick(q->ctx, h, w) : (dt_rect){0, 0, h, w};
+    *oh = q->out_h, *ow = q->out_w;
+    if (!q->out_h) dt_image_fit_size(h, w, q->shape, q->side, oh, ow);
+}
+
+/* The scale 1/denom for region r that must keep oh x ow pixels: the
+ * largest denom of 8, 4, 2 with denom x oh <= r.h and denom x ow <= r.w
+ * (so the resize after it still only shrinks or keeps, never magnifies,
+ * the decoded region; PIL's draft() chooses its scale by the same
+ * inequality), else 1. Only these three: libjpeg-turbo's 3/8, 5/8, 3/4 and
  * 7/8 run its non-SIMD IDCTs and decoded a 500 x 375 photo slower than at
  * full size here (docs/IMAGES.md); 1/2, 1/4 and 1/8 are its reduced
  * IDCTs, which also leave less to upsample and colour-convert. */
-static int region_denom(const region_req *q) {
+static int region_denom(dt_rect r, int oh, int ow) {
     for (int d = 8; d > 1; d /= 2)
-        if ((int64_t)q->r.h >= (int64_t)q->out_h * d && (int64_t)q->r.w >= (int64_t)q->out_w * d) return d;
+        if ((int64_t)r.h >= (int64_t)oh * d && (int64_t)r.w >= (int64_t)ow * d) return d;
     return 1;
 }
 
@@ -189,9 +201,10 @@ static dt_status decode_jpeg(dt_image *out, const uint8_t *data, size_t len, con
     const int c = cs == TJCS_GRAY ? 1 : 3;
     int dw = w, dh = h; /* decoded size: TJSCALED(w, 1/denom) = ceil(w / denom) */
     if (s == DT_OK && q) {
-        q->r = q->pick(q->ctx, h, w);
+        int oh, ow;
+        pick_region(q, h, w, &oh, &ow);
         s = check_region(q->r, h, w, name);
-        q->denom = region_denom(q);
+        q->denom = region_denom(q->r, oh, ow);
         dw = (w + q->denom - 1) / q->denom, dh = (h + q->denom - 1) / q->denom;
     }
     if (s == DT_OK) s = alloc_pixels(&px, dw, dh, c, name);
@@ -220,7 +233,8 @@ static dt_status decode(dt_image *out, const uint8_t *data, size_t len, const ch
         return dt_fail(DT_ERR_FORMAT, "%s: not a PNG or JPEG image (its first bytes are neither signature)", name);
     DT_TRY(decode_png(out, data, len, name));
     if (!q) return DT_OK;
-    q->r = q->pick(q->ctx, out->h, out->w);
+    int oh, ow;
+    pick_region(q, out->h, out->w, &oh, &ow);
     q->denom = 1;
     dt_status s = check_region(q->r, out->h, out->w, name);
     if (s != DT_OK) dt_image_free(out);
@@ -277,7 +291,8 @@ dt_status dt_image_load(uint8_t *out, dt_shape shape, int side, const char *path
     size_t len;
     DT_TRY(read_file(&data, &len, path));
     dt_image img;
-    dt_status s = dt_image_decode(&img, data, len, path);
+    region_req q = {NULL, NULL, 0, 0, shape, side, {0, 0, 0, 0}, 1};
+    dt_status s = decode(&img, data, len, path, &q);
     dt_free(data);
     if (s == DT_OK) {
         s = dt_image_fit(out, shape, side, &img);
@@ -298,7 +313,7 @@ dt_status dt_image_load_region(dt_image *img, dt_rect *r, const char *path, int 
     uint8_t *data;
     size_t len;
     DT_TRY(read_file(&data, &len, path));
-    region_req q = {out_h, out_w, pick, pick_ctx, {0, 0, 0, 0}, 1};
+    region_req q = {pick, pick_ctx, out_h, out_w, {0, 0, 0}, 0, {0, 0, 0, 0}, 1};
     dt_status s = decode(img, data, len, path, &q);
     dt_free(data);
     DT_TRY(s);

@@ -187,6 +187,13 @@ static void shorter_to(int h, int w, int side, int *rh, int *rw) {
     }
 }
 
+void dt_image_fit_size(int h, int w, dt_shape shape, int side, int *rh, int *rw) {
+    if (side > 0)
+        shorter_to(h, w, side, rh, rw);
+    else
+        cover(h, w, shape.h, shape.w, rh, rw);
+}
+
 dt_status dt_image_fit(uint8_t *out, dt_shape shape, int side, const dt_image *img) {
     const int C = shape.c, H = shape.h, W = shape.w;
     if (C != 1 && C != 3)
@@ -207,10 +214,7 @@ dt_status dt_image_fit(uint8_t *out, dt_shape shape, int side, const dt_image *i
      * (resampling is per channel, so this equals resampling three copies). */
     const int c = gray ? 1 : img->c;
     int rh, rw;
-    if (side > 0)
-        shorter_to(img->h, img->w, side, &rh, &rw);
-    else
-        cover(img->h, img->w, H, W, &rh, &rw);
+    dt_image_fit_size(img->h, img->w, shape, side, &rh, &rw);
     if (rh < H || rw < W) {
         dt_free(gray);
         return dt_fail(DT_ERR_USAGE, "a %dx%d image resized to %dx%d (shorter side %d) is smaller than the %dx%d "
