@@ -10,7 +10,9 @@
  *      alpha) or RGB (RGB, RGBA, palette); alpha and transparency dropped
  *      (PIL's convert("RGB") drops them too), 16-bit samples keep their high
  *      byte (as PIL reads 16-bit RGB); gamma and colour profiles ignored;
- *      EXIF orientation ignored (PIL does not apply it either);
+ *      EXIF orientation ignored (PIL does not apply it either); a JPEG at
+ *      least twice the size of step 3 decoded at 1/2, 1/4 or 1/8 (PIL's
+ *      draft(); dt_image_load);
  *   2. channels: gray -> RGB repeats the value; RGB -> gray is PIL's
  *      ITU-R 601-2 luma, L = (19595 R + 38470 G + 7471 B + 32768) >> 16;
  *   3. scale so that the image just covers H x W: the side that limits
