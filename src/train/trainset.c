@@ -14,6 +14,9 @@ static void describe(dt_report *rep, const char *name, const dt_dataset *d, cons
     if (d->images)
         snprintf(line, sizeof line, "%s: %d images in %d classes, decoded once and held in memory (%.*f MiB)", name,
                  d->n, d->classes, digits, mib);
+    else if (d->fetch_region)
+        snprintf(line, sizeof line, "%s: %d images in %d classes, each decoded whole per sample for "
+                 "RandomResizedCrop by %d loader thread%s", name, d->n, d->classes, threads, threads == 1 ? "" : "s");
     else
         snprintf(line, sizeof line, "%s: %d images in %d classes, decoded per batch by %d loader thread%s (%.*f MiB "
                  "decoded would not fit the cache; --cache-mb)", name, d->n, d->classes, threads,
