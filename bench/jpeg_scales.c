@@ -1,8 +1,8 @@
 /* How long libjpeg-turbo takes to decode JPEGs at each of its downscaling
  * factors (tjGetScalingFactors: 1/1, 7/8, 3/4, 5/8, 1/2, 3/8, 1/4, 1/8), as
  * dtrain decodes them (tjDecompress2 to RGB, ISLOW DCT, fancy upsampling):
- * the rule of dt_image_load_region (image.h) takes only the factors that
- * are faster than the whole image. Per file the best of REPS decodings (a
+ * the rule of dt_image_load_region (image.h) leaves out the factors that
+ * are slower than the whole image. Per file the best of REPS decodings (a
  * shared machine's other jobs only slow a decoding down), then the mean
  * over the files, in ms, one JSON line per factor.
  * usage: jpeg_scales FILE.jpg... */

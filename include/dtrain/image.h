@@ -96,8 +96,8 @@ void dt_image_gray(dt_image *img);
  * pixels taken from the region pick chooses, asked with the image's full
  * size. A JPEG is decoded at the smallest of libjpeg-turbo's scales 1/8,
  * 1/4, 1/2 (else whole) at which the region still has at least out_h x
- * out_w pixels (the scales libjpeg-turbo decodes faster than the whole
- * image; its 3/8, 5/8, 3/4 and 7/8 are slower: docs/IMAGES.md), and the
+ * out_w pixels (its reduced inverse DCTs; its 3/8, 5/8, 3/4 and 7/8 decode
+ * slower than the whole image: docs/IMAGES.md), and the
  * region is mapped to that scale's pixels (its edges rounded outwards).
  * *img the decoded image (gray when channels is 1, else its own 1 or 3
  * channels), *r the region in its pixels. */
