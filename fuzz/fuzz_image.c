@@ -17,7 +17,7 @@ static void fit(const dt_image *img, dt_shape shape) {
     size_t n = dt_shape_size(shape);
     uint8_t *out = malloc(n); /* exactly n bytes: ASan reports a write past them */
     FUZZ_CHECK(out != NULL);
-    dt_status s = dt_image_fit(out, shape, img);
+    dt_status s = dt_image_fit(out, shape, 0, img);
     FUZZ_CHECK(s == DT_OK || s == DT_ERR_NOMEM);
     free(out);
 }

@@ -8,6 +8,8 @@
                                --square: all SIZE x SIZE PNGs (decoded and resized
                                alike by every reader: the Darknet weights tests)
     make_images.py bad DIR     one broken file of each kind, for the error tests
+    make_images.py crops DIR   resized crops (RandomResizedCrop's resize) with their
+                               expected floats from torchvision (exit 4 without torch)
     make_images.py fashion FASHION_DIR DIR LABELS N
                                real Fashion-MNIST images of the given labels (as 2,4,6)
                                as grey PNGs: DIR/train/c<label>/ the first N of the
@@ -213,6 +215,82 @@ def refs(out):
         f.write("\n".join(lines) + "\n")
 
 
+# ---- crops ---------------------------------------------------------------------
+
+
+def crops(out):
+    """DIR/crops.txt, one line per case: FILE C Y X H W OH OW DY DX DH DW EXPECTED:
+    dtrain's dt_image_load_region of FILE for an OH x OW sample of region (Y, X,
+    H, W) must decode the region (DY, DX, DH, DW) of its pixels, and resizing
+    that region give the (C, OH, OW) float32 in EXPECTED: torchvision's
+    resized_crop of the decoded image as a float tensor (ToTensor's byte / 255),
+    bilinear, antialias=False. A JPEG is decoded at 1/d (dtrain's rule:
+    the largest d of 8, 4, 2 keeping the region at >= OH x OW pixels) by PIL's
+    draft(), which asks libjpeg for the same scaled decoding."""
+    try:
+        import torch
+        import torchvision.transforms.functional as F
+    except ImportError:
+        sys.exit(4)
+    rng = np.random.RandomState(99)
+    smooth = np.add.outer(np.arange(217) * 0.9, np.arange(300) * 0.6)[..., None] + np.array([0, 60, 120])
+    photo = np.clip(smooth % 256 + rng.randint(-25, 25, (217, 300, 3)), 0, 255).astype(np.uint8)
+    Image.fromarray(photo).save(os.path.join(out, "photo.jpg"), "JPEG", quality=90)
+    Image.fromarray(photo[:60, :80]).save(os.path.join(out, "photo.png"), "PNG")
+    Image.fromarray(photo[:60, :80, 1]).save(os.path.join(out, "gray.png"), "PNG")
+    lines = []
+    for name, C, (y, x, h, w), (oh, ow) in (
+            ("photo.jpg", 3, (10, 20, 150, 200), (224, 224)),   # enlarged, whole scale
+            ("photo.jpg", 3, (0, 0, 217, 300), (64, 64)),       # 1/2
+            ("photo.jpg", 3, (33, 47, 160, 201), (20, 24)),     # 1/8, edges rounded outwards
+            ("photo.jpg", 1, (100, 90, 117, 210), (50, 40)),    # 1/2, gray
+            ("photo.png", 3, (5, 7, 30, 41), (17, 23)),         # shrunk without antialiasing
+            ("photo.png", 3, (3, 4, 20, 30), (20, 15)),         # rows as they are (equal size)
+            ("gray.png", 3, (0, 0, 60, 80), (33, 44))):         # gray for an RGB model
+        path = os.path.join(out, name)
+        d = next((d for d in (8, 4, 2) if h >= oh * d and w >= ow * d), 1) if name.endswith(".jpg") else 1
+        im = Image.open(path)
+        full_w, full_h = im.size
+        if d > 1:
+            want = (-(-full_w // d), -(-full_h // d))
+            im.draft("RGB", (full_w // d, full_h // d))  # PIL picks the scale by floor division
+            assert im.size == want, "PIL's draft gave %s, not %s" % (im.size, want)
+        im = im.convert("L" if C == 1 else "RGB")
+        arr = np.asarray(im)
+        if arr.ndim == 2:
+            arr = arr[..., None]
+        dy, dx = y // d, x // d
+        dh, dw = -(-(y + h) // d) - dy, -(-(x + w) // d) - dx
+        t = torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1))).float().div(255)
+        got = F.resized_crop(t, dy, dx, dh, dw, [oh, ow], F.InterpolationMode.BILINEAR, antialias=False)
+        ref = "%s.%d_%d_%d_%d.f32" % (name, y, x, oh, ow) + ("_l" if C == 1 else "")
+        got.numpy().astype("<f4").tofile(os.path.join(out, ref))
+        lines.append("%s %d %d %d %d %d %d %d %d %d %d %d %s" % (name, C, y, x, h, w, oh, ow, dy, dx, dh, dw, ref))
+    with open(os.path.join(out, "crops.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    # DIR/sides.txt: FILE C H W SIDE EXPECTED, the (C, H, W) bytes of
+    # torchvision's Resize(SIDE) + CenterCrop((H, W)) on the PIL image (a JPEG
+    # at least twice the resized size decoded by draft() at 1/2, 1/4, 1/8).
+    import torchvision.transforms as T
+    lines = []
+    for name, C, H, W, side in (("photo.jpg", 3, 56, 56, 64), ("photo.jpg", 1, 40, 60, 70), ("photo.jpg", 3, 24, 24, 24),
+                                ("photo.jpg", 3, 120, 120, 150), ("photo.png", 3, 30, 30, 37),
+                                ("gray.png", 3, 21, 28, 29)):
+        im = Image.open(os.path.join(out, name))
+        # dtrain decodes a JPEG at 1/d where the resized size fits d times (PIL's draft()).
+        w, h = im.size
+        rw, rh = (side, side * h // w) if w <= h else (side * w // h, side)
+        im.draft("RGB", (rw, rh))
+        im = im.convert("L" if C == 1 else "RGB")
+        got = np.asarray(T.CenterCrop((H, W))(T.Resize(side)(im)))
+        ref = "%s.side%d_%d_%d_%d" % (name, side, C, H, W)
+        with open(os.path.join(out, ref), "wb") as f:
+            f.write(planar(got))
+        lines.append("%s %d %d %d %d %s" % (name, C, H, W, side, ref))
+    with open(os.path.join(out, "sides.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 # ---- tree --------------------------------------------------------------------
 
 def tree(out, classes, n, size, gray, square=False):
@@ -311,6 +389,9 @@ def main():
              "--square" in sys.argv[6:])
     elif len(sys.argv) >= 3 and sys.argv[1] == "bad":
         bad(sys.argv[2])
+    elif len(sys.argv) >= 3 and sys.argv[1] == "crops":
+        os.makedirs(sys.argv[2], exist_ok=True)
+        crops(sys.argv[2])
     else:
         sys.exit(__doc__)
 

@@ -8,7 +8,9 @@
  * ramps whose resized values are known exactly, and the loader making
  * samples of another size than its images, identically on 1 and 3 threads;
  * random erasing's rectangles (share, aspect, rate) and the loader's use of
- * it (the same sample but for one rectangle of the mean, in its own stream).
+ * it (the same sample but for one rectangle of the mean, in its own stream);
+ * RandomResizedCrop's sampler (bounds, fallback, statistics against
+ * torchvision's own sampler) and the loader's use of it.
  * Formulas: pjreddie/darknet's src/image.c and src/utils.c. */
 #include <math.h>
 #include <stdio.h>
@@ -372,6 +374,116 @@ static void test_loader_erase(void) {
 /* Darknet's cfg/cifar.cfg [net] keys: the crop on (min = max = 32 for a
  * 28 x 28 net), the colour keys as written; a crop key alone takes
  * Darknet's defaults; crop_pad with a crop is an error. */
+/* A region of share s (of H x W) and ratio r = w / h whose sides were
+ * rounded to integers: inside the image, and within the bounds widened by
+ * half a pixel on each side. */
+static void check_region(dt_rect c, int H, int W, const dt_augment *a) {
+    CHECK(c.h >= 1 && c.w >= 1 && c.y >= 0 && c.x >= 0 && c.y + c.h <= H && c.x + c.w <= W);
+    const double area = (double)H * W;
+    CHECK((c.w - 0.5) * (c.h - 0.5) <= a->scale[1] * area && (c.w + 0.5) * (c.h + 0.5) >= a->scale[0] * area);
+    CHECK((c.w - 0.5) / (c.h + 0.5) <= a->ratio[1] && (c.w + 0.5) / (c.h - 0.5) >= a->ratio[0]);
+}
+
+/* 20000 draws on an image of H x W: every region inside it and within the
+ * bounds; the mean share, the share below 0.3 and the mean log ratio as
+ * torchvision 0.14's RandomResizedCrop.get_params gives them (20000 draws,
+ * torch.manual_seed(0): want[], tolerances about 6 standard errors). */
+static void rrc_stats(int H, int W, const double want[3]) {
+    const dt_augment a = {.resized_crop = 1, .scale = {0.08f, 1.0f}, .ratio = {0.75f, 4.0f / 3.0f}};
+    dt_rng r = dt_rng_seed(21);
+    double share = 0, small = 0, logr = 0;
+    const int n = 20000;
+    for (int i = 0; i < n; i++) {
+        dt_rect c = dt_augment_rrc_pick(H, W, &a, &r);
+        check_region(c, H, W, &a);
+        double s = (double)c.h * c.w / ((double)H * W);
+        share += s, small += s < 0.3, logr += log((double)c.w / c.h);
+    }
+    CHECK_CLOSE(share / n, want[0], 0.01, 0);
+    CHECK_CLOSE(small / n, want[1], 0.015, 0);
+    CHECK_CLOSE(logr / n, want[2], 0.008, 0);
+}
+
+static void test_rrc_pick(void) {
+    rrc_stats(750, 1000, (const double[]){0.4342, 0.3168, 0.0316});
+    rrc_stats(60, 20, (const double[]){0.2294, 0.7508, -0.0449}); /* often the fallback */
+    /* The fallback: no draw fits an image of 100:1, so its centre at the
+     * nearest allowed ratio (torchvision: h = 10, w = round(10 x 4/3)). */
+    dt_augment a = {.resized_crop = 1, .scale = {0.08f, 1.0f}, .ratio = {0.75f, 4.0f / 3.0f}};
+    dt_rng r = dt_rng_seed(3);
+    for (int i = 0; i < 100; i++) {
+        dt_rect wide = dt_augment_rrc_pick(10, 1000, &a, &r), tall = dt_augment_rrc_pick(1000, 10, &a, &r);
+        CHECK(wide.y == 0 && wide.x == 493 && wide.h == 10 && wide.w == 13);
+        CHECK(tall.y == 493 && tall.x == 0 && tall.h == 13 && tall.w == 10);
+    }
+    /* scale 1: only ratio 1 fits a square, and the fallback is the whole image. */
+    a.scale[0] = 1;
+    for (int i = 0; i < 100; i++) {
+        dt_rect c = dt_augment_rrc_pick(100, 100, &a, &r);
+        CHECK(c.y == 0 && c.x == 0 && c.h == 100 && c.w == 100);
+    }
+    /* a 1-pixel image */
+    dt_rect one = dt_augment_rrc_pick(1, 1, &a, &r);
+    CHECK(one.y == 0 && one.x == 0 && one.h == 1 && one.w == 1);
+}
+
+/* The loader's RandomResizedCrop of in-memory 3 x 32 x 32 images to
+ * 3 x 24 x 24: the first sample as built by hand (the region drawn from
+ * the sample's stream, resized, the flip draw, normalised), the same batch
+ * on 1 and 3 threads; refused with crop_pad. */
+static void test_loader_rrc(void) {
+    dt_dataset *ds;
+    CHECK_OK(dt_dataset_synthetic(&ds, (dt_shape){3, 32, 32}, 10, 64, 5));
+    if (!ds) return;
+    const dt_augment a = {.aspect = 1, .saturation = 1, .exposure = 1, .resized_crop = 1, .scale = {0.08f, 1.0f},
+                          .ratio = {0.75f, 4.0f / 3.0f}};
+    enum { S = 3 * 24 * 24 };
+    static float keep[16 * S];
+    for (int threads = 1; threads <= 3; threads += 2) {
+        dt_loader *ld;
+        dt_loader_cfg cfg = {.batch = 16, .world = 1, .seed = 4, .shuffle = 1, .flip = 1, .augment = &a,
+                             .out = {3, 24, 24}, .threads = threads};
+        CHECK_OK(dt_loader_create(&ld, ds, &cfg));
+        if (!ld) break;
+        const float *x;
+        const dt_label *y;
+        int n;
+        CHECK_OK(dt_loader_next(ld, &x, &y, &n));
+        if (threads == 1) {
+            memcpy(keep, x, sizeof keep);
+            /* the first sample: perm[0] of epoch 0 */
+            uint32_t perm[64];
+            for (uint32_t i = 0; i < 64; i++) perm[i] = i;
+            dt_rng pr = dt_rng_seed(dt_hash3(4, 0, 0x5eed));
+            for (uint32_t i = 63; i > 0; i--) {
+                uint32_t j = dt_rng_below(&pr, i + 1), t = perm[i];
+                perm[i] = perm[j], perm[j] = t;
+            }
+            dt_rng r = dt_rng_seed(dt_hash3(4, 0, perm[0]));
+            float want[S], ws[1024];
+            const dt_shape os = {3, 24, 24};
+            CHECK(dt_augment_resize_floats(os) <= sizeof ws / sizeof *ws);
+            dt_rect c = dt_augment_rrc_pick(32, 32, &a, &r);
+            dt_augment_resize_region(want, os, ds->images + (size_t)perm[0] * 3 * 32 * 32, 32, 1, 32 * 32, c, ws);
+            if (dt_rng_next(&r) >> 63)
+                for (int row = 0; row < 3 * 24; row++)
+                    for (int xx = 0; xx < 12; xx++) {
+                        float t = want[row * 24 + xx];
+                        want[row * 24 + xx] = want[row * 24 + 23 - xx], want[row * 24 + 23 - xx] = t;
+                    }
+            CHECK_ALLCLOSE(x, want, S, 0, 0); /* mean 0, std 1 */
+            CHECK(y[0] == ds->labels[perm[0]]);
+        } else {
+            CHECK(memcmp(keep, x, sizeof keep) == 0);
+        }
+        dt_loader_free(ld);
+    }
+    dt_loader *bad = NULL;
+    dt_loader_cfg bcfg = {.batch = 4, .world = 1, .shuffle = 1, .crop_pad = 2, .augment = &a, .out = {3, 24, 24}};
+    CHECK(dt_loader_create(&bad, ds, &bcfg) == DT_ERR_USAGE && !bad);
+    dt_dataset_free(ds);
+}
+
 static void test_model_keys(void) {
     dt_model_spec *m = malloc(sizeof *m);
     if (!m) return;
@@ -408,6 +520,41 @@ static void test_model_keys(void) {
     CHECK_OK(dt_model_parse_string(m, "[net]\nheight=28\nwidth=28\nchannels=1\nsaturation=1\n[connected]\n"
                                       "output=2\n[softmax]\n", "n.cfg"));
     CHECK(m->flip == 0 && !m->augment.crop);
+    /* RandomResizedCrop: torchvision's ranges by default, flip on */
+    const char *rrc = "[net]\nheight=224\nwidth=224\nchannels=3\naugment=resized_crop\neval_resize=256\n"
+                      "[connected]\noutput=2\n[softmax]\n";
+    CHECK_OK(dt_model_parse_string(m, rrc, "r.cfg"));
+    CHECK(m->augment.resized_crop && !m->augment.crop && m->flip == 1 && m->eval_resize == 256);
+    CHECK(m->augment.scale[0] == 0.08f && m->augment.scale[1] == 1 && m->augment.ratio[0] == 0.75f &&
+          m->augment.ratio[1] == 4.0f / 3.0f);
+    CHECK_OK(dt_model_parse_string(m, "[net]\nheight=32\nwidth=32\nchannels=3\naugment=resized_crop\nflip=0\n"
+                                      "crop_scale=0.25, 1\ncrop_ratio=0.5,2\n[connected]\noutput=2\n[softmax]\n",
+                                      "r.cfg"));
+    CHECK(m->flip == 0 && m->augment.scale[0] == 0.25f && m->augment.ratio[1] == 2);
+    static const struct {
+        const char *keys, *message;
+    } bad[] = {{"crop_scale=0.2,0.1\n", "r.cfg:5: bad value '0.2,0.1' for crop_scale"},
+               {"crop_scale=0,1\n", "crop_scale=0,1 is out of range"},
+               {"crop_ratio=2\n", "bad value '2' for crop_ratio"},
+               {"min_crop=40\n", "r.cfg:5: min_crop= with augment=resized_crop"},
+               {"crop_pad=4\n", "r.cfg:5: crop_pad= with augment=resized_crop"}};
+    st = dt_model_parse_string(m, "[net]\nheight=32\nwidth=32\nchannels=3\nmax_crop=40\neval_resize=36\n"
+                                  "[connected]\noutput=2\n[softmax]\n", "r.cfg");
+    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "r.cfg:6: eval_resize= with Darknet's crop"));
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "[net]\nheight=32\nwidth=32\nchannels=3\n%saugment=resized_crop\n"
+                 "[connected]\noutput=2\n[softmax]\n", bad[i].keys);
+        st = dt_model_parse_string(m, text, "r.cfg");
+        CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), bad[i].message));
+        if (!strstr(dt_last_error(), bad[i].message)) fprintf(stderr, "got: %s\n", dt_last_error());
+    }
+    st = dt_model_parse_string(m, "[net]\nheight=32\nwidth=32\nchannels=3\neval_resize=31\n[connected]\n"
+                                  "output=2\n[softmax]\n", "r.cfg");
+    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "r.cfg:5: eval_resize=31 is shorter than the input's"));
+    st = dt_model_parse_string(m, "[net]\nheight=32\nwidth=32\nchannels=3\ncrop_scale=0.5,1\n[connected]\n"
+                                  "output=2\n[softmax]\n", "r.cfg");
+    CHECK(st == DT_ERR_CONFIG && strstr(dt_last_error(), "r.cfg:5: crop_scale= is RandomResizedCrop's"));
     free(m);
 }
 
@@ -420,5 +567,7 @@ int main(void) {
     test_erase();
     test_loader_erase();
     test_model_keys();
+    test_rrc_pick();
+    test_loader_rrc();
     return dt_test_finish("test_augment");
 }

@@ -2,7 +2,9 @@
  * mapping, images held in memory or decoded per batch (bit for bit the
  * same, any thread count, with or without prefetch), shards of 2 ranks
  * covering an epoch once, augmentation from the seed, the test split's
- * classes, every kind of bad input named in one line, and skipping.
+ * classes, every kind of bad input named in one line, and skipping; a
+ * folder loaded with regions (RandomResizedCrop from whole images decoded
+ * per sample) giving the batches of the same images held in memory.
  * Skipped (77) without python3, PIL and numpy. */
 #include <stdarg.h>
 #include <stdint.h>
@@ -13,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "data/augment.h"
 #include "dtrain/data.h"
 #include "testutil.h"
 
@@ -43,7 +46,7 @@ static int sh(const char *fmt, ...) {
 }
 
 static dt_folder_opts opts(size_t cache, int threads) {
-    dt_folder_opts o = {threads, cache, 0, NULL, 0, NULL, 0, 0};
+    dt_folder_opts o = {threads, cache, 0, NULL, 0, NULL, 0, 0, 0, 0};
     return o;
 }
 
@@ -232,6 +235,9 @@ static void bad_file(const char *file, const char *needle) {
     CHECK(rename(from, to) == 0);
     dt_folder_opts o = opts(0, 2);
     expect_fail("t/train", &o, DT_ERR_FORMAT, to, needle);
+    o.regions = 1; /* only checked at load: at the smallest scale */
+    expect_fail("t/train", &o, DT_ERR_FORMAT, to, needle);
+    o.regions = 0;
     o.skip_bad = 1;
     for (int cache = 0; cache <= 1; cache++) {
         o.cache_bytes = cache ? (size_t)1 << 30 : 0;
@@ -241,6 +247,74 @@ static void bad_file(const char *file, const char *needle) {
         dt_dataset_free(ds);
     }
     CHECK(rename(to, from) == 0);
+}
+
+typedef struct {
+    const dt_augment *a;
+    dt_rng *r;
+} rrc_draw;
+
+static dt_rect pick(void *ctx, int h, int w) {
+    const rrc_draw *d = ctx;
+    return dt_augment_rrc_pick(h, w, d->a, d->r);
+}
+
+/* RandomResizedCrop to 3 x 8 x 8 from the files' whole images (regions):
+ * the same bits on 1 and 2 threads, with and without prefetch, and the
+ * first sample as built by hand from fetch_region (the sample's stream
+ * draws the region, then the flip); nothing is cached with regions,
+ * whatever the budget. */
+static void test_regions(void) {
+    dt_folder_opts o = opts((size_t)1 << 30, 2);
+    o.regions = 1;
+    dt_dataset *whole = NULL;
+    CHECK_OK(dt_dataset_load_folder(&whole, at("t/train"), SHAPE, &o));
+    if (!whole) return;
+    CHECK(!whole->images && whole->fetch && whole->fetch_region);
+    const dt_augment a = {.aspect = 1, .saturation = 1, .exposure = 1, .resized_crop = 1, .scale = {0.08f, 1.0f},
+                          .ratio = {0.75f, 4.0f / 3.0f}};
+    enum { B = 8, S = 3 * 8 * 8 };
+    static float keep[B * S];
+    for (int run = 0; run < 3; run++) {
+        dt_loader_cfg c = {.batch = B, .world = 1, .seed = 7, .shuffle = 1, .flip = 1, .augment = &a,
+                           .out = {3, 8, 8}, .prefetch = run == 2, .threads = run ? 2 : 1};
+        dt_loader *ld = NULL;
+        CHECK_OK(dt_loader_create(&ld, whole, &c));
+        if (!ld) break;
+        const float *x;
+        const dt_label *y;
+        int n;
+        CHECK_OK(dt_loader_next(ld, &x, &y, &n));
+        if (run == 0)
+            memcpy(keep, x, sizeof keep);
+        else
+            CHECK(memcmp(keep, x, sizeof keep) == 0);
+        dt_loader_free(ld);
+    }
+    uint32_t perm[N];
+    for (uint32_t i = 0; i < N; i++) perm[i] = i;
+    dt_rng pr = dt_rng_seed(dt_hash3(7, 0, 0x5eed));
+    for (uint32_t i = N - 1; i > 0; i--) {
+        uint32_t j = dt_rng_below(&pr, i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    dt_rng r = dt_rng_seed(dt_hash3(7, 0, perm[0]));
+    rrc_draw d = {&a, &r};
+    dt_image img;
+    dt_rect region;
+    CHECK_OK(whole->fetch_region(whole->fetch_ctx, (int)perm[0], 8, 8, pick, &d, &img, &region));
+    float want[S], ws[256];
+    CHECK(img.c == 3 && dt_augment_resize_floats((dt_shape){3, 8, 8}) <= sizeof ws / sizeof *ws);
+    dt_augment_resize_region(want, (dt_shape){3, 8, 8}, img.px, (size_t)img.w * 3, 3, 1, region, ws);
+    dt_image_free(&img);
+    if (dt_rng_next(&r) >> 63)
+        for (int row = 0; row < 3 * 8; row++)
+            for (int x = 0; x < 4; x++) {
+                float t = want[row * 8 + x];
+                want[row * 8 + x] = want[row * 8 + 7 - x], want[row * 8 + 7 - x] = t;
+            }
+    CHECK(memcmp(keep, want, sizeof want) == 0);
+    dt_dataset_free(whole);
 }
 
 /* FNV-1a of sample i's bytes (held in memory). */
@@ -411,6 +485,7 @@ int main(void) {
     CHECK(sh("touch %s/t/train/a/.DS_Store && mkdir %s/t/train/.hidden", dir, dir) == 0);
     test_mapping_and_fetch();
     test_paths_equal();
+    test_regions();
     test_shards();
     test_splits();
     test_ignored_files();

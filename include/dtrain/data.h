@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtrain/image.h"
 #include "dtrain/layer.h"
 #include "dtrain/status.h"
 #include "dtrain/timeline.h"
@@ -61,6 +62,14 @@ void dt_class_names_free(dt_class_names *c);
  * from several loader threads at once: it must be thread-safe. */
 typedef dt_status (*dt_fetch_fn)(void *ctx, int idx, uint8_t *out);
 
+/* Decodes sample idx's whole image for a sample of out_h x out_w pixels
+ * taken from the region that pick chooses (asked with the image's full
+ * size): *img the decoded image (owned by the caller), *r the region in its
+ * pixels, which may be a reduced-scale decoding (dt_image_load_region).
+ * Thread-safe, as dt_fetch_fn. */
+typedef dt_status (*dt_fetch_region_fn)(void *ctx, int idx, int out_h, int out_w, dt_pick_fn pick, void *pick_ctx,
+                                        dt_image *img, dt_rect *r);
+
 typedef struct {
     int n;            /* samples */
     dt_shape shape;   /* per-sample C, H, W */
@@ -71,6 +80,8 @@ typedef struct {
     dt_fetch_fn fetch;              /* when images is NULL */
     void *fetch_ctx;                /* owned: freed by fetch_free when the dataset is */
     void (*fetch_free)(void *ctx);
+    dt_fetch_region_fn fetch_region; /* folder datasets loaded with regions: the whole images
+                                        (fetch_ctx), for RandomResizedCrop; else NULL */
     dt_class_names class_names;     /* folder datasets: the name of each label (n = classes) */
     int skipped;                    /* folder datasets: files left out by skip_bad */
     char *skipped_first;            /* ... the first one's error (NULL when none) */
@@ -148,6 +159,12 @@ typedef struct {
      * F loads the held-out files, -F the others. */
     double val_split;
     uint64_t seed;
+    int resize;          /* > 0: the shorter side is resized to this, then the centre crop of
+                          * the shape is taken (torchvision's Resize(resize) + CenterCrop);
+                          * 0: resized to just cover the shape (image.h) */
+    int regions;         /* 1: the loader takes regions of the whole images (RandomResizedCrop):
+                          * nothing is cached; at load each file is only checked, decoded at
+                          * libjpeg-turbo's smallest scale; fetch_region set */
 } dt_folder_opts;
 
 /* A quarter of physical memory shared by `ranks` processes: the default
@@ -179,8 +196,10 @@ int dt_folder_is_image_name(const char *name);
  * `classes` classes whose labels are all 0 (dtrain predict): each file is
  * decoded when the loader needs it, by the code and to the shape of a
  * folder data set (shape.c 1 or 3), so a batch is what eval makes of the
- * same file. A file that cannot be decoded fails the batch naming it. */
-dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n, dt_shape shape, int classes);
+ * same file (side: dt_folder_opts.resize). A file that cannot be decoded
+ * fails the batch naming it. */
+dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n, dt_shape shape, int side,
+                              int classes);
 
 /* Darknet's data file, FILE.data: `key=value` lines read as Darknet's
  * read_data_cfg reads them (spaces and tabs removed wherever they are;
@@ -243,6 +262,13 @@ typedef struct {
     float hue;              /* hue shift drawn in [-hue, hue] of the full circle (3 channels) */
     float saturation;       /* saturation factor drawn in [1, s] or its inverse (3 channels) */
     float exposure;         /* value (brightness) factor, likewise */
+    /* torchvision's RandomResizedCrop (augment=resized_crop): a region of a
+     * random share of the image's area in [scale[0], scale[1]] and aspect
+     * ratio (w / h) log-uniform in [ratio[0], ratio[1]], resized
+     * bilinearly to the output's size (dt_augment_rrc_pick,
+     * dt_augment_resize_region in src/data/augment.h). */
+    int resized_crop;
+    float scale[2], ratio[2];
 } dt_augment;
 
 /* 1 when a's colour distortion changes anything. */
@@ -262,7 +288,8 @@ typedef struct {
     const dt_augment *augment; /* training: Darknet's augmentation (NULL: none); must outlive
                                   the loader */
     dt_shape out;       /* per-sample shape of the batches; zero: the dataset's. It may differ
-                           from the dataset's in H and W only: training then needs augment.crop,
+                           from the dataset's in H and W only: training then needs augment.crop
+                           or augment.resized_crop,
                            evaluation resizes and centre-crops as Darknet's classifier does */
     int prefetch;       /* 1: build the next batch in a background thread */
     int threads;        /* threads building a batch's samples, the builder's own included

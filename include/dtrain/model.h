@@ -9,6 +9,7 @@
  *   step_epochs=..  step=1 scale=1  gamma=1  milestones=30,60  min_lr=0
  *   warmup_epochs=0  warmup_start_factor=0.1
  *   dataset=fashion-mnist  flip=0  crop_pad=0  erase=0  precision=fp32|bf16  winograd=1
+ *   augment=darknet|resized_crop  crop_scale=0.08,1  crop_ratio=0.75,1.3333  eval_resize=0
  *   mean=0.485,0.456,0.406  std=0.229,0.224,0.225   (one per channel; default none)
  *   [convolutional] filters size stride pad activation=logistic batch_normalize
  *   [connected] output activation=logistic batch_normalize
@@ -53,7 +54,10 @@ typedef struct {
     int flip, crop_pad;     /* training augmentation */
     float erase;            /* training: probability of random erasing (0: none) */
     dt_augment augment;     /* Darknet's augmentation keys, resolved (crop set when a crop key is
-                               given; then the dataset's images may be of another size) */
+                               given; then the dataset's images may be of another size), and
+                               RandomResizedCrop's (augment=resized_crop, crop_scale=, crop_ratio=) */
+    int eval_resize;        /* folders: the shorter side resized to this before the centre crop
+                               (dt_folder_opts.resize); 0: resized to just cover the input */
     dt_channel_values mean, std; /* the input's normalisation, x = (byte / 255 - mean) / std per
                                channel, as torchvision's Normalize (n 0: mean 0, std 1) */
     dt_precision precision; /* of convolutions and connected layers (dt_net_create checks it) */

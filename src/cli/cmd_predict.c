@@ -244,7 +244,8 @@ static dt_status predict_run(const predict_args *a) {
     }
     if (s == DT_OK)
         s = dt_dataset_of_files(&ds, (const char *const *)paths.p, paths.n,
-                                dt_data_load_shape(&spec, DT_DATASET_FOLDER), net->classes ? net->classes : 1);
+                                dt_data_load_shape(&spec, DT_DATASET_FOLDER), spec.eval_resize,
+                                net->classes ? net->classes : 1);
     if (s == DT_OK) {
         dt_data_normalise(ds, &spec);
         s = dt_check_input(&spec, ds, "the images");

@@ -583,8 +583,12 @@ static dt_status check_model(const dt_comm *comm, const cli_train_plan *p) {
 /* ", augmentation: ..." of the start-up line (nothing without any). */
 static void print_augment(FILE *out, const dt_model_spec *spec) {
     const dt_augment *a = &spec->augment;
-    if (!spec->flip && !spec->crop_pad && !a->crop && !dt_augment_distorts(a) && !spec->erase) return;
+    if (!spec->flip && !spec->crop_pad && !a->crop && !a->resized_crop && !dt_augment_distorts(a) && !spec->erase)
+        return;
     const char *sep = ", augmentation:";
+    if (a->resized_crop)
+        fprintf(out, "%s RandomResizedCrop (scale %g..%g, ratio %g..%g)", sep, (double)a->scale[0],
+                (double)a->scale[1], (double)a->ratio[0], (double)a->ratio[1]), sep = ",";
     if (spec->flip) fprintf(out, "%s flip", sep), sep = ",";
     if (spec->crop_pad) fprintf(out, "%s crop padded by %d", sep, spec->crop_pad), sep = ",";
     if (a->crop)

@@ -156,6 +156,115 @@ void dt_augment_erase(float *x, dt_shape s, float p, dt_rng *r) {
     }
 }
 
+/* Python's round(): halves to even (nearbyint in the default rounding mode). */
+static int round_even(double v) { return (int)nearbyint(v); }
+
+dt_rect dt_augment_rrc_pick(int h, int w, const dt_augment *a, dt_rng *r) {
+    const double area = (double)h * (double)w, lo = log(a->ratio[0]), hi = log(a->ratio[1]);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target = area * (a->scale[0] + (double)dt_rng_uniform(r) * (a->scale[1] - a->scale[0]));
+        double ratio = exp(lo + (double)dt_rng_uniform(r) * (hi - lo));
+        int cw = round_even(sqrt(target * ratio)), ch = round_even(sqrt(target / ratio));
+        if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
+            int y = (int)dt_rng_below(r, (uint32_t)(h - ch + 1));
+            int x = (int)dt_rng_below(r, (uint32_t)(w - cw + 1));
+            return (dt_rect){y, x, ch, cw};
+        }
+    }
+    /* The fallback: the whole image, cut to the nearest allowed ratio. */
+    const double in_ratio = (double)w / (double)h;
+    int cw = w, ch = h;
+    if (in_ratio < a->ratio[0])
+        ch = round_even(cw / (double)a->ratio[0]);
+    else if (in_ratio > a->ratio[1])
+        cw = round_even(ch * (double)a->ratio[1]);
+    /* Rounding can give 0 (a 1-pixel side) or one more than the side (a
+     * ratio bound that rounds up): torchvision's would then crop nothing or
+     * pad; here the region stays inside the image. */
+    ch = ch < 1 ? 1 : ch > h ? h : ch;
+    cw = cw < 1 ? 1 : cw > w ? w : cw;
+    return (dt_rect){(h - ch) / 2, (w - cw) / 2, ch, cw};
+}
+
+/* One axis of upsample_bilinear2d (PyTorch 1.13,
+ * compute_source_index_and_lambda with align_corners=False): output i
+ * reads inputs i0[i] and i0[i] + step[i] with weights l0[i], l1[i]. The
+ * scale is float(in) / out in float; the source index scale x (i + 0.5) -
+ * 0.5, clamped at 0, and its fraction are kept in double, the fraction
+ * then rounded to float (checked weight for weight against PyTorch's, whose
+ * index arithmetic is not float throughout). */
+static void axis_weights(int in, int out, int *i0, int *step, float *l0, float *l1) {
+    const float scale = (float)in / (float)out;
+    for (int i = 0; i < out; i++) {
+        if (in == out) {
+            i0[i] = i, step[i] = 0, l0[i] = 1.0f, l1[i] = 0.0f;
+            continue;
+        }
+        double real = (double)scale * (i + 0.5) - 0.5;
+        if (real < 0) real = 0;
+        i0[i] = (int)real;
+        step[i] = i0[i] < in - 1 ? 1 : 0;
+        double lam = real - i0[i];
+        l1[i] = (float)(lam < 0 ? 0 : lam > 1 ? 1 : lam);
+        l0[i] = 1.0f - l1[i];
+    }
+}
+
+_Static_assert(sizeof(int) == sizeof(float), "the resize's index tables live in its float workspace");
+
+size_t dt_augment_resize_floats(dt_shape os) {
+    /* x: i0, step (ints stored in floats' room), l0, l1; y likewise; two
+     * horizontally resized rows (C, os.w) each. */
+    return 4 * (size_t)os.w + 4 * (size_t)os.h + 2 * (size_t)os.c * (size_t)os.w;
+}
+
+/* row (C, ow) <- source row y of the region resized horizontally: each
+ * output the x-weighted sum of its two taps (the inner sum of PyTorch's
+ * Interpolate<1>). */
+static void resize_row(float *row, int C, int ow, const uint8_t *src, size_t sy, size_t sx, size_t sc, dt_rect r, int y,
+                       const int *xi, const int *xs, const float *x0, const float *x1, const float *val) {
+    for (int c = 0; c < C; c++) {
+        const uint8_t *p = src + (size_t)(r.y + y) * sy + (size_t)c * sc + (size_t)r.x * sx;
+        float *o = row + (size_t)c * (size_t)ow;
+        for (int x = 0; x < ow; x++) {
+            const uint8_t *t = p + (size_t)xi[x] * sx;
+            o[x] = val[t[0]] * x0[x] + val[t[(size_t)xs[x] * sx]] * x1[x];
+        }
+    }
+}
+
+void dt_augment_resize_region(float *out, dt_shape os, const uint8_t *src, size_t sy, size_t sx, size_t sc, dt_rect r,
+                              float *ws) {
+    const int C = os.c, oh = os.h, ow = os.w;
+    int *xi = (int *)(void *)ws, *xs = xi + ow, *yi = xs + ow, *ys = yi + oh;
+    float *x0 = (float *)(ys + oh), *x1 = x0 + ow, *y0 = x1 + ow, *y1 = y0 + oh;
+    float *rows[2] = {y1 + oh, y1 + oh + (size_t)C * (size_t)ow}; /* (C, ow) each */
+    int have[2] = {-1, -1}; /* the region's rows in rows[] */
+    axis_weights(r.w, ow, xi, xs, x0, x1);
+    axis_weights(r.h, oh, yi, ys, y0, y1);
+    float val[256]; /* ToTensor's byte / 255, in float as torch divides */
+    for (int v = 0; v < 256; v++) val[v] = (float)v / 255.0f;
+    const size_t plane = (size_t)oh * (size_t)ow;
+    for (int y = 0; y < oh; y++) {
+        const int want[2] = {yi[y], yi[y] + ys[y]};
+        /* Consecutive output rows share source rows: keep what is there. */
+        if (have[0] != want[0] && have[1] == want[0]) {
+            float *t = rows[0];
+            rows[0] = rows[1], rows[1] = t, have[0] = have[1], have[1] = -1;
+        }
+        for (int k = 0; k < 2; k++)
+            if (have[k] != want[k]) {
+                resize_row(rows[k], C, ow, src, sy, sx, sc, r, want[k], xi, xs, x0, x1, val);
+                have[k] = want[k];
+            }
+        for (int c = 0; c < C; c++) {
+            const float *a = rows[0] + (size_t)c * (size_t)ow, *b = rows[1] + (size_t)c * (size_t)ow;
+            float *o = out + (size_t)c * plane + (size_t)y * (size_t)ow;
+            for (int x = 0; x < ow; x++) o[x] = a[x] * y0[y] + b[x] * y1[y];
+        }
+    }
+}
+
 static int min_int(int a, int b) { return a < b ? a : b; }
 
 size_t dt_augment_eval_floats(dt_shape os, dt_shape is) {

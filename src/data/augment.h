@@ -42,6 +42,27 @@ size_t dt_augment_eval_floats(dt_shape os, dt_shape is);
  * the image, nothing. */
 void dt_augment_erase(float *x, dt_shape s, float p, dt_rng *r);
 
+/* torchvision's RandomResizedCrop.get_params (0.14) for an image of h x w
+ * pixels: 10 attempts of area = U(scale) x h x w, ratio = exp(U(log
+ * ratio)), w = round(sqrt(area x ratio)), h = round(sqrt(area / ratio))
+ * (halves to even, as Python), the first that fits placed at a random
+ * (y, x); else the centre crop of the whole image, its ratio clamped to
+ * [ratio[0], ratio[1]]. Uniform draws from r (24 bits, computed in
+ * double), integers by dt_rng_below. */
+dt_rect dt_augment_rrc_pick(int h, int w, const dt_augment *a, dt_rng *r);
+
+/* torchvision's resize of a tensor crop (F.resized_crop on a float tensor,
+ * bilinear, antialias=False; PyTorch 1.13's upsample_bilinear2d with
+ * align_corners=False, in its float arithmetic and order of operations):
+ * out (os.c, os.h, os.w) <- region r of the byte image src, whose pixel
+ * (y, x) of channel c is src[y * sy + x * sx + c * sc] (planar: sy = W,
+ * sx = 1, sc = H W; interleaved: sy = W C, sx = C, sc = 1; sc = 0 repeats
+ * a gray plane), each byte read as byte / 255.0f (ToTensor).
+ * ws: dt_augment_resize_floats(os) floats. */
+void dt_augment_resize_region(float *out, dt_shape os, const uint8_t *src, size_t sy, size_t sx, size_t sc, dt_rect r,
+                              float *ws);
+size_t dt_augment_resize_floats(dt_shape os);
+
 /* RGB <-> HSV in place on x (3, n), Darknet's formulas (hue in [0, 1); a
  * grey pixel gets hue 0). Exposed for tests. */
 void dt_augment_rgb_to_hsv(float *x, size_t n);

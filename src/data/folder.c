@@ -354,17 +354,37 @@ static dt_status hold_out(scan *sc) {
 typedef struct {
     const file_list *files;
     dt_shape shape;
+    int side;         /* dt_folder_opts.resize */
+    int regions;      /* dt_folder_opts.regions: only check each file */
     uint8_t *images;  /* (n, C, H, W) when cached, else NULL */
     uint8_t *scratch; /* (threads, C, H, W) when not: decoded, checked, dropped */
     uint8_t *bad;     /* (n) skip_bad: 1 for a file that failed */
 } decode_job;
+
+static dt_rect whole_image(void *ctx, int h, int w) {
+    (void)ctx;
+    return (dt_rect){0, 0, h, w};
+}
+
+/* A file decoded as its samples will be: whole and fitted to the shape,
+ * or, for regions, checked only: decoded (to the last entropy-coded block,
+ * where corruption shows) at the smallest scale, as a region of 1 x 1
+ * output pixels asks. out: (C, H, W) bytes (unused for regions). */
+static dt_status check_or_fit(const decode_job *j, uint8_t *out, const char *path) {
+    if (!j->regions) return dt_image_load(out, j->shape, j->side, path);
+    dt_image img;
+    dt_rect r;
+    DT_TRY(dt_image_load_region(&img, &r, path, j->shape.c, 1, 1, whole_image, NULL));
+    dt_image_free(&img);
+    return DT_OK;
+}
 
 static dt_status decode_one(void *ctx, size_t i, int worker) {
     decode_job *j = ctx;
     const size_t sample = dt_shape_size(j->shape);
     uint8_t *out = j->images ? j->images + i * sample : j->scratch + (size_t)worker * sample;
     char path[PATH_CAP];
-    dt_status s = dt_image_load(out, j->shape, file_path(j->files, (int)i, path));
+    dt_status s = check_or_fit(j, out, file_path(j->files, (int)i, path));
     if (s != DT_OK && j->bad && (s == DT_ERR_FORMAT || s == DT_ERR_IO)) {
         j->bad[i] = 1;
         return DT_OK;
@@ -384,7 +404,7 @@ static dt_status drop_bad(scan *sc, decode_job *j) {
     for (int i = 0; i < f->n; i++) {
         if (j->bad[i]) {
             if (!sc->first_skip) {
-                dt_status s = dt_image_load(j->scratch, j->shape, file_path(f, i, path));
+                dt_status s = check_or_fit(j, j->scratch, file_path(f, i, path));
                 DT_TRY(skip_or_fail(sc, s == DT_OK ? dt_fail(DT_ERR_IO, "%s: changed while it was read",
                                                              path) : s));
             } else {
@@ -418,10 +438,10 @@ static dt_status decode_all(scan *sc, dt_shape shape, uint8_t **images) {
     const int threads = o->threads > 1 ? o->threads : 1;
     const size_t sample = dt_shape_size(shape);
     size_t bytes;
-    decode_job j = {&sc->files, shape, NULL, NULL, NULL};
+    decode_job j = {&sc->files, shape, o->resize, o->regions, NULL, NULL, NULL};
     void *p;
     dt_status s = dt_mul_size(&bytes, (size_t)sc->files.n, sample, "decoded images");
-    if (s == DT_OK && bytes <= o->cache_bytes) s = dt_alloc_bytes(&p, bytes, "decoded images"), j.images = p;
+    if (s == DT_OK && bytes <= o->cache_bytes && !o->regions) s = dt_alloc_bytes(&p, bytes, "decoded images"), j.images = p;
     /* Scratch for dropped samples, and for drop_bad's second look. */
     if (s == DT_OK) s = dt_alloc_bytes(&p, sample * (size_t)threads, "image scratch"), j.scratch = p;
     if (s == DT_OK && o->skip_bad) s = dt_alloc_bytes(&p, (size_t)sc->files.n, "bad file marks"), j.bad = p;
@@ -445,12 +465,21 @@ static dt_status decode_all(scan *sc, dt_shape shape, uint8_t **images) {
 typedef struct {
     file_list files;
     dt_shape shape;
+    int side; /* dt_folder_opts.resize */
 } source;
 
 static dt_status fetch(void *ctx, int idx, uint8_t *out) {
     const source *src = ctx;
     char path[PATH_CAP];
-    return dt_image_load(out, src->shape, file_path(&src->files, idx, path));
+    return dt_image_load(out, src->shape, src->side, file_path(&src->files, idx, path));
+}
+
+static dt_status fetch_region(void *ctx, int idx, int out_h, int out_w, dt_pick_fn pick, void *pick_ctx,
+                              dt_image *img, dt_rect *r) {
+    const source *src = ctx;
+    char path[PATH_CAP];
+    return dt_image_load_region(img, r, file_path(&src->files, idx, path), src->shape.c, out_h, out_w, pick,
+                                pick_ctx);
 }
 
 static void source_free(void *ctx) {
@@ -494,7 +523,9 @@ static dt_status scanned_dataset(dt_dataset **out, scan *sc, dt_shape shape, dou
         source *src = p;
         src->files = sc->files;
         src->shape = shape;
+        src->side = o->resize;
         ds->fetch = fetch;
+        if (o->regions) ds->fetch_region = fetch_region;
         ds->fetch_ctx = src;
         ds->fetch_free = source_free;
     }
@@ -552,7 +583,7 @@ dt_status dt_data_list_dataset(dt_dataset **out, const char *const *paths, const
 
 /* An on-demand data set over fl (taken: emptied here, owned by the data
  * set from then on, freed on failure too). */
-static dt_status fetched_dataset(dt_dataset **out, file_list *fl, dt_shape shape, int classes) {
+static dt_status fetched_dataset(dt_dataset **out, file_list *fl, dt_shape shape, int side, int classes) {
     source *src = NULL;
     dt_status s = dt_data_new_labels(out, fl->n, shape, classes);
     if (s == DT_OK) s = dt_alloc_bytes((void **)&src, sizeof *src, "image source");
@@ -565,6 +596,7 @@ static dt_status fetched_dataset(dt_dataset **out, file_list *fl, dt_shape shape
     memset((*out)->labels, 0, sizeof *(*out)->labels * (size_t)fl->n);
     src->files = *fl;
     src->shape = shape;
+    src->side = side;
     *fl = (file_list){{0}, {0}, {0}, 0};
     (*out)->fetch = fetch;
     (*out)->fetch_ctx = src;
@@ -572,7 +604,8 @@ static dt_status fetched_dataset(dt_dataset **out, file_list *fl, dt_shape shape
     return DT_OK;
 }
 
-dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n, dt_shape shape, int classes) {
+dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n, dt_shape shape, int side,
+                              int classes) {
     *out = NULL;
     DT_TRY(check_shape(shape, "image files"));
     if (n < 1) return dt_fail(DT_ERR_USAGE, "no image files given");
@@ -588,5 +621,5 @@ dt_status dt_dataset_of_files(dt_dataset **out, const char *const *paths, int n,
         file_list_free(&fl);
         return s;
     }
-    return fetched_dataset(out, &fl, shape, classes);
+    return fetched_dataset(out, &fl, shape, side, classes);
 }

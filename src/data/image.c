@@ -139,7 +139,51 @@ static dt_status decode_png(dt_image *out, const uint8_t *data, size_t len, cons
 
 /* ---- JPEG ------------------------------------------------------------------ */
 
-static dt_status decode_jpeg(dt_image *out, const uint8_t *data, size_t len, const char *name) {
+/* What a decoding is for: the region pick chooses (NULL: the whole
+ * image), decoded at the smallest scale that keeps it at least out_h x
+ * out_w pixels, or (out_h 0) the size dt_image_fit resizes the whole image
+ * to for (shape, side). */
+typedef struct {
+    dt_pick_fn pick;
+    void *ctx;
+    int out_h, out_w;
+    dt_shape shape;
+    int side;
+    dt_rect r;  /* the region picked, in the full image's pixels */
+    int denom;  /* the image was decoded at scale 1 / denom */
+} region_req;
+
+/* q's region and the pixels it must keep, for an image of h x w. */
+static void pick_region(region_req *q, int h, int w, int *oh, int *ow) {
+    q->r = q->pick ? q->pick(q->ctx, h, w) : (dt_rect){0, 0, h, w};
+    *oh = q->out_h, *ow = q->out_w;
+    if (!q->out_h) dt_image_fit_size(h, w, q->shape, q->side, oh, ow);
+}
+
+/* The scale 1/denom for region r that must keep oh x ow pixels: the
+ * largest denom of 8, 4, 2 with denom x oh <= r.h and denom x ow <= r.w
+ * (so the resize after it still only shrinks or keeps, never magnifies,
+ * the decoded region; PIL's draft() chooses its scale by the same
+ * inequality), else 1. Only these three: libjpeg-turbo's 3/8, 5/8, 3/4 and
+ * 7/8 run its non-SIMD IDCTs and decoded a 500 x 375 photo slower than at
+ * full size here (docs/IMAGES.md); 1/2, 1/4 and 1/8 are its reduced
+ * IDCTs, which also leave less to upsample and colour-convert. */
+static int region_denom(dt_rect r, int oh, int ow) {
+    for (int d = 8; d > 1; d /= 2)
+        if ((int64_t)r.h >= (int64_t)oh * d && (int64_t)r.w >= (int64_t)ow * d) return d;
+    return 1;
+}
+
+/* A region inside an image of h x w pixels (a picker's bug would read out of
+ * bounds otherwise). */
+static dt_status check_region(dt_rect r, int h, int w, const char *name) {
+    if (r.h < 1 || r.w < 1 || r.y < 0 || r.x < 0 || r.y > h - r.h || r.x > w - r.w)
+        return dt_fail(DT_ERR_INTERNAL, "%s: region %dx%d at (%d, %d) outside the %dx%d image", name, r.h, r.w, r.y,
+                       r.x, h, w);
+    return DT_OK;
+}
+
+static dt_status decode_jpeg(dt_image *out, const uint8_t *data, size_t len, const char *name, region_req *q) {
     tjhandle tj = tjInitDecompress();
     char msg[256];
     if (!tj)
@@ -155,11 +199,20 @@ static dt_status decode_jpeg(dt_image *out, const uint8_t *data, size_t len, con
     else
         s = check_dims(w, h, name);
     const int c = cs == TJCS_GRAY ? 1 : 3;
-    if (s == DT_OK) s = alloc_pixels(&px, w, h, c, name);
+    int dw = w, dh = h; /* decoded size: TJSCALED(w, 1/denom) = ceil(w / denom) */
+    if (s == DT_OK && q) {
+        int oh, ow;
+        pick_region(q, h, w, &oh, &ow);
+        s = check_region(q->r, h, w, name);
+        q->denom = region_denom(q->r, oh, ow);
+        dw = (w + q->denom - 1) / q->denom, dh = (h + q->denom - 1) / q->denom;
+    }
+    if (s == DT_OK) s = alloc_pixels(&px, dw, dh, c, name);
     /* Warnings (a truncated file, damaged entropy data) are errors: libjpeg
      * would fill what it could not decode with gray. LIMITSCANS bounds the
-     * work a progressive file of endless scans can ask for. */
-    if (s == DT_OK && tjDecompress2(tj, data, (unsigned long)len, px, w, 0, h, c == 1 ? TJPF_GRAY : TJPF_RGB,
+     * work a progressive file of endless scans can ask for. tjDecompress2
+     * picks the scale from the size asked for. */
+    if (s == DT_OK && tjDecompress2(tj, data, (unsigned long)len, px, dw, 0, dh, c == 1 ? TJPF_GRAY : TJPF_RGB,
                                     TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0)
         s = dt_fail(DT_ERR_FORMAT, "%s: corrupt JPEG: %s", name, one_line(msg, sizeof msg, tjGetErrorStr2(tj)));
     tjDestroy(tj);
@@ -167,17 +220,29 @@ static dt_status decode_jpeg(dt_image *out, const uint8_t *data, size_t len, con
         dt_free(px);
         return s;
     }
-    *out = (dt_image){h, w, c, px};
+    *out = (dt_image){dh, dw, c, px};
     return DT_OK;
 }
 
-dt_status dt_image_decode(dt_image *out, const uint8_t *data, size_t len, const char *name) {
+/* dt_image_decode, for the region q asks (NULL: the whole image). */
+static dt_status decode(dt_image *out, const uint8_t *data, size_t len, const char *name, region_req *q) {
     *out = (dt_image){0, 0, 0, NULL};
     if (len == 0) return dt_fail(DT_ERR_FORMAT, "%s: empty file (0 bytes)", name);
-    if (len >= sizeof png_magic && memcmp(data, png_magic, sizeof png_magic) == 0)
-        return decode_png(out, data, len, name);
-    if (len >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) return decode_jpeg(out, data, len, name);
-    return dt_fail(DT_ERR_FORMAT, "%s: not a PNG or JPEG image (its first bytes are neither signature)", name);
+    if (len >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) return decode_jpeg(out, data, len, name, q);
+    if (len < sizeof png_magic || memcmp(data, png_magic, sizeof png_magic) != 0)
+        return dt_fail(DT_ERR_FORMAT, "%s: not a PNG or JPEG image (its first bytes are neither signature)", name);
+    DT_TRY(decode_png(out, data, len, name));
+    if (!q) return DT_OK;
+    int oh, ow;
+    pick_region(q, out->h, out->w, &oh, &ow);
+    q->denom = 1;
+    dt_status s = check_region(q->r, out->h, out->w, name);
+    if (s != DT_OK) dt_image_free(out);
+    return s;
+}
+
+dt_status dt_image_decode(dt_image *out, const uint8_t *data, size_t len, const char *name) {
+    return decode(out, data, len, name, NULL);
 }
 
 void dt_image_free(dt_image *img) {
@@ -221,15 +286,16 @@ static dt_status read_file(uint8_t **buf, size_t *len, const char *path) {
     return DT_OK;
 }
 
-dt_status dt_image_load(uint8_t *out, dt_shape shape, const char *path) {
+dt_status dt_image_load(uint8_t *out, dt_shape shape, int side, const char *path) {
     uint8_t *data;
     size_t len;
     DT_TRY(read_file(&data, &len, path));
     dt_image img;
-    dt_status s = dt_image_decode(&img, data, len, path);
+    region_req q = {NULL, NULL, 0, 0, shape, side, {0, 0, 0, 0}, 1};
+    dt_status s = decode(&img, data, len, path, &q);
     dt_free(data);
     if (s == DT_OK) {
-        s = dt_image_fit(out, shape, &img);
+        s = dt_image_fit(out, shape, side, &img);
         /* Fitting's own failures (allocations) do not know the file. */
         if (s != DT_OK) {
             char why[512]; /* a copy: dt_fail writes where dt_last_error points */
@@ -239,4 +305,24 @@ dt_status dt_image_load(uint8_t *out, dt_shape shape, const char *path) {
     }
     dt_image_free(&img);
     return s;
+}
+
+dt_status dt_image_load_region(dt_image *img, dt_rect *r, const char *path, int channels, int out_h, int out_w,
+                               dt_pick_fn pick, void *pick_ctx) {
+    *img = (dt_image){0, 0, 0, NULL};
+    uint8_t *data;
+    size_t len;
+    DT_TRY(read_file(&data, &len, path));
+    region_req q = {pick, pick_ctx, out_h, out_w, {0, 0, 0}, 0, {0, 0, 0, 0}, 1};
+    dt_status s = decode(img, data, len, path, &q);
+    dt_free(data);
+    DT_TRY(s);
+    /* The region in the decoded pixels, its edges rounded outwards: decoded
+     * pixel k averages the full image's [k d, (k + 1) d). */
+    const int d = q.denom, x1 = (q.r.x + q.r.w + d - 1) / d, y1 = (q.r.y + q.r.h + d - 1) / d;
+    *r = (dt_rect){q.r.y / d, q.r.x / d, 0, 0};
+    r->h = y1 - r->y;
+    r->w = x1 - r->x;
+    if (channels == 1) dt_image_gray(img);
+    return DT_OK;
 }

@@ -169,7 +169,32 @@ static void luma(uint8_t *gray, const uint8_t *rgb, size_t pixels) {
         gray[i] = (uint8_t)((rgb[0] * 19595u + rgb[1] * 38470u + rgb[2] * 7471u + 0x8000u) >> 16);
 }
 
-dt_status dt_image_fit(uint8_t *out, dt_shape shape, const dt_image *img) {
+void dt_image_gray(dt_image *img) {
+    if (img->c != 3) return;
+    luma(img->px, img->px, (size_t)img->h * (size_t)img->w); /* pixel i is written after it is read */
+    img->c = 1;
+}
+
+/* torchvision's Resize(side) of an h x w image: the shorter side becomes
+ * side, the other int(side x longer / shorter). */
+static void shorter_to(int h, int w, int side, int *rh, int *rw) {
+    if (w <= h) {
+        *rw = side;
+        *rh = (int)((int64_t)side * h / w);
+    } else {
+        *rh = side;
+        *rw = (int)((int64_t)side * w / h);
+    }
+}
+
+void dt_image_fit_size(int h, int w, dt_shape shape, int side, int *rh, int *rw) {
+    if (side > 0)
+        shorter_to(h, w, side, rh, rw);
+    else
+        cover(h, w, shape.h, shape.w, rh, rw);
+}
+
+dt_status dt_image_fit(uint8_t *out, dt_shape shape, int side, const dt_image *img) {
     const int C = shape.c, H = shape.h, W = shape.w;
     if (C != 1 && C != 3)
         return dt_fail(DT_ERR_USAGE, "images fit models of 1 (luminance) or 3 (RGB) input channels, not %d", C);
@@ -189,7 +214,12 @@ dt_status dt_image_fit(uint8_t *out, dt_shape shape, const dt_image *img) {
      * (resampling is per channel, so this equals resampling three copies). */
     const int c = gray ? 1 : img->c;
     int rh, rw;
-    cover(img->h, img->w, H, W, &rh, &rw);
+    dt_image_fit_size(img->h, img->w, shape, side, &rh, &rw);
+    if (rh < H || rw < W) {
+        dt_free(gray);
+        return dt_fail(DT_ERR_USAGE, "a %dx%d image resized to %dx%d (shorter side %d) is smaller than the %dx%d "
+                       "crop", img->h, img->w, rh, rw, side, H, W);
+    }
     dt_status s = resample(out, H, W, src, img->h, img->w, c, rh, rw, centre(rh - H), centre(rw - W));
     for (int ch = c; s == DT_OK && ch < C; ch++) memcpy(out + (size_t)ch * H * W, out, (size_t)H * W);
     dt_free(gray);

@@ -39,7 +39,9 @@ struct dt_loader {
     size_t sample;   /* floats per sample of a batch, out's C*H*W */
     size_t image;    /* bytes per image of the dataset, its C*H*W */
     int in_floats;   /* 1: samples go through float images (augment.h): Darknet's
-                      * augmentation or another size than the dataset's */
+                      * augmentation, RandomResizedCrop or another size than the dataset's */
+    int rrc;         /* 1: training with RandomResizedCrop */
+    int regions;     /* rrc from the dataset's fetch_region (whole images decoded per sample) */
     float *fimg;     /* in_floats: (threads, fimg_floats) each thread's image as floats
                       * in [0, 1] and the evaluation transform's workspace */
     size_t fimg_floats;
@@ -122,40 +124,81 @@ static void make_sample(const dt_loader *l, int epoch, size_t idx, const uint8_t
     }
 }
 
-/* The float path of make_sample (in_floats): the image as floats in
- * [0, 1] (fi, (C, H, W) of the dataset) becomes out (C, oh, ow): in
- * training Darknet's crop (or the image itself), flip, distortion; in
- * evaluation Darknet's resize and centre crop (its workspace after fi).
- * Then normalised. */
-static void make_sample_floats(const dt_loader *l, int epoch, size_t idx, const uint8_t *img, float *out, float *fi) {
-    const dt_shape is = l->ds->shape, os = l->out;
+/* Training's flip and Darknet's distortion of out (l->out), drawn from r
+ * after the crop's draws (r NULL in evaluation: neither), then the
+ * normalisation. */
+static void finish_floats(const dt_loader *l, float *out, dt_rng *r) {
+    const dt_shape os = l->out;
     const size_t oplane = (size_t)os.h * (size_t)os.w;
-    for (size_t i = 0; i < l->image; i++) fi[i] = (float)img[i] / 255.0f;
     const dt_augment *a = l->cfg.augment;
-    if (!l->cfg.shuffle) {
-        dt_augment_eval(out, os, fi, is, fi + l->image);
-    } else {
-        dt_rng r = dt_rng_seed(dt_hash3(l->cfg.seed, (uint64_t)epoch, idx));
-        if (a && a->crop)
-            dt_augment_crop(out, os, fi, is, a, &r);
-        else
-            memcpy(out, fi, sizeof(float) * l->sample);
-        if (l->cfg.flip && (dt_rng_next(&r) >> 63))
-            for (size_t row = 0; row < (size_t)os.c * (size_t)os.h; row++) {
-                float *p = out + row * (size_t)os.w;
-                for (int x = 0, y = os.w - 1; x < y; x++, y--) {
-                    float t = p[x];
-                    p[x] = p[y];
-                    p[y] = t;
-                }
+    if (r && l->cfg.flip && (dt_rng_next(r) >> 63))
+        for (size_t row = 0; row < (size_t)os.c * (size_t)os.h; row++) {
+            float *p = out + row * (size_t)os.w;
+            for (int x = 0, y = os.w - 1; x < y; x++, y--) {
+                float t = p[x];
+                p[x] = p[y];
+                p[y] = t;
             }
-        if (a && dt_augment_distorts(a)) dt_augment_distort(out, os.c, oplane, a, &r);
-    }
+        }
+    if (r && a && dt_augment_distorts(a)) dt_augment_distort(out, os.c, oplane, a, r);
     for (int c = 0; c < os.c; c++) {
         const float mean = l->ds->mean[c], inv = 1.0f / l->ds->std[c];
         float *p = out + (size_t)c * oplane;
         for (size_t i = 0; i < oplane; i++) p[i] = (p[i] - mean) * inv;
     }
+}
+
+/* The float path of make_sample (in_floats): img (C, H, W) of the dataset
+ * becomes out (C, oh, ow): in training RandomResizedCrop's region of it
+ * resized, or Darknet's crop of it as floats in [0, 1] (fi, (C, H, W)), or
+ * the image itself; in evaluation Darknet's resize and centre crop (its
+ * workspace after fi). Then finish_floats. fi: l->fimg_floats floats. */
+static void make_sample_floats(const dt_loader *l, int epoch, size_t idx, const uint8_t *img, float *out, float *fi) {
+    const dt_shape is = l->ds->shape, os = l->out;
+    const dt_augment *a = l->cfg.augment;
+    const size_t plane = (size_t)is.h * (size_t)is.w;
+    dt_rng r = dt_rng_seed(dt_hash3(l->cfg.seed, (uint64_t)epoch, idx));
+    if (l->rrc) {
+        dt_augment_resize_region(out, os, img, (size_t)is.w, 1, plane, dt_augment_rrc_pick(is.h, is.w, a, &r), fi);
+        finish_floats(l, out, &r);
+        return;
+    }
+    for (size_t i = 0; i < l->image; i++) fi[i] = (float)img[i] / 255.0f;
+    if (!l->cfg.shuffle)
+        dt_augment_eval(out, os, fi, is, fi + l->image);
+    else if (a && a->crop)
+        dt_augment_crop(out, os, fi, is, a, &r);
+    else
+        memcpy(out, fi, sizeof(float) * l->sample);
+    finish_floats(l, out, l->cfg.shuffle ? &r : NULL);
+}
+
+/* RandomResizedCrop's draw for the image a dataset's fetch_region decodes. */
+typedef struct {
+    const dt_augment *a;
+    dt_rng *r;
+} rrc_draw;
+
+static dt_rect pick_rrc(void *ctx, int h, int w) {
+    const rrc_draw *d = ctx;
+    return dt_augment_rrc_pick(h, w, d->a, d->r);
+}
+
+/* make_sample_floats' RandomResizedCrop from the whole image that
+ * ds->fetch_region decodes (folders loaded with regions); ws:
+ * l->fimg_floats floats. The draws are those of the in-memory path. */
+static dt_status make_region_sample(const dt_loader *l, int epoch, size_t idx, float *out, float *ws) {
+    dt_rng r = dt_rng_seed(dt_hash3(l->cfg.seed, (uint64_t)epoch, idx));
+    rrc_draw d = {l->cfg.augment, &r};
+    dt_image img;
+    dt_rect rect;
+    DT_TRY(l->ds->fetch_region(l->ds->fetch_ctx, (int)idx, l->out.h, l->out.w, pick_rrc, &d, &img, &rect));
+    /* img (h, w, c) interleaved; a gray image for an RGB model repeats its plane. */
+    const size_t c = (size_t)img.c;
+    dt_augment_resize_region(out, l->out, img.px, (size_t)img.w * c, c, c == 1 ? 0 : 1, rect, ws);
+    dt_image_free(&img);
+    finish_floats(l, out, &r);
+    return DT_OK;
 }
 
 /* The batch being built: its samples are items of a pool loop. */
@@ -170,18 +213,20 @@ static dt_status build_sample(void *ctx, size_t i, int worker) {
     const build_job *j = ctx;
     const dt_loader *l = j->l;
     const size_t idx = l->cfg.shuffle ? l->perm[j->first + i] : j->first + i;
-    const uint8_t *img;
-    if (l->ds->images) {
+    const uint8_t *img = NULL; /* (C, H, W) of the dataset; NULL: the sample is made from the whole image */
+    float *out = j->b->x + i * l->sample, *fi = l->fimg ? l->fimg + (size_t)worker * l->fimg_floats : NULL;
+    if (l->regions) {
+        DT_TRY(make_region_sample(l, j->epoch, idx, out, fi));
+    } else if (l->ds->images) {
         img = l->ds->images + idx * l->image;
     } else {
         uint8_t *mine = l->scratch + (size_t)worker * l->image;
         DT_TRY(l->ds->fetch(l->ds->fetch_ctx, (int)idx, mine));
         img = mine;
     }
-    float *out = j->b->x + i * l->sample;
-    if (l->in_floats)
-        make_sample_floats(l, j->epoch, idx, img, out, l->fimg + (size_t)worker * l->fimg_floats);
-    else
+    if (img && l->in_floats)
+        make_sample_floats(l, j->epoch, idx, img, out, fi);
+    else if (img)
         make_sample(l, j->epoch, idx, img, out);
     if (l->cfg.shuffle && l->cfg.erase > 0) {
         /* A stream of its own: the other draws of a sample stay as they were. */
@@ -287,11 +332,18 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
         return dt_fail(DT_ERR_USAGE, "loader: samples of %dx%dx%d cannot be made from images of %dx%dx%d", o.c, o.h,
                        o.w, s.c, s.h, s.w);
     const dt_augment *a = cfg->shuffle ? cfg->augment : NULL;
-    if (cfg->shuffle && o.c && (o.h != s.h || o.w != s.w) && !(a && a->crop))
-        return dt_fail(DT_ERR_USAGE, "loader: training samples of %dx%d from images of %dx%d need Darknet's crop",
-                       o.h, o.w, s.h, s.w);
-    if (a && (a->crop || dt_augment_distorts(a)) && cfg->crop_pad)
-        return dt_fail(DT_ERR_USAGE, "loader: crop padding does not go with Darknet's augmentation");
+    if (cfg->shuffle && o.c && (o.h != s.h || o.w != s.w) && !(a && (a->crop || a->resized_crop)))
+        return dt_fail(DT_ERR_USAGE, "loader: training samples of %dx%d from images of %dx%d need Darknet's crop "
+                       "or RandomResizedCrop", o.h, o.w, s.h, s.w);
+    if (a && (a->crop || a->resized_crop || dt_augment_distorts(a)) && cfg->crop_pad)
+        return dt_fail(DT_ERR_USAGE, "loader: crop padding does not go with Darknet's augmentation or "
+                       "RandomResizedCrop");
+    if (a && a->resized_crop &&
+        (a->crop || !(a->scale[0] > 0 && a->scale[0] <= a->scale[1] && isfinite(a->scale[1])) ||
+         !(a->ratio[0] > 0 && a->ratio[0] <= a->ratio[1] && isfinite(a->ratio[1]))))
+        return dt_fail(DT_ERR_USAGE, "loader: RandomResizedCrop needs 0 < scale lo <= hi and 0 < ratio lo <= hi "
+                       "(finite), and no Darknet crop; not scale %g..%g, ratio %g..%g", (double)a->scale[0],
+                       (double)a->scale[1], (double)a->ratio[0], (double)a->ratio[1]);
     if (a && a->crop && (a->min_crop < 1 || a->max_crop < 1 || !(a->aspect > 0) || !isfinite(a->aspect) ||
                          !isfinite(a->angle)))
         return dt_fail(DT_ERR_USAGE, "loader: Darknet's crop needs min_crop, max_crop >= 1, a finite angle and "
@@ -346,13 +398,14 @@ static dt_status alloc_buffers(dt_loader *l) {
     }
     const int threads = l->cfg.threads > 1 ? l->cfg.threads : 1;
     DT_TRY(dt_pool_create(&l->pool, threads));
-    if (!ds->images) {
+    if (!ds->images && !l->regions) {
         void *p;
         DT_TRY(dt_alloc_bytes(&p, l->image * (size_t)threads, "loader samples"));
         l->scratch = p;
     }
     if (l->in_floats) {
-        l->fimg_floats = l->image + (l->cfg.shuffle ? 0 : dt_augment_eval_floats(l->out, ds->shape));
+        l->fimg_floats = l->rrc ? dt_augment_resize_floats(l->out)
+                                : l->image + (l->cfg.shuffle ? 0 : dt_augment_eval_floats(l->out, ds->shape));
         size_t n;
         DT_TRY(dt_mul_size(&n, l->fimg_floats, (size_t)threads, "loader images"));
         DT_TRY(dt_alloc_floats(&l->fimg, n, "loader images"));
@@ -396,7 +449,10 @@ dt_status dt_loader_create(dt_loader **out, const dt_dataset *ds, const dt_loade
     l->sample = dt_shape_size(l->out);
     l->image = dt_shape_size(ds->shape);
     const dt_augment *a = cfg->shuffle ? cfg->augment : NULL;
-    l->in_floats = (a && (a->crop || dt_augment_distorts(a))) || l->out.h != ds->shape.h || l->out.w != ds->shape.w;
+    l->rrc = a && a->resized_crop;
+    l->regions = l->rrc && ds->fetch_region;
+    l->in_floats = (a && (a->crop || a->resized_crop || dt_augment_distorts(a))) || l->out.h != ds->shape.h ||
+                   l->out.w != ds->shape.w;
     l->perm_epoch = -1;
     if (cfg->shuffle) {
         l->steps = (int)(ds->n / ((int64_t)cfg->batch * cfg->world));

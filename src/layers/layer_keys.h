@@ -26,7 +26,8 @@ typedef enum {
     DT_KEY_SCALES,     /*   Darknet's scales */
     DT_KEY_LAYERS,     /* comma list of section indices into a dt_key_layers */
     DT_KEY_CHANNELS,   /* [net]: comma list of one float per input channel into a dt_channel_values */
-    DT_KEY_PATH        /* a file's path, kept by the parser (dt_section_key_path; off unused) */
+    DT_KEY_PATH,       /* a file's path, kept by the parser (dt_section_key_path; off unused) */
+    DT_KEY_RANGE       /* "lo,hi": two floats, lo <= hi, into a float[2]; not given: {0, 0} */
 } dt_key_type;
 
 enum { DT_KEY_REQUIRED = 1, DT_KEY_LO_OPEN = 2, DT_KEY_HI_OPEN = 4 };

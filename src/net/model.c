@@ -66,6 +66,17 @@ static const dt_key_choices costs = {cost_from_name, cost_name, COST_COUNT};
 static const dt_key_choices precisions = {dt_precision_from_name, precision_name, DT_PRECISION_COUNT};
 static const dt_key_choices datasets = {dt_dataset_kind_from_name, dataset_name, DT_DATASET_KIND_COUNT};
 
+/* augment=: darknet (its crop when one of its keys is given), or
+ * torchvision's RandomResizedCrop (dt_augment.resized_crop). */
+static const char *const augment_names[] = {"darknet", "resized_crop"};
+static int augment_from_name(const char *name) {
+    for (int i = 0; i < 2; i++)
+        if (strcmp(augment_names[i], name) == 0) return i;
+    return -1;
+}
+static const char *augment_name(int v) { return augment_names[v]; }
+static const dt_key_choices augments = {augment_from_name, augment_name, 2};
+
 #define NET(field) offsetof(dt_model_spec, field)
 
 /* Columns: name, type, offset, default, lo, hi, flags, choices. */
@@ -119,6 +130,13 @@ static const dt_key_def net_keys[] = {
     {"hue", DT_KEY_FLOAT, NET(augment.hue), 0, 0, 1, 0, NULL},
     {"saturation", DT_KEY_FLOAT, NET(augment.saturation), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
     {"exposure", DT_KEY_FLOAT, NET(augment.exposure), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
+    /* torchvision's RandomResizedCrop (see resolve_augment); ranges {0, 0}: unset. */
+    {"augment", DT_KEY_ENUM, NET(augment.resized_crop), 0, 0, 0, 0, &augments},
+    {"crop_scale", DT_KEY_RANGE, NET(augment.scale), 0, 0, 1, DT_KEY_LO_OPEN, NULL},
+    {"crop_ratio", DT_KEY_RANGE, NET(augment.ratio), 0, 0, 100, DT_KEY_LO_OPEN, NULL},
+    /* Evaluation of a folder: the shorter side resized to this, then the
+     * centre crop (torchvision's Resize + CenterCrop); 0: just cover it. */
+    {"eval_resize", DT_KEY_INT, NET(eval_resize), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
     {"precision", DT_KEY_ENUM, NET(precision), DT_PRECISION_FP32, 0, 0, 0, &precisions},
     {"winograd", DT_KEY_INT, NET(winograd), 1, 0, 1, 0, NULL},
     /* dtrain's: torchvision's Normalize of the input, one value per channel. */
@@ -234,6 +252,7 @@ static void describe(char *buf, size_t n, const dt_key_def *k) {
                        : k->type == DT_KEY_SCALES     ? "a comma list of numbers, each"
                        : k->type == DT_KEY_LAYERS     ? "a comma list of layer indices, each"
                        : k->type == DT_KEY_CHANNELS   ? "a comma list of one number per channel, each"
+                       : k->type == DT_KEY_RANGE      ? "two numbers lo,hi (lo <= hi), each"
                                                  : "a number";
     if (k->type == DT_KEY_INT && k->lo == 0 && k->hi == 1)
         snprintf(buf, n, "0 or 1");
@@ -290,6 +309,9 @@ static void store(void *target, const dt_key_def *k, double v) {
         ((dt_channel_values *)(void *)dst)->n = 0;
         break;
     case DT_KEY_PATH: break; /* kept in the dt_section */
+    case DT_KEY_RANGE: /* only the default: not given */
+        ((float *)(void *)dst)[0] = ((float *)(void *)dst)[1] = 0;
+        break;
     }
 }
 
@@ -377,11 +399,22 @@ static dt_status set_path(dt_section *p, const char *val) {
 
 const char *dt_section_key_path(const dt_section *p) { return p->path[0] ? p->path : NULL; }
 
+static dt_status set_range(dt_section *p, const dt_key_def *k, const char *val) {
+    float *r = (float *)(void *)((char *)p->target + k->off);
+    double v[2];
+    int n;
+    DT_TRY(parse_list(p, k, val, v, 2, &n));
+    if (n != 2 || v[0] > v[1]) return bad_value(p, k, val);
+    r[0] = (float)v[0], r[1] = (float)v[1];
+    return DT_OK;
+}
+
 static dt_status set_value(dt_section *p, const dt_key_def *k, const char *val) {
     if (k->type == DT_KEY_PATH) return set_path(p, val);
     if (k->type == DT_KEY_MILESTONES || k->type == DT_KEY_STEPS || k->type == DT_KEY_SCALES)
         return set_schedule_list(p, k, val);
     if (k->type == DT_KEY_CHANNELS) return set_channels(p, k, val);
+    if (k->type == DT_KEY_RANGE) return set_range(p, k, val);
     if (k->type == DT_KEY_LAYERS) return set_layers(p, k, val);
     double v;
     if (k->choices) {
@@ -522,6 +555,30 @@ static dt_status check_darknet_schedule(dt_section *p) {
     return DT_OK;
 }
 
+/* augment=resized_crop: torchvision's defaults (scale 0.08..1, ratio
+ * 3/4..4/3) for the ranges not given, flip on unless flip= is given (the
+ * recipe of He et al. and Goyal et al.); Darknet's crop keys and crop_pad=
+ * are another crop, and the ranges alone crop nothing. */
+static dt_status resolve_resized_crop(dt_section *p) {
+    dt_augment *a = &p->m->augment;
+    static const char *const own[] = {"crop_scale", "crop_ratio"}, *const other[] = {"min_crop", "max_crop", "angle",
+                                                                                     "aspect", "crop_pad"};
+    for (size_t i = 0; !a->resized_crop && i < sizeof own / sizeof *own; i++)
+        if (dt_section_key_line(p, own[i]))
+            return dt_section_error(p, dt_section_key_line(p, own[i]), "%s= is RandomResizedCrop's: it needs "
+                                    "augment=resized_crop", own[i]);
+    for (size_t i = 0; a->resized_crop && i < sizeof other / sizeof *other; i++)
+        if (dt_section_key_line(p, other[i]))
+            return dt_section_error(p, dt_section_key_line(p, other[i]), "%s= with augment=resized_crop: give "
+                                    "RandomResizedCrop or %s, not both", other[i],
+                                    i < 4 ? "Darknet's crop" : "crop_pad");
+    if (!a->resized_crop) return DT_OK;
+    if (a->scale[1] == 0) a->scale[0] = 0.08f, a->scale[1] = 1.0f;
+    if (a->ratio[1] == 0) a->ratio[0] = 3.0f / 4.0f, a->ratio[1] = 4.0f / 3.0f;
+    if (!dt_section_key_line(p, "flip")) p->m->flip = 1;
+    return DT_OK;
+}
+
 /* Darknet's classifier crops every training image at a random scale and
  * flips half of them; here the crop is on when one of its keys is given
  * (the others then take Darknet's defaults: min_crop = width, max_crop = 2
@@ -531,6 +588,7 @@ static dt_status resolve_augment(dt_section *p) {
     static const char *const crop_keys[] = {"min_crop", "max_crop", "angle", "aspect"};
     for (size_t i = 0; i < sizeof crop_keys / sizeof *crop_keys; i++)
         if (dt_section_key_line(p, crop_keys[i])) a->crop = 1;
+    DT_TRY(resolve_resized_crop(p));
     if (!a->crop && !dt_augment_distorts(a)) return DT_OK;
     if (!dt_section_key_line(p, "flip")) p->m->flip = 1;
     if (dt_section_key_line(p, "crop_pad"))
@@ -538,8 +596,22 @@ static dt_status resolve_augment(dt_section *p) {
                                 "crop_pad= with Darknet's augmentation (min_crop=, max_crop=, angle=, aspect=, hue=, "
                                 "saturation=, exposure=): give Darknet's crop or crop_pad, not both");
     if (!a->crop) return DT_OK;
+    if (p->m->eval_resize)
+        return dt_section_error(p, dt_section_key_line(p, "eval_resize"), "eval_resize= with Darknet's crop, whose "
+                                "evaluation is its own centre crop of the max_crop square");
     if (!a->min_crop) a->min_crop = p->m->input.w;
     if (!a->max_crop) a->max_crop = 2 * p->m->input.w;
+    return DT_OK;
+}
+
+/* eval_resize= leaves the shorter side at least the input's height and
+ * width, so that the centre crop lies inside every resized image. */
+static dt_status check_eval_resize(dt_section *p) {
+    const dt_model_spec *m = p->m;
+    if (m->eval_resize && (m->eval_resize < m->input.h || m->eval_resize < m->input.w))
+        return dt_section_error(p, dt_section_key_line(p, "eval_resize"), "eval_resize=%d is shorter than the "
+                                "input's %dx%d (the centre crop is taken from the resized image)", m->eval_resize,
+                                m->input.h, m->input.w);
     return DT_OK;
 }
 
@@ -557,6 +629,7 @@ static dt_status check_channels(dt_section *p) {
 static dt_status finish_net(dt_section *p) {
     DT_TRY(apply_subdivisions(p));
     DT_TRY(check_channels(p));
+    DT_TRY(check_eval_resize(p));
     DT_TRY(resolve_augment(p));
     dt_lr_schedule *s = &p->m->sched;
     const char *policy = dt_schedule_kind_name(s->kind);

@@ -14,6 +14,9 @@ static void describe(dt_report *rep, const char *name, const dt_dataset *d, cons
     if (d->images)
         snprintf(line, sizeof line, "%s: %d images in %d classes, decoded once and held in memory (%.*f MiB)", name,
                  d->n, d->classes, digits, mib);
+    else if (d->fetch_region)
+        snprintf(line, sizeof line, "%s: %d images in %d classes, each decoded whole per sample for "
+                 "RandomResizedCrop by %d loader thread%s", name, d->n, d->classes, threads, threads == 1 ? "" : "s");
     else
         snprintf(line, sizeof line, "%s: %d images in %d classes, decoded per batch by %d loader thread%s (%.*f MiB "
                  "decoded would not fit the cache; --cache-mb)", name, d->n, d->classes, threads,
@@ -72,7 +75,10 @@ dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind) {
 dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model_spec *spec, int outputs,
                            const dt_train_opts *o, dt_report *rep) {
     const char *kind = dt_dataset_kind_name(o->dataset);
-    dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1, NULL, o->val_split, o->seed};
+    /* The train set's whole images for RandomResizedCrop (regions); both
+     * sets fitted with eval_resize= otherwise. */
+    dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1,    NULL,
+                         o->val_split,      o->seed,        spec->eval_resize, spec->augment.resized_crop};
     const dt_shape shape = dt_data_load_shape(spec, o->dataset);
     DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, shape, outputs, o->seed, &fo));
     dt_data_normalise(*train, spec);
@@ -106,6 +112,7 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
     /* The test set gets what the train set left of the cache. */
     size_t used = d->images ? (size_t)d->n * dt_shape_size(d->shape) : 0;
     fo.cache_bytes = fo.cache_bytes > used ? fo.cache_bytes - used : 0;
+    fo.regions = 0; /* the test set is evaluated whole (eval_resize), never cropped at random */
     DT_TRY(dt_dataset_load(test, o->dataset, o->data_dir, 0, shape, outputs, o->seed, &fo));
     dt_data_normalise(*test, spec);
     if (o->dataset == DT_DATASET_FOLDER) {
