@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """dtrain vs PyTorch (CPU) training throughput, side by side in one run.
 
-For each model (mlp, cnn, cifar, resnet20, resnet20_fm) at batch 64 and each thread count (1, 2),
+For each model (mlp, cnn, cifar, resnet20, resnet20_fm by default) at batch 64 and each thread count (1, 2),
 alternates `dtrain bench` and shared/reference/torch_ref.py for ROUNDS rounds
 (PyTorch with OPENBLAS_NUM_THREADS/OMP_NUM_THREADS set to the same count),
 and prints the medians, the ratio dtrain/PyTorch, and dtrain's achieved
@@ -14,8 +14,15 @@ dtrain fp32, PyTorch bf16 (autocast) and PyTorch fp32, and prints the four
 medians, dtrain's bf16/fp32 speedup, dtrain bf16 / PyTorch bf16, and
 dtrain bf16's achieved TFLOP/s against the bf16 peak (build/bf16_peak).
 
+The ImageNet-sized models resnet18 and resnet50 (examples/resnet18.cfg and
+resnet50.cfg, 3x224x224, 1000 classes, against torchvision's models in
+torch_ref.py) run at batch 16 (STEPS steps a round) and only when named in
+--models: they take minutes (resnet50: 8.2 GFLOP per image forward, 3x that
+per image trained).
+
 usage: bench/bench_engine.py [--rounds 3] [--models mlp,cnn,cifar,resnet20,resnet20_fm] [--threads 1,2]
                              [--precision fp32|bf16]
+       bench/bench_engine.py --models resnet18,resnet50 [--threads 2] [...]
 """
 import argparse, json, os, re, statistics, subprocess, sys
 
@@ -24,7 +31,18 @@ DTRAIN = os.path.join(ROOT, 'build', 'dtrain')
 PEAK = os.path.join(ROOT, 'build', 'sgemm_peak')
 BF16_PEAK = os.path.join(ROOT, 'build', 'bf16_peak')
 REF = os.path.join(ROOT, '..', 'shared', 'reference', 'torch_ref.py')
-STEPS = {'mlp': 400, 'cnn': 40, 'cifar': 20, 'resnet20': 10, 'resnet20_fm': 12}
+STEPS = {'mlp': 400, 'cnn': 40, 'cifar': 20, 'resnet20': 10, 'resnet20_fm': 12, 'resnet18': 6, 'resnet50': 3}
+DEFAULT_MODELS = 'mlp,cnn,cifar,resnet20,resnet20_fm'
+BATCH = {'resnet18': 16, 'resnet50': 16}  # others: 64
+
+
+def batch_of(model):
+    return BATCH.get(model, 64)
+
+
+def fmt_ips(v, width):
+    """img/s in width columns: whole numbers, one decimal below 100."""
+    return f'{v:>{width}.{0 if v >= 100 else 1}f}'
 
 
 def run(cmd, env=None):
@@ -33,7 +51,7 @@ def run(cmd, env=None):
 
 
 def dtrain_bench(model, threads, precision='fp32'):
-    line = run([DTRAIN, 'bench', os.path.join(ROOT, 'examples', model + '.cfg'), '--batch', '64',
+    line = run([DTRAIN, 'bench', os.path.join(ROOT, 'examples', model + '.cfg'), '--batch', str(batch_of(model)),
                 '--steps', str(STEPS[model]), '--threads', str(threads), '--precision', precision])
     j = json.loads(line)
     return j['images_per_sec'], j['gflops']
@@ -44,24 +62,32 @@ def torch_bench(model, threads, precision='fp32'):
     # PyTorch calls for Linear layers; without this a "1 thread" PyTorch run
     # uses every core in its matrix products.
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    line = run(['/usr/bin/python3', REF, model, '64', str(threads), str(STEPS[model]), precision], env)
-    return float(re.search(r'(\d+) img/s', line).group(1))
+    bs = batch_of(model)
+    line = run(['/usr/bin/python3', REF, model, str(bs), str(threads), str(STEPS[model]), precision], env)
+    # img/s from the step time: torch_ref.py rounds img/s to an integer, too
+    # coarse for the ImageNet-sized models (a few img/s).
+    return bs * 1000.0 / float(re.search(r'\(([\d.]+) ms/step\)', line).group(1))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--rounds', type=int, default=3)
-    ap.add_argument('--models', default='mlp,cnn,cifar,resnet20,resnet20_fm')
+    ap.add_argument('--models', default=DEFAULT_MODELS,
+                    help='comma list of: ' + ','.join(STEPS) + ' (default %(default)s; resnet18 and resnet50 '
+                    'run at batch 16, the others at 64)')
     ap.add_argument('--threads', default='1,2')
     ap.add_argument('--precision', default='fp32', choices=['fp32', 'bf16'])
     a = ap.parse_args()
+    unknown = [m for m in a.models.split(',') if m not in STEPS]
+    if unknown:
+        ap.error('unknown model %s (models: %s)' % (unknown[0], ','.join(STEPS)))
     if a.precision == 'bf16':
         return bench_bf16(a)
     env_note = 'OPENBLAS_CORETYPE=%s' % os.environ.get('OPENBLAS_CORETYPE', '(unset)')
     peaks = {t: json.loads(run([PEAK, str(t)]))['gflops'] for t in map(int, a.threads.split(','))}
     print(f'sgemm peak: ' + ', '.join(f'{t} thread(s) {g:.0f} GFLOP/s' for t, g in peaks.items())
           + f'  [{env_note}]')
-    print(f'{"model":6} {"thr":>3} {"dtrain img/s":>13} {"torch img/s":>12} {"ratio":>6} '
+    print(f'{"model":11} {"thr":>3} {"dtrain img/s":>13} {"torch img/s":>12} {"ratio":>6} '
           f'{"GFLOP/s":>8} {"of peak":>8}')
     rows = []
     for model in a.models.split(','):
@@ -72,9 +98,9 @@ def main():
                 d.append(ips), g.append(gf)
                 p.append(torch_bench(model, t))
             md, mp, mg = statistics.median(d), statistics.median(p), statistics.median(g)
-            rows.append({'model': model, 'threads': t, 'dtrain': md, 'torch': mp,
+            rows.append({'model': model, 'batch': batch_of(model), 'threads': t, 'dtrain': md, 'torch': mp,
                          'ratio': md / mp, 'gflops': mg, 'peak_fraction': mg / peaks[t]})
-            print(f'{model:6} {t:>3} {md:>13.0f} {mp:>12.0f} {md / mp:>6.2f} {mg:>8.1f} '
+            print(f'{model:11} {t:>3} {fmt_ips(md, 13)} {fmt_ips(mp, 12)} {md / mp:>6.2f} {mg:>8.1f} '
                   f'{mg / peaks[t]:>8.0%}', flush=True)
     print(json.dumps({'event': 'bench_engine', 'rounds': a.rounds, 'rows': rows}))
 
@@ -97,12 +123,14 @@ def bench_bf16(a):
                 r['pb'].append(torch_bench(model, t, 'bf16'))
                 r['pf'].append(torch_bench(model, t, 'fp32'))
             m = {k: statistics.median(v) for k, v in r.items()}
-            row = {'model': model, 'threads': t, 'dtrain_bf16': m['db'], 'dtrain_fp32': m['df'],
+            row = {'model': model, 'batch': batch_of(model), 'threads': t,
+                   'dtrain_bf16': m['db'], 'dtrain_fp32': m['df'],
                    'torch_bf16': m['pb'], 'torch_fp32': m['pf'], 'speedup': m['db'] / m['df'],
                    'vs_torch_bf16': m['db'] / m['pb'], 'tflops': m['g'] / 1e3,
                    'peak_fraction': m['g'] / peaks[t]['gflops']}
             rows.append(row)
-            print(f'{model:11} {t:>3} {m["db"]:>8.0f} {m["df"]:>8.0f} {m["pb"]:>8.0f} {m["pf"]:>8.0f} '
+            print(f'{model:11} {t:>3} {fmt_ips(m["db"], 8)} {fmt_ips(m["df"], 8)} '
+                  f'{fmt_ips(m["pb"], 8)} {fmt_ips(m["pf"], 8)} '
                   f'{row["speedup"]:>12.2f} {row["vs_torch_bf16"]:>10.2f} {row["tflops"]:>8.2f} '
                   f'{row["peak_fraction"]:>8.1%}', flush=True)
     print(json.dumps({'event': 'bench_engine_bf16', 'rounds': a.rounds, 'rows': rows}))

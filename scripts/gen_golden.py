@@ -4,7 +4,8 @@
 Run with Debian's PyTorch 1.13 from the repository root:
     /usr/bin/python3 scripts/gen_golden.py [case ...]
 (cases: layers, cnn_sgd, cnn_sgd_bf16, cnn_adam, cnn_adamw, cnn_lars,
-cnn_lamb, resnet20_fm_sgd; none named: all). It rewrites tests/golden/*.bin (committed, ~50 KB in all); the output is
+cnn_lamb, resnet20_fm_sgd, resnet18_sgd, resnet50_sgd; none named: all).
+It rewrites tests/golden/*.bin (committed, ~50 KB in all); the output is
 the same on every run (fixed seeds, one thread).
 
 File format (one file per case, little-endian):
@@ -45,6 +46,25 @@ Nineteen batch-normalised layers at batch 16 amplify rounding: torch's own
 float32 and float64 losses part by 1e-6 by step 2 and 1e-3 by step 9 (at
 lr 0.01, 1e-2), so the test allows each step a multiple of that spread
 (see test_golden.c).
+
+ImageNet-sized cases (resnet18_sgd.bin, resnet50_sgd.bin): torchvision's
+resnet18 and resnet50 (examples/resnet18.cfg, resnet50.cfg), initialised as
+resnet20_fm_sgd, trained IMAGENET_STEPS SGD steps on one batch of
+IMAGENET_BATCH 3x224x224 images made by the hash formula of
+imagenet_batch() (no data set), the same batch every step (so the steps
+learn it: resnet18's loss falls from 7.41 to 0.04 and a wrong gradient
+shows), with the files' lr, momentum and decay (not on biases and
+batch-norm scale and shift: their exclude_bias_bn=1). Each holds hyper
+(lr, momentum, decay, batch, exclude_bias_bn), loss, and loss64, the
+float64 run. resnet18, 3 steps: torch's float32 and float64 losses part by
+3e-7 at step 0 and 3e-4 at step 1 (twenty batch norms over 2 images),
+which sets the test's tolerance as for resnet20_fm_sgd. resnet50, 2 steps:
+step 0 (6.7735224, float64 6.7735257) checks the file's forward pass (the
+stride on the bottleneck's 3x3, the projections) to 5e-7; its float32
+gradients of step 0 already differ from float64 by 2% (median over the
+tensors; the fc's by 2e-5, growing from the last block down; the same at
+batch 4), so step 1 (0.674, float64 0.654) checks the backward only to
+about 10%, and later steps would check nothing.
 
 Optimiser cases (cnn_adam.bin, cnn_adamw.bin, cnn_lars.bin, cnn_lamb.bin):
 the same run with torch.optim.Adam and AdamW, and with LARS and LAMB
@@ -340,12 +360,16 @@ def cnn_bf16_golden():
 RESNET_LR = 0.001
 
 
-def resnet_losses(dtype):
+def hashed_ref_model(name, dtype):
+    """torch_ref_models.model(name) in dtype, training mode, its conv and
+    linear tensors from init_tensor() (numbered in the flat order, batch-norm
+    scale and shift counted but left at 1 and 0); the model and its
+    parameters in that order (conv.w, bn.w, bn.b, ..., fc.w, fc.b: dtrain's)."""
     sys.path.insert(0, os.path.join(ROOT, '..', 'shared', 'reference'))
     import torch_ref_models
-    model = torch_ref_models.model('resnet20_fm').to(dtype)
+    model = torch_ref_models.model(name).to(dtype)
     model.train()
-    params = list(model.parameters())  # conv.w, bn.w, bn.b, ..., fc.w, fc.b = dtrain's flat order
+    params = list(model.parameters())
     hashed = {id(p) for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))
               for p in m.parameters()}
     with torch.no_grad():
@@ -354,6 +378,11 @@ def resnet_losses(dtype):
                 fan_in = p[0].numel()
             if id(p) in hashed:
                 p.copy_(torch.from_numpy(init_tensor(t, p.numel(), fan_in)).view(p.shape).to(dtype))
+    return model, params
+
+
+def resnet_losses(dtype):
+    model, params = hashed_ref_model('resnet20_fm', dtype)
     opt = torch.optim.SGD(params, lr=RESNET_LR, momentum=MOMENTUM, weight_decay=DECAY)
     x, y = load_fmnist(STEPS * BATCH)
     losses = []
@@ -374,6 +403,55 @@ def resnet_golden():
                                      ('loss64', l64)])
 
 
+# examples/resnet18.cfg's SGD settings (the test checks them against the file).
+IMAGENET_LR, IMAGENET_MOMENTUM, IMAGENET_DECAY, IMAGENET_EXCLUDE = 0.0125, 0.9, 1e-4, 1
+IMAGENET_BATCH, IMAGENET_CLASSES = 2, 1000
+IMAGENET_STEPS = {'resnet18': 3, 'resnet50': 2}
+
+
+def imagenet_batch():
+    """IMAGENET_BATCH images 3x224x224 and labels by formula, as
+    imagenet_batch() in tests/test_golden.c: value i of the (B, 3, 224, 224)
+    batch in row-major order is (dt_hash64(2^40 + i) >> 40) / 2^24, exact in
+    float32 and in [0, 1) like an image's bytes / 255; label b is
+    (dt_hash64(2^41 + b) >> 40) mod 1000."""
+    n = IMAGENET_BATCH * 3 * 224 * 224
+    idx = np.uint64(1 << 40) + np.arange(n, dtype=np.uint64)
+    x = (hash64(idx) >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+    lab = hash64(np.uint64(1 << 41) + np.arange(IMAGENET_BATCH, dtype=np.uint64)) >> np.uint64(40)
+    return (torch.from_numpy(x.reshape(IMAGENET_BATCH, 3, 224, 224)),
+            torch.from_numpy((lab % np.uint64(IMAGENET_CLASSES)).astype(np.int64)))
+
+
+def imagenet_losses(name, dtype):
+    """IMAGENET_STEPS[name] steps of torch.optim.SGD on imagenet_batch(), decay
+    on the conv and linear weights only (exclude_bias_bn=1)."""
+    model, params = hashed_ref_model(name, dtype)
+    plain = [p for p in params if p.dim() == 1]  # biases, batch-norm scale and shift
+    decayed = [p for p in params if p.dim() > 1]
+    assert IMAGENET_EXCLUDE == 1
+    opt = torch.optim.SGD([{'params': decayed, 'weight_decay': IMAGENET_DECAY},
+                           {'params': plain, 'weight_decay': 0.0}],
+                          lr=IMAGENET_LR, momentum=IMAGENET_MOMENTUM)
+    x, y = imagenet_batch()
+    losses = []
+    for _ in range(IMAGENET_STEPS[name]):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x.to(dtype)), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def imagenet_golden(name):
+    l32, l64 = imagenet_losses(name, torch.float32), imagenet_losses(name, torch.float64)
+    for s, (a, b) in enumerate(zip(l32, l64)):
+        print('step %d loss %.7f (float64 %.7f)' % (s, a, b))
+    hyper = [IMAGENET_LR, IMAGENET_MOMENTUM, IMAGENET_DECAY, IMAGENET_BATCH, IMAGENET_EXCLUDE]
+    write_golden(name + '_sgd', [('hyper', hyper), ('loss', l32), ('loss64', l64)])
+
+
 def cnn_optimizer_goldens(names):
     """cnn_<name>.bin for each name of OPTIMIZERS: hyper = (optimizer index, lr, decay, batch, momentum,
     beta1, beta2, eps, trust, exclude_bias_bn), then as cnn_sgd."""
@@ -387,7 +465,8 @@ def cnn_optimizer_goldens(names):
 
 
 CASES = {'layers': layer_goldens, 'cnn_sgd': cnn_golden, 'cnn_sgd_bf16': cnn_bf16_golden,
-         'resnet20_fm_sgd': resnet_golden}
+         'resnet20_fm_sgd': resnet_golden, 'resnet18_sgd': lambda: imagenet_golden('resnet18'),
+         'resnet50_sgd': lambda: imagenet_golden('resnet50')}
 CASES.update({'cnn_' + name: (lambda n=name: cnn_optimizer_goldens((n,))) for name in OPTIMIZERS})
 
 
