@@ -46,7 +46,7 @@ static int sh(const char *fmt, ...) {
 }
 
 static dt_folder_opts opts(size_t cache, int threads) {
-    dt_folder_opts o = {threads, cache, 0, NULL, 0, NULL, 0, 0, 0, 0};
+    dt_folder_opts o = {.threads = threads, .cache_bytes = cache};
     return o;
 }
 

@@ -91,8 +91,9 @@ static dt_status bench_data(const dt_model_spec *spec, int steps, const data_arg
     DT_TRY(cli_data_source(&kind, &dir, d->data, d->dataset, d->data_dir, spec));
     DT_TRY(cli_folder_flags(kind, dir, d->cache_mb, d->skip_bad));
     int threads = d->loader_threads ? d->loader_threads : cli_default_loader_threads(kind);
-    dt_folder_opts fo = {threads, cli_cache_bytes(d->cache_mb, env), d->skip_bad, NULL, 0, NULL, 0, 0,
-                         spec->eval_resize, spec->augment.resized_crop};
+    dt_folder_opts fo = {.threads = threads, .cache_bytes = cli_cache_bytes(d->cache_mb, env),
+                         .skip_bad = d->skip_bad, .resize = spec->eval_resize,
+                         .regions = spec->augment.resized_crop};
     dt_dataset *ds = NULL;
     dt_loader *ld = NULL;
     dt_loader_cfg lc = {.batch = spec->batch, .world = 1, .seed = 1, .shuffle = 1, .flip = spec->flip,

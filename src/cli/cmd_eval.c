@@ -108,8 +108,9 @@ static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_k
                                const cli_env *env) {
     int threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind), train;
     DT_TRY(split_of(a->split, &train));
-    dt_folder_opts fo = {threads, cli_cache_bytes(a->cache_mb, env), a->skip_bad,
-                         saved->n ? saved : NULL, 0, a->weights, a->val_split, (uint64_t)a->seed, spec->eval_resize, 0};
+    dt_folder_opts fo = {.threads = threads, .cache_bytes = cli_cache_bytes(a->cache_mb, env),
+                         .skip_bad = a->skip_bad, .classes = saved->n ? saved : NULL, .classes_from = a->weights,
+                         .val_split = a->val_split, .seed = (uint64_t)a->seed, .resize = spec->eval_resize};
     DT_TRY(dt_dataset_load(ds, kind, dir, train, dt_data_load_shape(spec, kind), outputs, 1, &fo));
     dt_data_normalise(*ds, spec);
     dt_status s = dt_check_input(spec, *ds, dt_dataset_kind_name(kind));

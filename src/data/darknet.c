@@ -235,7 +235,7 @@ dt_status dt_dataset_load_darknet(dt_dataset **out, const dt_darknet_data *d, in
             s = dt_fail(DT_ERR_IO, "%s:%d: %s: %s", list, paths.at[i], paths.line[i], strerror(errno));
     }
     if (s == DT_OK) s = dt_darknet_class_names(&names, d);
-    dt_folder_opts defaults = {1, dt_folder_default_cache(1), 0, NULL, 0, NULL, 0, 0};
+    dt_folder_opts defaults = {.threads = 1, .cache_bytes = dt_folder_default_cache(1)};
     if (s == DT_OK)
         s = dt_data_list_dataset(out, (const char *const *)paths.line, y, paths.n, shape, &names, o ? o : &defaults);
     if (s == DT_OK && (*out)->n == 0) { /* every image skipped (--skip-bad-images) */

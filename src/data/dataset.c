@@ -260,7 +260,7 @@ static dt_status load_folder_split(dt_dataset **out, const char *dir, int train,
         return dt_fail(DT_ERR_USAGE, "--val-split: %s exists; --val-split holds out part of DIR/train for a folder "
                        "without a test split (remove one of them)", split);
     snprintf(split, sizeof split, "%s/%s", dir, train || held_out ? "train" : "test");
-    dt_folder_opts defaults = {1, dt_folder_default_cache(1), 0, NULL, 0, NULL, 0, 0, 0, 0};
+    dt_folder_opts defaults = {.threads = 1, .cache_bytes = dt_folder_default_cache(1)};
     if (!held_out) return dt_dataset_load_folder(out, split, shape, fo ? fo : &defaults);
     dt_folder_opts part = *fo;
     part.val_split = train ? -fo->val_split : fo->val_split; /* < 0: the rest (folder.c) */

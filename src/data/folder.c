@@ -523,9 +523,9 @@ static dt_status scanned_dataset(dt_dataset **out, scan *sc, dt_shape shape, dou
         source *src = p;
         src->files = sc->files;
         src->shape = shape;
-        src->side = o->resize;
+        src->side = sc->o->resize;
         ds->fetch = fetch;
-        if (o->regions) ds->fetch_region = fetch_region;
+        if (sc->o->regions) ds->fetch_region = fetch_region;
         ds->fetch_ctx = src;
         ds->fetch_free = source_free;
     }

@@ -77,8 +77,9 @@ dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model
     const char *kind = dt_dataset_kind_name(o->dataset);
     /* The train set's whole images for RandomResizedCrop (regions); both
      * sets fitted with eval_resize= otherwise. */
-    dt_folder_opts fo = {o->loader_threads, o->cache_bytes, o->skip_bad, NULL, 1,    NULL,
-                         o->val_split,      o->seed,        spec->eval_resize, spec->augment.resized_crop};
+    dt_folder_opts fo = {.threads = o->loader_threads, .cache_bytes = o->cache_bytes, .skip_bad = o->skip_bad,
+                         .all_classes = 1, .val_split = o->val_split, .seed = o->seed,
+                         .resize = spec->eval_resize, .regions = spec->augment.resized_crop};
     const dt_shape shape = dt_data_load_shape(spec, o->dataset);
     DT_TRY(dt_dataset_load(train, o->dataset, o->data_dir, 1, shape, outputs, o->seed, &fo));
     dt_data_normalise(*train, spec);
