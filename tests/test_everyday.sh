@@ -30,7 +30,7 @@ for f in m.cfg m.ckpt run.jsonl; do intact $f; done
 check "no c.svg" test ! -e c.svg
 
 # An export's format is its extension's.
-expect 2 "^dtrain: export: -o my.pt: unknown extension \(known: .onnx;" -- "$DTRAIN" export m.cfg --weights m.ckpt -o my.pt
+expect 2 "^dtrain: export: -o my.pt: unknown extension \(known: .onnx, .weights;" -- "$DTRAIN" export m.cfg --weights m.ckpt -o my.pt
 check "no my.pt" test ! -e my.pt
 expect 0 "-> m.onnx" -- "$DTRAIN" export m.cfg --weights m.ckpt -o m.onnx
 expect 0 "-> M.ONNX" -- "$DTRAIN" export m.cfg --weights m.ckpt -o M.ONNX
