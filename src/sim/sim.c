@@ -677,8 +677,8 @@ static dt_status run_async(sim_step *st, dt_sim_result *r) {
     return DT_OK;
 }
 
-dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c) {
-    memset(r, 0, sizeof *r);
+/* DT_ERR_USAGE for a configuration or profile the model cannot price. */
+static dt_status check_cfg(const dt_profile *p, const dt_sim_cfg *c) {
     if (!dt_sim_models(c->mode) || (c->factors && !(dt_mode_info_of(c->mode)->flags & DT_MF_FACTORS)))
         return dt_fail(DT_ERR_USAGE, "simulate: mode %s%s is not modelled", dt_mode_name(c->mode),
                        c->factors ? " with factors" : "");
@@ -709,6 +709,12 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
         if (p->layers[i].fc_out > 0 && p->layers[i].fc_in > 0 && !(p->gemm_gflops > 0))
             return dt_fail(DT_ERR_USAGE,
                            "simulate: the profile has fully connected layers but no GEMM rate");
+    return DT_OK;
+}
+
+dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c) {
+    memset(r, 0, sizeof *r);
+    DT_TRY(check_cfg(p, c));
     sim_step st = {.p = p, .c = c, .scale = 1, .straggler = 1, .bw = c->bandwidth, .lat = c->latency,
                    .peers = c->nodes, .pass = PASS_SYNC};
     double want = (double)c->nodes * p->threads;
