@@ -189,38 +189,39 @@ static int same_host(const char *a, size_t alen, const char *b) {
 }
 
 /* Drops from the --hosts list (hosts, "h1:2,h2:2", rewritten in place) the
- * first entry that one of blamed ("h2,h3") names, unless it is the last
- * one or this machine (mpirun's host: were it lost, so would be the job). *n (ranks) loses the ranks that were on it (mpirun fills the hosts'
- * slots in order). Returns the dropped entry's name in name (cap bytes),
- * or 0 if none was dropped. */
+ * entry of the first host of blamed ("h2,h3": in the order Open MPI or the
+ * ranks named them; a daemon that failed first is named first, and others
+ * that lost it after, as the job came down, later) that is in the list,
+ * unless it is the last entry or this machine (mpirun's host: were it
+ * lost, so would be the job). *n (ranks) loses the ranks that were on it
+ * (mpirun fills the hosts' slots in order). Returns the dropped entry's
+ * name in name (cap bytes), or 0 if none was dropped. */
 static int drop_blamed_host(char *hosts, int *n, const char *blamed, char *name, size_t cap) {
-    int left = *n;
-    for (char *h = hosts; *h;) {
-        size_t len = strcspn(h, ":,"), entry = strcspn(h, ",");
-        long slots = h[len] == ':' ? atol(h + len + 1) : 1;
-        int on = slots < left ? (int)slots : left;
-        left -= on;
-        char self[256] = "";
-        gethostname(self, sizeof self - 1);
-        int blame = 0;
-        for (const char *b = blamed; *b && !blame;) {
-            size_t blen = strcspn(b, ",");
-            char one[256];
-            snprintf(one, sizeof one, "%.*s", (int)blen, b);
-            blame = same_host(h, len, one) && !same_host(h, len, self);
-            b += blen + (b[blen] == ',');
+    char self[256] = "";
+    gethostname(self, sizeof self - 1);
+    for (const char *b = blamed; *b;) {
+        size_t blen = strcspn(b, ",");
+        char one[256];
+        snprintf(one, sizeof one, "%.*s", (int)blen, b);
+        b += blen + (b[blen] == ',');
+        int left = *n;
+        for (char *h = hosts; *h;) {
+            size_t len = strcspn(h, ":,"), entry = strcspn(h, ",");
+            long slots = h[len] == ':' ? atol(h + len + 1) : 1;
+            int on = slots < left ? (int)slots : left;
+            left -= on;
+            int only = h == hosts && h[entry] == '\0';
+            if (same_host(h, len, one) && !same_host(h, len, self) && !only) {
+                snprintf(name, cap, "%.*s", (int)len, h);
+                char *next = h + entry + (h[entry] == ',');
+                memmove(h, next, strlen(next) + 1);
+                size_t end = strlen(hosts);
+                if (end && hosts[end - 1] == ',') hosts[end - 1] = '\0';
+                *n -= on;
+                return 1;
+            }
+            h += entry + (h[entry] == ',');
         }
-        int only = h == hosts && h[entry] == '\0';
-        if (blame && !only) {
-            snprintf(name, cap, "%.*s", (int)len, h);
-            char *next = h + entry + (h[entry] == ',');
-            memmove(h, next, strlen(next) + 1);
-            size_t end = strlen(hosts);
-            if (end && hosts[end - 1] == ',') hosts[end - 1] = '\0';
-            *n -= on;
-            return 1;
-        }
-        h += entry + (h[entry] == ',');
     }
     return 0;
 }
