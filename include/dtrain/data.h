@@ -88,6 +88,10 @@ typedef struct {
     int ignored;                    /* folder datasets: files not of an image extension (README,
                                        Thumbs.db), left out as torchvision's ImageFolder does */
     char *ignored_first;            /* ... the first one's path (NULL when none) */
+    const float *fimages;           /* arrays data sets: (n, C, H, W) floats, taken as byte / 255
+                                       would be (no scaling), or NULL (images then holds bytes) */
+    int borrowed;                   /* images, fimages and labels are the caller's (arrays data
+                                       sets, dt_dataset_of_arrays): not freed with the data set */
     double scan_s;                  /* folder datasets: seconds spent listing the class folders */
     size_t list_bytes;              /* folder datasets: bytes of the file list (paths, offsets,
                                        labels) built by the scan, kept while images are fetched */
@@ -100,6 +104,7 @@ typedef enum {
     DT_DATASET_SYNTHETIC,
     DT_DATASET_FOLDER,
     DT_DATASET_DARKNET, /* Darknet's FILE.data (--data): image lists labelled by label strings */
+    DT_DATASET_ARRAYS,  /* the caller's arrays in memory (the job API, dtrain.h): never a file */
     DT_DATASET_KIND_COUNT
 } dt_dataset_kind;
 
@@ -249,6 +254,28 @@ dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *di
                           dt_shape shape, int classes, uint64_t seed, const dt_folder_opts *fo);
 
 void dt_dataset_free(dt_dataset *ds);
+
+/* Images and labels in the caller's memory: n samples of shape, as bytes
+ * (u8, scaled by 1/255 as IDX images are) or floats (f32, taken as they
+ * are; RandomResizedCrop needs bytes), exactly one of the two; labels in
+ * [0, classes). */
+typedef struct {
+    int n;
+    dt_shape shape;
+    const uint8_t *u8;     /* (n, C, H, W) or NULL */
+    const float *f32;      /* (n, C, H, W) or NULL */
+    const dt_label *labels; /* (n) */
+} dt_array_set;
+
+/* A run's arrays: its training set and test set (test.n == 0: none). */
+typedef struct {
+    dt_array_set train, test;
+} dt_arrays;
+
+/* A data set over a's memory, not copied (borrowed: a must outlive it),
+ * with `classes` classes; DT_ERR_USAGE naming `what` for a shape, count or
+ * label that does not fit. */
+dt_status dt_dataset_of_arrays(dt_dataset **out, const dt_array_set *a, int classes, const char *what);
 
 /* Darknet's classifier augmentation, its [net] keys of the same names
  * (src/data/augment.h has the formulas). Neutral: crop 0, angle 0, aspect

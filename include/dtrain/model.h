@@ -78,7 +78,7 @@ typedef struct {
 dt_status dt_model_check_loss(const dt_model_spec *m);
 
 /* Images per worker in one optimiser step: `accumulate` passes of `batch`
- * (callers check the product fits an int: cli_train_prepare does). */
+ * (callers check the product fits an int: dt_job_prepare does). */
 static inline int dt_model_step_batch(const dt_model_spec *m) { return m->batch * m->accumulate; }
 
 /* Parse a model file. On error returns DT_ERR_CONFIG ("FILE:LINE: ...") or

@@ -112,6 +112,7 @@ typedef struct dt_sync {
 typedef struct {
     dt_dataset_kind dataset;
     const char *data_dir;        /* NULL: the dataset's default directory */
+    const dt_arrays *arrays;     /* dataset DT_DATASET_ARRAYS: the caller's images and labels */
     int epochs;                  /* total epochs (from the model file unless overridden) */
     long max_steps;              /* 0: no limit; otherwise stop after this many steps */
     uint64_t seed;
@@ -155,6 +156,15 @@ typedef struct {
      * order. NULL: none (one process). */
     dt_status (*agree_setup)(void *ctx, dt_status local);
     void *agree_ctx;
+    /* Worker 0's records as they are written to the log (config, step,
+     * eval, summary: one JSON object each, without the newline), whether
+     * or not there is a log. NULL: none. */
+    void (*on_record)(void *ctx, const char *json);
+    void *record_ctx;
+    /* Non-NULL: a run that ends well or by an agreed stop (DT_OK,
+     * DT_ERR_INTERRUPTED) hands its net over here (the caller frees it
+     * with dt_net_free) instead of freeing it. */
+    dt_net **trained;
 } dt_train_opts;
 
 typedef struct {

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 
-#include "args.h"
+#include "dtrain/opts.h"
 #include "cli.h"
-#include "paths.h"
+#include "dtrain/paths.h"
 #include "dtrain/data.h"
 #include "dtrain/json.h"
 #include "dtrain/net.h"
@@ -88,10 +88,10 @@ typedef struct {
 static dt_status bench_data(const dt_model_spec *spec, int steps, const data_args *d, const cli_env *env) {
     dt_dataset_kind kind;
     const char *dir;
-    DT_TRY(cli_data_source(&kind, &dir, d->data, d->dataset, d->data_dir, spec));
-    DT_TRY(cli_folder_flags(kind, dir, d->cache_mb, d->skip_bad));
-    int threads = d->loader_threads ? d->loader_threads : cli_default_loader_threads(kind);
-    dt_folder_opts fo = {.threads = threads, .cache_bytes = cli_cache_bytes(d->cache_mb, env),
+    DT_TRY(dt_setup_data_source(&kind, &dir, d->data, d->dataset, d->data_dir, spec));
+    DT_TRY(dt_setup_folder_flags(kind, dir, d->cache_mb, d->skip_bad));
+    int threads = d->loader_threads ? d->loader_threads : dt_setup_loader_threads(kind);
+    dt_folder_opts fo = {.threads = threads, .cache_bytes = dt_setup_cache_bytes(d->cache_mb, env->local_ranks),
                          .skip_bad = d->skip_bad, .resize = spec->eval_resize,
                          .regions = spec->augment.resized_crop};
     dt_dataset *ds = NULL;
@@ -159,26 +159,26 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
     int batch = 0, steps = 50, threads = 0, help = 0, data_only = 0, winograd = -1, measure_workers = 0;
     const char *profile_out = NULL, *precision = NULL;
     data_args d = {.cache_mb = -1};
-    cli_flag flags[] = {
-        {"--help", ARG_FLAG, &help, 0, 0, 0},
-        {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
-        {"--steps", ARG_INT, &steps, 1, 1000000, 0},
-        {"--threads", ARG_INT, &threads, 1, 1024, 0},
-        {"--profile-out", ARG_STR, &profile_out, 0, 0, 0},
-        {"--measure-workers", ARG_INT, &measure_workers, 1, DT_PROFILE_MAX_WORKERS, 0},
-        {"--precision", ARG_STR, &precision, 0, 0, 0},
-        {"--winograd", ARG_INT, &winograd, 0, 1, 0},
-        {"--data-only", ARG_FLAG, &data_only, 0, 0, 0},
-        {"--dataset", ARG_STR, &d.dataset, 0, 0, 0},
-        {"--data-dir", ARG_STR, &d.data_dir, 0, 0, 0},
-        {"--data", ARG_STR, &d.data, 0, 0, 0},
-        {"--loader-threads", ARG_INT, &d.loader_threads, 1, 256, 0},
-        {"--cache-mb", ARG_LONG, &d.cache_mb, 0, 1e9, 0},
-        {"--skip-bad-images", ARG_FLAG, &d.skip_bad, 0, 0, 0},
+    dt_opt flags[] = {
+        {"--help", DT_OPT_FLAG, &help, 0, 0, 0},
+        {"--batch", DT_OPT_INT, &batch, 1, 1 << 20, 0},
+        {"--steps", DT_OPT_INT, &steps, 1, 1000000, 0},
+        {"--threads", DT_OPT_INT, &threads, 1, 1024, 0},
+        {"--profile-out", DT_OPT_STR, &profile_out, 0, 0, 0},
+        {"--measure-workers", DT_OPT_INT, &measure_workers, 1, DT_PROFILE_MAX_WORKERS, 0},
+        {"--precision", DT_OPT_STR, &precision, 0, 0, 0},
+        {"--winograd", DT_OPT_INT, &winograd, 0, 1, 0},
+        {"--data-only", DT_OPT_FLAG, &data_only, 0, 0, 0},
+        {"--dataset", DT_OPT_STR, &d.dataset, 0, 0, 0},
+        {"--data-dir", DT_OPT_STR, &d.data_dir, 0, 0, 0},
+        {"--data", DT_OPT_STR, &d.data, 0, 0, 0},
+        {"--loader-threads", DT_OPT_INT, &d.loader_threads, 1, 256, 0},
+        {"--cache-mb", DT_OPT_LONG, &d.cache_mb, 0, 1e9, 0},
+        {"--skip-bad-images", DT_OPT_FLAG, &d.skip_bad, 0, 0, 0},
     };
     const char *pos[1];
     int npos;
-    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
+    dt_status s = dt_opts_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
     if (s == DT_OK && help) {
         fputs(bench_usage, stdout);
         return 0;
@@ -192,19 +192,19 @@ int cmd_bench(int argc, char **argv, const cli_env *env) {
         s = dt_fail(DT_ERR_USAGE, "bench: --measure-workers applies to --profile-out");
     if (s == DT_OK && data_only && profile_out) s = dt_fail(DT_ERR_USAGE, "bench: --profile-out times the model, "
                                                              "--data-only the loader: give one");
-    const cli_path paths[] = {{"MODEL.cfg", pos[0], "the model file", 0}, {"--profile-out", profile_out, NULL, 0}};
-    if (s == DT_OK) s = cli_check_paths(paths, 2);
-    if (s == DT_OK) s = cli_make_parents(paths, 2);
+    const dt_path paths[] = {{"MODEL.cfg", pos[0], "the model file", 0}, {"--profile-out", profile_out, NULL, 0}};
+    if (s == DT_OK) s = dt_paths_check(paths, 2);
+    if (s == DT_OK) s = dt_paths_make_parents(paths, 2);
     dt_model_spec spec;
-    if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
+    if (s == DT_OK) s = dt_setup_model(&spec, pos[0], batch, 0, 0);
     if (s == DT_OK && !data_only) s = dt_model_check_loss(&spec);
-    if (s == DT_OK && !data_only) s = cli_precision(&spec, precision);
+    if (s == DT_OK && !data_only) s = dt_setup_precision(&spec, precision);
     if (s == DT_OK && data_only && (precision || winograd >= 0))
         s = dt_fail(DT_ERR_USAGE, "bench: --precision and --winograd time the model, --data-only the loader: give one");
     if (winograd >= 0) spec.winograd = winograd;
     if (s == DT_OK && data_only) s = bench_data(&spec, steps, &d, env);
     if (s != DT_OK || data_only) return cli_report(s, env);
-    int nthreads = cli_set_threads(threads, env);
+    int nthreads = dt_setup_threads(threads, env->local_ranks);
     s = bench_run(&spec, steps, nthreads);
     if (s == DT_OK && profile_out)
         s = write_profile(&spec, nthreads, steps, measure_workers ? measure_workers : 1, profile_out);

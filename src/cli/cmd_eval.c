@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "args.h"
+#include "dtrain/opts.h"
 #include "cli.h"
-#include "paths.h"
+#include "dtrain/paths.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/json.h"
 #include "dtrain/metrics.h"
@@ -106,9 +106,9 @@ static dt_status split_of(const char *name, int *train) {
 static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_kind kind, const char *dir,
                                const dt_model_spec *spec, const dt_class_names *saved, int outputs,
                                const cli_env *env) {
-    int threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind), train;
+    int threads = a->loader_threads ? a->loader_threads : dt_setup_loader_threads(kind), train;
     DT_TRY(split_of(a->split, &train));
-    dt_folder_opts fo = {.threads = threads, .cache_bytes = cli_cache_bytes(a->cache_mb, env),
+    dt_folder_opts fo = {.threads = threads, .cache_bytes = dt_setup_cache_bytes(a->cache_mb, env->local_ranks),
                          .skip_bad = a->skip_bad, .classes = saved->n ? saved : NULL, .classes_from = a->weights,
                          .val_split = a->val_split, .seed = (uint64_t)a->seed, .resize = spec->eval_resize};
     DT_TRY(dt_dataset_load(ds, kind, dir, train, dt_data_load_shape(spec, kind), outputs, 1, &fo));
@@ -208,13 +208,13 @@ static void print_summary(const eval_args *a, dt_dataset_kind kind, const dt_dat
 
 static dt_status eval_run(const eval_args *a, const cli_env *env) {
     dt_model_spec spec;
-    DT_TRY(cli_load_model(&spec, a->model, a->batch, 0, 0));
+    DT_TRY(dt_setup_model(&spec, a->model, a->batch, 0, 0));
     DT_TRY(dt_model_check_loss(&spec));
-    DT_TRY(cli_precision(&spec, a->precision));
+    DT_TRY(dt_setup_precision(&spec, a->precision));
     dt_dataset_kind kind;
     const char *dir;
-    DT_TRY(cli_data_source(&kind, &dir, a->data, a->dataset, a->data_dir, &spec));
-    DT_TRY(cli_folder_flags(kind, dir, a->cache_mb, a->skip_bad));
+    DT_TRY(dt_setup_data_source(&kind, &dir, a->data, a->dataset, a->data_dir, &spec));
+    DT_TRY(dt_setup_folder_flags(kind, dir, a->cache_mb, a->skip_bad));
     /* top= of a data file is the k of top-k, as in Darknet's classifier valid. */
     int top = 5;
     if (a->data) {
@@ -223,7 +223,7 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
         top = d.top ? d.top : top;
         dt_darknet_data_free(&d);
     }
-    DT_TRY(cli_val_split_flag(kind, a->val_split));
+    DT_TRY(dt_setup_val_split(kind, a->val_split));
     dt_net *net;
     DT_TRY(dt_net_create(&net, &spec, spec.batch, 1));
     dt_ckpt_meta meta;
@@ -231,7 +231,7 @@ static dt_status eval_run(const eval_args *a, const cli_env *env) {
     dt_ckpt_arrays arrays = {.classes = &saved};
     dt_dataset *ds = NULL;
     double t0 = 0, acc = 0, loss = 0;
-    int loader_threads = a->loader_threads ? a->loader_threads : cli_default_loader_threads(kind);
+    int loader_threads = a->loader_threads ? a->loader_threads : dt_setup_loader_threads(kind);
     eval_sink sink = {{0, 0, 0, 0, NULL, NULL, NULL}, NULL, 0, NULL, NULL};
     dt_status s = dt_checkpoint_load_net(a->weights, net, &meta, &arrays);
     if (s == DT_OK && a->confusion && net->classes > DT_CONFUSION_MAX_MATRIX)
@@ -289,41 +289,41 @@ static const char eval_usage[] =
 int cmd_eval(int argc, char **argv, const cli_env *env) {
     eval_args a = {.cache_mb = -1, .seed = 1};
     int help = 0;
-    cli_flag flags[] = {
-        {"--help", ARG_FLAG, &help, 0, 0, 0},
-        {"--weights", ARG_STR, &a.weights, 0, 0, 0},
-        {"--dataset", ARG_STR, &a.dataset, 0, 0, 0},
-        {"--data-dir", ARG_STR, &a.data_dir, 0, 0, 0},
-        {"--data", ARG_STR, &a.data, 0, 0, 0},
-        {"--batch", ARG_INT, &a.batch, 1, 1 << 20, 0},
-        {"--threads", ARG_INT, &a.threads, 1, 1024, 0},
-        {"--logits-out", ARG_STR, &a.logits_out, 0, 0, 0},
-        {"--precision", ARG_STR, &a.precision, 0, 0, 0},
-        {"--loader-threads", ARG_INT, &a.loader_threads, 1, 256, 0},
-        {"--cache-mb", ARG_LONG, &a.cache_mb, 0, 1e9, 0},
-        {"--skip-bad-images", ARG_FLAG, &a.skip_bad, 0, 0, 0},
-        {"--json", ARG_FLAG, &a.json, 0, 0, 0},
-        {"--confusion", ARG_FLAG, &a.confusion, 0, 0, 0},
-        {"--split", ARG_STR, &a.split, 0, 0, 0},
-        {"--val-split", ARG_DOUBLE, &a.val_split, 1e-6, 1 - 1e-6, 0},
-        {"--seed", ARG_LONG, &a.seed, 0, 9.2e18, 0},
+    dt_opt flags[] = {
+        {"--help", DT_OPT_FLAG, &help, 0, 0, 0},
+        {"--weights", DT_OPT_STR, &a.weights, 0, 0, 0},
+        {"--dataset", DT_OPT_STR, &a.dataset, 0, 0, 0},
+        {"--data-dir", DT_OPT_STR, &a.data_dir, 0, 0, 0},
+        {"--data", DT_OPT_STR, &a.data, 0, 0, 0},
+        {"--batch", DT_OPT_INT, &a.batch, 1, 1 << 20, 0},
+        {"--threads", DT_OPT_INT, &a.threads, 1, 1024, 0},
+        {"--logits-out", DT_OPT_STR, &a.logits_out, 0, 0, 0},
+        {"--precision", DT_OPT_STR, &a.precision, 0, 0, 0},
+        {"--loader-threads", DT_OPT_INT, &a.loader_threads, 1, 256, 0},
+        {"--cache-mb", DT_OPT_LONG, &a.cache_mb, 0, 1e9, 0},
+        {"--skip-bad-images", DT_OPT_FLAG, &a.skip_bad, 0, 0, 0},
+        {"--json", DT_OPT_FLAG, &a.json, 0, 0, 0},
+        {"--confusion", DT_OPT_FLAG, &a.confusion, 0, 0, 0},
+        {"--split", DT_OPT_STR, &a.split, 0, 0, 0},
+        {"--val-split", DT_OPT_DOUBLE, &a.val_split, 1e-6, 1 - 1e-6, 0},
+        {"--seed", DT_OPT_LONG, &a.seed, 0, 9.2e18, 0},
     };
     int npos;
-    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), &a.model, 1, &npos);
+    dt_status s = dt_opts_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), &a.model, 1, &npos);
     if (s == DT_OK && help) {
         fputs(eval_usage, stdout);
         return 0;
     }
     if (s == DT_OK && (npos != 1 || !a.weights))
         s = dt_fail(DT_ERR_USAGE, "eval: needs MODEL.cfg and --weights CHECKPOINT (see dtrain eval --help)");
-    const cli_path paths[] = {{"MODEL.cfg", a.model, "the model file", 0},
+    const dt_path paths[] = {{"MODEL.cfg", a.model, "the model file", 0},
                               {"--weights", a.weights, "the checkpoint given to --weights", 0},
                               {"--logits-out", a.logits_out, NULL, 0}};
     const int npaths = (int)(sizeof paths / sizeof *paths);
-    if (s == DT_OK) s = cli_check_paths(paths, npaths);
+    if (s == DT_OK) s = dt_paths_check(paths, npaths);
     /* Rank 0 writes the logits. */
-    if (s == DT_OK && env->rank == 0) s = cli_make_parents(paths, npaths);
+    if (s == DT_OK && env->rank == 0) s = dt_paths_make_parents(paths, npaths);
     if (s != DT_OK) return cli_report(s, env);
-    cli_set_threads(a.threads, env);
+    dt_setup_threads(a.threads, env->local_ranks);
     return cli_report(eval_run(&a, env), env);
 }

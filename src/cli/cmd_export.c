@@ -3,9 +3,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "args.h"
+#include "dtrain/opts.h"
 #include "cli.h"
-#include "paths.h"
+#include "dtrain/paths.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/darknet_weights.h"
 #include "dtrain/export.h"
@@ -50,7 +50,7 @@ static dt_status format_of(const char **format, const char *out) {
 
 static dt_status export_run(const char *model, const char *weights, const char *out, const char *format) {
     dt_model_spec spec;
-    DT_TRY(cli_load_model(&spec, model, 1, 0, 0));
+    DT_TRY(dt_setup_model(&spec, model, 1, 0, 0));
     spec.precision = DT_PRECISION_FP32; /* the weights are fp32 in either; no products run */
     dt_net *net;
     DT_TRY(dt_net_create(&net, &spec, 1, 1));
@@ -82,16 +82,16 @@ static dt_status export_run(const char *model, const char *weights, const char *
 int cmd_export(int argc, char **argv) {
     const char *weights = NULL, *out = NULL, *format = NULL, *by_ext = NULL;
     int help = 0;
-    cli_flag flags[] = {
-        {"--help", ARG_FLAG, &help, 0, 0, 0},
-        {"--weights", ARG_STR, &weights, 0, 0, 0},
-        {"-o", ARG_STR, &out, 0, 0, 0},
-        {"--format", ARG_STR, &format, 0, 0, 0},
+    dt_opt flags[] = {
+        {"--help", DT_OPT_FLAG, &help, 0, 0, 0},
+        {"--weights", DT_OPT_STR, &weights, 0, 0, 0},
+        {"-o", DT_OPT_STR, &out, 0, 0, 0},
+        {"--format", DT_OPT_STR, &format, 0, 0, 0},
     };
     const cli_env env = {0, 1, 1, 0};
     const char *pos[1];
     int npos;
-    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
+    dt_status s = dt_opts_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
     if (s == DT_OK && help) {
         fputs(export_usage, stdout);
         return 0;
@@ -99,7 +99,7 @@ int cmd_export(int argc, char **argv) {
     if (s == DT_OK && (npos != 1 || !weights || !out))
         s = dt_fail(DT_ERR_USAGE,
                     "export: needs MODEL.cfg, --weights CHECKPOINT and -o FILE (see dtrain export --help)");
-    const cli_path paths[] = {{"MODEL.cfg", pos[0], "the model file", 0},
+    const dt_path paths[] = {{"MODEL.cfg", pos[0], "the model file", 0},
                               {"--weights", weights, "the checkpoint given to --weights", 0},
                               {"-o", out, NULL, 0}};
     const int npaths = (int)(sizeof paths / sizeof *paths);
@@ -109,11 +109,11 @@ int cmd_export(int argc, char **argv) {
         s = dt_fail(DT_ERR_USAGE,
                     "export: --format %s: dtrain writes onnx and darknet; for PyTorch run scripts/export_torch.py",
                     format);
-    if (s == DT_OK) s = cli_check_paths(paths, npaths);
+    if (s == DT_OK) s = dt_paths_check(paths, npaths);
     if (s == DT_OK) s = format_of(&by_ext, out);
     if (s == DT_OK && format && strcmp(format, by_ext) != 0)
         s = dt_fail(DT_ERR_USAGE, "export: --format %s but -o %s names %s", format, out, by_ext);
-    if (s == DT_OK) s = cli_make_parents(paths, npaths);
+    if (s == DT_OK) s = dt_paths_make_parents(paths, npaths);
     if (s != DT_OK) return cli_report(s, &env);
     return cli_report(export_run(pos[0], weights, out, by_ext), &env);
 }

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "args.h"
+#include "dtrain/opts.h"
 #include "cli.h"
 #include "dtrain/plan.h"
 #include "dtrain/json.h"
@@ -208,10 +208,10 @@ static const char info_usage[] =
     "  --batch N         batch per worker (default: the model file's)\n";
 
 /* The flags only --plan reads are errors without it, not ignored. */
-static dt_status check_plan_flags(const cli_flag *flags, int n) {
+static dt_status check_plan_flags(const dt_opt *flags, int n) {
     static const char *const plan_only[] = {"--workers", "--servers", "--mode", "--grad-compression"};
     for (size_t i = 0; i < sizeof plan_only / sizeof *plan_only; i++)
-        if (cli_flag_get(flags, n, plan_only[i])->seen)
+        if (dt_opt_find(flags, n, plan_only[i])->seen)
             return dt_fail(DT_ERR_USAGE, "info: %s applies to --plan (the communication plan); add --plan",
                            plan_only[i]);
     return DT_OK;
@@ -220,20 +220,20 @@ static dt_status check_plan_flags(const cli_flag *flags, int n) {
 int cmd_info(int argc, char **argv, const cli_env *env) {
     int json = 0, dot = 0, batch = 0, plan = 0, workers = 2, servers = 1, help = 0;
     const char *mode = "ps-sync", *compression = "none";
-    cli_flag flags[] = {
-        {"--help", ARG_FLAG, &help, 0, 0, 0},
-        {"--json", ARG_FLAG, &json, 0, 0, 0},
-        {"--dot", ARG_FLAG, &dot, 0, 0, 0},
-        {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
-        {"--plan", ARG_FLAG, &plan, 0, 0, 0},
-        {"--workers", ARG_INT, &workers, 1, 1 << 20, 0},
-        {"--servers", ARG_INT, &servers, 1, 1024, 0},
-        {"--mode", ARG_STR, &mode, 0, 0, 0},
-        {"--grad-compression", ARG_STR, &compression, 0, 0, 0},
+    dt_opt flags[] = {
+        {"--help", DT_OPT_FLAG, &help, 0, 0, 0},
+        {"--json", DT_OPT_FLAG, &json, 0, 0, 0},
+        {"--dot", DT_OPT_FLAG, &dot, 0, 0, 0},
+        {"--batch", DT_OPT_INT, &batch, 1, 1 << 20, 0},
+        {"--plan", DT_OPT_FLAG, &plan, 0, 0, 0},
+        {"--workers", DT_OPT_INT, &workers, 1, 1 << 20, 0},
+        {"--servers", DT_OPT_INT, &servers, 1, 1024, 0},
+        {"--mode", DT_OPT_STR, &mode, 0, 0, 0},
+        {"--grad-compression", DT_OPT_STR, &compression, 0, 0, 0},
     };
     const char *pos[1];
     int npos;
-    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
+    dt_status s = dt_opts_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, 1, &npos);
     if (s == DT_OK && help) {
         fputs(info_usage, stdout);
         return 0;
@@ -243,7 +243,7 @@ int cmd_info(int argc, char **argv, const cli_env *env) {
         s = dt_fail(DT_ERR_USAGE, "info: --json, --dot and --plan exclude each other");
     if (s == DT_OK && !plan) s = check_plan_flags(flags, (int)(sizeof flags / sizeof *flags));
     dt_model_spec spec;
-    if (s == DT_OK) s = cli_load_model(&spec, pos[0], batch, 0, 0);
+    if (s == DT_OK) s = dt_setup_model(&spec, pos[0], batch, 0, 0);
     dt_net *net = NULL;
     /* info describes the file's precision on any CPU: the net it builds to
      * infer shapes runs no products. */

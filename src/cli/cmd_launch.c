@@ -19,10 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "args.h"
+#include "dtrain/opts.h"
 #include "cli.h"
 #include "launch_run.h"
-#include "cmd_train.h"
+#include "dtrain/job.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/ckptdir.h"
 #include "dtrain/json.h"
@@ -288,8 +288,8 @@ static dt_status check_launch(launch_opts *o, const char **rest, int nrest) {
  * checked by the ranks, which agree on it and end in order.) */
 static dt_status check_train_flags(const char **rest, int nrest) {
     if (strcmp(rest[0], "train") != 0) return DT_OK;
-    cli_train_args a;
-    return cli_train_parse(&a, nrest - 1, (char **)rest + 1);
+    dt_job_args a;
+    return dt_job_parse(&a, nrest - 1, (char **)rest + 1);
 }
 
 /* mpirun's command line into args (MAX_ARGS, NULL-terminated): mpirun's
@@ -394,22 +394,22 @@ static int supervise(launch_opts *o, const char *self, const char **rest, int nr
 
 int cmd_launch(int argc, char **argv) {
     launch_opts o = {.stop_timeout = 60};
-    cli_flag flags[] = {
-        {"-n", ARG_INT, &o.n, 1, 65536, 0},
-        {"--hosts", ARG_STR, &o.hosts, 0, 0, 0},
-        {"--hostfile", ARG_STR, &o.hostfile, 0, 0, 0},
-        {"--launch-agent", ARG_STR, &o.agent, 0, 0, 0},
-        {"--max-restarts", ARG_INT, &o.max_restarts, 0, 1000, 0},
-        {"--min-workers", ARG_INT, &o.min_workers, 1, 65536, 0},
-        {"--stop-timeout", ARG_DOUBLE, &o.stop_timeout, 1, 1e6, 0},
-        {"--dry-run", ARG_FLAG, &o.dry, 0, 0, 0},
-        {"--help", ARG_FLAG, &o.help, 0, 0, 0},
+    dt_opt flags[] = {
+        {"-n", DT_OPT_INT, &o.n, 1, 65536, 0},
+        {"--hosts", DT_OPT_STR, &o.hosts, 0, 0, 0},
+        {"--hostfile", DT_OPT_STR, &o.hostfile, 0, 0, 0},
+        {"--launch-agent", DT_OPT_STR, &o.agent, 0, 0, 0},
+        {"--max-restarts", DT_OPT_INT, &o.max_restarts, 0, 1000, 0},
+        {"--min-workers", DT_OPT_INT, &o.min_workers, 1, 65536, 0},
+        {"--stop-timeout", DT_OPT_DOUBLE, &o.stop_timeout, 1, 1e6, 0},
+        {"--dry-run", DT_OPT_FLAG, &o.dry, 0, 0, 0},
+        {"--help", DT_OPT_FLAG, &o.help, 0, 0, 0},
     };
     const char *rest[MAX_ARGS - 24];
     int nrest, dashes = 0;
     cli_env env = {0, 1, 1, 0};
     for (int i = 0; i < argc && !dashes; i++) dashes = strcmp(argv[i], "--") == 0;
-    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), rest, MAX_ARGS - 24, &nrest);
+    dt_status s = dt_opts_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), rest, MAX_ARGS - 24, &nrest);
     if (o.help) {
         fputs(launch_usage, stdout);
         return 0;

@@ -3,9 +3,9 @@
  * 2 x 2 grid, one colour per run. Needs no MPI (called before MPI_Init). */
 #include <stdio.h>
 
-#include "args.h"
+#include "dtrain/opts.h"
 #include "cli.h"
-#include "paths.h"
+#include "dtrain/paths.h"
 #include "dtrain/plot.h"
 #include "dtrain/runlog.h"
 
@@ -79,28 +79,28 @@ static dt_status draw(const dt_runlog *runs, int nruns, dt_plot_format fmt, cons
 
 /* Neither output may be a log or the other output; their folders are made. */
 static dt_status check_paths(const char **logs, int nruns, const char *out, const char *data_out) {
-    cli_path p[MAX_RUNS + 2];
-    for (int i = 0; i < nruns; i++) p[i] = (cli_path){"RUN.jsonl", logs[i], "a log to plot", 0};
-    p[nruns] = (cli_path){"-o", out, NULL, 0};
-    p[nruns + 1] = (cli_path){"--data-out", data_out, NULL, 0};
-    DT_TRY(cli_check_paths(p, nruns + 2));
-    return cli_make_parents(p, nruns + 2);
+    dt_path p[MAX_RUNS + 2];
+    for (int i = 0; i < nruns; i++) p[i] = (dt_path){"RUN.jsonl", logs[i], "a log to plot", 0};
+    p[nruns] = (dt_path){"-o", out, NULL, 0};
+    p[nruns + 1] = (dt_path){"--data-out", data_out, NULL, 0};
+    DT_TRY(dt_paths_check(p, nruns + 2));
+    return dt_paths_make_parents(p, nruns + 2);
 }
 
 int cmd_plot(int argc, char **argv) {
     const char *out = NULL, *data_out = NULL;
     int width = 1200, height = 800, help = 0;
-    cli_flag flags[] = {
-        {"-o", ARG_STR, &out, 0, 0, 0},
-        {"--data-out", ARG_STR, &data_out, 0, 0, 0},
-        {"--width", ARG_INT, &width, 300, 20000, 0},
-        {"--height", ARG_INT, &height, 200, 20000, 0},
-        {"--help", ARG_FLAG, &help, 0, 0, 0},
+    dt_opt flags[] = {
+        {"-o", DT_OPT_STR, &out, 0, 0, 0},
+        {"--data-out", DT_OPT_STR, &data_out, 0, 0, 0},
+        {"--width", DT_OPT_INT, &width, 300, 20000, 0},
+        {"--height", DT_OPT_INT, &height, 200, 20000, 0},
+        {"--help", DT_OPT_FLAG, &help, 0, 0, 0},
     };
     const cli_env env = {0, 1, 1, 0};
     const char *paths[MAX_RUNS];
     int nruns;
-    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), paths, MAX_RUNS, &nruns);
+    dt_status s = dt_opts_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), paths, MAX_RUNS, &nruns);
     if (s == DT_OK && help) {
         fputs(plot_usage, stdout);
         return 0;

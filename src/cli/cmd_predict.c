@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "args.h"
+#include "dtrain/opts.h"
 #include "cli.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/json.h"
@@ -222,8 +222,8 @@ static dt_status read_data_file(const predict_args *a, dt_class_names *names, in
 
 static dt_status predict_run(const predict_args *a) {
     dt_model_spec spec;
-    DT_TRY(cli_load_model(&spec, a->model, a->batch, 0, 0));
-    DT_TRY(cli_precision(&spec, a->precision));
+    DT_TRY(dt_setup_model(&spec, a->model, a->batch, 0, 0));
+    DT_TRY(dt_setup_precision(&spec, a->precision));
     path_list paths = {NULL, 0, 0};
     dt_net *net = NULL;
     dt_class_names names = {0, NULL}, data_names = {0, NULL};
@@ -293,23 +293,23 @@ static const char predict_usage[] =
 int cmd_predict(int argc, char **argv, const cli_env *env) {
     predict_args a = {.loader_threads = 2};
     int help = 0;
-    cli_flag flags[] = {
-        {"--help", ARG_FLAG, &help, 0, 0, 0},
-        {"--weights", ARG_STR, &a.weights, 0, 0, 0},
-        {"--list", ARG_STR, &a.list, 0, 0, 0},
-        {"--data", ARG_STR, &a.data, 0, 0, 0},
-        {"--top", ARG_INT, &a.top, 1, DT_DATA_MAX_CLASSES, 0},
-        {"--json", ARG_FLAG, &a.json, 0, 0, 0},
-        {"--features", ARG_FLAG, &a.features, 0, 0, 0},
-        {"--batch", ARG_INT, &a.batch, 1, 1 << 20, 0},
-        {"--threads", ARG_INT, &a.threads, 1, 1024, 0},
-        {"--loader-threads", ARG_INT, &a.loader_threads, 1, 256, 0},
-        {"--precision", ARG_STR, &a.precision, 0, 0, 0},
+    dt_opt flags[] = {
+        {"--help", DT_OPT_FLAG, &help, 0, 0, 0},
+        {"--weights", DT_OPT_STR, &a.weights, 0, 0, 0},
+        {"--list", DT_OPT_STR, &a.list, 0, 0, 0},
+        {"--data", DT_OPT_STR, &a.data, 0, 0, 0},
+        {"--top", DT_OPT_INT, &a.top, 1, DT_DATA_MAX_CLASSES, 0},
+        {"--json", DT_OPT_FLAG, &a.json, 0, 0, 0},
+        {"--features", DT_OPT_FLAG, &a.features, 0, 0, 0},
+        {"--batch", DT_OPT_INT, &a.batch, 1, 1 << 20, 0},
+        {"--threads", DT_OPT_INT, &a.threads, 1, 1024, 0},
+        {"--loader-threads", DT_OPT_INT, &a.loader_threads, 1, 256, 0},
+        {"--precision", DT_OPT_STR, &a.precision, 0, 0, 0},
     };
     const char **pos = malloc(sizeof *pos * (size_t)(argc > 0 ? argc : 1));
     if (!pos) return cli_report(dt_fail(DT_ERR_NOMEM, "predict: out of memory"), env);
     int npos;
-    dt_status s = cli_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, argc, &npos);
+    dt_status s = dt_opts_parse(argc, argv, flags, (int)(sizeof flags / sizeof *flags), pos, argc, &npos);
     if (s == DT_OK && help) {
         fputs(predict_usage, stdout);
         free(pos);
@@ -320,7 +320,7 @@ int cmd_predict(int argc, char **argv, const cli_env *env) {
                     "or --data F.data (see dtrain predict --help)");
     if (s == DT_OK) {
         a.model = pos[0], a.inputs = pos + 1, a.ninputs = npos - 1;
-        cli_set_threads(a.threads, env);
+        dt_setup_threads(a.threads, env->local_ranks);
         s = predict_run(&a);
     }
     free(pos);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
+#include "dtrain/opts.h"
 #include "cli.h"
 #include "dtrain/json.h"
 #include "dtrain/net.h"
@@ -208,41 +208,41 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     int batch = 0, servers = 1, staleness = 3, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0,
         help = 0, measure_workers = 0, server_nice = 19;
     double fusion_mb = 4, fan_in_share = 0;
-    cli_flag flags[] = {
-        {"--nodes", ARG_STR, &nodes_arg, 0, 0, 0},
-        {"--bandwidth", ARG_STR, &bw_arg, 0, 0, 0},
-        {"--latency", ARG_STR, &lat_arg, 0, 0, 0},
-        {"--modes", ARG_STR, &modes_arg, 0, 0, 0},
-        {"--batch", ARG_INT, &batch, 1, 1 << 20, 0},
-        {"--servers", ARG_INT, &servers, 1, 1 << 16, 0},
-        {"--staleness", ARG_INT, &staleness, 0, 1000, 0},
-        {"--fusion-mb", ARG_DOUBLE, &fusion_mb, 0, 4096, 0},
-        {"--no-overlap", ARG_FLAG, &no_overlap, 0, 0, 0},
-        {"--grad-compression", ARG_STR, &compression, 0, 0, 0},
-        {"--profile", ARG_STR, &profile_path, 0, 0, 0},
-        {"--threads", ARG_INT, &threads, 1, 1024, 0},
-        {"--reps", ARG_INT, &reps, 1, 100000, 0},
-        {"--measure-workers", ARG_INT, &measure_workers, 1, DT_PROFILE_MAX_WORKERS, 0},
-        {"--shared-cores", ARG_INT, &shared_cores, 1, 1 << 16, 0},
-        {"--kernel-rate", ARG_STR, &kernel_arg, 0, 0, 0},
-        {"--busy-bandwidth", ARG_STR, &busy_arg, 0, 0, 0},
-        {"--fan-in-share", ARG_DOUBLE, &fan_in_share, 0, 1, 0},
-        {"--server-nice", ARG_INT, &server_nice, 0, 19, 0},
-        {"--json", ARG_FLAG, &json, 0, 0, 0},
-        {"--help", ARG_FLAG, &help, 0, 0, 0},
+    dt_opt flags[] = {
+        {"--nodes", DT_OPT_STR, &nodes_arg, 0, 0, 0},
+        {"--bandwidth", DT_OPT_STR, &bw_arg, 0, 0, 0},
+        {"--latency", DT_OPT_STR, &lat_arg, 0, 0, 0},
+        {"--modes", DT_OPT_STR, &modes_arg, 0, 0, 0},
+        {"--batch", DT_OPT_INT, &batch, 1, 1 << 20, 0},
+        {"--servers", DT_OPT_INT, &servers, 1, 1 << 16, 0},
+        {"--staleness", DT_OPT_INT, &staleness, 0, 1000, 0},
+        {"--fusion-mb", DT_OPT_DOUBLE, &fusion_mb, 0, 4096, 0},
+        {"--no-overlap", DT_OPT_FLAG, &no_overlap, 0, 0, 0},
+        {"--grad-compression", DT_OPT_STR, &compression, 0, 0, 0},
+        {"--profile", DT_OPT_STR, &profile_path, 0, 0, 0},
+        {"--threads", DT_OPT_INT, &threads, 1, 1024, 0},
+        {"--reps", DT_OPT_INT, &reps, 1, 100000, 0},
+        {"--measure-workers", DT_OPT_INT, &measure_workers, 1, DT_PROFILE_MAX_WORKERS, 0},
+        {"--shared-cores", DT_OPT_INT, &shared_cores, 1, 1 << 16, 0},
+        {"--kernel-rate", DT_OPT_STR, &kernel_arg, 0, 0, 0},
+        {"--busy-bandwidth", DT_OPT_STR, &busy_arg, 0, 0, 0},
+        {"--fan-in-share", DT_OPT_DOUBLE, &fan_in_share, 0, 1, 0},
+        {"--server-nice", DT_OPT_INT, &server_nice, 0, 19, 0},
+        {"--json", DT_OPT_FLAG, &json, 0, 0, 0},
+        {"--help", DT_OPT_FLAG, &help, 0, 0, 0},
     };
     int nflags = (int)(sizeof flags / sizeof *flags);
     const char *pos[1];
     int npos;
-    dt_status s = cli_parse(argc, argv, flags, nflags, pos, 1, &npos);
+    dt_status s = dt_opts_parse(argc, argv, flags, nflags, pos, 1, &npos);
     if (s == DT_OK && help) {
         fputs(simulate_usage, stdout);
         return 0;
     }
     if (s == DT_OK && npos == 0 && !profile_path)
         s = dt_fail(DT_ERR_USAGE, "simulate: expected MODEL.cfg or --profile F.json\n%s", simulate_usage);
-    if (s == DT_OK && profile_path && (cli_flag_get(flags, nflags, "--threads")->seen ||
-                                       cli_flag_get(flags, nflags, "--reps")->seen || measure_workers))
+    if (s == DT_OK && profile_path && (dt_opt_find(flags, nflags, "--threads")->seen ||
+                                       dt_opt_find(flags, nflags, "--reps")->seen || measure_workers))
         s = dt_fail(DT_ERR_USAGE, "--threads, --reps and --measure-workers set the measurement; --profile %s "
                     "was measured already", profile_path);
     dt_sim_cfg c = {.servers = servers, .staleness = staleness, .fusion_mb = fusion_mb, .overlap = !no_overlap,
@@ -271,7 +271,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
     dt_profile *prof = NULL;
     if (s == DT_OK) s = (spec = malloc(sizeof *spec)) && (prof = malloc(sizeof *prof))
                             ? DT_OK : dt_fail(DT_ERR_NOMEM, "simulate: out of memory");
-    if (s == DT_OK && npos == 1) s = cli_load_model(spec, pos[0], batch, 0, 0);
+    if (s == DT_OK && npos == 1) s = dt_setup_model(spec, pos[0], batch, 0, 0);
     if (s == DT_OK && npos == 1) s = dt_model_check_loss(spec);
     if (s == DT_OK && profile_path) {
         s = dt_profile_read(prof, profile_path);
@@ -280,7 +280,7 @@ int cmd_simulate(int argc, char **argv, const cli_env *env) {
                         profile_path, prof->batch);
         if (s == DT_OK && npos == 1) s = check_profile_model(prof, spec, profile_path);
     } else if (s == DT_OK) {
-        int t = cli_set_threads(threads, env);
+        int t = dt_setup_threads(threads, env->local_ranks);
         s = dt_profile_measure(prof, spec, t, reps,
                                measure_workers ? measure_workers : default_workers(&nodes, shared_cores, t));
     }

@@ -17,12 +17,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "args.h"
-#include "cmd_train.h"
+#include "dtrain/opts.h"
+#include "cli.h"
+#include "dtrain/job.h"
 #include "dtrain/mem.h"
 #include "dtrain/timer.h"
 #include "grid.h"
-#include "paths.h"
+#include "dtrain/paths.h"
 #include "sweep_report.h"
 
 #define MAX_WORDS 512
@@ -64,11 +65,11 @@ typedef struct {
  * --grid takes the next word (so that a malformed one is named) and every
  * following KEY=VALUES word. */
 static dt_status split_args(sweep *sw, int argc, char **argv) {
-    cli_flag own[] = {
-        {"--ranks-per-trial", ARG_INT, &sw->ranks_per_trial, 1, 65536, 0},
-        {"--out", ARG_STR, &sw->out_path, 0, 0, 0},
-        {"--quiet", ARG_FLAG, &sw->quiet, 0, 0, 0},
-        {"--help", ARG_FLAG, &sw->help, 0, 0, 0},
+    dt_opt own[] = {
+        {"--ranks-per-trial", DT_OPT_INT, &sw->ranks_per_trial, 1, 65536, 0},
+        {"--out", DT_OPT_STR, &sw->out_path, 0, 0, 0},
+        {"--quiet", DT_OPT_FLAG, &sw->quiet, 0, 0, 0},
+        {"--help", DT_OPT_FLAG, &sw->help, 0, 0, 0},
     };
     const int nown = (int)(sizeof own / sizeof *own);
     char *mine[MAX_WORDS];
@@ -89,7 +90,7 @@ static dt_status split_args(sweep *sw, int argc, char **argv) {
         char name[64];
         size_t len = strcspn(w, "=");
         snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), w);
-        const cli_flag *f = cli_flag_get(own, nown, name);
+        const dt_opt *f = dt_opt_find(own, nown, name);
         if (f ? nmine + 2 > MAX_WORDS : sw->ntrain == MAX_WORDS)
             return dt_fail(DT_ERR_USAGE, "sweep: more than %d arguments", MAX_WORDS);
         if (!f) {
@@ -97,10 +98,10 @@ static dt_status split_args(sweep *sw, int argc, char **argv) {
             continue;
         }
         mine[nmine++] = w;
-        if (f->type != ARG_FLAG && !w[len] && i + 1 < argc) mine[nmine++] = argv[++i];
+        if (f->type != DT_OPT_FLAG && !w[len] && i + 1 < argc) mine[nmine++] = argv[++i];
     }
     int npos;
-    DT_TRY(cli_parse(nmine, mine, own, nown, NULL, 0, &npos));
+    DT_TRY(dt_opts_parse(nmine, mine, own, nown, NULL, 0, &npos));
     if (!sw->help && !grid_given)
         return dt_fail(DT_ERR_USAGE, "sweep: --grid KEY=V1,V2,... is required (see --help)");
     return DT_OK;
@@ -108,17 +109,17 @@ static dt_status split_args(sweep *sw, int argc, char **argv) {
 
 /* The sweep's files: the trials' inputs and --out. */
 enum { NSWEEP_PATHS = 3 };
-static const cli_path *sweep_paths(const sweep *sw, const cli_train_args *a, cli_path p[NSWEEP_PATHS]) {
-    p[0] = (cli_path){"MODEL.cfg", a->model, "the model file", 0};
-    p[1] = (cli_path){"--weights", a->weights, "the checkpoint given to --weights", 0};
-    p[2] = (cli_path){"--out", sw->out_path, NULL, 0};
+static const dt_path *sweep_paths(const sweep *sw, const dt_job_args *a, dt_path p[NSWEEP_PATHS]) {
+    p[0] = (dt_path){"MODEL.cfg", a->model, "the model file", 0};
+    p[1] = (dt_path){"--weights", a->weights, "the checkpoint given to --weights", 0};
+    p[2] = (dt_path){"--out", sw->out_path, NULL, 0};
     return p;
 }
 
 /* Flags that would make trials collide (one log or checkpoint file for
  * all) or leave the two supported layouts. */
-static dt_status check_base(const sweep *sw, const cli_train_args *a) {
-    cli_path paths[NSWEEP_PATHS];
+static dt_status check_base(const sweep *sw, const dt_job_args *a) {
+    dt_path paths[NSWEEP_PATHS];
     if (a->log) return dt_fail(DT_ERR_USAGE, "--log: not for a sweep (each trial's record goes to --out)");
     if (a->timeline) return dt_fail(DT_ERR_USAGE, "--timeline: not for a sweep (trials would share the file)");
     if (a->ckpt || a->ckpt_every || a->resume)
@@ -132,7 +133,7 @@ static dt_status check_base(const sweep *sw, const cli_train_args *a) {
                 return dt_fail(DT_ERR_USAGE, "--grid: %s is swept; do not also give %s", sw->grid.axes[i].key,
                                flag);
     }
-    return cli_check_paths(sweep_paths(sw, a, paths), NSWEEP_PATHS);
+    return dt_paths_check(sweep_paths(sw, a, paths), NSWEEP_PATHS);
 }
 
 /* Trial t's train words: the common ones, then --KEY VALUE per axis. */
@@ -146,18 +147,18 @@ static int trial_words(const sweep *sw, long t, char **words) {
     return n;
 }
 
-static dt_status prepare_trial(const sweep *sw, long t, cli_train_plan *plan) {
+static dt_status prepare_trial(const sweep *sw, long t, dt_job_plan *plan) {
     char *words[MAX_WORDS + 2 * CLI_GRID_MAX_AXES];
-    cli_train_args a;
-    DT_TRY(cli_train_parse(&a, trial_words(sw, t, words), words));
-    return cli_train_prepare(plan, &a, sw->ranks_per_trial, 1);
+    dt_job_args a;
+    DT_TRY(dt_job_parse(&a, trial_words(sw, t, words), words));
+    return dt_job_prepare(plan, &a, sw->ranks_per_trial, 1);
 }
 
 /* Every trial's flags, before anything runs: a bad value is a usage error
  * naming the trial, not a failed trial. The common flags first, so that
  * their errors (a missing model file) do not name a trial. */
-static dt_status check_trials(const sweep *sw, const cli_train_args *base, cli_train_plan *plan) {
-    DT_TRY(cli_train_prepare(plan, base, sw->ranks_per_trial, 1));
+static dt_status check_trials(const sweep *sw, const dt_job_args *base, dt_job_plan *plan) {
+    DT_TRY(dt_job_prepare(plan, base, sw->ranks_per_trial, 1));
     for (long t = 0; t < sw->grid.ntrials; t++) {
         dt_status s = prepare_trial(sw, t, plan);
         if (s == DT_OK) continue;
@@ -172,7 +173,7 @@ static dt_status check_trials(const sweep *sw, const cli_train_args *base, cli_t
 /* SIGINT/SIGTERM on any rank of the group: the group's ranks must agree
  * before starting a trial, or some would wait in it for the others. */
 static dt_status group_stopped(const sweep *sw, cli_signals *sig, int *stopped) {
-    int v = atomic_load(&sig->stop);
+    int v = atomic_load(&sig->req.stop);
     if (sw->ranks_per_trial > 1) {
         MPI_Request req;
         DT_TRY(dt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, sw->group, &req),
@@ -205,7 +206,7 @@ static void merge_outcomes(cli_trial *r, const cli_trial *peers, int n) {
  * the leader, given peers to gather into). Fails only if the group could
  * not exchange the outcomes. */
 static dt_status run_trial(const sweep *sw, long t, const cli_env *env, cli_signals *sig,
-                           cli_train_plan *plan, cli_trial *peers, cli_trial *r) {
+                           dt_job_plan *plan, cli_trial *peers, cli_trial *r) {
     memset(r, 0, sizeof *r);
     r->trial = t;
     r->group = sw->gid;
@@ -216,7 +217,7 @@ static dt_status run_trial(const sweep *sw, long t, const cli_env *env, cli_sign
     dt_status s = prepare_trial(sw, t, plan);
     if (s == DT_OK) {
         snprintf(r->mode, sizeof r->mode, "%s", dt_mode_name(plan->dist.mode));
-        s = cli_train_run(plan, sw->group, env, sig, NULL, &sum);
+        s = dt_job_run(plan, sw->group, env->local_ranks, &sig->req, NULL, &sum);
     }
     r->wall_s = dt_now() - t0;
     r->status = s;
@@ -280,8 +281,8 @@ static dt_status results_open(results *res, const sweep *sw, const cli_env *env)
     DT_TRY(dt_alloc_bytes((void **)&res->displs, (size_t)env->world * sizeof *res->displs, "sweep results"));
     DT_TRY(dt_alloc_bytes((void **)&res->got, (size_t)n * sizeof *res->got, "sweep results"));
     DT_TRY(dt_alloc_bytes((void **)&res->all, (size_t)n * sizeof *res->all, "sweep results"));
-    cli_path out = {"--out", sw->out_path, NULL, 0};
-    DT_TRY(cli_make_parents(&out, 1));
+    dt_path out = {"--out", sw->out_path, NULL, 0};
+    DT_TRY(dt_paths_make_parents(&out, 1));
     if (sw->out_path && !(res->out = fopen(sw->out_path, "w")))
         return dt_fail(DT_ERR_IO, "--out %s: cannot open: %s", sw->out_path, strerror(errno));
     return DT_OK;
@@ -367,7 +368,7 @@ static int fatal(dt_status s, const cli_env *env) {
 
 /* This group's trials, then the gathering and rank 0's report; every rank
  * returns rank 0's exit code. */
-static int run_sweep(const sweep *sw, results *res, cli_train_plan *plan, const cli_env *env,
+static int run_sweep(const sweep *sw, results *res, dt_job_plan *plan, const cli_env *env,
                      cli_signals *sig, double start) {
     dt_status s = DT_OK;
     int stopped = 0;
@@ -405,13 +406,13 @@ int cmd_sweep(int argc, char **argv, const cli_env *env, cli_signals *sig) {
         if (env->rank == 0) fputs(sweep_usage, stdout);
         return 0;
     }
-    cli_train_args base;
-    if (s == DT_OK) s = cli_train_parse(&base, sw.ntrain, sw.train);
+    dt_job_args base;
+    if (s == DT_OK) s = dt_job_parse(&base, sw.ntrain, sw.train);
     if (s == DT_OK) s = check_base(&sw, &base);
     if (s == DT_OK && env->world % sw.ranks_per_trial != 0)
         s = dt_fail(DT_ERR_USAGE, "--ranks-per-trial %d does not divide the job's %d rank%s", sw.ranks_per_trial,
                     env->world, env->world == 1 ? "" : "s");
-    cli_train_plan plan;
+    dt_job_plan plan;
     if (s == DT_OK) s = check_trials(&sw, &base, &plan);
     if (s != DT_OK) return usage_error(s, env);
 

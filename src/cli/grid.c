@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "dtrain/model.h"
-#include "netkeys.h"
+#include "dtrain/netkeys.h"
 
 /* What a sweep may vary: the train flags that change one run's
  * optimisation or its synchronisation scheme, not where it reads or
@@ -45,8 +45,8 @@ static int resolve_key(cli_grid_axis *a, const char *key) {
         a->key = keys[k].key, a->flag = keys[k].flag, a->numeric = keys[k].numeric;
         return 1;
     }
-    if (cli_net_key_flag(key, a->flagbuf, sizeof a->flagbuf) < 0) return 0;
-    a->key = cli_net_key_name(key);
+    if (dt_netkey_flag(key, a->flagbuf, sizeof a->flagbuf) < 0) return 0;
+    a->key = dt_netkey_name(key);
     a->flag = a->flagbuf;
     a->numeric = dt_model_net_key_is_number(a->key);
     return 1;

@@ -35,10 +35,10 @@ static void *receive(void *arg) {
         int sig;
         if (sigwait(&set, &sig) != 0) continue;
         if (sig == SIGUSR1) {
-            atomic_store(&s->progress, 1);
+            atomic_store(&s->req.progress, 1);
             continue;
         }
-        if (atomic_exchange(&s->stop, 1)) continue; /* said once */
+        if (atomic_exchange(&s->req.stop, 1)) continue; /* said once */
         char where[32] = "";
         if (s->world > 1) snprintf(where, sizeof where, "rank %d: ", s->rank);
         fprintf(stderr, "dtrain: %s%s received; stopping at the next step all ranks agree on, with a final "

@@ -15,13 +15,11 @@
 #ifndef DTRAIN_CLI_SIGNALS_H
 #define DTRAIN_CLI_SIGNALS_H
 
-#include <stdatomic.h>
-
+#include "dtrain/job.h"
 #include "dtrain/status.h"
 
 typedef struct {
-    atomic_int stop;     /* 1 once SIGINT/SIGTERM/SIGHUP arrived; read between steps */
-    atomic_int progress; /* 1 after SIGUSR1; the trainer clears it when it prints */
+    dt_job_requests req; /* stop: 1 once SIGINT/SIGTERM/SIGHUP arrived; progress: 1 after SIGUSR1 */
     int rank, world;     /* for the one line said when a stop is requested */
 } cli_signals;
 

@@ -10,7 +10,8 @@
 #include "data/internal.h"
 #include "dtrain/mem.h"
 
-static const char *const kind_names[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", "folder", "darknet"};
+static const char *const kind_names[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", "folder", "darknet",
+                                           "arrays"};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_DATASET_KIND_COUNT, "a name for every kind");
 
 int dt_dataset_kind_from_name(const char *name) {
@@ -37,6 +38,7 @@ const char *dt_dataset_default_dir(dt_dataset_kind kind) {
     case DT_DATASET_SYNTHETIC:
     case DT_DATASET_FOLDER:
     case DT_DATASET_DARKNET:
+    case DT_DATASET_ARRAYS:
     case DT_DATASET_KIND_COUNT: return "";
     }
     return "";
@@ -188,8 +190,10 @@ void dt_dataset_free(dt_dataset *ds) {
     dt_class_names_free(&ds->class_names);
     dt_free(ds->skipped_first);
     dt_free(ds->ignored_first);
-    dt_free(ds->images);
-    dt_free(ds->labels);
+    if (!ds->borrowed) {
+        dt_free(ds->images);
+        dt_free(ds->labels);
+    }
     dt_free(ds);
 }
 
@@ -296,6 +300,9 @@ dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *di
         dt_darknet_data_free(&d);
         return s;
     }
+    case DT_DATASET_ARRAYS:
+        return dt_fail(DT_ERR_USAGE, "dataset arrays: arrays are given through the library's job API (dtrain.h, "
+                       "the Python package), not loaded from %s", dir);
     case DT_DATASET_KIND_COUNT: break;
     }
     return dt_fail(DT_ERR_USAGE, "unknown dataset kind %d", (int)kind);

@@ -95,30 +95,46 @@ static void ensure_perm(dt_loader *l, int epoch) {
     l->perm_epoch = epoch;
 }
 
-/* out (C, H, W) <- img (C, H, W), dataset sample idx, cropped and flipped
- * as drawn for (seed, epoch, idx), normalised through the lookup table. The
- * crop window starts at (dy, dx) in [-pad, pad] relative to the image;
- * pixels outside the image are the zero byte, as padding before
- * normalisation. */
-static void make_sample(const dt_loader *l, int epoch, size_t idx, const uint8_t *img, float *out) {
+/* Row y of channel c of sample idx normalised into row (W floats): bytes
+ * through the lookup table, floats (arrays data sets) as (v - mean) / std,
+ * which for v = byte / 255 is the table's value. */
+static void normalised_row(const dt_loader *l, const uint8_t *img, const float *fimg, int c, int y, float *row) {
+    const int H = l->ds->shape.h, W = l->ds->shape.w;
+    const size_t at = ((size_t)c * H + y) * W;
+    if (img) {
+        const float *lut = l->lut + (size_t)c * 256;
+        for (int x = 0; x < W; x++) row[x] = lut[img[at + x]];
+        return;
+    }
+    const float mean = l->ds->mean[c], std = l->ds->std[c];
+    for (int x = 0; x < W; x++) row[x] = (fimg[at + x] - mean) / std;
+}
+
+/* out (C, H, W) <- the image of dataset sample idx (C, H, W: bytes img or
+ * floats fimg), cropped and flipped as drawn for (seed, epoch, idx) and
+ * normalised. The crop window starts at (dy, dx) in [-pad, pad] relative
+ * to the image; pixels outside the image are zero, as padding before
+ * normalisation (the table's value of byte 0). */
+static void make_sample(const dt_loader *l, int epoch, size_t idx, const uint8_t *img, const float *fimg, float *out) {
     const int C = l->ds->shape.c, H = l->ds->shape.h, W = l->ds->shape.w, pad = l->cfg.crop_pad;
     dt_rng r = dt_rng_seed(dt_hash3(l->cfg.seed, (uint64_t)epoch, idx));
     const int dy = (int)dt_rng_below(&r, (uint32_t)(2 * pad + 1)) - pad;
     const int dx = (int)dt_rng_below(&r, (uint32_t)(2 * pad + 1)) - pad;
     const int flip = l->cfg.flip && (dt_rng_next(&r) >> 63);
+    float row[DT_DATA_MAX_DIM];
     for (int c = 0; c < C; c++) {
-        const float *lut = l->lut + (size_t)c * 256;
+        const float zero = l->lut[(size_t)c * 256];
         for (int y = 0; y < H; y++) {
             float *o = out + ((size_t)c * H + y) * W;
             const int sy = y + dy;
             if (sy < 0 || sy >= H) {
-                for (int x = 0; x < W; x++) o[x] = lut[0];
+                for (int x = 0; x < W; x++) o[x] = zero;
                 continue;
             }
-            const uint8_t *row = img + ((size_t)c * H + sy) * W;
+            normalised_row(l, img, fimg, c, sy, row);
             for (int x = 0; x < W; x++) {
                 const int sx = (flip ? W - 1 - x : x) + dx;
-                o[x] = sx >= 0 && sx < W ? lut[row[sx]] : lut[0];
+                o[x] = sx >= 0 && sx < W ? row[sx] : zero;
             }
         }
     }
@@ -153,7 +169,8 @@ static void finish_floats(const dt_loader *l, float *out, dt_rng *r) {
  * resized, or Darknet's crop of it as floats in [0, 1] (fi, (C, H, W)), or
  * the image itself; in evaluation Darknet's resize and centre crop (its
  * workspace after fi). Then finish_floats. fi: l->fimg_floats floats. */
-static void make_sample_floats(const dt_loader *l, int epoch, size_t idx, const uint8_t *img, float *out, float *fi) {
+static void make_sample_floats(const dt_loader *l, int epoch, size_t idx, const uint8_t *img, const float *fimg,
+                               float *out, float *fi) {
     const dt_shape is = l->ds->shape, os = l->out;
     const dt_augment *a = l->cfg.augment;
     const size_t plane = (size_t)is.h * (size_t)is.w;
@@ -163,7 +180,10 @@ static void make_sample_floats(const dt_loader *l, int epoch, size_t idx, const 
         finish_floats(l, out, &r);
         return;
     }
-    for (size_t i = 0; i < l->image; i++) fi[i] = (float)img[i] / 255.0f;
+    if (img)
+        for (size_t i = 0; i < l->image; i++) fi[i] = (float)img[i] / 255.0f;
+    else
+        memcpy(fi, fimg, sizeof(float) * l->image);
     if (!l->cfg.shuffle)
         dt_augment_eval(out, os, fi, is, fi + l->image);
     else if (a && a->crop)
@@ -214,20 +234,23 @@ static dt_status build_sample(void *ctx, size_t i, int worker) {
     const dt_loader *l = j->l;
     const size_t idx = l->cfg.shuffle ? l->perm[j->first + i] : j->first + i;
     const uint8_t *img = NULL; /* (C, H, W) of the dataset; NULL: the sample is made from the whole image */
+    const float *fimg = NULL;  /* or its floats (arrays data sets) */
     float *out = j->b->x + i * l->sample, *fi = l->fimg ? l->fimg + (size_t)worker * l->fimg_floats : NULL;
     if (l->regions) {
         DT_TRY(make_region_sample(l, j->epoch, idx, out, fi));
     } else if (l->ds->images) {
         img = l->ds->images + idx * l->image;
+    } else if (l->ds->fimages) {
+        fimg = l->ds->fimages + idx * l->image;
     } else {
         uint8_t *mine = l->scratch + (size_t)worker * l->image;
         DT_TRY(l->ds->fetch(l->ds->fetch_ctx, (int)idx, mine));
         img = mine;
     }
-    if (img && l->in_floats)
-        make_sample_floats(l, j->epoch, idx, img, out, fi);
-    else if (img)
-        make_sample(l, j->epoch, idx, img, out);
+    if ((img || fimg) && l->in_floats)
+        make_sample_floats(l, j->epoch, idx, img, fimg, out, fi);
+    else if (img || fimg)
+        make_sample(l, j->epoch, idx, img, fimg, out);
     if (l->cfg.shuffle && l->cfg.erase > 0) {
         /* A stream of its own: the other draws of a sample stay as they were. */
         dt_rng r = dt_rng_seed(dt_hash3(l->cfg.seed ^ ERASE_STREAM, (uint64_t)j->epoch, idx));
@@ -363,8 +386,11 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
         if (!(ds->std[c] > 0.0f) || !isfinite(ds->std[c]) || !isfinite(ds->mean[c]))
             return dt_fail(DT_ERR_USAGE, "loader: normalisation of channel %d (mean %g, std %g) is invalid",
                            c, (double)ds->mean[c], (double)ds->std[c]);
-    if (!ds->images && !ds->fetch)
+    if (!ds->images && !ds->fimages && !ds->fetch)
         return dt_fail(DT_ERR_USAGE, "loader: the dataset has neither images nor a way to fetch them");
+    if (ds->fimages && a && a->resized_crop)
+        return dt_fail(DT_ERR_USAGE, "loader: RandomResizedCrop (augment=resized_crop) needs images as bytes, "
+                       "not floats");
     /* The loss relies on labels < classes (layer.h). */
     DT_TRY(dt_data_check_labels(ds->labels, (size_t)ds->n, ds->classes, "loader: dataset"));
     if (cfg->shuffle && (int64_t)ds->n < (int64_t)cfg->batch * cfg->world)
@@ -398,7 +424,7 @@ static dt_status alloc_buffers(dt_loader *l) {
     }
     const int threads = l->cfg.threads > 1 ? l->cfg.threads : 1;
     DT_TRY(dt_pool_create(&l->pool, threads));
-    if (!ds->images && !l->regions) {
+    if (!ds->images && !ds->fimages && !l->regions) {
         void *p;
         DT_TRY(dt_alloc_bytes(&p, l->image * (size_t)threads, "loader samples"));
         l->scratch = p;

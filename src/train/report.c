@@ -52,6 +52,7 @@ dt_status dt_report_open(dt_report *r, FILE *out, const char *log_path, int quie
 
 /* Appends one line to the log. */
 static dt_status log_line(dt_report *r, const char *json) {
+    if (r->on_record) r->on_record(r->record_ctx, json);
     if (!r->log) return DT_OK;
     if (fprintf(r->log, "%s\n", json) < 0 || fflush(r->log) != 0)
         return dt_fail(DT_ERR_IO, "--log: write failed: %s", strerror(errno));

@@ -16,6 +16,8 @@ typedef struct {
     int bar_shown;    /* a progress bar is on the terminal's current line */
     double start;     /* dt_report_now() at open */
     double last_print;
+    void (*on_record)(void *ctx, const char *json); /* every record as it is logged (dt_train_opts) */
+    void *record_ctx;
 } dt_report;
 
 /* append (a resumed run): an existing log is continued, not truncated: a

@@ -91,6 +91,10 @@ static dt_status setup(dt_trainer *t) {
     const dt_model_spec *spec = t->spec;
     DT_TRY(dt_report_open(&t->rep, o->rank == 0 ? o->out : NULL, o->rank == 0 ? o->log_path : NULL,
                           o->quiet, o->progress_tty, o->resume_path != NULL));
+    if (o->rank == 0) {
+        t->rep.on_record = o->on_record;
+        t->rep.record_ctx = o->record_ctx;
+    }
     DT_TRY(dt_net_create(&t->net, spec, spec->batch, o->seed));
     t->net->timeline = o->timeline;
     DT_TRY(dt_ckpt_arch_of(&t->arch, t->net));
@@ -555,6 +559,10 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
                     "the last good checkpoint is at step %ld", t.skipped_step, t.good_step);
     dt_status c = dt_report_close(&t.rep);
     if (s == DT_OK) s = c;
+    if ((s == DT_OK || s == DT_ERR_INTERRUPTED) && opts->trained) {
+        *opts->trained = t.net;
+        t.net = NULL;
+    }
     teardown(&t);
     return s;
 }

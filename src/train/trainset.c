@@ -72,8 +72,24 @@ dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind) {
     return s;
 }
 
+/* The job API's arrays: the caller's memory as the train and test sets;
+ * without test arrays the training arrays are evaluated (said). */
+static dt_status load_arrays(dt_dataset **train, dt_dataset **test, const dt_model_spec *spec, int outputs,
+                             const dt_arrays *a, dt_report *rep) {
+    DT_TRY(dt_dataset_of_arrays(train, &a->train, outputs, "training arrays"));
+    dt_data_normalise(*train, spec);
+    DT_TRY(dt_check_input(spec, *train, "the training arrays'"));
+    if (a->test.n == 0)
+        dt_report_line(rep, "note: no test arrays given: the training arrays are evaluated as the test set");
+    DT_TRY(dt_dataset_of_arrays(test, a->test.n ? &a->test : &a->train, outputs,
+                                a->test.n ? "test arrays" : "training arrays"));
+    dt_data_normalise(*test, spec);
+    return dt_check_input(spec, *test, "the test arrays'");
+}
+
 dt_status dt_trainset_load(dt_dataset **train, dt_dataset **test, const dt_model_spec *spec, int outputs,
                            const dt_train_opts *o, dt_report *rep) {
+    if (o->dataset == DT_DATASET_ARRAYS) return load_arrays(train, test, spec, outputs, o->arrays, rep);
     const char *kind = dt_dataset_kind_name(o->dataset);
     /* The train set's whole images for RandomResizedCrop (regions); both
      * sets fitted with eval_resize= otherwise. */

@@ -1,20 +1,39 @@
-/* dtrain train, in three parts so that `dtrain sweep` can run each trial as
- * a train run on a group of ranks:
- *   cli_train_parse    flags and MODEL.cfg -> cli_train_args (no I/O)
- *   cli_train_prepare  model file + overrides, dataset, mode for a number of
- *                      ranks, straggler settings (no MPI): a cli_train_plan
- *   cli_train_run      the run on the ranks of a communicator
+/* The train job: what `dtrain train` runs, as a library module so that
+ * the CLI's train and sweep, and the job API (dtrain.h, the Python
+ * package) are clients of one implementation:
+ *   dt_job_parse / dt_job_set  options (flags by name, one table:
+ *                              job_flags.c) -> dt_job_args (no I/O)
+ *   dt_job_prepare             model file + options, data set, mode for a
+ *                              number of ranks, straggler settings (no
+ *                              MPI): a dt_job_plan
+ *   dt_job_run                 the run on the ranks of a communicator:
+ *                              servers serve, workers train
+ *   dt_job_execute             dt_job_run after the checks of its files and
+ *                              a start every rank agrees on
  * Every failure is a dt_status with a one-line message naming the flag. */
-#ifndef DTRAIN_CLI_CMD_TRAIN_H
-#define DTRAIN_CLI_CMD_TRAIN_H
+#ifndef DTRAIN_JOB_H
+#define DTRAIN_JOB_H
 
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
-#include "cli.h"
-#include "netkeys.h"
 #include "dtrain/dist.h"
+#include "dtrain/netkeys.h"
+#include "dtrain/opts.h"
 #include "dtrain/train.h"
+
+/* Requests from outside the run, read between steps: stop (SIGINT, a
+ * callback: the workers stop at a step they agree on, with a final
+ * checkpoint) and print a progress line now (SIGUSR1). */
+typedef struct {
+    atomic_int stop;
+    atomic_int progress; /* cleared by the trainer when it prints */
+} dt_job_requests;
+
+/* Flags of the option table: its own rows and a generated one per [net]
+ * key (netkeys.h). */
+#define DT_JOB_MAX_OPTS (64 + DT_NETKEYS_MAX)
 
 /* The flags as given; 0, NULL or -1 (momentum, decay, warmup_epochs, the
  * optimiser's hyperparameters) mean
@@ -41,12 +60,12 @@ typedef struct {
     int server_nice;                  /* 0-19 */
     long cache_mb;                    /* -1: not given */
     /* [net] key i's value given as its generated flag (--policy cosine), or NULL;
-     * net_flags[i] holds the flag's name while cli_train_parse runs. */
-    const char *net_vals[CLI_NET_KEYS_MAX];
-    char net_flags[CLI_NET_KEYS_MAX][CLI_NET_FLAG_MAX];
+     * net_flags[i] holds the flag's name while dt_job_parse runs. */
+    const char *net_vals[DT_NETKEYS_MAX];
+    char net_flags[DT_NETKEYS_MAX][DT_NETKEY_FLAG_MAX];
     /* Flags that apply to some modes only, given or not (an error where they do nothing). */
     int given_servers, given_staleness, given_fusion, given_group, given_keep, given_server_nice;
-} cli_train_args;
+} dt_job_args;
 
 typedef struct {
     dt_model_spec spec;     /* overrides applied; lr not yet scaled for the global batch */
@@ -59,23 +78,44 @@ typedef struct {
     long cache_mb;          /* --cache-mb (-1: a quarter of memory over the ranks on the node) */
     const char *timeline_path; /* --timeline, or NULL */
     char notes[512];        /* "note: ...\n" lines worker 0 prints after the start-up line ("": none) */
-    int agreed_failure;     /* set by cli_train_run: it failed alike on every rank, before training
+    int agreed_failure;     /* set by dt_job_run: it failed alike on every rank, before training
                                (ranks disagree on the model), and every rank returned */
-} cli_train_plan;
+} dt_job_plan;
 
+/* a's defaults (every option "not given"). */
+void dt_job_args_init(dt_job_args *a);
+/* The option table over a's fields into opts (DT_JOB_MAX_OPTS rows); its
+ * row count. */
+int dt_job_opts(dt_job_args *a, dt_opt *opts);
+/* a's given_* from the table's ->seen (after parsing or setting). */
+void dt_job_note_given(dt_job_args *a, const dt_opt *opts, int n);
 /* Parses argv (after "train"). With --help only a->help is meaningful. */
-dt_status cli_train_parse(cli_train_args *a, int argc, char **argv);
+dt_status dt_job_parse(dt_job_args *a, int argc, char **argv);
+/* `dtrain train --help`: every flag of the table, the modes and [net] keys. */
+void dt_job_usage(FILE *out);
+
+/* --data's backup= as the run's --checkpoint-dir when neither --checkpoint
+ * nor --checkpoint-dir is given (Darknet writes its weights there). */
+dt_status dt_job_use_backup(dt_job_args *a);
 
 /* Resolves a for a run on `ranks` ranks: loads the model file, applies the
  * overrides and checks the combination of flags. in_sweep: the ranks are a
  * sweep trial's (--ranks-per-trial), which messages say instead of the job's. */
-dt_status cli_train_prepare(cli_train_plan *p, const cli_train_args *a, int ranks, int in_sweep);
+dt_status dt_job_prepare(dt_job_plan *p, const dt_job_args *a, int ranks, int in_sweep);
 
 /* Trains p on the ranks of comm (each calls it; every rank of comm must be
  * given the same plan): server ranks serve, worker 0 prints the start-up
  * line and progress to out (NULL: nothing) and fills *sum. Scales the
- * learning rate for the global batch (--lr-scaling). */
-dt_status cli_train_run(cli_train_plan *p, MPI_Comm comm, const cli_env *env,
-                        cli_signals *sig, FILE *out, dt_train_summary *sum);
+ * learning rate for the global batch (--lr-scaling). local_ranks: the
+ * ranks on this node (the default thread count). */
+dt_status dt_job_run(dt_job_plan *p, MPI_Comm comm, int local_ranks, dt_job_requests *req, FILE *out,
+                     dt_train_summary *sum);
+
+/* dt_job_run of p (prepared from a) after what `dtrain train` checks
+ * first: a's files collide nowhere, worker 0 can write its outputs and
+ * holds its --checkpoint-dir; a failure there is every rank's (the first
+ * failing rank's message, p->agreed_failure set). */
+dt_status dt_job_execute(dt_job_plan *p, const dt_job_args *a, MPI_Comm comm, int local_ranks,
+                         dt_job_requests *req, FILE *out, dt_train_summary *sum);
 
 #endif

@@ -4,25 +4,25 @@
  * on the command line and swept (--grid policy=cosine,steps) without a
  * second list of them. Keys that had a flag of their own before keep it
  * (learning_rate is --lr); the others are --KEY with '-' for '_'. */
-#ifndef DTRAIN_CLI_NETKEYS_H
-#define DTRAIN_CLI_NETKEYS_H
+#ifndef DTRAIN_NETKEYS_H
+#define DTRAIN_NETKEYS_H
 
 #include <stddef.h>
 
-#define CLI_NET_FLAG_MAX 40 /* "--warmup-start-factor" and the longest key's */
-#define CLI_NET_KEYS_MAX 64 /* [net] keys (model.c has 45) */
+#define DT_NETKEY_FLAG_MAX 40 /* "--warmup-start-factor" and the longest key's */
+#define DT_NETKEYS_MAX 64 /* [net] keys (model.c has 45) */
 
 /* The train flag of [net] key `key` (a model-file spelling, or the flag's
  * with dashes) into buf; whether it is generated (not a flag of its own).
  * -1 when key is no [net] key. */
-int cli_net_key_flag(const char *key, char *buf, size_t cap);
+int dt_netkey_flag(const char *key, char *buf, size_t cap);
 
 /* The model file's spelling of [net] key `key` ("min-lr" -> "min_lr",
  * static), NULL when it is none. */
-const char *cli_net_key_name(const char *key);
+const char *dt_netkey_name(const char *key);
 
 /* The [net] key of generated flag `flag` ("--min-lr" -> "min_lr"), NULL
  * when it is none. */
-const char *cli_net_flag_key(const char *flag);
+const char *dt_netkey_of_flag(const char *flag);
 
 #endif

@@ -1,7 +1,7 @@
 /* realpath is XSI. */
 #define _XOPEN_SOURCE 700
 
-#include "paths.h"
+#include "dtrain/paths.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +41,7 @@ static int in_directory(const char *path, const char *dir) {
     return same_file(dirname(rp), rd);
 }
 
-dt_status cli_check_paths(const cli_path *p, int n) {
+dt_status dt_paths_check(const dt_path *p, int n) {
     for (int i = 0; i < n; i++) {
         if (!p[i].path || p[i].role) continue; /* an input, or not given */
         for (int j = 0; j < n; j++) {
@@ -80,7 +80,7 @@ static dt_status make_parent(const char *flag, const char *path) {
     }
 }
 
-dt_status cli_make_parents(const cli_path *p, int n) {
+dt_status dt_paths_make_parents(const dt_path *p, int n) {
     for (int i = 0; i < n; i++)
         if (p[i].path && !p[i].role) DT_TRY(make_parent(p[i].flag, p[i].path));
     return DT_OK;
@@ -90,9 +90,9 @@ dt_status cli_make_parents(const cli_path *p, int n) {
  * masks below), then outputs. */
 enum { TRAIN_MODEL, TRAIN_RESUME, TRAIN_WEIGHTS, TRAIN_NPATHS = 7 };
 
-static void train_paths(cli_path p[TRAIN_NPATHS], const cli_train_args *a) {
+static void train_paths(dt_path p[TRAIN_NPATHS], const dt_job_args *a) {
     const char *resume = a->resume && strcmp(a->resume, "auto") != 0 ? a->resume : NULL;
-    const cli_path t[TRAIN_NPATHS] = {
+    const dt_path t[TRAIN_NPATHS] = {
         {"MODEL.cfg", a->model, "the model file", 0},
         {"--resume", resume, "the checkpoint to resume from", 0},
         {"--weights", a->weights, "the checkpoint given to --weights", 0},
@@ -106,14 +106,14 @@ static void train_paths(cli_path p[TRAIN_NPATHS], const cli_train_args *a) {
     memcpy(p, t, sizeof t);
 }
 
-dt_status cli_check_path_collisions(const cli_train_args *a) {
+dt_status dt_job_check_path_collisions(const dt_job_args *a) {
     /* The new run's checkpoints would prune it (a later step) or replace it. */
     if (a->weights && a->ckpt_dir && in_directory(a->weights, a->ckpt_dir))
         return dt_fail(DT_ERR_USAGE, "--weights %s is in --checkpoint-dir %s, whose checkpoints this run replaces: "
                        "copy it out, or give another directory", a->weights, a->ckpt_dir);
-    cli_path p[TRAIN_NPATHS];
+    dt_path p[TRAIN_NPATHS];
     train_paths(p, a);
-    return cli_check_paths(p, TRAIN_NPATHS);
+    return dt_paths_check(p, TRAIN_NPATHS);
 }
 
 /* path can be written without changing it: an existing file is opened for
@@ -138,10 +138,10 @@ static dt_status writable_as(const char *flag, const char *shown, const char *pa
 
 static dt_status writable(const char *flag, const char *path) { return writable_as(flag, path, path); }
 
-dt_status cli_check_outputs_writable(const cli_train_args *a) {
-    cli_path p[TRAIN_NPATHS];
+dt_status dt_job_check_outputs_writable(const dt_job_args *a) {
+    dt_path p[TRAIN_NPATHS];
     train_paths(p, a);
-    DT_TRY(cli_make_parents(p, TRAIN_NPATHS));
+    DT_TRY(dt_paths_make_parents(p, TRAIN_NPATHS));
     if (a->log) DT_TRY(writable("--log", a->log));
     if (a->ckpt) {
         /* The checkpoint itself is replaced by renaming its temporary file. */

@@ -1,46 +1,47 @@
-#include "args.h"
+#include "dtrain/opts.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "dtrain/suggest.h"
 
-static dt_status parse_number(const cli_flag *f, const char *v, double *out) {
+static dt_status parse_number(const dt_opt *f, const char *v, double *out) {
     char *end;
     errno = 0;
-    double d = (f->type == ARG_DOUBLE) ? strtod(v, &end) : (double)strtoll(v, &end, 10);
+    double d = (f->type == DT_OPT_DOUBLE) ? strtod(v, &end) : (double)strtoll(v, &end, 10);
     if (end == v || *end != '\0' || errno == ERANGE || !isfinite(d))
         return dt_fail(DT_ERR_USAGE, "%s: '%s' is not %s", f->name, v,
-                       f->type == ARG_DOUBLE ? "a number" : "an integer");
+                       f->type == DT_OPT_DOUBLE ? "a number" : "an integer");
     if (d < f->min || d > f->max)
         return dt_fail(DT_ERR_USAGE, "%s: %s is out of range [%g, %g]", f->name, v, f->min, f->max);
     *out = d;
     return DT_OK;
 }
 
-static dt_status set_value(cli_flag *f, const char *v) {
+static dt_status set_value(dt_opt *f, const char *v) {
     double d = 0;
-    if (f->type != ARG_STR) DT_TRY(parse_number(f, v, &d));
+    if (f->type != DT_OPT_STR) DT_TRY(parse_number(f, v, &d));
     switch (f->type) {
-    case ARG_INT: *(int *)f->dest = (int)d; break;
-    case ARG_LONG: *(long *)f->dest = (long)d; break;
-    case ARG_DOUBLE: *(double *)f->dest = d; break;
-    case ARG_STR: *(const char **)f->dest = v; break;
-    case ARG_FLAG: break;
+    case DT_OPT_INT: *(int *)f->dest = (int)d; break;
+    case DT_OPT_LONG: *(long *)f->dest = (long)d; break;
+    case DT_OPT_DOUBLE: *(double *)f->dest = d; break;
+    case DT_OPT_STR: *(const char **)f->dest = v; break;
+    case DT_OPT_FLAG: break;
     }
     return DT_OK;
 }
 
-const cli_flag *cli_flag_get(const cli_flag *flags, int nflags, const char *name) {
+const dt_opt *dt_opt_find(const dt_opt *flags, int nflags, const char *name) {
     for (int i = 0; i < nflags; i++)
         if (strcmp(flags[i].name, name) == 0) return &flags[i];
     return NULL;
 }
 
 /* "unknown flag '--max-step' (did you mean --max-steps?)". */
-static dt_status unknown_flag(const cli_flag *flags, int nflags, const char *name) {
+static dt_status unknown_flag(const dt_opt *flags, int nflags, const char *name) {
     dt_suggest sg;
     dt_suggest_init(&sg, name);
     for (int i = 0; i < nflags; i++) dt_suggest_offer(&sg, flags[i].name);
@@ -49,8 +50,8 @@ static dt_status unknown_flag(const cli_flag *flags, int nflags, const char *nam
     return dt_fail(DT_ERR_USAGE, "unknown flag '%s'%s (see --help)", name, hint);
 }
 
-dt_status cli_parse(int argc, char **argv, cli_flag *flags, int nflags, const char **positional,
-                    int max_pos, int *npos) {
+dt_status dt_opts_parse(int argc, char **argv, dt_opt *flags, int nflags, const char **positional,
+                  int max_pos, int *npos) {
     *npos = 0;
     int only_positional = 0;
     for (int i = 0; i < argc; i++) {
@@ -71,10 +72,10 @@ dt_status cli_parse(int argc, char **argv, cli_flag *flags, int nflags, const ch
         if (len >= sizeof name) return dt_fail(DT_ERR_USAGE, "unknown flag '%s'", a);
         memcpy(name, a, len);
         name[len] = '\0';
-        cli_flag *f = (cli_flag *)cli_flag_get(flags, nflags, name);
+        dt_opt *f = (dt_opt *)dt_opt_find(flags, nflags, name);
         if (!f) return unknown_flag(flags, nflags, name);
         if (f->seen) return dt_fail(DT_ERR_USAGE, "%s is given twice", name);
-        if (f->type == ARG_FLAG) {
+        if (f->type == DT_OPT_FLAG) {
             if (eq) return dt_fail(DT_ERR_USAGE, "%s takes no value", name);
             *(int *)f->dest = 1;
             f->seen = 1;
@@ -89,5 +90,34 @@ dt_status cli_parse(int argc, char **argv, cli_flag *flags, int nflags, const ch
         DT_TRY(set_value(f, value));
         f->seen = 1;
     }
+    return DT_OK;
+}
+
+/* "--max-steps" for "max_steps", "max-steps" or "--max-steps". */
+static dt_status flag_name(char *buf, size_t cap, const char *name) {
+    const char *bare = strncmp(name, "--", 2) == 0 ? name + 2 : name;
+    if (!*bare || strlen(bare) + 3 > cap) return dt_fail(DT_ERR_USAGE, "option '%s' is not a known name", name);
+    snprintf(buf, cap, "--%s", bare);
+    for (char *c = buf + 2; *c; c++)
+        if (*c == '_') *c = '-';
+    return DT_OK;
+}
+
+dt_status dt_opts_set(dt_opt *opts, int nopts, const char *name, const char *value) {
+    char flag[64];
+    DT_TRY(flag_name(flag, sizeof flag, name));
+    dt_opt *f = (dt_opt *)dt_opt_find(opts, nopts, flag);
+    if (!f) return unknown_flag(opts, nopts, flag);
+    if (f->type == DT_OPT_FLAG) {
+        int on = !value || strcmp(value, "1") == 0 || strcmp(value, "true") == 0;
+        if (!on && strcmp(value, "0") != 0 && strcmp(value, "false") != 0)
+            return dt_fail(DT_ERR_USAGE, "%s: '%s' is not true or false", flag, value);
+        *(int *)f->dest = on;
+        f->seen = on;
+        return DT_OK;
+    }
+    if (!value) return dt_fail(DT_ERR_USAGE, "%s needs a value", flag);
+    DT_TRY(set_value(f, value));
+    f->seen = 1;
     return DT_OK;
 }

@@ -1,4 +1,4 @@
-#include "netkeys.h"
+#include "dtrain/netkeys.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -32,15 +32,15 @@ static int same_key(const char *a, const char *b) {
     return *a == *b;
 }
 
-const char *cli_net_key_name(const char *key) {
+const char *dt_netkey_name(const char *key) {
     const char *k;
     for (int i = 0; (k = dt_model_net_key(i)) != NULL; i++)
         if (same_key(k, key)) return k;
     return NULL;
 }
 
-int cli_net_key_flag(const char *key, char *buf, size_t cap) {
-    const char *k = cli_net_key_name(key);
+int dt_netkey_flag(const char *key, char *buf, size_t cap) {
+    const char *k = dt_netkey_name(key);
     if (!k) return -1;
     for (size_t i = 0; i < sizeof own / sizeof *own; i++)
         if (strcmp(own[i].key, k) == 0) {
@@ -53,9 +53,9 @@ int cli_net_key_flag(const char *key, char *buf, size_t cap) {
     return 1;
 }
 
-const char *cli_net_flag_key(const char *flag) {
-    char buf[CLI_NET_FLAG_MAX];
+const char *dt_netkey_of_flag(const char *flag) {
+    char buf[DT_NETKEY_FLAG_MAX];
     if (strncmp(flag, "--", 2) != 0) return NULL;
-    const char *k = cli_net_key_name(flag + 2);
-    return k && cli_net_key_flag(k, buf, sizeof buf) == 1 && strcmp(buf, flag) == 0 ? k : NULL;
+    const char *k = dt_netkey_name(flag + 2);
+    return k && dt_netkey_flag(k, buf, sizeof buf) == 1 && strcmp(buf, flag) == 0 ? k : NULL;
 }
