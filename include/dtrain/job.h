@@ -68,6 +68,7 @@ typedef struct {
 } dt_job_args;
 
 typedef struct {
+    const char *model;      /* the model file's path or the model's text (a's), which every rank compares */
     dt_model_spec spec;     /* overrides applied; lr not yet scaled for the global batch */
     int base_batch;         /* the model file's batch= (the base of --lr-scaling), before --batch */
     dt_lr_scaling scaling;
@@ -110,6 +111,11 @@ dt_status dt_job_prepare(dt_job_plan *p, const dt_job_args *a, int ranks, int in
  * ranks on this node (the default thread count). */
 dt_status dt_job_run(dt_job_plan *p, MPI_Comm comm, int local_ranks, dt_job_requests *req, FILE *out,
                      dt_train_summary *sum);
+
+/* A verdict over the ranks of comm before a run starts: each rank's status
+ * local; the first failing rank's status and message become every rank's
+ * (its rank named when comm has several), or DT_OK when none failed. */
+dt_status dt_job_agree(MPI_Comm comm, dt_status local);
 
 /* dt_job_run of p (prepared from a) after what `dtrain train` checks
  * first: a's files collide nowhere, worker 0 can write its outputs and

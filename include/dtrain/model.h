@@ -26,6 +26,8 @@
 #ifndef DTRAIN_MODEL_H
 #define DTRAIN_MODEL_H
 
+#include <string.h>
+
 #include "dtrain/data.h"
 #include "dtrain/layer.h"
 #include "dtrain/optim.h"
@@ -102,6 +104,12 @@ typedef struct {
  * one does not read are left unread (the command line replaced the
  * schedule); keys given as overrides must fit the policy. */
 dt_status dt_model_parse_file_over(dt_model_spec *out, const char *path, const dt_model_override *ov, int n);
+/* Whether a model given as a string is its text rather than a file's path
+ * (the job API takes either, dtrain.h): text holds a newline. */
+static inline int dt_model_is_text(const char *model) { return strchr(model, '\n') != NULL; }
+/* The same over text, `name` standing in for the file name in messages. */
+dt_status dt_model_parse_string_over(dt_model_spec *out, const char *text, const char *name,
+                                     const dt_model_override *ov, int n);
 
 /* The i-th [net] key of the model file format (NULL past the last), and
  * whether its values are plain numbers (not names or lists). */

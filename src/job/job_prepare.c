@@ -244,6 +244,7 @@ static dt_status keep_global_batch(dt_job_plan *p, int workers) {
 
 dt_status dt_job_prepare(dt_job_plan *p, const dt_job_args *a, int ranks, int in_sweep) {
     memset(p, 0, sizeof *p);
+    p->model = a->model;
     DT_TRY(check_checkpoint_flags(a));
     int rule = dt_lr_scaling_from_name(a->lr_scaling ? a->lr_scaling : "none");
     if (rule < 0)

@@ -716,6 +716,11 @@ dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char
     return parse_over(out, text, name, NULL, 0);
 }
 
+dt_status dt_model_parse_string_over(dt_model_spec *out, const char *text, const char *name,
+                                     const dt_model_override *ov, int n) {
+    return parse_over(out, text, name, ov, n);
+}
+
 dt_status dt_model_parse_file_over(dt_model_spec *out, const char *path, const dt_model_override *ov, int n) {
     char *text;
     dt_status st = dt_read_text_file(&text, path, MAX_FILE, DT_ERR_CONFIG, "a model file");

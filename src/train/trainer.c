@@ -559,10 +559,12 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
                     "the last good checkpoint is at step %ld", t.skipped_step, t.good_step);
     dt_status c = dt_report_close(&t.rep);
     if (s == DT_OK) s = c;
-    if ((s == DT_OK || s == DT_ERR_INTERRUPTED) && opts->trained) {
+    /* Its blocks its own: a strategy's shared window goes with the strategy. */
+    if ((s == DT_OK || s == DT_ERR_INTERRUPTED) && opts->trained && (c = dt_net_own_blocks(t.net)) == DT_OK) {
         *opts->trained = t.net;
         t.net = NULL;
     }
+    if (s == DT_OK && c != DT_OK) s = c;
     teardown(&t);
     return s;
 }
