@@ -33,7 +33,6 @@ import json, os, subprocess
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTRAIN = os.path.join(ROOT, 'build', 'dtrain')
 ROOFLINE_PEAK = os.path.join(ROOT, 'build', 'roofline_peak')
-BF16_PEAK = os.path.join(ROOT, 'build', 'bf16_peak')
 VALUE_BYTES = 4          # fp32 activations, weights, gradients
 OPTIM_SLOTS = 1          # SGD with momentum
 PRODUCT_LAYERS = ('convolutional', 'connected')
@@ -103,16 +102,18 @@ def _run_json(cmd):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def measure_ceilings(threads, precision='fp32'):
-    """Per thread count: {'peak': GFLOP/s, 'peak_what': ..., 'bw': GB/s}.
-    fp32: the FMA kernel; bf16: bf16_peak's matmul (AMX or AVX512_BF16)."""
+def measure_ceilings(threads, bf16_peaks=None):
+    """Per thread count: {'peak': GFLOP/s, 'peak_what': ..., 'bw': GB/s,
+    'fma_gflops', 'isa'}, from build/roofline_peak. The peak is its FMA
+    kernel's, or with bf16_peaks ({threads: bf16_peak's JSON}, measured by
+    the caller) bf16_peak's matmul (AMX or AVX512_BF16 kernels)."""
     out = {}
     for t in threads:
         r = _run_json([ROOFLINE_PEAK, str(t)])
-        c = {'bw': r['triad_gbs'], 'peak': r['fma_gflops'], 'peak_what': 'fp32 FMA ' + r['isa']}
-        if precision == 'bf16':
-            b = _run_json([BF16_PEAK, str(t)])
-            c['peak'], c['peak_what'] = b['gflops'], 'bf16 matmul ' + b['impl']
+        c = {'bw': r['triad_gbs'], 'peak': r['fma_gflops'], 'peak_what': 'fp32 FMA (' + r['isa'] + ')',
+             'fma_gflops': r['fma_gflops'], 'isa': r['isa']}
+        if bf16_peaks:
+            c['peak'], c['peak_what'] = bf16_peaks[t]['gflops'], 'bf16 matmul (' + bf16_peaks[t]['impl'] + ')'
         out[t] = c
     return out
 
