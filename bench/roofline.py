@@ -104,14 +104,16 @@ def _run_json(cmd):
 
 def measure_ceilings(threads, bf16_peaks=None):
     """Per thread count: {'peak': GFLOP/s, 'peak_what': ..., 'bw': GB/s,
-    'fma_gflops', 'isa'}, from build/roofline_peak. The peak is its FMA
-    kernel's, or with bf16_peaks ({threads: bf16_peak's JSON}, measured by
-    the caller) bf16_peak's matmul (AMX or AVX512_BF16 kernels)."""
+    'fma_gflops', 'fma_gflops_wall', 'isa'}, from build/roofline_peak. The
+    peak is its FMA kernel's rate per second of CPU time (other processes on
+    the cores do not lower it; the triad's wall-clock bandwidth they do), or
+    with bf16_peaks ({threads: bf16_peak's JSON}, measured by the caller)
+    bf16_peak's matmul (AMX or AVX512_BF16 kernels, by the wall clock)."""
     out = {}
     for t in threads:
         r = _run_json([ROOFLINE_PEAK, str(t)])
-        c = {'bw': r['triad_gbs'], 'peak': r['fma_gflops'], 'peak_what': 'fp32 FMA (' + r['isa'] + ')',
-             'fma_gflops': r['fma_gflops'], 'isa': r['isa']}
+        c = {'bw': r['triad_gbs'], 'peak': r['fma_gflops'], 'peak_what': 'fp32 FMA (' + r['isa'] + ', per CPU second)',
+             'fma_gflops': r['fma_gflops'], 'fma_gflops_wall': r['fma_gflops_wall'], 'isa': r['isa']}
         if bf16_peaks:
             c['peak'], c['peak_what'] = bf16_peaks[t]['gflops'], 'bf16 matmul (' + bf16_peaks[t]['impl'] + ')'
         out[t] = c
