@@ -54,12 +54,14 @@ def model_info(cfg, batch, dtrain=DTRAIN):
 
 def step_cost(info, batch, optim_slots=OPTIM_SLOTS):
     """FLOPs and bytes of one training step at `batch` (formulas above):
-    {'flops', 'bytes', 'fwd_flops', 'act_bytes', 'param_bytes', 'optim_bytes'}."""
+    {'flops', 'bytes', 'fwd_flops', 'act_bytes', 'param_bytes', 'optim_bytes',
+    'by_kind': {layer type: {'flops', 'bytes'}} (the optimiser's bytes apart)}."""
     nodes = {n['id']: n for n in info['nodes']}
     inputs = {}
     for src, dst in info['edges']:
         inputs.setdefault(dst, []).append(src)
     flops = fwd = act = par = 0
+    kinds = {}
     for n in info['nodes']:
         if n['id'] == 'input':
             continue
@@ -67,17 +69,19 @@ def step_cost(info, batch, optim_slots=OPTIM_SLOTS):
         data_only = all(s == 'input' for s in srcs)
         f = n['flops'] * batch
         fwd += f
-        flops += f * (3 if n['type'] in PRODUCT_LAYERS and not data_only else 2)
+        k = kinds.setdefault(n['type'], {'flops': 0, 'bytes': 0})
+        k['flops'] += f * (3 if n['type'] in PRODUCT_LAYERS and not data_only else 2)
         if n['folded']:
             continue
         x = sum(_elems(nodes[s]['output']) for s in srcs) * batch * VALUE_BYTES
         y = _elems(n['output']) * batch * VALUE_BYTES
         p = n['params'] * VALUE_BYTES
-        act += (x + y) + (y + x + (0 if data_only else x))
-        par += p + (p + (0 if data_only else p))
+        a, w = (x + y) + (y + x + (0 if data_only else x)), p + (p + (0 if data_only else p))
+        act, par, k['bytes'] = act + a, par + w, k['bytes'] + a + w
+    flops = sum(k['flops'] for k in kinds.values())
     optim = (3 + 2 * optim_slots) * info['params'] * VALUE_BYTES
     return {'flops': flops, 'fwd_flops': fwd, 'bytes': act + par + optim, 'act_bytes': act,
-            'param_bytes': par, 'optim_bytes': optim}
+            'param_bytes': par, 'optim_bytes': optim, 'by_kind': kinds}
 
 
 def cpu_name():

@@ -24,6 +24,10 @@ par = 2 * P0 + 3 * P2                       # the first layer needs no weights i
 optim = 5 * 4 * (784 * 512 + 512 + 512 * 10 + 10)  # SGD momentum: read w, g, v; write w, v
 assert (c['act_bytes'], c['param_bytes'], c['optim_bytes']) == (act, par, optim), (c, act, par, optim)
 assert c['bytes'] == act + par + optim == 13147968, c
+k = c['by_kind']
+assert k['connected'] == {'flops': B * (2 * 2 * 784 * 512 + 3 * 2 * 512 * 10),
+                          'bytes': a(784, 512, True) + a(512, 10) + par}, k
+assert sum(v['bytes'] for v in k.values()) + optim == c['bytes'], k
 "
 
 check "conv and connected FLOPs match PyTorch's models (2 x weights x output pixels)" /usr/bin/python3 -c "
