@@ -125,13 +125,24 @@ def measure_ceilings(threads, bf16_peaks=None):
 
 
 def describe_ceilings(ceil):
+    """The ceilings in a line or two: with a warning when the cores were
+    busy with other work (the FMA kernel's wall-clock rate under 80 % of its
+    CPU-time rate), which lowers the triad, bf16_peak and every img/s, not
+    the fp32 peak."""
     ts = sorted(ceil)
     what = ceil[ts[0]]['peak_what']
-    return (f'roofline ceilings on {cpu_name()}: {what} peak '
+    line = (f'roofline ceilings on {cpu_name()}: {what} peak '
             + ' / '.join(f'{ceil[t]["peak"]:.0f}' for t in ts) + ' GFLOP/s, triad '
             + ' / '.join(f'{ceil[t]["bw"]:.1f}' for t in ts) + ' GB/s, ridge '
             + ' / '.join(f'{ceil[t]["peak"] / ceil[t]["bw"]:.1f}' for t in ts)
             + ' FLOP/B on ' + ' / '.join(map(str, ts)) + ' thread(s)')
+    if any(ceil[t]['fma_gflops_wall'] < 0.8 * ceil[t]['fma_gflops'] for t in ts):
+        line += ('\nwarning: other processes held the cores (FMA kernel by the wall clock '
+                 + ' / '.join(f'{ceil[t]["fma_gflops_wall"]:.0f}' for t in ts) + ' of '
+                 + ' / '.join(f'{ceil[t]["fma_gflops"]:.0f}' for t in ts)
+                 + ' GFLOP/s): the wall-clock ceilings (the triad, bf16_peak) read low, and every img/s; '
+                 'rerun when the machine is quiet')
+    return line
 
 
 def roof_row(cost, ms_per_step, ceil):
