@@ -676,8 +676,8 @@ static dt_status run_worker(cli_train_plan *p, const dt_comm *comm, const cli_en
     dt_train_opts *o = &p->opts;
     o->cache_bytes = cli_cache_bytes(p->cache_mb, env);
     o->progress_tty = out && progress_tty(out);
-    o->rank = comm->worker;
-    o->world = comm->nworkers;
+    o->worker = comm->worker;
+    o->workers = comm->nworkers;
     o->stop = &sig->stop;
     o->progress_request = &sig->progress;
     o->out = comm->worker == 0 ? out : NULL;
