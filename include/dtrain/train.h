@@ -78,12 +78,12 @@ typedef struct dt_sync {
     dt_status (*reduce_sum_start)(struct dt_sync *s, const double *vals, int n);
     dt_status (*reduce_sum_finish)(struct dt_sync *s, double *vals, int n);
     /* Before evaluation and checkpoints: bring the net's parameters up to
-     * date (parameter servers) and, when `all` (every worker calls it at
-     * this point: a point of pace DT_PACE_LOCKSTEP), make the non-trainable
-     * state (BN running statistics) the same on every worker. all = 0: an
+     * date (parameter servers) and, at a point of pace DT_PACE_LOCKSTEP
+     * (every worker calls it here), make the non-trainable state (BN
+     * running statistics) the same on every worker. DT_PACE_APART: an
      * apart worker's own checkpoint; nothing that needs the other workers.
      * NULL: nothing to do. */
-    dt_status (*sync_state)(struct dt_sync *s, dt_trainer *t, int all);
+    dt_status (*sync_state)(struct dt_sync *s, dt_trainer *t, dt_pace here);
     /* Before worker 0 writes a checkpoint (every worker calls it): bring
      * the optimiser state worker 0 does not hold (parameter servers'
      * shards) into dt_trainer_opt_state, and with keeps_residual every

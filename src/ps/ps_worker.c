@@ -466,13 +466,13 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
 
 /* Before evaluation and checkpoints: the servers' shards with every
  * delivered clock applied, then the workers' average BN state. */
-static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t, int all) {
+static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t, dt_pace here) {
     ps_ctx *p = sy->ctx;
     if (p->leader) DT_TRY(send_ctrl(p, PS_CTRL_PULL, dt_trainer_step(t), 0));
     p->nreqs = 0;
     DT_TRY(receive_replies(p, 1, 0, "parameter pull"));
     p->exact = 1;
-    return dt_group_state_hook(sy, t, all);
+    return dt_group_state_hook(sy, t, here);
 }
 
 /* ps-async groups: a group stops together (see dt_sync.agree_stop). */

@@ -189,7 +189,7 @@ static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, doubl
     double t0 = dt_now();
     dt_verdict v; /* a stop request waits for the next step's agreement */
     DT_TRY(dt_coord_agree(&t->coord, DT_PACE_LOCKSTEP, &v));
-    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
+    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, DT_PACE_LOCKSTEP));
     DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->worker, t->opts->workers, t->spec->batch,
                        t->opts->loader_threads, NULL, NULL, acc, loss));
     dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_EVAL, "eval", t0, dt_now(),

@@ -90,7 +90,7 @@ static dt_status ckpt_target(const dt_trainer *t, int best, char *buf, size_t ca
 static dt_status write_checkpoint(dt_trainer *t, dt_pace here, int best) {
     /* What will be written: the parameters pulled from any servers, their
      * optimiser state fetched by worker 0. */
-    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, here == DT_PACE_LOCKSTEP));
+    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, here));
     if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     /* A step can overflow them before any loss shows it (the next forward
      * would): a checkpoint of them could not be resumed, so they count as
