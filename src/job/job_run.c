@@ -147,8 +147,8 @@ static dt_status run_worker(dt_job_plan *p, const dt_comm *comm, int local_ranks
     dt_train_opts *o = &p->opts;
     o->cache_bytes = dt_setup_cache_bytes(p->cache_mb, local_ranks);
     o->progress_tty = out && progress_tty(out);
-    o->rank = comm->worker;
-    o->world = comm->nworkers;
+    o->worker = comm->worker;
+    o->workers = comm->nworkers;
     o->stop = &req->stop;
     o->progress_request = &req->progress;
     o->out = comm->worker == 0 ? out : NULL;
