@@ -35,9 +35,9 @@ typedef struct {
  * key (netkeys.h). */
 #define DT_JOB_MAX_OPTS (64 + DT_NETKEYS_MAX)
 
-/* The flags as given; 0, NULL or -1 (momentum, decay, warmup_epochs, the
- * optimiser's hyperparameters) mean
- * "not given": the model file's value stands. Strings point into argv. */
+/* The flags as given; 0, NULL or -1 (warmup_epochs, the optimiser's
+ * hyperparameters) mean "not given": the model file's value stands.
+ * Strings point into argv. */
 typedef struct {
     const char *model;
     const char *dataset, *data_dir, *log, *ckpt, *resume, *weights, *mode, *straggle, *slow, *lr_scaling, *timeline;
@@ -48,10 +48,13 @@ typedef struct {
     int keep_global_batch, keep_fewer;
     int partial, freeze;              /* --partial; --freeze N (0: not given) */
     long max_steps, ckpt_every, seed;
-    double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout, stall_abort, max_loss_ratio;
+    double lr, warmup_epochs, fusion_mb, stall_timeout, stall_abort, max_loss_ratio;
     const char *optimizer;
-    double beta1, beta2, eps, trust;  /* -1: not given */
-    int exclude, accumulate;          /* -1, 0: not given */
+    /* Hyperparameter i of optim.h's table (--momentum, --beta1 ...; -1: not
+     * given); hyper_flags[i] its flag's name. */
+    double hyper[DT_OPT_MAX_HYPERS];
+    char hyper_flags[DT_OPT_MAX_HYPERS][DT_NETKEY_FLAG_MAX];
+    int accumulate;                   /* 0: not given */
     const char *ar_algo;
     const char *grad_compression;     /* NULL: not given */
     const char *precision;            /* NULL: not given */

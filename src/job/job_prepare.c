@@ -134,21 +134,37 @@ static dt_status switch_optimizer(dt_model_spec *spec, const char *name, char *n
     int k = dt_optim_kind_from_name(name);
     if (k < 0) return dt_fail(DT_ERR_USAGE, "--optimizer: unknown optimizer '%s' (sgd, adam, adamw, lars, lamb)", name);
     o->kind = (dt_optim_kind)k;
-    const struct {
-        const char *key, *hyper;
-        int written;
-    } file[] = {{"beta1", "beta1", o->beta1 >= 0}, {"beta2", "beta2", o->beta2 >= 0}, {"eps", "eps", o->eps >= 0},
-                {"trust_coefficient", "trust", o->trust >= 0}, {"nesterov", "nesterov", o->nesterov != 0}};
-    for (size_t i = 0; i < sizeof file / sizeof *file; i++)
-        if (file[i].written && !dt_optim_uses(o->kind, file[i].hyper))
+    const dt_optim_hyper *h;
+    for (int i = 0; (h = dt_optim_hyper_at(i)) != NULL; i++) {
+        int line = spec->hyper_line[i];
+        if (!line || dt_optim_uses(o->kind, h->key)) continue;
+        if (strcmp(h->key, "momentum") != 0)
             return dt_fail(DT_ERR_USAGE, "--optimizer %s: %s sets %s=, which %s does not read (remove it)", name,
-                           spec->path, file[i].key, name);
-    char who[64];
-    if (spec->momentum_line && !dt_optim_uses(o->kind, "momentum")) {
-        dt_optim_users(who, sizeof who, "momentum");
+                           spec->path, h->key, name);
+        char who[64];
+        dt_optim_users(who, sizeof who, h->key);
         snprintf(note, cap, "note: %s:%d: momentum= applies only to optimizer=%s (--optimizer is %s): ignored\n",
-                 spec->path, spec->momentum_line, who, name);
+                 spec->path, line, who, name);
     }
+    return DT_OK;
+}
+
+/* Hyperparameter h's flag (given as value) against the optimiser and its
+ * model-file key's open ends (the parser checked the closed range). */
+static dt_status check_hyper_flag(const dt_optim_hyper *h, const char *flag, double value, dt_optim_kind kind) {
+    if (!dt_optim_uses(kind, h->key)) {
+        char who[64];
+        dt_optim_users(who, sizeof who, h->key);
+        return dt_fail(DT_ERR_USAGE, "%s applies only to --optimizer %s (the optimizer is %s)", flag, who,
+                       dt_optim_kind_name(kind));
+    }
+    double lo, hi;
+    int lo_open, hi_open;
+    dt_model_net_key_range(h->key, &lo, &hi, &lo_open, &hi_open);
+    if (hi_open && value >= hi) return dt_fail(DT_ERR_USAGE, "%s: %g is not below %g", flag, value, hi);
+    if (lo_open && value <= lo) return dt_fail(DT_ERR_USAGE, "%s: %g is not above %g", flag, value, lo);
+    if (h->integer && value != (double)(int)value)
+        return dt_fail(DT_ERR_USAGE, "%s: %g is not an integer", flag, value);
     return DT_OK;
 }
 
@@ -157,28 +173,12 @@ static dt_status switch_optimizer(dt_model_spec *spec, const char *name, char *n
 static dt_status apply_optimizer_flags(dt_model_spec *spec, const dt_job_args *a, char *note, size_t cap) {
     dt_optim_cfg *o = &spec->optim;
     if (a->optimizer) DT_TRY(switch_optimizer(spec, a->optimizer, note, cap));
-    const struct {
-        const char *flag, *hyper;
-        double value;
-        double *field;
-        int below_one; /* the parser's range includes 1 */
-    } given[] = {{"--momentum", "momentum", a->momentum, &o->momentum, 1}, {"--beta1", "beta1", a->beta1, &o->beta1, 1},
-                 {"--beta2", "beta2", a->beta2, &o->beta2, 1},             {"--eps", "eps", a->eps, &o->eps, 0},
-                 {"--trust-coefficient", "trust", a->trust, &o->trust, 0}};
-    for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
-        if (given[i].value < 0) continue;
-        if (!dt_optim_uses(o->kind, given[i].hyper)) {
-            char who[64];
-            dt_optim_users(who, sizeof who, given[i].hyper);
-            return dt_fail(DT_ERR_USAGE, "%s applies only to --optimizer %s (the optimizer is %s)", given[i].flag,
-                           who, dt_optim_kind_name(o->kind));
-        }
-        if (given[i].below_one && given[i].value >= 1)
-            return dt_fail(DT_ERR_USAGE, "%s: %g is not below 1", given[i].flag, given[i].value);
-        *given[i].field = given[i].value;
+    const dt_optim_hyper *h;
+    for (int i = 0; (h = dt_optim_hyper_at(i)) != NULL; i++) {
+        if (a->hyper[i] < 0) continue;
+        DT_TRY(check_hyper_flag(h, a->hyper_flags[i], a->hyper[i], o->kind));
+        dt_optim_hyper_set(o, h, a->hyper[i]);
     }
-    if (a->decay >= 0) o->decay = a->decay;
-    if (a->exclude >= 0) o->exclude = a->exclude;
     return DT_OK;
 }
 

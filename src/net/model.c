@@ -735,6 +735,16 @@ const char *dt_model_net_key(int i) {
     return i >= 0 && i < (int)(sizeof net_keys / sizeof *net_keys) ? net_keys[i].name : NULL;
 }
 
+int dt_model_net_key_range(const char *key, double *lo, double *hi, int *lo_open, int *hi_open) {
+    int i = find_key(net_keys, key);
+    if (i < 0) return -1;
+    *lo = net_keys[i].lo;
+    *hi = net_keys[i].hi;
+    *lo_open = (net_keys[i].flags & DT_KEY_LO_OPEN) != 0;
+    *hi_open = (net_keys[i].flags & DT_KEY_HI_OPEN) != 0;
+    return 0;
+}
+
 int dt_model_net_key_is_number(const char *key) {
     int i = find_key(net_keys, key);
     return i >= 0 && !net_keys[i].choices &&

@@ -174,14 +174,14 @@ static dt_status start(dt_trainer *t) {
     dt_rec_str(&r, "schedule", dt_schedule_kind_name(ls->kind));
     dt_rec_int(&r, "accumulate", spec->accumulate);
     dt_rec_str(&r, "optimizer", dt_optim_kind_name(oc->kind));
-    dt_rec_num(&r, "momentum", oc->momentum, 6);
-    dt_rec_num(&r, "decay", oc->decay, 6);
-    dt_rec_int(&r, "nesterov", oc->nesterov);
-    dt_rec_num(&r, "beta1", oc->beta1, 6);
-    dt_rec_num(&r, "beta2", oc->beta2, 6);
-    dt_rec_num(&r, "eps", oc->eps, 6);
-    dt_rec_num(&r, "trust_coefficient", oc->trust, 6);
-    dt_rec_int(&r, "exclude_bias_bn", oc->exclude);
+    const dt_optim_hyper *h;
+    for (int i = 0; (h = dt_optim_hyper_at(i)) != NULL; i++) {
+        double v = dt_optim_hyper_get(oc, h);
+        if (h->integer)
+            dt_rec_int(&r, h->key, (long long)v);
+        else
+            dt_rec_num(&r, h->key, v, 6);
+    }
     dt_rec_str(&r, "precision", dt_precision_name(t->net->precision));
     return dt_report_record(&t->rep, &r);
 }
