@@ -377,6 +377,22 @@ static dt_status plan_get(dt_layer *l, const dt_dnnl_kind *k, int batch, int bac
     if (p->fwd_pd && (!backward || p->has_bwd)) return DT_OK;
     geometry g;
     dt_status s = geometry_of(l, k, batch, &g);
+    if (s == DT_OK && g.dims.winograd && !p->fwd_pd) {
+        /* Winograd for all three passes or for none: built together, and on
+         * any refusal (a shape oneDNN's Winograd does not take) the direct
+         * kernels instead. */
+        s = build_forward(d, p, k, &g);
+        if (s == DT_OK) s = build_backward(d, p, k, &g);
+        if (s == DT_OK) {
+            p->has_bwd = 1;
+            return DT_OK;
+        }
+        plan_clear(p);
+        p->batch = batch;
+        p->used = d->clock;
+        g.dims.winograd = 0;
+        s = DT_OK;
+    }
     if (s == DT_OK && !p->fwd_pd) s = build_forward(d, p, k, &g);
     if (s == DT_OK && backward) s = build_backward(d, p, k, &g);
     if (s != DT_OK) {

@@ -39,6 +39,9 @@ typedef struct {
     int wei_ndims; /* 0: ndims; 5: a grouped convolution's (G, F/G, C/G, K, K) */
     dnnl_dims_t src, wei, dst;
     dnnl_dims_t strides, dilates, pad_l, pad_r; /* convolutions only (dilates: 0 = adjacent taps) */
+    /* Convolutions: try oneDNN's Winograd for every pass first (direct where
+     * it has none for the shape); set by the kind's describe. */
+    int winograd;
 } dt_dnnl_dims;
 
 /* The descriptors a kind builds its op descriptors from: layout "any" in
