@@ -64,8 +64,9 @@ typedef struct dt_sync {
     dt_status (*end_step)(struct dt_sync *s, dt_trainer *t, float lr);
     /* Apart workers that still move in lockstep with some peers (worker
      * groups): replaces *flags by its maximum over them, so that they stop
-     * at the same step (the coordinator's flags: 1 SIGINT/SIGTERM seen, 2
-     * loss diverged). NULL: no peers. */
+     * at the same step (the coordinator's flags, ordered by priority: 1 an
+     * early finish asked, 2 SIGINT/SIGTERM seen, 4 loss diverged). NULL: no
+     * peers. */
     dt_status (*agree_stop)(struct dt_sync *s, int *flags);
     /* Sums vals[0..n) over all workers in place (metrics, evaluation). */
     dt_status (*reduce_sum)(struct dt_sync *s, double *vals, int n);
@@ -143,6 +144,9 @@ typedef struct {
     double val_split;            /* folder data sets without test/: the share of each class of
                                   * train/ held out as the test set, drawn from seed (0: none) */
     const atomic_int *stop;      /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
+    const atomic_int *finish;    /* set by the caller (the job API's record callback): the workers end at a
+                                  * step they agree on as at the run's last (evaluation, final checkpoint,
+                                  * summary; DT_OK); may be NULL */
     atomic_int *progress_request; /* set by SIGUSR1: print a progress line (cleared here); may be NULL */
     FILE *out;                   /* progress and summary (worker 0), NULL for none */
     dt_timeline *timeline;       /* spans of layers, steps, data, eval, checkpoints (NULL: off);

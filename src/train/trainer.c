@@ -442,7 +442,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         dt_loader_position(t->loader, &epoch, &pos);
         dt_verdict v;
         DT_TRY(dt_coord_step(&t->coord, t->step, &v));
-        if (v == DT_LEAVE) break;
+        if (v == DT_LEAVE || v == DT_FINISH) break;
         if (v == DT_STOP) return stop_run(t, t->sync->pace);
         const float *x;
         const dt_label *y;
@@ -546,7 +546,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     t.best_acc = -1;
     t.good_step = t.skipped_step = t.saved_step = t.evaluated_step = -1;
     t.sync = sync;
-    dt_coord_init(&t.coord, sync, &t, opts->stop, opts->workers);
+    dt_coord_init(&t.coord, sync, &t, opts->stop, opts->finish, opts->workers);
     sync->stats.server_cpu_share = -1;
     memset(summary, 0, sizeof *summary);
     double acc = 0, test_loss = 0;
