@@ -247,14 +247,25 @@ void dt_data_normalise(dt_dataset *ds, const dt_model_spec *spec);
  * lies beyond the square's sides is lost; docs/MODEL_FILES.md). */
 dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind);
 
-/* Accuracy and mean loss of net over the whole dataset (worker's part of
- * the workers', reduced through sync; batches built by `threads` loader
- * threads); each batch's logits also go to on_logits unless it is NULL
- * (dtrain eval --logits-out). A feature extractor's outputs go to on_logits only (the
- * accuracy and loss are then 0): dtrain predict --features. */
-dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int worker, int workers,
-                      int batch, int threads, dt_logits_fn on_logits, void *ctx, double *accuracy,
-                      double *loss);
+/* How dt_evaluate runs. */
+typedef struct {
+    dt_sync *sync;          /* reduces the workers' sums; NULL: one process */
+    int worker, workers;    /* this worker's share of the data set (0, 1: all of it) */
+    int batch, threads;     /* batches of `batch` built by `threads` loader threads */
+    dt_logits_fn on_logits; /* each batch's logits (dtrain eval --logits-out), or NULL */
+    void *ctx;
+    /* Set by SIGINT/SIGTERM (NULL: not watched): checked every 8 batches,
+     * over the batches every worker has, as one agreement of all workers;
+     * DT_ERR_INTERRUPTED when it was set (an ImageNet evaluation takes
+     * minutes). */
+    const atomic_int *stop;
+} dt_eval_cfg;
+
+/* Accuracy and mean loss of net over the whole dataset (the worker's part,
+ * reduced through c->sync); each batch's logits also go to c->on_logits. A
+ * feature extractor's outputs go to on_logits only (the accuracy and loss
+ * are then 0): dtrain predict --features. */
+dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, const dt_eval_cfg *c, double *accuracy, double *loss);
 
 /* The serial strategy: local SGD on the whole net. */
 dt_status dt_sync_serial_create(dt_sync **out);
