@@ -2,24 +2,24 @@
  * bf16 net keeps them, and that its loss, gradients and batch-norm
  * statistics match fp32 within bf16's tolerance.
  *
- * The net: a stem conv -> BN -> ReLU whose output fans out (to a conv and a
- * shortcut: fp32, the net adds fanned-out gradients in fp32), conv -> BN ->
- * ReLU -> conv (bf16 between them), BN -> shortcut -> ReLU (fp32: the
- * shortcut reads fp32), a strided conv, global pool, connected, softmax.
+ * The net, a small ResNet: stem conv -> BN -> ReLU, whose output fans out
+ * (to a conv and a shortcut: the net adds its two gradients in bf16), conv
+ * -> BN -> ReLU -> conv -> BN, an identity shortcut with its ReLU, a
+ * strided conv block and an "option A" shortcut (stride 2, zero channels),
+ * global pool, connected, softmax. Every activation from the stem conv's
+ * output to the pool's input is bf16; the input, the pool's output and the
+ * logits are fp32.
  *
  * Tolerance: bf16 products already round their operands and results (the
  * "edges" net below: the same bf16 net with every activation fp32, as
  * before activations were kept bf16; at this random init its gradients
- * are 15-23 u from fp32's, u = 2^-8, the error of a chain of five bf16
- * convolutions with batch norms). Keeping activations bf16 moves no
- * rounding in forward (a bf16 convolution's output was rounded to bf16
- * before; the batch norm now computes in f32 from the same values and its
- * output, which the next convolution rounded, is rounded by itself) and
- * rounds the batch norm's input gradient once more in backward. So per
- * layer with parameters, |g_bf16 - g_edges| / |g_fp32| (2-norms) must stay
- * under 1 u, |g_bf16 - g_fp32| under |g_edges - g_fp32| + 1 u and 32 u;
- * the loss, evaluation probabilities and running statistics within a few
- * u. Skipped (77) on a CPU without bf16. */
+ * are 1-33 u from fp32's, u = 2^-8, the error of a chain of bf16
+ * convolutions with batch norms). Keeping activations bf16 rounds the
+ * batch norms' and shortcuts' outputs and gradients too, errors of the
+ * same size that partly cancel: per layer with parameters, |g_bf16 -
+ * g_fp32| / |g_fp32| (2-norms) must stay under 1.25 times the edges net's
+ * error plus 2 u, and under 40 u; the loss, evaluation probabilities and
+ * running statistics within a few u. Skipped (77) on a CPU without bf16. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -38,6 +38,8 @@ static const char cfg[] =
     "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\nactivation=linear\n"
     "[shortcut]\nfrom=-3\nactivation=relu\n"
     "[convolutional]\nbatch_normalize=1\nfilters=32\nsize=3\nstride=2\npad=1\nactivation=relu\n"
+    "[convolutional]\nbatch_normalize=1\nfilters=32\nsize=3\npad=1\nactivation=linear\n"
+    "[shortcut]\nfrom=-3\nactivation=relu\n"
     "[avgpool]\n[connected]\noutput=10\nactivation=linear\n[softmax]\n";
 
 enum { B = 8 };
@@ -77,11 +79,12 @@ int main(void) {
     CHECK_OK(dt_model_parse_string(&spec, cfg, "acts.cfg"));
     dt_net *b16 = make(&spec), *f32 = make(&spec), *edges = make(&spec);
     CHECK_OK(dt_net_set_precision(f32, DT_PRECISION_FP32));
-    /* Where the bf16 net keeps bf16: layers 0-2 stem conv, BN, ReLU (fans
-     * out); 3-5 conv, BN, ReLU; 6-7 conv, BN; 8 shortcut; 9 ReLU. */
-    static const int out_b16[] = {0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    static const int in_b16[] = {0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    CHECK(b16->nlayers == 16);
+    /* Where the bf16 net keeps bf16: the outputs of layers 0-16 (convs,
+     * BNs, folded ReLUs, shortcuts), so the inputs of 1-17 (17: the pool). */
+    CHECK(b16->nlayers == 20);
+    CHECK(b16->layers[16].spec.kind == DT_LAYER_ACT && b16->layers[17].spec.kind == DT_LAYER_AVGPOOL);
+    int out_b16[20], in_b16[20];
+    for (int i = 0; i < 20; i++) out_b16[i] = i <= 16, in_b16[i] = i >= 1 && i <= 17;
     for (int i = 0; i < b16->nlayers; i++) {
         const dt_layer *l = &b16->layers[i];
         if (l->out_bf16 != out_b16[i] || l->in_bf16 != in_b16[i])
@@ -110,7 +113,7 @@ int main(void) {
         double be = err_of(b16->grads + off, edges->grads + off, f32->grads + off, n);
         printf("layer %2d %-13s grad error / u: bf16 %.3f, edges only %.3f, bf16 against edges %.3f\n", i,
                l->ops->name, eb / U, ee / U, be / U);
-        CHECK(be <= U && eb <= ee + U && eb <= 32 * U);
+        CHECK(eb <= 1.25 * ee + 2 * U && eb <= 40 * U);
         if (eb / U > worst) worst = eb / U;
     }
     /* The batch norm that ran on bf16 data: its running statistics. */

@@ -304,6 +304,10 @@ dt_precision dt_layer_precision(const dt_layer *l, dt_precision p);
  * filters are then multiples of 8), and the CPU has AVX2 and FMA. */
 int dt_layer_winograd(const dt_layer *l);
 
+/* dst (n) += src (n): activation gradients, bf16 values when bf16 (the
+ * net's sum of a fanned-out activation's gradients). */
+void dt_layer_add_acts(float *dst, const float *src, size_t n, int bf16);
+
 /* The ops of a kind (never NULL for a valid kind). */
 const dt_layer_ops *dt_layer_ops_of(dt_layer_kind kind);
 

@@ -443,11 +443,11 @@ dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, 
 
 /* Each layer's in_bf16 and out_bf16 for the layers' current precisions: a
  * layout group (plan_layouts) of blocked activations is stored in bf16 when
- * the net's precision is bf16, every layer writing or reading one of its
- * activations handles bf16 there (ops->bf16_acts), and each activation has
- * one reader (the net adds fanned-out gradients in fp32). In a ResNet's
- * basic block that is conv -> batch norm (ReLU folded) -> conv; the
- * shortcut's stream stays fp32. */
+ * the net's precision is bf16 and every layer writing or reading one of its
+ * activations handles bf16 there (ops->bf16_acts). In a ResNet that is
+ * every activation from the stem convolution's output to the global pool's
+ * input: convolutions, batch norms, folded ReLUs and shortcuts (the
+ * gradients of an activation read twice are added in bf16). */
 static void plan_bf16(dt_net *net, dt_precision p) {
     int L = net->nlayers, parent[DT_MAX_LAYERS];
     unsigned char ok[DT_MAX_LAYERS];
@@ -456,7 +456,7 @@ static void plan_bf16(dt_net *net, dt_precision p) {
     for (int i = 0; i < L; i++) {
         const dt_layer *l = &net->layers[i];
         int handles = l->ops->bf16_acts && l->ops->bf16_acts(l);
-        if (!handles || l->out_layout == DT_LAYOUT_NCHW || readers_of(net, i) != 1) ok[layout_root(parent, i)] = 0;
+        if (!handles || l->out_layout == DT_LAYOUT_NCHW) ok[layout_root(parent, i)] = 0;
         for (int k = 0; k < l->ninputs; k++)
             if (l->spec.inputs[k] >= 0 && !handles) ok[layout_root(parent, l->spec.inputs[k])] = 0;
     }
@@ -546,11 +546,6 @@ double dt_net_loss(dt_net *net, const dt_label *labels, int batch) {
                                 dt_softmax_temperature(&net->layers[net->nlayers - 1].spec));
 }
 
-/* dst[j] += src[j] for j < n. */
-static void add_floats(float *restrict dst, const float *restrict src, size_t n) {
-    for (size_t j = 0; j < n; j++) dst[j] += src[j];
-}
-
 /* Layer i's backward pass, with the buffers net->groute planned. The
  * softmax layer's gradient is folded into dt_net_loss, so backward starts
  * at the layer below it. */
@@ -568,8 +563,8 @@ static void backward_layer(dt_net *net, int i, const float *x, int batch) {
                          batch, net->ws);
     for (int k = 0; k < l->ninputs; k++)
         if (r->add[k])
-            add_floats(net->gbuf[net->groute[l->spec.inputs[k]].out], din[k],
-                       dt_shape_size(l->ins[k]) * (size_t)batch);
+            dt_layer_add_acts(net->gbuf[net->groute[l->spec.inputs[k]].out], din[k],
+                              dt_shape_size(l->ins[k]) * (size_t)batch, net->layers[l->spec.inputs[k]].out_bf16);
 }
 
 void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx) {
