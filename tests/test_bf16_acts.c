@@ -31,8 +31,8 @@
 
 static const double U = 1.0 / 256;
 
-static const char cfg[] =
-    "[net]\nbatch=8\nchannels=16\nheight=10\nwidth=10\nprecision=bf16\n"
+static const char cfg[] = /* %d: input channels */
+    "[net]\nbatch=8\nchannels=%d\nheight=10\nwidth=10\nprecision=bf16\n"
     "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\nactivation=relu\n"
     "[convolutional]\nbatch_normalize=1\nfilters=32\nsize=3\npad=1\nactivation=relu\n"
     "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\nactivation=linear\n"
@@ -70,13 +70,15 @@ static double step(dt_net *net, const float *x, const dt_label *y) {
     return loss;
 }
 
-int main(void) {
-    if (dt_precision_check(DT_PRECISION_BF16) != DT_OK) {
-        printf("test_bf16_acts: skipped: %s\n", dt_last_error());
-        return 77;
-    }
+/* The net on `channels` input channels: 16, every convolution bf16; 3, the
+ * stem convolution fp32 (dt_layer_precision), writing bf16 through a
+ * reorder. */
+static void check_net(int channels) {
+    printf("-- %d input channels\n", channels);
+    char text[2048];
+    snprintf(text, sizeof text, cfg, channels);
     dt_model_spec spec;
-    CHECK_OK(dt_model_parse_string(&spec, cfg, "acts.cfg"));
+    CHECK_OK(dt_model_parse_string(&spec, text, "acts.cfg"));
     dt_net *b16 = make(&spec), *f32 = make(&spec), *edges = make(&spec);
     CHECK_OK(dt_net_set_precision(f32, DT_PRECISION_FP32));
     /* Where the bf16 net keeps bf16: the outputs of layers 0-16 (convs,
@@ -96,10 +98,11 @@ int main(void) {
          * activations were kept bf16; set before its first pass). */
         edges->layers[i].in_bf16 = edges->layers[i].out_bf16 = 0;
     }
+    CHECK((b16->layers[0].precision == DT_PRECISION_BF16) == (channels >= 4));
     float x[B * 16 * 10 * 10];
     dt_label y[B] = {0, 1, 2, 3, 4, 5, 6, 7};
     dt_rng rng = dt_rng_seed(5);
-    tl_fill(x, sizeof x / sizeof x[0], -1.0f, 1.0f, &rng);
+    tl_fill(x, (size_t)(B * channels * 10 * 10), -1.0f, 1.0f, &rng);
     double lf = step(f32, x, y), lb = step(b16, x, y), le = step(edges, x, y);
     printf("loss: fp32 %.6f, bf16 %.6f (edges only %.6f)\n", lf, lb, le);
     CHECK(fabs(lb - lf) <= 8 * U * fabs(lf));
@@ -146,5 +149,14 @@ int main(void) {
     CHECK(sw->layers[4].in_bf16 && sw->layers[3].out_bf16);
     dt_net_free(sw), dt_net_free(ref);
     dt_net_free(b16), dt_net_free(f32), dt_net_free(edges);
+}
+
+int main(void) {
+    if (dt_precision_check(DT_PRECISION_BF16) != DT_OK) {
+        printf("test_bf16_acts: skipped: %s\n", dt_last_error());
+        return 77;
+    }
+    check_net(16);
+    check_net(3);
     return dt_test_finish("test_bf16_acts");
 }

@@ -351,8 +351,11 @@ static void conv_backward(dt_layer *l, float *din, const float *dout, const floa
     dt_conv_backward_gemm(l, din, dout, in, batch, ws);
 }
 
-/* A bf16 convolution reads and writes bf16 activations on either side. */
-static int conv_bf16_acts(const dt_layer *l) { return l->precision == DT_PRECISION_BF16; }
+/* oneDNN's convolutions read and write bf16 activations on either side: a
+ * bf16 one as they are, an fp32 one (a first layer of fewer than 4
+ * channels, dt_layer_precision) through a reorder at that edge. Winograd's
+ * path is fp32 only. */
+static int conv_bf16_acts(const dt_layer *l) { return !dt_layer_winograd(l); }
 
 /* Reference: direct loops over (b, f, oh, ow, c, kh, kw), NCHW only. */
 static void conv_forward_ref(dt_layer *l, float *out, const float *in, int batch, int train,

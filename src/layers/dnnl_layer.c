@@ -108,6 +108,7 @@ typedef struct {
     dnnl_primitive_attr_t attr; /* user-mode scratchpad, given to every primitive */
     dt_status failed;           /* engine/stream/attr creation failed */
     dt_precision precision;     /* of the plans built (another clears them) */
+    int in_bf16, out_bf16;      /* the activations' types of the plans built (likewise) */
     uint64_t clock;             /* counts calls: input-refresh passes and plan recency */
     uint64_t last_forward;      /* clock of the last forward call */
     plan *last_forward_plan;    /* its plan */
@@ -340,20 +341,22 @@ static dt_status impl_create(dnnl_layer *d) {
 }
 
 /* The dnnl_layer of l, created on first use; plans of another precision
- * than l's are dropped. */
+ * or activation types than l's are dropped. */
 static dt_status impl_get(dt_layer *l, const dt_dnnl_kind *k, dnnl_layer **dp) {
     if (!l->impl) {
         DT_TRY(dt_alloc_bytes(&l->impl, sizeof(dnnl_layer), k->what));
         dnnl_layer *d = l->impl;
         d->failed = impl_create(d);
         d->precision = l->precision;
+        d->in_bf16 = l->in_bf16, d->out_bf16 = l->out_bf16;
     }
     dnnl_layer *d = l->impl;
     if (d->failed != DT_OK) return d->failed;
-    if (d->precision != l->precision) {
+    if (d->precision != l->precision || d->in_bf16 != l->in_bf16 || d->out_bf16 != l->out_bf16) {
         for (int i = 0; i < NPLANS; i++) plan_clear(&d->plans[i]);
         d->last_forward_plan = NULL;
         d->precision = l->precision;
+        d->in_bf16 = l->in_bf16, d->out_bf16 = l->out_bf16;
     }
     *dp = d;
     return DT_OK;
