@@ -8,6 +8,7 @@
  * smaller, exactly as Darknet's shortcut_cpu (which also uses the integer
  * ratios when the sizes do not divide). On bf16 activations (l->in_bf16)
  * each sum is rounded to bf16 once. */
+#include <math.h>
 #include <string.h>
 
 #include "dtrain/model.h"
@@ -101,10 +102,13 @@ static void forward_bf16(dt_layer *l, float *out, const float *const *in, int ba
     size_t n = dt_shape_size(l->ins[0]) * (size_t)batch;
     int relu = l->relu_out;
     if (same_shape(l->ins[0], l->ins[1])) {
+        const float *restrict x0 = in[0], *restrict x1 = in[1];
+        uint16_t *restrict y = (uint16_t *)(void *)out;
+        float lo = relu ? 0.0f : -INFINITY;
 #pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
         for (size_t i = 0; i < n; i++) {
-            float v = dt_bf16_get(in[0], i) + dt_bf16_get(in[1], i);
-            dt_bf16_set(out, i, relu && !(v > 0) ? 0.0f : v);
+            float v = dt_bf16_get(x0, i) + dt_bf16_get(x1, i);
+            y[i] = dt_bf16_of(v > lo ? v : 0.0f);
         }
         return;
     }
