@@ -3,7 +3,9 @@
  * Conventions
  * - Activations are floats in NCHW or, where the net chose it, a blocked
  *   layout (see dt_layout; `in_layout`/`out_layout`); a layer's per-sample shapes
- *   are `in`/`out` either way.
+ *   are `in`/`out` either way. In a bf16 net, blocked activations between
+ *   layers that all handle it hold bf16 values instead (`in_bf16`/`out_bf16`,
+ *   ops->bf16_acts).
  * - Forward/backward signatures: outputs first, then saved inputs, then
  *   batch size and scratch. All activation, parameter and scratch buffers
  *   are preallocated by the net; layers know nothing about MPI and never
