@@ -341,17 +341,27 @@ static void conv_forward(dt_layer *l, float *out, const float *in, int batch, in
         dt_dnnl_forget_forward(l); /* a failed Winograd backward falls back to oneDNN */
         return;
     }
-    if (batch < 1 || dt_dnnl_forward(l, &conv_dnnl, out, in, batch) != DT_OK)
-        dt_conv_forward_gemm(l, out, in, batch, ws);
+    if (batch >= 1 && dt_dnnl_forward(l, &conv_dnnl, out, in, batch) == DT_OK) return;
+    /* bf16 activations have no other path; oneDNN's reference kernels run
+     * every bf16 convolution, so only a failed allocation gets here. */
+    DT_ASSERT(batch < 1 || (!l->in_bf16 && !l->out_bf16));
+    dt_conv_forward_gemm(l, out, in, batch, ws);
 }
 
 static void conv_backward(dt_layer *l, float *din, const float *dout, const float *in,
                           const float *out, int batch, float *ws) {
     (void)out;
     if (batch >= 1 && dt_layer_winograd(l) && dt_winograd_backward(l, din, dout, in, batch) == DT_OK) return;
-    if (batch < 1 || dt_dnnl_backward(l, &conv_dnnl, din, dout, in, batch, 1) != DT_OK)
-        dt_conv_backward_gemm(l, din, dout, in, batch, ws);
+    if (batch >= 1 && dt_dnnl_backward(l, &conv_dnnl, din, dout, in, batch, 1) == DT_OK) return;
+    DT_ASSERT(batch < 1 || (!l->in_bf16 && !l->out_bf16));
+    dt_conv_backward_gemm(l, din, dout, in, batch, ws);
 }
+
+/* oneDNN's convolutions read and write bf16 activations on either side: a
+ * bf16 one as they are, an fp32 one (a first layer of fewer than 4
+ * channels, dt_layer_precision) through a reorder at that edge. Winograd's
+ * path is fp32 only. */
+static int conv_bf16_acts(const dt_layer *l) { return !dt_layer_winograd(l); }
 
 /* Reference: direct loops over (b, f, oh, ow, c, kh, kw), NCHW only. */
 static void conv_forward_ref(dt_layer *l, float *out, const float *in, int batch, int train,
@@ -464,6 +474,7 @@ const dt_layer_ops dt_conv_ops = {
     .forward_ref = conv_forward_ref,
     .backward_ref = conv_backward_ref,
     .layouts = dt_layout_any,
+    .bf16_acts = conv_bf16_acts,
     .flops = conv_flops,
     .destroy = dt_dnnl_destroy,
     .weight_dims = conv_weight_dims,
