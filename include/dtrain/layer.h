@@ -305,6 +305,12 @@ dt_precision dt_layer_precision(const dt_layer *l, dt_precision p);
  * are nChw8c (the net's layout on AVX2 CPUs without AVX-512; channels and
  * filters are then multiples of 8), and the CPU has AVX2 and FMA. */
 int dt_layer_winograd(const dt_layer *l);
+/* Whether convolution l tries oneDNN's Winograd (its F(4x4, 3x3) kernels
+ * for all three passes, the direct ones where oneDNN refuses the shape):
+ * l->winograd is set, it is 3x3 with stride 1, no dilation or groups, in
+ * fp32, between nChw16c activations (AVX-512), where dt_layer_winograd's
+ * kernels do not run. */
+int dt_layer_dnnl_winograd(const dt_layer *l);
 
 /* dst (n) += src (n): activation gradients, bf16 values when bf16 (the
  * net's sum of a fanned-out activation's gradients). */

@@ -303,12 +303,14 @@ static void conv_describe(const dt_layer *l, int batch, dt_dnnl_dims *g) {
                                   (d.OW - 1) * d.S + (d.K - 1) * d.D + 1 - d.W - d.P}};
     if (d.G > 1) /* goihw: the same floats as (F, C/G, K, K) */
         memcpy(g->wei, (dnnl_dims_t){d.G, d.Fg, d.Cg, d.K, d.K}, sizeof(dnnl_dim_t) * 5);
-    /* 3x3 stride 1 in fp32 between AVX-512's nChw16c activations: oneDNN's
-     * own Winograd (F(4x4, 3x3), forward and both backward passes), where
-     * dtrain's (winograd.h: nChw8c, AVX2) does not run. winograd=0 in the
-     * model file keeps the direct kernels. */
-    g->winograd = l->winograd && d.K == 3 && d.S == 1 && d.D == 1 && d.G == 1 && l->precision == DT_PRECISION_FP32 &&
-                  l->in_layout == DT_LAYOUT_NCHW16C && l->out_layout == DT_LAYOUT_NCHW16C;
+    g->winograd = dt_layer_dnnl_winograd(l);
+}
+
+int dt_layer_dnnl_winograd(const dt_layer *l) {
+    conv_dims d = dims_of(l);
+    return l->winograd && l->spec.kind == DT_LAYER_CONV && d.K == 3 && d.S == 1 && d.D == 1 && d.G == 1 &&
+           l->precision == DT_PRECISION_FP32 && l->in_layout == DT_LAYOUT_NCHW16C &&
+           l->out_layout == DT_LAYOUT_NCHW16C;
 }
 
 static dnnl_status_t conv_op_desc(dt_dnnl_op_desc *od, dt_dnnl_pass pass, const dt_dnnl_descs *d) {
