@@ -134,8 +134,8 @@ dtrain_status dtrain_job_set_arrays(dtrain_job *j, int which, const void *x, dtr
  * whether or not a log file is given. A non-zero return ends the run
  * early at a step the workers agree on (within 10 steps in the lockstep
  * modes) as a finished one ends: its evaluation, final checkpoint where
- * one is configured, summary record, and DTRAIN_OK on every rank; worker
- * 0's dtrain_job_stopped says 1. In the modes where workers step apart
+ * one is configured, summary record, and DTRAIN_OK on every rank;
+ * dtrain_job_stopped then says 1 on every worker. In the modes where workers step apart
  * (ps-async and kin) worker 0 stops and the others finish the run's
  * budget of steps. */
 typedef int (*dtrain_record_fn)(void *ctx, const char *json);
@@ -149,7 +149,8 @@ dtrain_status dtrain_job_on_record(dtrain_job *j, dtrain_record_fn fn, void *ctx
 dtrain_status dtrain_job_run(dtrain_job *j);
 
 /* After dtrain_job_run: whether this rank was a worker (0: a parameter
- * server), and whether its record callback ended the run early (worker 0). */
+ * server), and whether the record callback ended the run early (every
+ * worker says so). */
 int dtrain_job_is_worker(const dtrain_job *j);
 int dtrain_job_stopped(const dtrain_job *j);
 /* After a run that trained on this rank (a worker): the trained model,

@@ -180,6 +180,7 @@ typedef struct {
     int has_staleness;           /* parameter servers: the three below are set */
     double staleness_mean, staleness_max; /* version lag of the parameters each step used */
     long max_clock_gap;          /* largest gap between the workers' clocks */
+    int ended_early;             /* the workers agreed to finish early (dt_train_opts.finish) */
 } dt_train_summary;
 
 /* Whether a run that returned s ended together on every rank: finished,

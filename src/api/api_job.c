@@ -23,7 +23,7 @@ struct dtrain_job {
     void *record_ctx;
     dt_job_requests req;
     atomic_int finish;   /* a record callback asked to end the run (the trainer's finish) */
-    int stopped;         /* ... here (worker 0, whose records the callback sees) */
+    int stopped;         /* the run ended early by it (every worker) */
     int ran, worker;     /* after a run: this rank was a worker */
     dt_net *trained;     /* a worker's trained net, until taken */
     dt_model_spec spec;  /* its spec */
@@ -136,8 +136,10 @@ static dt_status execute(dtrain_job *j, dt_job_plan *p, int rank) {
     dt_api_compute c;
     DT_TRY(dt_api_compute_begin(&c));
     dt_train_summary sum;
+    memset(&sum, 0, sizeof sum);
     dt_status s = dt_job_execute(p, &j->args, MPI_COMM_WORLD, dt_api_local_ranks(), &j->req, stdout, &sum);
     dt_api_compute_end(&c);
+    j->stopped |= sum.ended_early; /* every worker: the finish was agreed */
     fflush(stdout);
     return s;
 }

@@ -72,6 +72,7 @@ static dt_status act(dt_coord *c, const double v[NFLAGS], int together, int *sto
     }
     *stop = v[0] > 0;
     *finish = !*stop && v[2] > 0;
+    c->finished_early |= *finish;
     return DT_OK;
 }
 

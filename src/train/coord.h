@@ -38,6 +38,7 @@ typedef struct {
     int workers;
     long due;                 /* sync->lead > 0: the step the started periodic agreement finishes at (-1: none open) */
     int leaving;              /* an apart worker saw a divergence: it trains no more */
+    int finished_early;       /* an agreement saw a finish request (dt_train_summary.ended_early) */
     /* The first sign of divergence here, until agreed on: the step of a
      * non-finite loss or of parameters or momentum found non-finite before
      * a checkpoint (0: none), its epoch (1-based), what ("loss is NaN"). */

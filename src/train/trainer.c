@@ -559,6 +559,7 @@ static dt_status summarise(dt_trainer *t, double acc, double test_loss, dt_train
     sum->staleness_mean = t->steps_run ? t->lag_sum / (double)t->steps_run : 0;
     sum->staleness_max = t->lag_max;
     sum->max_clock_gap = sync->stats.max_clock_gap;
+    sum->ended_early = t->coord.finished_early;
     return report_summary(t, sum);
 }
 
