@@ -80,7 +80,7 @@ def test_records_are_the_logs(mlp_fit):
     events = [r["event"] for r in h]
     assert events[0] == "config" and events[-1] == "summary" and "eval" in events
     steps = h.steps
-    assert steps and all("train_loss" in r or "loss" in r for r in steps), steps[:2]
+    assert steps and all("loss" in r and "lr" in r for r in steps), steps[:2]
     assert h.evals and "test_accuracy" in h.evals[-1]
 
 
