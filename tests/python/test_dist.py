@@ -69,8 +69,9 @@ def test_launch_runs_python(tmp_path):
     """`dtrain launch -n 2 -- python3 script.py`: the launcher's command."""
     p = subprocess.run([DTRAIN, "launch", "--dry-run", "-n", "2", "--", PYTHON, SCRIPT, str(tmp_path / "l")],
                        capture_output=True, text=True, env=env())
-    if p.returncode != 0:
-        pytest.xfail("dtrain launch runs only train|sweep: " + (p.stderr or p.stdout).strip().splitlines()[0])
+    if p.returncode != 0 or f"dtrain {PYTHON}" in p.stdout:
+        pytest.xfail("dtrain launch runs only its own train|sweep after --: "
+                     + (p.stdout or p.stderr).strip().splitlines()[-1])
     p = subprocess.run([DTRAIN, "launch", "-n", "2", "--", PYTHON, SCRIPT, str(tmp_path / "l"), "max_steps=5",
                         f"batch={B}"], capture_output=True, text=True, env=env(), timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
