@@ -71,7 +71,10 @@ class Model:
             raise DtypeError(f"Model: a model file's path or text (str), not {type(path_or_cfg_text).__name__}")
         if weights is not None:
             weights = os.fspath(weights)
+        if "\n" not in path_or_cfg_text and os.path.exists(path_or_cfg_text):
+            path_or_cfg_text = os.path.abspath(path_or_cfg_text)  # fit reads it again, from any directory
         self._src = path_or_cfg_text
+        self._served = False  # the parameters come from a run with parameter servers (they hold none after it)
         self._h = None
         self._params_set = weights is not None  # parameters other than seed 1's: a second fit starts from them
         self.is_worker = self.is_chief = True  # until a fit says otherwise (a server rank; a worker other than 0)
@@ -272,7 +275,14 @@ class Model:
         installed = False
         _lib.check(_lib_.dtrain_job_create(ctypes.byref(job), _lib.enc(self._src)), "dtrain_job_create")
         try:
-            if self._params_set and "weights" not in values and "resume" not in values:
+            if (self._params_set or self._served) and "weights" not in values and "resume" not in values:
+                if self._served:
+                    # Every rank knows the last run's mode (the same options),
+                    # so every rank refuses alike: the servers have no model
+                    # to start them from (dtrain_job_take_model is the workers').
+                    raise UsageError("fit: the model was trained with parameter servers, which hold no trained "
+                                     "model afterwards; save it on worker 0 (model.save) and fit again with "
+                                     "weights= that file on every rank")
                 tmpdir = tempfile.mkdtemp(prefix="dtrain-fit-")
                 start = os.path.join(tmpdir, "start.ckpt")
                 self.save(start)
@@ -333,6 +343,7 @@ class Model:
             self.is_worker = bool(_lib_.dtrain_job_is_worker(job))
             self.is_chief = self.is_worker and len(history) > 0
             self.stopped = bool(_lib_.dtrain_job_stopped(job)) or peer_stop
+            self._served = str(values.get("mode", "")).startswith("ps-")
             if self.is_worker:
                 m = ctypes.c_void_p()
                 st = _lib_.dtrain_job_take_model(job, ctypes.byref(m))

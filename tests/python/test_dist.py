@@ -51,10 +51,13 @@ def test_allreduce_equals_serial(serial, tmp_path):
 
 
 def test_ps_sync_equals_serial(serial, tmp_path):
-    p, r = run(tmp_path / "ps", 3, "mode=ps-sync", "servers=1", f"max_steps={STEPS}", f"batch={B}")
+    p, r = run(tmp_path / "ps", 3, "mode=ps-sync", "servers=1", f"max_steps={STEPS}", f"batch={B}", "again=1")
     print("ps-sync 1 server + 2 workers vs serial: max |diff|", close(serial[1], tmp_path / "ps.ckpt"))
     assert r["rank"] == 1 and r["world"] == 3, "worker 0 is the first rank after the server"
     assert p.stdout.count("worker 0 is rank") == 1
+    # The servers hold no trained model: a second fit without weights= is
+    # refused on every rank (none is left waiting for the others).
+    assert p.stdout.count("second fit refused") == 3, p.stdout
 
 
 def test_callback_stops_allreduce(tmp_path):
