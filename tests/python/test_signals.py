@@ -10,7 +10,7 @@ import time
 import pytest
 
 import dtrain
-from conftest import PYTHON, env, example, fashion_mnist
+from conftest import MPIRUN, PYTHON, env, example, fashion_mnist
 
 CHILD = r'''
 import os, signal, sys, dtrain
@@ -82,3 +82,40 @@ def test_gil_released(tmp_path):
     # the fit thread's callbacks; released, it runs at close to its own pace
     # (a shared 2-core machine: a lenient bound).
     assert during > 0.2 * alone, (during, alone)
+
+
+MPI_CHILD = r'''
+import os, sys, dtrain
+from conftest import example, fashion_mnist
+x, y, _, _ = fashion_mnist()
+m = dtrain.Model(example("mlp.cfg"))
+ready = sys.argv[1]
+def started(r):
+    if r["event"] == "step" and r["step"] == 3:
+        open(ready, "w").write(str(os.getpid()))
+try:
+    m.fit(x[:8192], y[:8192], mode="allreduce", batch=16, epochs=20, threads=1, verbose=False, callbacks=started,
+          checkpoint=sys.argv[2])
+    print(f"rank {dtrain.rank()}: returned, stopped={m.stopped}", flush=True)
+except KeyboardInterrupt:
+    print(f"rank {dtrain.rank()}: KeyboardInterrupt, stopped={m.stopped}", flush=True)
+'''
+
+
+def test_sigint_to_worker0_stops_allreduce(tmp_path):
+    """SIGINT to worker 0 alone (under mpirun, 2 workers): every rank stops at
+    one step; worker 0 raises KeyboardInterrupt, the other returns stopped."""
+    ready = tmp_path / "ready"
+    p = subprocess.Popen(["timeout", "300"] + MPIRUN + ["-np", "2", PYTHON, "-c", MPI_CHILD, str(ready),
+                                                        str(tmp_path / "ar.ckpt")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    t0 = time.time()
+    while not ready.exists() or not ready.read_text():
+        assert p.poll() is None and time.time() - t0 < 240, p.communicate()
+        time.sleep(0.1)
+    os.kill(int(ready.read_text()), signal.SIGINT)
+    out, err = p.communicate(timeout=240)
+    assert p.returncode == 0, out + err
+    assert "rank 0: KeyboardInterrupt, stopped=True" in out, out + err
+    assert "rank 1: returned, stopped=True" in out, out + err
+    assert os.path.getsize(tmp_path / "ar.ckpt") > 0
