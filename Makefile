@@ -1,9 +1,11 @@
 # dtrain: `make` builds build/dtrain; `make run` trains the reference CNN on
 # Fashion-MNIST; `make test` runs every test (release, ASan+UBSan, TSan).
-# `make run` and `make test` first install missing Debian packages. `make fuzz`
+# `make run` and `make test` first install missing Debian packages; `make
+# install PREFIX=...` installs the command, libdtrain.so and the Python package. `make fuzz`
 # runs the fuzz harnesses (FUZZ_SECONDS each).
 BUILD      ?= build
 JOBS       ?= 2
+PREFIX     ?= /usr/local
 CMAKE_ARGS ?=
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
@@ -17,7 +19,7 @@ SAN_ENV = ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 \
           TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp:halt_on_error=1 \
           OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 OMPI_MCA_mca_base_component_disable_dlclose=1
 
-.PHONY: all build deps run test test-release test-asan test-tsan soak fuzz bench clean
+.PHONY: all build install deps run test test-release test-asan test-tsan soak fuzz bench clean
 
 all: build
 
@@ -27,6 +29,13 @@ deps:
 build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# PREFIX/bin/dtrain, PREFIX/lib/libdtrain.so, PREFIX/include/dtrain.h, the
+# pkg-config file and the Python package (PREFIX/lib/python3/dist-packages).
+install:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake --install $(BUILD)
 
 run: deps build
 	@bash scripts/run.sh

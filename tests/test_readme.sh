@@ -5,7 +5,7 @@
 # checkpoints the README assumes are made first), and its flag tables name
 # exactly the flags `dtrain train --help` and `dtrain eval --help` list.
 # What is not run is said: `make run`/`make test` (they are this suite and
-# CI), and the minutes-long engine benchmark. Release build only (CI time).
+# CI), `make install` (test_api.sh installs), and the minutes-long engine benchmark. Release build only (CI time).
 source "$(dirname "$0")/clilib.sh" "$1"
 [ -n "${DT_SANITIZE:-}" ] && { echo "skipped under sanitizers (the same commands run in the release build)"; exit 77; }
 README=$SRC/README.md
@@ -54,6 +54,7 @@ ran=0
 while IFS= read -r cmd; do
     case $cmd in
     "make run"* | "make test"*) echo "not run here: $cmd (the suite and CI run it)"; continue ;;
+    "make install"*) echo "not run here: $cmd (tests/test_api.sh installs into a prefix and builds against it)"; continue ;;
     bench/bench_engine.py*) echo "not run here: $cmd (minutes of benchmark; docs/PERFORMANCE.md)"; continue ;;
     *cluster.sh*|*--hosts*) [ $cluster = 1 ] || { echo "not run here: $cmd (needs root and namespaces)"; continue; } ;;
     esac

@@ -45,6 +45,8 @@ expect 2 "^dtrain: --gamma 0 \(over .*\): gamma=0 is out of range" -- "${RUN[@]}
 expect 2 "unknown flag '--learning-rate'" -- "${RUN[@]}" --learning-rate 0.1  # it is --lr
 # --help lists them, from the table.
 expect 2 "max_batches= and epochs= both set the run's length \(line 12\); give one" -- "${RUN[@]}" --max-batches 4
-expect 0 "--nesterov --policy" -- "$DTRAIN" train --help
+expect 0 "--width --policy" -- "$DTRAIN" train --help
+# The optimiser's hyperparameters are rows of their own (optim.h's table), with their usage.
+expect 0 "  --nesterov 0\|1 +sgd: Nesterov's momentum" -- "$DTRAIN" train --help
 expect 0 "--scales --step --scale" -- "$DTRAIN" train --help
 finish

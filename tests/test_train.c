@@ -31,7 +31,7 @@ static dt_status run(const dt_model_spec *spec, long max_steps, const char *ckpt
     o.checkpoint_path = ckpt;
     o.resume_path = resume;
     o.quiet = 1;
-    o.world = 1;
+    o.workers = 1;
     o.prefetch = 1;
     dt_sync *sync;
     DT_TRY(dt_sync_serial_create(&sync));

@@ -58,7 +58,7 @@ void dt_comm_free(dt_comm *c);
  * the same model file" (the first differing rank's first difference), or
  * the first rank's failure to read its file. DT_ERR_MPI if a collective
  * fails. */
-dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char *model_path);
+dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char *model);
 
 /* Every rank's outcome of a check each ran alone, made one: DT_OK when all
  * passed, else on every rank the status and message of the first rank that

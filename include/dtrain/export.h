@@ -36,4 +36,14 @@ typedef struct {
  * exported to ONNX: why" and nothing is written. */
 dt_status dt_export_onnx(const dt_net *net, const char *path, const dt_export_info *info);
 
+/* The format path's extension names: "onnx" (.onnx) or "darknet"
+ * (.weights); another is refused (a .pt file of ONNX bytes would mislead
+ * whoever loads it), naming path and the known extensions. */
+dt_status dt_export_format_of(const char **format, const char *path);
+/* Whether format is "onnx" or "darknet". */
+int dt_export_format_known(const char *format);
+/* net written to path in the format of its extension: ONNX with info, or
+ * Darknet weights recording `seen` images trained on. */
+dt_status dt_export_file(const dt_net *net, const char *path, const dt_export_info *info, uint64_t seen);
+
 #endif

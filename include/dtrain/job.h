@@ -35,9 +35,9 @@ typedef struct {
  * key (netkeys.h). */
 #define DT_JOB_MAX_OPTS (64 + DT_NETKEYS_MAX)
 
-/* The flags as given; 0, NULL or -1 (momentum, decay, warmup_epochs, the
- * optimiser's hyperparameters) mean
- * "not given": the model file's value stands. Strings point into argv. */
+/* The flags as given; 0, NULL or -1 (warmup_epochs, the optimiser's
+ * hyperparameters) mean "not given": the model file's value stands.
+ * Strings point into argv. */
 typedef struct {
     const char *model;
     const char *dataset, *data_dir, *log, *ckpt, *resume, *weights, *mode, *straggle, *slow, *lr_scaling, *timeline;
@@ -48,10 +48,13 @@ typedef struct {
     int keep_global_batch, keep_fewer;
     int partial, freeze;              /* --partial; --freeze N (0: not given) */
     long max_steps, ckpt_every, seed;
-    double lr, momentum, decay, warmup_epochs, fusion_mb, stall_timeout, stall_abort, max_loss_ratio;
+    double lr, warmup_epochs, fusion_mb, stall_timeout, stall_abort, max_loss_ratio;
     const char *optimizer;
-    double beta1, beta2, eps, trust;  /* -1: not given */
-    int exclude, accumulate;          /* -1, 0: not given */
+    /* Hyperparameter i of optim.h's table (--momentum, --beta1 ...; -1: not
+     * given); hyper_flags[i] its flag's name. */
+    double hyper[DT_OPT_MAX_HYPERS];
+    char hyper_flags[DT_OPT_MAX_HYPERS][DT_NETKEY_FLAG_MAX];
+    int accumulate;                   /* 0: not given */
     const char *ar_algo;
     const char *grad_compression;     /* NULL: not given */
     const char *precision;            /* NULL: not given */
@@ -68,6 +71,7 @@ typedef struct {
 } dt_job_args;
 
 typedef struct {
+    const char *model;      /* the model file's path or the model's text (a's), which every rank compares */
     dt_model_spec spec;     /* overrides applied; lr not yet scaled for the global batch */
     int base_batch;         /* the model file's batch= (the base of --lr-scaling), before --batch */
     dt_lr_scaling scaling;
@@ -110,6 +114,11 @@ dt_status dt_job_prepare(dt_job_plan *p, const dt_job_args *a, int ranks, int in
  * ranks on this node (the default thread count). */
 dt_status dt_job_run(dt_job_plan *p, MPI_Comm comm, int local_ranks, dt_job_requests *req, FILE *out,
                      dt_train_summary *sum);
+
+/* A verdict over the ranks of comm before a run starts: each rank's status
+ * local; the first failing rank's status and message become every rank's
+ * (its rank named when comm has several), or DT_OK when none failed. */
+dt_status dt_job_agree(MPI_Comm comm, dt_status local);
 
 /* dt_job_run of p (prepared from a) after what `dtrain train` checks
  * first: a's files collide nowhere, worker 0 can write its outputs and

@@ -26,6 +26,8 @@
 #ifndef DTRAIN_MODEL_H
 #define DTRAIN_MODEL_H
 
+#include <string.h>
+
 #include "dtrain/data.h"
 #include "dtrain/layer.h"
 #include "dtrain/optim.h"
@@ -48,7 +50,7 @@ typedef struct {
     int subdivisions;       /* Darknet's, as written: the file's batch was the step's,
                                batch and accumulate above already account for it */
     dt_optim_cfg optim;     /* as written: unset values < 0 (dt_optim_create resolves them) */
-    int momentum_line;      /* line of [net] momentum= (0: not written; its default is not < 0) */
+    int hyper_line[DT_OPT_MAX_HYPERS]; /* line of [net]'s hyperparameter i (optim.h's table; 0: not written) */
     dt_lr_schedule sched;   /* total_epochs = epochs unless set */
     char dataset[32];       /* default dataset name ("" = fashion-mnist) */
     int flip, crop_pad;     /* training augmentation */
@@ -102,10 +104,19 @@ typedef struct {
  * one does not read are left unread (the command line replaced the
  * schedule); keys given as overrides must fit the policy. */
 dt_status dt_model_parse_file_over(dt_model_spec *out, const char *path, const dt_model_override *ov, int n);
+/* Whether a model given as a string is its text rather than a file's path
+ * (the job API takes either, dtrain.h): text holds a newline. */
+static inline int dt_model_is_text(const char *model) { return strchr(model, '\n') != NULL; }
+/* The same over text, `name` standing in for the file name in messages. */
+dt_status dt_model_parse_string_over(dt_model_spec *out, const char *text, const char *name,
+                                     const dt_model_override *ov, int n);
 
 /* The i-th [net] key of the model file format (NULL past the last), and
  * whether its values are plain numbers (not names or lists). */
 const char *dt_model_net_key(int i);
 int dt_model_net_key_is_number(const char *key);
+/* The range a [net] key's number must be in, [lo, hi] or open at either
+ * end; -1 when key is no [net] key. */
+int dt_model_net_key_range(const char *key, double *lo, double *hi, int *lo_open, int *hi_open);
 
 #endif

@@ -134,6 +134,10 @@ void dt_net_bind_blocks(dt_net *net, float *params, float *grads);
 /* The same for the gradient block alone (cheap: a strategy may move it
  * every step, as ps-ssp does through its ring of recent gradients). */
 void dt_net_bind_grads(dt_net *net, float *grads);
+/* Undoes the binding: blocks of the net's own again, the parameters copied
+ * over (a net that outlives the strategy that bound it: the job API's
+ * trained model). Gradients are undefined until the next backward. */
+dt_status dt_net_own_blocks(dt_net *net);
 
 /* Per-layer cost of one training step: a forward pass, the loss and a
  * backward pass of x (batch, input) with labels (batch), timing every layer

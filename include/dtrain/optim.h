@@ -75,8 +75,33 @@ const char *dt_optim_kind_name(dt_optim_kind kind);
 /* Whether the step needs whole-tensor norms (lars, lamb). */
 int dt_optim_needs_norms(dt_optim_kind kind);
 
-/* Whether kind reads the hyperparameter `key` ("momentum", "nesterov",
- * "beta1", "beta2", "eps", "trust"; any other key: every optimiser does). */
+/* The hyperparameters, one row each (optimizer.c's table): the model
+ * file's [net] key (whose row in model.c's key table has its bounds and
+ * default), which is also train's flag (--KEY, '-' for '_'), a sweep's axis,
+ * the job API's option and the run log's config field; its field in
+ * dt_optim_cfg; the optimisers that read it; its line of train's usage.
+ * A new hyperparameter is its field, its model-file key and its row. */
+typedef struct {
+    const char *key;     /* "beta1" */
+    size_t offset;       /* of its field in dt_optim_cfg */
+    int integer;         /* the field is an int (else a double) */
+    unsigned users;      /* bit 1 << kind of each optimiser that reads it */
+    const char *value;   /* its value's name in the usage, "B" */
+    const char *usage;   /* what it is, for train --help */
+} dt_optim_hyper;
+
+#define DT_OPT_MAX_HYPERS 16
+
+/* Row i of the table (NULL past the last), and the row of `key` (a [net]
+ * key, '-' or '_' alike; NULL: none). */
+const dt_optim_hyper *dt_optim_hyper_at(int i);
+const dt_optim_hyper *dt_optim_hyper_of(const char *key);
+/* Its value in c, and set. */
+double dt_optim_hyper_get(const dt_optim_cfg *c, const dt_optim_hyper *h);
+void dt_optim_hyper_set(dt_optim_cfg *c, const dt_optim_hyper *h, double v);
+
+/* Whether kind reads the hyperparameter `key` (a row's key; any other
+ * key: every optimiser does). */
 int dt_optim_uses(dt_optim_kind kind, const char *key);
 /* The optimisers that read key, as "adam, adamw or lamb" (for messages). */
 void dt_optim_users(char *buf, size_t cap, const char *key);

@@ -11,8 +11,9 @@
 #include "dtrain/model.h"
 #include "dtrain/status.h"
 
-/* Parses the model file and applies --batch/--lr/--epochs overrides
- * (0 = keep the file's value). */
+/* Parses the model file at path (or path is the model's text when it
+ * holds a newline: the job API's models) and applies --batch/--lr/--epochs
+ * overrides (0 = keep the file's value). */
 dt_status dt_setup_model(dt_model_spec *spec, const char *path, int batch, double lr, int epochs);
 /* The same with n [net] keys given as flags (dt_model_parse_file_over). */
 dt_status dt_setup_model_over(dt_model_spec *spec, const char *path, const dt_model_override *ov, int n, int batch,

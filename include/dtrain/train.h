@@ -78,12 +78,12 @@ typedef struct dt_sync {
     dt_status (*reduce_sum_start)(struct dt_sync *s, const double *vals, int n);
     dt_status (*reduce_sum_finish)(struct dt_sync *s, double *vals, int n);
     /* Before evaluation and checkpoints: bring the net's parameters up to
-     * date (parameter servers) and, when `all` (every worker calls it at
-     * this point: a point of pace DT_PACE_LOCKSTEP), make the non-trainable
-     * state (BN running statistics) the same on every worker. all = 0: an
+     * date (parameter servers) and, at a point of pace DT_PACE_LOCKSTEP
+     * (every worker calls it here), make the non-trainable state (BN
+     * running statistics) the same on every worker. DT_PACE_APART: an
      * apart worker's own checkpoint; nothing that needs the other workers.
      * NULL: nothing to do. */
-    dt_status (*sync_state)(struct dt_sync *s, dt_trainer *t, int all);
+    dt_status (*sync_state)(struct dt_sync *s, dt_trainer *t, dt_pace here);
     /* Before worker 0 writes a checkpoint (every worker calls it): bring
      * the optimiser state worker 0 does not hold (parameter servers'
      * shards) into dt_trainer_opt_state, and with keeps_residual every
@@ -133,7 +133,7 @@ typedef struct {
                                   * checkpoint_dir, or a fresh start), or NULL */
     int quiet;                   /* no progress output, only the summary line */
     int progress_tty;            /* 1: redraw a progress bar; 0: periodic plain lines */
-    int rank, world;             /* this worker's index among the workers, and their count */
+    int worker, workers;         /* this worker's index among the workers (not its MPI rank), and their count */
     int prefetch;                /* loader thread */
     int loader_threads;          /* threads building each batch (decoding on-demand images) and
                                   * decoding a folder data set at load (< 1: one) */
@@ -144,7 +144,7 @@ typedef struct {
                                   * train/ held out as the test set, drawn from seed (0: none) */
     const atomic_int *stop;      /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
     atomic_int *progress_request; /* set by SIGUSR1: print a progress line (cleared here); may be NULL */
-    FILE *out;                   /* progress and summary (rank 0), NULL for none */
+    FILE *out;                   /* progress and summary (worker 0), NULL for none */
     dt_timeline *timeline;       /* spans of layers, steps, data, eval, checkpoints (NULL: off);
                                   * flushed at every checkpoint */
     /* Called by every worker once its trainer is set up (data loaded,
@@ -243,12 +243,12 @@ void dt_data_normalise(dt_dataset *ds, const dt_model_spec *spec);
  * lies beyond the square's sides is lost; docs/MODEL_FILES.md). */
 dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind);
 
-/* Accuracy and mean loss of net over the whole dataset (this worker's part,
- * reduced through sync; batches built by `threads` loader threads); each
- * batch's logits also go to on_logits unless it is NULL (dtrain eval
- * --logits-out). A feature extractor's outputs go to on_logits only (the
+/* Accuracy and mean loss of net over the whole dataset (worker's part of
+ * the workers', reduced through sync; batches built by `threads` loader
+ * threads); each batch's logits also go to on_logits unless it is NULL
+ * (dtrain eval --logits-out). A feature extractor's outputs go to on_logits only (the
  * accuracy and loss are then 0): dtrain predict --features. */
-dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank, int world,
+dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int worker, int workers,
                       int batch, int threads, dt_logits_fn on_logits, void *ctx, double *accuracy,
                       double *loss);
 
@@ -289,7 +289,7 @@ void dt_trainer_update(dt_trainer *t, float lr, size_t lo, size_t hi);
  * workers; NULL otherwise. */
 float *dt_trainer_residual(dt_trainer *t);
 /* Worker 0, for gather: the block every worker's residual goes to for a
- * checkpoint, (world, nparams) floats: allocated at start-up when the run
+ * checkpoint, (workers, nparams) floats: allocated at start-up when the run
  * checkpoints (else on the first call). */
 dt_status dt_trainer_all_residuals(dt_trainer *t, float **out);
 /* Optimiser steps done so far (the clock of the next step). */

@@ -23,6 +23,7 @@
 #include "allreduce.h"
 #include "plan/codec.h"
 #include "comm/ring.h"
+#include "comm/threads.h"
 
 #define MAX_BUCKETS 4096
 
@@ -238,13 +239,7 @@ static void bucket_free(ar_ctx *a, int together) {
     (void)together;
     bucketed *p = a->path_state;
     if (!p) return;
-    if (p->thread_started) {
-        pthread_mutex_lock(&p->mu);
-        p->quit = 1;
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-        pthread_join(p->thread, NULL);
-    }
+    dt_threads_stop(&p->mu, &p->cv, &p->quit, &p->thread, p->thread_started);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     dt_free(p->buckets);

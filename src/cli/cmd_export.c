@@ -1,13 +1,11 @@
 /* dtrain export MODEL.cfg --weights CHECKPOINT -o model.onnx|model.weights */
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "dtrain/opts.h"
 #include "cli.h"
 #include "dtrain/paths.h"
 #include "dtrain/checkpoint.h"
-#include "dtrain/darknet_weights.h"
 #include "dtrain/export.h"
 #include "dtrain/net.h"
 
@@ -26,29 +24,7 @@ static const char export_usage[] =
     "                format: .onnx or .weights (another extension is refused)\n"
     "  --format F    onnx (default) or darknet, as -o's extension names it\n";
 
-/* The formats export writes, by the extension of -o. */
-static const struct {
-    const char *ext, *format;
-} export_formats[] = {{".onnx", "onnx"}, {".weights", "darknet"}};
-enum { NFORMATS = (int)(sizeof export_formats / sizeof *export_formats) };
-
-/* The format -o's extension names; an unknown one is refused (a .pt file
- * of ONNX bytes would mislead whoever loads it). */
-static dt_status format_of(const char **format, const char *out) {
-    const char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
-    char known[128] = "";
-    for (int i = 0; i < NFORMATS; i++) {
-        if (dot && (!slash || dot > slash) && strcasecmp(dot, export_formats[i].ext) == 0) {
-            *format = export_formats[i].format;
-            return DT_OK;
-        }
-        snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", export_formats[i].ext);
-    }
-    return dt_fail(DT_ERR_USAGE, "export: -o %s: unknown extension (known: %s; for PyTorch run "
-                   "scripts/export_torch.py)", out, known);
-}
-
-static dt_status export_run(const char *model, const char *weights, const char *out, const char *format) {
+static dt_status export_run(const char *model, const char *weights, const char *out) {
     dt_model_spec spec;
     DT_TRY(dt_setup_model(&spec, model, 1, 0, 0));
     spec.precision = DT_PRECISION_FP32; /* the weights are fp32 in either; no products run */
@@ -61,13 +37,9 @@ static dt_status export_run(const char *model, const char *weights, const char *
     if (s == DT_OK && names.n > net->classes)
         s = dt_fail(DT_ERR_FORMAT, "%s: %d class names for a model with %d outputs", weights, names.n,
                     net->classes);
-    if (s == DT_OK && strcmp(format, "darknet") == 0) {
-        s = dt_darknet_weights_save(out, net, meta.seen);
-    } else if (s == DT_OK) {
-        dt_export_info info = {model, weights, DT_VERSION, (const char *const *)names.names,
-                               names.n, &spec.mean, &spec.std};
-        s = dt_export_onnx(net, out, &info);
-    }
+    dt_export_info info = {model, weights, DT_VERSION, (const char *const *)names.names,
+                           names.n, &spec.mean, &spec.std};
+    if (s == DT_OK) s = dt_export_file(net, out, &info, meta.seen);
     dt_class_names_free(&names);
     if (s == DT_OK && meta.darknet)
         printf("export: %s (%d layers, %zu parameters, Darknet weights %s, %llu images seen) -> %s\n", model,
@@ -103,17 +75,19 @@ int cmd_export(int argc, char **argv) {
                               {"--weights", weights, "the checkpoint given to --weights", 0},
                               {"-o", out, NULL, 0}};
     const int npaths = (int)(sizeof paths / sizeof *paths);
-    int known = !format;
-    for (int i = 0; i < NFORMATS && !known; i++) known = strcmp(format, export_formats[i].format) == 0;
-    if (s == DT_OK && !known)
+    if (s == DT_OK && format && !dt_export_format_known(format))
         s = dt_fail(DT_ERR_USAGE,
                     "export: --format %s: dtrain writes onnx and darknet; for PyTorch run scripts/export_torch.py",
                     format);
     if (s == DT_OK) s = dt_paths_check(paths, npaths);
-    if (s == DT_OK) s = format_of(&by_ext, out);
+    if (s == DT_OK && dt_export_format_of(&by_ext, out) != DT_OK) {
+        char why[256]; /* dt_fail writes the buffer dt_last_error reads */
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        s = dt_fail(DT_ERR_USAGE, "export: -o %s", why);
+    }
     if (s == DT_OK && format && strcmp(format, by_ext) != 0)
         s = dt_fail(DT_ERR_USAGE, "export: --format %s but -o %s names %s", format, out, by_ext);
     if (s == DT_OK) s = dt_paths_make_parents(paths, npaths);
     if (s != DT_OK) return cli_report(s, &env);
-    return cli_report(export_run(pos[0], weights, out, by_ext), &env);
+    return cli_report(export_run(pos[0], weights, out), &env);
 }

@@ -1,5 +1,6 @@
 /* dtrain launch -n N [--hosts H:S,... | --hostfile F] [--launch-agent CMD]
- * [--max-restarts K [--min-workers M]] -- train|sweep MODEL.cfg ...: runs
+ * [--max-restarts K [--min-workers M]] -- train|sweep MODEL.cfg ... (or any
+ * program on the job API, python3 script.py ...): runs
  * mpirun with the flags this kind of machine needs (like horovodrun): as
  * root, more ranks than cores, CPU binding only when every rank of one
  * machine has a core; on several hosts, Open MPI's rsh launcher starts a
@@ -32,8 +33,9 @@
 static const char launch_usage[] =
     "usage: dtrain launch [-n N] [--hosts H:S,...|--hostfile F] [--launch-agent CMD] [--max-restarts K]\n"
     "                     [--min-workers M] [--stop-timeout S] [--dry-run] -- train|sweep MODEL.cfg [flags]\n"
-    "  runs N ranks of this dtrain with mpirun (as root: --allow-run-as-root;\n"
-    "  more ranks than cores: --oversubscribe and no CPU binding)\n"
+    "       dtrain launch [flags] -- PROGRAM [ARGS]   (python3 script.py: the job API, docs/PYTHON.md)\n"
+    "  runs N ranks of this dtrain (or of PROGRAM, a program on libdtrain.so) with mpirun\n"
+    "  (as root: --allow-run-as-root; more ranks than cores: --oversubscribe and no CPU binding)\n"
     "  --hosts H:S,...     the ranks go to these hosts, S slots (ranks) on host H, filled\n"
     "                      in order (-n defaults to the sum of S); ranks on one host share\n"
     "                      memory, hosts talk TCP (Open MPI's btl_tcp_eager_limit 256 KiB\n"
@@ -338,7 +340,9 @@ static int mpirun_args(const launch_opts *o, const char *self, const char *np, c
      * user's output is a terminal: the launcher says (progress bar or lines). */
     args[k++] = "-x";
     args[k++] = isatty(STDOUT_FILENO) ? "DT_PROGRESS_TTY=1" : "DT_PROGRESS_TTY=0";
-    args[k++] = self;
+    /* dtrain's train or sweep, or a program of the user's on the job API
+     * (python3 script.py, a C program on libdtrain.so) as it is. */
+    if (strcmp(rest[0], "train") == 0 || strcmp(rest[0], "sweep") == 0) args[k++] = self;
     *cmd_at = k;
     for (int i = 0; i < nrest; i++) args[k++] = rest[i];
     args[k] = NULL;

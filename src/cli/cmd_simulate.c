@@ -201,92 +201,129 @@ static dt_status simulate(const dt_profile *p, dt_sim_cfg *c, const int_list *no
     return DT_OK;
 }
 
-int cmd_simulate(int argc, char **argv, const cli_env *env) {
-    const char *nodes_arg = "1,2,4,8,16,32,64", *modes_arg = "allreduce,ps-sync,ps-sync+sfb,ps-sync+sacp";
-    const char *bw_arg = "10Gbps", *lat_arg = "20us", *profile_path = NULL, *compression = "none";
-    const char *kernel_arg = NULL, *busy_arg = NULL;
-    int batch = 0, servers = 1, staleness = 3, threads = 0, reps = 10, shared_cores = 0, json = 0, no_overlap = 0,
-        help = 0, measure_workers = 0, server_nice = 19;
-    double fusion_mb = 4, fan_in_share = 0;
+/* simulate's flags as given (defaults in read_flags). */
+typedef struct {
+    const char *model; /* MODEL.cfg, or NULL with --profile */
+    const char *nodes, *modes, *bandwidth, *latency, *profile, *compression, *kernel_rate, *busy_bandwidth;
+    int batch, servers, staleness, threads, reps, shared_cores, json, no_overlap, help, measure_workers,
+        server_nice;
+    double fusion_mb, fan_in_share;
+} sim_args;
+
+/* The flags and the model file or profile; with --help nothing more is checked. */
+static dt_status read_flags(int argc, char **argv, sim_args *a) {
+    *a = (sim_args){.nodes = "1,2,4,8,16,32,64", .modes = "allreduce,ps-sync,ps-sync+sfb,ps-sync+sacp",
+                    .bandwidth = "10Gbps", .latency = "20us", .compression = "none", .servers = 1,
+                    .staleness = 3, .reps = 10, .server_nice = 19, .fusion_mb = 4};
     dt_opt flags[] = {
-        {"--nodes", DT_OPT_STR, &nodes_arg, 0, 0, 0},
-        {"--bandwidth", DT_OPT_STR, &bw_arg, 0, 0, 0},
-        {"--latency", DT_OPT_STR, &lat_arg, 0, 0, 0},
-        {"--modes", DT_OPT_STR, &modes_arg, 0, 0, 0},
-        {"--batch", DT_OPT_INT, &batch, 1, 1 << 20, 0},
-        {"--servers", DT_OPT_INT, &servers, 1, 1 << 16, 0},
-        {"--staleness", DT_OPT_INT, &staleness, 0, 1000, 0},
-        {"--fusion-mb", DT_OPT_DOUBLE, &fusion_mb, 0, 4096, 0},
-        {"--no-overlap", DT_OPT_FLAG, &no_overlap, 0, 0, 0},
-        {"--grad-compression", DT_OPT_STR, &compression, 0, 0, 0},
-        {"--profile", DT_OPT_STR, &profile_path, 0, 0, 0},
-        {"--threads", DT_OPT_INT, &threads, 1, 1024, 0},
-        {"--reps", DT_OPT_INT, &reps, 1, 100000, 0},
-        {"--measure-workers", DT_OPT_INT, &measure_workers, 1, DT_PROFILE_MAX_WORKERS, 0},
-        {"--shared-cores", DT_OPT_INT, &shared_cores, 1, 1 << 16, 0},
-        {"--kernel-rate", DT_OPT_STR, &kernel_arg, 0, 0, 0},
-        {"--busy-bandwidth", DT_OPT_STR, &busy_arg, 0, 0, 0},
-        {"--fan-in-share", DT_OPT_DOUBLE, &fan_in_share, 0, 1, 0},
-        {"--server-nice", DT_OPT_INT, &server_nice, 0, 19, 0},
-        {"--json", DT_OPT_FLAG, &json, 0, 0, 0},
-        {"--help", DT_OPT_FLAG, &help, 0, 0, 0},
+        {"--nodes", DT_OPT_STR, &a->nodes, 0, 0, 0},
+        {"--bandwidth", DT_OPT_STR, &a->bandwidth, 0, 0, 0},
+        {"--latency", DT_OPT_STR, &a->latency, 0, 0, 0},
+        {"--modes", DT_OPT_STR, &a->modes, 0, 0, 0},
+        {"--batch", DT_OPT_INT, &a->batch, 1, 1 << 20, 0},
+        {"--servers", DT_OPT_INT, &a->servers, 1, 1 << 16, 0},
+        {"--staleness", DT_OPT_INT, &a->staleness, 0, 1000, 0},
+        {"--fusion-mb", DT_OPT_DOUBLE, &a->fusion_mb, 0, 4096, 0},
+        {"--no-overlap", DT_OPT_FLAG, &a->no_overlap, 0, 0, 0},
+        {"--grad-compression", DT_OPT_STR, &a->compression, 0, 0, 0},
+        {"--profile", DT_OPT_STR, &a->profile, 0, 0, 0},
+        {"--threads", DT_OPT_INT, &a->threads, 1, 1024, 0},
+        {"--reps", DT_OPT_INT, &a->reps, 1, 100000, 0},
+        {"--measure-workers", DT_OPT_INT, &a->measure_workers, 1, DT_PROFILE_MAX_WORKERS, 0},
+        {"--shared-cores", DT_OPT_INT, &a->shared_cores, 1, 1 << 16, 0},
+        {"--kernel-rate", DT_OPT_STR, &a->kernel_rate, 0, 0, 0},
+        {"--busy-bandwidth", DT_OPT_STR, &a->busy_bandwidth, 0, 0, 0},
+        {"--fan-in-share", DT_OPT_DOUBLE, &a->fan_in_share, 0, 1, 0},
+        {"--server-nice", DT_OPT_INT, &a->server_nice, 0, 19, 0},
+        {"--json", DT_OPT_FLAG, &a->json, 0, 0, 0},
+        {"--help", DT_OPT_FLAG, &a->help, 0, 0, 0},
     };
     int nflags = (int)(sizeof flags / sizeof *flags);
     const char *pos[1];
     int npos;
-    dt_status s = dt_opts_parse(argc, argv, flags, nflags, pos, 1, &npos);
-    if (s == DT_OK && help) {
+    DT_TRY(dt_opts_parse(argc, argv, flags, nflags, pos, 1, &npos));
+    if (a->help) return DT_OK;
+    a->model = npos == 1 ? pos[0] : NULL;
+    if (!a->model && !a->profile)
+        return dt_fail(DT_ERR_USAGE, "simulate: expected MODEL.cfg or --profile F.json\n%s", simulate_usage);
+    if (a->profile && (dt_opt_find(flags, nflags, "--threads")->seen ||
+                       dt_opt_find(flags, nflags, "--reps")->seen || a->measure_workers))
+        return dt_fail(DT_ERR_USAGE, "--threads, --reps and --measure-workers set the measurement; --profile %s "
+                       "was measured already", a->profile);
+    return DT_OK;
+}
+
+/* The simulated job's configuration but its points: servers, links, cores. */
+static dt_status read_links(const sim_args *a, dt_sim_cfg *c) {
+    *c = (dt_sim_cfg){.servers = a->servers, .staleness = a->staleness, .fusion_mb = a->fusion_mb,
+                      .overlap = !a->no_overlap, .shared_cores = a->shared_cores,
+                      .fan_in_share = a->fan_in_share, .server_nice = a->server_nice};
+    DT_TRY(dt_sim_parse_bandwidth(a->bandwidth, "--bandwidth", &c->bandwidth));
+    DT_TRY(dt_sim_parse_latency(a->latency, &c->latency));
+    if (a->kernel_rate && !a->shared_cores)
+        return dt_fail(DT_ERR_USAGE, "--kernel-rate prices the kernel's copies on shared cores: it needs "
+                       "--shared-cores");
+    if (a->kernel_rate) DT_TRY(dt_sim_parse_bandwidth(a->kernel_rate, "--kernel-rate", &c->kernel_rate));
+    if (a->busy_bandwidth && !a->shared_cores)
+        return dt_fail(DT_ERR_USAGE, "--busy-bandwidth is a transfer's rate while the workers compute on shared "
+                       "cores: it needs --shared-cores");
+    if (a->busy_bandwidth)
+        DT_TRY(dt_sim_parse_bandwidth(a->busy_bandwidth, "--busy-bandwidth", &c->busy_bandwidth));
+    return DT_OK;
+}
+
+/* The points to predict (--nodes by --modes) and the gradients' encoding. */
+static dt_status read_points(const sim_args *a, int_list *nodes, mode_list *modes, dt_sim_cfg *c) {
+    DT_TRY(each_item(a->nodes, "--nodes", add_nodes, nodes));
+    DT_TRY(each_item(a->modes, "--modes", add_mode, modes));
+    DT_TRY(dt_grad_codec_parse(a->compression, &c->codec));
+    int has_allreduce = 0;
+    for (int i = 0; i < modes->n; i++) has_allreduce |= modes->mode[i] == DT_MODE_ALLREDUCE;
+    if (c->codec.kind == DT_GC_TOPK && !has_allreduce)
+        return dt_fail(DT_ERR_USAGE, "--grad-compression %s applies to allreduce, which --modes %s leaves out",
+                       a->compression, a->modes);
+    return DT_OK;
+}
+
+/* The per-layer compute: read from --profile (checked against the model
+ * file when both are given) or measured now on the model. */
+static dt_status load_compute(const sim_args *a, const int_list *nodes, dt_model_spec *spec, dt_profile *prof,
+                              const cli_env *env) {
+    if (a->model) DT_TRY(dt_setup_model(spec, a->model, a->batch, 0, 0));
+    if (a->model) DT_TRY(dt_model_check_loss(spec));
+    if (a->profile) {
+        DT_TRY(dt_profile_read(prof, a->profile));
+        if (a->batch && a->batch != prof->batch)
+            return dt_fail(DT_ERR_USAGE, "--batch %d: --profile %s was measured at batch %d", a->batch,
+                           a->profile, prof->batch);
+        return a->model ? check_profile_model(prof, spec, a->profile) : DT_OK;
+    }
+    int t = dt_setup_threads(a->threads, env->local_ranks);
+    return dt_profile_measure(prof, spec, t, a->reps,
+                              a->measure_workers ? a->measure_workers
+                                                 : default_workers(nodes, a->shared_cores, t));
+}
+
+int cmd_simulate(int argc, char **argv, const cli_env *env) {
+    sim_args a;
+    dt_status s = read_flags(argc, argv, &a);
+    if (s == DT_OK && a.help) {
         fputs(simulate_usage, stdout);
         return 0;
     }
-    if (s == DT_OK && npos == 0 && !profile_path)
-        s = dt_fail(DT_ERR_USAGE, "simulate: expected MODEL.cfg or --profile F.json\n%s", simulate_usage);
-    if (s == DT_OK && profile_path && (dt_opt_find(flags, nflags, "--threads")->seen ||
-                                       dt_opt_find(flags, nflags, "--reps")->seen || measure_workers))
-        s = dt_fail(DT_ERR_USAGE, "--threads, --reps and --measure-workers set the measurement; --profile %s "
-                    "was measured already", profile_path);
-    dt_sim_cfg c = {.servers = servers, .staleness = staleness, .fusion_mb = fusion_mb, .overlap = !no_overlap,
-                    .shared_cores = shared_cores, .fan_in_share = fan_in_share, .server_nice = server_nice};
-    if (s == DT_OK) s = dt_sim_parse_bandwidth(bw_arg, "--bandwidth", &c.bandwidth);
-    if (s == DT_OK) s = dt_sim_parse_latency(lat_arg, &c.latency);
-    if (s == DT_OK && kernel_arg && !shared_cores)
-        s = dt_fail(DT_ERR_USAGE, "--kernel-rate prices the kernel's copies on shared cores: it needs "
-                    "--shared-cores");
-    if (s == DT_OK && kernel_arg) s = dt_sim_parse_bandwidth(kernel_arg, "--kernel-rate", &c.kernel_rate);
-    if (s == DT_OK && busy_arg && !shared_cores)
-        s = dt_fail(DT_ERR_USAGE, "--busy-bandwidth is a transfer's rate while the workers compute on shared "
-                    "cores: it needs --shared-cores");
-    if (s == DT_OK && busy_arg) s = dt_sim_parse_bandwidth(busy_arg, "--busy-bandwidth", &c.busy_bandwidth);
+    dt_sim_cfg c;
     int_list nodes = {.n = 0};
     mode_list modes = {.n = 0};
-    if (s == DT_OK) s = each_item(nodes_arg, "--nodes", add_nodes, &nodes);
-    if (s == DT_OK) s = each_item(modes_arg, "--modes", add_mode, &modes);
-    if (s == DT_OK) s = dt_grad_codec_parse(compression, &c.codec);
-    int has_allreduce = 0;
-    for (int i = 0; i < modes.n; i++) has_allreduce |= modes.mode[i] == DT_MODE_ALLREDUCE;
-    if (s == DT_OK && c.codec.kind == DT_GC_TOPK && !has_allreduce)
-        s = dt_fail(DT_ERR_USAGE, "--grad-compression %s applies to allreduce, which --modes %s leaves out",
-                    compression, modes_arg);
+    if (s == DT_OK) s = read_links(&a, &c);
+    if (s == DT_OK) s = read_points(&a, &nodes, &modes, &c);
     dt_model_spec *spec = NULL;
     dt_profile *prof = NULL;
     if (s == DT_OK) s = (spec = malloc(sizeof *spec)) && (prof = malloc(sizeof *prof))
                             ? DT_OK : dt_fail(DT_ERR_NOMEM, "simulate: out of memory");
-    if (s == DT_OK && npos == 1) s = dt_setup_model(spec, pos[0], batch, 0, 0);
-    if (s == DT_OK && npos == 1) s = dt_model_check_loss(spec);
-    if (s == DT_OK && profile_path) {
-        s = dt_profile_read(prof, profile_path);
-        if (s == DT_OK && batch && batch != prof->batch)
-            s = dt_fail(DT_ERR_USAGE, "--batch %d: --profile %s was measured at batch %d", batch,
-                        profile_path, prof->batch);
-        if (s == DT_OK && npos == 1) s = check_profile_model(prof, spec, profile_path);
-    } else if (s == DT_OK) {
-        int t = dt_setup_threads(threads, env->local_ranks);
-        s = dt_profile_measure(prof, spec, t, reps,
-                               measure_workers ? measure_workers : default_workers(&nodes, shared_cores, t));
-    }
+    if (s == DT_OK) s = load_compute(&a, &nodes, spec, prof, env);
     if (s == DT_OK)
-        s = simulate(prof, &c, &nodes, &modes, json, bw_arg, lat_arg,
-                     profile_path ? "from the profile" : "measured here");
+        s = simulate(prof, &c, &nodes, &modes, a.json, a.bandwidth, a.latency,
+                     a.profile ? "from the profile" : "measured here");
     free(spec);
     free(prof);
     return cli_report(s, env);

@@ -8,18 +8,17 @@
 
 /* What a sweep may vary: the train flags that change one run's
  * optimisation or its synchronisation scheme, not where it reads or
- * writes. */
+ * writes; and every [net] key, the optimiser's hyperparameters among them
+ * (resolve_key). */
 static const struct {
     const char *key, *flag;
     int numeric;
 } keys[] = {
-    {"lr", "--lr", 1},           {"batch", "--batch", 1},           {"momentum", "--momentum", 1},
-    {"decay", "--decay", 1},     {"epochs", "--epochs", 1},         {"max-steps", "--max-steps", 1},
-    {"seed", "--seed", 1},       {"warmup-epochs", "--warmup-epochs", 1},
+    {"lr", "--lr", 1},           {"batch", "--batch", 1},           {"epochs", "--epochs", 1},
+    {"max-steps", "--max-steps", 1}, {"seed", "--seed", 1},         {"warmup-epochs", "--warmup-epochs", 1},
     {"lr-scaling", "--lr-scaling", 0}, {"mode", "--mode", 0},       {"servers", "--servers", 1},
     {"staleness", "--staleness", 1}, {"straggle", "--straggle", 0}, {"slow-worker", "--slow-worker", 0},
-    {"optimizer", "--optimizer", 0}, {"accumulate", "--accumulate", 1}, {"beta1", "--beta1", 1},
-    {"beta2", "--beta2", 1},     {"eps", "--eps", 1},               {"trust-coefficient", "--trust-coefficient", 1},
+    {"optimizer", "--optimizer", 0}, {"accumulate", "--accumulate", 1},
 };
 #define NKEYS ((int)(sizeof keys / sizeof *keys))
 

@@ -7,6 +7,7 @@
 
 #include "dtrain/dist.h"
 #include "dtrain/mem.h"
+#include "dtrain/model.h"
 #include "dtrain/textfile.h"
 #include "dtrain/timer.h"
 #include "net/model_lex.h"
@@ -388,13 +389,18 @@ dt_status dt_comm_agree(const dt_comm *c, dt_status local) {
     return dt_fail((dt_status)status, "%s", msg);
 }
 
-dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char *model_path) {
+dt_status dt_comm_check_model(const dt_comm *c, uint64_t shape_hash, const char *model) {
     if (c->size == 1) return DT_OK;
     char msg[512] = "";
-    /* This rank's file, cut into its lines. */
+    /* This rank's file (or text), cut into its lines. */
+    const char *model_path = dt_model_is_text(model) ? "model text" : model;
     char *text = NULL;
     model_text mine = {0}, theirs = {0};
-    dt_status local = dt_read_text_file(&text, model_path, MODEL_MAX_BYTES, DT_ERR_CONFIG, "a model file");
+    dt_status local = DT_OK;
+    if (model_path != model)
+        local = (text = strdup(model)) ? DT_OK : dt_fail(DT_ERR_NOMEM, "out of memory for the model's text");
+    else
+        local = dt_read_text_file(&text, model_path, MODEL_MAX_BYTES, DT_ERR_CONFIG, "a model file");
     if (local == DT_OK) local = model_text_cut(&mine, text, strlen(text), model_path);
     if (local != DT_OK) snprintf(msg, sizeof msg, "%s", dt_last_error());
 

@@ -216,6 +216,6 @@ dt_status dt_group_reduce_finish_hook(dt_sync *s, double *vals, int n) {
     return dt_group_sum_finish(s->ctx, vals, n);
 }
 
-dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t, int all) {
-    return all ? dt_group_average_state(s->ctx, dt_trainer_net(t)) : DT_OK;
+dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t, dt_pace here) {
+    return here == DT_PACE_LOCKSTEP ? dt_group_average_state(s->ctx, dt_trainer_net(t)) : DT_OK;
 }

@@ -72,6 +72,6 @@ void dt_group_sync_free(dt_sync *s);
 dt_status dt_group_reduce_hook(dt_sync *s, double *vals, int n);
 dt_status dt_group_reduce_start_hook(dt_sync *s, const double *vals, int n);
 dt_status dt_group_reduce_finish_hook(dt_sync *s, double *vals, int n);
-dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t, int all);
+dt_status dt_group_state_hook(dt_sync *s, dt_trainer *t, dt_pace here);
 
 #endif

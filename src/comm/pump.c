@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "dtrain/dist.h"
+#include "threads.h"
 
 /* now + DT_PUMP_INTERVAL_US on the condition variable's clock (monotonic). */
 static struct timespec next_probe(void) {
@@ -84,11 +85,7 @@ dt_status dt_pump_off(dt_pump *p) {
 
 void dt_pump_free(dt_pump *p) {
     if (!p->started) return;
-    pthread_mutex_lock(&p->mu);
-    p->quit = 1;
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    pthread_join(p->thread, NULL);
+    dt_threads_stop(&p->mu, &p->cv, &p->quit, &p->thread, 1);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     MPI_Comm_free(&p->self);

@@ -34,12 +34,9 @@ static const char train_usage[] =
     "  --warmup-epochs W     ramp the rate linearly, per step, over W epochs (with linear\n"
     "                        scaling: from the base rate to the scaled one)\n"
     "  --optimizer O         sgd | adam | adamw | lars | lamb (default: the model file's, else sgd)\n"
-    "  --momentum M, --decay D   momentum in [0, 1) (sgd, lars) and weight decay (override the file)\n"
-    "  --beta1 B, --beta2 B  adam, adamw, lamb: moment decay rates in [0, 1) (0.9, 0.999)\n"
-    "  --eps E               adam, adamw, lamb: > 0 (1e-8; lamb 1e-6)\n"
-    "  --trust-coefficient T lars: eta of the trust ratio, > 0 (0.001)\n"
-    "  --exclude-bias-bn 0|1 1: biases and batch-norm parameters without decay and trust\n"
-    "                        ratio (Darknet's default); 0: decay on every parameter (PyTorch's)\n"
+    ;
+/* (the optimiser's hyperparameters: print_hypers) */
+static const char train_usage_rest[] =
     "  --precision P         fp32 | bf16: the arithmetic of convolutions and connected layers\n"
     "                        (default: the model file's precision=, else fp32; bf16 needs\n"
     "                        AVX512_BF16 or AMX; weights, optimiser and loss stay fp32)\n"
@@ -128,8 +125,35 @@ static void print_net_flags(FILE *out) {
     fputs("\n", out);
 }
 
+/* "  --beta1 B             adam, ...": each hyperparameter's line (optim.h's
+ * table), its text wrapped at 92 columns under column 24. */
+static void print_hypers(FILE *out) {
+    const dt_optim_hyper *h;
+    for (int i = 0; (h = dt_optim_hyper_at(i)) != NULL; i++) {
+        char flag[DT_NETKEY_FLAG_MAX];
+        dt_netkey_flag(h->key, flag, sizeof flag);
+        int col = fprintf(out, "  %s %s", flag, h->value);
+        const char *text = h->usage;
+        while (*text) {
+            fprintf(out, "%*s", col < 24 ? 24 - col : 1, "");
+            col = col < 24 ? 24 : col + 1;
+            size_t fit = strlen(text);
+            if (col + (int)fit > 92) { /* the last space that fits */
+                fit = (size_t)(92 - col);
+                while (fit > 0 && text[fit] != ' ') fit--;
+            }
+            fprintf(out, "%.*s\n", (int)fit, text);
+            text += fit;
+            while (*text == ' ') text++;
+            col = 0;
+        }
+    }
+}
+
 void dt_job_usage(FILE *out) {
     fputs(train_usage, out);
+    print_hypers(out);
+    fputs(train_usage_rest, out);
     dt_mode_usage(out, train_usage_mode);
     fputs(train_usage_dist, out);
     dt_ar_algo_usage(out, train_usage_algo);
@@ -147,9 +171,8 @@ void dt_job_args_init(dt_job_args *a) {
     a->stall_timeout = 60;
     a->stall_abort = -1;
     a->group_size = 1;
-    a->momentum = a->decay = a->warmup_epochs = -1;
-    a->beta1 = a->beta2 = a->eps = a->trust = -1;
-    a->exclude = -1;
+    a->warmup_epochs = -1;
+    for (int i = 0; i < DT_OPT_MAX_HYPERS; i++) a->hyper[i] = -1;
     a->keep = 3;
     a->max_loss_ratio = 100;
     a->cache_mb = -1;
@@ -166,14 +189,7 @@ int dt_job_opts(dt_job_args *a, dt_opt *out) {
         {"--lr", DT_OPT_DOUBLE, &a->lr, 1e-12, 1e6, 0},
         {"--lr-scaling", DT_OPT_STR, &a->lr_scaling, 0, 0, 0},
         {"--warmup-epochs", DT_OPT_DOUBLE, &a->warmup_epochs, 0, 100000, 0},
-        {"--momentum", DT_OPT_DOUBLE, &a->momentum, 0, 1, 0},
-        {"--decay", DT_OPT_DOUBLE, &a->decay, 0, 1e6, 0},
         {"--optimizer", DT_OPT_STR, &a->optimizer, 0, 0, 0},
-        {"--beta1", DT_OPT_DOUBLE, &a->beta1, 0, 1, 0},
-        {"--beta2", DT_OPT_DOUBLE, &a->beta2, 0, 1, 0},
-        {"--eps", DT_OPT_DOUBLE, &a->eps, 1e-30, 1, 0},
-        {"--trust-coefficient", DT_OPT_DOUBLE, &a->trust, 1e-12, 1e6, 0},
-        {"--exclude-bias-bn", DT_OPT_INT, &a->exclude, 0, 1, 0},
         {"--accumulate", DT_OPT_INT, &a->accumulate, 1, 1024, 0},
         {"--precision", DT_OPT_STR, &a->precision, 0, 0, 0},
         {"--seed", DT_OPT_LONG, &a->seed, 0, 9.2e18, 0},
@@ -215,6 +231,16 @@ int dt_job_opts(dt_job_args *a, dt_opt *out) {
     };
     int n = (int)(sizeof flags / sizeof *flags);
     memcpy(out, flags, sizeof flags);
+    /* The optimiser's hyperparameters (optim.h's table), each --KEY in its
+     * model-file key's range (open ends: job_prepare.c). */
+    const dt_optim_hyper *h;
+    for (int i = 0; (h = dt_optim_hyper_at(i)) != NULL; i++) {
+        double lo, hi;
+        int lo_open, hi_open;
+        dt_netkey_flag(h->key, a->hyper_flags[i], sizeof a->hyper_flags[i]);
+        dt_model_net_key_range(h->key, &lo, &hi, &lo_open, &hi_open);
+        out[n++] = (dt_opt){a->hyper_flags[i], DT_OPT_DOUBLE, &a->hyper[i], lo, hi, 0};
+    }
     /* Then every model-file key without a flag of its own, as --KEY. */
     const char *key;
     for (int i = 0; i < DT_NETKEYS_MAX && (key = dt_model_net_key(i)) != NULL; i++)

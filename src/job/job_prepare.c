@@ -134,21 +134,37 @@ static dt_status switch_optimizer(dt_model_spec *spec, const char *name, char *n
     int k = dt_optim_kind_from_name(name);
     if (k < 0) return dt_fail(DT_ERR_USAGE, "--optimizer: unknown optimizer '%s' (sgd, adam, adamw, lars, lamb)", name);
     o->kind = (dt_optim_kind)k;
-    const struct {
-        const char *key, *hyper;
-        int written;
-    } file[] = {{"beta1", "beta1", o->beta1 >= 0}, {"beta2", "beta2", o->beta2 >= 0}, {"eps", "eps", o->eps >= 0},
-                {"trust_coefficient", "trust", o->trust >= 0}, {"nesterov", "nesterov", o->nesterov != 0}};
-    for (size_t i = 0; i < sizeof file / sizeof *file; i++)
-        if (file[i].written && !dt_optim_uses(o->kind, file[i].hyper))
+    const dt_optim_hyper *h;
+    for (int i = 0; (h = dt_optim_hyper_at(i)) != NULL; i++) {
+        int line = spec->hyper_line[i];
+        if (!line || dt_optim_uses(o->kind, h->key)) continue;
+        if (strcmp(h->key, "momentum") != 0)
             return dt_fail(DT_ERR_USAGE, "--optimizer %s: %s sets %s=, which %s does not read (remove it)", name,
-                           spec->path, file[i].key, name);
-    char who[64];
-    if (spec->momentum_line && !dt_optim_uses(o->kind, "momentum")) {
-        dt_optim_users(who, sizeof who, "momentum");
+                           spec->path, h->key, name);
+        char who[64];
+        dt_optim_users(who, sizeof who, h->key);
         snprintf(note, cap, "note: %s:%d: momentum= applies only to optimizer=%s (--optimizer is %s): ignored\n",
-                 spec->path, spec->momentum_line, who, name);
+                 spec->path, line, who, name);
     }
+    return DT_OK;
+}
+
+/* Hyperparameter h's flag (given as value) against the optimiser and its
+ * model-file key's open ends (the parser checked the closed range). */
+static dt_status check_hyper_flag(const dt_optim_hyper *h, const char *flag, double value, dt_optim_kind kind) {
+    if (!dt_optim_uses(kind, h->key)) {
+        char who[64];
+        dt_optim_users(who, sizeof who, h->key);
+        return dt_fail(DT_ERR_USAGE, "%s applies only to --optimizer %s (the optimizer is %s)", flag, who,
+                       dt_optim_kind_name(kind));
+    }
+    double lo, hi;
+    int lo_open, hi_open;
+    dt_model_net_key_range(h->key, &lo, &hi, &lo_open, &hi_open);
+    if (hi_open && value >= hi) return dt_fail(DT_ERR_USAGE, "%s: %g is not below %g", flag, value, hi);
+    if (lo_open && value <= lo) return dt_fail(DT_ERR_USAGE, "%s: %g is not above %g", flag, value, lo);
+    if (h->integer && value != (double)(int)value)
+        return dt_fail(DT_ERR_USAGE, "%s: %g is not an integer", flag, value);
     return DT_OK;
 }
 
@@ -157,28 +173,12 @@ static dt_status switch_optimizer(dt_model_spec *spec, const char *name, char *n
 static dt_status apply_optimizer_flags(dt_model_spec *spec, const dt_job_args *a, char *note, size_t cap) {
     dt_optim_cfg *o = &spec->optim;
     if (a->optimizer) DT_TRY(switch_optimizer(spec, a->optimizer, note, cap));
-    const struct {
-        const char *flag, *hyper;
-        double value;
-        double *field;
-        int below_one; /* the parser's range includes 1 */
-    } given[] = {{"--momentum", "momentum", a->momentum, &o->momentum, 1}, {"--beta1", "beta1", a->beta1, &o->beta1, 1},
-                 {"--beta2", "beta2", a->beta2, &o->beta2, 1},             {"--eps", "eps", a->eps, &o->eps, 0},
-                 {"--trust-coefficient", "trust", a->trust, &o->trust, 0}};
-    for (size_t i = 0; i < sizeof given / sizeof *given; i++) {
-        if (given[i].value < 0) continue;
-        if (!dt_optim_uses(o->kind, given[i].hyper)) {
-            char who[64];
-            dt_optim_users(who, sizeof who, given[i].hyper);
-            return dt_fail(DT_ERR_USAGE, "%s applies only to --optimizer %s (the optimizer is %s)", given[i].flag,
-                           who, dt_optim_kind_name(o->kind));
-        }
-        if (given[i].below_one && given[i].value >= 1)
-            return dt_fail(DT_ERR_USAGE, "%s: %g is not below 1", given[i].flag, given[i].value);
-        *given[i].field = given[i].value;
+    const dt_optim_hyper *h;
+    for (int i = 0; (h = dt_optim_hyper_at(i)) != NULL; i++) {
+        if (a->hyper[i] < 0) continue;
+        DT_TRY(check_hyper_flag(h, a->hyper_flags[i], a->hyper[i], o->kind));
+        dt_optim_hyper_set(o, h, a->hyper[i]);
     }
-    if (a->decay >= 0) o->decay = a->decay;
-    if (a->exclude >= 0) o->exclude = a->exclude;
     return DT_OK;
 }
 
@@ -242,8 +242,79 @@ static dt_status keep_global_batch(dt_job_plan *p, int workers) {
     return DT_OK;
 }
 
+/* The mode and its settings for `ranks` ranks, and the straggler settings. */
+static dt_status prepare_dist(dt_job_plan *p, const dt_job_args *a, int ranks, int in_sweep) {
+    const dt_model_spec *spec = &p->spec;
+    if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
+    dt_dist_cfg dc = {.mode = DT_MODE_SERIAL,
+                      .fusion_mb = a->fusion_mb,
+                      .stall = {.report = a->stall_timeout,
+                                .abort = a->stall_abort < 0 ? 10 * a->stall_timeout : a->stall_abort,
+                                .give_up = end_stalled},
+                      .staleness = a->staleness,
+                      .sfb = a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF,
+                      .batch = spec->batch,
+                      .group_size = a->group_size,
+                      .ar_algo = DT_AR_AUTO,
+                      .codec = {DT_GC_NONE, 0},
+                      .server_nice = a->server_nice};
+    int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
+    char list[64];
+    if (algo < 0)
+        return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (%s)", a->ar_algo,
+                       dt_ar_algo_list(list, sizeof list));
+    dc.ar_algo = (dt_ar_algo)algo;
+    if (a->grad_compression) DT_TRY(dt_grad_codec_parse(a->grad_compression, &dc.codec));
+    DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks, in_sweep));
+    DT_TRY(check_mode_flags(a, &dc));
+    DT_TRY(check_mode_optimizer(spec, &dc));
+    p->dist = dc;
+    dt_straggle_cfg *sc = &p->straggle;
+    if (a->straggle) DT_TRY(parse_pair(a->straggle, "--straggle", "P:MS", 0, 1, &sc->p, &sc->ms));
+    double slow_rank = 0;
+    if (a->slow) DT_TRY(parse_pair(a->slow, "--slow-worker", "RANK:MS", 0, 65535, &slow_rank, &sc->slow_ms));
+    sc->slow_rank = (int)slow_rank;
+    if (a->slow && (sc->slow_rank < dc.servers || sc->slow_rank >= ranks))
+        return dt_fail(DT_ERR_USAGE, "--slow-worker %s: rank %d is not a worker (the workers are ranks %d to %d)",
+                       a->slow, sc->slow_rank, dc.servers, ranks - 1);
+    return DT_OK;
+}
+
+/* The trainer's options from the flags. */
+static void fill_opts(dt_job_plan *p, const dt_job_args *a) {
+    const dt_model_spec *spec = &p->spec;
+    dt_train_opts *o = &p->opts;
+    o->epochs = spec->epochs;
+    o->max_steps = a->max_steps;
+    o->seed = (uint64_t)a->seed;
+    o->log_path = a->log;
+    o->checkpoint_path = a->ckpt;
+    o->checkpoint_every = a->ckpt_every;
+    o->checkpoint_dir = a->ckpt_dir;
+    if (a->ckpt_dir && a->ckpt_dir == a->backup) {
+        size_t used = strlen(p->notes);
+        snprintf(p->notes + used, sizeof p->notes - used, "note: checkpoints in %s (backup= of %s)\n", a->ckpt_dir,
+                 a->data);
+    }
+    o->keep = a->keep;
+    o->keep_fewer = a->keep_fewer;
+    o->max_loss_ratio = a->max_loss_ratio;
+    o->resume_path = a->resume;
+    o->weights_path = a->weights;
+    o->partial = a->partial;
+    o->quiet = a->quiet;
+    o->prefetch = !a->no_prefetch;
+    o->loader_threads = a->loader_threads ? a->loader_threads : dt_setup_loader_threads(o->dataset);
+    o->skip_bad = a->skip_bad;
+    o->val_split = a->val_split;
+    p->cache_mb = a->cache_mb;
+    p->timeline_path = a->timeline;
+    p->threads = a->threads;
+}
+
 dt_status dt_job_prepare(dt_job_plan *p, const dt_job_args *a, int ranks, int in_sweep) {
     memset(p, 0, sizeof *p);
+    p->model = a->model;
     DT_TRY(check_checkpoint_flags(a));
     int rule = dt_lr_scaling_from_name(a->lr_scaling ? a->lr_scaling : "none");
     if (rule < 0)
@@ -277,65 +348,9 @@ dt_status dt_job_prepare(dt_job_plan *p, const dt_job_args *a, int ranks, int in
     DT_TRY(dt_setup_data_source(&o->dataset, &o->data_dir, a->data, a->dataset, a->data_dir, spec));
     DT_TRY(dt_setup_folder_flags(o->dataset, o->data_dir, a->cache_mb, a->skip_bad));
     DT_TRY(dt_setup_val_split(o->dataset, a->val_split));
-    if (a->sfb && a->sacp) return dt_fail(DT_ERR_USAGE, "--sfb and --sacp exclude each other");
-    dt_dist_cfg dc = {.mode = DT_MODE_SERIAL,
-                      .fusion_mb = a->fusion_mb,
-                      .stall = {.report = a->stall_timeout,
-                                .abort = a->stall_abort < 0 ? 10 * a->stall_timeout : a->stall_abort,
-                                .give_up = end_stalled},
-                      .staleness = a->staleness,
-                      .sfb = a->sfb ? DT_SFB_ALL : a->sacp ? DT_SFB_AUTO : DT_SFB_OFF,
-                      .batch = spec->batch,
-                      .group_size = a->group_size,
-                      .ar_algo = DT_AR_AUTO,
-                      .codec = {DT_GC_NONE, 0},
-                      .server_nice = a->server_nice};
-    int algo = dt_ar_algo_from_name(a->ar_algo ? a->ar_algo : "auto");
-    char list[64];
-    if (algo < 0)
-        return dt_fail(DT_ERR_USAGE, "--allreduce-algo: unknown algorithm '%s' (%s)", a->ar_algo,
-                       dt_ar_algo_list(list, sizeof list));
-    dc.ar_algo = (dt_ar_algo)algo;
-    if (a->grad_compression) DT_TRY(dt_grad_codec_parse(a->grad_compression, &dc.codec));
-    DT_TRY(resolve_mode(&dc, a->mode, a->servers, ranks, in_sweep));
-    DT_TRY(check_mode_flags(a, &dc));
-    DT_TRY(check_mode_optimizer(spec, &dc));
-    p->dist = dc;
-    dt_straggle_cfg *sc = &p->straggle;
-    if (a->straggle) DT_TRY(parse_pair(a->straggle, "--straggle", "P:MS", 0, 1, &sc->p, &sc->ms));
-    double slow_rank = 0;
-    if (a->slow) DT_TRY(parse_pair(a->slow, "--slow-worker", "RANK:MS", 0, 65535, &slow_rank, &sc->slow_ms));
-    sc->slow_rank = (int)slow_rank;
-    if (a->slow && (sc->slow_rank < dc.servers || sc->slow_rank >= ranks))
-        return dt_fail(DT_ERR_USAGE, "--slow-worker %s: rank %d is not a worker (the workers are ranks %d to %d)",
-                       a->slow, sc->slow_rank, dc.servers, ranks - 1);
-    o->epochs = spec->epochs;
-    o->max_steps = a->max_steps;
-    o->seed = (uint64_t)a->seed;
-    o->log_path = a->log;
-    o->checkpoint_path = a->ckpt;
-    o->checkpoint_every = a->ckpt_every;
-    o->checkpoint_dir = a->ckpt_dir;
-    if (a->ckpt_dir && a->ckpt_dir == a->backup) {
-        size_t used = strlen(p->notes);
-        snprintf(p->notes + used, sizeof p->notes - used, "note: checkpoints in %s (backup= of %s)\n", a->ckpt_dir,
-                 a->data);
-    }
-    o->keep = a->keep;
-    o->keep_fewer = a->keep_fewer;
-    o->max_loss_ratio = a->max_loss_ratio;
-    o->resume_path = a->resume;
-    o->weights_path = a->weights;
-    o->partial = a->partial;
-    o->quiet = a->quiet;
-    o->prefetch = !a->no_prefetch;
-    o->loader_threads = a->loader_threads ? a->loader_threads : dt_setup_loader_threads(o->dataset);
-    o->skip_bad = a->skip_bad;
-    o->val_split = a->val_split;
-    p->cache_mb = a->cache_mb;
-    p->timeline_path = a->timeline;
-    p->threads = a->threads;
-    if (a->keep_global_batch) DT_TRY(keep_global_batch(p, ranks - dc.servers));
+    DT_TRY(prepare_dist(p, a, ranks, in_sweep));
+    fill_opts(p, a);
+    if (a->keep_global_batch) DT_TRY(keep_global_batch(p, ranks - p->dist.servers));
     return DT_OK;
 }
 

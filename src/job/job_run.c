@@ -36,7 +36,7 @@ static dt_status check_model(const dt_comm *comm, const dt_job_plan *p) {
         dt_net_free(net);
         return s;
     }
-    s = dt_comm_check_model(comm, net->shape_hash, p->spec.path);
+    s = dt_comm_check_model(comm, net->shape_hash, p->model);
     /* The run's last step where it is known before the data set: lockstep
      * modes' --max-steps or max_batches (asynchronous workers share a budget). */
     long last = p->spec.sched.max_batches;
@@ -147,8 +147,8 @@ static dt_status run_worker(dt_job_plan *p, const dt_comm *comm, int local_ranks
     dt_train_opts *o = &p->opts;
     o->cache_bytes = dt_setup_cache_bytes(p->cache_mb, local_ranks);
     o->progress_tty = out && progress_tty(out);
-    o->rank = comm->worker;
-    o->world = comm->nworkers;
+    o->worker = comm->worker;
+    o->workers = comm->nworkers;
     o->stop = &req->stop;
     o->progress_request = &req->progress;
     o->out = comm->worker == 0 ? out : NULL;
@@ -210,10 +210,7 @@ dt_status dt_job_run(dt_job_plan *p, MPI_Comm world, int local_ranks, dt_job_req
     return s;
 }
 
-/* The start's verdict over the ranks of world: each rank's status local;
- * the first failing rank's status and message become every rank's (its
- * rank named when world has several), or DT_OK when none failed. */
-static dt_status agree_start(MPI_Comm world, dt_status local) {
+dt_status dt_job_agree(MPI_Comm world, dt_status local) {
     int rank, size;
     if (MPI_Comm_rank(world, &rank) != MPI_SUCCESS || MPI_Comm_size(world, &size) != MPI_SUCCESS)
         return dt_fail(DT_ERR_MPI, "the ranks could not agree on how start-up went (MPI failed)");
@@ -242,7 +239,7 @@ dt_status dt_job_execute(dt_job_plan *p, const dt_job_args *a, MPI_Comm world, i
     int lock = -1;
     if (s == DT_OK && rank == p->dist.servers) s = dt_job_check_outputs_writable(a);
     if (s == DT_OK && rank == p->dist.servers && a->ckpt_dir) s = dt_ckptdir_lock(a->ckpt_dir, &lock);
-    s = agree_start(world, s);
+    s = dt_job_agree(world, s);
     if (s == DT_OK) {
         s = dt_job_run(p, world, local_ranks, req, out, sum);
     } else if (s != DT_ERR_MPI) {

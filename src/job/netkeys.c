@@ -6,7 +6,9 @@
 #include "dtrain/model.h"
 
 /* [net] keys whose train flag is older than this mapping and named
- * otherwise, or parsed with checks of its own (cmd_train.c). */
+ * otherwise, or parsed with checks of its own (job_prepare.c); and the
+ * optimiser's hyperparameters (optim.h's table), whose flags are --KEY but
+ * rows of the job's own table. */
 static const struct {
     const char *key, *flag;
 } own[] = {{"learning_rate", "--lr"},
@@ -14,13 +16,6 @@ static const struct {
            {"epochs", "--epochs"},
            {"accumulate", "--accumulate"},
            {"optimizer", "--optimizer"},
-           {"momentum", "--momentum"},
-           {"decay", "--decay"},
-           {"beta1", "--beta1"},
-           {"beta2", "--beta2"},
-           {"eps", "--eps"},
-           {"trust_coefficient", "--trust-coefficient"},
-           {"exclude_bias_bn", "--exclude-bias-bn"},
            {"warmup_epochs", "--warmup-epochs"},
            {"dataset", "--dataset"},
            {"precision", "--precision"}};
@@ -50,7 +45,7 @@ int dt_netkey_flag(const char *key, char *buf, size_t cap) {
     snprintf(buf, cap, "--%s", k);
     for (char *c = buf + 2; *c; c++)
         if (*c == '_') *c = '-';
-    return 1;
+    return dt_optim_hyper_of(k) ? 0 : 1;
 }
 
 const char *dt_netkey_of_flag(const char *flag) {

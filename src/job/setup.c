@@ -2,6 +2,7 @@
 #include "dtrain/setup.h"
 
 #include <omp.h>
+#include <string.h>
 #include <unistd.h>
 
 dt_status dt_setup_model(dt_model_spec *spec, const char *path, int batch, double lr, int epochs) {
@@ -10,7 +11,11 @@ dt_status dt_setup_model(dt_model_spec *spec, const char *path, int batch, doubl
 
 dt_status dt_setup_model_over(dt_model_spec *spec, const char *path, const dt_model_override *ov, int n, int batch,
                               double lr, int epochs) {
-    DT_TRY(dt_model_parse_file_over(spec, path, ov, n));
+    /* A model's text (the job API's, dtrain.h) rather than a file's path. */
+    if (dt_model_is_text(path))
+        DT_TRY(dt_model_parse_string_over(spec, path, "model text", ov, n));
+    else
+        DT_TRY(dt_model_parse_file_over(spec, path, ov, n));
     if (batch > 0) spec->batch = batch;
     if (lr > 0) spec->sched.base_lr = lr;
     if (epochs > 0) {

@@ -716,6 +716,11 @@ dt_status dt_model_parse_string(dt_model_spec *out, const char *text, const char
     return parse_over(out, text, name, NULL, 0);
 }
 
+dt_status dt_model_parse_string_over(dt_model_spec *out, const char *text, const char *name,
+                                     const dt_model_override *ov, int n) {
+    return parse_over(out, text, name, ov, n);
+}
+
 dt_status dt_model_parse_file_over(dt_model_spec *out, const char *path, const dt_model_override *ov, int n) {
     char *text;
     dt_status st = dt_read_text_file(&text, path, MAX_FILE, DT_ERR_CONFIG, "a model file");
@@ -728,6 +733,16 @@ dt_status dt_model_parse_file(dt_model_spec *out, const char *path) { return dt_
 
 const char *dt_model_net_key(int i) {
     return i >= 0 && i < (int)(sizeof net_keys / sizeof *net_keys) ? net_keys[i].name : NULL;
+}
+
+int dt_model_net_key_range(const char *key, double *lo, double *hi, int *lo_open, int *hi_open) {
+    int i = find_key(net_keys, key);
+    if (i < 0) return -1;
+    *lo = net_keys[i].lo;
+    *hi = net_keys[i].hi;
+    *lo_open = (net_keys[i].flags & DT_KEY_LO_OPEN) != 0;
+    *hi_open = (net_keys[i].flags & DT_KEY_HI_OPEN) != 0;
+    return 0;
 }
 
 int dt_model_net_key_is_number(const char *key) {

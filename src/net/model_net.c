@@ -33,21 +33,17 @@ static const char *policy_names(unsigned set, char *buf, size_t cap) {
     return buf;
 }
 
-static const struct {
-    const char *key, *hyper; /* model-file key, dt_optim_uses name */
-} optim_keys[] = {{"momentum", "momentum"}, {"nesterov", "nesterov"}, {"beta1", "beta1"},
-                  {"beta2", "beta2"},       {"eps", "eps"},           {"trust_coefficient", "trust"}};
-
+/* The hyperparameters written in [net] (their lines, for the job's
+ * --optimizer), each one the optimiser reads. */
 static dt_status check_optimizer_keys(const dt_section *p, dt_model_spec *m) {
-    dt_optim_cfg *o = &m->optim;
-    m->momentum_line = dt_section_key_line(p, "momentum");
-    for (size_t i = 0; i < sizeof optim_keys / sizeof *optim_keys; i++) {
-        int line = dt_section_key_line(p, optim_keys[i].key);
-        if (!line || dt_optim_uses(o->kind, optim_keys[i].hyper)) continue;
+    const dt_optim_hyper *h;
+    for (int i = 0; (h = dt_optim_hyper_at(i)) != NULL; i++) {
+        int line = m->hyper_line[i] = dt_section_key_line(p, h->key);
+        if (!line || dt_optim_uses(m->optim.kind, h->key)) continue;
         char who[64];
-        dt_optim_users(who, sizeof who, optim_keys[i].hyper);
-        return dt_section_error(p, line, "%s= applies only to optimizer=%s (optimizer is %s)", optim_keys[i].key, who,
-                       dt_optim_kind_name(o->kind));
+        dt_optim_users(who, sizeof who, h->key);
+        return dt_section_error(p, line, "%s= applies only to optimizer=%s (optimizer is %s)", h->key, who,
+                                dt_optim_kind_name(m->optim.kind));
     }
     return DT_OK;
 }

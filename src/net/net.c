@@ -360,6 +360,20 @@ void dt_net_bind_blocks(dt_net *net, float *params, float *grads) {
     dt_net_bind_grads(net, grads);
 }
 
+dt_status dt_net_own_blocks(dt_net *net) {
+    if (!net->own_params) {
+        DT_TRY(dt_alloc_floats(&net->own_params, net->nparams, "parameters"));
+        memcpy(net->own_params, net->params, sizeof(float) * net->nparams);
+        net->params = net->own_params;
+    }
+    if (!net->own_grads) {
+        DT_TRY(dt_alloc_floats(&net->own_grads, net->nparams, "gradients"));
+        net->grads = net->own_grads;
+    }
+    bind_views(net);
+    return DT_OK;
+}
+
 /* A net with its layers set up (shapes, sizes, net->bytes) but none of the
  * big blocks allocated; *sz gets the block sizes. */
 static dt_status plan(dt_net **out, const dt_model_spec *spec, int max_batch, net_sizes *sz) {

@@ -1,6 +1,7 @@
 /* The optimiser table, the tensors of a flat vector, and the dispatch of a
  * step over a range of it to each tensor's piece (optim.h). */
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "dtrain/mem.h"
@@ -166,23 +167,58 @@ size_t dt_optim_align(const dt_optim *o, size_t cut) {
     return cut - o->start[k] <= o->start[k + 1] - cut ? o->start[k] : o->start[k + 1];
 }
 
-/* Which optimisers read each optimiser-specific hyperparameter (bit per
- * kind); decay and exclude are read by all. */
 #define BIT(k) (1u << (k))
-static const struct {
-    const char *key;
-    unsigned kinds;
-} users[] = {{"momentum", BIT(DT_OPT_SGD) | BIT(DT_OPT_LARS)},
-             {"nesterov", BIT(DT_OPT_SGD)},
-             {"beta1", BIT(DT_OPT_ADAM) | BIT(DT_OPT_ADAMW) | BIT(DT_OPT_LAMB)},
-             {"beta2", BIT(DT_OPT_ADAM) | BIT(DT_OPT_ADAMW) | BIT(DT_OPT_LAMB)},
-             {"eps", BIT(DT_OPT_ADAM) | BIT(DT_OPT_ADAMW) | BIT(DT_OPT_LAMB)},
-             {"trust", BIT(DT_OPT_LARS)}};
+#define ALL_KINDS (BIT(DT_OPT_COUNT) - 1)
+#define HYPER(field) offsetof(dt_optim_cfg, field)
+#define ADAMS (BIT(DT_OPT_ADAM) | BIT(DT_OPT_ADAMW) | BIT(DT_OPT_LAMB))
+
+/* The hyperparameters (optim.h), in the run log's order. */
+static const dt_optim_hyper hypers[] = {
+    {"momentum", HYPER(momentum), 0, BIT(DT_OPT_SGD) | BIT(DT_OPT_LARS), "M", "sgd, lars: momentum in [0, 1)"},
+    {"decay", HYPER(decay), 0, ALL_KINDS, "D", "weight decay (sgd, adam: L2; adamw, lamb: decoupled)"},
+    {"nesterov", HYPER(nesterov), 1, BIT(DT_OPT_SGD), "0|1", "sgd: Nesterov's momentum"},
+    {"beta1", HYPER(beta1), 0, ADAMS, "B", "adam, adamw, lamb: first moment decay rate in [0, 1) (0.9)"},
+    {"beta2", HYPER(beta2), 0, ADAMS, "B", "adam, adamw, lamb: second moment decay rate in [0, 1) (0.999)"},
+    {"eps", HYPER(eps), 0, ADAMS, "E", "adam, adamw, lamb: > 0 (1e-8; lamb 1e-6)"},
+    {"trust_coefficient", HYPER(trust), 0, BIT(DT_OPT_LARS), "T", "lars: eta of the trust ratio, > 0 (0.001)"},
+    {"exclude_bias_bn", HYPER(exclude), 1, ALL_KINDS, "0|1",
+     "1: biases and batch-norm parameters without decay and trust ratio (Darknet's default); 0: decay on every "
+     "parameter (PyTorch's)"},
+};
+enum { NHYPERS = (int)(sizeof hypers / sizeof *hypers) };
+_Static_assert(NHYPERS <= DT_OPT_MAX_HYPERS, "DT_OPT_MAX_HYPERS holds every row");
+
+const dt_optim_hyper *dt_optim_hyper_at(int i) { return i >= 0 && i < NHYPERS ? &hypers[i] : NULL; }
+
+/* "trust_coefficient" and "trust-coefficient" are one key. */
+static int same_key(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (*a != *b && !((*a == '_' || *a == '-') && (*b == '_' || *b == '-'))) return 0;
+    return *a == *b;
+}
+
+const dt_optim_hyper *dt_optim_hyper_of(const char *key) {
+    for (int i = 0; i < NHYPERS; i++)
+        if (same_key(hypers[i].key, key)) return &hypers[i];
+    return NULL;
+}
+
+double dt_optim_hyper_get(const dt_optim_cfg *c, const dt_optim_hyper *h) {
+    const char *at = (const char *)c + h->offset;
+    return h->integer ? *(const int *)at : *(const double *)at;
+}
+
+void dt_optim_hyper_set(dt_optim_cfg *c, const dt_optim_hyper *h, double v) {
+    char *at = (char *)c + h->offset;
+    if (h->integer)
+        *(int *)at = (int)v;
+    else
+        *(double *)at = v;
+}
 
 static unsigned users_of(const char *key) {
-    for (size_t i = 0; i < sizeof users / sizeof *users; i++)
-        if (strcmp(key, users[i].key) == 0) return users[i].kinds;
-    return ~0u;
+    const dt_optim_hyper *h = dt_optim_hyper_of(key);
+    return h ? h->users : ALL_KINDS;
 }
 
 int dt_optim_uses(dt_optim_kind kind, const char *key) { return (users_of(key) & BIT(kind)) != 0; }

@@ -6,6 +6,7 @@
 
 #include "dtrain/mem.h"
 #include "dtrain/timer.h"
+#include "comm/threads.h"
 #include "ps_server.h"
 
 enum { HOGWILD_APPLIERS = 2 };
@@ -191,11 +192,7 @@ static dt_status deferred_setup(server *sv, ps_traits *tr) {
 static void deferred_free(server *sv) {
     deferred *p = sv->pol;
     if (!p) return;
-    pthread_mutex_lock(&sv->mu);
-    p->quit = 1;
-    pthread_cond_broadcast(&p->queued);
-    pthread_mutex_unlock(&sv->mu);
-    for (int i = 0; i < p->nappliers; i++) pthread_join(p->appliers[i], NULL);
+    dt_threads_stop(&sv->mu, &p->queued, &p->quit, p->appliers, p->nappliers);
     pthread_mutex_destroy(&p->pmu);
     pthread_cond_destroy(&p->queued);
     pthread_cond_destroy(&p->drained);

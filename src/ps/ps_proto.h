@@ -55,12 +55,15 @@ enum { PS_CTRL_STEP = 1, PS_CTRL_CKPT, PS_CTRL_STOP, PS_CTRL_PULL };
  * value it ran at}. */
 #define PS_STATS_LEN 6
 
-/* Whether a mode's replies go out segment by segment (above). The
- * deferred modes reply at once anyway; sent segment by segment, the top
- * layers would be copied before the worker's previous gradient is applied
- * (measured: version lag 1.9 -> 2.4 for 5 % more img/s on 2 cores), so they
- * send the shard as it is when the gradient is complete. */
-static inline int ps_segmented(dt_mode mode) { return dt_mode_info_of(mode)->ps != DT_PS_DEFERRED; }
+/* Whether a mode's servers reply segment by segment, each segment as soon
+ * as it may be read (the worker posts a receive beside each push), rather
+ * than the whole shard once the worker's gradient is complete: every policy
+ * but the deferred one. The deferred modes reply at once anyway; sent
+ * segment by segment, the top layers would be copied before the worker's
+ * previous gradient is applied (measured: version lag 1.9 -> 2.4 for 5 %
+ * more img/s on 2 cores), so they send the shard as it is when the
+ * gradient is complete. */
+static inline int ps_replies_per_segment(dt_mode mode) { return dt_mode_info_of(mode)->ps != DT_PS_DEFERRED; }
 
 /* The servers' vector is the parameters of every layer that is not SFB,
  * end to end (dt_comm_plan ps_offset); shards are ranges of it.

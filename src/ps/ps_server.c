@@ -16,7 +16,7 @@
  *     shard the moment its gradient is complete, and the gradient is queued
  *     for applier threads: one applying under the shard's lock (nowait), or
  *     two applying at once without it (hogwild; ps_deferred.c says what races).
- * Segmented replies (all but the deferred modes, ps_proto.h): the shard is
+ * Per-segment replies (all but the deferred modes, ps_proto.h): the shard is
  * cut where the layers meet; a worker's gradient arrives segment by
  * segment, top layer first, as backprop frees them. ps-async applies each
  * segment and sends it back at once; the clocked modes commit each segment

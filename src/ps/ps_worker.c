@@ -1,6 +1,6 @@
 /* ps-* modes, worker side: push each layer's gradients to the servers that
  * own them as soon as the layer's backward is done, and receive the shards
- * when the mode lets the servers reply (ps_proto.h): segmented replies land
+ * when the mode lets the servers reply (ps_proto.h): per-segment replies land
  * layer by layer in the parameters (a layer's parameters are not read again
  * in a step once its backward is done), so the top layers' come back while
  * the lower layers still run backward; the step ends when all are in. The
@@ -11,7 +11,7 @@
  * top, so its own updates are visible to it at once.
  * --grad-compression bf16/fp16: a clock's traffic (pushed gradients, the
  * replies) travels in 16-bit words, encoded into and decoded from buffers
- * laid out like the flat parameters (segmented replies land there, decoded
+ * laid out like the flat parameters (per-segment replies land there, decoded
  * once all are in); the start, pulls and the optimiser state stay fp32, so
  * evaluation and checkpoints see the servers' exact master weights. A step
  * after the start or a pull first rounds them as a reply would have been:
@@ -121,7 +121,7 @@ static dt_status push_layer(ps_ctx *p, int layer) {
         }
         DT_TRY(add_req(p, MPI_Isend(grads, (int)(b - a), type, s, PS_TAG_GRAD, p->comm.world, &p->reqs[p->nreqs]),
                        -1, "gradient push (MPI_Isend)"));
-        if (!ps_segmented(p->cfg.mode)) continue;
+        if (!ps_replies_per_segment(p->cfg.mode)) continue;
         DT_TRY(add_req(p, MPI_Irecv(params, (int)(b - a), type, s, PS_TAG_PARAM, p->comm.world, &p->reqs[p->nreqs]),
                        s, "parameter pull (MPI_Irecv)"));
     }
@@ -424,12 +424,12 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     dt_status off = dt_pump_off(&p->pump); /* from here the trainer's own waits progress */
     DT_TRY(st);
     DT_TRY(off);
-    /* Whole replies land in net->params only now, segmented ones have been
-     * landing layer by layer (wire: in wire_params, decoded once all are
+    /* Whole replies land in net->params only now, per-segment ones have
+     * been landing layer by layer (wire: in wire_params, decoded once all are
      * in); either way the step ends with all of them in. */
-    int segmented = ps_segmented(p->cfg.mode);
-    double t_post = segmented ? p->first_send : dt_now();
-    DT_TRY(receive_replies(p, !segmented, p->wire != DT_GC_NONE, "parameter exchange"));
+    int per_segment = ps_replies_per_segment(p->cfg.mode);
+    double t_post = per_segment ? p->first_send : dt_now();
+    DT_TRY(receive_replies(p, !per_segment, p->wire != DT_GC_NONE, "parameter exchange"));
     double t1 = dt_now();
     if (p->nown) {
         read_my_writes(p);
@@ -444,7 +444,7 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
     double bytes = (p->leader ? n * word : 0) + (k > 1 ? (2 * (k - 1) / k + 1) * n * sizeof(float) : 0) +
                    dt_sfb_bytes_each_way(&p->sfb);
     /* Gradients are in flight from the first push until the exchange is
-     * complete, replies from their receives being posted (segmented: with
+     * complete, replies from their receives being posted (per segment: with
      * the first push). */
     dt_tl_arg arg[] = {{"bytes", bytes}};
     dt_timeline_span(p->cfg.timeline, DT_TL_COMM, DT_TL_CAT_COMM, "ps push", p->first_send, t1, arg, 1);
@@ -466,13 +466,13 @@ static dt_status ps_end_step(dt_sync *sy, dt_trainer *t, float lr) {
 
 /* Before evaluation and checkpoints: the servers' shards with every
  * delivered clock applied, then the workers' average BN state. */
-static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t, int all) {
+static dt_status ps_sync_state(dt_sync *sy, dt_trainer *t, dt_pace here) {
     ps_ctx *p = sy->ctx;
     if (p->leader) DT_TRY(send_ctrl(p, PS_CTRL_PULL, dt_trainer_step(t), 0));
     p->nreqs = 0;
     DT_TRY(receive_replies(p, 1, 0, "parameter pull"));
     p->exact = 1;
-    return dt_group_state_hook(sy, t, all);
+    return dt_group_state_hook(sy, t, here);
 }
 
 /* ps-async groups: a group stops together (see dt_sync.agree_stop). */

@@ -13,44 +13,6 @@ int dt_sim_models(dt_mode mode) {
     return !m->one_rank && (m->ps == DT_PS_NONE || m->ps == DT_PS_CLOCKED || m->ps == DT_PS_IMMEDIATE);
 }
 
-static const char *const factor_names[] = {[DT_SFB_ALL] = "sfb", [DT_SFB_AUTO] = "sacp"};
-
-dt_status dt_sim_parse_mode(const char *text, const char *flag, dt_mode *mode, dt_sfb_policy *factors) {
-    char name[64];
-    const char *plus = strchr(text, '+');
-    size_t n = plus ? (size_t)(plus - text) : strlen(text);
-    snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), text);
-    int m = dt_mode_from_name(name);
-    char modelled[256] = "";
-    for (int k = 0, used = 0; k <= DT_MODE_PS_HOGWILD; k++)
-        if (dt_sim_models((dt_mode)k))
-            used += snprintf(modelled + used, sizeof modelled - (size_t)used, "%s%s", used ? ", " : "",
-                             dt_mode_name((dt_mode)k));
-    if (strcmp(name, "sfb") == 0 || strcmp(name, "sacp") == 0)
-        return dt_fail(DT_ERR_USAGE, "%s: %s is an option of a mode, not a mode: write ps-sync+%s or allreduce+%s",
-                       flag, name, name, name);
-    if (m < 0) return dt_fail(DT_ERR_USAGE, "%s: unknown mode '%s' (the simulator models %s)", flag, name, modelled);
-    if (!dt_sim_models((dt_mode)m))
-        return dt_fail(DT_ERR_USAGE, "%s: the simulator does not model %s (it models %s)", flag, name, modelled);
-    *mode = (dt_mode)m;
-    *factors = DT_SFB_OFF;
-    if (!plus) return DT_OK;
-    if (strcmp(plus + 1, "sfb") == 0) *factors = DT_SFB_ALL;
-    else if (strcmp(plus + 1, "sacp") == 0) *factors = DT_SFB_AUTO;
-    else return dt_fail(DT_ERR_USAGE, "%s: '%s': after + comes sfb or sacp", flag, text);
-    if (!(dt_mode_info_of(*mode)->flags & DT_MF_FACTORS)) {
-        char who[64];
-        return dt_fail(DT_ERR_USAGE, "%s: %s: %s has no sufficient factors (%s have)", flag, text, name,
-                       dt_mode_list(DT_MF_FACTORS, who, sizeof who));
-    }
-    return DT_OK;
-}
-
-const char *dt_sim_mode_name(dt_mode mode, dt_sfb_policy factors, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s%s%s", dt_mode_name(mode), factors ? "+" : "", factors ? factor_names[factors] : "");
-    return buf;
-}
-
 double dt_sim_ps_bytes(int m, int n) { return 2.0 * m * n * 4; }
 
 double dt_sim_sfb_bytes(int m, int n, int k, int p) { return 2.0 * k * (p - 1) * ((double)m + n) * 4; }
@@ -397,114 +359,148 @@ static double fan_in_lag(const sim_step *st, double y, double B) {
     return fmax(0, t - P * y / bw);
 }
 
+/* The servers as a parameter-server step's pushes meet them (run_ps).
+ * ps_off[i]: layer i's offset among the `total` parameters the servers
+ * hold. Server k's link has every worker's part of the segments so far by
+ * in[k], its cores have committed them by done[k], its link has sent them
+ * to every worker by out[k]. A worker had queued[k] of its bytes to push
+ * when the link last waited for a segment, and has to_push[k] left:
+ * queued[k] - to_push[k] are in since. */
+typedef struct {
+    size_t *ps_off, total;
+    double *in, *done, *out, *queued, *to_push;
+    /* bf16/fp16: pushes and replies in 16-bit words; a server decodes the
+     * gradients and encodes its replies (server_work), a worker encodes its
+     * gradient and decodes the parameters: a pass each. */
+    int half;
+    double word; /* bytes of a parameter on the wire */
+    double got;  /* the worker's link, receiving: every reply so far is in */
+} sim_servers;
+
+/* The servers' state and the factors' (sim_beside) in one block, every
+ * part 8-byte aligned: ps_off (L), srv (5 S), the pushes' intervals
+ * (2 L S) and the factors (L); the caller frees *block. */
+static dt_status servers_create(const sim_step *st, const unsigned char *sfb, sim_servers *sv, sim_beside *b,
+                                void **block) {
+    const dt_profile *p = st->p;
+    int L = p->nlayers, S = st->c->servers;
+    sv->half = dt_gc_is_half(st->c->codec.kind);
+    sv->word = sv->half ? 2 : sizeof(float);
+    sv->total = 0;
+    sv->got = 0;
+    DT_TRY(dt_alloc_bytes(block, sizeof(size_t) * (size_t)L + sizeof(double) * (5 + 2 * (size_t)L) * (size_t)S +
+                                     sizeof(sim_factors) * (size_t)L, "simulator"));
+    sv->ps_off = *block;
+    double *srv = (double *)(sv->ps_off + L);
+    *b = (sim_beside){(sim_factors *)(srv + (5 + 2 * (size_t)L) * (size_t)S), 0, 0, srv + 5 * S, 0};
+    sv->in = srv, sv->done = srv + S, sv->out = srv + 2 * S, sv->queued = srv + 3 * S, sv->to_push = srv + 4 * S;
+    for (int i = 0; i < L; i++) {
+        sv->ps_off[i] = sv->total;
+        if (!sfb[i]) sv->total += p->layers[i].params;
+    }
+    for (int k = 0; k < S; k++) {
+        size_t lo, hi;
+        dt_shard_range(sv->total, S, k, &lo, &hi);
+        sv->to_push[k] = (double)(hi - lo) * sv->word;
+    }
+    return DT_OK;
+}
+
+/* The worker's segment of seg parameters to server k, ready at `ready`:
+ * the push, the server's commit once every worker's is in (summing,
+ * averaging and an update, as server_work prices a shard) and its reply,
+ * sent at once while later segments still come in: the links' two
+ * directions run side by side. */
+static void push_segment(sim_step *st, sim_servers *sv, sim_beside *b, int k, size_t seg, double ready) {
+    double served = st->peers;
+    double *in = sv->in, *done = sv->done, *out = sv->out, *queued = sv->queued, *to_push = sv->to_push;
+    double bytes = (double)seg * sv->word;
+    double start = link_start(st, ready);
+    double sent = link_send(st, ready, 0, bytes / st->bw + st->lat, bytes);
+    b->pushes[2 * b->npushes] = start;
+    b->pushes[2 * b->npushes++ + 1] = sent;
+    /* The server's link takes the same part from every worker it
+     * serves; a clock's segment is in once the slowest's part is. */
+    if (start >= in[k]) queued[k] = to_push[k]; /* the link waited: the pushes meet it anew */
+    to_push[k] -= bytes;
+    in[k] = fmax(sent, server_link(st, fmax(start, in[k]), served * bytes / st->bw) + st->lat);
+    double lag = st->pass == PASS_SYNC ? fan_in_lag(st, queued[k] - to_push[k], queued[k]) : 0;
+    double part = (double)seg / (double)st->nparams;
+    double work = server_work(st, st->pass, served, sv->half, part);
+    /* With no core to spare (shared cores), the server's rank runs
+     * on the workers' cores: its commit at its nice value's share
+     * while they compute (commit_end), its copies of the segment in
+     * and out (every worker's) and the core time its commit takes
+     * while they compute are taken from the C cores, 1/C from each
+     * compute thread. */
+    double begin = fmax(in[k] + lag, done[k]), used = 0;
+    done[k] = st->share > 1 ? commit_end(st, begin, work, &used) : begin + work;
+    out[k] = server_link(st, fmax(done[k], out[k]), served * bytes / st->bw) + st->lat;
+    double left = st->bwd_end + st->stolen - in[k];
+    if (st->share > 1 && left > 0)
+        st->stolen += fmin(2 * served * bytes * st->kernel_s_per_byte + used, left) / st->c->shared_cores;
+    sv->got = fmax(out[k], sv->got + bytes / st->bw + st->lat);
+    st->bytes_sent += bytes;
+    st->link_busy += bytes / st->bw;
+}
+
+/* Layer i's part in each shard is a segment (ps_server.c). */
+static void push_layer(sim_step *st, sim_servers *sv, sim_beside *b, int i) {
+    int S = st->c->servers;
+    for (int k = 0; k < S; k++) {
+        size_t lo, hi;
+        dt_shard_range(sv->total, S, k, &lo, &hi);
+        size_t seg = segment_params(sv->ps_off[i], st->p->layers[i].params, lo, hi);
+        if (seg > 0) push_segment(st, sv, b, k, seg, st->ready[i]);
+    }
+}
+
+/* The step's end once every reply is in and the compute cores are free
+ * (at cpu). bf16/fp16: the worker decodes the parameters; ps-ssp: then
+ * adds its own gradient to what it read. */
+static void receive_params(sim_step *st, const sim_servers *sv, double cpu) {
+    const dt_profile *p = st->p;
+    double scale = st->scale;
+    if (sv->total > 0) {
+        double coding = sv->half ? 2 * p->sum_s * (double)sv->total / (double)st->nparams * scale : 0;
+        if (st->adds_own) coding += p->sum_s * (double)sv->total / (double)st->nparams * scale;
+        st->link = fmax(st->link, sv->got) + coding;
+        st->compute += coding;
+    }
+    st->link = fmax(st->link, cpu);
+}
+
 /* Parameter servers for every layer but those marked in sfb[] (fully
  * connected), which broadcast sufficient factors. */
 static dt_status run_ps(sim_step *st, const unsigned char *sfb, int *fc_sfb) {
     const dt_profile *p = st->p;
-    const dt_sim_cfg *c = st->c;
-    int L = p->nlayers, S = c->servers;
-    double scale = st->scale, served = st->peers;
-    /* bf16/fp16: pushes and replies in 16-bit words; a server decodes the
-     * gradients and encodes its replies (server_work), a worker encodes its
-     * gradient and decodes the parameters: a pass each. */
-    int half = dt_gc_is_half(c->codec.kind);
-    double word = half ? 2 : sizeof(float);
-    /* ps_off[i]: layer i's offset among the parameters the servers hold.
-     * srv (5 S): server k's link has every worker's part of the segments so
-     * far by in[k], its cores have committed them by done[k], its link has
-     * sent them to every worker by out[k]. A worker had queued[k] of its
-     * bytes to push when the link last waited for a segment, and has
-     * to_push[k] left: queued[k] - to_push[k] are in since. */
-    /* One block, every part 8-byte aligned: ps_off (L), srv (5 S), the
-     * pushes' intervals (2 L S) and the factors (L) of sim_beside. */
-    size_t *ps_off, ps_total = 0;
+    sim_servers sv;
+    sim_beside b;
     void *block;
-    DT_TRY(dt_alloc_bytes(&block, sizeof(size_t) * (size_t)L + sizeof(double) * (5 + 2 * (size_t)L) * (size_t)S +
-                                      sizeof(sim_factors) * (size_t)L, "simulator"));
-    ps_off = block;
-    double *srv = (double *)(ps_off + L);
-    sim_beside b = {(sim_factors *)(srv + (5 + 2 * (size_t)L) * (size_t)S), 0, 0, srv + 5 * S, 0};
-    double *in = srv, *done = srv + S, *out = srv + 2 * S, *queued = srv + 3 * S, *to_push = srv + 4 * S;
-    for (int i = 0; i < L; i++) {
-        ps_off[i] = ps_total;
-        if (!sfb[i]) ps_total += p->layers[i].params;
-    }
-    for (int k = 0; k < S; k++) {
-        size_t lo, hi;
-        dt_shard_range(ps_total, S, k, &lo, &hi);
-        to_push[k] = (double)(hi - lo) * word;
-    }
+    DT_TRY(servers_create(st, sfb, &sv, &b, &block));
     *fc_sfb = 0;
     /* Under shared cores pushes and factors share the compute's cores as
      * every transfer does (link_send: the pump moves them). The SFB layers'
      * rebuilds run in turn on the compute cores once backward is over and
      * their factors are in (settle_factors), rebuilds their sum. */
     double rebuilds = 0;
-    double got = 0; /* the worker's link, receiving: every reply so far is in */
-    for (int i = L - 1; i >= 0; i--) {
+    for (int i = p->nlayers - 1; i >= 0; i--) {
         const dt_sim_layer *l = &p->layers[i];
         if (l->params == 0) continue;
-        if (sfb[i]) {
-            /* The factors beside the pushes, then the rebuild and the
-             * layer's own update on the compute cores once they are free. */
-            double rebuild = rebuild_s(st, l) + p->update_s * (double)l->params / (double)st->nparams * scale;
-            send_factors_beside(st, &b, l, st->ready[i], rebuild);
-            rebuilds += rebuild;
-            st->compute += rebuild;
-            (*fc_sfb)++;
+        if (!sfb[i]) {
+            push_layer(st, &sv, &b, i);
             continue;
         }
-        /* The layer's part in each shard is a segment (ps_server.c): the
-         * server commits it once every worker's is in (summing, averaging
-         * and an update, as server_work prices a shard) and sends it back
-         * at once, while later segments still come in: the links' two
-         * directions run side by side. */
-        for (int k = 0; k < S; k++) {
-            size_t lo, hi;
-            dt_shard_range(ps_total, S, k, &lo, &hi);
-            size_t seg = segment_params(ps_off[i], l->params, lo, hi);
-            if (seg == 0) continue;
-            double bytes = (double)seg * word;
-            double start = link_start(st, st->ready[i]);
-            double sent = link_send(st, st->ready[i], 0, bytes / st->bw + st->lat, bytes);
-            b.pushes[2 * b.npushes] = start;
-            b.pushes[2 * b.npushes++ + 1] = sent;
-            /* The server's link takes the same part from every worker it
-             * serves; a clock's segment is in once the slowest's part is. */
-            if (start >= in[k]) queued[k] = to_push[k]; /* the link waited: the pushes meet it anew */
-            to_push[k] -= bytes;
-            in[k] = fmax(sent, server_link(st, fmax(start, in[k]), served * bytes / st->bw) + st->lat);
-            double lag = st->pass == PASS_SYNC ? fan_in_lag(st, queued[k] - to_push[k], queued[k]) : 0;
-            double part = (double)seg / (double)st->nparams;
-            double work = server_work(st, st->pass, served, half, part);
-            /* With no core to spare (shared cores), the server's rank runs
-             * on the workers' cores: its commit at its nice value's share
-             * while they compute (commit_end), its copies of the segment in
-             * and out (every worker's) and the core time its commit takes
-             * while they compute are taken from the C cores, 1/C from each
-             * compute thread. */
-            double begin = fmax(in[k] + lag, done[k]), used = 0;
-            done[k] = st->share > 1 ? commit_end(st, begin, work, &used) : begin + work;
-            out[k] = server_link(st, fmax(done[k], out[k]), served * bytes / st->bw) + st->lat;
-            double left = st->bwd_end + st->stolen - in[k];
-            if (st->share > 1 && left > 0)
-                st->stolen += fmin(2 * served * bytes * st->kernel_s_per_byte + used, left) / c->shared_cores;
-            got = fmax(out[k], got + bytes / st->bw + st->lat);
-            st->bytes_sent += bytes;
-            st->link_busy += bytes / st->bw;
-        }
+        /* The factors beside the pushes, then the rebuild and the
+         * layer's own update on the compute cores once they are free. */
+        double rebuild = rebuild_s(st, l) + p->update_s * (double)l->params / (double)st->nparams * st->scale;
+        send_factors_beside(st, &b, l, st->ready[i], rebuild);
+        rebuilds += rebuild;
+        st->compute += rebuild;
+        (*fc_sfb)++;
     }
     settle_stolen(st);
-    double cpu = fmax(st->bwd_end + rebuilds, settle_factors(&b)); /* the compute cores are free */
-    if (ps_total > 0) {
-        /* bf16/fp16: the worker decodes the parameters; ps-ssp: then adds
-         * its own gradient to what it read. */
-        double coding = half ? 2 * p->sum_s * (double)ps_total / (double)st->nparams * scale : 0;
-        if (st->adds_own) coding += p->sum_s * (double)ps_total / (double)st->nparams * scale;
-        st->link = fmax(st->link, got) + coding;
-        st->compute += coding;
-    }
-    st->link = fmax(st->link, cpu);
+    receive_params(st, &sv, fmax(st->bwd_end + rebuilds, settle_factors(&b))); /* the compute cores are free */
     dt_free(block);
     return DT_OK;
 }
@@ -766,37 +762,4 @@ dt_status dt_sim_run(dt_sim_result *r, const dt_profile *p, const dt_sim_cfg *c)
     r->link_busy_s = st.link_busy;
     r->bytes_sent = st.bytes_sent;
     return DT_OK;
-}
-
-/* "<number><unit>" with unit one of units[i] (scale[i] each): value in base units. */
-static dt_status parse_with_unit(const char *s, const char *flag, const char *const *units,
-                                 const double *scale, int nunits, int allow_zero, const char *help,
-                                 double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    int ok = end != s && isfinite(v) && (v > 0 || (allow_zero && v == 0));
-    for (int i = 0; ok && i < nunits; i++)
-        if (strcmp(end, units[i]) == 0) {
-            *out = v * scale[i];
-            return DT_OK;
-        }
-    return dt_fail(DT_ERR_USAGE, "%s: '%s' is not %s", flag, s, help);
-}
-
-dt_status dt_sim_parse_bandwidth(const char *s, const char *flag, double *bytes_per_s) {
-    static const char *const units[] = {"bps", "Kbps", "kbps", "Mbps", "Gbps", "Tbps",
-                                        "B/s", "KB/s", "kB/s", "MB/s", "GB/s", "TB/s"};
-    static const double scale[] = {1 / 8.0, 1e3 / 8, 1e3 / 8, 1e6 / 8, 1e9 / 8, 1e12 / 8,
-                                   1, 1e3, 1e3, 1e6, 1e9, 1e12};
-    return parse_with_unit(s, flag, units, scale, (int)(sizeof scale / sizeof *scale), 0,
-                           "a bandwidth (a positive number and a unit: 100Mbps, 1Gbps, 10Gbps, 25Gbps; "
-                           "bps, Kbps, Mbps, Gbps, Tbps for bits, B/s, KB/s, MB/s, GB/s for bytes)",
-                           bytes_per_s);
-}
-
-dt_status dt_sim_parse_latency(const char *s, double *seconds) {
-    static const char *const units[] = {"ns", "us", "ms", "s"};
-    static const double scale[] = {1e-9, 1e-6, 1e-3, 1};
-    return parse_with_unit(s, "--latency", units, scale, 4, 1,
-                           "a latency (a number >= 0 and a unit: ns, us, ms or s, e.g. 20us, 1ms)", seconds);
 }

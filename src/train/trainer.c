@@ -14,7 +14,7 @@ float *dt_trainer_residual(dt_trainer *t) { return t->residual; }
 dt_status dt_trainer_all_residuals(dt_trainer *t, float **out) {
     if (!t->all_residuals) {
         size_t n;
-        DT_TRY(dt_mul_size(&n, (size_t)t->opts->world, t->net->nparams, "residuals for a checkpoint"));
+        DT_TRY(dt_mul_size(&n, (size_t)t->opts->workers, t->net->nparams, "residuals for a checkpoint"));
         DT_TRY(dt_alloc_floats(&t->all_residuals, n, "residuals for a checkpoint"));
     }
     *out = t->all_residuals;
@@ -34,14 +34,14 @@ void dt_trainer_update(dt_trainer *t, float lr, size_t lo, size_t hi) {
 long dt_trainer_step(const dt_trainer *t) { return t->step; }
 long dt_trainer_total_steps(const dt_trainer *t) { return t->total_steps; }
 
-dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int rank, int world,
+dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int worker, int workers,
                       int batch, int threads, dt_logits_fn on_logits, void *ctx, double *accuracy,
                       double *loss) {
     const dt_layer *head = &net->layers[net->nlayers - 1];
     /* A classifier hands on its logits (the softmax's input); a feature extractor its output. */
     int features = net->classes == 0, from = features ? net->nlayers - 1 : head->spec.inputs[0];
     int width = features ? (int)dt_shape_size(head->out) : net->classes;
-    dt_loader_cfg cfg = {.batch = batch, .rank = rank, .world = world, .threads = threads, .out = net->input};
+    dt_loader_cfg cfg = {.batch = batch, .rank = worker, .world = workers, .threads = threads, .out = net->input};
     dt_loader *ld;
     DT_TRY(dt_loader_create(&ld, ds, &cfg));
     double sums[3] = {0, 0, 0}; /* correct, loss, samples */
@@ -89,9 +89,9 @@ static void note_run_shorter(dt_trainer *t, long max_steps) {
 static dt_status setup(dt_trainer *t) {
     const dt_train_opts *o = t->opts;
     const dt_model_spec *spec = t->spec;
-    DT_TRY(dt_report_open(&t->rep, o->rank == 0 ? o->out : NULL, o->rank == 0 ? o->log_path : NULL,
+    DT_TRY(dt_report_open(&t->rep, o->worker == 0 ? o->out : NULL, o->worker == 0 ? o->log_path : NULL,
                           o->quiet, o->progress_tty, o->resume_path != NULL));
-    if (o->rank == 0) {
+    if (o->worker == 0) {
         t->rep.on_record = o->on_record;
         t->rep.record_ctx = o->record_ctx;
     }
@@ -107,12 +107,12 @@ static dt_status setup(dt_trainer *t) {
         /* Worker 0's block for every worker's, now: at a checkpoint hours in
          * a failure would leave the others in the gather. */
         float *all;
-        if (o->rank == 0 && (o->checkpoint_path || o->checkpoint_dir)) DT_TRY(dt_trainer_all_residuals(t, &all));
+        if (o->worker == 0 && (o->checkpoint_path || o->checkpoint_dir)) DT_TRY(dt_trainer_all_residuals(t, &all));
     }
     DT_TRY(dt_trainset_load(&t->train_ds, &t->test_ds, spec, t->net->classes, o, &t->rep));
     const dt_dataset *d = t->train_ds;
     /* A step's batch: --accumulate passes of the net's batch each. */
-    dt_loader_cfg lc = {.batch = dt_model_step_batch(spec), .rank = o->rank, .world = o->world, .seed = o->seed,
+    dt_loader_cfg lc = {.batch = dt_model_step_batch(spec), .rank = o->worker, .world = o->workers, .seed = o->seed,
                         .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad, .erase = spec->erase,
                         .augment = &spec->augment,
                         .out = spec->input,
@@ -121,7 +121,7 @@ static dt_status setup(dt_trainer *t) {
     t->steps_per_epoch = dt_loader_steps_per_epoch(t->loader);
     if (t->steps_per_epoch < 1)
         return dt_fail(DT_ERR_USAGE, "--batch %d x --accumulate %d x %d workers is larger than the %d training "
-                       "samples", spec->batch, spec->accumulate, o->world, d->n);
+                       "samples", spec->batch, spec->accumulate, o->workers, d->n);
     /* Darknet's max_batches sets the run's length in steps instead of epochs. */
     int max_batches = spec->sched.max_batches;
     t->epochs = max_batches > 0 ? (int)(((long long)max_batches + t->steps_per_epoch - 1) / t->steps_per_epoch)
@@ -131,7 +131,7 @@ static dt_status setup(dt_trainer *t) {
     if (o->max_steps > t->total_steps) note_run_shorter(t, o->max_steps);
     /* Apart workers share the whole run's budget of steps; one may do
      * up to all of them (the strategy says when the budget is spent). */
-    if (t->sync->pace == DT_PACE_APART) t->total_steps *= o->world;
+    if (t->sync->pace == DT_PACE_APART) t->total_steps *= o->workers;
     /* With --resume auto, the weights start the run only while the
      * directory has no checkpoint (a restarted job continues its own). */
     int resumed = 0;
@@ -155,9 +155,9 @@ static dt_status start(dt_trainer *t) {
     dt_rec_begin(&r, "config");
     dt_rec_str(&r, "model", spec->path);
     dt_rec_str(&r, "mode", t->sync->name);
-    dt_rec_int(&r, "workers", o->world);
+    dt_rec_int(&r, "workers", o->workers);
     dt_rec_int(&r, "batch", spec->batch);
-    dt_rec_int(&r, "global_batch", dt_model_step_batch(spec) * o->world);
+    dt_rec_int(&r, "global_batch", dt_model_step_batch(spec) * o->workers);
     dt_rec_int(&r, "epochs", t->epochs);
     dt_rec_int(&r, "steps_per_epoch", t->steps_per_epoch);
     dt_rec_int(&r, "total_steps", t->total_steps);
@@ -174,14 +174,14 @@ static dt_status start(dt_trainer *t) {
     dt_rec_str(&r, "schedule", dt_schedule_kind_name(ls->kind));
     dt_rec_int(&r, "accumulate", spec->accumulate);
     dt_rec_str(&r, "optimizer", dt_optim_kind_name(oc->kind));
-    dt_rec_num(&r, "momentum", oc->momentum, 6);
-    dt_rec_num(&r, "decay", oc->decay, 6);
-    dt_rec_int(&r, "nesterov", oc->nesterov);
-    dt_rec_num(&r, "beta1", oc->beta1, 6);
-    dt_rec_num(&r, "beta2", oc->beta2, 6);
-    dt_rec_num(&r, "eps", oc->eps, 6);
-    dt_rec_num(&r, "trust_coefficient", oc->trust, 6);
-    dt_rec_int(&r, "exclude_bias_bn", oc->exclude);
+    const dt_optim_hyper *h;
+    for (int i = 0; (h = dt_optim_hyper_at(i)) != NULL; i++) {
+        double v = dt_optim_hyper_get(oc, h);
+        if (h->integer)
+            dt_rec_int(&r, h->key, (long long)v);
+        else
+            dt_rec_num(&r, h->key, v, 6);
+    }
     dt_rec_str(&r, "precision", dt_precision_name(t->net->precision));
     return dt_report_record(&t->rep, &r);
 }
@@ -193,8 +193,8 @@ static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, doubl
     double t0 = dt_now();
     dt_verdict v; /* a stop request waits for the next step's agreement */
     DT_TRY(dt_coord_agree(&t->coord, DT_PACE_LOCKSTEP, &v));
-    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, 1));
-    DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->rank, t->opts->world, t->spec->batch,
+    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, DT_PACE_LOCKSTEP));
+    DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->worker, t->opts->workers, t->spec->batch,
                        t->opts->loader_threads, NULL, NULL, acc, loss));
     dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_EVAL, "eval", t0, dt_now(),
                      (dt_tl_arg[]){{"epoch", epoch}}, 1);
@@ -275,7 +275,7 @@ static void fold_and_ready(void *ctx, int layer) {
 static dt_status forward_backward(dt_trainer *t, const float *x, const dt_label *y, int n, int epoch, double *loss) {
     dt_net *net = t->net;
     /* This worker's batch in the step's global batch (the loader's sharding). */
-    net->sample_base = (uint64_t)t->opts->rank * (uint64_t)dt_model_step_batch(t->spec);
+    net->sample_base = (uint64_t)t->opts->worker * (uint64_t)dt_model_step_batch(t->spec);
     last_pass p = accumulate_passes(t, x, y, n);
     dt_net_forward(net, p.x, p.n, 1);
     *loss = p.loss_before + dt_net_loss(net, p.y, p.n);
@@ -358,7 +358,8 @@ static dt_status train_step(dt_trainer *t, const float *x, const dt_label *y, in
 static dt_status stop_run(dt_trainer *t, dt_pace here) {
     DT_TRY(dt_trainer_save_checkpoint(t, here, 0));
     DT_TRY(dt_coord_end(&t->coord));
-    int wrote = t->opts->rank == 0 && t->good_step == t->step && (t->opts->checkpoint_path || t->opts->checkpoint_dir);
+    const dt_train_opts *o = t->opts;
+    int wrote = o->worker == 0 && t->good_step == t->step && (o->checkpoint_path || o->checkpoint_dir);
     return dt_fail(DT_ERR_INTERRUPTED, "interrupted at step %ld%s", t->step, wrote ? "; checkpoint written" : "");
 }
 
@@ -411,7 +412,7 @@ static void show_progress(dt_trainer *t, int epoch, int pos) {
     double eta = ips > 0 ? (double)(t->total_steps - t->step) * dt_model_step_batch(t->spec) / ips : 0;
     int asked = o->progress_request && atomic_exchange(o->progress_request, 0);
     dt_report_progress(&t->rep, epoch, t->epochs, pos + 1, t->steps_per_epoch,
-                       t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr, ips * o->world, eta, asked);
+                       t->loss_count ? t->loss_sum / (double)t->loss_count : 0, t->lr, ips * o->workers, eta, asked);
 }
 
 /* After the last step (or an apart worker's leaving): the workers meet,
@@ -483,8 +484,8 @@ static dt_status report_summary(dt_trainer *t, const dt_train_summary *sum) {
     dt_rec_fixed(&r, "images_per_sec", sum->images_per_sec, 1);
     dt_rec_fixed(&r, "wall_s", sum->wall_s, 2);
     dt_rec_str(&r, "mode", sync->name);
-    dt_rec_int(&r, "workers", t->opts->world);
-    dt_rec_int(&r, "global_batch", dt_model_step_batch(t->spec) * t->opts->world);
+    dt_rec_int(&r, "workers", t->opts->workers);
+    dt_rec_int(&r, "global_batch", dt_model_step_batch(t->spec) * t->opts->workers);
     dt_rec_fixed(&r, "comm_overlap", sum->comm_overlap, 3);
     dt_rec_fixed(&r, "comm_wait_share", t->train_time > 0 ? t->comm.wait_s / t->train_time : 0, 4);
     dt_rec_fixed(&r, "bytes_per_step", sum->bytes_per_step, 0);
@@ -503,15 +504,15 @@ static dt_status report_summary(dt_trainer *t, const dt_train_summary *sum) {
 /* The run's summary, over every worker, into *sum and the summary record. */
 static dt_status summarise(dt_trainer *t, double acc, double test_loss, dt_train_summary *sum) {
     dt_sync *sync = t->sync;
-    int world = t->opts->world;
+    int workers = t->opts->workers;
     double done[2] = {(double)t->images, (double)t->steps_run};
-    if (world > 1) DT_TRY(sync->reduce_sum(sync, done, 2));
+    if (workers > 1) DT_TRY(sync->reduce_sum(sync, done, 2));
     t->images = (long)done[0];
     /* Apart workers share the run's steps: the summary counts them
      * as a lockstep run would (all of them over the workers), so
      * --max-steps N reports N (the budget may run over by one step of
      * each other worker in flight). */
-    if (sync->pace == DT_PACE_APART) t->step = t->step - t->steps_run + (long)(done[1] / world);
+    if (sync->pace == DT_PACE_APART) t->step = t->step - t->steps_run + (long)(done[1] / workers);
     sum->test_accuracy = acc;
     sum->test_loss = test_loss;
     sum->train_loss = t->last_epoch_loss;
@@ -545,7 +546,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     t.best_acc = -1;
     t.good_step = t.skipped_step = t.saved_step = t.evaluated_step = -1;
     t.sync = sync;
-    dt_coord_init(&t.coord, sync, &t, opts->stop, opts->world);
+    dt_coord_init(&t.coord, sync, &t, opts->stop, opts->workers);
     sync->stats.server_cpu_share = -1;
     memset(summary, 0, sizeof *summary);
     double acc = 0, test_loss = 0;
@@ -559,10 +560,12 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
                     "the last good checkpoint is at step %ld", t.skipped_step, t.good_step);
     dt_status c = dt_report_close(&t.rep);
     if (s == DT_OK) s = c;
-    if ((s == DT_OK || s == DT_ERR_INTERRUPTED) && opts->trained) {
+    /* Its blocks its own: a strategy's shared window goes with the strategy. */
+    if ((s == DT_OK || s == DT_ERR_INTERRUPTED) && opts->trained && (c = dt_net_own_blocks(t.net)) == DT_OK) {
         *opts->trained = t.net;
         t.net = NULL;
     }
+    if (s == DT_OK && c != DT_OK) s = c;
     teardown(&t);
     return s;
 }

@@ -40,7 +40,7 @@ static double debias(double ema, double beta, long n, long min_n) {
 }
 
 /* The samples of one optimiser step over all workers (checkpoints say it). */
-static long step_samples(const dt_trainer *t) { return (long)dt_model_step_batch(t->spec) * t->opts->world; }
+static long step_samples(const dt_trainer *t) { return (long)dt_model_step_batch(t->spec) * t->opts->workers; }
 
 static double smoothed_loss(const dt_trainer *t) { return debias(t->ema, LOSS_FAST_BETA, t->ema_n, LOSS_MIN_STEPS); }
 
@@ -90,7 +90,7 @@ static dt_status ckpt_target(const dt_trainer *t, int best, char *buf, size_t ca
 static dt_status write_checkpoint(dt_trainer *t, dt_pace here, int best) {
     /* What will be written: the parameters pulled from any servers, their
      * optimiser state fetched by worker 0. */
-    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, here == DT_PACE_LOCKSTEP));
+    if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, here));
     if (t->sync->gather) DT_TRY(t->sync->gather(t->sync, t));
     /* A step can overflow them before any loss shows it (the next forward
      * would): a checkpoint of them could not be resumed, so they count as
@@ -106,7 +106,7 @@ static dt_status write_checkpoint(dt_trainer *t, dt_pace here, int best) {
     dt_verdict v; /* a stop request waits for the next step's agreement */
     DT_TRY(dt_coord_agree(&t->coord, here, &v));
     if (v == DT_LEAVE) return DT_OK; /* the last checkpoint stays as it was */
-    if (t->opts->rank != 0) return DT_OK;
+    if (t->opts->worker != 0) return DT_OK;
     char why[256], path[4096], line[4096];
     DT_TRY(ckpt_target(t, best, path, sizeof path));
     dt_rec r;
@@ -131,7 +131,7 @@ static dt_status write_checkpoint(dt_trainer *t, dt_pace here, int best) {
                       (uint64_t)t->step * (uint64_t)step_samples(t), 0};
     a.worker_state = t->all_residuals; /* gathered by the strategy (NULL: none kept) */
     a.worker_floats = t->net->nparams;
-    a.nworkers = t->opts->world;
+    a.nworkers = t->opts->workers;
     double t0 = dt_now();
     DT_TRY(dt_checkpoint_save(path, &m, &a));
     if (!best) {
@@ -149,12 +149,12 @@ static dt_status write_checkpoint(dt_trainer *t, dt_pace here, int best) {
 
 dt_status dt_trainer_check_ckpt_room(dt_trainer *t) {
     t->keep = t->opts->keep;
-    if (!t->opts->checkpoint_dir || t->opts->rank != 0) return DT_OK;
+    if (!t->opts->checkpoint_dir || t->opts->worker != 0) return DT_OK;
     dt_ckpt_arrays a = ckpt_arrays(t);
     if (t->sync->keeps_residual) { /* every worker's, as write_checkpoint gathers them */
         a.worker_state = t->residual;
         a.worker_floats = t->net->nparams;
-        a.nworkers = t->opts->world;
+        a.nworkers = t->opts->workers;
     }
     DT_TRY(dt_ckptdir_check_space(t->opts->checkpoint_dir, dt_checkpoint_bytes(&a), &t->keep, t->opts->keep_fewer));
     if (t->keep < t->opts->keep) {
@@ -195,8 +195,8 @@ static dt_status load_into(const char *path, void *ctx) {
     a.classes = r->classes;
     a.worker_state = r->t->residual; /* this worker's part, when written by as many */
     a.worker_floats = r->t->net->nparams;
-    a.nworkers = r->t->opts->world;
-    a.worker = r->t->opts->rank;
+    a.nworkers = r->t->opts->workers;
+    a.worker = r->t->opts->worker;
     return dt_checkpoint_load(path, r->t->net->shape_hash, r->m, &a);
 }
 
@@ -250,14 +250,14 @@ dt_status dt_trainer_resume(dt_trainer *t, int *resumed) {
     snprintf(line, sizeof line, "resumed from %s at step %ld (epoch %d, step %d of the epoch)", from, t->step,
              m.epoch + 1, m.step_in_epoch);
     dt_report_line(&t->rep, line);
-    if (t->residual && (m.file_nworkers != (uint64_t)t->opts->world || m.file_worker_floats != t->net->nparams)) {
+    if (t->residual && (m.file_nworkers != (uint64_t)t->opts->workers || m.file_worker_floats != t->net->nparams)) {
         if (m.file_nworkers == 0)
             snprintf(line, sizeof line, "the checkpoint holds no top-k residuals (written without top-k or before "
                      "dtrain kept them): error feedback starts from zero");
         else
             snprintf(line, sizeof line, "the checkpoint's top-k residuals are those of %llu workers x %llu floats, "
                      "this run has %d x %zu: error feedback starts from zero", (unsigned long long)m.file_nworkers,
-                     (unsigned long long)m.file_worker_floats, t->opts->world, t->net->nparams);
+                     (unsigned long long)m.file_worker_floats, t->opts->workers, t->net->nparams);
         dt_report_line(&t->rep, line);
     }
     dt_rec r;

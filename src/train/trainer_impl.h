@@ -20,7 +20,7 @@ struct dt_trainer {
     float *acc;               /* (nparams) --accumulate N > 1: the step's earlier passes' gradients, weighted */
     float acc_weight;         /* the last pass's weight: its samples / the step's */
     float *residual;          /* sync->keeps_residual: (nparams) this worker's */
-    float *all_residuals;     /* worker 0 of a run that checkpoints: (world, nparams) */
+    float *all_residuals;     /* worker 0 of a run that checkpoints: (workers, nparams) */
     dt_dataset *train_ds, *test_ds;
     dt_loader *loader;
     dt_sync *sync;
