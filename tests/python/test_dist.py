@@ -65,7 +65,7 @@ def test_callback_stops_allreduce(tmp_path):
     assert r["stopped"]
     last = max(x["step"] for x in r["records"] if x["event"] == "step")
     assert 5 <= last < 20, last
-    assert r["records"][-1]["event"] == "summary"
+    assert r["records"][-1]["event"] in ("step", "checkpoint")  # a stopped run: no eval or summary record
 
 
 def test_launch_runs_python(tmp_path):

@@ -147,7 +147,7 @@ def test_second_fit_continues(fm, mlp_fit):
     xtr, ytr, xte, yte = fm
     m = dtrain.Model(example("mlp.cfg"), weights=mlp_fit[2] / "fit.ckpt")
     p0 = m.predict(xte[:64])
-    m.fit(xtr[:1024], ytr[:1024], max_steps=2, lr=1e-30, momentum=0, decay=0, threads=1, verbose=False)
+    m.fit(xtr[:1024], ytr[:1024], max_steps=2, lr=1e-12, momentum=0, decay=0, threads=1, verbose=False)
     assert np.allclose(m.predict(xte[:64]), p0, atol=1e-6)
     fresh = dtrain.Model(example("mlp.cfg")).predict(xte[:64])
     assert not np.allclose(fresh, p0, atol=1e-3)
