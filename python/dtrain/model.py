@@ -14,6 +14,7 @@ from . import _lib
 from .errors import DtypeError, Error, FormatError, Interrupted, UsageError
 
 _lib_ = _lib.lib
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class History(list):
@@ -273,8 +274,7 @@ class Model:
         tmpdir = None
         state = {"stop": False, "sigint": False, "error": None}
         history = History()
-        old_handler = None
-        installed = False
+        old_handlers = {}
         _lib.check(_lib_.dtrain_job_create(ctypes.byref(job), _lib.enc(self._src)), "dtrain_job_create")
         try:
             if (self._params_set or self._served) and "weights" not in values and "resume" not in values:
@@ -325,14 +325,16 @@ class Model:
             if threading.current_thread() is threading.main_thread():
                 def on_sigint(_signum, _frame):
                     state["sigint"] = True
-                old_handler = signal.signal(signal.SIGINT, on_sigint)
-                installed = True
+                # SIGINT (Ctrl-C), and SIGTERM: what mpirun sends every rank
+                # when it (or `dtrain launch`) gets Ctrl-C, SIGKILL following.
+                for sig in _STOP_SIGNALS:
+                    old_handlers[sig] = signal.signal(sig, on_sigint)
             try:
                 status = _lib_.dtrain_job_run(job)
-                _let_handlers_run()  # a SIGINT taken while the library ran reaches on_sigint, not the old handler
+                _let_handlers_run()  # a signal taken while the library ran reaches on_sigint, not the old handler
             finally:
-                if installed:
-                    signal.signal(signal.SIGINT, old_handler)
+                for sig, old in old_handlers.items():
+                    signal.signal(sig, old)
             peer_stop = False
             if status == _lib.INTERRUPTED:
                 # A stop at an agreed step that this rank did not ask for:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import dtrain
-from conftest import MPIRUN, PYTHON, env, example, fashion_mnist
+from conftest import DTRAIN, MPIRUN, PYTHON, env, example, fashion_mnist
 
 CHILD = r'''
 import os, signal, sys, dtrain
@@ -118,4 +118,22 @@ def test_sigint_to_worker0_stops_allreduce(tmp_path):
     assert p.returncode == 0, out + err
     assert "rank 0: KeyboardInterrupt, stopped=True" in out, out + err
     assert "rank 1: returned, stopped=True" in out, out + err
+    assert os.path.getsize(tmp_path / "ar.ckpt") > 0
+
+
+def test_ctrl_c_to_launch(tmp_path):
+    """Ctrl-C to `dtrain launch -n 2 -- python3 script.py`: mpirun sends the
+    ranks SIGTERM (then SIGKILL); fit takes it as SIGINT: every rank stops
+    at one step, the final checkpoint is written, KeyboardInterrupt raised."""
+    ready = tmp_path / "ready"
+    p = subprocess.Popen([DTRAIN, "launch", "-n", "2", "--", PYTHON, "-c", MPI_CHILD, str(ready),
+                          str(tmp_path / "ar.ckpt")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env())
+    t0 = time.time()
+    while not ready.exists() or not ready.read_text():
+        assert p.poll() is None and time.time() - t0 < 240, p.communicate()
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=240)
+    assert "rank 0: KeyboardInterrupt, stopped=True" in out, out + err
     assert os.path.getsize(tmp_path / "ar.ckpt") > 0
