@@ -251,3 +251,20 @@ def test_verbose_prints_progress(fm):
     assert loud.returncode == 0 and quiet.returncode == 0, loud.stderr + quiet.stderr
     assert '"event":"summary"' in quiet.stdout.replace(" ", "")
     assert len(loud.stdout.splitlines()) > len(quiet.stdout.splitlines())
+
+
+def test_strided_and_temporary_arrays(fm, tmp_path):
+    """A non-contiguous view is made contiguous (one copy) and kept alive
+    with the labels while the library reads them, even when the caller holds
+    no reference (temporaries; a collection in the middle of the run)."""
+    import gc
+    xtr, ytr, _, _ = fm
+    a = dtrain.Model(example("mlp.cfg"))
+    a.fit(xtr[:8192:2], ytr[:8192:2].astype(np.int64), max_steps=15, threads=1, verbose=False,
+          callbacks=lambda r: gc.collect() and False)
+    a.save(tmp_path / "a.ckpt")
+    b = dtrain.Model(example("mlp.cfg"))
+    b.fit(np.ascontiguousarray(xtr[:8192:2]), np.ascontiguousarray(ytr[:8192:2], dtype=np.int32), max_steps=15,
+          threads=1, verbose=False)
+    b.save(tmp_path / "b.ckpt")
+    assert np.array_equal(ckpt_params(tmp_path / "a.ckpt"), ckpt_params(tmp_path / "b.ckpt"))

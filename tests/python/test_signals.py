@@ -7,7 +7,6 @@ import subprocess
 import threading
 import time
 
-import pytest
 
 import dtrain
 from conftest import DTRAIN, MPIRUN, PYTHON, env, example, fashion_mnist
