@@ -130,12 +130,14 @@ dtrain_status dtrain_job_set_arrays(dtrain_job *j, int which, const void *x, dtr
                                     int w, const int32_t *y);
 
 /* Called on worker 0 with every record of the run's log as it is written
- * (one JSON object: "event" is "config", "step", "eval" or "summary"; the
- * fields are docs/LOGS.md's), whether or not a log file is given. A
- * non-zero return stops the run at the next step every worker agrees on,
- * with its final checkpoint where one is configured; the run then ends as
- * a finished one does (dtrain_job_run returns DTRAIN_OK and
- * dtrain_job_stopped says 1). */
+ * (one JSON object: "event" is "config", "step", "eval" or "summary"),
+ * whether or not a log file is given. A non-zero return ends the run
+ * early at a step the workers agree on (within 10 steps in the lockstep
+ * modes) as a finished one ends: its evaluation, final checkpoint where
+ * one is configured, summary record, and DTRAIN_OK on every rank; worker
+ * 0's dtrain_job_stopped says 1. In the modes where workers step apart
+ * (ps-async and kin) worker 0 stops and the others finish the run's
+ * budget of steps. */
 typedef int (*dtrain_record_fn)(void *ctx, const char *json);
 dtrain_status dtrain_job_on_record(dtrain_job *j, dtrain_record_fn fn, void *ctx);
 
@@ -147,7 +149,7 @@ dtrain_status dtrain_job_on_record(dtrain_job *j, dtrain_record_fn fn, void *ctx
 dtrain_status dtrain_job_run(dtrain_job *j);
 
 /* After dtrain_job_run: whether this rank was a worker (0: a parameter
- * server), and whether a record callback stopped the run. */
+ * server), and whether its record callback ended the run early (worker 0). */
 int dtrain_job_is_worker(const dtrain_job *j);
 int dtrain_job_stopped(const dtrain_job *j);
 /* After a run that trained on this rank (a worker): the trained model,

@@ -39,22 +39,23 @@ expect 1 "train-images-idx3-ubyte.*magic" -- "$DTRAIN" train "$M" --data-dir "$T
 expect 0 "total: 407050 parameters" -- "$DTRAIN" info "$M"
 # The engine column: a ResNet's ReLUs run inside the batch norm before them.
 expect 0 "^2 .*activation .*folded into L1$" -- "$DTRAIN" info "$SRC/examples/resnet20_fm.cfg"
-# Winograd: on a CPU whose layout is nChw8c (AVX2 without AVX-512) the 16 3x3
-# stride-1 convolutions of resnet20_fm run it, the stem (1 channel, NCHW
-# input) and the strided ones do not; winograd=0 turns it off.
+# Winograd: the 16 3x3 stride-1 convolutions of resnet20_fm run it (dtrain's
+# on a CPU whose layout is nChw8c, AVX2 without AVX-512; oneDNN's between
+# nChw16c activations), the stem (1 channel, NCHW input) and the strided
+# ones do not; winograd=0 turns it off.
 "$DTRAIN" info "$SRC/examples/resnet20_fm.cfg" --json > "$TMP/w.json"
 sed 's/^\[net\]$/[net]\nwinograd=0/' "$SRC/examples/resnet20_fm.cfg" > "$TMP/now.cfg"
 "$DTRAIN" info "$TMP/now.cfg" --json > "$TMP/now.json"
-grep -q "^3 .*convolutional .*nChw8c, Winograd$" <("$DTRAIN" info "$SRC/examples/resnet20_fm.cfg") && on=1 || on=0
+grep -qE "^3 .*convolutional .*(nChw8c, Winograd|nChw16c, Winograd \(oneDNN\))$" \
+    <("$DTRAIN" info "$SRC/examples/resnet20_fm.cfg") && on=1 || on=0
 check "info's table marks Winograd's convolutions as --json does" test "$on" = "$(/usr/bin/python3 -c "
 import json; print(int(json.load(open('$TMP/w.json'))['nodes'][4]['winograd']))")"
 check "info --json: which convolutions run Winograd" /usr/bin/python3 -c "
 import json; g=json.load(open('$TMP/w.json')); n=json.load(open('$TMP/now.json'))
 convs=[x for x in g['nodes'] if x['type']=='convolutional']
 wino=[x['id'] for x in convs if x['winograd']]
-avx2_only=convs[1]['layout']=='nChw8c'
-assert wino==([x['id'] for x in convs if x['flops']==3612672] if avx2_only else []), wino
-assert len(wino)==(16 if avx2_only else 0), wino
+assert wino==[x['id'] for x in convs if x['flops']==3612672], wino
+assert len(wino)==16, wino
 assert not any(x.get('winograd') for x in n['nodes'])"
 "$DTRAIN" info "$SRC/examples/cnn.cfg" --json > "$TMP/g.json"
 check "info --json is a graph" /usr/bin/python3 -c "

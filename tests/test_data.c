@@ -13,7 +13,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "data/internal.h"
 #include "dtrain/data.h"
+#include "dtrain/rng.h"
 #include "testutil.h"
 
 static char tmpdir[] = "/tmp/dtrain_test_data_XXXXXX";
@@ -434,6 +436,91 @@ static void test_synthetic(void) {
     dt_dataset_free(bad);
 }
 
+/* The synthetic set's contract written independently, sequentially:
+ * templates (classes, C, H, W) are the first bytes of the stream seeded by
+ * (seed, 0x7e3a1a7e, 0), eight a draw; then per sample of the stream seeded
+ * by (seed, 0x5a3b1e, stream) a label draw and C*H*W noise bytes, the image
+ * the average of noise and template. images (n, C, H, W), labels (n). */
+static void synthetic_reference(uint8_t *images, dt_label *labels, dt_shape shape, int classes, int n, uint64_t seed,
+                                uint64_t stream) {
+    size_t size = dt_shape_size(shape), tbytes = (size_t)classes * size;
+    uint8_t *templates = malloc(tbytes), *noise = malloc(size);
+    dt_rng r = dt_rng_seed(dt_hash3(seed, 0x7e3a1a7e, 0));
+    uint64_t v = 0;
+    for (size_t i = 0; i < tbytes; i++) {
+        if (i % 8 == 0) v = dt_rng_next(&r);
+        templates[i] = (uint8_t)(v >> (8 * (i % 8)));
+    }
+    r = dt_rng_seed(dt_hash3(seed, 0x5a3b1e, stream));
+    for (int i = 0; i < n; i++) {
+        labels[i] = (dt_label)dt_rng_below(&r, (uint32_t)classes);
+        for (size_t k = 0; k < size; k++) {
+            if (k % 8 == 0) v = dt_rng_next(&r);
+            noise[k] = (uint8_t)(v >> (8 * (k % 8)));
+        }
+        for (size_t k = 0; k < size; k++)
+            images[(size_t)i * size + k] = (uint8_t)((noise[k] + templates[(size_t)labels[i] * size + k]) / 2);
+    }
+    free(templates);
+    free(noise);
+}
+
+/* A held set and one generated per sample (held_bytes 0) hold the
+ * reference's bytes, also through the loader's threads; shapes whose
+ * samples are not a multiple of eight bytes start templates mid-draw. */
+static void test_synthetic_on_demand(void) {
+    const dt_shape shapes[] = {{3, 6, 5}, {1, 4, 4}, {3, 7, 7}};
+    for (int t = 0; t < 3; t++) {
+        dt_shape shape = shapes[t];
+        const int n = 700, classes = t == 1 ? 10 : 301;
+        size_t size = dt_shape_size(shape);
+        uint8_t *ref = malloc((size_t)n * size), *one = malloc(size);
+        dt_label *ref_labels = malloc(sizeof(dt_label) * (size_t)n);
+        synthetic_reference(ref, ref_labels, shape, classes, n, 42, (uint64_t)t);
+        dt_dataset *held = NULL, *gen = NULL;
+        CHECK_OK(dt_data_synthetic(&held, shape, classes, n, 42, (uint64_t)t, DT_SYNTHETIC_HELD_BYTES));
+        CHECK_OK(dt_data_synthetic(&gen, shape, classes, n, 42, (uint64_t)t, 0));
+        if (held && gen) {
+            CHECK(held->images && !held->fetch && !gen->images && gen->fetch);
+            CHECK(memcmp(held->images, ref, (size_t)n * size) == 0);
+            CHECK(memcmp(held->labels, ref_labels, sizeof(dt_label) * (size_t)n) == 0);
+            CHECK(memcmp(gen->labels, ref_labels, sizeof(dt_label) * (size_t)n) == 0);
+            int bad = 0;
+            for (int i = 0; i < n; i++) {
+                CHECK_OK(gen->fetch(gen->fetch_ctx, i, one));
+                bad += memcmp(one, ref + (size_t)i * size, size) != 0;
+            }
+            CHECK(bad == 0);
+            /* The loader's batches, built by three threads, are the held set's. */
+            dt_loader_cfg lc = {.batch = 64, .world = 1, .seed = 3, .shuffle = 1, .flip = 1, .threads = 3};
+            dt_loader *a = NULL, *b = NULL;
+            CHECK_OK(dt_loader_create(&a, held, &lc));
+            CHECK_OK(dt_loader_create(&b, gen, &lc));
+            for (int step = 0; a && b && step < 3; step++) {
+                const float *xa, *xb;
+                const dt_label *ya, *yb;
+                int na = 0, nb = 0;
+                CHECK_OK(dt_loader_next(a, &xa, &ya, &na));
+                CHECK_OK(dt_loader_next(b, &xb, &yb, &nb));
+                CHECK(na == 64 && nb == 64 && memcmp(xa, xb, sizeof(float) * 64 * size) == 0 &&
+                      memcmp(ya, yb, sizeof(dt_label) * 64) == 0);
+            }
+            dt_loader_free(a);
+            dt_loader_free(b);
+        }
+        dt_dataset_free(held);
+        dt_dataset_free(gen);
+        free(ref);
+        free(one);
+        free(ref_labels);
+    }
+    /* ImageNet's shape: 60000 samples (8.5 GiB if held) are not held. */
+    dt_dataset *big = NULL;
+    CHECK_OK(dt_dataset_load(&big, DT_DATASET_SYNTHETIC, NULL, 1, (dt_shape){3, 224, 224}, 1000, 5, NULL));
+    CHECK(big && !big->images && big->fetch && big->n == 60000 && big->classes == 1000);
+    dt_dataset_free(big);
+}
+
 static void test_fashion_mnist(void) {
     const char *dir = dt_dataset_default_dir(DT_DATASET_FASHION_MNIST);
     if (access(dir, R_OK) != 0) {
@@ -490,6 +577,7 @@ int main(void) {
     test_cifar();
     test_fd_readers();
     test_synthetic();
+    test_synthetic_on_demand();
     test_fashion_mnist();
     remove_tree(tmpdir);
     return dt_test_finish("test_data");

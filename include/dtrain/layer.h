@@ -3,7 +3,9 @@
  * Conventions
  * - Activations are floats in NCHW or, where the net chose it, a blocked
  *   layout (see dt_layout; `in_layout`/`out_layout`); a layer's per-sample shapes
- *   are `in`/`out` either way.
+ *   are `in`/`out` either way. In a bf16 net, blocked activations between
+ *   layers that all handle it hold bf16 values instead (`in_bf16`/`out_bf16`,
+ *   ops->bf16_acts).
  * - Forward/backward signatures: outputs first, then saved inputs, then
  *   batch size and scratch. All activation, parameter and scratch buffers
  *   are preallocated by the net; layers know nothing about MPI and never
@@ -78,8 +80,10 @@ typedef enum {
 
 /* The arithmetic of convolutions and connected layers (see dnnl_layer.h):
  * fp32, or bf16 operands with f32 accumulation and f32 weight gradients.
- * Everything else (master weights, optimiser state, batch norm, softmax,
- * the loss, activations between layers) is fp32 in either. */
+ * Master weights, optimiser state, softmax and the loss are fp32 in either;
+ * in bf16, an activation (and its gradient) between layers that all handle
+ * it in bf16 is stored in bf16 (dt_layer.in_bf16, out_bf16; the net
+ * chooses, dt_net_set_precision), the others are fp32. */
 typedef enum { DT_PRECISION_FP32 = 0, DT_PRECISION_BF16, DT_PRECISION_COUNT } dt_precision;
 
 const char *dt_precision_name(dt_precision p); /* "fp32", "bf16" */
@@ -202,6 +206,10 @@ typedef struct dt_layer {
     dt_layout in_layout;   /* of every input (FOLLOW kinds' inputs share one), set by the net
                               at create; NCHW unless ops->layouts allows another */
     dt_layout out_layout;  /* of the output (and of its gradient), likewise */
+    int in_bf16;           /* set by the net (dt_net_set_precision): the input (and its gradient)
+                              is stored as bf16 values, 2 bytes each, in the first half of its
+                              float buffer; only where ops->bf16_acts says the layer handles it */
+    int out_bf16;          /* the same for the output and its gradient */
     void *impl;            /* kind-private state kept between calls (conv: oneDNN primitives),
                               NULL until forward/backward creates it; freed by ops->destroy */
 } dt_layer;
@@ -268,6 +276,11 @@ typedef struct dt_layer_ops {
     /* Which layouts the layer handles (NULL: DT_LAYOUTS_NCHW). Gradients
      * travel in their activation's layout. */
     dt_layout_rule (*layouts)(const dt_layer *l);
+    /* 1 when the layer, as it is now (its precision, folded), reads and
+     * writes bf16 activations (in_bf16, out_bf16) in the blocked layout: a
+     * FOLLOW kind both sides at once, an ANY kind each side alone (NULL:
+     * never). */
+    int (*bf16_acts)(const dt_layer *l);
     /* Multiply-adds x2 of one sample's forward pass (for info and GFLOP/s). */
     uint64_t (*flops)(const dt_layer *l);
     /* Frees l->impl (no-op when NULL). Whoever owns a layer calls it before
@@ -292,6 +305,16 @@ dt_precision dt_layer_precision(const dt_layer *l, dt_precision p);
  * are nChw8c (the net's layout on AVX2 CPUs without AVX-512; channels and
  * filters are then multiples of 8), and the CPU has AVX2 and FMA. */
 int dt_layer_winograd(const dt_layer *l);
+/* Whether convolution l tries oneDNN's Winograd (its F(4x4, 3x3) kernels
+ * for all three passes, the direct ones where oneDNN refuses the shape):
+ * l->winograd is set, it is 3x3 with stride 1, no dilation or groups, in
+ * fp32, between nChw16c activations (AVX-512), where dt_layer_winograd's
+ * kernels do not run. */
+int dt_layer_dnnl_winograd(const dt_layer *l);
+
+/* dst (n) += src (n): activation gradients, bf16 values when bf16 (the
+ * net's sum of a fanned-out activation's gradients). */
+void dt_layer_add_acts(float *dst, const float *src, size_t n, int bf16);
 
 /* The ops of a kind (never NULL for a valid kind). */
 const dt_layer_ops *dt_layer_ops_of(dt_layer_kind kind);

@@ -75,7 +75,8 @@ typedef struct dt_net {
                                W workers draw those of one serial run of the global batch */
     /* During a grad_ready(i) call: layer i's input (batch, in_i) and output
      * gradient (batch, out_i), which the next layer down overwrites, in
-     * layer i's in_layout and out_layout (NCHW for connected layers); for a
+     * layer i's in_layout and out_layout (NCHW for connected layers; bf16
+     * where in_bf16/out_bf16, never for connected layers); for a
      * layer with a folded ReLU (relu_out) the gradient of the ReLU's output,
      * before the mask. */
     const float *bwd_in, *bwd_dout;
@@ -98,8 +99,11 @@ dt_status dt_net_estimate(size_t *bytes, const dt_model_spec *spec, int max_batc
 void dt_net_free(dt_net *net);
 
 /* Runs the convolutions and connected layers in p from the next pass on
- * (spec->precision at create). Parameters are fp32 in either, so a net
- * switches freely. Errors: dt_precision_check's (the net is unchanged). */
+ * (spec->precision at create), and in bf16 keeps in bf16 the blocked
+ * activations between layers that all handle it (dt_layer.in_bf16,
+ * out_bf16: conv -> batch norm -> ReLU -> conv). Parameters are fp32 in
+ * either, so a net switches freely between passes (not between a forward
+ * and its backward). Errors: dt_precision_check's (the net is unchanged). */
 dt_status dt_net_set_precision(dt_net *net, dt_precision p);
 
 /* From now on, for the net's life, layer i's backward leaves its weight

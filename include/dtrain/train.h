@@ -64,8 +64,9 @@ typedef struct dt_sync {
     dt_status (*end_step)(struct dt_sync *s, dt_trainer *t, float lr);
     /* Apart workers that still move in lockstep with some peers (worker
      * groups): replaces *flags by its maximum over them, so that they stop
-     * at the same step (the coordinator's flags: 1 SIGINT/SIGTERM seen, 2
-     * loss diverged). NULL: no peers. */
+     * at the same step (the coordinator's flags, ordered by priority: 1 an
+     * early finish asked, 2 SIGINT/SIGTERM seen, 4 loss diverged). NULL: no
+     * peers. */
     dt_status (*agree_stop)(struct dt_sync *s, int *flags);
     /* Sums vals[0..n) over all workers in place (metrics, evaluation). */
     dt_status (*reduce_sum)(struct dt_sync *s, double *vals, int n);
@@ -143,6 +144,9 @@ typedef struct {
     double val_split;            /* folder data sets without test/: the share of each class of
                                   * train/ held out as the test set, drawn from seed (0: none) */
     const atomic_int *stop;      /* set by SIGINT/SIGTERM: checkpoint and stop; may be NULL */
+    const atomic_int *finish;    /* set by the caller (the job API's record callback): the workers end at a
+                                  * step they agree on as at the run's last (evaluation, final checkpoint,
+                                  * summary; DT_OK); may be NULL */
     atomic_int *progress_request; /* set by SIGUSR1: print a progress line (cleared here); may be NULL */
     FILE *out;                   /* progress and summary (worker 0), NULL for none */
     dt_timeline *timeline;       /* spans of layers, steps, data, eval, checkpoints (NULL: off);
@@ -243,14 +247,25 @@ void dt_data_normalise(dt_dataset *ds, const dt_model_spec *spec);
  * lies beyond the square's sides is lost; docs/MODEL_FILES.md). */
 dt_shape dt_data_load_shape(const dt_model_spec *spec, dt_dataset_kind kind);
 
-/* Accuracy and mean loss of net over the whole dataset (worker's part of
- * the workers', reduced through sync; batches built by `threads` loader
- * threads); each batch's logits also go to on_logits unless it is NULL
- * (dtrain eval --logits-out). A feature extractor's outputs go to on_logits only (the
- * accuracy and loss are then 0): dtrain predict --features. */
-dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int worker, int workers,
-                      int batch, int threads, dt_logits_fn on_logits, void *ctx, double *accuracy,
-                      double *loss);
+/* How dt_evaluate runs. */
+typedef struct {
+    dt_sync *sync;          /* reduces the workers' sums; NULL: one process */
+    int worker, workers;    /* this worker's share of the data set (0, 1: all of it) */
+    int batch, threads;     /* batches of `batch` built by `threads` loader threads */
+    dt_logits_fn on_logits; /* each batch's logits (dtrain eval --logits-out), or NULL */
+    void *ctx;
+    /* Set by SIGINT/SIGTERM (NULL: not watched): checked every 8 batches,
+     * over the batches every worker has, as one agreement of all workers;
+     * DT_ERR_INTERRUPTED when it was set (an ImageNet evaluation takes
+     * minutes). */
+    const atomic_int *stop;
+} dt_eval_cfg;
+
+/* Accuracy and mean loss of net over the whole dataset (the worker's part,
+ * reduced through c->sync); each batch's logits also go to c->on_logits. A
+ * feature extractor's outputs go to on_logits only (the accuracy and loss
+ * are then 0): dtrain predict --features. */
+dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, const dt_eval_cfg *c, double *accuracy, double *loss);
 
 /* The serial strategy: local SGD on the whole net. */
 dt_status dt_sync_serial_create(dt_sync **out);

@@ -22,7 +22,8 @@ struct dtrain_job {
     dtrain_record_fn on_record;
     void *record_ctx;
     dt_job_requests req;
-    int stopped;         /* a record callback asked to stop */
+    atomic_int finish;   /* a record callback asked to end the run (the trainer's finish) */
+    int stopped;         /* ... here (worker 0, whose records the callback sees) */
     int ran, worker;     /* after a run: this rank was a worker */
     dt_net *trained;     /* a worker's trained net, until taken */
     dt_model_spec spec;  /* its spec */
@@ -103,10 +104,10 @@ dtrain_status dtrain_job_on_record(dtrain_job *j, dtrain_record_fn fn, void *ctx
 }
 
 /* The trainer's records to the caller's callback; its "stop" becomes the
- * request every worker agrees on. */
+ * early finish every worker agrees on. */
 static void relay_record(void *ctx, const char *json) {
     dtrain_job *j = ctx;
-    if (j->on_record && j->on_record(j->record_ctx, json) != 0 && !atomic_exchange(&j->req.stop, 1)) j->stopped = 1;
+    if (j->on_record && j->on_record(j->record_ctx, json) != 0 && !atomic_exchange(&j->finish, 1)) j->stopped = 1;
 }
 
 /* The options over the arrays: the data set is theirs. */
@@ -129,6 +130,7 @@ static dt_status execute(dtrain_job *j, dt_job_plan *p, int rank) {
     p->opts.on_record = relay_record;
     p->opts.record_ctx = j;
     p->opts.trained = &j->trained;
+    p->opts.finish = &j->finish;
     j->spec = p->spec;
     j->worker = rank >= p->dist.servers;
     dt_api_compute c;
@@ -157,12 +159,6 @@ dtrain_status dtrain_job_run(dtrain_job *j) {
     s = dt_job_agree(MPI_COMM_WORLD, s);
     if (s == DT_OK) s = execute(j, p, rank);
     free(p);
-    /* A stop the callback asked for (on worker 0) is every rank's success;
-     * a run that ended together may meet once more to say so. */
-    if (dt_run_ended_together(s) &&
-        MPI_Allreduce(MPI_IN_PLACE, &j->stopped, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
-        s = dt_fail(DT_ERR_MPI, "the ranks could not agree on how the run ended (MPI failed)");
-    if (s == DT_ERR_INTERRUPTED && j->stopped) s = DT_OK; /* the caller asked for it */
     return (dtrain_status)s;
 }
 

@@ -133,7 +133,8 @@ static dt_status evaluate(dtrain_model *m, const void *x, dtrain_dtype dtype, in
     if (s == DT_OK) {
         dt_setup_threads(0, dt_api_local_ranks());
         double a, l;
-        s = dt_evaluate(m->net, ds, NULL, 0, 1, m->net->max_batch, 1, fn, ctx, &a, &l);
+        const dt_eval_cfg ec = {.batch = m->net->max_batch, .threads = 1, .on_logits = fn, .ctx = ctx};
+        s = dt_evaluate(m->net, ds, &ec, &a, &l);
         if (acc) *acc = a;
         if (loss) *loss = l;
         dt_api_compute_end(&c);

@@ -49,14 +49,15 @@ typedef struct {
 static dt_status evaluate(dt_net *net, const dt_dataset *ds, int batch, int threads, const char *logits_out,
                           eval_sink *k, double *acc, double *loss) {
     k->labels = ds->labels;
-    if (!logits_out) return dt_evaluate(net, ds, NULL, 0, 1, batch, threads, take_logits, k, acc, loss);
+    const dt_eval_cfg ec = {.batch = batch, .threads = threads, .on_logits = take_logits, .ctx = k};
+    if (!logits_out) return dt_evaluate(net, ds, &ec, acc, loss);
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", logits_out) >= (int)sizeof tmp)
         return dt_fail(DT_ERR_USAGE, "--logits-out: path too long");
     k->f = fopen(tmp, "wb");
     k->path = logits_out;
     if (!k->f) return dt_fail(DT_ERR_IO, "--logits-out %s: cannot create %s: %s", logits_out, tmp, strerror(errno));
-    dt_status s = dt_evaluate(net, ds, NULL, 0, 1, batch, threads, take_logits, k, acc, loss);
+    dt_status s = dt_evaluate(net, ds, &ec, acc, loss);
     if (fclose(k->f) != 0 && s == DT_OK)
         s = dt_fail(DT_ERR_IO, "--logits-out %s: write failed: %s", logits_out, strerror(errno));
     k->f = NULL;

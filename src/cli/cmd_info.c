@@ -33,10 +33,12 @@ static void inputs_text(char *buf, size_t cap, const dt_layer *l, int i) {
     }
 }
 
-/* Layer l of info's net (built in fp32 to infer shapes) runs Winograd's
- * algorithm in the file's precision. */
-static int runs_winograd(const dt_layer *l, const dt_model_spec *spec) {
-    return dt_layer_precision(l, spec->precision) == DT_PRECISION_FP32 && dt_layer_winograd(l);
+/* ", Winograd" when layer l of info's net (built in fp32 to infer shapes)
+ * runs Winograd's algorithm in the file's precision: dtrain's (nChw8c) or
+ * oneDNN's (nChw16c). */
+static const char *winograd_text(const dt_layer *l, const dt_model_spec *spec) {
+    if (dt_layer_precision(l, spec->precision) != DT_PRECISION_FP32) return "";
+    return dt_layer_winograd(l) ? ", Winograd" : dt_layer_dnnl_winograd(l) ? ", Winograd (oneDNN)" : "";
 }
 
 /* How the engine runs layer l: "folded into L<n>" for a ReLU done by the
@@ -47,7 +49,7 @@ static const char *engine_text(char *buf, size_t cap, const dt_layer *l, const d
         snprintf(buf, cap, "folded into L%d", l->spec.inputs[0]);
     else
         snprintf(buf, cap, "%s%s", l->out_layout == DT_LAYOUT_NCHW ? "-" : dt_layout_name(l->out_layout),
-                 runs_winograd(l, spec) ? ", Winograd" : "");
+                 winograd_text(l, spec));
     return buf;
 }
 
@@ -116,7 +118,7 @@ static void print_json(const dt_net *net, const dt_model_spec *spec) {
                "\"flops\":%llu,\"layout\":\"%s\",\"folded\":%s,\"winograd\":%s",
                i, l->ops->name, l->spec.line, l->out.c, l->out.h, l->out.w, l->nw + l->nb,
                (unsigned long long)l->ops->flops(l), dt_layout_name(l->out_layout),
-               l->folded ? "true" : "false", runs_winograd(l, spec) ? "true" : "false");
+               l->folded ? "true" : "false", *winograd_text(l, spec) ? "true" : "false");
         print_tensors(l);
         printf("}");
     }

@@ -253,7 +253,8 @@ static dt_status predict_run(const predict_args *a) {
     if (s == DT_OK && !a->features)
         s = dt_alloc_bytes((void **)&pr.prob, sizeof *pr.prob * (size_t)net->classes, "predict");
     if (s == DT_OK)
-        s = dt_evaluate(net, ds, NULL, 0, 1, spec.batch, a->loader_threads, take_logits, &pr, &acc, &loss);
+        s = dt_evaluate(net, ds, &(dt_eval_cfg){.batch = spec.batch, .threads = a->loader_threads, .on_logits = take_logits,
+                                                .ctx = &pr}, &acc, &loss);
     dt_free(pr.prob);
     free(valid);
     dt_class_names_free(&data_names);

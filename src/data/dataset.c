@@ -289,7 +289,8 @@ dt_status dt_dataset_load(dt_dataset **out, dt_dataset_kind kind, const char *di
     }
     case DT_DATASET_CIFAR10: return dt_dataset_load_cifar10(out, dir, train);
     case DT_DATASET_SYNTHETIC:
-        return dt_data_synthetic(out, shape, classes ? classes : 10, train ? 60000 : 10000, seed, train ? 0 : 1);
+        return dt_data_synthetic(out, shape, classes ? classes : 10, train ? 60000 : 10000, seed, train ? 0 : 1,
+                                 DT_SYNTHETIC_HELD_BYTES);
     case DT_DATASET_FOLDER: return load_folder_split(out, dir, train, shape, fo);
     case DT_DATASET_DARKNET: {
         dt_darknet_data d;

@@ -68,8 +68,10 @@ dt_status dt_data_check_labels(const dt_label *labels, size_t n, int classes, co
 
 /* dt_dataset_synthetic with a sample stream: the class templates depend on
  * seed only, the samples on (seed, stream), so a train set (stream 0) and a
- * test set (stream 1) share their classes but not their samples. */
+ * test set (stream 1) share their classes but not their samples. Its images
+ * are held when they take at most held_bytes (DT_SYNTHETIC_HELD_BYTES;
+ * tests pass 0 to have a small set generated per sample). */
 dt_status dt_data_synthetic(dt_dataset **out, dt_shape shape, int classes, int n, uint64_t seed,
-                            uint64_t stream);
+                            uint64_t stream, size_t held_bytes);
 
 #endif

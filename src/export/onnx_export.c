@@ -291,6 +291,39 @@ static void emit_crop(export_ctx *x, int i, const tensor *in) {
     set_out(x, i, out, 4);
 }
 
+/* Darknet's reorg (layers/reorg.c) as Reshape, Transpose, Reshape. With
+ * the input (C, H, W), stride s and C' = C / s^2, its permutation reads a
+ * sample as A (C', H, s, W, s) and writes it as B (s, s, C', H, W), B[i,
+ * j, c, y, x] = A[c, y, i, x, j] (forward: the input is A, the output B;
+ * reverse=1: the input is B, the output A). extra=N: the flattened input
+ * followed by N zeros (Pad). A shape's leading 0 copies the batch. */
+static void emit_reorg(export_ctx *x, int i, const tensor *in) {
+    const dt_layer *l = layer_of(x, i);
+    const dt_layer_spec *sp = &l->spec;
+    const char *out = out_name(x, i);
+    if (sp->reorg_extra) {
+        int64_t pads[4] = {0, 0, 0, sp->reorg_extra};
+        const char *p = dt_onnx_name(x->m, "l%d_pads", i);
+        dt_onnx_init_int64s(x->m, p, pads, 4);
+        dt_onnx_node(x->m, "Pad", (const char *[]){as_2d(x, in[0], NULL), p}, 2, out);
+        set_out(x, i, out, 2);
+        return;
+    }
+    const int64_t s = sp->stride, c = l->in.c / (s * s), h = l->in.h, w = l->in.w;
+    const int64_t a[6] = {0, c, h, s, w, s}, b[6] = {0, s, s, c, h, w};
+    const int64_t to_b[6] = {0, 3, 5, 1, 2, 4}, to_a[6] = {0, 3, 4, 1, 5, 2};
+    const int64_t o[4] = {0, l->out.c, l->out.h, l->out.w};
+    const int reverse = sp->reorg_reverse;
+    const char *view = dt_onnx_name(x->m, "l%d_view", i), *shape = dt_onnx_name(x->m, "l%d_shape", i);
+    const char *viewed = dt_onnx_name(x->m, "l%d_viewed", i), *moved = dt_onnx_name(x->m, "l%d_moved", i);
+    dt_onnx_init_int64s(x->m, view, reverse ? b : a, 6);
+    dt_onnx_init_int64s(x->m, shape, o, 4);
+    dt_onnx_node(x->m, "Reshape", (const char *[]){in[0].name, view}, 2, viewed);
+    dt_onnx_attr_ints(x->m, dt_onnx_node(x->m, "Transpose", &viewed, 1, moved), "perm", reverse ? to_a : to_b, 6);
+    dt_onnx_node(x->m, "Reshape", (const char *[]){moved, shape}, 2, out);
+    set_out(x, i, out, 4);
+}
+
 static const emit_fn emitters[DT_LAYER_KIND_COUNT] = {
     [DT_LAYER_CONV] = emit_conv,           [DT_LAYER_MAXPOOL] = emit_maxpool,
     [DT_LAYER_AVGPOOL] = emit_avgpool,     [DT_LAYER_DENSE] = emit_dense,
@@ -298,6 +331,7 @@ static const emit_fn emitters[DT_LAYER_KIND_COUNT] = {
     [DT_LAYER_LRN] = emit_lrn,             [DT_LAYER_BATCHNORM] = emit_batchnorm,
     [DT_LAYER_SOFTMAX] = emit_softmax,     [DT_LAYER_SHORTCUT] = emit_shortcut,
     [DT_LAYER_ROUTE] = emit_route,         [DT_LAYER_CROP] = emit_crop,
+    [DT_LAYER_REORG] = emit_reorg,
 };
 
 /* What no operator sequence above expresses, as a reason; NULL if exportable. */

@@ -91,6 +91,10 @@ static const dt_key_def act_keys[] = {
     {"slope", DT_KEY_FLOAT, DT_SPEC_KEY(leaky_slope), 0.1, 0, 1, 0, NULL},
     {0}};
 
+/* A folded ReLU runs nothing: its output is its input's buffer, in bf16
+ * when the layer that fuses it keeps that in bf16. */
+static int act_bf16_acts(const dt_layer *l) { return l->folded; }
+
 const dt_layer_ops dt_act_ops = {
     .name = "activation",
     .keys = act_keys,
@@ -101,6 +105,7 @@ const dt_layer_ops dt_act_ops = {
     .forward = act_forward,
     .backward = act_backward,
     .layouts = dt_layout_follow, /* elementwise */
+    .bf16_acts = act_bf16_acts,
     .flops = dt_layer_flops_elems,
     .caps = DT_LAYER_CAP_FOLDS,
 };

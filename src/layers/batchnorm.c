@@ -17,9 +17,12 @@
  * (B x H x W values, 200 KB for 64 x 28 x 28) stays in the core's cache
  * between its passes. With l->relu_out (a ReLU folded in by the net) the
  * output is max(0, y) and backward first masks dy by out > 0, in the same
- * passes. */
+ * passes. Where the net keeps the activations in bf16 (l->in_bf16), oneDNN
+ * runs both passes instead (batchnorm_dnnl.c). */
 #include <math.h>
+#include <stdio.h>
 
+#include "layers/dnnl_layer.h"
 #include "layers/layer_impl.h"
 #include "layers/layer_keys.h"
 
@@ -331,8 +334,19 @@ static size_t bn_workspace_floats(const dt_layer *l, int batch) {
     return l->in_layout != DT_LAYOUT_NCHW ? 4 * (size_t)batch * C + 3 * C : 0;
 }
 
+/* oneDNN's batch norm failed to create its objects (out of memory): bf16
+ * data has no other path, and layers do not fail at run time. */
+static void bn_dnnl_check(dt_status s) {
+    if (s != DT_OK) fprintf(stderr, "dtrain: batch norm on bf16 activations: %s\n", dt_last_error());
+    DT_ASSERT(s == DT_OK);
+}
+
 /* out (B, C, H, W) <- in (B, C, H, W). */
 static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
+    if (l->in_bf16) {
+        bn_dnnl_check(dt_bn_dnnl_forward(l, out, in, batch, train && batch > 0));
+        return;
+    }
     if (l->in_layout != DT_LAYOUT_NCHW) {
         bn_forward_blocked(l, out, in, batch, train, ws);
         return;
@@ -360,6 +374,11 @@ static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int 
 static void bn_backward(dt_layer *l, float *din, const float *dout, const float *in,
                         const float *out, int batch, float *ws) {
     const float *mask = l->relu_out ? out : NULL; /* a fused ReLU's output */
+    if (l->in_bf16) {
+        DT_ASSERT(din); /* a bf16 input is a layer's, never the data */
+        bn_dnnl_check(dt_bn_dnnl_backward(l, din, dout, in, batch));
+        return;
+    }
     if (l->in_layout != DT_LAYOUT_NCHW) {
         bn_backward_blocked(l, din, dout, mask, in, batch, ws);
         return;
@@ -391,6 +410,10 @@ static void bn_backward(dt_layer *l, float *din, const float *dout, const float 
     }
 }
 
+/* In a bf16 net, oneDNN's batch norm (batchnorm_dnnl.c) reads and writes
+ * bf16 activations in a blocked layout. */
+static int bn_bf16_acts(const dt_layer *l) { return l->in_layout != DT_LAYOUT_NCHW; }
+
 /* Also the settings of the batch norm that batch_normalize=1 adds. */
 static const dt_key_def batchnorm_keys[] = {
     {"momentum", DT_KEY_FLOAT, DT_SPEC_KEY(bn_momentum), 0.1, 0, 1, 0, NULL},
@@ -408,6 +431,8 @@ const dt_layer_ops dt_batchnorm_ops = {
     .backward = bn_backward,
     .fuses_relu = 1,
     .layouts = dt_layout_follow, /* per channel, in either layout */
+    .bf16_acts = bn_bf16_acts,
+    .destroy = dt_bn_dnnl_destroy,
     .flops = bn_flops,
     .caps = DT_LAYER_CAP_SCALES,
 };

@@ -303,12 +303,20 @@ static void conv_describe(const dt_layer *l, int batch, dt_dnnl_dims *g) {
                                   (d.OW - 1) * d.S + (d.K - 1) * d.D + 1 - d.W - d.P}};
     if (d.G > 1) /* goihw: the same floats as (F, C/G, K, K) */
         memcpy(g->wei, (dnnl_dims_t){d.G, d.Fg, d.Cg, d.K, d.K}, sizeof(dnnl_dim_t) * 5);
+    g->winograd = dt_layer_dnnl_winograd(l);
+}
+
+int dt_layer_dnnl_winograd(const dt_layer *l) {
+    conv_dims d = dims_of(l);
+    return l->winograd && l->spec.kind == DT_LAYER_CONV && d.K == 3 && d.S == 1 && d.D == 1 && d.G == 1 &&
+           l->precision == DT_PRECISION_FP32 && l->in_layout == DT_LAYOUT_NCHW16C &&
+           l->out_layout == DT_LAYOUT_NCHW16C;
 }
 
 static dnnl_status_t conv_op_desc(dt_dnnl_op_desc *od, dt_dnnl_pass pass, const dt_dnnl_descs *d) {
     const dt_dnnl_dims *g = d->dims;
     dnnl_convolution_desc_t *c = &od->conv;
-    dnnl_alg_kind_t alg = dnnl_convolution_direct;
+    dnnl_alg_kind_t alg = g->winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
     switch (pass) {
     case DT_DNNL_FORWARD:
         return dnnl_dilated_convolution_forward_desc_init(c, dnnl_forward_training, alg, d->src, d->wei, d->bias,
@@ -335,17 +343,27 @@ static void conv_forward(dt_layer *l, float *out, const float *in, int batch, in
         dt_dnnl_forget_forward(l); /* a failed Winograd backward falls back to oneDNN */
         return;
     }
-    if (batch < 1 || dt_dnnl_forward(l, &conv_dnnl, out, in, batch) != DT_OK)
-        dt_conv_forward_gemm(l, out, in, batch, ws);
+    if (batch >= 1 && dt_dnnl_forward(l, &conv_dnnl, out, in, batch) == DT_OK) return;
+    /* bf16 activations have no other path; oneDNN's reference kernels run
+     * every bf16 convolution, so only a failed allocation gets here. */
+    DT_ASSERT(batch < 1 || (!l->in_bf16 && !l->out_bf16));
+    dt_conv_forward_gemm(l, out, in, batch, ws);
 }
 
 static void conv_backward(dt_layer *l, float *din, const float *dout, const float *in,
                           const float *out, int batch, float *ws) {
     (void)out;
     if (batch >= 1 && dt_layer_winograd(l) && dt_winograd_backward(l, din, dout, in, batch) == DT_OK) return;
-    if (batch < 1 || dt_dnnl_backward(l, &conv_dnnl, din, dout, in, batch, 1) != DT_OK)
-        dt_conv_backward_gemm(l, din, dout, in, batch, ws);
+    if (batch >= 1 && dt_dnnl_backward(l, &conv_dnnl, din, dout, in, batch, 1) == DT_OK) return;
+    DT_ASSERT(batch < 1 || (!l->in_bf16 && !l->out_bf16));
+    dt_conv_backward_gemm(l, din, dout, in, batch, ws);
 }
+
+/* oneDNN's convolutions read and write bf16 activations on either side: a
+ * bf16 one as they are, an fp32 one (a first layer of fewer than 4
+ * channels, dt_layer_precision) through a reorder at that edge. Winograd's
+ * path is fp32 only. */
+static int conv_bf16_acts(const dt_layer *l) { return !dt_layer_winograd(l); }
 
 /* Reference: direct loops over (b, f, oh, ow, c, kh, kw), NCHW only. */
 static void conv_forward_ref(dt_layer *l, float *out, const float *in, int batch, int train,
@@ -458,6 +476,7 @@ const dt_layer_ops dt_conv_ops = {
     .forward_ref = conv_forward_ref,
     .backward_ref = conv_backward_ref,
     .layouts = dt_layout_any,
+    .bf16_acts = conv_bf16_acts,
     .flops = conv_flops,
     .destroy = dt_dnnl_destroy,
     .weight_dims = conv_weight_dims,

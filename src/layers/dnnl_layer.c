@@ -7,9 +7,10 @@
  * (AVX512_BF16 dot products, or AMX tiles) they do two or more times the
  * arithmetic of f32 FMAs per cycle, for convolutions and inner products.
  *
- * How: the net's buffers stay f32 in its layouts (NCHW, blocked or NC
+ * How: the net's buffers are f32 in its layouts (NCHW, blocked or NC
  * activations, by the layer's in_layout/out_layout; OIHW or OI weights, 1D
- * bias): "plain" below means these. Each primitive is created with layout "any" (in
+ * bias), except blocked activations the net keeps in bf16 (in_bf16,
+ * out_bf16): "plain" below means these. Each primitive is created with layout "any" (in
  * the compute type); where oneDNN picks a layout or type other than the
  * plain f32 one, a tensor gets a buffer in that layout and type and a
  * reorder between it and the dtrain buffer (cheap next to the product;
@@ -107,6 +108,7 @@ typedef struct {
     dnnl_primitive_attr_t attr; /* user-mode scratchpad, given to every primitive */
     dt_status failed;           /* engine/stream/attr creation failed */
     dt_precision precision;     /* of the plans built (another clears them) */
+    int in_bf16, out_bf16;      /* the activations' types of the plans built (likewise) */
     uint64_t clock;             /* counts calls: input-refresh passes and plan recency */
     uint64_t last_forward;      /* clock of the last forward call */
     plan *last_forward_plan;    /* its plan */
@@ -118,7 +120,8 @@ typedef struct {
 typedef struct {
     /* By B_*: in, din (B, src) and out, dout (B, dst) nchw (or nChw8c/16c,
      * by the layer's layouts) or nc; w, dw
-     * oihw, goihw (groups) or oi; bias, db a (F). All f32. */
+     * oihw, goihw (groups) or oi; bias, db a (F). All f32 but the
+     * activations the net keeps in bf16. */
     dnnl_memory_desc_t plain[B_COUNT];
     dnnl_memory_desc_t any_src, any_wei, any_dst, any_diff_wei;
     dt_dnnl_dims dims;
@@ -142,10 +145,14 @@ static dt_status geometry_of(const dt_layer *l, const dt_dnnl_kind *k, int batch
     dnnl_format_tag_t out = nd == 4 ? activation_tag(l->out_layout) : dnnl_nc;
     dnnl_data_type_t t = l->precision == DT_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
     dnnl_dims_t bias = {g->dims.dst[1]};
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], nd, g->dims.src, dnnl_f32, in));
+    /* Activations the net keeps in bf16 (l->in_bf16, out_bf16: blocked,
+     * between layers that all handle bf16) are handed over as they are. */
+    dnnl_data_type_t in_t = nd == 4 && l->in_bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t out_t = nd == 4 && l->out_bf16 ? dnnl_bf16 : dnnl_f32;
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], nd, g->dims.src, in_t, in));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_W], wnd, g->dims.wei, dnnl_f32, wei));
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_BIAS], 1, bias, dnnl_f32, dnnl_a));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_OUT], nd, g->dims.dst, dnnl_f32, out));
+    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_OUT], nd, g->dims.dst, out_t, out));
     g->plain[B_DOUT] = g->plain[B_OUT];
     g->plain[B_DIN] = g->plain[B_IN];
     g->plain[B_DW] = g->plain[B_W];
@@ -334,20 +341,22 @@ static dt_status impl_create(dnnl_layer *d) {
 }
 
 /* The dnnl_layer of l, created on first use; plans of another precision
- * than l's are dropped. */
+ * or activation types than l's are dropped. */
 static dt_status impl_get(dt_layer *l, const dt_dnnl_kind *k, dnnl_layer **dp) {
     if (!l->impl) {
         DT_TRY(dt_alloc_bytes(&l->impl, sizeof(dnnl_layer), k->what));
         dnnl_layer *d = l->impl;
         d->failed = impl_create(d);
         d->precision = l->precision;
+        d->in_bf16 = l->in_bf16, d->out_bf16 = l->out_bf16;
     }
     dnnl_layer *d = l->impl;
     if (d->failed != DT_OK) return d->failed;
-    if (d->precision != l->precision) {
+    if (d->precision != l->precision || d->in_bf16 != l->in_bf16 || d->out_bf16 != l->out_bf16) {
         for (int i = 0; i < NPLANS; i++) plan_clear(&d->plans[i]);
         d->last_forward_plan = NULL;
         d->precision = l->precision;
+        d->in_bf16 = l->in_bf16, d->out_bf16 = l->out_bf16;
     }
     *dp = d;
     return DT_OK;
@@ -377,6 +386,22 @@ static dt_status plan_get(dt_layer *l, const dt_dnnl_kind *k, int batch, int bac
     if (p->fwd_pd && (!backward || p->has_bwd)) return DT_OK;
     geometry g;
     dt_status s = geometry_of(l, k, batch, &g);
+    if (s == DT_OK && g.dims.winograd && !p->fwd_pd) {
+        /* Winograd for all three passes or for none: built together, and on
+         * any refusal (a shape oneDNN's Winograd does not take) the direct
+         * kernels instead. */
+        s = build_forward(d, p, k, &g);
+        if (s == DT_OK) s = build_backward(d, p, k, &g);
+        if (s == DT_OK) {
+            p->has_bwd = 1;
+            return DT_OK;
+        }
+        plan_clear(p);
+        p->batch = batch;
+        p->used = d->clock;
+        g.dims.winograd = 0;
+        s = DT_OK;
+    }
     if (s == DT_OK && !p->fwd_pd) s = build_forward(d, p, k, &g);
     if (s == DT_OK && backward) s = build_backward(d, p, k, &g);
     if (s != DT_OK) {

@@ -15,7 +15,9 @@
  * Precision (l->precision): fp32 runs every tensor in f32. bf16 runs the
  * source, weights and destination (and their gradients in backward-data) in
  * bf16 and accumulates in f32; the weight and bias gradients are f32. The
- * net's buffers stay f32 either way: reorders convert at the layer's edges.
+ * net's buffers are f32, and reorders convert at the layer's edges, except
+ * activations the net keeps in bf16 (l->in_bf16, l->out_bf16): those are
+ * read and written as they are.
  *
  * The oneDNN objects live in l->impl, created by the first call for a batch
  * size and freed by dt_dnnl_destroy. oneDNN uses OpenMP with
@@ -39,6 +41,9 @@ typedef struct {
     int wei_ndims; /* 0: ndims; 5: a grouped convolution's (G, F/G, C/G, K, K) */
     dnnl_dims_t src, wei, dst;
     dnnl_dims_t strides, dilates, pad_l, pad_r; /* convolutions only (dilates: 0 = adjacent taps) */
+    /* Convolutions: try oneDNN's Winograd for every pass first (direct where
+     * it has none for the shape); set by the kind's describe. */
+    int winograd;
 } dt_dnnl_dims;
 
 /* The descriptors a kind builds its op descriptors from: layout "any" in
@@ -79,5 +84,15 @@ void dt_dnnl_forget_forward(dt_layer *l);
 
 /* Frees l->impl and sets it to NULL; no-op when it is NULL. */
 void dt_dnnl_destroy(dt_layer *l);
+
+/* [batchnorm] on bf16 activations (l->in_bf16), by oneDNN's batch
+ * normalisation (batchnorm_dnnl.c), with batchnorm.c's contract: out <- in
+ * (train: batch statistics into l->saved, running ones updated; else the
+ * running ones); din, dw, db <- dout after a training forward of the same
+ * batch. Errors only where oneDNN cannot create its objects (out of
+ * memory): bf16 data has no other path. */
+dt_status dt_bn_dnnl_forward(dt_layer *l, float *out, const float *in, int batch, int train);
+dt_status dt_bn_dnnl_backward(dt_layer *l, float *din, const float *dout, const float *in, int batch);
+void dt_bn_dnnl_destroy(dt_layer *l);
 
 #endif

@@ -92,6 +92,16 @@ void dt_layer_copy(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = src[i];
 }
 
+void dt_layer_add_acts(float *dst, const float *src, size_t n, int bf16) {
+    if (!bf16) {
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+        for (size_t j = 0; j < n; j++) dst[j] += src[j];
+        return;
+    }
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+    for (size_t j = 0; j < n; j++) dt_bf16_set(dst, j, dt_bf16_get(dst, j) + dt_bf16_get(src, j));
+}
+
 void dt_layout_convert(float *dst, dt_layout to, const float *src, dt_layout from, int batch, dt_shape s) {
     size_t n = dt_shape_size(s) * (size_t)batch, hw = (size_t)s.h * (size_t)s.w;
     if (to == from) {

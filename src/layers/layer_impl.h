@@ -86,6 +86,20 @@ void dt_conv_backward_gemm(dt_layer *l, float *din, const float *dout, const flo
 dt_layout_rule dt_layout_follow(const dt_layer *l);
 dt_layout_rule dt_layout_any(const dt_layer *l);
 
+/* Activations the net keeps in bf16 (l->in_bf16, out_bf16): value i of a
+ * float buffer holding bf16 values (2 bytes each, upper half of an f32),
+ * read as f32 and written rounded to nearest even (NaN stays NaN). */
+static inline float dt_bf16_get(const float *buf, size_t i) {
+    union { uint32_t u; float f; } v = {(uint32_t)((const uint16_t *)(const void *)buf)[i] << 16};
+    return v.f;
+}
+static inline uint16_t dt_bf16_of(float x) {
+    union { float f; uint32_t u; } v = {x};
+    uint32_t rounded = (v.u + 0x7fffu + ((v.u >> 16) & 1)) >> 16, nan = (v.u >> 16) | 0x40;
+    return (uint16_t)((v.u & 0x7fffffffu) > 0x7f800000u ? nan : rounded); /* a select: vectorises */
+}
+static inline void dt_bf16_set(float *buf, size_t i, float x) { ((uint16_t *)(void *)buf)[i] = dt_bf16_of(x); }
+
 /* dst (n) <- src (n), threaded as the passes above. */
 void dt_layer_copy(float *dst, const float *src, size_t n);
 

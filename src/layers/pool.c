@@ -211,6 +211,16 @@ DT_BLOCK_PASS block_means(float *out, const float *x, size_t hw, int K) {
 static void global_forward(const dt_layer *l, float *out, const float *in, int batch) {
     size_t planes = (size_t)batch * (size_t)l->in.c, hw = (size_t)l->in.h * (size_t)l->in.w;
     const size_t k = (size_t)dt_layout_block(l->in_layout);
+    if (l->in_bf16) { /* bf16 values, blocked; sums in double as below */
+#pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
+        for (size_t blk = 0; blk < planes / k; blk++) {
+            double sum[DT_LAYOUT_MAX_BLOCK] = {0};
+            for (size_t i = 0; i < hw; i++)
+                for (size_t c = 0; c < k; c++) sum[c] += dt_bf16_get(in, (blk * hw + i) * k + c);
+            for (size_t c = 0; c < k; c++) out[blk * k + c] = (float)(sum[c] / (double)hw);
+        }
+        return;
+    }
     if (k > 1) {
 #pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
         for (size_t blk = 0; blk < planes / k; blk++)
@@ -228,9 +238,18 @@ static void global_backward(const dt_layer *l, float *din, const float *dout, in
 #pragma omp parallel for schedule(static) if (planes * hw >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < planes; p++) {
         float g = dout[p] / (float)hw, *dx = din + (p / k) * hw * k + p % k;
+        if (l->in_bf16) {
+            uint16_t g16 = dt_bf16_of(g), *dx16 = (uint16_t *)(void *)din + (p / k) * hw * k + p % k;
+            for (size_t i = 0; i < hw; i++) dx16[i * k] = g16;
+            continue;
+        }
         for (size_t i = 0; i < hw; i++) dx[i * k] = g;
     }
 }
+
+/* The global pool reads bf16 activations in a blocked layout (its output
+ * is fp32). */
+static int avgpool_bf16_acts(const dt_layer *l) { return is_global(l) && l->in_layout != DT_LAYOUT_NCHW; }
 
 /* out (B, C, OH, OW) <- window sums of in (B, C, H, W) / (K*K). */
 static void avgpool_forward(dt_layer *l, float *out, const float *in, int batch, int train,
@@ -359,5 +378,6 @@ const dt_layer_ops dt_avgpool_ops = {
     .forward = avgpool_forward,
     .backward = avgpool_backward,
     .layouts = avgpool_layouts,
+    .bf16_acts = avgpool_bf16_acts,
     .flops = pool_flops,
 };

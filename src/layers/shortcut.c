@@ -6,7 +6,9 @@
  * the extra channels of the block left as they are, i.e. the identity's
  * missing channels count as zero) or written every H2/H1 cells when it is
  * smaller, exactly as Darknet's shortcut_cpu (which also uses the integer
- * ratios when the sizes do not divide). */
+ * ratios when the sizes do not divide). On bf16 activations (l->in_bf16)
+ * each sum is rounded to bf16 once. */
+#include <math.h>
 #include <string.h>
 
 #include "dtrain/model.h"
@@ -72,8 +74,79 @@ DT_BLOCK_PASS blocked_sum(const dt_layer *l, float *out, const float *x, float *
                 }
 }
 
+/* bf16 activations (l->in_bf16, blocked): the same sums, each rounded to
+ * bf16 once; the gradients are copies of bf16 values. The shared block's
+ * cells: out[o] += x[a] (forward) or dx[a] = dy[o] (backward), 16-bit
+ * words. */
+static void blocked_sum_bf16(const dt_layer *l, float *out, const float *x, uint16_t *dx, const uint16_t *dy,
+                             int batch) {
+    shortcut_dims d = dims_of(l);
+    dt_shape o = l->ins[0], a = l->ins[1];
+    int K = dt_layout_block(l->in_layout);
+    for (int b = 0; b < batch; b++)
+        for (int k = 0; k < d.minc; k += K)
+            for (int j = 0; j < d.minh; j++)
+                for (int i = 0; i < d.minw; i++) {
+                    size_t oc = dt_blocked_at(o, K, b, k, j * d.sample, i * d.sample);
+                    size_t ac = dt_blocked_at(a, K, b, k, j * d.stride, i * d.stride);
+                    for (int c = 0; c < K; c++) {
+                        if (out)
+                            dt_bf16_set(out, oc + c, dt_bf16_get(out, oc + c) + dt_bf16_get(x, ac + c));
+                        else
+                            dx[ac + c] = dy[oc + c];
+                    }
+                }
+}
+
+static void forward_bf16(dt_layer *l, float *out, const float *const *in, int batch) {
+    size_t n = dt_shape_size(l->ins[0]) * (size_t)batch;
+    int relu = l->relu_out;
+    if (same_shape(l->ins[0], l->ins[1])) {
+        const float *restrict x0 = in[0], *restrict x1 = in[1];
+        uint16_t *restrict y = (uint16_t *)(void *)out;
+        float lo = relu ? 0.0f : -INFINITY;
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+        for (size_t i = 0; i < n; i++) {
+            float v = dt_bf16_get(x0, i) + dt_bf16_get(x1, i);
+            y[i] = dt_bf16_of(v > lo ? v : 0.0f);
+        }
+        return;
+    }
+    memcpy(out, in[0], sizeof(uint16_t) * n);
+    blocked_sum_bf16(l, out, in[1], NULL, NULL, batch);
+    if (relu) {
+        uint16_t *y = (uint16_t *)(void *)out;
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+        for (size_t i = 0; i < n; i++) y[i] = dt_bf16_get(out, i) > 0 ? y[i] : 0;
+    }
+}
+
+static void backward_bf16(dt_layer *l, float *const *din, const float *dout, const float *out, int batch) {
+    size_t n = dt_shape_size(l->ins[0]) * (size_t)batch, an = dt_shape_size(l->ins[1]) * (size_t)batch;
+    const uint16_t *dy = (const uint16_t *)(const void *)dout;
+    if (l->relu_out) {
+        uint16_t *dx = (uint16_t *)(void *)din[0];
+#pragma omp parallel for simd schedule(static) if (n >= DT_LAYER_PAR_FLOATS)
+        for (size_t i = 0; i < n; i++) dx[i] = dt_bf16_get(out, i) > 0 ? dy[i] : 0;
+        dy = dx;
+    } else if (din[0]) {
+        memcpy(din[0], dy, sizeof(uint16_t) * n);
+    }
+    if (!din[1]) return;
+    if (same_shape(l->ins[0], l->ins[1])) {
+        memcpy(din[1], dy, sizeof(uint16_t) * n);
+        return;
+    }
+    memset(din[1], 0, sizeof(uint16_t) * an);
+    blocked_sum_bf16(l, NULL, NULL, (uint16_t *)(void *)din[1], dy, batch);
+}
+
 /* out (B, ins[0]) <- in[0] + the shared block of in[1] (B, ins[1]). */
 static void shortcut_forward(dt_layer *l, float *out, const float *const *in, int batch) {
+    if (l->in_bf16) {
+        forward_bf16(l, out, in, batch);
+        return;
+    }
     shortcut_dims d = dims_of(l);
     dt_shape o = l->ins[0], a = l->ins[1];
     size_t osz = dt_shape_size(o), asz = dt_shape_size(a);
@@ -112,6 +185,10 @@ static void shortcut_forward(dt_layer *l, float *out, const float *const *in, in
 /* din[0] <- dout; din[1] <- dout at the shared block's cells, 0 elsewhere. */
 static void shortcut_backward(dt_layer *l, float *const *din, const float *dout, const float *out,
                               int batch) {
+    if (l->in_bf16) {
+        backward_bf16(l, din, dout, out, batch);
+        return;
+    }
     shortcut_dims d = dims_of(l);
     dt_shape o = l->ins[0], a = l->ins[1];
     size_t osz = dt_shape_size(o), asz = dt_shape_size(a);
@@ -167,6 +244,9 @@ static dt_status shortcut_end_section(const dt_section *s, const dt_section_vals
     return dt_section_layer(s, "from", ((const shortcut_own_keys *)(const void *)&v->own)->from, &layer->inputs[1]);
 }
 
+/* In a bf16 net the sum reads and writes bf16 in a blocked layout. */
+static int shortcut_bf16_acts(const dt_layer *l) { return l->in_layout != DT_LAYOUT_NCHW; }
+
 const dt_layer_ops dt_shortcut_ops = {
     .name = "shortcut",
     .keys = shortcut_keys,
@@ -179,5 +259,6 @@ const dt_layer_ops dt_shortcut_ops = {
     .backward_n = shortcut_backward,
     .fuses_relu = 1, /* the forward writes max(0, sum); backward masks dout by the output */
     .layouts = dt_layout_follow, /* elementwise, or k channels a cell in a blocked layout */
+    .bf16_acts = shortcut_bf16_acts,
     .flops = dt_layer_flops_elems,
 };

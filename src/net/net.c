@@ -154,15 +154,22 @@ static int layout_root(int *parent, int i) {
  * it; else NCHW. In a ResNet that makes every activation between the stem
  * and the global pool blocked (the final softmax reads NCHW). NCHW
  * everywhere when `native` is. */
-static void plan_layouts(dt_net *net, dt_layout native) {
-    int L = net->nlayers, parent[DT_MAX_LAYERS];
-    unsigned char blocked[DT_MAX_LAYERS];
-    for (int i = 0; i < L; i++) parent[i] = i, blocked[i] = 1;
+/* parent[]: the union-find forest of the layout groups (FOLLOW ties). */
+static void layout_groups(const dt_net *net, int *parent) {
+    int L = net->nlayers;
+    for (int i = 0; i < L; i++) parent[i] = i;
     for (int i = 0; i < L; i++)
         if (layout_rule(&net->layers[i]) == DT_LAYOUTS_FOLLOW)
             for (int k = 0; k < net->layers[i].ninputs; k++)
                 if (net->layers[i].spec.inputs[k] >= 0)
                     parent[layout_root(parent, net->layers[i].spec.inputs[k])] = layout_root(parent, i);
+}
+
+static void plan_layouts(dt_net *net, dt_layout native) {
+    int L = net->nlayers, parent[DT_MAX_LAYERS];
+    unsigned char blocked[DT_MAX_LAYERS];
+    layout_groups(net, parent);
+    for (int i = 0; i < L; i++) blocked[i] = 1;
     for (int i = 0; i < L; i++) {
         const dt_layer *l = &net->layers[i];
         dt_layout_rule rule = layout_rule(l);
@@ -448,11 +455,40 @@ dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, 
     return DT_OK;
 }
 
+/* Each layer's in_bf16 and out_bf16 for the layers' current precisions: a
+ * layout group (plan_layouts) of blocked activations is stored in bf16 when
+ * the net's precision is bf16 and every layer writing or reading one of its
+ * activations handles bf16 there (ops->bf16_acts). In a ResNet that is
+ * every activation from the stem convolution's output to the global pool's
+ * input: convolutions, batch norms, folded ReLUs and shortcuts (the
+ * gradients of an activation read twice are added in bf16). */
+static void plan_bf16(dt_net *net, dt_precision p) {
+    int L = net->nlayers, parent[DT_MAX_LAYERS];
+    unsigned char ok[DT_MAX_LAYERS];
+    layout_groups(net, parent);
+    for (int i = 0; i < L; i++) ok[i] = p == DT_PRECISION_BF16;
+    for (int i = 0; i < L; i++) {
+        const dt_layer *l = &net->layers[i];
+        int handles = l->ops->bf16_acts && l->ops->bf16_acts(l);
+        if (!handles || l->out_layout == DT_LAYOUT_NCHW) ok[layout_root(parent, i)] = 0;
+        for (int k = 0; k < l->ninputs; k++)
+            if (l->spec.inputs[k] >= 0 && !handles) ok[layout_root(parent, l->spec.inputs[k])] = 0;
+    }
+    ok[layout_root(parent, L - 1)] = 0;
+    for (int i = 0; i < L; i++) {
+        dt_layer *l = &net->layers[i];
+        int from = l->spec.inputs[0];
+        l->out_bf16 = ok[layout_root(parent, i)];
+        l->in_bf16 = from >= 0 && ok[layout_root(parent, from)];
+    }
+}
+
 dt_status dt_net_set_precision(dt_net *net, dt_precision p) {
     DT_TRY(dt_precision_check(p));
     net->precision = p;
     for (int i = 0; i < net->nlayers; i++)
         net->layers[i].precision = dt_layer_precision(&net->layers[i], p);
+    plan_bf16(net, p);
     return DT_OK;
 }
 
@@ -524,11 +560,6 @@ double dt_net_loss(dt_net *net, const dt_label *labels, int batch) {
                                 dt_softmax_temperature(&net->layers[net->nlayers - 1].spec));
 }
 
-/* dst[j] += src[j] for j < n. */
-static void add_floats(float *restrict dst, const float *restrict src, size_t n) {
-    for (size_t j = 0; j < n; j++) dst[j] += src[j];
-}
-
 /* Layer i's backward pass, with the buffers net->groute planned. The
  * softmax layer's gradient is folded into dt_net_loss, so backward starts
  * at the layer below it. */
@@ -546,8 +577,8 @@ static void backward_layer(dt_net *net, int i, const float *x, int batch) {
                          batch, net->ws);
     for (int k = 0; k < l->ninputs; k++)
         if (r->add[k])
-            add_floats(net->gbuf[net->groute[l->spec.inputs[k]].out], din[k],
-                       dt_shape_size(l->ins[k]) * (size_t)batch);
+            dt_layer_add_acts(net->gbuf[net->groute[l->spec.inputs[k]].out], din[k],
+                              dt_shape_size(l->ins[k]) * (size_t)batch, net->layers[l->spec.inputs[k]].out_bf16);
 }
 
 void dt_net_backward(dt_net *net, const float *x, int batch, dt_grad_ready_fn ready, void *ctx) {

@@ -27,12 +27,14 @@ typedef enum {
     DT_GO,    /* train on */
     DT_STOP,  /* a stop was asked: every worker stops here (checkpoint, servers told, DT_ERR_INTERRUPTED) */
     DT_LEAVE, /* an apart worker trains no more; it meets the others after the loop (dt_coord_meet) */
+    DT_FINISH, /* the caller asked to end early: every worker ends here as after the last step */
 } dt_verdict;
 
 typedef struct {
     dt_sync *sync;            /* the strategy: its pace and agreement hooks */
     dt_trainer *trainer;      /* what sync->finish is given */
     const atomic_int *signal; /* set by SIGINT/SIGTERM (may be NULL) */
+    const atomic_int *finish; /* set by the caller to end the run early, as finished (may be NULL) */
     int workers;
     long due;                 /* sync->lead > 0: the step the started periodic agreement finishes at (-1: none open) */
     int leaving;              /* an apart worker saw a divergence: it trains no more */
@@ -44,11 +46,15 @@ typedef struct {
     const char *bad_what;
 } dt_coord;
 
-void dt_coord_init(dt_coord *c, dt_sync *sync, dt_trainer *t, const atomic_int *signal, int workers);
+void dt_coord_init(dt_coord *c, dt_sync *sync, dt_trainer *t, const atomic_int *signal, const atomic_int *finish,
+                   int workers);
 
 /* Before each step (step: optimiser steps done): lockstep workers agree
  * every 10 steps, apart ones at every step. An agreed divergence ends the
- * run: the servers told to stop, DT_ERR_NUMERIC. */
+ * run: the servers told to stop, DT_ERR_NUMERIC. A finish request (the
+ * job API's record callback) makes lockstep workers end together as at
+ * the run's last step (DT_FINISH) and an apart worker leave (the others
+ * finish the run's budget); a stop request wins over it. */
 dt_status dt_coord_step(dt_coord *c, long step, dt_verdict *v);
 
 /* At a point of the run where here says how closely the workers are:

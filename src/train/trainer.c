@@ -1,4 +1,5 @@
 /* The training loop shared by every mode (see train.h). */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -34,27 +35,46 @@ void dt_trainer_update(dt_trainer *t, float lr, size_t lo, size_t hi) {
 long dt_trainer_step(const dt_trainer *t) { return t->step; }
 long dt_trainer_total_steps(const dt_trainer *t) { return t->total_steps; }
 
-dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int worker, int workers,
-                      int batch, int threads, dt_logits_fn on_logits, void *ctx, double *accuracy,
-                      double *loss) {
+/* Whether the workers agree that a stop was asked, before batch b: every
+ * EVAL_AGREE batches while b < common (the batches every worker has), one
+ * sum over them. */
+enum { EVAL_AGREE = 8 };
+static dt_status eval_stop_asked(const dt_eval_cfg *c, int b, int common, int *stop) {
+    *stop = 0;
+    if (!c->stop || b % EVAL_AGREE != 0 || b >= common) return DT_OK;
+    double v = atomic_load(c->stop) != 0;
+    if (c->workers > 1 && c->sync && c->sync->reduce_sum) DT_TRY(c->sync->reduce_sum(c->sync, &v, 1));
+    *stop = v > 0;
+    return DT_OK;
+}
+
+dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, const dt_eval_cfg *c, double *accuracy, double *loss) {
     const dt_layer *head = &net->layers[net->nlayers - 1];
     /* A classifier hands on its logits (the softmax's input); a feature extractor its output. */
     int features = net->classes == 0, from = features ? net->nlayers - 1 : head->spec.inputs[0];
     int width = features ? (int)dt_shape_size(head->out) : net->classes;
-    dt_loader_cfg cfg = {.batch = batch, .rank = worker, .world = workers, .threads = threads, .out = net->input};
+    int workers = c->workers > 0 ? c->workers : 1;
+    dt_loader_cfg cfg = {.batch = c->batch, .rank = c->worker, .world = workers, .threads = c->threads,
+                         .out = net->input};
     dt_loader *ld;
     DT_TRY(dt_loader_create(&ld, ds, &cfg));
+    /* Each worker's share has at least n / workers samples (data.h). */
+    const int common = workers > 1 ? ds->n / workers / c->batch : INT_MAX;
     double sums[3] = {0, 0, 0}; /* correct, loss, samples */
     dt_status s = DT_OK;
-    for (;;) {
+    for (int b = 0;; b++) {
+        int stop;
+        s = eval_stop_asked(c, b, common, &stop);
+        if (s == DT_OK && stop) s = dt_fail(DT_ERR_INTERRUPTED, "interrupted during the evaluation");
+        if (s != DT_OK) break;
         const float *x;
         const dt_label *y;
         int n;
         s = dt_loader_next(ld, &x, &y, &n);
         if (s != DT_OK || n == 0) break;
         dt_net_forward(net, x, n, 0);
-        if (on_logits) {
-            s = on_logits(ctx, dt_net_output(net, from, x), n, width);
+        if (c->on_logits) {
+            s = c->on_logits(c->ctx, dt_net_output(net, from, x), n, width);
             if (s != DT_OK) break;
         }
         if (features) continue;
@@ -63,7 +83,7 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, dt_sync *sync, int work
         sums[2] += n;
     }
     dt_loader_free(ld);
-    if (s == DT_OK && sync && sync->reduce_sum) s = sync->reduce_sum(sync, sums, 3);
+    if (s == DT_OK && c->sync && c->sync->reduce_sum) s = c->sync->reduce_sum(c->sync, sums, 3);
     if (s != DT_OK) return s;
     *accuracy = sums[2] > 0 ? sums[0] / sums[2] : 0;
     *loss = sums[2] > 0 ? sums[1] / sums[2] : 0;
@@ -194,8 +214,9 @@ static dt_status evaluate_and_log(dt_trainer *t, double done, double *acc, doubl
     dt_verdict v; /* a stop request waits for the next step's agreement */
     DT_TRY(dt_coord_agree(&t->coord, DT_PACE_LOCKSTEP, &v));
     if (t->sync->sync_state) DT_TRY(t->sync->sync_state(t->sync, t, DT_PACE_LOCKSTEP));
-    DT_TRY(dt_evaluate(t->net, t->test_ds, t->sync, t->opts->worker, t->opts->workers, t->spec->batch,
-                       t->opts->loader_threads, NULL, NULL, acc, loss));
+    const dt_eval_cfg ec = {.sync = t->sync, .worker = t->opts->worker, .workers = t->opts->workers,
+                            .batch = t->spec->batch, .threads = t->opts->loader_threads, .stop = t->opts->stop};
+    DT_TRY(dt_evaluate(t->net, t->test_ds, &ec, acc, loss));
     dt_timeline_span(t->opts->timeline, DT_TL_MAIN, DT_TL_CAT_EVAL, "eval", t0, dt_now(),
                      (dt_tl_arg[]){{"epoch", epoch}}, 1);
     dt_rec r;
@@ -398,7 +419,9 @@ static dt_status end_epoch(dt_trainer *t, int epoch, double *acc, double *test_l
      * checkpoint written after this epoch's evaluation (its end) does not
      * repeat it. */
     if (t->sync->pace == DT_PACE_APART || t->evaluated_step == t->step) return DT_OK;
-    DT_TRY(evaluate_and_log(t, epoch + 1, acc, test_loss));
+    dt_status s = evaluate_and_log(t, epoch + 1, acc, test_loss);
+    if (s == DT_ERR_INTERRUPTED) return stop_run(t, DT_PACE_LOCKSTEP); /* agreed by every worker */
+    DT_TRY(s);
     if (t->ckpt_after_eval) DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 0));
     t->ckpt_after_eval = 0;
     return DT_OK;
@@ -425,7 +448,9 @@ static dt_status end_run(dt_trainer *t, double *acc, double *test_loss) {
     if (t->evaluated_step != t->step) {
         int epoch, pos;
         dt_loader_position(t->loader, &epoch, &pos);
-        DT_TRY(evaluate_and_log(t, epoch + (double)pos / t->steps_per_epoch, acc, test_loss));
+        dt_status s = evaluate_and_log(t, epoch + (double)pos / t->steps_per_epoch, acc, test_loss);
+        if (s == DT_ERR_INTERRUPTED) return stop_run(t, DT_PACE_LOCKSTEP); /* agreed by every worker */
+        DT_TRY(s);
     }
     DT_TRY(dt_trainer_save_checkpoint(t, DT_PACE_LOCKSTEP, 0));
     return dt_coord_end(&t->coord);
@@ -442,7 +467,7 @@ static dt_status run_loop(dt_trainer *t, double *acc, double *test_loss) {
         dt_loader_position(t->loader, &epoch, &pos);
         dt_verdict v;
         DT_TRY(dt_coord_step(&t->coord, t->step, &v));
-        if (v == DT_LEAVE) break;
+        if (v == DT_LEAVE || v == DT_FINISH) break;
         if (v == DT_STOP) return stop_run(t, t->sync->pace);
         const float *x;
         const dt_label *y;
@@ -546,7 +571,7 @@ dt_status dt_train_run(const dt_model_spec *spec, const dt_train_opts *opts, dt_
     t.best_acc = -1;
     t.good_step = t.skipped_step = t.saved_step = t.evaluated_step = -1;
     t.sync = sync;
-    dt_coord_init(&t.coord, sync, &t, opts->stop, opts->workers);
+    dt_coord_init(&t.coord, sync, &t, opts->stop, opts->finish, opts->workers);
     sync->stats.server_cpu_share = -1;
     memset(summary, 0, sizeof *summary);
     double acc = 0, test_loss = 0;

@@ -33,16 +33,24 @@ static void describe(dt_report *rep, const char *name, const dt_dataset *d, cons
     dt_report_line(rep, line);
 }
 
-/* "classes: 0 cat, 1 dog, ..." (label, then name), one line. */
+/* "classes: 0 cat, 1 dog, ..." (label, then name), one line; of more than
+ * SHOWN_CLASSES the first ones and the last (the checkpoint keeps them
+ * all: an ImageNet line would be 14 KB). */
+enum { SHOWN_CLASSES = 24 };
 static dt_status print_classes(dt_report *rep, const dt_class_names *c) {
-    size_t cap = 16;
+    size_t cap = 64;
     for (int i = 0; i < c->n; i++) cap += strlen(c->names[i]) + 16;
     void *p;
     DT_TRY(dt_alloc_bytes(&p, cap, "class list"));
     char *line = p;
     size_t used = (size_t)snprintf(line, cap, "classes:");
-    for (int i = 0; i < c->n; i++)
+    for (int i = 0; i < c->n; i++) {
+        if (c->n > SHOWN_CLASSES && i == SHOWN_CLASSES - 1) {
+            used += (size_t)snprintf(line + used, cap - used, ", ... (%d classes)", c->n);
+            i = c->n - 1;
+        }
         used += (size_t)snprintf(line + used, cap - used, "%s %d %s", i ? "," : "", i, c->names[i]);
+    }
     dt_report_line(rep, line);
     dt_free(line);
     return DT_OK;
