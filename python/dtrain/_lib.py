@@ -8,7 +8,6 @@ from .errors import error_for
 
 # dtrain_status codes (include/dtrain.h).
 OK = 0
-INTERRUPTED = 8
 U8, F32 = 0, 1
 TRAIN, TEST = 0, 1
 

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from . import _lib
-from .errors import DtypeError, Error, FormatError, Interrupted, UsageError
+from .errors import DtypeError, Error, FormatError, UsageError
 
 _lib_ = _lib.lib
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -335,26 +335,14 @@ class Model:
             finally:
                 for sig, old in old_handlers.items():
                     signal.signal(sig, old)
-            peer_stop = False
-            if status == _lib.INTERRUPTED:
-                # A stop at an agreed step that this rank did not ask for:
-                # worker 0's callback (a signal there, or its rule) stopped the
-                # run. The library says INTERRUPTED on the other ranks where
-                # dtrain.h promises OK and dtrain_job_stopped() == 1.
-                peer_stop = True
-            elif status != _lib.OK:
-                _lib.check(status, "dtrain_job_run")
+            _lib.check(status, "dtrain_job_run")
             self.is_worker = bool(_lib_.dtrain_job_is_worker(job))
             self.is_chief = self.is_worker and len(history) > 0
-            self.stopped = bool(_lib_.dtrain_job_stopped(job)) or peer_stop
+            self.stopped = bool(_lib_.dtrain_job_stopped(job))  # worker 0's callback ended the run early
             self._served = str(values.get("mode", "")).startswith("ps-")
             if self.is_worker:
                 m = ctypes.c_void_p()
-                st = _lib_.dtrain_job_take_model(job, ctypes.byref(m))
-                if st != _lib.OK and peer_stop:
-                    raise Interrupted("the run was stopped by another rank and this worker has no trained model: "
-                                      + _lib.last_error(), _lib.INTERRUPTED)
-                _lib.check(st, "dtrain_job_take_model")
+                _lib.check(_lib_.dtrain_job_take_model(job, ctypes.byref(m)), "dtrain_job_take_model")
                 self._set_handle(m)
                 self._params_set = True
         finally:

@@ -65,7 +65,9 @@ def test_callback_stops_allreduce(tmp_path):
     assert r["stopped"]
     last = max(x["step"] for x in r["records"] if x["event"] == "step")
     assert 5 <= last < 20, last
-    assert r["records"][-1]["event"] in ("step", "checkpoint")  # a stopped run: no eval or summary record
+    # It ends as a finished run ends: evaluation, then the summary.
+    assert [x["event"] for x in r["records"][-2:]] == ["eval", "summary"], r["records"][-3:]
+    assert r["records"][-1]["steps"] == last
 
 
 def test_launch_runs_python(tmp_path):

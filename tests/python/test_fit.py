@@ -116,9 +116,10 @@ def test_callback_stops_the_run(fm, tmp_path):
     assert m.stopped
     last = max(r["step"] for r in h.steps)
     assert 5 <= last < 20, last
-    # A stopped run's records end at the step it stopped at (no eval or
-    # summary record, as an interrupted `dtrain train`'s log).
-    assert h.summary is None or h.summary["steps"] < 20
+    # It ends as a finished run ends: evaluation, final checkpoint, summary.
+    events = [r["event"] for r in h]
+    assert events[-3:] == ["eval", "checkpoint", "summary"], events[-4:]
+    assert h.summary["steps"] == last
     assert os.path.exists(tmp_path / "stop.ckpt"), "the final checkpoint of a stopped run"
     assert not np.array_equal(before, m.predict(xte[:8])), "the model holds the trained parameters"
 

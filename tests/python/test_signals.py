@@ -112,7 +112,7 @@ except KeyboardInterrupt:
 
 def test_sigint_to_worker0_stops_allreduce(tmp_path):
     """SIGINT to worker 0 alone (under mpirun, 2 workers): every rank stops at
-    one step; worker 0 raises KeyboardInterrupt, the other returns stopped."""
+    one step; worker 0 raises KeyboardInterrupt, the other returns."""
     ready = tmp_path / "ready"
     p = subprocess.Popen(["timeout", "300"] + MPIRUN + ["-np", "2", PYTHON, "-c", MPI_CHILD, str(ready),
                                                         str(tmp_path / "ar.ckpt")],
@@ -125,7 +125,8 @@ def test_sigint_to_worker0_stops_allreduce(tmp_path):
     out, err = p.communicate(timeout=240)
     assert p.returncode == 0, out + err
     assert "rank 0: KeyboardInterrupt, stopped=True" in out, out + err
-    assert "rank 1: returned, stopped=True" in out, out + err
+    # dtrain.h: only worker 0's dtrain_job_stopped says the run ended early.
+    assert "rank 1: returned, stopped=False" in out, out + err
     assert os.path.getsize(tmp_path / "ar.ckpt") > 0
 
 
