@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libdnnl-dev libopenmpi-dev openmpi-bin
       zlib1g-dev libcairo2-dev libjansson-dev graphviz dataset-fashion-mnist python3-torch python3-numpy clang libclang-rt-14-dev
       libturbojpeg0-dev libpng-dev python3-pil libprotobuf-c-dev protobuf-c-compiler libonnx-dev
-      python3-onnx darknet python3-torchvision)
+      python3-onnx darknet python3-torchvision python3-pytest)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
