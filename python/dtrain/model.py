@@ -214,7 +214,6 @@ class Model:
         and `dtrain train --weights` read; no optimiser state)."""
         path = os.fspath(path)
         _lib.check(_lib_.dtrain_model_save(self._handle(), _lib.enc(path)), "dtrain_model_save")
-        _repair_crc(path)
 
     def export(self, path):
         """As `dtrain export`: the extension says the format (.onnx, .weights)."""
@@ -338,7 +337,7 @@ class Model:
             _lib.check(status, "dtrain_job_run")
             self.is_worker = bool(_lib_.dtrain_job_is_worker(job))
             self.is_chief = self.is_worker and len(history) > 0
-            self.stopped = bool(_lib_.dtrain_job_stopped(job))  # worker 0's callback ended the run early
+            self.stopped = bool(_lib_.dtrain_job_stopped(job))  # the callback ended the run early (every worker)
             self._served = str(values.get("mode", "")).startswith("ps-")
             if self.is_worker:
                 m = ctypes.c_void_p()
@@ -356,36 +355,6 @@ class Model:
             raise KeyboardInterrupt
         self.history = history
         return history
-
-
-def _repair_crc(path):
-    """Works around a bug of libdtrain 0.9.0's dtrain_model_save: its writer
-    (src/train/checkpoint.c's write_all) calls zlib's crc32(crc, buf, 0)
-    before each array, which for the NULL optimiser state a model has (no
-    optimiser) returns zlib's initial value: the file's CRC then covers only
-    what follows the arrays and every reader calls the file corrupt. Only a
-    file with exactly that signature (the stored CRC is the one of the bytes
-    after the arrays) is given the CRC of all its bytes, atomically; a
-    correct file is left alone."""
-    import struct
-    import zlib
-    with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 84 or data[:8] != b"DTCKPT01":
-        return
-    stored = struct.unpack("<I", data[-4:])[0]
-    if stored == zlib.crc32(data[:-4]):
-        return
-    nparams, nstate, nopt = struct.unpack_from("<QQQ", data, 56)
-    after = 80 + 4 * (nparams + nstate + nopt)
-    if after >= len(data) - 4 or stored != zlib.crc32(data[after:-4]):
-        raise FormatError(f"{path}: the library wrote a checkpoint whose CRC does not hold")
-    tmp = path + ".crc.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data[:-4] + struct.pack("<I", zlib.crc32(data[:-4])))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _let_handlers_run():
