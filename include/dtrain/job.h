@@ -15,6 +15,7 @@
 #define DTRAIN_JOB_H
 
 #include <mpi.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -30,6 +31,13 @@ typedef struct {
     atomic_int stop;
     atomic_int progress; /* cleared by the trainer when it prints */
 } dt_job_requests;
+
+/* The signals a run takes as requests: SIGINT, SIGTERM, SIGHUP (stop) and
+ * SIGUSR1 (progress), into *set. No handler of them may run on a thread that
+ * computes (oneDNN 2.6's JIT GEMMs point rsp into the heap: oneDNN #4845),
+ * so the CLI and the job API block them there and take them on a thread of
+ * their own. */
+void dt_job_signal_set(sigset_t *set);
 
 /* Flags of the option table: its own rows and a generated one per [net]
  * key (netkeys.h). */

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "dtrain/job.h"
 
 _Static_assert((int)DTRAIN_ERR_STALLED == (int)DT_ERR_STALLED && (int)DTRAIN_ERR_USAGE == (int)DT_ERR_USAGE &&
                    (int)DTRAIN_ERR_INTERRUPTED == (int)DT_ERR_INTERRUPTED,
@@ -65,30 +66,21 @@ int dt_api_local_ranks(void) {
     return n > 0 ? n : 1;
 }
 
-/* The signals a computing thread must never take (the CLI's set). */
-static sigset_t computing_set(void) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGUSR1);
-    return set;
-}
-
 /* The relay thread: the signals unblocked, it sleeps, and the program's
  * handlers run on it when one arrives; cancelled at the end (pause is a
  * cancellation point). */
 static void *relay(void *arg) {
     (void)arg;
-    sigset_t set = computing_set();
+    sigset_t set;
+    dt_job_signal_set(&set);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
     for (;;) pause();
     return NULL;
 }
 
 dt_status dt_api_compute_begin(dt_api_compute *c) {
-    sigset_t set = computing_set();
+    sigset_t set;
+    dt_job_signal_set(&set);
     c->relay_started = 0;
     int rc = pthread_sigmask(SIG_BLOCK, &set, &c->saved);
     if (rc != 0) return dt_fail(DT_ERR_INTERNAL, "cannot block signals: %s", strerror(rc));

@@ -6,31 +6,24 @@
 #include <stdio.h>
 #include <string.h>
 
-static sigset_t handled_set(void) {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGUSR1);
-    return set;
-}
-
 dt_status cli_signals_block(void) {
-    sigset_t set = handled_set();
+    sigset_t set;
+    dt_job_signal_set(&set);
     int rc = pthread_sigmask(SIG_BLOCK, &set, NULL);
     if (rc != 0) return dt_fail(DT_ERR_INTERNAL, "cannot block signals: %s", strerror(rc));
     return DT_OK;
 }
 
 void cli_signals_unblock(void) {
-    sigset_t set = handled_set();
+    sigset_t set;
+    dt_job_signal_set(&set);
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
 static void *receive(void *arg) {
     cli_signals *s = arg;
-    sigset_t set = handled_set();
+    sigset_t set;
+    dt_job_signal_set(&set);
     for (;;) {
         int sig;
         if (sigwait(&set, &sig) != 0) continue;

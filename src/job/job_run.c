@@ -210,6 +210,14 @@ dt_status dt_job_run(dt_job_plan *p, MPI_Comm world, int local_ranks, dt_job_req
     return s;
 }
 
+void dt_job_signal_set(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+}
+
 dt_status dt_job_agree(MPI_Comm world, dt_status local) {
     int rank, size;
     if (MPI_Comm_rank(world, &rank) != MPI_SUCCESS || MPI_Comm_size(world, &size) != MPI_SUCCESS)
