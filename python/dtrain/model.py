@@ -328,7 +328,7 @@ class Model:
                     signal.signal(sig, old)
             _lib.check(status, "dtrain_job_run")
             self.is_worker = bool(_lib_.dtrain_job_is_worker(job))
-            self.is_chief = self.is_worker and len(history) > 0
+            self.is_chief = _job_role(job) == "chief"  # worker 0, the rank the records went to
             self.stopped = bool(_lib_.dtrain_job_stopped(job))  # the callback ended the run early (every worker)
             # Every rank, servers too: worker 0 sends them the trained model.
             m = ctypes.c_void_p()
@@ -377,16 +377,20 @@ def role(**options):
     servers ranks of a ps-* mode), "chief" (worker 0: the rank that prints
     and gets the records) or "worker". Initialises MPI."""
     job = ctypes.c_void_p()
-    r = ctypes.c_int()
     # The job's model is not read to answer: "" stands for it.
     _lib.check(_lib_.dtrain_job_create(ctypes.byref(job), b""), "dtrain_job_create")
     try:
         for k, v in options.items():
             if v is not None:
                 _lib.check(_lib_.dtrain_job_set(job, _lib.enc(k), _lib.enc(_opt_value(k, v))), "dtrain_job_set")
-        _lib.check(_lib_.dtrain_job_role(job, ctypes.byref(r)), "dtrain_job_role")
+        return _job_role(job)
     finally:
         _lib_.dtrain_job_free(job)
+
+
+def _job_role(job):
+    r = ctypes.c_int()
+    _lib.check(_lib_.dtrain_job_role(job, ctypes.byref(r)), "dtrain_job_role")
     return _ROLES[r.value]
 
 
