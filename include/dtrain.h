@@ -166,10 +166,10 @@ dtrain_status dtrain_job_role(const dtrain_job *j, dtrain_role *role);
  * worker says so). */
 int dtrain_job_is_worker(const dtrain_job *j);
 int dtrain_job_stopped(const dtrain_job *j);
-/* After a run, on every rank (servers too, when the run had several
- * ranks worker 0 sends them to every rank): the trained model, now the
- * caller's (a second call fails). Its parameters are the run's final ones,
- * worker 0's, the ones its final checkpoint holds. */
+/* After a run, on every rank, parameter servers included: the trained
+ * model, now the caller's (a second call fails). Its parameters are the
+ * run's final ones, the ones worker 0's final checkpoint holds: worker 0
+ * sends them to every other rank as the run ends. */
 dtrain_status dtrain_job_take_model(dtrain_job *j, dtrain_model **out);
 
 #ifdef __cplusplus
