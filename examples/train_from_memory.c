@@ -75,12 +75,11 @@ int main(int argc, char **argv) {
         dtrain_job_set_arrays(job, DTRAIN_TEST, x_test, DTRAIN_U8, N_TEST, 1, SIDE, SIDE, y_test) != DTRAIN_OK ||
         dtrain_job_on_record(job, on_record, &seen) != DTRAIN_OK)
         return fail("options");
+    dtrain_role role; /* known before the run: worker 0 (the chief) prints */
+    if (dtrain_job_role(job, &role) != DTRAIN_OK) return fail("role");
     if (dtrain_job_run(job) != DTRAIN_OK) return fail("training");
+    /* Every rank holds the trained model afterwards, a parameter server too. */
     dtrain_model *m;
-    if (!dtrain_job_is_worker(job)) { /* a parameter server's part is done */
-        dtrain_job_free(job);
-        return dtrain_finalize() == DTRAIN_OK ? 0 : 1;
-    }
     if (dtrain_job_take_model(job, &m) != DTRAIN_OK) return fail("model");
     double accuracy, loss;
     if (dtrain_model_evaluate(m, x_test, DTRAIN_U8, N_TEST, y_test, &accuracy, &loss) != DTRAIN_OK)
@@ -93,7 +92,7 @@ int main(int argc, char **argv) {
             if (probs[i * CLASSES + k] > probs[i * CLASSES + best]) best = k;
         right += best == y_test[i];
     }
-    if (seen.steps > 0) /* worker 0: the records are its */
+    if (role == DTRAIN_ROLE_CHIEF) /* the records are worker 0's */
         printf("train_from_memory: %d steps%s, test accuracy %.4f (loss %.4f), predicted %d of %d right\n",
                seen.steps, dtrain_job_stopped(job) ? " (stopped by the callback)" : "", accuracy, loss, right,
                N_TEST);

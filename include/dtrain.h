@@ -148,14 +148,28 @@ dtrain_status dtrain_job_on_record(dtrain_job *j, dtrain_record_fn fn, void *ctx
  * with the first failing rank's message. */
 dtrain_status dtrain_job_run(dtrain_job *j);
 
+/* A rank's part in a run. */
+typedef enum {
+    DTRAIN_ROLE_SERVER = 0, /* a parameter server: the first `servers` ranks of a ps-* mode */
+    DTRAIN_ROLE_CHIEF = 1,  /* worker 0: prints, writes the log and checkpoints, gets the records */
+    DTRAIN_ROLE_WORKER = 2  /* another worker */
+} dtrain_role;
+/* Before dtrain_job_run, without running anything: this rank's part in
+ * the run on MPI_COMM_WORLD, from the options mode and servers and the
+ * world size alone (the model and data are not read, so a job created over
+ * any text, even "", answers). Fails as dtrain_job_run would on an unknown
+ * mode or too few ranks for it. */
+dtrain_status dtrain_job_role(const dtrain_job *j, dtrain_role *role);
+
 /* After dtrain_job_run: whether this rank was a worker (0: a parameter
  * server), and whether the record callback ended the run early (every
  * worker says so). */
 int dtrain_job_is_worker(const dtrain_job *j);
 int dtrain_job_stopped(const dtrain_job *j);
-/* After a run that trained on this rank (a worker): the trained model,
- * now the caller's (a second call fails). Its parameters are the run's
- * final ones, the ones its final checkpoint holds. */
+/* After a run, on every rank, parameter servers included: the trained
+ * model, now the caller's (a second call fails). Its parameters are the
+ * run's final ones, the ones worker 0's final checkpoint holds: worker 0
+ * sends them to every other rank as the run ends. */
 dtrain_status dtrain_job_take_model(dtrain_job *j, dtrain_model **out);
 
 #ifdef __cplusplus

@@ -106,6 +106,16 @@ dt_status dt_job_parse(dt_job_args *a, int argc, char **argv);
 /* `dtrain train --help`: every flag of the table, the modes and [net] keys. */
 void dt_job_usage(FILE *out);
 
+/* A rank's part in a run: a parameter server, worker 0 (the chief: it
+ * prints, writes the log and the checkpoints, gets the records) or
+ * another worker. */
+typedef enum { DT_JOB_SERVER, DT_JOB_CHIEF, DT_JOB_WORKER } dt_job_role_kind;
+/* The part of rank `rank` in a run of a on `ranks` ranks, from --mode and
+ * --servers alone (no model or data read, no MPI): the servers are the
+ * first ranks, worker 0 the next. Fails as dt_job_prepare would on an
+ * unknown mode or too few ranks for it. */
+dt_status dt_job_role(const dt_job_args *a, int rank, int ranks, dt_job_role_kind *role);
+
 /* --data's backup= as the run's --checkpoint-dir when neither --checkpoint
  * nor --checkpoint-dir is given (Darknet writes its weights there). */
 dt_status dt_job_use_backup(dt_job_args *a);

@@ -15,12 +15,12 @@ from . import _lib
 from .builder import Sequential
 from .errors import (ConfigError, DtypeError, Error, FileError, FormatError, InternalError, Interrupted, MPIError,
                      NumericError, OutOfMemoryError, StalledError, UsageError)
-from .model import History, Model, rank, world
+from .model import History, Model, is_chief, rank, role, world
 
 __version__ = _lib.lib.dtrain_version().decode()
 library_path = _lib.path
 
-__all__ = ["Model", "Sequential", "History", "rank", "world", "finalize", "Error", "UsageError",
+__all__ = ["Model", "Sequential", "History", "rank", "world", "role", "is_chief", "finalize", "Error", "UsageError",
            "DtypeError", "ConfigError", "FileError", "FormatError", "OutOfMemoryError", "NumericError", "MPIError",
            "Interrupted", "InternalError", "StalledError", "library_path"]
 

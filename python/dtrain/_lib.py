@@ -84,6 +84,7 @@ _PROTOS = {
     "dtrain_job_set_arrays": (_i, [_p, _i, _p, _i, _i, _i, _i, _i, ctypes.POINTER(ctypes.c_int32)]),
     "dtrain_job_on_record": (_i, [_p, RECORD_FN, _p]),
     "dtrain_job_run": (_i, [_p]),
+    "dtrain_job_role": (_i, [_p, _int_p]),
     "dtrain_job_is_worker": (_i, [_p]),
     "dtrain_job_stopped": (_i, [_p]),
     "dtrain_job_take_model": (_i, [_p, _pp]),

@@ -75,7 +75,6 @@ class Model:
         if "\n" not in path_or_cfg_text and os.path.exists(path_or_cfg_text):
             path_or_cfg_text = os.path.abspath(path_or_cfg_text)  # fit reads it again, from any directory
         self._src = path_or_cfg_text
-        self._served = False  # the parameters come from a run with parameter servers (they hold none after it)
         self._h = None
         self._params_set = weights is not None  # parameters other than seed 1's: a second fit starts from them
         self.is_worker = self.is_chief = True  # until a fit says otherwise (a server rank; a worker other than 0)
@@ -231,8 +230,8 @@ class Model:
         flags without a value. callbacks: callables called with each record
         of the log (a dict) on worker 0; one returning True stops the run at
         a step every worker agrees on. Returns the History (worker 0's
-        records). Afterwards the model holds the trained parameters on the
-        workers; a second fit continues from them."""
+        records). Afterwards the model holds the trained parameters (worker
+        0's) on every rank; a second fit continues from them."""
         if (x is None) != (y is None):
             raise UsageError("fit: give both x and y (images and labels), or neither (a data set by option)")
         if x is not None:
@@ -276,14 +275,7 @@ class Model:
         old_handlers = {}
         _lib.check(_lib_.dtrain_job_create(ctypes.byref(job), _lib.enc(self._src)), "dtrain_job_create")
         try:
-            if (self._params_set or self._served) and "weights" not in values and "resume" not in values:
-                if self._served:
-                    # Every rank knows the last run's mode (the same options),
-                    # so every rank refuses alike: the servers have no model
-                    # to start them from (dtrain_job_take_model is the workers').
-                    raise UsageError("fit: the model was trained with parameter servers, which hold no trained "
-                                     "model afterwards; save it on worker 0 (model.save) and fit again with "
-                                     "weights= that file on every rank")
+            if self._params_set and "weights" not in values and "resume" not in values:
                 tmpdir = tempfile.mkdtemp(prefix="dtrain-fit-")
                 start = os.path.join(tmpdir, "start.ckpt")
                 self.save(start)
@@ -336,14 +328,13 @@ class Model:
                     signal.signal(sig, old)
             _lib.check(status, "dtrain_job_run")
             self.is_worker = bool(_lib_.dtrain_job_is_worker(job))
-            self.is_chief = self.is_worker and len(history) > 0
+            self.is_chief = _job_role(job) == "chief"  # worker 0, the rank the records went to
             self.stopped = bool(_lib_.dtrain_job_stopped(job))  # the callback ended the run early (every worker)
-            self._served = str(values.get("mode", "")).startswith("ps-")
-            if self.is_worker:
-                m = ctypes.c_void_p()
-                _lib.check(_lib_.dtrain_job_take_model(job, ctypes.byref(m)), "dtrain_job_take_model")
-                self._set_handle(m)
-                self._params_set = True
+            # Every rank, servers too: worker 0 sends them the trained model.
+            m = ctypes.c_void_p()
+            _lib.check(_lib_.dtrain_job_take_model(job, ctypes.byref(m)), "dtrain_job_take_model")
+            self._set_handle(m)
+            self._params_set = True
         finally:
             _lib_.dtrain_job_free(job)
             if tmpdir:
@@ -375,3 +366,35 @@ def world():
     if w < 0:
         raise Error(_lib.last_error() or "MPI could not start")
     return w
+
+
+_ROLES = {0: "server", 1: "chief", 2: "worker"}
+
+
+def role(**options):
+    """This rank's part in a fit with these options (fit's keywords; only
+    mode and servers matter), known before any fit: "server" (the first
+    servers ranks of a ps-* mode), "chief" (worker 0: the rank that prints
+    and gets the records) or "worker". Initialises MPI."""
+    job = ctypes.c_void_p()
+    # The job's model is not read to answer: "" stands for it.
+    _lib.check(_lib_.dtrain_job_create(ctypes.byref(job), b""), "dtrain_job_create")
+    try:
+        for k, v in options.items():
+            if v is not None:
+                _lib.check(_lib_.dtrain_job_set(job, _lib.enc(k), _lib.enc(_opt_value(k, v))), "dtrain_job_set")
+        return _job_role(job)
+    finally:
+        _lib_.dtrain_job_free(job)
+
+
+def _job_role(job):
+    r = ctypes.c_int()
+    _lib.check(_lib_.dtrain_job_role(job, ctypes.byref(r)), "dtrain_job_role")
+    return _ROLES[r.value]
+
+
+def is_chief(**options):
+    """Whether this rank will be worker 0 of a fit with these options
+    (role(**options) == "chief"): the rank to print on."""
+    return role(**options) == "chief"

@@ -164,6 +164,20 @@ dtrain_status dtrain_job_run(dtrain_job *j) {
     return (dtrain_status)s;
 }
 
+_Static_assert(DTRAIN_ROLE_SERVER == (int)DT_JOB_SERVER && DTRAIN_ROLE_CHIEF == (int)DT_JOB_CHIEF &&
+                   DTRAIN_ROLE_WORKER == (int)DT_JOB_WORKER, "dtrain_role is dt_job_role_kind");
+
+dtrain_status dtrain_job_role(const dtrain_job *j, dtrain_role *role) {
+    DT_API_TRY(dtrain_init());
+    int rank, world;
+    DT_API_TRY(dt_mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank"));
+    DT_API_TRY(dt_mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &world), "MPI_Comm_size"));
+    dt_job_role_kind k;
+    DT_API_TRY(dt_job_role(&j->args, rank, world, &k));
+    *role = (dtrain_role)k;
+    return DTRAIN_OK;
+}
+
 int dtrain_job_is_worker(const dtrain_job *j) { return j->ran && j->worker; }
 
 int dtrain_job_stopped(const dtrain_job *j) { return j->stopped; }
@@ -172,7 +186,6 @@ dtrain_status dtrain_job_take_model(dtrain_job *j, dtrain_model **out) {
     *out = NULL;
     if (!j->trained)
         return (dtrain_status)dt_fail(DT_ERR_USAGE, "%s", !j->ran ? "the job has not run"
-                                      : !j->worker ? "this rank served parameters: the trained model is the workers'"
                                                    : "the trained model was taken, or the run failed");
     DT_API_TRY(dt_api_model_new(out, &j->spec, j->trained, j->args.model));
     j->trained = NULL;

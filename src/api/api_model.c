@@ -6,6 +6,7 @@
 #include "api/api.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/export.h"
+#include "dtrain/infer.h"
 #include "dtrain/layer.h"
 #include "dtrain/mem.h"
 #include "dtrain/setup.h"
@@ -35,33 +36,26 @@ void dtrain_model_free(dtrain_model *m) {
     free(m);
 }
 
-/* The model's spec and a net for its batch (seed 1, as a fresh `dtrain
- * train`), fp32 when the CPU cannot run the file's precision= (predict and
+/* A model as `dtrain predict` loads one (dt_infer_spec, dt_infer_net),
+ * fp32 when the CPU cannot run the file's precision= (predict and
  * evaluate need no bf16). */
-static dt_status build(dt_model_spec *spec, dt_net **net, const char *model) {
-    DT_TRY(dt_setup_model(spec, model, 0, 0, 0));
-    if (dt_precision_check(spec->precision) != DT_OK) spec->precision = DT_PRECISION_FP32;
-    return dt_net_create(net, spec, spec->batch, 1);
-}
-
 dtrain_status dtrain_model_load(dtrain_model **out, const char *model, const char *weights) {
     *out = NULL;
     if (!model) return (dtrain_status)dt_fail(DT_ERR_USAGE, "a model file's path or text is needed");
     dt_model_spec spec;
+    DT_API_TRY(dt_infer_spec(&spec, model, 0, NULL, DT_INFER_FP32_FALLBACK));
     dt_net *net = NULL;
-    dt_status s = build(&spec, &net, model);
+    dt_class_names names = {0, NULL};
+    dt_ckpt_meta meta;
     dtrain_model *m = NULL;
+    dt_status s = dt_infer_net(&net, &names, &meta, &spec, weights, 0);
     if (s == DT_OK) s = dt_api_model_new(&m, &spec, net, model);
-    else dt_net_free(net);
-    if (s == DT_OK && weights) {
-        dt_ckpt_meta meta;
-        dt_ckpt_arrays a = {.classes = &m->names};
-        s = dt_checkpoint_load_net(weights, m->net, &meta, &a);
-    }
     if (s != DT_OK) {
-        dtrain_model_free(m);
+        dt_net_free(net);
+        dt_class_names_free(&names);
         return (dtrain_status)s;
     }
+    m->names = names;
     *out = m;
     return DTRAIN_OK;
 }
@@ -102,8 +96,12 @@ static dt_status arrays_of(dt_dataset **ds, const dtrain_model *m, const void *x
     if (dtype == DTRAIN_U8) a.u8 = x;
     else a.f32 = x;
     DT_TRY(dt_dataset_of_arrays(ds, &a, classes, "images"));
-    dt_data_normalise(*ds, &m->spec);
-    return DT_OK;
+    dt_status s = dt_infer_data(*ds, &m->spec, "the images");
+    if (s != DT_OK) {
+        dt_dataset_free(*ds);
+        *ds = NULL;
+    }
+    return s;
 }
 
 /* Where predict's outputs go: each batch's rows in order. */

@@ -1,133 +1,13 @@
 /* dtrain eval MODEL.cfg --weights CHECKPOINT: a short summary a person
  * reads (accuracy, loss, per class, top-5, the confusion matrix), or with
  * --json the one line scripts parse. */
-#include <errno.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "dtrain/opts.h"
 #include "cli.h"
-#include "dtrain/paths.h"
-#include "dtrain/checkpoint.h"
+#include "dtrain/infer.h"
 #include "dtrain/json.h"
-#include "dtrain/metrics.h"
-#include "dtrain/net.h"
-#include "dtrain/timer.h"
-#include "dtrain/train.h"
-
-/* What each batch's logits feed, in the data set's order (one process
- * evaluates the whole set): the confusion matrix, and with --logits-out
- * PATH.tmp (raw float32, renamed to PATH once all are written: no partial
- * file at PATH). */
-typedef struct {
-    dt_confusion conf;
-    const dt_label *labels; /* the data set's */
-    long at;               /* samples seen so far */
-    FILE *f;               /* NULL: no --logits-out */
-    const char *path;
-} eval_sink;
-
-static dt_status take_logits(void *ctx, const float *logits, int n, int classes) {
-    eval_sink *k = ctx;
-    dt_confusion_add(&k->conf, logits, k->labels + k->at, n);
-    k->at += n;
-    size_t count = (size_t)n * (size_t)classes;
-    if (k->f && fwrite(logits, sizeof *logits, count, k->f) != count)
-        return dt_fail(DT_ERR_IO, "--logits-out %s: write failed: %s", k->path, strerror(errno));
-    return DT_OK;
-}
-
-/* The flags of dtrain eval (strings point into argv). */
-typedef struct {
-    const char *model, *weights, *dataset, *data_dir, *data, *logits_out, *precision, *split;
-    int batch, threads, loader_threads, skip_bad, json, confusion;
-    long cache_mb; /* -1: not given */
-    double val_split; /* 0: not given */
-    long seed;        /* of the --val-split draw (train's --seed) */
-} eval_args;
-
-static dt_status evaluate(dt_net *net, const dt_dataset *ds, int batch, int threads, const char *logits_out,
-                          eval_sink *k, double *acc, double *loss) {
-    k->labels = ds->labels;
-    const dt_eval_cfg ec = {.batch = batch, .threads = threads, .on_logits = take_logits, .ctx = k};
-    if (!logits_out) return dt_evaluate(net, ds, &ec, acc, loss);
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", logits_out) >= (int)sizeof tmp)
-        return dt_fail(DT_ERR_USAGE, "--logits-out: path too long");
-    k->f = fopen(tmp, "wb");
-    k->path = logits_out;
-    if (!k->f) return dt_fail(DT_ERR_IO, "--logits-out %s: cannot create %s: %s", logits_out, tmp, strerror(errno));
-    dt_status s = dt_evaluate(net, ds, &ec, acc, loss);
-    if (fclose(k->f) != 0 && s == DT_OK)
-        s = dt_fail(DT_ERR_IO, "--logits-out %s: write failed: %s", logits_out, strerror(errno));
-    k->f = NULL;
-    if (s == DT_OK && rename(tmp, logits_out) != 0)
-        s = dt_fail(DT_ERR_IO, "--logits-out %s: cannot rename %s over it: %s", logits_out, tmp, strerror(errno));
-    if (s != DT_OK) remove(tmp);
-    return s;
-}
-
-/* The data sets whose images have one shape, for the hint below. */
-static const struct {
-    dt_dataset_kind kind;
-    dt_shape shape;
-} fixed_shapes[] = {{DT_DATASET_FASHION_MNIST, {1, 28, 28}}, {DT_DATASET_CIFAR10, {3, 32, 32}}};
-
-/* The model's input is not the data set's images (status s, its message
- * said): which --dataset would fit, from the checkpoint (its class names
- * are a folder's) or the input's shape. */
-static dt_status with_dataset_hint(dt_status s, const dt_model_spec *spec, dt_dataset_kind kind,
-                                   const dt_class_names *saved) {
-    char msg[1024], hint[256];
-    snprintf(msg, sizeof msg, "%s", dt_last_error());
-    snprintf(hint, sizeof hint, "give --dataset folder --data-dir DIR for images of another shape");
-    for (size_t i = 0; i < sizeof fixed_shapes / sizeof *fixed_shapes; i++) {
-        dt_shape f = fixed_shapes[i].shape;
-        if (fixed_shapes[i].kind != kind && f.c == spec->input.c && f.h == spec->input.h && f.w == spec->input.w)
-            snprintf(hint, sizeof hint, "its input is %s's: give --dataset %s",
-                     dt_dataset_kind_name(fixed_shapes[i].kind), dt_dataset_kind_name(fixed_shapes[i].kind));
-    }
-    if (saved->n && !dt_dataset_kind_decodes(kind))
-        snprintf(hint, sizeof hint, "the checkpoint was trained on a folder data set (%d classes, '%s' first): give "
-                 "--dataset folder --data-dir DIR", saved->n, saved->names[0]);
-    return dt_fail(s, "%s; %s", msg, hint);
-}
-
-/* --split train|test -> 1|0. */
-static dt_status split_of(const char *name, int *train) {
-    *train = name && strcmp(name, "train") == 0;
-    if (name && !*train && strcmp(name, "test") != 0)
-        return dt_fail(DT_ERR_USAGE, "--split: unknown split '%s' (train, test)", name);
-    return DT_OK;
-}
-
-/* The split evaluated. A folder's class folders are labelled by the
- * checkpoint's class names when it has them (then the folder may hold
- * some classes only), else by their own sorted names. */
-static dt_status load_eval_set(dt_dataset **ds, const eval_args *a, dt_dataset_kind kind, const char *dir,
-                               const dt_model_spec *spec, const dt_class_names *saved, int outputs,
-                               const cli_env *env) {
-    int threads = a->loader_threads ? a->loader_threads : dt_setup_loader_threads(kind), train;
-    DT_TRY(split_of(a->split, &train));
-    dt_folder_opts fo = {.threads = threads, .cache_bytes = dt_setup_cache_bytes(a->cache_mb, env->local_ranks),
-                         .skip_bad = a->skip_bad, .classes = saved->n ? saved : NULL, .classes_from = a->weights,
-                         .val_split = a->val_split, .seed = (uint64_t)a->seed, .resize = spec->eval_resize};
-    DT_TRY(dt_dataset_load(ds, kind, dir, train, dt_data_load_shape(spec, kind), outputs, 1, &fo));
-    dt_data_normalise(*ds, spec);
-    dt_status s = dt_check_input(spec, *ds, dt_dataset_kind_name(kind));
-    if (s != DT_OK) return with_dataset_hint(s, spec, kind, saved);
-    if (kind == DT_DATASET_FOLDER && (*ds)->classes > outputs)
-        return dt_fail(DT_ERR_CONFIG, "%s: the model has %d outputs, fewer than the %d classes of %s/%s", spec->path,
-                       outputs, (*ds)->classes, a->data_dir, train ? "train" : "test");
-    /* A data file's labels= order is the labels': a checkpoint that names
-     * its classes must name them alike, or every count below is wrong. */
-    const dt_class_names *now = &(*ds)->class_names;
-    for (int i = 0; kind == DT_DATASET_DARKNET && saved->n && i < outputs; i++)
-        if (i >= saved->n || i >= now->n || strcmp(saved->names[i], now->names[i]) != 0)
-            return dt_fail(DT_ERR_USAGE, "--data %s: label %d is '%s' there but '%s' in %s", a->data, i,
-                           i < now->n ? now->names[i] : "", i < saved->n ? saved->names[i] : "", a->weights);
-    return DT_OK;
-}
+#include "dtrain/paths.h"
 
 /* ,"classes":["cat","dog"] of a folder's test set ("" otherwise), and how
  * many files it skipped (unreadable) and ignored (not images by name). */
@@ -152,15 +32,17 @@ static void print_confusion_json(const dt_confusion *c) {
 }
 
 /* The machine line (--json): what scripts parse. */
-static void print_json(const eval_args *a, const dt_dataset *ds, const dt_confusion *c, const dt_ckpt_meta *meta,
-                       double acc, double loss, double wall) {
+static void print_json(const dt_eval_args *a, const dt_eval_result *r) {
+    const dt_dataset *ds = r->ds;
+    const dt_ckpt_meta *meta = &r->meta;
+    double wall = r->wall;
     printf("{\"event\":\"summary\",\"test_accuracy\":%.4f,\"test_loss\":%.4f,\"steps\":%llu,"
            "\"samples\":%d,\"images_per_sec\":%.1f,\"wall_s\":%.2f",
-           acc, loss, (unsigned long long)meta->step, ds->n, wall > 0 ? ds->n / wall : 0, wall);
+           r->accuracy, r->loss, (unsigned long long)meta->step, ds->n, wall > 0 ? ds->n / wall : 0, wall);
     if (meta->darknet) printf(",\"darknet_seen\":%llu", (unsigned long long)meta->seen);
     if (a->split) printf(",\"split\":\"%s\"", a->split);
     print_folder_fields(ds);
-    if (a->confusion) print_confusion_json(c);
+    if (a->confusion) print_confusion_json(&r->conf);
     printf("}\n");
 }
 
@@ -187,15 +69,19 @@ static void print_confusion(const dt_dataset *ds, const dt_confusion *c) {
 }
 
 /* The summary a person reads. */
-static void print_summary(const eval_args *a, dt_dataset_kind kind, const dt_dataset *ds, const dt_confusion *c,
-                          const dt_ckpt_meta *meta, double acc, double loss) {
+static void print_summary(const dt_eval_args *a, const dt_eval_result *r) {
+    const dt_dataset *ds = r->ds;
+    const dt_confusion *c = &r->conf;
+    const dt_ckpt_meta *meta = &r->meta;
+    dt_dataset_kind kind = r->kind;
+    double acc = r->accuracy;
     char name[300], from[64];
     if (meta->darknet) snprintf(from, sizeof from, "Darknet weights, %llu images seen", (unsigned long long)meta->seen);
     else snprintf(from, sizeof from, "step %llu", (unsigned long long)meta->step);
     printf("%s (%s) on the %s %s set: %d samples\n", a->weights, from,
            kind == DT_DATASET_FOLDER ? a->data_dir : kind == DT_DATASET_DARKNET ? a->data : dt_dataset_kind_name(kind),
            a->split ? a->split : "test", ds->n);
-    printf("accuracy %.4f (%ld of %ld right), loss %.4f", acc, (long)(acc * c->n + 0.5), c->n, loss);
+    printf("accuracy %.4f (%ld of %ld right), loss %.4f", acc, (long)(acc * c->n + 0.5), c->n, r->loss);
     if (c->classes > c->k) printf(", top-%d accuracy %.4f", c->k, dt_confusion_topk(c));
     if (ds->skipped) printf(", %d unreadable files skipped", ds->skipped);
     if (ds->ignored) printf(", %d files not .jpg, .jpeg or .png ignored", ds->ignored);
@@ -207,52 +93,18 @@ static void print_summary(const eval_args *a, dt_dataset_kind kind, const dt_dat
     if (a->confusion) print_confusion(ds, c);
 }
 
-static dt_status eval_run(const eval_args *a, const cli_env *env) {
-    dt_model_spec spec;
-    DT_TRY(dt_setup_model(&spec, a->model, a->batch, 0, 0));
-    DT_TRY(dt_model_check_loss(&spec));
-    DT_TRY(dt_setup_precision(&spec, a->precision));
-    dt_dataset_kind kind;
-    const char *dir;
-    DT_TRY(dt_setup_data_source(&kind, &dir, a->data, a->dataset, a->data_dir, &spec));
-    DT_TRY(dt_setup_folder_flags(kind, dir, a->cache_mb, a->skip_bad));
-    /* top= of a data file is the k of top-k, as in Darknet's classifier valid. */
-    int top = 5;
-    if (a->data) {
-        dt_darknet_data d;
-        DT_TRY(dt_darknet_data_read(&d, a->data));
-        top = d.top ? d.top : top;
-        dt_darknet_data_free(&d);
-    }
-    DT_TRY(dt_setup_val_split(kind, a->val_split));
-    dt_net *net;
-    DT_TRY(dt_net_create(&net, &spec, spec.batch, 1));
-    dt_ckpt_meta meta;
-    dt_class_names saved = {0, NULL};
-    dt_ckpt_arrays arrays = {.classes = &saved};
-    dt_dataset *ds = NULL;
-    double t0 = 0, acc = 0, loss = 0;
-    int loader_threads = a->loader_threads ? a->loader_threads : dt_setup_loader_threads(kind);
-    eval_sink sink = {{0, 0, 0, 0, NULL, NULL, NULL}, NULL, 0, NULL, NULL};
-    dt_status s = dt_checkpoint_load_net(a->weights, net, &meta, &arrays);
-    if (s == DT_OK && a->confusion && net->classes > DT_CONFUSION_MAX_MATRIX)
-        s = dt_fail(DT_ERR_USAGE, "--confusion: %s has %d classes, a matrix is kept for at most %d", a->model,
-                    net->classes, DT_CONFUSION_MAX_MATRIX);
-    if (s == DT_OK) s = load_eval_set(&ds, a, kind, dir, &spec, &saved, net->classes, env);
-    if (s == DT_OK) s = dt_confusion_init(&sink.conf, net->classes, top, a->confusion);
-    if (s == DT_OK) {
-        t0 = dt_now();
-        /* Every rank of an mpirun evaluates the whole set; one writes the file. */
-        s = evaluate(net, ds, spec.batch, loader_threads, env->rank == 0 ? a->logits_out : NULL, &sink, &acc, &loss);
-    }
+/* Evaluates (the library's dt_infer_eval) and prints on rank 0. Every
+ * rank of an mpirun evaluates the whole set; rank 0 writes the logits. */
+static dt_status eval_run(dt_eval_args *a, int json, const cli_env *env) {
+    dt_eval_result r;
+    a->local_ranks = env->local_ranks;
+    if (env->rank != 0) a->logits_out = NULL;
+    dt_status s = dt_infer_eval(&r, a);
     if (s == DT_OK && env->rank == 0) {
-        if (a->json) print_json(a, ds, &sink.conf, &meta, acc, loss, dt_now() - t0);
-        else print_summary(a, kind, ds, &sink.conf, &meta, acc, loss);
+        if (json) print_json(a, &r);
+        else print_summary(a, &r);
     }
-    dt_confusion_free(&sink.conf);
-    dt_class_names_free(&saved);
-    dt_dataset_free(ds);
-    dt_net_free(net);
+    dt_eval_result_free(&r);
     return s;
 }
 
@@ -288,8 +140,8 @@ static const char eval_usage[] =
     "                    little-endian), samples x classes, in the data set's order\n";
 
 int cmd_eval(int argc, char **argv, const cli_env *env) {
-    eval_args a = {.cache_mb = -1, .seed = 1};
-    int help = 0;
+    dt_eval_args a = {.cache_mb = -1, .seed = 1};
+    int help = 0, threads = 0, json = 0;
     dt_opt flags[] = {
         {"--help", DT_OPT_FLAG, &help, 0, 0, 0},
         {"--weights", DT_OPT_STR, &a.weights, 0, 0, 0},
@@ -297,13 +149,13 @@ int cmd_eval(int argc, char **argv, const cli_env *env) {
         {"--data-dir", DT_OPT_STR, &a.data_dir, 0, 0, 0},
         {"--data", DT_OPT_STR, &a.data, 0, 0, 0},
         {"--batch", DT_OPT_INT, &a.batch, 1, 1 << 20, 0},
-        {"--threads", DT_OPT_INT, &a.threads, 1, 1024, 0},
+        {"--threads", DT_OPT_INT, &threads, 1, 1024, 0},
         {"--logits-out", DT_OPT_STR, &a.logits_out, 0, 0, 0},
         {"--precision", DT_OPT_STR, &a.precision, 0, 0, 0},
         {"--loader-threads", DT_OPT_INT, &a.loader_threads, 1, 256, 0},
         {"--cache-mb", DT_OPT_LONG, &a.cache_mb, 0, 1e9, 0},
         {"--skip-bad-images", DT_OPT_FLAG, &a.skip_bad, 0, 0, 0},
-        {"--json", DT_OPT_FLAG, &a.json, 0, 0, 0},
+        {"--json", DT_OPT_FLAG, &json, 0, 0, 0},
         {"--confusion", DT_OPT_FLAG, &a.confusion, 0, 0, 0},
         {"--split", DT_OPT_STR, &a.split, 0, 0, 0},
         {"--val-split", DT_OPT_DOUBLE, &a.val_split, 1e-6, 1 - 1e-6, 0},
@@ -325,6 +177,6 @@ int cmd_eval(int argc, char **argv, const cli_env *env) {
     /* Rank 0 writes the logits. */
     if (s == DT_OK && env->rank == 0) s = dt_paths_make_parents(paths, npaths);
     if (s != DT_OK) return cli_report(s, env);
-    dt_setup_threads(a.threads, env->local_ranks);
-    return cli_report(eval_run(&a, env), env);
+    dt_setup_threads(threads, env->local_ranks);
+    return cli_report(eval_run(&a, json, env), env);
 }

@@ -7,6 +7,7 @@
 #include "dtrain/paths.h"
 #include "dtrain/checkpoint.h"
 #include "dtrain/export.h"
+#include "dtrain/infer.h"
 #include "dtrain/net.h"
 
 static const char export_usage[] =
@@ -28,15 +29,10 @@ static dt_status export_run(const char *model, const char *weights, const char *
     dt_model_spec spec;
     DT_TRY(dt_setup_model(&spec, model, 1, 0, 0));
     spec.precision = DT_PRECISION_FP32; /* the weights are fp32 in either; no products run */
-    dt_net *net;
-    DT_TRY(dt_net_create(&net, &spec, 1, 1));
+    dt_net *net = NULL;
     dt_ckpt_meta meta;
     dt_class_names names = {0, NULL}; /* a folder data set's, saved in the checkpoint */
-    dt_ckpt_arrays a = {.classes = &names};
-    dt_status s = dt_checkpoint_load_net(weights, net, &meta, &a);
-    if (s == DT_OK && names.n > net->classes)
-        s = dt_fail(DT_ERR_FORMAT, "%s: %d class names for a model with %d outputs", weights, names.n,
-                    net->classes);
+    dt_status s = dt_infer_net(&net, &names, &meta, &spec, weights, 0);
     dt_export_info info = {model, weights, DT_VERSION, (const char *const *)names.names,
                            names.n, &spec.mean, &spec.std};
     if (s == DT_OK) s = dt_export_file(net, out, &info, meta.seen);

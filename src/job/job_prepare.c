@@ -36,8 +36,9 @@ static const char *ranks_said(char *buf, size_t cap, int ranks, int in_sweep) {
     return buf;
 }
 
-/* --mode/--servers/--sfb/--sacp/--group-size against the run's ranks. */
-static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, int ranks, int in_sweep) {
+/* --mode (NULL: the default for the ranks) and --servers against the run's
+ * ranks: dc's mode and servers. */
+static dt_status mode_of(dt_dist_cfg *dc, const char *name, int servers, int ranks, int in_sweep) {
     char has[64], list[160];
     if (!name) name = ranks > 1 ? "allreduce" : "serial";
     int m = dt_mode_from_name(name);
@@ -52,7 +53,21 @@ static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, in
         return dt_fail(DT_ERR_USAGE, "--mode %s --servers %d needs at least %d ranks, %s%s", name, servers,
                        servers + 1, ranks_said(has, sizeof has, ranks, in_sweep),
                        in_sweep ? "" : " (start it with dtrain launch -n N or mpirun -np N)");
+    return DT_OK;
+}
+
+/* --mode/--servers/--sfb/--sacp/--group-size against the run's ranks. */
+static dt_status resolve_mode(dt_dist_cfg *dc, const char *name, int servers, int ranks, int in_sweep) {
+    DT_TRY(mode_of(dc, name, servers, ranks, in_sweep));
     return dt_dist_cfg_check(dc, ranks - dc->servers);
+}
+
+dt_status dt_job_role(const dt_job_args *a, int rank, int ranks, dt_job_role_kind *role) {
+    dt_dist_cfg dc;
+    memset(&dc, 0, sizeof dc);
+    DT_TRY(mode_of(&dc, a->mode, a->servers, ranks, 0));
+    *role = rank < dc.servers ? DT_JOB_SERVER : rank == dc.servers ? DT_JOB_CHIEF : DT_JOB_WORKER;
+    return DT_OK;
 }
 
 /* "A:B" with A in [amin, amax] and B >= 0 (--straggle P:MS, --slow-worker RANK:MS). */

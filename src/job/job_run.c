@@ -176,6 +176,40 @@ static dt_status run_worker(dt_job_plan *p, const dt_comm *comm, int local_ranks
     return s;
 }
 
+/* floats a, n of them, from world rank root to every rank of c, in
+ * messages MPI's int counts can hold. */
+static dt_status bcast_floats(const dt_comm *c, float *a, size_t n, int root) {
+    const size_t chunk = (size_t)1 << 28;
+    for (size_t off = 0; off < n; off += chunk) {
+        int len = (int)(n - off < chunk ? n - off : chunk);
+        DT_TRY(dt_mpi_check(MPI_Bcast(a + off, len, MPI_FLOAT, root, c->world), "the trained model (MPI_Bcast)"));
+    }
+    return DT_OK;
+}
+
+/* The job API's trained model (opts.trained) on every rank, so that a
+ * second run or a prediction needs nothing from worker 0: worker 0's final
+ * parameters and state, the ones its final checkpoint holds, sent to every
+ * rank (a server builds a net for them). Worker 0's rather than a server
+ * assembly: the servers hold shards only, and in the modes where workers
+ * step apart the workers' own differ. Only when every rank ended with a
+ * model (agreed), so that no rank waits for one that failed; a rank that
+ * lost its peers (DT_ERR_MPI, DT_ERR_STALLED) cannot agree and keeps what
+ * it has. */
+static dt_status share_trained(const dt_comm *c, const dt_job_plan *p, dt_status run) {
+    if (!p->opts.trained || c->size == 1 || run == DT_ERR_MPI || run == DT_ERR_STALLED) return run;
+    dt_net *net = *p->opts.trained;
+    dt_status s = run == DT_OK || run == DT_ERR_INTERRUPTED ? DT_OK : run;
+    if (s == DT_OK && c->worker < 0) s = dt_net_create(&net, &p->spec, p->spec.batch, 1);
+    int mine = s == DT_OK && net, all = 0;
+    dt_status a = dt_mpi_check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c->world), "the trained model");
+    if (a == DT_OK && all) a = bcast_floats(c, net->params, net->nparams, c->nservers);
+    if (a == DT_OK && all) a = bcast_floats(c, net->state, net->nstate, c->nservers);
+    if (c->worker < 0 && a == DT_OK && all) *p->opts.trained = net;
+    else if (c->worker < 0) dt_net_free(net);
+    return run != DT_OK ? run : a;
+}
+
 dt_status dt_job_run(dt_job_plan *p, MPI_Comm world, int local_ranks, dt_job_requests *req, FILE *out,
                      dt_train_summary *sum) {
     dt_comm comm;
@@ -200,9 +234,9 @@ dt_status dt_job_run(dt_job_plan *p, MPI_Comm world, int local_ranks, dt_job_req
         setup_agreement agreement = {&comm, p};
         s = agree_setup(&agreement, opened);
         if (s == DT_OK) s = dt_server_run(&comm, &p->dist, &p->spec);
-        s = close_timeline(p->dist.timeline, &comm, s);
+        s = share_trained(&comm, p, close_timeline(p->dist.timeline, &comm, s));
     } else if (s == DT_OK) {
-        s = run_worker(p, &comm, local_ranks, req, out, sum, opened);
+        s = share_trained(&comm, p, run_worker(p, &comm, local_ranks, req, out, sum, opened));
     }
     dt_timeline_free(p->dist.timeline);
     p->dist.timeline = NULL;

@@ -55,9 +55,14 @@ def test_ps_sync_equals_serial(serial, tmp_path):
     print("ps-sync 1 server + 2 workers vs serial: max |diff|", close(serial[1], tmp_path / "ps.ckpt"))
     assert r["rank"] == 1 and r["world"] == 3, "worker 0 is the first rank after the server"
     assert p.stdout.count("worker 0 is rank") == 1
-    # The servers hold no trained model: a second fit without weights= is
-    # refused on every rank (none is left waiting for the others).
-    assert p.stdout.count("second fit refused") == 3, p.stdout
+    # Worker 0 sends every rank the trained model: the server fits again from
+    # it like the workers, and every rank then predicts alike.
+    assert p.stdout.count("second fit ran") == 3, p.stdout
+    assert "rank 0 (server)" in p.stdout and "rank 1 (chief)" in p.stdout and "rank 2 (worker)" in p.stdout
+    preds = [np.load(f"{tmp_path / 'ps'}.predict.{r}.npy") for r in range(3)]
+    assert preds[0].shape == (64, 10)
+    for q in preds[1:]:
+        assert np.array_equal(preds[0], q)
 
 
 def test_callback_stops_allreduce(tmp_path):

@@ -69,3 +69,16 @@ def test_sequential_keys_and_errors(tmp_path):
 def test_rank_world_alone():
     assert dtrain.rank() == 0 and dtrain.world() == 1
     assert dtrain.__version__.count(".") == 2
+
+
+def test_role_alone():
+    """Before any fit: one process is worker 0 in the modes that run on one
+    rank; a ps-* mode needs a rank beyond its servers, as fit would say."""
+    assert dtrain.role() == "chief" and dtrain.is_chief()
+    assert dtrain.is_chief(mode="serial", epochs=1)
+    with pytest.raises(dtrain.UsageError, match="needs at least 2 ranks"):
+        dtrain.role(mode="ps-sync", servers=1)
+    with pytest.raises(dtrain.UsageError, match="unknown mode 'nope'"):
+        dtrain.is_chief(mode="nope")
+    with pytest.raises(dtrain.UsageError, match="--servers"):
+        dtrain.role(servers="x")
