@@ -56,7 +56,6 @@ static const struct {
     {DT_LAYER_ROUTE, NET_8x8 CONV CONV "[route]\nlayers=-1,-2\n" HEAD},
     {DT_LAYER_CROP, NET_8x8 CONV "[crop]\ncrop_height=6\ncrop_width=6\nflip=1\n" HEAD},
     {DT_LAYER_REORG, NET_8x8 CONV "[reorg]\nstride=2\n" HEAD},
-    {DT_LAYER_SCALE, NET_8x8 CONV "[scale]\nfactor=0.5\n" HEAD},
 };
 enum { NCASES = (int)(sizeof cases / sizeof *cases) };
 

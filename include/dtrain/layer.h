@@ -69,8 +69,7 @@ typedef enum {
     X(SHORTCUT, shortcut)   /* [shortcut] previous layer's output + an earlier one's (Darknet) */ \
     X(ROUTE, route)         /* [route] earlier layers' outputs concatenated along channels */    \
     X(CROP, crop)           /* [crop] Darknet's random crop (centre crop in evaluation) */     \
-    X(REORG, reorg)         /* [reorg] Darknet's space-to-depth permutation, or extra= zeros */ \
-    X(SCALE, scale)         /* [scale] a constant factor */
+    X(REORG, reorg)         /* [reorg] Darknet's space-to-depth permutation, or extra= zeros */
 
 typedef enum {
 #define DT_LAYER_KIND_ENUM(e, name) DT_LAYER_##e,
@@ -188,10 +187,6 @@ typedef struct {
     int extra;   /* > 0: the input flattened, then this many zeros */
 } dt_reorg_spec;
 
-typedef struct {
-    float factor; /* out = factor x in */
-} dt_scale_spec;
-
 /* Hyperparameters of one layer as the model file gives them: what every
  * kind has or several share, then one kind's own in the union (only the
  * member of `kind` means anything; code reads another kind's member never,
@@ -224,7 +219,6 @@ typedef struct {
         dt_softmax_spec softmax;
         dt_crop_spec crop;
         dt_reorg_spec reorg;
-        dt_scale_spec scale;
     };
 } dt_layer_spec;
 

@@ -324,15 +324,6 @@ static void emit_reorg(export_ctx *x, int i, const tensor *in) {
     set_out(x, i, out, 4);
 }
 
-/* out = factor x in: a Mul by a one-element initializer, broadcast. */
-static void emit_scale(export_ctx *x, int i, const tensor *in) {
-    int64_t one = 1;
-    const char *k = dt_onnx_name(x->m, "l%d_factor", i), *out = out_name(x, i);
-    dt_onnx_init_fill(x->m, k, &one, 1, layer_of(x, i)->spec.scale.factor);
-    dt_onnx_node(x->m, "Mul", (const char *[]){in[0].name, k}, 2, out);
-    set_out(x, i, out, in[0].rank);
-}
-
 static const emit_fn emitters[DT_LAYER_KIND_COUNT] = {
     [DT_LAYER_CONV] = emit_conv,           [DT_LAYER_MAXPOOL] = emit_maxpool,
     [DT_LAYER_AVGPOOL] = emit_avgpool,     [DT_LAYER_DENSE] = emit_dense,
@@ -340,7 +331,7 @@ static const emit_fn emitters[DT_LAYER_KIND_COUNT] = {
     [DT_LAYER_LRN] = emit_lrn,             [DT_LAYER_BATCHNORM] = emit_batchnorm,
     [DT_LAYER_SOFTMAX] = emit_softmax,     [DT_LAYER_SHORTCUT] = emit_shortcut,
     [DT_LAYER_ROUTE] = emit_route,         [DT_LAYER_CROP] = emit_crop,
-    [DT_LAYER_REORG] = emit_reorg,         [DT_LAYER_SCALE] = emit_scale,
+    [DT_LAYER_REORG] = emit_reorg,
 };
 
 /* What no operator sequence above expresses, as a reason; NULL if exportable. */
