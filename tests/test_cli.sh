@@ -20,8 +20,6 @@ expect 2 "\-\-warmup-epochs: 'x' is not a number" -- "$DTRAIN" train "$M" --warm
 expect 2 "\-\-momentum: 1 is not below 1" -- "$DTRAIN" train "$M" --momentum 1
 expect 2 "\-\-decay: .* out of range" -- "$DTRAIN" train "$M" --decay -0.1
 expect 0 "\-\-max-steps" -- "$DTRAIN" train --help
-expect 0 "reorg" -- "$DTRAIN" kinds
-expect 2 "usage: dtrain kinds" -- "$DTRAIN" kinds x
 
 # Model-file errors: exit 2, FILE:LINE.
 printf '[net]\nchannels=1\nheight=28\nwidth=28\n[connected]\noutput=10\nbogus=1\n[softmax]\n' > "$TMP/badkey.cfg"

@@ -34,8 +34,6 @@ int cmd_launch(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 /* Writes a trained network as ONNX; no MPI. */
 int cmd_export(int argc, char **argv);
-/* Lists the layer kinds; no MPI. */
-int cmd_kinds(int argc, char **argv);
 
 /* Prints "dtrain: <message>" (with the rank when world > 1) for a failed
  * status and returns its exit code. */

@@ -35,7 +35,6 @@ static const char usage[] =
     "                            run N ranks with mpirun (restarting a failed train run\n"
     "                            from its --checkpoint-dir up to K times)\n"
     "\n"
-    "  kinds                     the layer kinds a model file may name\n"
     "  --version                 version, build options and library versions\n"
     "\n"
     "exit status: 0 success, 1 runtime error, 2 usage or input error (model file, run log)\n"
@@ -67,7 +66,6 @@ static const cli_command commands[] = {
     {"launch", CMD_BARE, cmd_launch, NULL, NULL},
     {"plot", CMD_BARE, cmd_plot, NULL, NULL},
     {"export", CMD_BARE, cmd_export, NULL, NULL},
-    {"kinds", CMD_BARE, cmd_kinds, NULL, NULL},
     {"info", CMD_ALONE, NULL, cmd_info, NULL},
     {"simulate", CMD_ALONE, NULL, cmd_simulate, NULL},
     {"predict", CMD_ALONE, NULL, cmd_predict, NULL},
