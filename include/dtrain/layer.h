@@ -55,7 +55,9 @@ typedef enum {
 
 /* The layer kinds, X(ENUM, name): kind DT_LAYER_<ENUM>, whose ops are
  * dt_<name>_ops in src/layers/<file>.c (the registry, registry.c, is built
- * from this list). Adding a kind is its file and one line here. */
+ * from this list). Adding a kind is its file and one line here, and for a
+ * kind with keys of its own its dt_<name>_spec below and its member in
+ * dt_layer_spec's union. */
 #define DT_LAYER_KINDS(X)                                                                        \
     X(CONV, conv)           /* [convolutional] */                                                \
     X(MAXPOOL, maxpool)     /* [maxpool] */                                                      \
