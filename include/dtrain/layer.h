@@ -135,7 +135,8 @@ dt_layout dt_layout_native(void);
 #define DT_LAYER_MAX_INPUTS 8
 
 /* Each kind's own hyperparameters, as the model file gives them: one struct
- * per kind, the member of dt_layer_spec's union named after the kind. They
+ * per kind, the member of dt_layer_spec's union named after the kind (bn:
+ * batchnorm). They
  * are here, not in the kind's file, because dt_layer_spec is a value type
  * (model specs, checkpoints' architecture, tests build them) and C needs the
  * whole definition; the keys that fill them are in the kind's file. Field
@@ -149,7 +150,7 @@ typedef struct {
 } dt_conv_spec;
 
 typedef struct {
-    int outputs;
+    int outputs; /* output= */
 } dt_dense_spec;
 
 typedef struct {
@@ -190,9 +191,9 @@ typedef struct {
 } dt_reorg_spec;
 
 /* Hyperparameters of one layer as the model file gives them: what every
- * kind has or several share, then one kind's own in the union (only the
- * member of `kind` means anything; code reads another kind's member never,
- * so check the kind first). */
+ * kind has or several share, then one kind's own in the union. Only the
+ * member of `kind` means anything: code never reads another kind's member,
+ * it checks the kind first. */
 typedef struct {
     dt_layer_kind kind;
     /* The layers whose outputs this one reads, as indices of earlier layers
@@ -209,8 +210,8 @@ typedef struct {
     int pad;     /* conv / pool: zero padding before (top/left) and, for conv and avgpool,
                     after (pool: padded cells never win / are counted) */
     int pad_extra; /* maxpool: one more padded cell after (bottom/right), 0 or 1: Darknet's
-                      total padding T is pad = T/2, pad_extra = T%2; the window checks
-                      every windowed kind shares refuse it elsewhere */
+                      total padding T is pad = T/2, pad_extra = T%2; conv and avgpool
+                      refuse it */
     union {
         dt_conv_spec conv;
         dt_dense_spec dense;
