@@ -219,7 +219,7 @@ static void test_loader(void) {
     float *keep = malloc(sizeof(float) * 16 * 3 * 28 * 28);
     for (int threads = 1; threads <= 3 && keep; threads += 2) {
         dt_loader *ld;
-        dt_loader_cfg cfg = {.batch = 16, .world = 1, .seed = 9, .shuffle = 1, .flip = 1, .augment = &a,
+        dt_loader_cfg cfg = {.batch = 16, .workers = 1, .seed = 9, .shuffle = 1, .flip = 1, .augment = &a,
                              .out = {3, 28, 28}, .threads = threads};
         CHECK_OK(dt_loader_create(&ld, ds, &cfg));
         if (!ld) break;
@@ -239,7 +239,7 @@ static void test_loader(void) {
     free(keep);
     /* evaluation: Darknet's transform of sample 0 */
     dt_loader *ev;
-    dt_loader_cfg ecfg = {.batch = 4, .world = 1, .out = {3, 28, 28}};
+    dt_loader_cfg ecfg = {.batch = 4, .workers = 1, .out = {3, 28, 28}};
     CHECK_OK(dt_loader_create(&ev, ds, &ecfg));
     if (ev) {
         CHECK_OK(dt_loader_next(ev, &x1, &y, &n));
@@ -253,7 +253,7 @@ static void test_loader(void) {
     }
     /* training at another size without Darknet's crop is refused */
     dt_loader *bad = NULL;
-    dt_loader_cfg bcfg = {.batch = 4, .world = 1, .shuffle = 1, .out = {3, 28, 28}};
+    dt_loader_cfg bcfg = {.batch = 4, .workers = 1, .shuffle = 1, .out = {3, 28, 28}};
     CHECK(dt_loader_create(&bad, ds, &bcfg) == DT_ERR_USAGE && !bad);
     dt_dataset_free(ds);
 }
@@ -323,7 +323,7 @@ static void test_loader_erase(void) {
     static float plain[B * S], keep[B * S];
     for (int pass = 0; pass < 3; pass++) {
         dt_loader *ld;
-        dt_loader_cfg cfg = {.batch = B, .world = 1, .seed = 9, .shuffle = 1, .flip = 1, .crop_pad = 2,
+        dt_loader_cfg cfg = {.batch = B, .workers = 1, .seed = 9, .shuffle = 1, .flip = 1, .crop_pad = 2,
                              .erase = pass ? 1.0f : 0.0f, .threads = pass == 2 ? 3 : 1};
         CHECK_OK(dt_loader_create(&ld, ds, &cfg));
         if (!ld) break;
@@ -354,7 +354,7 @@ static void test_loader_erase(void) {
         dt_loader_free(ld);
     }
     dt_loader *ev;
-    dt_loader_cfg ecfg = {.batch = B, .world = 1, .erase = 1.0f};
+    dt_loader_cfg ecfg = {.batch = B, .workers = 1, .erase = 1.0f};
     CHECK_OK(dt_loader_create(&ev, ds, &ecfg));
     if (ev) {
         const float *x;
@@ -366,7 +366,7 @@ static void test_loader_erase(void) {
         dt_loader_free(ev);
     }
     dt_loader *bad = NULL;
-    dt_loader_cfg bcfg = {.batch = 4, .world = 1, .shuffle = 1, .erase = 1.5f};
+    dt_loader_cfg bcfg = {.batch = 4, .workers = 1, .shuffle = 1, .erase = 1.5f};
     CHECK(dt_loader_create(&bad, ds, &bcfg) == DT_ERR_USAGE && !bad);
     dt_dataset_free(ds);
 }
@@ -441,7 +441,7 @@ static void test_loader_rrc(void) {
     static float keep[16 * S];
     for (int threads = 1; threads <= 3; threads += 2) {
         dt_loader *ld;
-        dt_loader_cfg cfg = {.batch = 16, .world = 1, .seed = 4, .shuffle = 1, .flip = 1, .augment = &a,
+        dt_loader_cfg cfg = {.batch = 16, .workers = 1, .seed = 4, .shuffle = 1, .flip = 1, .augment = &a,
                              .out = {3, 24, 24}, .threads = threads};
         CHECK_OK(dt_loader_create(&ld, ds, &cfg));
         if (!ld) break;
@@ -479,7 +479,7 @@ static void test_loader_rrc(void) {
         dt_loader_free(ld);
     }
     dt_loader *bad = NULL;
-    dt_loader_cfg bcfg = {.batch = 4, .world = 1, .shuffle = 1, .crop_pad = 2, .augment = &a, .out = {3, 24, 24}};
+    dt_loader_cfg bcfg = {.batch = 4, .workers = 1, .shuffle = 1, .crop_pad = 2, .augment = &a, .out = {3, 24, 24}};
     CHECK(dt_loader_create(&bad, ds, &bcfg) == DT_ERR_USAGE && !bad);
     dt_dataset_free(ds);
 }

@@ -126,7 +126,7 @@ static void check_layer(dt_layer_spec spec, dt_shape in, int batch, const char *
 
 static dt_layer_spec dense(int outputs, int no_bias) {
     dt_layer_spec s = tl_spec(DT_LAYER_DENSE);
-    s.outputs = outputs;
+    s.dense.outputs = outputs;
     s.no_bias = no_bias;
     return s;
 }

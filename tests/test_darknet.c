@@ -70,11 +70,11 @@ static void test_defaults(dt_model_spec *m) {
     CHECK(m->nlayers == 8);
     for (int i = 0; i < 8 && i < m->nlayers; i++) CHECK(m->layers[i].kind == kinds[i]);
     if (m->nlayers != 8) return;
-    CHECK(m->layers[1].act == DT_ACT_SIGMOID && m->layers[6].act == DT_ACT_SIGMOID);
+    CHECK(m->layers[1].act.fn == DT_ACT_SIGMOID && m->layers[6].act.fn == DT_ACT_SIGMOID);
     const dt_layer_spec *lrn = &m->layers[3];
-    CHECK(lrn->lrn_size == 5 && lrn->lrn_k == 1.0f);
-    CHECK_CLOSE(lrn->lrn_alpha, 1e-4, 0, 1e-6);
-    CHECK_CLOSE(lrn->lrn_beta, 0.75, 0, 1e-6);
+    CHECK(lrn->lrn.size == 5 && lrn->lrn.k == 1.0f);
+    CHECK_CLOSE(lrn->lrn.alpha, 1e-4, 0, 1e-6);
+    CHECK_CLOSE(lrn->lrn.beta, 0.75, 0, 1e-6);
 }
 
 /* groups= as Darknet's parse_convolutional reads it (AlexeyAB's fork uses
@@ -123,7 +123,7 @@ static void test_tree(dt_model_spec *m) {
     dt_net *net = NULL;
     if (CHECK_OK(dt_model_parse_file(m, path))) {
         const dt_layer_spec *sm = &m->layers[m->nlayers - 1];
-        CHECK(sm->softmax_tree_nodes == 5 && sm->softmax_tree_groups == 3);
+        CHECK(sm->softmax.tree_nodes == 5 && sm->softmax.tree_groups == 3);
         CHECK(dt_model_check_loss(m) == DT_ERR_CONFIG);
         CHECK(strstr(dt_last_error(), "t.cfg:7: [softmax] tree= is Darknet's hierarchical softmax (3 softmaxes over 5 "
                                       "nodes)") != NULL);

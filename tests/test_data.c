@@ -492,7 +492,7 @@ static void test_synthetic_on_demand(void) {
             }
             CHECK(bad == 0);
             /* The loader's batches, built by three threads, are the held set's. */
-            dt_loader_cfg lc = {.batch = 64, .world = 1, .seed = 3, .shuffle = 1, .flip = 1, .threads = 3};
+            dt_loader_cfg lc = {.batch = 64, .workers = 1, .seed = 3, .shuffle = 1, .flip = 1, .threads = 3};
             dt_loader *a = NULL, *b = NULL;
             CHECK_OK(dt_loader_create(&a, held, &lc));
             CHECK_OK(dt_loader_create(&b, gen, &lc));

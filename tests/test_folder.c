@@ -103,7 +103,7 @@ static void test_mapping_and_fetch(void) {
 }
 
 static dt_loader_cfg train_cfg(int batch, int rank, int world, int threads, int prefetch, uint64_t seed) {
-    dt_loader_cfg c = {.batch = batch, .rank = rank, .world = world, .seed = seed, .shuffle = 1, .flip = 1,
+    dt_loader_cfg c = {.batch = batch, .worker = rank, .workers = world, .seed = seed, .shuffle = 1, .flip = 1,
                        .crop_pad = 2, .prefetch = prefetch, .threads = threads};
     return c;
 }
@@ -276,7 +276,7 @@ static void test_regions(void) {
     enum { B = 8, S = 3 * 8 * 8 };
     static float keep[B * S];
     for (int run = 0; run < 3; run++) {
-        dt_loader_cfg c = {.batch = B, .world = 1, .seed = 7, .shuffle = 1, .flip = 1, .augment = &a,
+        dt_loader_cfg c = {.batch = B, .workers = 1, .seed = 7, .shuffle = 1, .flip = 1, .augment = &a,
                            .out = {3, 8, 8}, .prefetch = run == 2, .threads = run ? 2 : 1};
         dt_loader *ld = NULL;
         CHECK_OK(dt_loader_create(&ld, whole, &c));

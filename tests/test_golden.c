@@ -207,21 +207,21 @@ typedef struct {
 #define LAYER_RTOL 1e-4
 
 static const layer_case layer_cases[] = {
-    {"conv_k3s2p1", {.kind = DT_LAYER_CONV, .filters = 5, .size = 3, .stride = 2, .pad = 1}},
-    {"conv_k5s1p2", {.kind = DT_LAYER_CONV, .filters = 4, .size = 5, .stride = 1, .pad = 2}},
-    {"conv_k1", {.kind = DT_LAYER_CONV, .filters = 3, .size = 1, .stride = 1, .pad = 0}},
+    {"conv_k3s2p1", {.kind = DT_LAYER_CONV, .conv.filters = 5, .size = 3, .stride = 2, .pad = 1}},
+    {"conv_k5s1p2", {.kind = DT_LAYER_CONV, .conv.filters = 4, .size = 5, .stride = 1, .pad = 2}},
+    {"conv_k1", {.kind = DT_LAYER_CONV, .conv.filters = 3, .size = 1, .stride = 1, .pad = 0}},
     {"maxpool_k3s2p1", {.kind = DT_LAYER_MAXPOOL, .size = 3, .stride = 2, .pad = 1}},
     {"maxpool_k2s2", {.kind = DT_LAYER_MAXPOOL, .size = 2, .stride = 2, .pad = 0}},
     {"avgpool_k3s2p1", {.kind = DT_LAYER_AVGPOOL, .size = 3, .stride = 2, .pad = 1}},
-    {"dense", {.kind = DT_LAYER_DENSE, .outputs = 7}},
-    {"relu", {.kind = DT_LAYER_ACT, .act = DT_ACT_RELU}},
-    {"leaky", {.kind = DT_LAYER_ACT, .act = DT_ACT_LEAKY, .leaky_slope = 0.1f}},
-    {"tanh", {.kind = DT_LAYER_ACT, .act = DT_ACT_TANH}},
-    {"sigmoid", {.kind = DT_LAYER_ACT, .act = DT_ACT_SIGMOID}},
-    {"lrn", {.kind = DT_LAYER_LRN, .lrn_size = 5, .lrn_alpha = 0.002f /* torch's 0.01 / 5 */, .lrn_beta = 0.75f,
-             .lrn_k = 1.0f}},
-    {"batchnorm2d", {.kind = DT_LAYER_BATCHNORM, .bn_momentum = 0.1f, .bn_eps = 1e-5f}},
-    {"batchnorm1d", {.kind = DT_LAYER_BATCHNORM, .bn_momentum = 0.1f, .bn_eps = 1e-5f}},
+    {"dense", {.kind = DT_LAYER_DENSE, .dense.outputs = 7}},
+    {"relu", {.kind = DT_LAYER_ACT, .act.fn = DT_ACT_RELU}},
+    {"leaky", {.kind = DT_LAYER_ACT, .act.fn = DT_ACT_LEAKY, .act.slope = 0.1f}},
+    {"tanh", {.kind = DT_LAYER_ACT, .act.fn = DT_ACT_TANH}},
+    {"sigmoid", {.kind = DT_LAYER_ACT, .act.fn = DT_ACT_SIGMOID}},
+    {"lrn", {.kind = DT_LAYER_LRN, .lrn.size = 5, .lrn.alpha = 0.002f /* torch's 0.01 / 5 */, .lrn.beta = 0.75f,
+             .lrn.k = 1.0f}},
+    {"batchnorm2d", {.kind = DT_LAYER_BATCHNORM, .bn.momentum = 0.1f, .bn.eps = 1e-5f}},
+    {"batchnorm1d", {.kind = DT_LAYER_BATCHNORM, .bn.momentum = 0.1f, .bn.eps = 1e-5f}},
     {"softmax_xent", {.kind = DT_LAYER_SOFTMAX}},
 };
 

@@ -64,7 +64,7 @@ static void gradcheck(test_layer *t, int train, float eps, double atol, double r
 static void conv_check_gd(int C, int H, int W, int F, int K, int S, int P, int B, int G, int D) {
     test_layer t;
     dt_layer_spec s = tl_conv(F, K, S, P);
-    s.groups = G, s.dilation = D;
+    s.conv.groups = G, s.conv.dilation = D;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){C, H, W}, B, 11))) return;
     /* Linear in every argument: only float rounding, ~1e-5, remains. */
     gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, G > 1 ? "grouped conv" : D > 1 ? "dilated conv" : "conv");
@@ -100,7 +100,7 @@ static void pool_check(dt_layer_kind kind, int size, int stride, int pad, int ex
 static void dense_check(void) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_DENSE);
-    s.outputs = 5;
+    s.dense.outputs = 5;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){2, 3, 2}, 3, 14))) return;
     gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, "dense");
     tl_free(&t);
@@ -109,7 +109,7 @@ static void dense_check(void) {
 static void act_check(dt_activation a) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_ACT);
-    s.act = a, s.leaky_slope = 0.1f;
+    s.act.fn = a, s.act.slope = 0.1f;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){3, 4, 5}, 2, 15))) return;
     /* Keep inputs 0.05 away from the relu/leaky kink at 0 (eps is 5e-3). */
     for (size_t i = 0; i < t.nin; i++)
@@ -121,7 +121,7 @@ static void act_check(dt_activation a) {
 static void dropout_check(void) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_DROPOUT);
-    s.dropout_p = 0.4f;
+    s.dropout.p = 0.4f;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){4, 3, 3}, 3, 16))) return;
     t.l.step = 3; /* same mask in every forward of the check */
     gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, "dropout");
@@ -131,7 +131,7 @@ static void dropout_check(void) {
 static void crop_check(int flip, int noadjust) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_CROP);
-    s.crop_h = 3, s.crop_w = 4, s.crop_flip = flip, s.crop_noadjust = noadjust;
+    s.crop.h = 3, s.crop.w = 4, s.crop.flip = flip, s.crop.noadjust = noadjust;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){2, 5, 7}, 3, 17))) return;
     t.l.step = 4; /* the same windows in every forward of the check */
     gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, flip ? "crop flip" : "crop");
@@ -142,7 +142,7 @@ static void crop_check(int flip, int noadjust) {
 static void reorg_check(int stride, int reverse, int extra, dt_shape in) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_REORG);
-    s.stride = stride, s.reorg_reverse = reverse, s.reorg_extra = extra;
+    s.stride = stride, s.reorg.reverse = reverse, s.reorg.extra = extra;
     if (!CHECK_OK(tl_create(&t, s, in, 2, 31))) return;
     gradcheck(&t, 1, 1e-2f, 5e-4, 1e-3, extra ? "reorg extra" : reverse ? "reorg reverse" : "reorg");
     tl_free(&t);
@@ -159,9 +159,9 @@ static void reorg_numbers(void) {
     dt_layer_spec s = tl_spec(DT_LAYER_REORG);
     s.stride = 2;
     if (!CHECK_OK(tl_create(&f, s, (dt_shape){4, 2, 2}, 1, 32))) return;
-    s.reorg_reverse = 1;
+    s.reorg.reverse = 1;
     if (!CHECK_OK(tl_create(&r, s, (dt_shape){4, 2, 2}, 1, 33))) return;
-    s.reorg_reverse = 0, s.reorg_extra = 2;
+    s.reorg.reverse = 0, s.reorg.extra = 2;
     if (!CHECK_OK(tl_create(&e, s, (dt_shape){4, 2, 2}, 1, 34))) return;
     CHECK(f.l.out.c == 16 && f.l.out.h == 1 && f.l.out.w == 1);
     CHECK(r.l.out.c == 1 && r.l.out.h == 4 && r.l.out.w == 4);
@@ -186,7 +186,7 @@ static void reorg_numbers(void) {
 static void crop_numbers(void) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_CROP);
-    s.crop_h = 4, s.crop_w = 4, s.crop_flip = 1;
+    s.crop.h = 4, s.crop.w = 4, s.crop.flip = 1;
     enum { B = 16, H = 9, W = 10 };
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){1, H, W}, B, 5))) return;
     for (int b = 0; b < B; b++)
@@ -224,9 +224,9 @@ static void crop_shift_numbers(void) {
     enum { B = 4, C = 3, H = 6, W = 5 };
     test_layer a, b;
     dt_layer_spec s = tl_spec(DT_LAYER_CROP);
-    s.crop_h = 3, s.crop_w = 3, s.crop_flip = 1;
+    s.crop.h = 3, s.crop.w = 3, s.crop.flip = 1;
     if (!CHECK_OK(tl_create(&a, s, (dt_shape){C, H, W}, B, 6))) return;
-    s.crop_shift = 0.2f;
+    s.crop.shift = 0.2f;
     if (!CHECK_OK(tl_create(&b, s, (dt_shape){C, H, W}, B, 6))) return;
     tl_fill(a.in, a.nin, 0.0f, 1.0f, &(dt_rng){8});
     memcpy(b.in, a.in, sizeof(float) * a.nin);
@@ -249,7 +249,7 @@ static void lrn_check(int C, int size) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_LRN);
     /* A large alpha makes the cross-channel term as big as the direct one. */
-    s.lrn_size = size, s.lrn_alpha = 1.0f, s.lrn_beta = 0.75f, s.lrn_k = 2.0f;
+    s.lrn.size = size, s.lrn.alpha = 1.0f, s.lrn.beta = 0.75f, s.lrn.k = 2.0f;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){C, 3, 4}, 2, 17))) return;
     tl_fill(t.in, t.nin, -2.0f, 2.0f, &(dt_rng){5});
     gradcheck(&t, 1, 1e-2f, 1e-3, 5e-3, "lrn");
@@ -259,7 +259,7 @@ static void lrn_check(int C, int size) {
 static void batchnorm_check(dt_shape in, int B) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_BATCHNORM);
-    s.bn_momentum = 0.1f, s.bn_eps = 1e-5f;
+    s.bn.momentum = 0.1f, s.bn.eps = 1e-5f;
     if (!CHECK_OK(tl_create(&t, s, in, B, 18))) return;
     dt_rng rng = dt_rng_seed(19);
     tl_fill(t.l.w, t.l.nw, 0.5f, 1.5f, &rng); /* gamma != 1 so dx depends on it */
@@ -281,7 +281,7 @@ static void softmax_xent_check(float T) {
     const dt_label labels[B] = {2, 0, 6};
     test_layer t;
     dt_layer_spec spec = tl_spec(DT_LAYER_SOFTMAX);
-    spec.softmax_temp = T;
+    spec.softmax.temp = T;
     if (!CHECK_OK(tl_create(&t, spec, (dt_shape){C, 1, 1}, B, 20))) return;
     tl_fill(t.in, t.nin, -3.0f, 3.0f, &(dt_rng){21});
     float dlogits[B * C], scratch[B * C], num[B * C];
@@ -330,7 +330,7 @@ static void softmax_xent_check(float T) {
 static void batchnorm_numbers(void) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_BATCHNORM);
-    s.bn_momentum = 0.1f, s.bn_eps = 1e-5f;
+    s.bn.momentum = 0.1f, s.bn.eps = 1e-5f;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){2, 1, 2}, 2, 23))) return;
     CHECK(t.l.nw == 2 && t.l.nb == 2 && t.l.nstate == 4);
     CHECK(t.l.w[0] == 1 && t.l.w[1] == 1 && t.l.b[0] == 0 && t.l.b[1] == 0);
@@ -371,7 +371,7 @@ static void batchnorm_numbers(void) {
 static void dropout_numbers(void) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_DROPOUT);
-    s.dropout_p = 0.3f;
+    s.dropout.p = 0.3f;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){1000, 10, 10}, 1, 24))) return;
     for (size_t i = 0; i < t.nin; i++) t.in[i] += 2.0f; /* no zeros in the input */
     float scale = 1.0f / 0.7f;
@@ -422,9 +422,9 @@ static void net_check(void) {
     dt_layer_spec specs[NET_LAYERS] = {tl_conv(3, 3, 1, 1), tl_spec(DT_LAYER_ACT),
                                        tl_spec(DT_LAYER_MAXPOOL), tl_spec(DT_LAYER_DENSE),
                                        tl_spec(DT_LAYER_SOFTMAX)};
-    specs[1].act = DT_ACT_RELU;
+    specs[1].act.fn = DT_ACT_RELU;
     specs[2].size = 2, specs[2].stride = 2;
-    specs[3].outputs = 4;
+    specs[3].dense.outputs = 4;
     dt_shape in = {2, 6, 6};
     for (int i = 0; i < NET_LAYERS; i++) {
         if (!CHECK_OK(tl_create(&ls[i], specs[i], in, NET_B, 30 + (uint64_t)i))) return;

@@ -144,7 +144,7 @@ static void threads_case(dt_layer_spec s, dt_shape in, int B, const char *name) 
 
 static void test_threads(void) {
     dt_layer_spec bn = tl_spec(DT_LAYER_BATCHNORM);
-    bn.bn_momentum = 0.1f, bn.bn_eps = 1e-5f;
+    bn.bn.momentum = 0.1f, bn.bn.eps = 1e-5f;
     threads_case(bn, (dt_shape){7, 13, 11}, 40, "batchnorm");
     threads_case_in(bn, (dt_shape){7, 13, 11}, 40, DT_LAYOUT_NCHW, 1, "batchnorm + relu");
     for (dt_layout t = DT_LAYOUT_NCHW8C; t <= DT_LAYOUT_NCHW16C; t++) {
@@ -153,7 +153,7 @@ static void test_threads(void) {
     }
     for (int a = DT_ACT_LINEAR; a < DT_ACT_COUNT; a++) {
         dt_layer_spec s = tl_spec(DT_LAYER_ACT);
-        s.act = (dt_activation)a, s.leaky_slope = 0.1f;
+        s.act.fn = (dt_activation)a, s.act.slope = 0.1f;
         threads_case(s, (dt_shape){5, 9, 9}, 90, dt_activation_name((dt_activation)a));
     }
     dt_layer_spec pool = tl_spec(DT_LAYER_MAXPOOL);
@@ -250,19 +250,19 @@ static void layout_case(dt_layer_spec s, dt_shape in, int B, double rtol, dt_pre
 
 static void test_layouts(void) {
     dt_layer_spec bn = tl_spec(DT_LAYER_BATCHNORM);
-    bn.bn_momentum = 0.1f, bn.bn_eps = 1e-5f;
+    bn.bn.momentum = 0.1f, bn.bn.eps = 1e-5f;
     layout_case(bn, (dt_shape){32, 7, 5}, 6, 1e-5, DT_PRECISION_FP32, "batchnorm");
     layout_case(bn, (dt_shape){16, 28, 28}, 33, 1e-5, DT_PRECISION_FP32, "batchnorm, 28x28: chunked sums");
     layout_case_in(bn, (dt_shape){24, 5, 5}, 4, 1e-5, DT_PRECISION_FP32, DT_LAYOUT_NCHW8C, "batchnorm, 3 blocks");
     dt_layer_spec act = tl_spec(DT_LAYER_ACT);
-    act.act = DT_ACT_RELU;
+    act.act.fn = DT_ACT_RELU;
     layout_case(act, (dt_shape){16, 3, 5}, 3, 0, DT_PRECISION_FP32, "relu");
     dt_layer_spec gap = tl_spec(DT_LAYER_AVGPOOL);
     layout_case(gap, (dt_shape){48, 5, 3}, 4, 1e-6, DT_PRECISION_FP32, "global avgpool");
     layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_FP32, "conv -> blocked");
     layout_case(tl_conv(16, 1, 1, 0), (dt_shape){32, 6, 6}, 2, 1e-5, DT_PRECISION_FP32, "conv 1x1");
     dt_layer_spec grouped = tl_conv(32, 3, 1, 1), depthwise = tl_conv(16, 3, 2, 1);
-    grouped.groups = 2, depthwise.groups = 16;
+    grouped.conv.groups = 2, depthwise.conv.groups = 16;
     layout_case(grouped, (dt_shape){16, 7, 6}, 2, 1e-5, DT_PRECISION_FP32, "conv, 2 groups");
     layout_case(depthwise, (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_FP32, "conv, depthwise");
     /* bf16: the same bf16 operands reach the same kernels from either layout. */
@@ -299,9 +299,9 @@ static void test_winograd(void) {
     CHECK(!dt_layer_winograd(&t.l));
     t.l.precision = DT_PRECISION_FP32, t.l.out_layout = DT_LAYOUT_NCHW;
     CHECK(!dt_layer_winograd(&t.l));
-    t.l.out_layout = DT_LAYOUT_NCHW8C, t.l.spec.dilation = 2;
+    t.l.out_layout = DT_LAYOUT_NCHW8C, t.l.spec.conv.dilation = 2;
     CHECK(!dt_layer_winograd(&t.l));
-    t.l.spec.dilation = 1, t.l.spec.groups = 2;
+    t.l.spec.conv.dilation = 1, t.l.spec.conv.groups = 2;
     CHECK(!dt_layer_winograd(&t.l));
     tl_free(&t);
     if (!avx2) return;
@@ -360,7 +360,7 @@ static void conv_case_gd(int C, int H, int W, int F, int K, int S, int P, int B,
     char name[96];
     snprintf(name, sizeof name, "conv C%d %dx%d F%d K%d S%d P%d B%d G%d D%d", C, H, W, F, K, S, P, B, G, D);
     dt_layer_spec s = tl_conv(F, K, S, P);
-    s.groups = G, s.dilation = D;
+    s.conv.groups = G, s.conv.dilation = D;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){C, H, W}, B, 1000 + (uint64_t)K))) return;
     CHECK(t.l.nw == (size_t)F * (size_t)(C / G) * (size_t)K * (size_t)K);
     int E = (K - 1) * D + 1; /* PyTorch's output size */
@@ -388,7 +388,7 @@ static void conv_case(int C, int H, int W, int F, int K, int S, int P, int B) {
 static void dense_case(dt_shape in, int outputs, int B) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_DENSE);
-    s.outputs = outputs;
+    s.dense.outputs = outputs;
     if (!CHECK_OK(tl_create(&t, s, in, B, 2000 + (uint64_t)outputs))) return;
     check_fast_vs_ref(&t, "dense");
     tl_free(&t);
@@ -480,7 +480,7 @@ static void maxpool_ties(void) {
 static void lrn_case(int C, int size) {
     test_layer t;
     dt_layer_spec s = tl_spec(DT_LAYER_LRN);
-    s.lrn_size = size, s.lrn_alpha = 0.3f, s.lrn_beta = 0.75f, s.lrn_k = 1.5f;
+    s.lrn.size = size, s.lrn.alpha = 0.3f, s.lrn.beta = 0.75f, s.lrn.k = 1.5f;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){C, 2, 3}, 2, 3002))) return;
     t.l.ops->forward(&t.l, t.out, t.in, 2, 1, t.ws);
     float *want;
@@ -522,10 +522,10 @@ static void test_config_errors(void) {
     config_error(tl_conv(4, 11, 1, 1), img, "convolutional", "larger than the padded input");
     config_error(tl_conv(4, 3, 0, 1), img, "convolutional", "stride");
     dt_layer_spec odd = tl_conv(4, 3, 1, 1);
-    odd.groups = 3;
+    odd.conv.groups = 3;
     config_error(odd, (dt_shape){6, 8, 8}, "convolutional", "groups=3 must divide the 6 input channels and the 4 filters");
     dt_layer_spec wide = tl_conv(4, 3, 1, 0);
-    wide.dilation = 4;
+    wide.conv.dilation = 4;
     config_error(wide, (dt_shape){1, 8, 8}, "convolutional", "size 3 dilated by 4 spans 9 cells, more than the padded input");
     config_error(tl_conv(0, 3, 1, 1), img, "convolutional", "filters");
     config_error(tl_conv(4, 3, 1, -1), img, "convolutional", "pad");
@@ -542,22 +542,22 @@ static void test_config_errors(void) {
     ap.size = 3, ap.stride = 1, ap.pad = 0;
     config_error(ap, (dt_shape){3, 2, 8}, "avgpool", "height");
     dt_layer_spec dr = tl_spec(DT_LAYER_DROPOUT);
-    dr.dropout_p = 1.0f;
+    dr.dropout.p = 1.0f;
     config_error(dr, img, "dropout", "[0, 1)");
-    dr.dropout_p = -0.1f;
+    dr.dropout.p = -0.1f;
     config_error(dr, img, "dropout", "[0, 1)");
     dt_layer_spec lrn = tl_spec(DT_LAYER_LRN);
-    lrn.lrn_size = 4, lrn.lrn_alpha = 1e-4f, lrn.lrn_beta = 0.75f, lrn.lrn_k = 1;
+    lrn.lrn.size = 4, lrn.lrn.alpha = 1e-4f, lrn.lrn.beta = 0.75f, lrn.lrn.k = 1;
     config_error(lrn, img, "lrn", "odd");
-    lrn.lrn_size = 0;
+    lrn.lrn.size = 0;
     config_error(lrn, img, "lrn", "odd");
     dt_layer_spec dn = tl_spec(DT_LAYER_DENSE);
     config_error(dn, img, "connected", "output");
     dt_layer_spec act = tl_spec(DT_LAYER_ACT);
-    act.act = (dt_activation)9;
+    act.act.fn = (dt_activation)9;
     config_error(act, img, "activation", "unknown activation");
     dt_layer_spec bn = tl_spec(DT_LAYER_BATCHNORM);
-    bn.bn_momentum = 0.1f, bn.bn_eps = 0;
+    bn.bn.momentum = 0.1f, bn.bn.eps = 0;
     config_error(bn, img, "batchnorm", "eps");
 }
 
@@ -598,7 +598,7 @@ static void test_init_and_flops(void) {
     tl_free(&t);
 
     dt_layer_spec s = tl_spec(DT_LAYER_DENSE);
-    s.outputs = 30;
+    s.dense.outputs = 30;
     if (!CHECK_OK(tl_create(&t, s, (dt_shape){4, 5, 5}, 1, 6))) return;
     bound = 1.0f / sqrtf(100);
     CHECK(max_abs(t.l.w, t.l.nw) <= bound && max_abs(t.l.w, t.l.nw) > 0.95f * bound);

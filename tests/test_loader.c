@@ -41,7 +41,7 @@ static void free_ds(dt_dataset *ds) {
 }
 
 static dt_loader_cfg train_cfg(int batch, int rank, int world) {
-    dt_loader_cfg cfg = {.batch = batch, .rank = rank, .world = world, .seed = 1234, .shuffle = 1,
+    dt_loader_cfg cfg = {.batch = batch, .worker = rank, .workers = world, .seed = 1234, .shuffle = 1,
                          .flip = 1, .crop_pad = 1, .prefetch = 0};
     return cfg;
 }
@@ -146,7 +146,7 @@ static void test_eval(void) {
                 ds.mean[1] = 0.5f, ds.std[1] = 0.25f;
                 int count[101] = {0}, bad = 0;
                 for (int r = 0; r < world; r++) {
-                    dt_loader_cfg cfg = {.batch = b, .rank = r, .world = world, .seed = 7, .prefetch = r & 1};
+                    dt_loader_cfg cfg = {.batch = b, .worker = r, .workers = world, .seed = 7, .prefetch = r & 1};
                     dt_loader *l = NULL;
                     CHECK_OK(dt_loader_create(&l, &ds, &cfg));
                     if (!l) return;
@@ -268,7 +268,7 @@ static int matches(const float *img, int i, int dy, int dx, int flip) {
  * tallies how often each occurred over `epochs` epochs of 100 samples. */
 static void tally_aug(const dt_dataset *ds, int pad, int flip, uint64_t seed, int epochs,
                       int hist[5][5][2], int *unmatched, uint8_t *fingerprint) {
-    dt_loader_cfg cfg = {.batch = 10, .world = 1, .seed = seed, .flip = flip, .crop_pad = pad};
+    dt_loader_cfg cfg = {.batch = 10, .workers = 1, .seed = seed, .flip = flip, .crop_pad = pad};
     dt_loader *l = NULL;
     CHECK_OK(dt_loader_create(&l, ds, &cfg));
     if (!l) return;

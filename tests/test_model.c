@@ -25,8 +25,7 @@ static void check_kinds(const dt_model_spec *m, const dt_layer_kind *kinds, int 
 
 static void check_conv(const dt_layer_spec *l, int filters, int size, int stride, int pad) {
     CHECK(l->kind == DT_LAYER_CONV);
-    CHECK(l->filters == filters && l->size == size && l->stride == stride && l->pad == pad);
-    CHECK(l->act == DT_ACT_LINEAR); /* the activation is its own layer */
+    CHECK(l->conv.filters == filters && l->size == size && l->stride == stride && l->pad == pad);
 }
 
 static void check_pool(const dt_layer_spec *l, int size, int stride, int pad) {
@@ -35,7 +34,7 @@ static void check_pool(const dt_layer_spec *l, int size, int stride, int pad) {
 }
 
 static void check_relu(const dt_layer_spec *l) {
-    CHECK(l->kind == DT_LAYER_ACT && l->act == DT_ACT_RELU);
+    CHECK(l->kind == DT_LAYER_ACT && l->act.fn == DT_ACT_RELU);
 }
 
 static void check_net(const dt_model_spec *m, int c, int h, int w, double lr, int epochs) {
@@ -59,7 +58,7 @@ static void test_mlp(dt_model_spec *m) {
                                       DT_LAYER_SOFTMAX};
     check_kinds(m, k, 4);
     if (m->nlayers != 4) return;
-    CHECK(m->layers[0].outputs == 512 && m->layers[2].outputs == 10);
+    CHECK(m->layers[0].dense.outputs == 512 && m->layers[2].dense.outputs == 10);
     check_relu(&m->layers[1]);
     CHECK(m->layers[0].line == m->layers[1].line);
     CHECK(strstr(m->path, "examples/mlp.cfg") != NULL);
@@ -87,10 +86,10 @@ static void test_cnn(dt_model_spec *m, const char *file, int bn) {
     check_conv(&l[s], 64, 5, 1, 2);
     check_pool(&l[2 * s - 1], 2, 2, 0);
     check_relu(&l[s - 2]);
-    CHECK(l[2 * s].outputs == 1024 && l[n - 2].outputs == 10);
+    CHECK(l[2 * s].dense.outputs == 1024 && l[n - 2].dense.outputs == 10);
     if (bn) {
-        CHECK_CLOSE(l[1].bn_momentum, 0.1, 0, 1e-6);
-        CHECK_CLOSE(l[1].bn_eps, 1e-5, 0, 1e-6);
+        CHECK_CLOSE(l[1].bn.momentum, 0.1, 0, 1e-6);
+        CHECK_CLOSE(l[1].bn.eps, 1e-5, 0, 1e-6);
         check_net(m, 1, 28, 28, 0.05, 12);
         CHECK(m->sched.kind == DT_SCHED_COSINE);
         CHECK_CLOSE(m->sched.warmup_epochs, 0.5, 0, 0);
@@ -115,8 +114,8 @@ static void test_cifar(dt_model_spec *m) {
     check_pool(&m->layers[2], 3, 2, 1);
     check_conv(&m->layers[3], 64, 5, 1, 2);
     check_pool(&m->layers[5], 3, 2, 1);
-    CHECK(m->layers[6].outputs == 384 && m->layers[8].outputs == 192 &&
-          m->layers[10].outputs == 10);
+    CHECK(m->layers[6].dense.outputs == 384 && m->layers[8].dense.outputs == 192 &&
+          m->layers[10].dense.outputs == 10);
     CHECK(strcmp(m->dataset, "cifar10") == 0);
     CHECK(m->flip == 1 && m->crop_pad == 4);
 }
@@ -162,20 +161,20 @@ static void test_defaults(dt_model_spec *m) {
     if (m->nlayers != 11) return;
     const dt_layer_spec *l = m->layers;
     check_conv(&l[0], 4, 3, 1, 0);
-    CHECK(l[1].act == DT_ACT_SIGMOID && l[5].act == DT_ACT_SIGMOID); /* Darknet's logistic */
+    CHECK(l[1].act.fn == DT_ACT_SIGMOID && l[5].act.fn == DT_ACT_SIGMOID); /* Darknet's logistic */
     /* Darknet's maxpool: stride 1, padding size - 1 = 2 in all (1 before, 1 after). */
     CHECK(l[2].size == 3 && l[2].stride == 1 && l[2].pad == 1 && l[2].pad_extra == 0);
     CHECK(l[3].size == 2 && l[3].stride == 1);
-    CHECK(l[4].outputs == 7);
-    CHECK(l[6].act == DT_ACT_LEAKY);
-    CHECK_CLOSE(l[6].leaky_slope, 0.1, 0, 1e-6);
-    CHECK_CLOSE(l[7].dropout_p, 0.5, 0, 0);
-    CHECK(l[8].lrn_size == 5);
-    CHECK_CLOSE(l[8].lrn_alpha, 1e-4, 0, 1e-6);
-    CHECK_CLOSE(l[8].lrn_beta, 0.75, 0, 1e-6);
-    CHECK_CLOSE(l[8].lrn_k, 1.0, 0, 0);
-    CHECK_CLOSE(l[9].bn_momentum, 0.1, 0, 1e-6);
-    CHECK_CLOSE(l[9].bn_eps, 1e-5, 0, 1e-6);
+    CHECK(l[4].dense.outputs == 7);
+    CHECK(l[6].act.fn == DT_ACT_LEAKY);
+    CHECK_CLOSE(l[6].act.slope, 0.1, 0, 1e-6);
+    CHECK_CLOSE(l[7].dropout.p, 0.5, 0, 0);
+    CHECK(l[8].lrn.size == 5);
+    CHECK_CLOSE(l[8].lrn.alpha, 1e-4, 0, 1e-6);
+    CHECK_CLOSE(l[8].lrn.beta, 0.75, 0, 1e-6);
+    CHECK_CLOSE(l[8].lrn.k, 1.0, 0, 0);
+    CHECK_CLOSE(l[9].bn.momentum, 0.1, 0, 1e-6);
+    CHECK_CLOSE(l[9].bn.eps, 1e-5, 0, 1e-6);
     static const int lines[] = {5, 5, 8, 10, 13, 13, 15, 17, 18, 19, 20};
     for (int i = 0; i < 11; i++) CHECK(l[i].line == lines[i]);
 }
@@ -244,20 +243,20 @@ static void test_syntax_variants(dt_model_spec *m) {
     const dt_layer_spec *l = m->layers;
     check_conv(&l[0], 16, 3, 2, 1);
     /* batch_normalize=1 adds PyTorch's BatchNorm defaults, activation= a layer */
-    CHECK_CLOSE(l[1].bn_momentum, 0.1, 0, 1e-6);
-    CHECK_CLOSE(l[1].bn_eps, 1e-5, 0, 1e-6);
-    CHECK(l[2].act == DT_ACT_LEAKY);
-    CHECK_CLOSE(l[2].leaky_slope, 0.2, 0, 1e-6);
+    CHECK_CLOSE(l[1].bn.momentum, 0.1, 0, 1e-6);
+    CHECK_CLOSE(l[1].bn.eps, 1e-5, 0, 1e-6);
+    CHECK(l[2].act.fn == DT_ACT_LEAKY);
+    CHECK_CLOSE(l[2].act.slope, 0.2, 0, 1e-6);
     for (int i = 0; i < 3; i++) CHECK(l[i].line == 24);
-    CHECK(l[3].lrn_size == 3 && l[3].line == 32);
-    CHECK_CLOSE(l[3].lrn_alpha, 0.001, 0, 1e-6);
-    CHECK_CLOSE(l[3].lrn_beta, 0.5, 0, 1e-6);
-    CHECK_CLOSE(l[3].lrn_k, 2, 0, 0);
-    CHECK_CLOSE(l[4].bn_momentum, 0.01, 0, 1e-6);
-    CHECK_CLOSE(l[4].bn_eps, 0.001, 0, 1e-6);
-    CHECK_CLOSE(l[5].dropout_p, 0.25, 0, 0);
-    CHECK(l[6].act == DT_ACT_TANH && l[6].line == 42);
-    CHECK(l[7].outputs == 10 && l[7].line == 44 && l[8].line == 44); /* no activation layer */
+    CHECK(l[3].lrn.size == 3 && l[3].line == 32);
+    CHECK_CLOSE(l[3].lrn.alpha, 0.001, 0, 1e-6);
+    CHECK_CLOSE(l[3].lrn.beta, 0.5, 0, 1e-6);
+    CHECK_CLOSE(l[3].lrn.k, 2, 0, 0);
+    CHECK_CLOSE(l[4].bn.momentum, 0.01, 0, 1e-6);
+    CHECK_CLOSE(l[4].bn.eps, 0.001, 0, 1e-6);
+    CHECK_CLOSE(l[5].dropout.p, 0.25, 0, 0);
+    CHECK(l[6].act.fn == DT_ACT_TANH && l[6].line == 42);
+    CHECK(l[7].dense.outputs == 10 && l[7].line == 44 && l[8].line == 44); /* no activation layer */
     CHECK(l[9].line == 48);
 }
 

@@ -9,18 +9,18 @@
  *
  * Sharding (what makes distributed runs equal to serial ones): in epoch e the
  * loader draws one permutation of 0..N-1 from (seed, e), the same on every
- * rank. Global step t of the epoch covers perm[t*B*W, (t+1)*B*W); rank r takes
+ * worker. Global step t of the epoch covers perm[t*B*W, (t+1)*B*W); worker r takes
  * the slice [t*B*W + r*B, t*B*W + (r+1)*B). So the W shards of a step are
  * disjoint, together they are exactly the batch a serial run with batch B*W
  * takes, and across the epoch every sample is seen at most once (the last
  * N mod (B*W) samples are dropped when drop_last is set, as in PyTorch).
- * Without shuffle (evaluation) rank r takes the contiguous range
+ * Without shuffle (evaluation) worker r takes the contiguous range
  * [r*N/W, (r+1)*N/W) in batches of B, the last one short; no sample is
  * dropped, so a reduced evaluation covers the test set exactly once.
  *
  * Augmentation (random crop with zero padding, horizontal flip, Darknet's
  * scaled/rotated crops and colour distortion) is drawn per sample from
- * (seed, epoch, sample index), so it does not depend on thread timing, rank
+ * (seed, epoch, sample index), so it does not depend on thread timing, worker
  * count or resume point. */
 #ifndef DTRAIN_DATA_H
 #define DTRAIN_DATA_H
@@ -311,8 +311,8 @@ static inline int dt_augment_distorts(const dt_augment *a) {
 }
 
 typedef struct {
-    int batch;          /* samples per batch on this rank */
-    int rank, world;    /* this rank's shard among world */
+    int batch;          /* samples per batch on this worker */
+    int worker, workers; /* this worker's shard (worker index r in 0..W-1) among W workers */
     uint64_t seed;      /* shuffle and augmentation */
     int shuffle;        /* 1: training order (permutation per epoch, drop_last) */
     int flip;           /* 1: random horizontal flip (training) */
@@ -336,8 +336,8 @@ typedef struct dt_loader dt_loader;
 /* The dataset must outlive the loader. */
 dt_status dt_loader_create(dt_loader **out, const dt_dataset *ds, const dt_loader_cfg *cfg);
 
-/* Batches this rank gets in one epoch (training: N / (B*W); eval: ceil of
- * this rank's range / B). */
+/* Batches this worker gets in one epoch (training: N / (B*W); eval: ceil of
+ * this worker's range / B). */
 int dt_loader_steps_per_epoch(const dt_loader *l);
 
 /* Position the loader at (epoch, step within epoch): the next batch is that

@@ -46,7 +46,7 @@ static inline size_t dt_shape_size(dt_shape s) { return (size_t)s.c * (size_t)s.
 typedef enum {
     DT_ACT_LINEAR = 0,
     DT_ACT_RELU,
-    DT_ACT_LEAKY,  /* max(x, slope*x), slope from spec.leaky_slope (default 0.1) */
+    DT_ACT_LEAKY,  /* max(x, slope*x), slope from spec.act.slope (default 0.1) */
     DT_ACT_TANH,
     DT_ACT_SIGMOID,
     DT_ACT_RAMP,   /* Darknet's: x > 0 ? 1.1 x : 0.1 x */
@@ -55,7 +55,9 @@ typedef enum {
 
 /* The layer kinds, X(ENUM, name): kind DT_LAYER_<ENUM>, whose ops are
  * dt_<name>_ops in src/layers/<file>.c (the registry, registry.c, is built
- * from this list). Adding a kind is its file and one line here. */
+ * from this list). Adding a kind is its file and one line here, and for a
+ * kind with keys of its own its dt_<name>_spec below and its member in
+ * dt_layer_spec's union. */
 #define DT_LAYER_KINDS(X)                                                                        \
     X(CONV, conv)           /* [convolutional] */                                                \
     X(MAXPOOL, maxpool)     /* [maxpool] */                                                      \
@@ -132,8 +134,66 @@ dt_layout dt_layout_native(void);
 /* Most inputs a layer takes (a [route] of up to this many layers). */
 #define DT_LAYER_MAX_INPUTS 8
 
-/* Hyperparameters of one layer as the model file gives them. Fields that do
- * not apply to a kind are ignored by it. */
+/* Each kind's own hyperparameters, as the model file gives them: one struct
+ * per kind, the member of dt_layer_spec's union named after the kind (bn:
+ * batchnorm). They
+ * are here, not in the kind's file, because dt_layer_spec is a value type
+ * (model specs, checkpoints' architecture, tests build them) and C needs the
+ * whole definition; the keys that fill them are in the kind's file. Field
+ * names are the kind's model-file keys where that is short enough. */
+typedef struct {
+    int filters;  /* output channels */
+    int groups;   /* channel groups, each filter reading its group's C / groups input
+                     channels (0 or 1: none); C and filters divide by it */
+    int dilation; /* spacing of the kernel's taps, which span (size - 1) x dilation + 1
+                     cells (0 or 1: adjacent) */
+} dt_conv_spec;
+
+typedef struct {
+    int outputs; /* output= */
+} dt_dense_spec;
+
+typedef struct {
+    dt_activation fn;
+    float slope; /* DT_ACT_LEAKY's: max(x, slope x) */
+} dt_act_spec;
+
+typedef struct {
+    float p; /* probability of dropping, in [0, 1) */
+} dt_dropout_spec;
+
+typedef struct {
+    int size;                  /* channels in the window (odd) */
+    float alpha, beta, k;      /* b = a / (k + alpha/size * sum a^2)^beta (PyTorch) */
+} dt_lrn_spec;
+
+typedef struct {
+    float momentum; /* running = (1-m)*running + m*batch (PyTorch, 0.1) */
+    float eps;      /* 1e-5 */
+} dt_batchnorm_spec;
+
+typedef struct {
+    float temp;                  /* probabilities of in / temperature (0 or 1: none) */
+    int tree_nodes, tree_groups; /* Darknet's tree= (hierarchical softmax: one per group of
+                                    sibling nodes), its nodes and groups; 0: none */
+} dt_softmax_spec;
+
+typedef struct {
+    int h, w;     /* output height and width */
+    int flip;     /* 1: mirror half of the training images */
+    int noadjust; /* 0: outputs 2 x - 1 (Darknet's [0, 1] -> [-1, 1]); 1: x */
+    float shift;  /* training adds (u - 1/2) x shift per image and channel */
+} dt_crop_spec;
+
+typedef struct {
+    int reverse; /* 1: depth to space (out C / s^2, H s, W s) */
+    int extra;   /* > 0: the input flattened, then this many zeros */
+} dt_reorg_spec;
+
+/* Hyperparameters of one layer as the model file gives them: what every
+ * kind has or several share, then one kind's own in the union. Only the
+ * member of `kind` means anything: code never reads another kind's member,
+ * it checks the kind first. */
 typedef struct {
     dt_layer_kind kind;
     /* The layers whose outputs this one reads, as indices of earlier layers
@@ -142,41 +202,37 @@ typedef struct {
      * the listed layers in order. */
     int ninputs;
     int inputs[DT_LAYER_MAX_INPUTS];
-    int no_bias;          /* conv/dense: no bias (batch norm after it gives the shift) */
-    int filters;          /* conv: output channels */
-    int groups;           /* conv: channel groups, each filter reading its group's C / groups
-                             input channels (0 or 1: none); C and filters divide by it */
-    int dilation;         /* conv: spacing of the kernel's taps, which span (size - 1) x
-                             dilation + 1 cells (0 or 1: adjacent) */
-    int size;             /* conv kernel / pool window (square); avgpool 0: global */
-    int stride;           /* conv / pool */
-    int pad;              /* conv / pool: zero padding before (top/left) and, for conv and
-                             avgpool, after (pool: padded cells never win / are counted) */
-    int pad_extra;        /* maxpool: one more padded cell after (bottom/right), 0 or 1:
-                             Darknet's total padding T is pad = T/2, pad_extra = T%2 */
-    int outputs;          /* dense */
-    dt_activation act;    /* act */
-    float leaky_slope;    /* act with DT_ACT_LEAKY */
-    float dropout_p;      /* dropout: probability of dropping, in [0, 1) */
-    int lrn_size;         /* lrn: channels in the window (odd) */
-    float lrn_alpha, lrn_beta, lrn_k; /* lrn: b = a / (k + alpha/size * sum a^2)^beta (PyTorch) */
-    float bn_momentum;    /* batchnorm: running = (1-m)*running + m*batch (PyTorch, 0.1) */
-    float bn_eps;         /* batchnorm: 1e-5 */
-    int crop_h, crop_w;   /* crop: output height and width */
-    int crop_flip;        /* crop: 1: mirror half of the training images */
-    int crop_noadjust;    /* crop: 0: outputs 2 x - 1 (Darknet's [0, 1] -> [-1, 1]); 1: x */
-    float crop_shift;     /* crop: training adds (u - 1/2) x shift per image and channel */
-    float softmax_temp;   /* softmax: probabilities of in / temperature (0 or 1: none) */
-    int softmax_tree_nodes, softmax_tree_groups; /* softmax: Darknet's tree= (hierarchical softmax:
-                             one per group of sibling nodes), its nodes and groups; 0: none */
-    int reorg_reverse;    /* reorg: 1: depth to space (out C / s^2, H s, W s) */
-    int reorg_extra;      /* reorg: > 0: the input flattened, then this many zeros */
-    int line;             /* line of the section in the model file, for errors */
+    int line;    /* line of the section in the model file, for errors */
+    int no_bias; /* conv/dense: no bias (batch norm after it gives the shift); the parser
+                    sets it for every kind from the fused batch_normalize= key */
+    int size;    /* conv kernel / pool window (square); avgpool 0: global */
+    int stride;  /* conv / pool / reorg */
+    int pad;     /* conv / pool: zero padding before (top/left) and, for conv and avgpool,
+                    after (pool: padded cells never win / are counted) */
+    int pad_extra; /* maxpool: one more padded cell after (bottom/right), 0 or 1: Darknet's
+                      total padding T is pad = T/2, pad_extra = T%2; conv and avgpool
+                      refuse it */
+    union {
+        dt_conv_spec conv;
+        dt_dense_spec dense;
+        dt_act_spec act;
+        dt_dropout_spec dropout;
+        dt_lrn_spec lrn;
+        dt_batchnorm_spec bn;
+        dt_softmax_spec softmax;
+        dt_crop_spec crop;
+        dt_reorg_spec reorg;
+    };
 } dt_layer_spec;
 
-/* A convolution's channel groups and dilation (1 when the spec says 0 or 1). */
-static inline int dt_layer_groups(const dt_layer_spec *s) { return s->groups > 1 ? s->groups : 1; }
-static inline int dt_layer_dilation(const dt_layer_spec *s) { return s->dilation > 1 ? s->dilation : 1; }
+/* A convolution's channel groups and dilation (1 when the spec says 0 or 1,
+ * and for the other windowed kinds, whose shared window code asks too). */
+static inline int dt_layer_groups(const dt_layer_spec *s) {
+    return s->kind == DT_LAYER_CONV && s->conv.groups > 1 ? s->conv.groups : 1;
+}
+static inline int dt_layer_dilation(const dt_layer_spec *s) {
+    return s->kind == DT_LAYER_CONV && s->conv.dilation > 1 ? s->conv.dilation : 1;
+}
 
 typedef struct dt_layer {
     dt_layer_spec spec;
@@ -339,7 +395,7 @@ double dt_softmax_xent_loss(float *dlogits, const float *logits, const float *pr
 
 /* A softmax layer's temperature: its spec's, 1 when that is 0 (unset). */
 static inline float dt_softmax_temperature(const dt_layer_spec *s) {
-    return s->softmax_temp > 0 ? s->softmax_temp : 1.0f;
+    return s->softmax.temp > 0 ? s->softmax.temp : 1.0f;
 }
 
 #endif

@@ -37,7 +37,7 @@ static dt_status bench_run(const dt_model_spec *spec, int steps, int threads) {
     dt_loader *ld = NULL;
     dt_optim *opt = NULL;
     float *state = NULL;
-    dt_loader_cfg lc = {.batch = spec->batch, .world = 1, .seed = 1, .shuffle = 1};
+    dt_loader_cfg lc = {.batch = spec->batch, .workers = 1, .seed = 1, .shuffle = 1};
     dt_status s = dt_optim_create_for_net(&opt, &state, &spec->optim, net);
     if (s == DT_OK) s = dt_dataset_synthetic(&ds, spec->input, net->classes, 4 * spec->batch, 1);
     if (s == DT_OK) s = dt_loader_create(&ld, ds, &lc);
@@ -96,7 +96,7 @@ static dt_status bench_data(const dt_model_spec *spec, int steps, const data_arg
                          .regions = spec->augment.resized_crop};
     dt_dataset *ds = NULL;
     dt_loader *ld = NULL;
-    dt_loader_cfg lc = {.batch = spec->batch, .world = 1, .seed = 1, .shuffle = 1, .flip = spec->flip,
+    dt_loader_cfg lc = {.batch = spec->batch, .workers = 1, .seed = 1, .shuffle = 1, .flip = spec->flip,
                         .crop_pad = spec->crop_pad, .erase = spec->erase, .augment = &spec->augment,
                         .out = spec->input,
                         .prefetch = 1, .threads = threads};

@@ -15,8 +15,8 @@ static dt_status post_recv(dt_group *g, int r) {
 
 /* Takes in every announcement that has arrived and reposts its receive. */
 static dt_status drain(dt_group *g) {
-    for (int r = 0; r < g->size; r++) {
-        if (r == g->rank) continue;
+    for (int r = 0; r < g->members; r++) {
+        if (r == g->member) continue;
         for (;;) {
             int done = 0;
             DT_TRY(dt_mpi_check(MPI_Test(&g->recv[r], &done, MPI_STATUS_IGNORE), "MPI_Test"));
@@ -32,12 +32,12 @@ static dt_status drain(dt_group *g) {
 /* g->world_rank: where each member of comm.workers is in comm.world. */
 static dt_status find_world_ranks(dt_group *g) {
     MPI_Group mine, world;
-    DT_TRY(dt_alloc_bytes((void **)&g->world_rank, (size_t)g->size * sizeof(int), "stall inspector"));
-    for (int r = 0; r < g->size; r++) g->world_rank[r] = r;
+    DT_TRY(dt_alloc_bytes((void **)&g->world_rank, (size_t)g->members * sizeof(int), "stall inspector"));
+    for (int r = 0; r < g->members; r++) g->world_rank[r] = r;
     DT_TRY(dt_mpi_check(MPI_Comm_group(g->comm.workers, &mine), "MPI_Comm_group"));
     dt_status s = dt_mpi_check(MPI_Comm_group(g->comm.world, &world), "MPI_Comm_group");
     if (s == DT_OK) {
-        s = dt_mpi_check(MPI_Group_translate_ranks(mine, g->size, g->world_rank, world, g->world_rank),
+        s = dt_mpi_check(MPI_Group_translate_ranks(mine, g->members, g->world_rank, world, g->world_rank),
                          "MPI_Group_translate_ranks");
         MPI_Group_free(&world);
     }
@@ -51,27 +51,27 @@ dt_status dt_group_create(dt_group *g, const dt_comm *c, const dt_stall *stall) 
     g->comm = *c;
     g->stall = stall;
     g->pending = MPI_REQUEST_NULL;
-    DT_TRY(dt_mpi_check(MPI_Comm_rank(c->workers, &g->rank), "MPI_Comm_rank"));
-    DT_TRY(dt_mpi_check(MPI_Comm_size(c->workers, &g->size), "MPI_Comm_size"));
+    DT_TRY(dt_mpi_check(MPI_Comm_rank(c->workers, &g->member), "MPI_Comm_rank"));
+    DT_TRY(dt_mpi_check(MPI_Comm_size(c->workers, &g->members), "MPI_Comm_size"));
     DT_TRY(find_world_ranks(g));
-    size_t n = (size_t)g->size;
+    size_t n = (size_t)g->members;
     DT_TRY(dt_alloc_bytes((void **)&g->seen, n * sizeof(long), "stall inspector"));
     DT_TRY(dt_alloc_bytes((void **)&g->inbox, n * sizeof(long), "stall inspector"));
     DT_TRY(dt_alloc_bytes((void **)&g->heard, n * sizeof(double), "stall inspector"));
     DT_TRY(dt_alloc_bytes((void **)&g->recv, n * sizeof(MPI_Request), "stall inspector"));
     DT_TRY(dt_alloc_bytes((void **)&g->send, n * sizeof(MPI_Request), "stall inspector"));
-    for (int r = 0; r < g->size; r++) {
+    for (int r = 0; r < g->members; r++) {
         g->seen[r] = -1;
         g->recv[r] = g->send[r] = MPI_REQUEST_NULL;
-        if (r != g->rank) DT_TRY(post_recv(g, r));
+        if (r != g->member) DT_TRY(post_recv(g, r));
     }
     return DT_OK;
 }
 
 void dt_group_free(dt_group *g) {
     if (g->recv) {
-        dt_cancel_requests(g->recv, g->size);
-        MPI_Waitall(g->size, g->send, MPI_STATUSES_IGNORE);
+        dt_cancel_requests(g->recv, g->members);
+        MPI_Waitall(g->members, g->send, MPI_STATUSES_IGNORE);
     }
     dt_free(g->seen);
     dt_free(g->inbox);
@@ -87,11 +87,11 @@ static dt_status announce(dt_group *g) {
     /* The previous announcements (8 bytes, eager) are long delivered, unless
      * a peer is stopped: then skip this heartbeat rather than block. */
     int done = 0;
-    DT_TRY(dt_mpi_check(MPI_Testall(g->size, g->send, &done, MPI_STATUSES_IGNORE), "MPI_Testall"));
+    DT_TRY(dt_mpi_check(MPI_Testall(g->members, g->send, &done, MPI_STATUSES_IGNORE), "MPI_Testall"));
     if (!done) return DT_OK;
     g->outbox = g->seq;
-    for (int r = 0; r < g->size; r++)
-        if (r != g->rank)
+    for (int r = 0; r < g->members; r++)
+        if (r != g->member)
             DT_TRY(dt_mpi_check(MPI_Isend(&g->outbox, 1, MPI_LONG, r, TAG_SEQ, g->comm.workers, &g->send[r]),
                                 "stall inspector (MPI_Isend)"));
     return drain(g);
@@ -100,10 +100,10 @@ static dt_status announce(dt_group *g) {
 dt_status dt_group_enter(dt_group *g, const char *what) {
     g->what = what;
     /* A new collective must be announced: wait for the last one to leave. */
-    DT_TRY(dt_mpi_check(MPI_Waitall(g->size, g->send, MPI_STATUSES_IGNORE), "MPI_Waitall"));
+    DT_TRY(dt_mpi_check(MPI_Waitall(g->members, g->send, MPI_STATUSES_IGNORE), "MPI_Waitall"));
     g->seq++;
-    g->seen[g->rank] = g->seq;
-    g->heard[g->rank] = dt_now();
+    g->seen[g->member] = g->seq;
+    g->heard[g->member] = dt_now();
     return announce(g);
 }
 
@@ -113,8 +113,8 @@ static void on_stall(void *arg, double waited, int report, char *line, size_t ca
     char missing[256] = "";
     size_t used = 0;
     double now = dt_now(), silent = g->stall->report > 0 ? g->stall->report : g->stall->abort;
-    for (int r = 0; r < g->size; r++)
-        if (r != g->rank && (g->seen[r] < g->seq || now - g->heard[r] > silent))
+    for (int r = 0; r < g->members; r++)
+        if (r != g->member && (g->seen[r] < g->seq || now - g->heard[r] > silent))
             dt_comm_name_rank(&g->comm, g->world_rank[r], missing, sizeof missing, &used);
     snprintf(line, cap, "dtrain: rank %d: %s has waited %.0f s; ranks that have not reached it: %s", g->comm.rank,
              g->what, waited, missing[0] ? missing : "(none known: a message is slow)");
@@ -164,7 +164,7 @@ dt_status dt_group_average_state(dt_group *g, dt_net *net) {
                                        g->comm.workers, &req),
                         "layer-state allreduce"));
     DT_TRY(dt_group_wait(g, &req, 1));
-    for (size_t i = 0; i < net->nstate; i++) net->state[i] /= (float)g->size;
+    for (size_t i = 0; i < net->nstate; i++) net->state[i] /= (float)g->members;
     return DT_OK;
 }
 

@@ -21,15 +21,17 @@ enum { DT_GROUP_PENDING_MAX = 4 };
 typedef struct {
     dt_comm comm;       /* world layout; collectives run on comm.workers */
     const dt_stall *stall; /* the run's (outlives the group) */
-    int rank, size;     /* in comm.workers */
-    int *world_rank;    /* (size) each member's rank in comm.world, for messages */
+    int member, members; /* this process's index among the group's members (the ranks of
+                            comm.workers: all workers, a host's, or one per host), and their
+                            count; not its rank in comm.world, which is world_rank[member] */
+    int *world_rank;    /* (members) each member's rank in comm.world, for messages */
     long seq;           /* collectives this worker has entered */
-    long *seen;         /* (size) latest count announced by each worker, -1 none */
-    double *heard;      /* (size) when each worker's last announcement arrived */
-    long *inbox;        /* (size) receive buffers */
+    long *seen;         /* (members) latest count announced by each worker, -1 none */
+    double *heard;      /* (members) when each worker's last announcement arrived */
+    long *inbox;        /* (members) receive buffers */
     long outbox;        /* send buffer of this worker's announcement */
-    MPI_Request *recv;  /* (size) one posted receive per peer */
-    MPI_Request *send;  /* (size) last announcement to each peer */
+    MPI_Request *recv;  /* (members) one posted receive per peer */
+    MPI_Request *send;  /* (members) last announcement to each peer */
     const char *what;   /* the collective being waited for (messages) */
     atomic_int hurry;   /* set by the owner while its trainer blocks on the group's waits */
     /* A sum started by dt_group_sum_start and not yet finished: its

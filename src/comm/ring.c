@@ -38,7 +38,7 @@ static int post_segments(dt_group *g, void *buf, size_t n, MPI_Datatype type, in
  * receive nrecv words from the left into recvbuf; waits for both. */
 static dt_status ring_step(dt_group *g, const void *sendbuf, size_t nsend, void *recvbuf, size_t nrecv,
                            MPI_Datatype type, int size) {
-    int w = g->size, right = (g->rank + 1) % w, left = (g->rank + w - 1) % w;
+    int w = g->members, right = (g->member + 1) % w, left = (g->member + w - 1) % w;
     MPI_Request req[2 * SEGMENTS_MAX];
     dt_status s = DT_OK;
     int n = post_segments(g, recvbuf, nrecv, type, size, left, 0, req, &s);
@@ -63,7 +63,7 @@ static float *chunk(float *x, size_t n, int w, int i, size_t *len) {
 static dt_status half_step(dt_group *g, size_t n, const float *sc, size_t slen, size_t rlen, float *tmp,
                            dt_gc_kind wire, uint16_t **in) {
     *in = (uint16_t *)tmp;
-    uint16_t *out = *in + dt_ring_scratch_floats(n, g->size);
+    uint16_t *out = *in + dt_ring_scratch_floats(n, g->members);
     dt_half_encode(wire, sc, out, slen);
     return ring_step(g, out, slen, *in, rlen, MPI_UINT16_T, sizeof(uint16_t));
 }
@@ -74,7 +74,7 @@ static dt_status half_step(dt_group *g, size_t n, const float *sc, size_t slen, 
 static dt_status reduce_step(dt_group *g, float *x, size_t n, int send, int recv, float *tmp, float scale,
                              int last, dt_gc_kind wire) {
     size_t slen, rlen;
-    float *sc = chunk(x, n, g->size, send, &slen), *rc = chunk(x, n, g->size, recv, &rlen);
+    float *sc = chunk(x, n, g->members, send, &slen), *rc = chunk(x, n, g->members, recv, &rlen);
     if (!dt_gc_is_half(wire)) {
         DT_TRY(ring_step(g, sc, slen, tmp, rlen, MPI_FLOAT, sizeof(float)));
         for (size_t i = 0; i < rlen; i++) rc[i] += tmp[i];
@@ -93,7 +93,7 @@ static dt_status reduce_step(dt_group *g, float *x, size_t n, int send, int recv
  * left's chunk `recv` received in place. */
 static dt_status gather_step(dt_group *g, float *x, size_t n, int send, int recv, float *tmp, dt_gc_kind wire) {
     size_t slen, rlen;
-    float *sc = chunk(x, n, g->size, send, &slen), *rc = chunk(x, n, g->size, recv, &rlen);
+    float *sc = chunk(x, n, g->members, send, &slen), *rc = chunk(x, n, g->members, recv, &rlen);
     if (!dt_gc_is_half(wire)) return ring_step(g, sc, slen, rc, rlen, MPI_FLOAT, sizeof(float));
     uint16_t *in;
     DT_TRY(half_step(g, n, sc, slen, rlen, tmp, wire, &in));
@@ -102,7 +102,7 @@ static dt_status gather_step(dt_group *g, float *x, size_t n, int send, int recv
 }
 
 dt_status dt_ring_allreduce(dt_group *g, float *x, size_t n, float *tmp, float scale, dt_gc_kind wire) {
-    int w = g->size, r = g->rank;
+    int w = g->members, r = g->member;
     if (w < 2) {
         for (size_t i = 0; i < n; i++) x[i] *= scale;
         return DT_OK;

@@ -25,14 +25,14 @@ dt_status dt_shm_create(dt_shm *s, dt_group *g, dt_group *cross, dt_gc_kind wire
     s->cross = cross;
     s->wire = wire;
     size_t nstate = (size_t)dt_optim_nslots(o) * n;
-    s->rank = g->rank;
-    s->size = g->size;
+    s->member = g->member;
+    s->members = g->members;
     s->n = n;
     s->stride = (n + 15) / 16 * 16;
-    double bytes = ((double)(s->size + 1) * (double)s->stride + (double)nstate) * sizeof(float);
+    double bytes = ((double)(s->members + 1) * (double)s->stride + (double)nstate) * sizeof(float);
     if (bytes > (double)PTRDIFF_MAX / 2)
         return dt_fail(DT_ERR_USAGE, "shared-memory allreduce: %zu parameters make too large a window", n);
-    MPI_Aint mine = s->rank == 0 ? (MPI_Aint)bytes : 0, size;
+    MPI_Aint mine = s->member == 0 ? (MPI_Aint)bytes : 0, size;
     int disp;
     void *base;
     DT_TRY(dt_mpi_check(MPI_Win_allocate_shared(mine, sizeof(float), MPI_INFO_NULL, g->comm.workers, &base, &s->win),
@@ -45,19 +45,19 @@ dt_status dt_shm_create(dt_shm *s, dt_group *g, dt_group *cross, dt_gc_kind wire
     DT_TRY(dt_mpi_check(MPI_Win_shared_query(s->win, 0, &size, &disp, &base), "MPI_Win_shared_query"));
     if ((double)size < bytes) return dt_fail(DT_ERR_INTERNAL, "shared gradient window smaller than asked");
     s->base = base;
-    s->params = s->base + (size_t)s->size * s->stride;
+    s->params = s->base + (size_t)s->members * s->stride;
     s->opt_state = s->params + s->stride;
     /* A passive epoch for the whole run: MPI_Win_sync orders the workers'
      * loads and stores around the barriers. */
     DT_TRY(dt_mpi_check(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win), "MPI_Win_lock_all"));
     s->locked = 1;
-    dt_shard_range(s->n, s->size, s->rank, &s->lo, &s->hi);
+    dt_shard_range(s->n, s->members, s->member, &s->lo, &s->hi);
     s->lo = dt_optim_align(o, s->lo);
     s->hi = dt_optim_align(o, s->hi);
     if (cross) /* + 1: a shard may be empty */
-        DT_TRY(dt_alloc_floats(&s->ring_tmp, dt_ring_scratch_floats(s->hi - s->lo, cross->size) + 1,
+        DT_TRY(dt_alloc_floats(&s->ring_tmp, dt_ring_scratch_floats(s->hi - s->lo, cross->members) + 1,
                                "hierarchical allreduce scratch"));
-    if (s->rank == 0) {
+    if (s->member == 0) {
         memcpy(s->params, params, sizeof(float) * n);
         memcpy(s->opt_state, opt_state, sizeof(float) * nstate);
     }
@@ -65,7 +65,7 @@ dt_status dt_shm_create(dt_shm *s, dt_group *g, dt_group *cross, dt_gc_kind wire
     return barrier(s, g);
 }
 
-float *dt_shm_slot(const dt_shm *s) { return s->base + (size_t)s->rank * s->stride; }
+float *dt_shm_slot(const dt_shm *s) { return s->base + (size_t)s->member * s->stride; }
 
 dt_status dt_shm_update(dt_shm *s, dt_group *g, float lr, float scale, long step) {
     snprintf(s->what, sizeof s->what, "shared-memory gradients of step %ld", step);
@@ -84,7 +84,7 @@ dt_status dt_shm_update(dt_shm *s, dt_group *g, float lr, float scale, long step
     for (size_t i0 = lo; i0 < hi; i0 += BLOCK) {
         size_t m = hi - i0 < BLOCK ? hi - i0 : BLOCK;
         memcpy(sum, s->base + i0, sizeof(float) * m);
-        for (int q = 1; q < s->size; q++) {
+        for (int q = 1; q < s->members; q++) {
             const float *x = s->base + (size_t)q * s->stride + i0;
             for (size_t i = 0; i < m; i++) sum[i] += x[i];
         }

@@ -47,7 +47,8 @@
 typedef struct {
     MPI_Win win;
     int have_win, locked;
-    int rank, size;      /* in the workers' communicator */
+    int member, members; /* this worker's index among the host's workers (its slot), and their
+                            count: dt_group's, copied */
     size_t n, stride;    /* floats per block, floats between blocks */
     float *base;         /* slot 0 */
     float *params;       /* (n) shared parameters */

@@ -45,8 +45,8 @@ struct dt_loader {
     float *fimg;     /* in_floats: (threads, fimg_floats) each thread's image as floats
                       * in [0, 1] and the evaluation transform's workspace */
     size_t fimg_floats;
-    int lo, hi;      /* eval: this rank's sample range [lo, hi) */
-    int steps;       /* batches per epoch on this rank */
+    int lo, hi;      /* eval: this worker's sample range [lo, hi) */
+    int steps;       /* batches per epoch on this worker */
     float *lut;      /* (C, 256): normalised value of each byte per channel, from the dataset's
                       * mean/std at create */
     uint32_t *perm;  /* (N) permutation of perm_epoch (training only); used by the builder only */
@@ -80,7 +80,7 @@ static void advance(int steps, int *epoch, int *step) {
 }
 
 /* Fisher-Yates from a stream that depends on (seed, epoch) only, so every
- * rank draws the same permutation. */
+ * worker draws the same permutation. */
 static void ensure_perm(dt_loader *l, int epoch) {
     if (l->perm_epoch == epoch) return;
     uint32_t n = (uint32_t)l->ds->n;
@@ -260,7 +260,7 @@ static dt_status build_sample(void *ctx, size_t i, int worker) {
     return DT_OK;
 }
 
-/* b <- the batch at (epoch, step) of this rank, per the sharding in data.h;
+/* b <- the batch at (epoch, step) of this worker, per the sharding in data.h;
  * a failure is kept in b (status and message) for the caller. */
 static void build(dt_loader *l, batch_buf *b, int epoch, int step) {
     b->epoch = epoch;
@@ -272,7 +272,7 @@ static void build(dt_loader *l, batch_buf *b, int epoch, int step) {
     size_t first, n = B;
     if (l->cfg.shuffle) {
         ensure_perm(l, epoch);
-        first = ((size_t)step * (size_t)l->cfg.world + (size_t)l->cfg.rank) * B;
+        first = ((size_t)step * (size_t)l->cfg.workers + (size_t)l->cfg.worker) * B;
     } else {
         first = (size_t)l->lo + (size_t)step * B;
         if ((size_t)l->hi - first < n) n = (size_t)l->hi - first;
@@ -343,8 +343,8 @@ static void stop_prefetch(dt_loader *l) {
 
 static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
     if (cfg->batch < 1) return dt_fail(DT_ERR_USAGE, "loader: batch size %d must be >= 1", cfg->batch);
-    if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
-        return dt_fail(DT_ERR_USAGE, "loader: rank %d of world %d is invalid", cfg->rank, cfg->world);
+    if (cfg->workers < 1 || cfg->worker < 0 || cfg->worker >= cfg->workers)
+        return dt_fail(DT_ERR_USAGE, "loader: worker %d of %d workers is invalid", cfg->worker, cfg->workers);
     if (!(cfg->erase >= 0 && cfg->erase <= 1))
         return dt_fail(DT_ERR_USAGE, "loader: random erasing's probability %g must be in [0, 1]", (double)cfg->erase);
     if (cfg->crop_pad < 0 || cfg->crop_pad > DT_DATA_MAX_DIM)
@@ -393,9 +393,9 @@ static dt_status check_cfg(const dt_dataset *ds, const dt_loader_cfg *cfg) {
                        "not floats");
     /* The loss relies on labels < classes (layer.h). */
     DT_TRY(dt_data_check_labels(ds->labels, (size_t)ds->n, ds->classes, "loader: dataset"));
-    if (cfg->shuffle && (int64_t)ds->n < (int64_t)cfg->batch * cfg->world)
-        return dt_fail(DT_ERR_USAGE, "loader: %d samples are fewer than one global batch of %d x %d ranks",
-                       ds->n, cfg->batch, cfg->world);
+    if (cfg->shuffle && (int64_t)ds->n < (int64_t)cfg->batch * cfg->workers)
+        return dt_fail(DT_ERR_USAGE, "loader: %d samples are fewer than one global batch of %d x %d workers",
+                       ds->n, cfg->batch, cfg->workers);
     return DT_OK;
 }
 
@@ -481,11 +481,11 @@ dt_status dt_loader_create(dt_loader **out, const dt_dataset *ds, const dt_loade
                    l->out.w != ds->shape.w;
     l->perm_epoch = -1;
     if (cfg->shuffle) {
-        l->steps = (int)(ds->n / ((int64_t)cfg->batch * cfg->world));
+        l->steps = (int)(ds->n / ((int64_t)cfg->batch * cfg->workers));
     } else {
-        /* 64-bit products: r * N overflows int for large N and many ranks. */
-        l->lo = (int)((int64_t)cfg->rank * ds->n / cfg->world);
-        l->hi = (int)((int64_t)(cfg->rank + 1) * ds->n / cfg->world);
+        /* 64-bit products: r * N overflows int for large N and many workers. */
+        l->lo = (int)((int64_t)cfg->worker * ds->n / cfg->workers);
+        l->hi = (int)((int64_t)(cfg->worker + 1) * ds->n / cfg->workers);
         l->steps = (int)(((int64_t)l->hi - l->lo + cfg->batch - 1) / cfg->batch);
     }
     dt_status s = alloc_buffers(l);

@@ -86,7 +86,7 @@ static void emit_conv(export_ctx *x, int i, const tensor *in) {
     const dt_layer *l = layer_of(x, i);
     const dt_layer_spec *s = &l->spec;
     int groups = dt_layer_groups(s);
-    int64_t wd[4] = {s->filters, l->in.c / groups, s->size, s->size}, bd[1] = {s->filters};
+    int64_t wd[4] = {s->conv.filters, l->in.c / groups, s->size, s->size}, bd[1] = {s->conv.filters};
     const char *args[3] = {as_4d(x, in[0]), param(x, i, "weight", wd, 4, l->w), NULL};
     int nargs = 2;
     if (l->nb) args[nargs++] = param(x, i, "bias", bd, 1, l->b);
@@ -123,7 +123,7 @@ static void emit_avgpool(export_ctx *x, int i, const tensor *in) {
 /* Gemm(A (batch, in), W (out, in), b) with transB: out = A W^T + b. */
 static void emit_dense(export_ctx *x, int i, const tensor *in) {
     const dt_layer *l = layer_of(x, i);
-    int64_t wd[2] = {l->spec.outputs, (int64_t)dt_shape_size(l->in)}, bd[1] = {l->spec.outputs};
+    int64_t wd[2] = {l->spec.dense.outputs, (int64_t)dt_shape_size(l->in)}, bd[1] = {l->spec.dense.outputs};
     const char *args[3] = {as_2d(x, in[0], NULL), param(x, i, "weight", wd, 2, l->w), NULL};
     int nargs = 2;
     if (l->nb) args[nargs++] = param(x, i, "bias", bd, 1, l->b);
@@ -138,7 +138,7 @@ static void emit_act(export_ctx *x, int i, const tensor *in) {
                                       [DT_ACT_LEAKY] = "LeakyRelu", [DT_ACT_TANH] = "Tanh",
                                       [DT_ACT_SIGMOID] = "Sigmoid"};
     const char *out = out_name(x, i);
-    if (l->spec.act == DT_ACT_RAMP) {
+    if (l->spec.act.fn == DT_ACT_RAMP) {
         /* 1.1 LeakyRelu(x, 1/11): 1.1 x above 0, 0.1 x below */
         const char *leaky = dt_onnx_name(x->m, "l%d_leaky", i), *k = dt_onnx_name(x->m, "l%d_gain", i);
         dt_onnx_attr_float(x->m, dt_onnx_node(x->m, "LeakyRelu", &in[0].name, 1, leaky), "alpha", 1.0f / 11.0f);
@@ -148,8 +148,8 @@ static void emit_act(export_ctx *x, int i, const tensor *in) {
         set_out(x, i, out, in[0].rank);
         return;
     }
-    void *n = dt_onnx_node(x->m, ops[l->spec.act], &in[0].name, 1, out);
-    if (l->spec.act == DT_ACT_LEAKY) dt_onnx_attr_float(x->m, n, "alpha", l->spec.leaky_slope);
+    void *n = dt_onnx_node(x->m, ops[l->spec.act.fn], &in[0].name, 1, out);
+    if (l->spec.act.fn == DT_ACT_LEAKY) dt_onnx_attr_float(x->m, n, "alpha", l->spec.act.slope);
     set_out(x, i, out, in[0].rank);
 }
 
@@ -162,10 +162,10 @@ static void emit_lrn(export_ctx *x, int i, const tensor *in) {
     const dt_layer_spec *s = &layer_of(x, i)->spec;
     const char *src = as_4d(x, in[0]), *out = out_name(x, i);
     void *n = dt_onnx_node(x->m, "LRN", &src, 1, out); /* the same formula as PyTorch's */
-    dt_onnx_attr_int(x->m, n, "size", s->lrn_size);
-    dt_onnx_attr_float(x->m, n, "alpha", s->lrn_alpha * (float)s->lrn_size); /* ONNX divides it by size */
-    dt_onnx_attr_float(x->m, n, "beta", s->lrn_beta);
-    dt_onnx_attr_float(x->m, n, "bias", s->lrn_k);
+    dt_onnx_attr_int(x->m, n, "size", s->lrn.size);
+    dt_onnx_attr_float(x->m, n, "alpha", s->lrn.alpha * (float)s->lrn.size); /* ONNX divides it by size */
+    dt_onnx_attr_float(x->m, n, "beta", s->lrn.beta);
+    dt_onnx_attr_float(x->m, n, "bias", s->lrn.k);
     set_out(x, i, out, 4);
 }
 
@@ -178,7 +178,7 @@ static void emit_batchnorm(export_ctx *x, int i, const tensor *in) {
                            param(x, i, "running_var", cd, 1, l->state + l->in.c)};
     const char *out = out_name(x, i);
     dt_onnx_attr_float(x->m, dt_onnx_node(x->m, "BatchNormalization", args, 5, out), "epsilon",
-                       l->spec.bn_eps);
+                       l->spec.bn.eps);
     set_out(x, i, out, in[0].rank);
 }
 
@@ -277,9 +277,9 @@ static void emit_crop(export_ctx *x, int i, const tensor *in) {
     const int64_t *vals[3] = {starts, ends, axes};
     for (int k = 0; k < 3; k++) dt_onnx_init_int64s(x->m, names[k], vals[k], 2);
     const char *out = out_name(x, i);
-    const char *window = l->spec.crop_noadjust ? out : dt_onnx_name(x->m, "l%d_window", i);
+    const char *window = l->spec.crop.noadjust ? out : dt_onnx_name(x->m, "l%d_window", i);
     dt_onnx_node(x->m, "Slice", (const char *[]){as_4d(x, in[0]), names[0], names[1], names[2]}, 4, window);
-    if (!l->spec.crop_noadjust) {
+    if (!l->spec.crop.noadjust) {
         int64_t one = 1;
         const char *two = dt_onnx_name(x->m, "l%d_two", i), *minus = dt_onnx_name(x->m, "l%d_minus_one", i);
         const char *scaled = dt_onnx_name(x->m, "l%d_scaled", i);
@@ -301,8 +301,8 @@ static void emit_reorg(export_ctx *x, int i, const tensor *in) {
     const dt_layer *l = layer_of(x, i);
     const dt_layer_spec *sp = &l->spec;
     const char *out = out_name(x, i);
-    if (sp->reorg_extra) {
-        int64_t pads[4] = {0, 0, 0, sp->reorg_extra};
+    if (sp->reorg.extra) {
+        int64_t pads[4] = {0, 0, 0, sp->reorg.extra};
         const char *p = dt_onnx_name(x->m, "l%d_pads", i);
         dt_onnx_init_int64s(x->m, p, pads, 4);
         dt_onnx_node(x->m, "Pad", (const char *[]){as_2d(x, in[0], NULL), p}, 2, out);
@@ -313,7 +313,7 @@ static void emit_reorg(export_ctx *x, int i, const tensor *in) {
     const int64_t a[6] = {0, c, h, s, w, s}, b[6] = {0, s, s, c, h, w};
     const int64_t to_b[6] = {0, 3, 5, 1, 2, 4}, to_a[6] = {0, 3, 4, 1, 5, 2};
     const int64_t o[4] = {0, l->out.c, l->out.h, l->out.w};
-    const int reverse = sp->reorg_reverse;
+    const int reverse = sp->reorg.reverse;
     const char *view = dt_onnx_name(x->m, "l%d_view", i), *shape = dt_onnx_name(x->m, "l%d_shape", i);
     const char *viewed = dt_onnx_name(x->m, "l%d_viewed", i), *moved = dt_onnx_name(x->m, "l%d_moved", i);
     dt_onnx_init_int64s(x->m, view, reverse ? b : a, 6);
@@ -336,7 +336,7 @@ static const emit_fn emitters[DT_LAYER_KIND_COUNT] = {
 
 /* What no operator sequence above expresses, as a reason; NULL if exportable. */
 static const char *unexportable(const dt_layer *l) {
-    if (l->spec.kind == DT_LAYER_SOFTMAX && l->spec.softmax_tree_nodes)
+    if (l->spec.kind == DT_LAYER_SOFTMAX && l->spec.softmax.tree_nodes)
         return "Darknet's hierarchical softmax (tree=) has no ONNX form here";
     int known = (unsigned)l->spec.kind < DT_LAYER_KIND_COUNT && emitters[l->spec.kind];
     return known ? NULL : "the exporter has no ONNX form for this kind yet";

@@ -11,9 +11,9 @@
 #include "layers/layer_keys.h"
 
 static dt_status act_setup(dt_layer *l) {
-    if ((int)l->spec.act < DT_ACT_LINEAR || l->spec.act >= DT_ACT_COUNT)
-        return dt_layer_config_error(l, "unknown activation %d", (int)l->spec.act);
-    if (l->spec.act == DT_ACT_LEAKY && !(isfinite(l->spec.leaky_slope)))
+    if ((int)l->spec.act.fn < DT_ACT_LINEAR || l->spec.act.fn >= DT_ACT_COUNT)
+        return dt_layer_config_error(l, "unknown activation %d", (int)l->spec.act.fn);
+    if (l->spec.act.fn == DT_ACT_LEAKY && !(isfinite(l->spec.act.slope)))
         return dt_layer_config_error(l, "leaky slope must be finite");
     return dt_layer_setup_same(l);
 }
@@ -22,8 +22,8 @@ static dt_status act_setup(dt_layer *l) {
 static void act_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
     (void)train, (void)ws;
     size_t n = dt_shape_size(l->in) * (size_t)batch;
-    float slope = l->spec.leaky_slope;
-    switch (l->spec.act) {
+    float slope = l->spec.act.slope;
+    switch (l->spec.act.fn) {
     case DT_ACT_LINEAR:
         dt_layer_copy(out, in, n);
         break;
@@ -57,8 +57,8 @@ static void act_backward(dt_layer *l, float *din, const float *dout, const float
     (void)ws;
     if (!din) return;
     size_t n = dt_shape_size(l->in) * (size_t)batch;
-    float slope = l->spec.leaky_slope;
-    switch (l->spec.act) {
+    float slope = l->spec.act.slope;
+    switch (l->spec.act.fn) {
     case DT_ACT_LINEAR:
         dt_layer_copy(din, dout, n);
         break;
@@ -87,8 +87,8 @@ static void act_backward(dt_layer *l, float *din, const float *dout, const float
 }
 
 static const dt_key_def act_keys[] = {
-    {"activation", DT_KEY_ENUM, DT_SPEC_KEY(act), 0, 0, 0, DT_KEY_REQUIRED, &dt_activation_choices},
-    {"slope", DT_KEY_FLOAT, DT_SPEC_KEY(leaky_slope), 0.1, 0, 1, 0, NULL},
+    {"activation", DT_KEY_ENUM, DT_SPEC_KEY(act.fn), 0, 0, 0, DT_KEY_REQUIRED, &dt_activation_choices},
+    {"slope", DT_KEY_FLOAT, DT_SPEC_KEY(act.slope), 0.1, 0, 1, 0, NULL},
     {0}};
 
 /* A folded ReLU runs nothing: its output is its input's buffer, in bf16

@@ -27,7 +27,7 @@
 #include "layers/layer_keys.h"
 
 static dt_status bn_setup(dt_layer *l) {
-    float m = l->spec.bn_momentum, eps = l->spec.bn_eps;
+    float m = l->spec.bn.momentum, eps = l->spec.bn.eps;
     if (!(m >= 0.0f && m <= 1.0f))
         return dt_layer_config_error(l, "momentum must be in [0, 1], got %g", (double)m);
     if (!(eps > 0.0f && isfinite(eps)))
@@ -62,10 +62,10 @@ static uint64_t bn_flops(const dt_layer *l) { return 2 * (uint64_t)dt_shape_size
  * scale). Both layouts' forwards share it. */
 static void bn_train_channel(dt_layer *l, int c, float mean, double sq, double count, float *scale, float *shift) {
     int C = l->in.c;
-    float *rmean = l->state, *rvar = l->state + C, m = l->spec.bn_momentum;
+    float *rmean = l->state, *rvar = l->state + C, m = l->spec.bn.momentum;
     double var = sq / count;
     l->saved[c] = mean;
-    l->saved[C + c] = (float)(1.0 / sqrt(var + l->spec.bn_eps));
+    l->saved[C + c] = (float)(1.0 / sqrt(var + l->spec.bn.eps));
     rmean[c] = (1.0f - m) * rmean[c] + m * mean;
     rvar[c] = (1.0f - m) * rvar[c] + m * (float)(count > 1 ? sq / (count - 1) : var);
     *scale = l->w[c] * l->saved[C + c];
@@ -75,7 +75,7 @@ static void bn_train_channel(dt_layer *l, int c, float mean, double sq, double c
 /* The same from the running statistics (evaluation). */
 static void bn_eval_channel(const dt_layer *l, int c, float *scale, float *shift) {
     const float *rmean = l->state, *rvar = l->state + l->in.c;
-    *scale = l->w[c] / sqrtf(rvar[c] + l->spec.bn_eps);
+    *scale = l->w[c] / sqrtf(rvar[c] + l->spec.bn.eps);
     *shift = l->b[c] - rmean[c] * *scale;
 }
 
@@ -416,8 +416,8 @@ static int bn_bf16_acts(const dt_layer *l) { return l->in_layout != DT_LAYOUT_NC
 
 /* Also the settings of the batch norm that batch_normalize=1 adds. */
 static const dt_key_def batchnorm_keys[] = {
-    {"momentum", DT_KEY_FLOAT, DT_SPEC_KEY(bn_momentum), 0.1, 0, 1, 0, NULL},
-    {"eps", DT_KEY_FLOAT, DT_SPEC_KEY(bn_eps), 1e-5, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
+    {"momentum", DT_KEY_FLOAT, DT_SPEC_KEY(bn.momentum), 0.1, 0, 1, 0, NULL},
+    {"eps", DT_KEY_FLOAT, DT_SPEC_KEY(bn.eps), 1e-5, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
     {0}};
 
 const dt_layer_ops dt_batchnorm_ops = {

@@ -84,7 +84,7 @@ static dt_status plan_build(bn_impl *d, bn_plan *p, const dt_layer *l, int batch
     DNNL_TRY(dnnl_memory_desc_init_by_tag(&stat, 1, cdims, dnnl_f32, dnnl_a));
     unsigned relu = l->relu_out ? (unsigned)dnnl_fuse_norm_relu : 0u;
     unsigned flags = (unsigned)dnnl_use_scale | (unsigned)dnnl_use_shift | relu;
-    float eps = l->spec.bn_eps;
+    float eps = l->spec.bn.eps;
     dnnl_batch_normalization_desc_t od;
     dnnl_primitive_desc_t train = NULL, pd = NULL;
     DNNL_TRY(dnnl_batch_normalization_forward_desc_init(&od, dnnl_forward_training, &data, eps, flags));
@@ -184,7 +184,7 @@ dt_status dt_bn_dnnl_forward(dt_layer *l, float *out, const float *in, int batch
     int n = train && p->mem[M_WS] ? 7 : 6;
     DT_TRY(run(d, p, train ? P_TRAIN : P_EVAL, n, args));
     if (!train) return DT_OK;
-    float *rmean = l->state, *rvar = l->state + C, m = l->spec.bn_momentum;
+    float *rmean = l->state, *rvar = l->state + C, m = l->spec.bn.momentum;
     double count = (double)batch * (double)l->in.h * (double)l->in.w;
     float unbias = count > 1 ? (float)(count / (count - 1)) : 1.0f;
     for (int c = 0; c < C; c++) {

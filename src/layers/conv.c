@@ -54,13 +54,13 @@ static dt_status conv_setup(dt_layer *l) {
     int oh, ow;
     if (l->spec.pad_extra) return dt_layer_config_error(l, "pad_extra is for [maxpool] only");
     DT_TRY(dt_layer_window_setup(l, &oh, &ow));
-    if (l->spec.filters < 1)
-        return dt_layer_config_error(l, "filters must be >= 1, got %d", l->spec.filters);
+    if (l->spec.conv.filters < 1)
+        return dt_layer_config_error(l, "filters must be >= 1, got %d", l->spec.conv.filters);
     int G = groups_of(l);
-    if (l->in.c % G || l->spec.filters % G)
+    if (l->in.c % G || l->spec.conv.filters % G)
         return dt_layer_config_error(l, "groups=%d must divide the %d input channels and the %d filters", G, l->in.c,
-                                     l->spec.filters);
-    l->out = (dt_shape){l->spec.filters, oh, ow};
+                                     l->spec.conv.filters);
+    l->out = (dt_shape){l->spec.conv.filters, oh, ow};
     DT_TRY(dt_layer_check_shape(l, l->out, "output"));
     size_t k2, kk;
     DT_TRY(dt_layer_mul(l, &k2, (size_t)l->spec.size, (size_t)l->spec.size, "kernel"));
@@ -69,8 +69,8 @@ static dt_status conv_setup(dt_layer *l) {
      * BLAS sizes and the im2col workspace (kk * OH*OW) cannot overflow. */
     if (kk > INT_MAX)
         return dt_layer_config_error(l, "kernel of %zu values per filter is too large", kk);
-    DT_TRY(dt_layer_mul(l, &l->nw, kk / (size_t)G, (size_t)l->spec.filters, "weight"));
-    l->nb = l->spec.no_bias ? 0 : (size_t)l->spec.filters;
+    DT_TRY(dt_layer_mul(l, &l->nw, kk / (size_t)G, (size_t)l->spec.conv.filters, "weight"));
+    l->nb = l->spec.no_bias ? 0 : (size_t)l->spec.conv.filters;
     l->nstate = 0;
     return DT_OK;
 }
@@ -307,8 +307,9 @@ static void conv_describe(const dt_layer *l, int batch, dt_dnnl_dims *g) {
 }
 
 int dt_layer_dnnl_winograd(const dt_layer *l) {
+    if (l->spec.kind != DT_LAYER_CONV) return 0;
     conv_dims d = dims_of(l);
-    return l->winograd && l->spec.kind == DT_LAYER_CONV && d.K == 3 && d.S == 1 && d.D == 1 && d.G == 1 &&
+    return l->winograd && d.K == 3 && d.S == 1 && d.D == 1 && d.G == 1 &&
            l->precision == DT_PRECISION_FP32 && l->in_layout == DT_LAYOUT_NCHW16C &&
            l->out_layout == DT_LAYOUT_NCHW16C;
 }
@@ -429,13 +430,13 @@ typedef struct {
 DT_OWN_FITS(conv_own_keys);
 
 static const dt_key_def conv_keys[] = {
-    {"filters", DT_KEY_INT, DT_SPEC_KEY(filters), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
+    {"filters", DT_KEY_INT, DT_SPEC_KEY(conv.filters), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
     {"size", DT_KEY_INT, DT_SPEC_KEY(size), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
     {"stride", DT_KEY_INT, DT_SPEC_KEY(stride), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
     {"pad", DT_KEY_INT, DT_OWN_KEY(conv_own_keys, pad_flag), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
     {"padding", DT_KEY_INT, DT_OWN_KEY(conv_own_keys, padding), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
-    {"groups", DT_KEY_INT, DT_SPEC_KEY(groups), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
-    {"dilation", DT_KEY_INT, DT_SPEC_KEY(dilation), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"groups", DT_KEY_INT, DT_SPEC_KEY(conv.groups), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"dilation", DT_KEY_INT, DT_SPEC_KEY(conv.dilation), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
     DT_FUSED_KEYS,
     {0}};
 
@@ -457,7 +458,7 @@ static dt_status conv_end_section(const dt_section *s, const dt_section_vals *v,
 }
 
 static int conv_weight_dims(const dt_layer *l, size_t dims[4]) {
-    dims[0] = (size_t)l->spec.filters;
+    dims[0] = (size_t)l->spec.conv.filters;
     dims[1] = (size_t)(l->in.c / groups_of(l));
     dims[2] = dims[3] = (size_t)l->spec.size;
     return 4;

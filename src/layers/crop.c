@@ -19,10 +19,10 @@
 
 static dt_status crop_setup(dt_layer *l) {
     DT_TRY(dt_layer_check_shape(l, l->in, "input"));
-    if (l->spec.crop_h < 1 || l->spec.crop_w < 1 || l->spec.crop_h > l->in.h || l->spec.crop_w > l->in.w)
-        return dt_layer_config_error(l, "crop of %dx%d does not fit the %dx%d input", l->spec.crop_h, l->spec.crop_w,
+    if (l->spec.crop.h < 1 || l->spec.crop.w < 1 || l->spec.crop.h > l->in.h || l->spec.crop.w > l->in.w)
+        return dt_layer_config_error(l, "crop of %dx%d does not fit the %dx%d input", l->spec.crop.h, l->spec.crop.w,
                                      l->in.h, l->in.w);
-    l->out = (dt_shape){l->in.c, l->spec.crop_h, l->spec.crop_w};
+    l->out = (dt_shape){l->in.c, l->spec.crop.h, l->spec.crop.w};
     l->nw = l->nb = l->nstate = 0;
     return DT_OK;
 }
@@ -32,20 +32,20 @@ static size_t crop_saved_floats(const dt_layer *l, int batch) {
     return 3 * (size_t)batch;
 }
 
-static float crop_scale(const dt_layer *l) { return l->spec.crop_noadjust ? 1.0f : 2.0f; }
+static float crop_scale(const dt_layer *l) { return l->spec.crop.noadjust ? 1.0f : 2.0f; }
 
 /* out (B, C, ch, cw) <- in (B, C, H, W) windows; saved (B, 3) <- dh, dw, flip. */
 static void crop_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
     (void)ws;
     const dt_shape is = l->in, os = l->out;
-    const float scale = crop_scale(l), shift = l->spec.crop_noadjust ? 0.0f : -1.0f;
+    const float scale = crop_scale(l), shift = l->spec.crop.noadjust ? 0.0f : -1.0f;
     for (int b = 0; b < batch; b++) {
         int dh = (is.h - os.h) / 2, dw = (is.w - os.w) / 2, flip = 0;
         if (train) {
             dt_rng r = dt_rng_seed(dt_hash3(l->seed, l->step, l->sample_base + (uint64_t)b));
             dh = (int)dt_rng_below(&r, (uint32_t)(is.h - os.h + 1));
             dw = (int)dt_rng_below(&r, (uint32_t)(is.w - os.w + 1));
-            flip = l->spec.crop_flip && (dt_rng_next(&r) >> 63);
+            flip = l->spec.crop.flip && (dt_rng_next(&r) >> 63);
         }
         float *sv = l->saved + 3 * (size_t)b;
         sv[0] = (float)dh, sv[1] = (float)dw, sv[2] = (float)flip;
@@ -53,7 +53,7 @@ static void crop_forward(dt_layer *l, float *out, const float *in, int batch, in
         dt_rng rs = dt_rng_seed(dt_hash3(l->seed ^ 0x5368696674ULL, l->step, l->sample_base + (uint64_t)b));
         for (int c = 0; c < os.c; c++) {
             float add = shift;
-            if (train && l->spec.crop_shift != 0) add += ((float)dt_rng_uniform(&rs) - 0.5f) * l->spec.crop_shift;
+            if (train && l->spec.crop.shift != 0) add += ((float)dt_rng_uniform(&rs) - 0.5f) * l->spec.crop.shift;
             for (int y = 0; y < os.h; y++) {
                 const float *row = in + (((size_t)b * (size_t)is.c + (size_t)c) * (size_t)is.h + (size_t)(y + dh)) *
                                             (size_t)is.w + (size_t)dw;
@@ -96,14 +96,14 @@ typedef struct {
 DT_OWN_FITS(crop_own_keys);
 
 static const dt_key_def crop_keys[] = {
-    {"crop_height", DT_KEY_INT, DT_SPEC_KEY(crop_h), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
-    {"crop_width", DT_KEY_INT, DT_SPEC_KEY(crop_w), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
-    {"flip", DT_KEY_INT, DT_SPEC_KEY(crop_flip), 0, 0, 1, 0, NULL},
-    {"noadjust", DT_KEY_INT, DT_SPEC_KEY(crop_noadjust), 0, 0, 1, 0, NULL},
+    {"crop_height", DT_KEY_INT, DT_SPEC_KEY(crop.h), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
+    {"crop_width", DT_KEY_INT, DT_SPEC_KEY(crop.w), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
+    {"flip", DT_KEY_INT, DT_SPEC_KEY(crop.flip), 0, 0, 1, 0, NULL},
+    {"noadjust", DT_KEY_INT, DT_SPEC_KEY(crop.noadjust), 0, 0, 1, 0, NULL},
     {"angle", DT_KEY_FLOAT, DT_OWN_KEY(crop_own_keys, angle), 0, -180, 180, 0, NULL},
     {"saturation", DT_KEY_FLOAT, DT_OWN_KEY(crop_own_keys, saturation), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
     {"exposure", DT_KEY_FLOAT, DT_OWN_KEY(crop_own_keys, exposure), 1, 0, 100, DT_KEY_LO_OPEN, NULL},
-    {"shift", DT_KEY_FLOAT, DT_SPEC_KEY(crop_shift), 0, -100, 100, 0, NULL},
+    {"shift", DT_KEY_FLOAT, DT_SPEC_KEY(crop.shift), 0, -100, 100, 0, NULL},
     {0}};
 
 static dt_status crop_end_section(const dt_section *s, const dt_section_vals *v, dt_layer_spec *layer) {

@@ -15,11 +15,11 @@
 
 static dt_status dense_setup(dt_layer *l) {
     DT_TRY(dt_layer_check_shape(l, l->in, "input"));
-    if (l->spec.outputs < 1)
-        return dt_layer_config_error(l, "output must be >= 1, got %d", l->spec.outputs);
-    l->out = (dt_shape){l->spec.outputs, 1, 1};
-    DT_TRY(dt_layer_mul(l, &l->nw, dt_shape_size(l->in), (size_t)l->spec.outputs, "weight"));
-    l->nb = l->spec.no_bias ? 0 : (size_t)l->spec.outputs;
+    if (l->spec.dense.outputs < 1)
+        return dt_layer_config_error(l, "output must be >= 1, got %d", l->spec.dense.outputs);
+    l->out = (dt_shape){l->spec.dense.outputs, 1, 1};
+    DT_TRY(dt_layer_mul(l, &l->nw, dt_shape_size(l->in), (size_t)l->spec.dense.outputs, "weight"));
+    l->nb = l->spec.no_bias ? 0 : (size_t)l->spec.dense.outputs;
     l->nstate = 0;
     return DT_OK;
 }
@@ -164,12 +164,12 @@ static void dense_backward_ref(dt_layer *l, float *din, const float *dout, const
 static uint64_t dense_flops(const dt_layer *l) { return 2ULL * l->nw; }
 
 static const dt_key_def dense_keys[] = {
-    {"output", DT_KEY_INT, DT_SPEC_KEY(outputs), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
+    {"output", DT_KEY_INT, DT_SPEC_KEY(dense.outputs), 0, 1, DT_KEY_DIM_MAX, DT_KEY_REQUIRED, NULL},
     DT_FUSED_KEYS,
     {0}};
 
 static int dense_weight_dims(const dt_layer *l, size_t dims[4]) {
-    dims[0] = (size_t)l->spec.outputs;
+    dims[0] = (size_t)l->spec.dense.outputs;
     dims[1] = dt_shape_size(l->in);
     return 2;
 }

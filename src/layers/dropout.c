@@ -11,7 +11,7 @@
 #include "layers/layer_keys.h"
 
 static dt_status dropout_setup(dt_layer *l) {
-    float p = l->spec.dropout_p;
+    float p = l->spec.dropout.p;
     if (!(p >= 0.0f && p < 1.0f))
         return dt_layer_config_error(l, "probability must be in [0, 1), got %g", (double)p);
     return dt_layer_setup_same(l);
@@ -30,9 +30,9 @@ static void dropout_forward(dt_layer *l, float *out, const float *in, int batch,
         if (out != in) memcpy(out, in, sizeof(float) * n);
         return;
     }
-    float scale = 1.0f / (1.0f - l->spec.dropout_p);
+    float scale = 1.0f / (1.0f - l->spec.dropout.p);
     /* Dropped iff u = (top 24 bits) / 2^24 < p, i.e. top 24 bits < ceil(p 2^24). */
-    uint64_t threshold = (uint64_t)ceil((double)l->spec.dropout_p * 16777216.0);
+    uint64_t threshold = (uint64_t)ceil((double)l->spec.dropout.p * 16777216.0);
     float *mask = l->saved;
     const uint64_t first = l->sample_base * dt_shape_size(l->in); /* element 0's index in the global batch */
     for (size_t i = 0; i < n; i++) {
@@ -51,7 +51,7 @@ static void dropout_backward(dt_layer *l, float *din, const float *dout, const f
 }
 
 static const dt_key_def dropout_keys[] = {
-    {"probability", DT_KEY_FLOAT, DT_SPEC_KEY(dropout_p), 0.5, 0, 1, DT_KEY_HI_OPEN, NULL},
+    {"probability", DT_KEY_FLOAT, DT_SPEC_KEY(dropout.p), 0.5, 0, 1, DT_KEY_HI_OPEN, NULL},
     {0}};
 
 const dt_layer_ops dt_dropout_ops = {

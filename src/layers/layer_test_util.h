@@ -80,7 +80,7 @@ static inline dt_layer_spec tl_spec(dt_layer_kind kind) {
 
 static inline dt_layer_spec tl_conv(int filters, int size, int stride, int pad) {
     dt_layer_spec s = tl_spec(DT_LAYER_CONV);
-    s.filters = filters, s.size = size, s.stride = stride, s.pad = pad;
+    s.conv.filters = filters, s.size = size, s.stride = stride, s.pad = pad;
     return s;
 }
 

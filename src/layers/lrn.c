@@ -19,10 +19,10 @@
 
 static dt_status lrn_setup(dt_layer *l) {
     const dt_layer_spec *s = &l->spec;
-    if (s->lrn_size < 1 || s->lrn_size % 2 == 0)
-        return dt_layer_config_error(l, "size must be odd and >= 1, got %d", s->lrn_size);
-    if (!(s->lrn_alpha >= 0 && s->lrn_beta >= 0 && s->lrn_k > 0 && isfinite(s->lrn_alpha) &&
-          isfinite(s->lrn_beta) && isfinite(s->lrn_k)))
+    if (s->lrn.size < 1 || s->lrn.size % 2 == 0)
+        return dt_layer_config_error(l, "size must be odd and >= 1, got %d", s->lrn.size);
+    if (!(s->lrn.alpha >= 0 && s->lrn.beta >= 0 && s->lrn.k > 0 && isfinite(s->lrn.alpha) &&
+          isfinite(s->lrn.beta) && isfinite(s->lrn.k)))
         return dt_layer_config_error(l, "alpha and beta must be >= 0 and kappa > 0 (finite)");
     return dt_layer_setup_same(l);
 }
@@ -37,7 +37,7 @@ static size_t lrn_workspace_floats(const dt_layer *l, int batch) {
 }
 
 static uint64_t lrn_flops(const dt_layer *l) {
-    return dt_shape_size(l->in) * (uint64_t)(l->spec.lrn_size + 4);
+    return dt_shape_size(l->in) * (uint64_t)(l->spec.lrn.size + 4);
 }
 
 /* dst (hw) = sum of src planes (C, hw) over the channel window of c. */
@@ -53,10 +53,10 @@ static void window_sum(float *dst, const float *src, int c, int C, int half, siz
 /* out (B, C, H, W) <- in (B, C, H, W). */
 static void lrn_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
     (void)train;
-    int C = l->in.c, half = l->spec.lrn_size / 2;
+    int C = l->in.c, half = l->spec.lrn.size / 2;
     size_t hw = (size_t)l->in.h * l->in.w, n = dt_shape_size(l->in);
-    float alpha = l->spec.lrn_alpha, beta = l->spec.lrn_beta;
-    float k = l->spec.lrn_k;
+    float alpha = l->spec.lrn.alpha, beta = l->spec.lrn.beta;
+    float k = l->spec.lrn.k;
     for (int b = 0; b < batch; b++) {
         const float *a = in + (size_t)b * n;
         float *y = out + (size_t)b * n;
@@ -80,9 +80,9 @@ static void lrn_forward(dt_layer *l, float *out, const float *in, int batch, int
 static void lrn_backward(dt_layer *l, float *din, const float *dout, const float *in,
                          const float *out, int batch, float *ws) {
     if (!din) return;
-    int C = l->in.c, half = l->spec.lrn_size / 2;
+    int C = l->in.c, half = l->spec.lrn.size / 2;
     size_t hw = (size_t)l->in.h * l->in.w, n = dt_shape_size(l->in);
-    float coef = 2.0f * l->spec.lrn_alpha * l->spec.lrn_beta;
+    float coef = 2.0f * l->spec.lrn.alpha * l->spec.lrn.beta;
     for (int b = 0; b < batch; b++) {
         size_t off = (size_t)b * n;
         const float *a = in + off, *dy = dout + off, *y = out + off;
@@ -98,10 +98,10 @@ static void lrn_backward(dt_layer *l, float *din, const float *dout, const float
 }
 
 static const dt_key_def lrn_keys[] = {
-    {"size", DT_KEY_INT, DT_SPEC_KEY(lrn_size), 5, 1, DT_KEY_DIM_MAX, 0, NULL},
-    {"alpha", DT_KEY_FLOAT, DT_SPEC_KEY(lrn_alpha), 1e-4, 0, INFINITY, 0, NULL},
-    {"beta", DT_KEY_FLOAT, DT_SPEC_KEY(lrn_beta), 0.75, 0, INFINITY, 0, NULL},
-    {"kappa", DT_KEY_FLOAT, DT_SPEC_KEY(lrn_k), 1.0, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
+    {"size", DT_KEY_INT, DT_SPEC_KEY(lrn.size), 5, 1, DT_KEY_DIM_MAX, 0, NULL},
+    {"alpha", DT_KEY_FLOAT, DT_SPEC_KEY(lrn.alpha), 1e-4, 0, INFINITY, 0, NULL},
+    {"beta", DT_KEY_FLOAT, DT_SPEC_KEY(lrn.beta), 0.75, 0, INFINITY, 0, NULL},
+    {"kappa", DT_KEY_FLOAT, DT_SPEC_KEY(lrn.k), 1.0, 0, INFINITY, DT_KEY_LO_OPEN, NULL},
     {0}};
 
 const dt_layer_ops dt_lrn_ops = {

@@ -20,14 +20,14 @@ static dt_status reorg_setup(dt_layer *l) {
     const dt_shape in = l->in;
     const int s = l->spec.stride, s2 = s * s;
     l->nw = l->nb = l->nstate = 0;
-    if (l->spec.reorg_extra) {
-        l->out = (dt_shape){(int)dt_shape_size(in) + l->spec.reorg_extra, 1, 1};
+    if (l->spec.reorg.extra) {
+        l->out = (dt_shape){(int)dt_shape_size(in) + l->spec.reorg.extra, 1, 1};
         return dt_layer_check_shape(l, l->out, "output");
     }
     if (in.c % s2)
         return dt_layer_config_error(l, "stride %d needs input channels divisible by %d (stride squared), got %d",
                                      s, s2, in.c);
-    if (l->spec.reorg_reverse) {
+    if (l->spec.reorg.reverse) {
         l->out = (dt_shape){in.c / s2, in.h * s, in.w * s};
         return dt_layer_check_shape(l, l->out, "output");
     }
@@ -69,14 +69,14 @@ static void permute(const dt_layer *l, float *dst, const float *src, int batch, 
 static void reorg_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
     (void)train, (void)ws;
     const size_t n = dt_shape_size(l->in), m = dt_shape_size(l->out);
-    if (l->spec.reorg_extra) {
+    if (l->spec.reorg.extra) {
         for (int b = 0; b < batch; b++) {
             memcpy(out + (size_t)b * m, in + (size_t)b * n, sizeof(float) * n);
             memset(out + (size_t)b * m + n, 0, sizeof(float) * (m - n));
         }
         return;
     }
-    permute(l, out, in, batch, !l->spec.reorg_reverse);
+    permute(l, out, in, batch, !l->spec.reorg.reverse);
 }
 
 /* din (B, C, H, W) <- dout (B, out) through the inverse permutation (extra:
@@ -86,11 +86,11 @@ static void reorg_backward(dt_layer *l, float *din, const float *dout, const flo
     (void)in, (void)out, (void)ws;
     if (!din) return;
     const size_t n = dt_shape_size(l->in), m = dt_shape_size(l->out);
-    if (l->spec.reorg_extra) {
+    if (l->spec.reorg.extra) {
         for (int b = 0; b < batch; b++) memcpy(din + (size_t)b * n, dout + (size_t)b * m, sizeof(float) * n);
         return;
     }
-    permute(l, din, dout, batch, l->spec.reorg_reverse);
+    permute(l, din, dout, batch, l->spec.reorg.reverse);
 }
 
 /* ---- model-file keys ---------------------------------------------------- */
@@ -104,8 +104,8 @@ DT_OWN_FITS(reorg_own_keys);
 
 static const dt_key_def reorg_keys[] = {
     {"stride", DT_KEY_INT, DT_SPEC_KEY(stride), 1, 1, DT_KEY_DIM_MAX, 0, NULL},
-    {"reverse", DT_KEY_INT, DT_SPEC_KEY(reorg_reverse), 0, 0, 1, 0, NULL},
-    {"extra", DT_KEY_INT, DT_SPEC_KEY(reorg_extra), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
+    {"reverse", DT_KEY_INT, DT_SPEC_KEY(reorg.reverse), 0, 0, 1, 0, NULL},
+    {"extra", DT_KEY_INT, DT_SPEC_KEY(reorg.extra), 0, 0, DT_KEY_DIM_MAX, 0, NULL},
     {"flatten", DT_KEY_INT, DT_OWN_KEY(reorg_own_keys, flatten), 0, 0, 1, 0, NULL},
     {0}};
 

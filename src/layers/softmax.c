@@ -17,9 +17,9 @@
 #include "layers/layer_keys.h"
 
 static dt_status softmax_setup(dt_layer *l) {
-    if (l->spec.softmax_tree_nodes && (size_t)l->spec.softmax_tree_nodes != dt_shape_size(l->in))
+    if (l->spec.softmax.tree_nodes && (size_t)l->spec.softmax.tree_nodes != dt_shape_size(l->in))
         return dt_layer_config_error(l, "tree= has %d nodes, the softmax %zu inputs: they must be equal",
-                                     l->spec.softmax_tree_nodes, dt_shape_size(l->in));
+                                     l->spec.softmax.tree_nodes, dt_shape_size(l->in));
     return dt_layer_setup_same(l);
 }
 
@@ -83,7 +83,7 @@ DT_OWN_FITS(softmax_own_keys);
 
 static const dt_key_def softmax_keys[] = {
     {"groups", DT_KEY_INT, DT_OWN_KEY(softmax_own_keys, groups), 1, 1, 1, 0, NULL},
-    {"temperature", DT_KEY_FLOAT, DT_SPEC_KEY(softmax_temp), 1, 0, 1e6, DT_KEY_LO_OPEN, NULL},
+    {"temperature", DT_KEY_FLOAT, DT_SPEC_KEY(softmax.temp), 1, 0, 1e6, DT_KEY_LO_OPEN, NULL},
     {"tree", DT_KEY_PATH, 0, 0, 0, 0, 0, NULL},
     {0}};
 
@@ -110,7 +110,7 @@ static dt_status read_tree(const dt_section *s, const char *path, dt_layer_spec 
     }
     fclose(f);
     if (st == DT_OK && !nodes) st = dt_section_error(s, line, "tree=%s: no nodes", path);
-    layer->softmax_tree_nodes = nodes, layer->softmax_tree_groups = groups;
+    layer->softmax.tree_nodes = nodes, layer->softmax.tree_groups = groups;
     return st;
 }
 

@@ -453,15 +453,21 @@ static dt_status emit_layers(dt_section *p) {
     if (ops->end_section) DT_TRY(ops->end_section(p, v, &layer));
     layer.no_bias = v->batch_normalize;
     DT_TRY(push_layer(p, &layer));
+    /* memset, not an initialiser: the bytes of the spec's union past the
+     * kind's member are then zero too, so equal models compare equal byte
+     * for byte (fuzz_model's file-against-string check). */
+    dt_section_vals extra;
     if (v->batch_normalize) {
-        dt_section_vals bn = {.spec = {.kind = DT_LAYER_BATCHNORM, .line = p->sec_line}};
-        set_defaults(&bn, dt_layer_ops_of(DT_LAYER_BATCHNORM)->keys);
-        DT_TRY(push_layer(p, &bn.spec));
+        memset(&extra, 0, sizeof extra);
+        extra.spec.kind = DT_LAYER_BATCHNORM, extra.spec.line = p->sec_line;
+        set_defaults(&extra, dt_layer_ops_of(DT_LAYER_BATCHNORM)->keys);
+        DT_TRY(push_layer(p, &extra.spec));
     }
     if (v->fused_act != DT_ACT_LINEAR) {
-        dt_layer_spec act = {.kind = DT_LAYER_ACT, .act = v->fused_act, .leaky_slope = v->fused_slope,
-                             .line = p->sec_line};
-        DT_TRY(push_layer(p, &act));
+        memset(&extra, 0, sizeof extra);
+        extra.spec.kind = DT_LAYER_ACT, extra.spec.line = p->sec_line;
+        extra.spec.act.fn = v->fused_act, extra.spec.act.slope = v->fused_slope;
+        DT_TRY(push_layer(p, &extra.spec));
     }
     return DT_OK;
 }
@@ -473,7 +479,8 @@ static dt_status finish_cost(dt_section *p) {
     if (type == COST_SSE) return DT_OK;
     /* masked after a hierarchical softmax is its mask of the groups off the label's path (Darknet's
      * darknet9000.cfg): part of that softmax's loss, which dtrain refuses to train (dt_model_check_loss). */
-    if (type == COST_MASKED && p->m->layers[p->m->nlayers - 1].softmax_tree_nodes) return DT_OK;
+    const dt_layer_spec *last = &p->m->layers[p->m->nlayers - 1];
+    if (type == COST_MASKED && last->kind == DT_LAYER_SOFTMAX && last->softmax.tree_nodes) return DT_OK;
     return dt_section_error(p, dt_section_key_line(p, "type"),
                    "[cost] type=%s would train another loss; after [softmax] dtrain trains "
                    "softmax cross-entropy, which is Darknet's type=sse (the default) there",
@@ -693,10 +700,10 @@ static dt_status parse_text(dt_section *p, const char *text) {
 
 dt_status dt_model_check_loss(const dt_model_spec *m) {
     const dt_layer_spec *last = &m->layers[m->nlayers - 1];
-    if (last->kind == DT_LAYER_SOFTMAX && last->softmax_tree_nodes)
+    if (last->kind == DT_LAYER_SOFTMAX && last->softmax.tree_nodes)
         return dt_fail(DT_ERR_CONFIG, "%s:%d: [softmax] tree= is Darknet's hierarchical softmax (%d softmaxes over "
                        "%d nodes), which dtrain builds (info, predict --features) but does not train, evaluate or "
-                       "export", m->path, last->line, last->softmax_tree_groups, last->softmax_tree_nodes);
+                       "export", m->path, last->line, last->softmax.tree_groups, last->softmax.tree_nodes);
     if (last->kind == DT_LAYER_SOFTMAX) return DT_OK;
     return dt_fail(DT_ERR_CONFIG, "%s:%d: the net ends in [%s], not [softmax]: a feature extractor has no loss "
                    "layer to train or evaluate (info, export and predict --features take it)", m->path, last->line,

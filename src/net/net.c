@@ -125,7 +125,7 @@ static size_t plan_fusion(dt_net *net) {
     size_t saved = 0;
     for (int i = 1; i < net->nlayers; i++) {
         dt_layer *a = &net->layers[i], *l = &net->layers[a->spec.inputs[0] >= 0 ? a->spec.inputs[0] : i];
-        if (!(a->ops->caps & DT_LAYER_CAP_FOLDS) || a->spec.act != DT_ACT_RELU || a->spec.inputs[0] < 0 ||
+        if (!(a->ops->caps & DT_LAYER_CAP_FOLDS) || a->spec.act.fn != DT_ACT_RELU || a->spec.inputs[0] < 0 ||
             !l->ops->fuses_relu || l->relu_out || readers_of(net, a->spec.inputs[0]) != 1)
             continue;
         int from_layers = 1;
@@ -512,7 +512,7 @@ void dt_net_free(dt_net *net) {
 /* "fwd 3 convolutional" / "bwd 4 relu" on the trainer's track, from t0 to now. */
 static void layer_span(const dt_net *net, int i, dt_tl_cat cat, double t0) {
     const dt_layer *l = &net->layers[i];
-    const char *kind = l->spec.kind == DT_LAYER_ACT ? dt_activation_name(l->spec.act) : l->ops->name;
+    const char *kind = l->spec.kind == DT_LAYER_ACT ? dt_activation_name(l->spec.act.fn) : l->ops->name;
     char name[DT_TL_NAME_MAX];
     snprintf(name, sizeof name, "%s %d %s", cat == DT_TL_CAT_FORWARD ? "fwd" : "bwd", i, kind);
     dt_timeline_span(net->timeline, DT_TL_MAIN, cat, name, t0, dt_now(), NULL, 0);

@@ -54,7 +54,7 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, const dt_eval_cfg *c, d
     int features = net->classes == 0, from = features ? net->nlayers - 1 : head->spec.inputs[0];
     int width = features ? (int)dt_shape_size(head->out) : net->classes;
     int workers = c->workers > 0 ? c->workers : 1;
-    dt_loader_cfg cfg = {.batch = c->batch, .rank = c->worker, .world = workers, .threads = c->threads,
+    dt_loader_cfg cfg = {.batch = c->batch, .worker = c->worker, .workers = workers, .threads = c->threads,
                          .out = net->input};
     dt_loader *ld;
     DT_TRY(dt_loader_create(&ld, ds, &cfg));
@@ -132,7 +132,7 @@ static dt_status setup(dt_trainer *t) {
     DT_TRY(dt_trainset_load(&t->train_ds, &t->test_ds, spec, t->net->classes, o, &t->rep));
     const dt_dataset *d = t->train_ds;
     /* A step's batch: --accumulate passes of the net's batch each. */
-    dt_loader_cfg lc = {.batch = dt_model_step_batch(spec), .rank = o->worker, .world = o->workers, .seed = o->seed,
+    dt_loader_cfg lc = {.batch = dt_model_step_batch(spec), .worker = o->worker, .workers = o->workers, .seed = o->seed,
                         .shuffle = 1, .flip = spec->flip, .crop_pad = spec->crop_pad, .erase = spec->erase,
                         .augment = &spec->augment,
                         .out = spec->input,
