@@ -131,6 +131,8 @@ dt_layout dt_layout_native(void);
 
 /* Most inputs a layer takes (a [route] of up to this many layers). */
 #define DT_LAYER_MAX_INPUTS 8
+/* The longest tree= path a [softmax] keeps, with its NUL (the spec is copied whole: kept short). */
+#define DT_TREE_PATH_MAX 256
 
 /* Hyperparameters of one layer as the model file gives them. Fields that do
  * not apply to a kind are ignored by it. */
@@ -169,6 +171,8 @@ typedef struct {
     float softmax_temp;   /* softmax: probabilities of in / temperature (0 or 1: none) */
     int softmax_tree_nodes, softmax_tree_groups; /* softmax: Darknet's tree= (hierarchical softmax:
                              one per group of sibling nodes), its nodes and groups; 0: none */
+    char softmax_tree_path[DT_TREE_PATH_MAX]; /* softmax: tree='s file, resolved ("": none); the layer
+                             reads it (dtrain/softmax_tree.h) when the net is built */
     int reorg_reverse;    /* reorg: 1: depth to space (out C / s^2, H s, W s) */
     int reorg_extra;      /* reorg: > 0: the input flattened, then this many zeros */
     int line;             /* line of the section in the model file, for errors */

@@ -118,6 +118,7 @@ typedef struct {
     const path_list *paths;
     const dt_class_names *names; /* --data's, else the checkpoint's (n 0: print indices) */
     scored *prob;                /* (classes) one image's softmax, then sorted */
+    int probs;                   /* 1: the values handed on are probabilities already (tree=) */
     int top;                     /* classes shown per image */
     int at;                      /* images printed so far */
 } printer;
@@ -177,7 +178,11 @@ static dt_status take_logits(void *ctx, const float *logits, int n, int classes)
     }
     int k = pr->top < classes ? pr->top : classes;
     for (int i = 0; i < n; i++, pr->at++) {
-        softmax(pr->prob, logits + (size_t)i * (size_t)classes, classes);
+        const float *z = logits + (size_t)i * (size_t)classes;
+        if (pr->probs) /* a tree's leaf probabilities (dt_evaluate), as eval ranks them */
+            for (int c = 0; c < classes; c++) pr->prob[c].p = z[c], pr->prob[c].c = c;
+        else
+            softmax(pr->prob, z, classes);
         qsort(pr->prob, (size_t)classes, sizeof *pr->prob, by_probability);
         print_image(pr, pr->paths->p[pr->at], k);
     }
@@ -228,7 +233,7 @@ static dt_status predict_run(const predict_args *a) {
     dt_net *net = NULL;
     dt_class_names names = {0, NULL}, data_names = {0, NULL};
     dt_dataset *ds = NULL;
-    printer pr = {a, &paths, &names, NULL, a->top ? a->top : 5, 0};
+    printer pr = {a, &paths, &names, NULL, 0, a->top ? a->top : 5, 0};
     double acc, loss;
     char *valid = NULL; /* --data's valid= when it gives the images */
     dt_status s = a->data ? read_data_file(a, &data_names, &pr.top, &valid) : DT_OK;
@@ -250,6 +255,7 @@ static dt_status predict_run(const predict_args *a) {
         dt_data_normalise(ds, &spec);
         s = dt_check_input(&spec, ds, "the images");
     }
+    if (s == DT_OK) pr.probs = net->scores != NULL;
     if (s == DT_OK && !a->features)
         s = dt_alloc_bytes((void **)&pr.prob, sizeof *pr.prob * (size_t)net->classes, "predict");
     if (s == DT_OK)
