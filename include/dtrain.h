@@ -94,8 +94,9 @@ dtrain_status dtrain_model_shape(const dtrain_model *m, int *c, int *h, int *w, 
  * output shape and parameter count; any pointer may be NULL. */
 dtrain_status dtrain_model_layer(const dtrain_model *m, int i, char *kind, size_t cap, int *c, int *h, int *w,
                                  size_t *params);
-/* The outputs (n, outputs): probabilities of a classifier (its softmax),
- * the last layer's values of a feature extractor; x (n, C, H, W) of dtype
+/* The outputs (n, outputs): probabilities of a classifier (its softmax;
+ * with [softmax] tree= the leaves' probabilities, Darknet's
+ * hierarchy_predictions, inner nodes 0), the last layer's values of a feature extractor; x (n, C, H, W) of dtype
  * in the model's input shape, normalised as training normalises. */
 dtrain_status dtrain_model_predict(dtrain_model *m, const void *x, dtrain_dtype dtype, int n, float *out);
 /* Test accuracy and mean loss over x (n, C, H, W) with labels y (n), as

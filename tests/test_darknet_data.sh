@@ -156,9 +156,26 @@ expect 1 "^dtrain: typo.data:3: unknown key 'labls' \(did you mean labels\?\)" -
     "$DTRAIN" eval "$M" --data typo.data --weights bk/latest
 printf 'classes=4\nclasses=4\n' > dup.data
 expect 1 "^dtrain: dup.data:2: classes= given twice \(also on line 1\)$" -- "$DTRAIN" train "$M" --data dup.data
-printf 'classes=4\ntree=data/tree.txt\n' > tree.data
-expect 1 "^dtrain: tree.data:2: tree= \(Darknet's hierarchical softmax\) is not supported$" -- \
-    "$DTRAIN" train "$M" --data tree.data
+# tree= (Darknet's hierarchical softmax, imagenet9k.hierarchy's way): labels= names the tree's nodes in its
+# order, an image's label its node; two inner nodes that no path names. The net with [softmax] tree= learns
+# the 4 leaves; predict ranks the leaf probabilities as eval's accuracy does.
+printf 'mammal -1\nbird -1\ncat 0\ndog 0\ncow 0\nowl 1\n' > t.tree
+printf 'mammal\nbird\ncat\ndog\ncow\nowl\n' > tlabels.txt
+printf 'classes=6\ntrain=train.list\nvalid=valid.list\nlabels=tlabels.txt\ntree=t.tree\n' > tree.data
+sed -e 's/^output=4$/output=6/' -e 's|^\[softmax\]$|[softmax]\ntree=t.tree|' "$M" > t.cfg
+"$DTRAIN" train t.cfg --data tree.data --threads 1 --checkpoint t.ckpt > ttrain.out 2>&1
+check "tree= trains" test $? -eq 0 || tail -5 ttrain.out
+acc=$(grep -o '"test_accuracy":[0-9.]*' ttrain.out | tail -1 | cut -d: -f2)
+check "tree= learns the 4 leaves ($acc of 48)" awk "BEGIN {exit !($acc >= 0.9)}"
+"$DTRAIN" predict t.cfg --weights t.ckpt --data tree.data --top 1 --threads 1 > tpred.out 2>&1
+right=$(paste -d' ' - - < tpred.out | awk '{split($1, p, "/"); n++; r += (p[3] == $4)} END {printf "%.4f", r / n}')
+check "predict's top leaf agrees with eval ($right, $acc)" test "$right" = "$(printf %.4f "$acc")"
+echo "tree=: test accuracy $acc (chance 0.25), predict's top-1 right $right"
+check "predict gives a leaf's probability" grep -qE '^ +[0-9.]+%  [2-5] (cat|dog|cow|owl)$' tpred.out
+printf 'mammal\ncat\nbird\ndog\ncow\nowl\n' > tlabels2.txt
+sed 's/tlabels.txt/tlabels2.txt/' tree.data > tree2.data
+expect 1 "^dtrain: tree2.data: labels= tlabels2.txt line 2 is 'cat' but tree= t.tree node 1 is 'bird': dtrain takes the labels in the tree's order only$" -- \
+    "$DTRAIN" train t.cfg --data tree2.data
 printf 'train=train.list\n' > nocl.data
 expect 1 "^dtrain: nocl.data: no classes= \(the number of classes\)$" -- "$DTRAIN" train "$M" --data nocl.data
 expect 1 "^dtrain: absent.data: cannot open" -- "$DTRAIN" train "$M" --data absent.data

@@ -58,11 +58,10 @@ int main(void) {
     refused("classes=2\ntrain = \n", ":2: train= has no value");
     refused("classes=2\nvalid=a\nvalid=b\n", ":3: valid= given twice (also on line 2)");
     refused("classes=2\nname=n\n", ":2: unknown key 'name' (did you mean names?) (Darknet's classifier reads "
-                                   "classes, train, valid, labels, names, backup, top)");
+                                   "classes, train, valid, labels, names, backup, top, tree)");
     refused("classes=0\n", ":1: classes=0 is not a whole number in [1, 100000]");
     refused("classes=10x\n", ":1: classes=10x is not a whole number in [1, 100000]");
     refused("classes=3\ntop=0\n", ":2: top=0 is not a whole number in [1, 100000]");
-    refused("classes=3\ntree=t\n", ":2: tree= (Darknet's hierarchical softmax) is not supported");
     refused("classes=3\ntag=1\n", ":2: tag=1 (labels read from tag files) is not supported; labels= finds each "
                                   "image's label in its path");
     refused("train=t\n", ": no classes= (the number of classes)");

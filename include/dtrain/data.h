@@ -229,6 +229,8 @@ typedef struct {
     int classes;
     int top;        /* 0: not given */
     char *train, *valid, *labels, *names, *backup; /* NULL: not given */
+    char *tree;     /* Darknet's hierarchical softmax's tree file (NULL: not given): labels= must list
+                       its nodes' names in its order, an image's label being its node */
 } dt_darknet_data;
 
 dt_status dt_darknet_data_read(dt_darknet_data *d, const char *path);

@@ -133,6 +133,8 @@ dt_layout dt_layout_native(void);
 
 /* Most inputs a layer takes (a [route] of up to this many layers). */
 #define DT_LAYER_MAX_INPUTS 8
+/* The longest tree= path a [softmax] keeps, with its NUL (the spec is copied whole: kept short). */
+#define DT_TREE_PATH_MAX 256
 
 /* Each kind's own hyperparameters, as the model file gives them: one struct
  * per kind, the member of dt_layer_spec's union named after the kind (bn:
@@ -176,6 +178,8 @@ typedef struct {
     float temp;                  /* probabilities of in / temperature (0 or 1: none) */
     int tree_nodes, tree_groups; /* Darknet's tree= (hierarchical softmax: one per group of
                                     sibling nodes), its nodes and groups; 0: none */
+    char tree_path[DT_TREE_PATH_MAX]; /* tree='s file, resolved ("": none); the layer reads it
+                                         (dtrain/softmax_tree.h) when the net is built */
 } dt_softmax_spec;
 
 typedef struct {

@@ -83,6 +83,8 @@ typedef struct dt_net {
     int bwd_batch;
     dt_timeline *timeline;  /* each layer's training forward/backward span goes here (NULL: off) */
     void *blocks[5];        /* allocations behind act, gbuf, saved (freed at dt_net_free) */
+    float *scores;          /* (max_batch, classes) with a [softmax] tree= only: the last forward's
+                               leaf probabilities (dt_net_scores); NULL otherwise */
 } dt_net;
 
 /* Builds the layers of spec for batches up to max_batch, initialises the
@@ -153,7 +155,14 @@ dt_status dt_net_own_blocks(dt_net *net);
 dt_status dt_net_time_step(dt_net *net, const float *x, const dt_label *labels, int batch, double *fwd_s,
                            double *bwd_s);
 
-/* Samples among the last forward's batch whose argmax equals the label. */
+/* The last forward's class scores (batch, classes), what accuracy, top-k
+ * and predict rank: the softmax's probabilities; with [softmax] tree=
+ * Darknet's hierarchy_predictions over the leaves (a node's probability is
+ * its group's softmax times its parent's; inner nodes 0). */
+const float *dt_net_scores(const dt_net *net);
+
+/* Samples among the last forward's batch whose argmax of dt_net_scores
+ * equals the label. */
 int dt_net_count_correct(const dt_net *net, const dt_label *labels, int batch);
 
 /* Forward FLOPs of one sample (sum of the layers'). */

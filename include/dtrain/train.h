@@ -226,7 +226,9 @@ dt_status dt_resume_check_end(const char *from, long step, long total_steps);
 dt_status dt_resume_check(const dt_train_opts *o, const dt_net *net, long step_samples, long last_step);
 
 /* Receives each evaluated batch's logits (n, classes): the input of the
- * softmax layer, in this worker's dataset order; for a feature extractor
+ * softmax layer, in this worker's dataset order; for a hierarchical softmax
+ * ([softmax] tree=) its leaf probabilities (dt_net_scores) instead, which
+ * are what it ranks; for a feature extractor
  * (net->classes 0) its output (n, C H W) instead. */
 typedef dt_status (*dt_logits_fn)(void *ctx, const float *logits, int n, int classes);
 

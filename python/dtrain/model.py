@@ -186,7 +186,8 @@ class Model:
     # ---- inference ----
     def predict(self, x):
         """(n, classes) float32: the softmax's probabilities of each image
-        (a feature extractor: its last layer's values)."""
+        (with [softmax] tree=, the leaves' probabilities, inner nodes 0; a
+        feature extractor: its last layer's values)."""
         x, dtype = self._images(x)
         n = x.shape[0]
         out = np.empty((n, self.outputs), dtype=np.float32)

@@ -115,7 +115,8 @@ static dt_status take_outputs(void *ctx, const float *logits, int n, int width) 
     (void)logits; /* the softmax's output, not its input, is what predict returns */
     (void)width;
     predict_sink *p = ctx;
-    const float *o = dt_net_output(p->net, p->net->nlayers - 1, NULL);
+    /* A classifier's scores (with tree= the leaves' probabilities, as evaluate ranks them), else the output. */
+    const float *o = p->net->classes ? dt_net_scores(p->net) : dt_net_output(p->net, p->net->nlayers - 1, NULL);
     memcpy(p->out + p->done * p->width, o, sizeof(float) * (size_t)n * p->width);
     p->done += (size_t)n;
     return DT_OK;

@@ -8,6 +8,7 @@
 
 #include "data/internal.h"
 #include "dtrain/mem.h"
+#include "dtrain/softmax_tree.h"
 #include "dtrain/suggest.h"
 #include "dtrain/textfile.h"
 
@@ -19,7 +20,7 @@
  * which a classifier has no use for. */
 static const char *const unused_keys[] = {"eval", "map", "results", "leaves", "test"};
 
-static void darknet_data_zero(dt_darknet_data *d) { *d = (dt_darknet_data){NULL, 0, 0, NULL, NULL, NULL, NULL, NULL}; }
+static void darknet_data_zero(dt_darknet_data *d) { *d = (dt_darknet_data){0}; }
 
 void dt_darknet_data_free(dt_darknet_data *d) {
     free(d->path);
@@ -28,6 +29,7 @@ void dt_darknet_data_free(dt_darknet_data *d) {
     free(d->labels);
     free(d->names);
     free(d->backup);
+    free(d->tree);
     darknet_data_zero(d);
 }
 
@@ -55,7 +57,7 @@ static dt_status int_value(int *out, const char *v, int lo, int hi, const char *
 
 /* The keys read, in this order: two numbers, then the paths (slot order
  * in take_option). */
-static const char *const keys[] = {"classes", "top", "train", "valid", "labels", "names", "backup"};
+static const char *const keys[] = {"classes", "top", "train", "valid", "labels", "names", "backup", "tree"};
 enum { NKEYS = sizeof keys / sizeof *keys };
 
 /* One key=value line (stripped) into d; seen[k] the line key k was on. */
@@ -67,8 +69,6 @@ static dt_status take_option(dt_darknet_data *d, char *s, const char *file, int 
     if (!*v) return dt_fail(DT_ERR_FORMAT, "%s:%d: %s= has no value", file, line, s);
     for (size_t i = 0; i < sizeof unused_keys / sizeof *unused_keys; i++)
         if (strcmp(s, unused_keys[i]) == 0) return DT_OK;
-    if (strcmp(s, "tree") == 0)
-        return dt_fail(DT_ERR_FORMAT, "%s:%d: tree= (Darknet's hierarchical softmax) is not supported", file, line);
     if (strcmp(s, "tag") == 0)
         return strcmp(v, "0") == 0 ? DT_OK
                                    : dt_fail(DT_ERR_FORMAT, "%s:%d: tag=%s (labels read from tag files) is not "
@@ -81,14 +81,14 @@ static dt_status take_option(dt_darknet_data *d, char *s, const char *file, int 
         dt_suggest_init(&sg, s);
         for (int i = 0; i < NKEYS; i++) dt_suggest_offer(&sg, keys[i]);
         return dt_fail(DT_ERR_FORMAT, "%s:%d: unknown key '%s'%s (Darknet's classifier reads classes, train, valid, "
-                       "labels, names, backup, top)", file, line, s, dt_suggest_text(&sg, hint, sizeof hint));
+                       "labels, names, backup, top, tree)", file, line, s, dt_suggest_text(&sg, hint, sizeof hint));
     }
     if (seen[k])
         return dt_fail(DT_ERR_FORMAT, "%s:%d: %s= given twice (also on line %d)", file, line, s, seen[k]);
     seen[k] = line;
     if (k == 0) return int_value(&d->classes, v, 1, DT_DATA_MAX_CLASSES, file, line, s);
     if (k == 1) return int_value(&d->top, v, 1, DT_DATA_MAX_CLASSES, file, line, s);
-    char **slot[] = {&d->train, &d->valid, &d->labels, &d->names, &d->backup};
+    char **slot[] = {&d->train, &d->valid, &d->labels, &d->names, &d->backup, &d->tree};
     _Static_assert(sizeof slot / sizeof *slot == NKEYS - 2, "a slot for every path key");
     if (!(*slot[k - 2] = strdup(v))) return dt_fail(DT_ERR_NOMEM, "%s: out of memory", file);
     return DT_OK;
@@ -214,6 +214,25 @@ static dt_status read_labels(line_list *l, const dt_darknet_data *d) {
     return s;
 }
 
+/* tree=: Darknet's classifier takes an image's label index (its line in
+ * labels=) as its node in the tree (fill_hierarchy), so the simple case is
+ * taken: labels= names the tree's nodes in the tree's order. */
+static dt_status check_tree_labels(const line_list *l, const dt_darknet_data *d) {
+    dt_softmax_tree *t;
+    DT_TRY(dt_softmax_tree_read(&t, d->tree));
+    dt_status s = DT_OK;
+    if (t->n != l->n)
+        s = dt_fail(DT_ERR_FORMAT, "%s: tree= %s has %d nodes but labels= %s %d lines: each label must be a node",
+                    d->path, d->tree, t->n, d->labels, l->n);
+    for (int i = 0; s == DT_OK && i < l->n; i++)
+        if (strcmp(t->name[i], l->line[i]) != 0)
+            s = dt_fail(DT_ERR_FORMAT, "%s: labels= %s line %d is '%s' but tree= %s node %d is '%s': dtrain takes "
+                        "the labels in the tree's order only", d->path, d->labels, l->at[i], l->line[i], d->tree, i,
+                        t->name[i]);
+    dt_softmax_tree_free(t);
+    return s;
+}
+
 dt_status dt_dataset_load_darknet(dt_dataset **out, const dt_darknet_data *d, int train, dt_shape shape,
                                   const dt_folder_opts *o) {
     *out = NULL;
@@ -224,7 +243,8 @@ dt_status dt_dataset_load_darknet(dt_dataset **out, const dt_darknet_data *d, in
     dt_class_names names = {0, NULL};
     dt_label *y = NULL;
     DT_TRY(read_labels(&labels, d));
-    dt_status s = read_lines(&paths, list, key, d->path);
+    dt_status s = d->tree ? check_tree_labels(&labels, d) : DT_OK;
+    if (s == DT_OK) s = read_lines(&paths, list, key, d->path);
     if (s == DT_OK) s = dt_alloc_bytes((void **)&y, sizeof *y * (size_t)paths.n, "labels");
     for (int i = 0; s == DT_OK && i < paths.n; i++) {
         s = label_of(&y[i], paths.line[i], &labels, list, paths.at[i], d->labels);

@@ -98,6 +98,7 @@ typedef struct {
     const path_list *paths;
     const dt_class_names *names; /* --data's, else the checkpoint's (n 0: none) */
     dt_scored *prob;             /* (classes) one image's softmax, then sorted */
+    int probs;                   /* 1: the values handed on are probabilities already (tree=) */
     int top;                     /* classes given per image */
     int at;                      /* images done so far */
     dt_predict_fn fn;
@@ -130,7 +131,10 @@ static dt_status take_logits(void *ctx, const float *logits, int n, int classes)
             DT_TRY(r->fn(r->ctx, path, NULL, 0, z, classes, r->names));
             continue;
         }
-        softmax(r->prob, z, classes);
+        if (r->probs) /* a tree's leaf probabilities (dt_evaluate), as eval ranks them */
+            for (int c = 0; c < classes; c++) r->prob[c].p = z[c], r->prob[c].c = c;
+        else
+            softmax(r->prob, z, classes);
         qsort(r->prob, (size_t)classes, sizeof *r->prob, by_probability);
         DT_TRY(r->fn(r->ctx, path, r->prob, k, NULL, 0, r->names));
     }
@@ -175,6 +179,7 @@ static dt_status run_images(dt_net *net, const dt_model_spec *spec, const path_l
                                       dt_data_load_shape(spec, DT_DATASET_FOLDER), spec->eval_resize,
                                       net->classes ? net->classes : 1);
     if (s == DT_OK) s = dt_infer_data(ds, spec, "the images");
+    r->probs = net->scores != NULL;
     if (s == DT_OK && !r->a->features)
         s = dt_alloc_bytes((void **)&r->prob, sizeof *r->prob * (size_t)net->classes, "predict");
     if (s == DT_OK)
@@ -193,7 +198,7 @@ dt_status dt_infer_predict(const dt_predict_args *a, dt_predict_fn fn, void *ctx
     dt_net *net = NULL;
     dt_class_names names = {0, NULL}, data_names = {0, NULL};
     dt_ckpt_meta meta;
-    ranker r = {a, &paths, &names, NULL, a->top ? a->top : 5, 0, fn, ctx};
+    ranker r = {a, &paths, &names, NULL, 0, a->top ? a->top : 5, 0, fn, ctx};
     char *valid = NULL; /* --data's valid= when it gives the images */
     dt_status s = a->data ? read_data_file(a, &data_names, &r.top, &valid) : DT_OK;
     if (s == DT_OK) s = gather(&paths, a->inputs, a->ninputs, valid ? valid : a->list);

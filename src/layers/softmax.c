@@ -1,34 +1,62 @@
 /* [softmax]: probabilities over the C = c*h*w values of each sample (the
  * input flattened), out (B, C) = exp((x - max) / T) / sum exp((x - max) / T)
  * with Darknet's temperature T (1 unless temperature= says). With tree=
- * (Darknet's hierarchical softmax: a softmax per group of sibling nodes)
- * the net builds, but train, eval and predict's classes refuse it
- * (dt_model_check_loss), so this flat softmax never stands in for it. It is the
- * last layer and is trained with cross-entropy: dt_softmax_xent_loss gives
- * the gradient with respect to the logits directly, so backward passes its
- * incoming gradient through unchanged (it treats dout as d loss / d logits). */
-#include <errno.h>
+ * (Darknet's hierarchical softmax) it is one such softmax per group of
+ * sibling nodes of the tree, which the layer reads when the net is built
+ * and keeps in l->impl (dtrain/softmax_tree.h). It is the last layer and is
+ * trained with cross-entropy: dt_softmax_xent_loss (or, with a tree,
+ * dt_softmax_tree_loss) gives the gradient with respect to the logits
+ * directly, so backward passes its incoming gradient through unchanged (it
+ * treats dout as d loss / d logits). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "dtrain/softmax_tree.h"
 #include "layers/layer_impl.h"
 #include "layers/layer_keys.h"
 
+/* With tree=, reads the tree into l->impl (freed by softmax_destroy). */
 static dt_status softmax_setup(dt_layer *l) {
-    if (l->spec.softmax.tree_nodes && (size_t)l->spec.softmax.tree_nodes != dt_shape_size(l->in))
+    const dt_layer_spec *sp = &l->spec;
+    if (sp->softmax.tree_nodes && (size_t)sp->softmax.tree_nodes != dt_shape_size(l->in))
         return dt_layer_config_error(l, "tree= has %d nodes, the softmax %zu inputs: they must be equal",
-                                     l->spec.softmax.tree_nodes, dt_shape_size(l->in));
+                                     sp->softmax.tree_nodes, dt_shape_size(l->in));
+    if (sp->softmax.tree_nodes && !l->impl) {
+        dt_softmax_tree *t;
+        if (dt_softmax_tree_read(&t, sp->softmax.tree_path) != DT_OK) {
+            char why[512]; /* dt_fail writes the buffer dt_last_error reads */
+            snprintf(why, sizeof why, "%s", dt_last_error());
+            return dt_layer_config_error(l, "tree=: %s", why);
+        }
+        l->impl = t;
+        if (t->n != sp->softmax.tree_nodes)
+            return dt_layer_config_error(l, "tree=%s has %d nodes now, %d when the model file was read",
+                                         sp->softmax.tree_path, t->n, sp->softmax.tree_nodes);
+    }
     return dt_layer_setup_same(l);
+}
+
+static void softmax_destroy(dt_layer *l) {
+    dt_softmax_tree_free(l->impl);
+    l->impl = NULL;
+}
+
+const dt_softmax_tree *dt_softmax_tree_of(const dt_layer *l) {
+    return l->spec.kind == DT_LAYER_SOFTMAX ? l->impl : NULL;
 }
 
 static uint64_t softmax_flops(const dt_layer *l) { return 3 * (uint64_t)dt_shape_size(l->in); }
 
-/* out (B, C) <- softmax of in (B, C) per row. */
+/* out (B, C) <- softmax of in (B, C) per row, or per group of the tree's nodes. */
 static void softmax_forward(dt_layer *l, float *out, const float *in, int batch, int train,
                             float *ws) {
     (void)train, (void)ws;
+    if (l->impl) {
+        dt_softmax_tree_forward(l->impl, out, in, batch, dt_softmax_temperature(&l->spec));
+        return;
+    }
     size_t C = dt_shape_size(l->in);
     const float inv_t = 1.0f / dt_softmax_temperature(&l->spec);
     for (int b = 0; b < batch; b++) {
@@ -87,37 +115,32 @@ static const dt_key_def softmax_keys[] = {
     {"tree", DT_KEY_PATH, 0, 0, 0, 0, 0, NULL},
     {0}};
 
-/* tree=: Darknet's tree file (read_tree in its src/tree.c), one node a line,
- * "NAME PARENT" (PARENT a node before it, or -1); a group is a run of
- * consecutive lines of one parent, and Darknet's softmax runs over each
- * group. Counts the nodes and groups into the spec. */
-static dt_status read_tree(const dt_section *s, const char *path, dt_layer_spec *layer) {
+/* tree=: Darknet's tree file, read here for its errors (naming the model
+ * file's line) and counts; its path is kept for the layer's setup. */
+static dt_status check_tree(const dt_section *s, const char *path, dt_layer_spec *layer) {
     int line = dt_section_key_line(s, "tree");
-    FILE *f = fopen(path, "r");
-    if (!f) return dt_section_error(s, line, "tree=%s: cannot open: %s", path, strerror(errno));
-    char buf[1024], name[256];
-    int nodes = 0, groups = 0, last = -2, parent;
-    dt_status st = DT_OK;
-    while (st == DT_OK && fgets(buf, sizeof buf, f)) {
-        if (sscanf(buf, "%255s %d", name, &parent) != 2 || parent < -1 || parent >= nodes)
-            st = dt_section_error(s, line, "tree=%s: line %d is not \"NAME PARENT\" with PARENT -1 or an earlier "
-                                  "line's node", path, nodes + 1);
-        else if (nodes == DT_KEY_DIM_MAX)
-            st = dt_section_error(s, line, "tree=%s: more than %d nodes", path, DT_KEY_DIM_MAX);
-        groups += parent != last;
-        last = parent;
-        nodes++;
+    if (strlen(path) >= sizeof layer->softmax.tree_path)
+        return dt_section_error(s, line, "tree=%s: a path of at most %d characters, please", path,
+                                DT_TREE_PATH_MAX - 1);
+    dt_softmax_tree *t;
+    if (dt_softmax_tree_read(&t, path) != DT_OK) {
+        char why[512]; /* dt_fail writes the buffer dt_last_error reads */
+        snprintf(why, sizeof why, "%s", dt_last_error());
+        return dt_section_error(s, line, "tree=: %s", why);
     }
-    fclose(f);
-    if (st == DT_OK && !nodes) st = dt_section_error(s, line, "tree=%s: no nodes", path);
-    layer->softmax.tree_nodes = nodes, layer->softmax.tree_groups = groups;
+    dt_status st = t->n > DT_KEY_DIM_MAX ? dt_section_error(s, line, "tree=%s: more than %d nodes", path,
+                                                             DT_KEY_DIM_MAX)
+                                         : DT_OK;
+    layer->softmax.tree_nodes = t->n, layer->softmax.tree_groups = t->groups;
+    snprintf(layer->softmax.tree_path, sizeof layer->softmax.tree_path, "%s", path);
+    dt_softmax_tree_free(t);
     return st;
 }
 
 static dt_status softmax_end_section(const dt_section *s, const dt_section_vals *v, dt_layer_spec *layer) {
     (void)v;
     const char *tree = dt_section_key_path(s);
-    return tree ? read_tree(s, tree, layer) : DT_OK;
+    return tree ? check_tree(s, tree, layer) : DT_OK;
 }
 
 const dt_layer_ops dt_softmax_ops = {
@@ -131,4 +154,5 @@ const dt_layer_ops dt_softmax_ops = {
     .forward = softmax_forward,
     .backward = softmax_backward,
     .flops = softmax_flops,
+    .destroy = softmax_destroy,
 };

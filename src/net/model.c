@@ -478,7 +478,7 @@ static dt_status finish_cost(dt_section *p) {
     int type = ((const cost_own_keys *)(const void *)&p->vals.own)->type;
     if (type == COST_SSE) return DT_OK;
     /* masked after a hierarchical softmax is its mask of the groups off the label's path (Darknet's
-     * darknet9000.cfg): part of that softmax's loss, which dtrain refuses to train (dt_model_check_loss). */
+     * darknet9000.cfg): part of that softmax's loss, which dt_softmax_tree_loss applies. */
     const dt_layer_spec *last = &p->m->layers[p->m->nlayers - 1];
     if (type == COST_MASKED && last->kind == DT_LAYER_SOFTMAX && last->softmax.tree_nodes) return DT_OK;
     return dt_section_error(p, dt_section_key_line(p, "type"),
@@ -700,10 +700,6 @@ static dt_status parse_text(dt_section *p, const char *text) {
 
 dt_status dt_model_check_loss(const dt_model_spec *m) {
     const dt_layer_spec *last = &m->layers[m->nlayers - 1];
-    if (last->kind == DT_LAYER_SOFTMAX && last->softmax.tree_nodes)
-        return dt_fail(DT_ERR_CONFIG, "%s:%d: [softmax] tree= is Darknet's hierarchical softmax (%d softmaxes over "
-                       "%d nodes), which dtrain builds (info, predict --features) but does not train, evaluate or "
-                       "export", m->path, last->line, last->softmax.tree_groups, last->softmax.tree_nodes);
     if (last->kind == DT_LAYER_SOFTMAX) return DT_OK;
     return dt_fail(DT_ERR_CONFIG, "%s:%d: the net ends in [%s], not [softmax]: a feature extractor has no loss "
                    "layer to train or evaluate (info, export and predict --features take it)", m->path, last->line,

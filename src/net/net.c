@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "dtrain/mem.h"
+#include "dtrain/softmax_tree.h"
 #include "dtrain/timer.h"
 
 /* FNV-1a over the words that define the architecture. */
@@ -435,6 +436,9 @@ dt_status dt_net_create(dt_net **out, const dt_model_spec *spec, int max_batch, 
     DT_TRY(plan(&net, spec, max_batch, &sz));
     dt_status s = check_fits(net, spec->path);
     if (s == DT_OK) s = allocate(net, &sz);
+    /* Beside the softmax's own output of the same size, which the estimate counts. */
+    if (s == DT_OK && dt_softmax_tree_of(&net->layers[net->nlayers - 1]))
+        s = dt_alloc_floats(&net->scores, (size_t)max_batch * (size_t)net->classes, "tree scores");
     if (s != DT_OK) {
         dt_net_free(net);
         return s;
@@ -506,6 +510,7 @@ void dt_net_free(dt_net *net) {
     dt_free(net->param_offset);
     dt_free(net->groute);
     dt_free(net->caller_wgrad);
+    dt_free(net->scores);
     dt_free(net);
 }
 
@@ -547,17 +552,27 @@ const float *dt_net_forward(dt_net *net, const float *x, int batch, int train) {
         if (traced) layer_span(net, i, DT_TL_CAT_FORWARD, t0);
     }
     if (train) net->step++;
+    const dt_softmax_tree *tree = dt_softmax_tree_of(&net->layers[net->nlayers - 1]);
+    if (tree) dt_softmax_tree_predict(tree, net->scores, net->act[net->nlayers - 1], batch);
     return net->act[net->nlayers - 1];
+}
+
+const float *dt_net_scores(const dt_net *net) {
+    return net->scores ? net->scores : net->act[net->nlayers - 1];
 }
 
 double dt_net_loss(dt_net *net, const dt_label *labels, int batch) {
     DT_ASSERT(net->classes > 0); /* callers refused a feature extractor (dt_model_check_loss) */
     /* The softmax layer's input is the logits (always a layer: setup_layers
      * requires one); dlogits go to that layer's output-gradient buffer. */
-    int logits = net->layers[net->nlayers - 1].spec.inputs[0];
-    return dt_softmax_xent_loss(net->gbuf[net->groute[logits].out], net->act[logits],
-                                net->act[net->nlayers - 1], labels, batch, net->classes,
-                                dt_softmax_temperature(&net->layers[net->nlayers - 1].spec));
+    const dt_layer *head = &net->layers[net->nlayers - 1];
+    int logits = head->spec.inputs[0];
+    const dt_softmax_tree *tree = dt_softmax_tree_of(head);
+    float *dlogits = net->gbuf[net->groute[logits].out], temp = dt_softmax_temperature(&head->spec);
+    if (tree) /* Darknet's [cost] type=masked after it: the mask is part of this loss */
+        return dt_softmax_tree_loss(tree, dlogits, net->act[logits], net->act[net->nlayers - 1], labels, batch, temp);
+    return dt_softmax_xent_loss(dlogits, net->act[logits], net->act[net->nlayers - 1], labels, batch, net->classes,
+                                temp);
 }
 
 /* Layer i's backward pass, with the buffers net->groute planned. The
@@ -620,7 +635,7 @@ dt_status dt_net_time_step(dt_net *net, const float *x, const dt_label *labels, 
 }
 
 int dt_net_count_correct(const dt_net *net, const dt_label *labels, int batch) {
-    const float *p = net->act[net->nlayers - 1];
+    const float *p = dt_net_scores(net);
     int correct = 0;
     for (int b = 0; b < batch; b++) {
         const float *row = p + (size_t)b * (size_t)net->classes;

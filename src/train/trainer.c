@@ -50,8 +50,10 @@ static dt_status eval_stop_asked(const dt_eval_cfg *c, int b, int common, int *s
 
 dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, const dt_eval_cfg *c, double *accuracy, double *loss) {
     const dt_layer *head = &net->layers[net->nlayers - 1];
-    /* A classifier hands on its logits (the softmax's input); a feature extractor its output. */
-    int features = net->classes == 0, from = features ? net->nlayers - 1 : head->spec.inputs[0];
+    /* A classifier hands on its logits (the softmax's input), a hierarchical softmax (tree=) its leaf
+     * probabilities (dt_net_scores: what its accuracy ranks); a feature extractor its output. */
+    int tree = net->scores != NULL, features = net->classes == 0;
+    int from = features ? net->nlayers - 1 : head->spec.inputs[0];
     int width = features ? (int)dt_shape_size(head->out) : net->classes;
     int workers = c->workers > 0 ? c->workers : 1;
     dt_loader_cfg cfg = {.batch = c->batch, .worker = c->worker, .workers = workers, .threads = c->threads,
@@ -74,7 +76,7 @@ dt_status dt_evaluate(dt_net *net, const dt_dataset *ds, const dt_eval_cfg *c, d
         if (s != DT_OK || n == 0) break;
         dt_net_forward(net, x, n, 0);
         if (c->on_logits) {
-            s = c->on_logits(c->ctx, dt_net_output(net, from, x), n, width);
+            s = c->on_logits(c->ctx, tree ? dt_net_scores(net) : dt_net_output(net, from, x), n, width);
             if (s != DT_OK) break;
         }
         if (features) continue;
