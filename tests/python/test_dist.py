@@ -86,3 +86,14 @@ def test_launch_runs_python(tmp_path):
                         f"batch={B}"], capture_output=True, text=True, env=env(), timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert json.load(open(tmp_path / "l.json"))["world"] == 2
+
+
+def test_ps_async_every_rank_holds_worker0s_model(tmp_path):
+    """ps-async: the workers' own copies differ at the end of a run; after
+    it every rank (the server too) holds worker 0's, so after a second fit
+    every rank predicts alike."""
+    p, r = run(tmp_path / "pa", 3, "mode=ps-async", "servers=1", f"max_steps={STEPS}", f"batch={B}", "again=1")
+    assert p.stdout.count("second fit ran") == 3, p.stdout
+    preds = [np.load(f"{tmp_path / 'pa'}.predict.{k}.npy") for k in range(3)]
+    for q in preds[1:]:
+        assert np.array_equal(preds[0], q)
