@@ -323,7 +323,13 @@ int main(int argc, char **argv) {
         }
     }
     for (int p2p = 0; p2p < 2; p2p++) {
-        double rate = compute_loss_rate(&worker, &g, buf, tmp, big, p2p, rank, t_busy[p2p]);
+        /* No loss measured (rate 0): other load on the cores swamped the
+         * difference of the two rates; measure again, three times at most. */
+        double rate = 0;
+        for (int attempt = 0; attempt < 3 && rate <= 0; attempt++) {
+            rate = compute_loss_rate(&worker, &g, buf, tmp, big, p2p, rank, t_busy[p2p]);
+            check(dt_mpi_check(MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast")); /* rank 0's */
+        }
         if (rank == 0)
             printf("{\"link\":\"%s\",\"kernel_gbps\":%.4g}\n", p2p ? "p2p_cpu" : "allreduce_cpu", rate * 8 / 1e9);
     }
