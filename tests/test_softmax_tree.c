@@ -95,9 +95,10 @@ static void check_predict(const dt_softmax_tree *t) {
  * (dt_net_count_correct over the leaf probabilities) on 600 fresh samples. */
 static void check_learns(const char *tree_path) {
     static const int leaves[6] = {2, 4, 5, 6, 7, 8};
-    char cfg[512];
-    snprintf(cfg, sizeof cfg, "[net]\nbatch=16\nchannels=8\nheight=1\nwidth=1\nlearning_rate=0.1\nmomentum=0.9\n"
+    char cfg[1280]; /* the text below and a path of up to 1023 bytes */
+    int len = snprintf(cfg, sizeof cfg, "[net]\nbatch=16\nchannels=8\nheight=1\nwidth=1\nlearning_rate=0.1\nmomentum=0.9\n"
              "decay=0\n[connected]\noutput=9\nactivation=linear\n[softmax]\ntree=%s\n", tree_path);
+    CHECK(len > 0 && (size_t)len < sizeof cfg);
     dt_model_spec *m = NULL;
     dt_net *net = NULL;
     dt_optim *opt = NULL;
