@@ -112,7 +112,8 @@ void dt_dnnl_forget_forward(dt_layer *l);
 /* Frees l->impl and sets it to NULL; no-op when it is NULL. */
 void dt_dnnl_destroy(dt_layer *l);
 
-/* Layers whose oneDNN primitives take no weights to reorder (batch norm): per batch size a "fixed plan" of up to DT_DNNL_PASSES
+/* Layers whose oneDNN primitives take no weights to reorder (batch norm,
+ * max pooling): per batch size a "fixed plan" of up to DT_DNNL_PASSES
  * primitives (training forward, evaluation forward, backward), each with
  * its scratchpad, and up to DT_DNNL_MEMS memory objects, which the kind's
  * build function creates (handles set on each call, or allocated: a
@@ -164,5 +165,14 @@ void dt_dnnl_fixed_check(dt_status s, const char *what);
 dt_status dt_bn_dnnl_forward(dt_layer *l, float *out, const float *in, int batch, int train);
 dt_status dt_bn_dnnl_backward(dt_layer *l, float *din, const float *dout, const float *in, int batch);
 int dt_bn_dnnl_supported(const dt_layer *l);
+
+/* [maxpool] on bf16 activations (l->in_bf16), by oneDNN's max pooling
+ * (pool_dnnl.c), with pool.c's contract: out (B, C, OH, OW) <- in (B, C,
+ * H, W), both bf16 in l's blocked layout; din <- dout routed to each
+ * window's maximum, after a training forward of the same batch (the
+ * positions in the plan's workspace, not l->saved). */
+dt_status dt_pool_dnnl_forward(dt_layer *l, float *out, const float *in, int batch, int train);
+dt_status dt_pool_dnnl_backward(dt_layer *l, float *din, const float *dout, int batch);
+int dt_pool_dnnl_supported(const dt_layer *l);
 
 #endif
