@@ -122,33 +122,33 @@ static void maxpool_row(const pool_dims *d, const float *x, float *y, int32_t *a
     }
 }
 
-/* Output row oh of a block of k planes in the blocked layout, the same
- * choices as maxpool_row per lane, the k lanes of a cell side by side so
- * the compares vectorise: y (OW, k) <- x (H, W, k); lane j's argmaxes at
+/* Output row oh of a block of K planes in the blocked layout, the same
+ * choices as maxpool_row per lane, the K lanes of a cell side by side so
+ * the compares vectorise: y (OW, K) <- x (H, W, K); lane j's argmaxes at
  * a + j * a_plane (its plane's (OH, OW) in saved), row oh. */
-static void maxpool_row_lanes(const pool_dims *d, const float *x, int k, float *y, int32_t *a, size_t a_plane,
-                              int oh) {
+DT_BLOCK_PASS maxpool_row_lanes(const pool_dims *d, const float *x, int K, float *y, int32_t *a, size_t a_plane,
+                                int oh) {
     for (int ow = 0; ow < d->OW; ow++) {
         int h0, h1, w0, w1;
         window(d, oh, ow, &h0, &h1, &w0, &w1);
         float m[DT_LAYOUT_MAX_BLOCK];
         int32_t best[DT_LAYOUT_MAX_BLOCK], nan[DT_LAYOUT_MAX_BLOCK];
-        const float *first = x + (size_t)(h0 * d->W + w0) * k;
-        for (int j = 0; j < k; j++) m[j] = first[j], best[j] = h0 * d->W + w0, nan[j] = 0;
+        const float *first = x + (size_t)(h0 * d->W + w0) * K;
+        for (int j = 0; j < K; j++) m[j] = first[j], best[j] = h0 * d->W + w0, nan[j] = 0;
         for (int h = h0; h < h1; h++)
             for (int w = w0; w < w1; w++) {
                 int32_t i = h * d->W + w;
-                const float *v = x + (size_t)i * k;
-                for (int j = 0; j < k; j++) {
+                const float *v = x + (size_t)i * K;
+                for (int j = 0; j < K; j++) {
                     int gt = v[j] > m[j];
                     best[j] = gt ? i : best[j];
                     m[j] = gt ? v[j] : m[j];
                     nan[j] |= v[j] != v[j];
                 }
             }
-        for (int j = 0; j < k; j++) {
-            if (nan[j]) window_nan(d, x + j, k, h0, h1, w0, w1, &m[j], &best[j]);
-            y[(size_t)ow * k + j] = m[j];
+        for (int j = 0; j < K; j++) {
+            if (nan[j]) window_nan(d, x + j, K, h0, h1, w0, w1, &m[j], &best[j]);
+            y[(size_t)ow * K + j] = m[j];
             a[(size_t)j * a_plane + (size_t)oh * d->OW + ow] = best[j];
         }
     }
@@ -219,8 +219,9 @@ static void maxpool_forward(dt_layer *l, float *out, const float *in, int batch,
 #pragma omp parallel for schedule(static) if (in_plane * d.planes >= DT_LAYER_PAR_FLOATS)
         for (size_t blk = 0; blk < d.planes / k; blk++)
             for (int oh = 0; oh < d.OH; oh++)
-                maxpool_row_lanes(&d, in + blk * in_plane * k, (int)k, out + (blk * out_plane + (size_t)oh * d.OW) * k,
-                                  arg + blk * k * out_plane, out_plane, oh);
+                DT_BLOCK_DISPATCH(k, maxpool_row_lanes(&d, in + blk * in_plane * K, K,
+                                                       out + (blk * out_plane + (size_t)oh * d.OW) * K,
+                                                       arg + blk * K * out_plane, out_plane, oh));
         return;
     }
     /* The 2x2 path reads whole windows: none may reach the end padding. */
