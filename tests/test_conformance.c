@@ -37,6 +37,8 @@ enum { BATCH = 4, FD_SAMPLES = 48 };
 
 #define NET_8x8 "[net]\nchannels=2\nheight=8\nwidth=8\nbatch=4\nlearning_rate=0.01\n"
 #define CONV "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+/* 16 channels: blocked (nChw16c with AVX-512), bf16 activations in bf16. */
+#define CONV16 "[convolutional]\nfilters=16\nsize=3\npad=1\nactivation=linear\n"
 #define HEAD "[connected]\noutput=3\nactivation=linear\n[softmax]\n"
 
 static const struct {
@@ -44,7 +46,9 @@ static const struct {
     const char *model;
 } cases[] = {
     {DT_LAYER_CONV, NET_8x8 "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\ngroups=2\nactivation=linear\n" HEAD},
-    {DT_LAYER_MAXPOOL, NET_8x8 CONV "[maxpool]\nsize=3\nstride=2\npadding=1\n" HEAD},
+    /* Between convolutions of 16 channels, on the blocked layout and in
+     * bf16; padding=3: one cell before, two after (pad_extra). */
+    {DT_LAYER_MAXPOOL, NET_8x8 CONV16 "[maxpool]\nsize=3\nstride=2\npadding=3\n" CONV16 HEAD},
     {DT_LAYER_AVGPOOL, NET_8x8 CONV "[avgpool]\n" HEAD},
     {DT_LAYER_DENSE, NET_8x8 "[connected]\noutput=6\nactivation=linear\n" HEAD},
     {DT_LAYER_ACT, NET_8x8 CONV "[activation]\nactivation=leaky\n" HEAD},
@@ -53,7 +57,7 @@ static const struct {
     {DT_LAYER_BATCHNORM, NET_8x8 CONV "[batchnorm]\n" HEAD},
     {DT_LAYER_SOFTMAX, NET_8x8 CONV HEAD},
     {DT_LAYER_SHORTCUT, NET_8x8 CONV CONV "[shortcut]\nfrom=-2\nactivation=linear\n" HEAD},
-    {DT_LAYER_ROUTE, NET_8x8 CONV CONV "[route]\nlayers=-1,-2\n" HEAD},
+    {DT_LAYER_ROUTE, NET_8x8 CONV16 CONV16 "[route]\nlayers=-1,-2\n" CONV16 HEAD},
     {DT_LAYER_CROP, NET_8x8 CONV "[crop]\ncrop_height=6\ncrop_width=6\nflip=1\n" HEAD},
     {DT_LAYER_REORG, NET_8x8 CONV "[reorg]\nstride=2\n" HEAD},
 };
@@ -193,6 +197,13 @@ static void check_documented(const char *doc, dt_layer_kind kind) {
     }
 }
 
+/* 1 when a layer of kind k in net reads bf16 activations. */
+static int reads_bf16(const dt_net *net, int k) {
+    for (int i = 0; i < net->nlayers; i++)
+        if (net->layers[i].spec.kind == (dt_layer_kind)k && net->layers[i].in_bf16) return 1;
+    return 0;
+}
+
 int main(void) {
     omp_set_num_threads(1);
     unsigned char exported[DT_LAYER_KIND_COUNT] = {0};
@@ -221,6 +232,8 @@ int main(void) {
             if (bf16 && probe_make(&plain, cases[c].model, 0, DT_PRECISION_BF16)) {
                 /* bf16 keeps 8 bits of mantissa in the products' operands. */
                 check_same(name, "bf16 vs fp32", &plain, &native, 0.05);
+                /* Their cases put these kinds on the bf16 activations. */
+                if (k == DT_LAYER_MAXPOOL || k == DT_LAYER_ROUTE) CHECK(reads_bf16(plain.net, k));
                 probe_free(&plain);
             }
             probe_free(&native);

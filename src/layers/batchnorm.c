@@ -334,17 +334,10 @@ static size_t bn_workspace_floats(const dt_layer *l, int batch) {
     return l->in_layout != DT_LAYOUT_NCHW ? 4 * (size_t)batch * C + 3 * C : 0;
 }
 
-/* oneDNN's batch norm failed to create its objects (out of memory): bf16
- * data has no other path, and layers do not fail at run time. */
-static void bn_dnnl_check(dt_status s) {
-    if (s != DT_OK) fprintf(stderr, "dtrain: batch norm on bf16 activations: %s\n", dt_last_error());
-    DT_ASSERT(s == DT_OK);
-}
-
 /* out (B, C, H, W) <- in (B, C, H, W). */
 static void bn_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {
     if (l->in_bf16) {
-        bn_dnnl_check(dt_bn_dnnl_forward(l, out, in, batch, train && batch > 0));
+        dt_dnnl_fixed_check(dt_bn_dnnl_forward(l, out, in, batch, train && batch > 0), "batch norm");
         return;
     }
     if (l->in_layout != DT_LAYOUT_NCHW) {
@@ -376,7 +369,7 @@ static void bn_backward(dt_layer *l, float *din, const float *dout, const float 
     const float *mask = l->relu_out ? out : NULL; /* a fused ReLU's output */
     if (l->in_bf16) {
         DT_ASSERT(din); /* a bf16 input is a layer's, never the data */
-        bn_dnnl_check(dt_bn_dnnl_backward(l, din, dout, in, batch));
+        dt_dnnl_fixed_check(dt_bn_dnnl_backward(l, din, dout, in, batch), "batch norm");
         return;
     }
     if (l->in_layout != DT_LAYOUT_NCHW) {
@@ -411,8 +404,11 @@ static void bn_backward(dt_layer *l, float *din, const float *dout, const float 
 }
 
 /* In a bf16 net, oneDNN's batch norm (batchnorm_dnnl.c) reads and writes
- * bf16 activations in a blocked layout. */
-static int bn_bf16_acts(const dt_layer *l) { return l->in_layout != DT_LAYOUT_NCHW; }
+ * bf16 activations in a blocked layout, where oneDNN has the primitives
+ * (else the net keeps them fp32 and the passes above run). */
+static int bn_bf16_acts(const dt_layer *l) {
+    return l->precision == DT_PRECISION_BF16 && l->in_layout != DT_LAYOUT_NCHW && dt_bn_dnnl_supported(l);
+}
 
 /* Also the settings of the batch norm that batch_normalize=1 adds. */
 static const dt_key_def batchnorm_keys[] = {
@@ -432,7 +428,7 @@ const dt_layer_ops dt_batchnorm_ops = {
     .fuses_relu = 1,
     .layouts = dt_layout_follow, /* per channel, in either layout */
     .bf16_acts = bn_bf16_acts,
-    .destroy = dt_bn_dnnl_destroy,
+    .destroy = dt_dnnl_fixed_destroy,
     .flops = bn_flops,
     .caps = DT_LAYER_CAP_SCALES,
 };

@@ -39,16 +39,30 @@
 #include "dtrain/mem.h"
 #include "layers/dnnl_layer.h"
 
-/* Records a failed oneDNN call and returns its dt_status from the caller. */
-#define DNNL_TRY(call)                                                     \
-    do {                                                                   \
-        dnnl_status_t dnnl_s_ = (call);                                    \
-        if (dnnl_s_ != dnnl_success) return dnnl_failed(dnnl_s_, #call);   \
-    } while (0)
-
-static dt_status dnnl_failed(dnnl_status_t s, const char *call) {
+dt_status dt_dnnl_failed(dnnl_status_t s, const char *call) {
     return dt_fail(s == dnnl_out_of_memory ? DT_ERR_NOMEM : DT_ERR_INTERNAL, "oneDNN: %s: %s",
                    call, dnnl_status2str(s));
+}
+
+static dt_status ctx_create(dt_dnnl_ctx *c) {
+    DT_DNNL_TRY(dnnl_engine_create(&c->engine, dnnl_cpu, 0));
+    DT_DNNL_TRY(dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags));
+    DT_DNNL_TRY(dnnl_primitive_attr_create(&c->attr));
+    DT_DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(c->attr, dnnl_scratchpad_mode_user));
+    return DT_OK;
+}
+
+dt_status dt_dnnl_ctx_init(dt_dnnl_ctx *c) {
+    c->failed = ctx_create(c);
+    return c->failed;
+}
+
+void dt_dnnl_ctx_free(dt_dnnl_ctx *c) {
+    /* oneDNN's destroy calls fail only for invalid handles; these are ours. */
+    if (c->attr) (void)dnnl_primitive_attr_destroy(c->attr);
+    if (c->stream) (void)dnnl_stream_destroy(c->stream);
+    if (c->engine) (void)dnnl_engine_destroy(c->engine);
+    memset(c, 0, sizeof *c);
 }
 
 /* The dtrain buffers a layer reads or writes. */
@@ -103,10 +117,7 @@ typedef struct {
 #define NPLANS 3
 
 typedef struct {
-    dnnl_engine_t engine;
-    dnnl_stream_t stream;
-    dnnl_primitive_attr_t attr; /* user-mode scratchpad, given to every primitive */
-    dt_status failed;           /* engine/stream/attr creation failed */
+    dt_dnnl_ctx ctx;
     dt_precision precision;     /* of the plans built (another clears them) */
     int in_bf16, out_bf16;      /* the activations' types of the plans built (likewise) */
     uint64_t clock;             /* counts calls: input-refresh passes and plan recency */
@@ -149,20 +160,20 @@ static dt_status geometry_of(const dt_layer *l, const dt_dnnl_kind *k, int batch
      * between layers that all handle bf16) are handed over as they are. */
     dnnl_data_type_t in_t = nd == 4 && l->in_bf16 ? dnnl_bf16 : dnnl_f32;
     dnnl_data_type_t out_t = nd == 4 && l->out_bf16 ? dnnl_bf16 : dnnl_f32;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], nd, g->dims.src, in_t, in));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_W], wnd, g->dims.wei, dnnl_f32, wei));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_BIAS], 1, bias, dnnl_f32, dnnl_a));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_OUT], nd, g->dims.dst, out_t, out));
+    DT_DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_IN], nd, g->dims.src, in_t, in));
+    DT_DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_W], wnd, g->dims.wei, dnnl_f32, wei));
+    DT_DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_BIAS], 1, bias, dnnl_f32, dnnl_a));
+    DT_DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->plain[B_OUT], nd, g->dims.dst, out_t, out));
     g->plain[B_DOUT] = g->plain[B_OUT];
     g->plain[B_DIN] = g->plain[B_IN];
     g->plain[B_DW] = g->plain[B_W];
     g->plain[B_DB] = g->plain[B_BIAS];
     dnnl_format_tag_t any = dnnl_format_tag_any;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_src, nd, g->dims.src, t, any));
+    DT_DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_src, nd, g->dims.src, t, any));
     dnnl_format_tag_t wtag = k->plain_weights ? wei : any;
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_wei, wnd, g->dims.wei, t, wtag));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_dst, nd, g->dims.dst, t, any));
-    DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_diff_wei, wnd, g->dims.wei, dnnl_f32, wtag));
+    DT_DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_wei, wnd, g->dims.wei, t, wtag));
+    DT_DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_dst, nd, g->dims.dst, t, any));
+    DT_DNNL_TRY(dnnl_memory_desc_init_by_tag(&g->any_diff_wei, wnd, g->dims.wei, dnnl_f32, wtag));
     g->descs = (dt_dnnl_descs){&g->any_src, &g->any_wei,      &g->any_dst,
                                &g->any_diff_wei, l->nb > 0 ? &g->plain[B_BIAS] : NULL,
                                &g->dims};
@@ -177,10 +188,10 @@ static void op_destroy(op *o) {
 }
 
 static dt_status op_create(dnnl_layer *d, op *o, const_dnnl_primitive_desc_t pd) {
-    DNNL_TRY(dnnl_primitive_create(&o->prim, pd));
+    DT_DNNL_TRY(dnnl_primitive_create(&o->prim, pd));
     const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     if (md && dnnl_memory_desc_get_size(md) > 0)
-        DNNL_TRY(dnnl_memory_create(&o->scratch, md, d->engine, DNNL_MEMORY_ALLOCATE));
+        DT_DNNL_TRY(dnnl_memory_create(&o->scratch, md, d->ctx.engine, DNNL_MEMORY_ALLOCATE));
     return DT_OK;
 }
 
@@ -189,7 +200,7 @@ static dt_status op_run(dnnl_layer *d, const op *o, int n, const dnnl_exec_arg_t
     dnnl_exec_arg_t all[MAX_ARGS + 1];
     memcpy(all, args, sizeof(dnnl_exec_arg_t) * (size_t)n);
     if (o->scratch) all[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, o->scratch};
-    DNNL_TRY(dnnl_primitive_execute(o->prim, d->stream, n, all));
+    DT_DNNL_TRY(dnnl_primitive_execute(o->prim, d->ctx.stream, n, all));
     return DT_OK;
 }
 
@@ -204,16 +215,16 @@ static void tensor_destroy(tensor *t) {
 static dt_status tensor_create(dnnl_layer *d, tensor *t, int buf, const dnnl_memory_desc_t *plain,
                                const dnnl_memory_desc_t *want) {
     t->buf = buf;
-    DNNL_TRY(dnnl_memory_create(&t->user, plain, d->engine, DNNL_MEMORY_NONE));
+    DT_DNNL_TRY(dnnl_memory_create(&t->user, plain, d->ctx.engine, DNNL_MEMORY_NONE));
     if (dnnl_memory_desc_equal(plain, want)) {
         t->mem = t->user;
         return DT_OK;
     }
-    DNNL_TRY(dnnl_memory_create(&t->mem, want, d->engine, DNNL_MEMORY_ALLOCATE));
+    DT_DNNL_TRY(dnnl_memory_create(&t->mem, want, d->ctx.engine, DNNL_MEMORY_ALLOCATE));
     int out = is_output(buf);
     dnnl_primitive_desc_t pd;
-    DNNL_TRY(dnnl_reorder_primitive_desc_create(&pd, out ? want : plain, d->engine,
-                                                out ? plain : want, d->engine, d->attr));
+    DT_DNNL_TRY(dnnl_reorder_primitive_desc_create(&pd, out ? want : plain, d->ctx.engine,
+                                                out ? plain : want, d->ctx.engine, d->ctx.attr));
     dt_status s = op_create(d, &t->reorder, pd);
     (void)dnnl_primitive_desc_destroy(pd);
     return s;
@@ -280,10 +291,10 @@ static dt_status bind(plan *p, const float *const *bufs) {
         const float *x = bufs[p->t[j].buf];
         if (!x) continue;
         void *old = NULL;
-        DNNL_TRY(dnnl_memory_get_data_handle(p->t[j].user, &old));
+        DT_DNNL_TRY(dnnl_memory_get_data_handle(p->t[j].user, &old));
         if (old != (const void *)x) p->t[j].filled = 0;
         /* oneDNN takes void *; it only reads the inputs' buffers. */
-        DNNL_TRY(dnnl_memory_set_data_handle(p->t[j].user, (void *)(uintptr_t)x));
+        DT_DNNL_TRY(dnnl_memory_set_data_handle(p->t[j].user, (void *)(uintptr_t)x));
     }
     return DT_OK;
 }
@@ -301,8 +312,8 @@ static void plan_clear(plan *p) {
  * the first n - 1. */
 static dt_status build_forward(dnnl_layer *d, plan *p, const dt_dnnl_kind *k, const geometry *g) {
     dt_dnnl_op_desc od;
-    DNNL_TRY(k->op_desc(&od, DT_DNNL_FORWARD, &g->descs));
-    DNNL_TRY(dnnl_primitive_desc_create(&p->fwd_pd, &od, d->attr, d->engine, NULL));
+    DT_DNNL_TRY(k->op_desc(&od, DT_DNNL_FORWARD, &g->descs));
+    DT_DNNL_TRY(dnnl_primitive_desc_create(&p->fwd_pd, &od, d->ctx.attr, d->ctx.engine, NULL));
     static const int arg[] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     static const int buf[] = {B_IN, B_W, B_OUT, B_BIAS};
     return step_create(d, p, &p->fwd, p->fwd_pd, g, g->descs.bias ? 4 : 3, arg, buf);
@@ -313,9 +324,9 @@ static dt_status build_backward_step(dnnl_layer *d, plan *p, step *st, const dt_
                                      const geometry *g, dt_dnnl_pass pass, int n, const int *arg,
                                      const int *buf) {
     dt_dnnl_op_desc od;
-    DNNL_TRY(k->op_desc(&od, pass, &g->descs));
+    DT_DNNL_TRY(k->op_desc(&od, pass, &g->descs));
     dnnl_primitive_desc_t pd;
-    DNNL_TRY(dnnl_primitive_desc_create(&pd, &od, d->attr, d->engine, p->fwd_pd));
+    DT_DNNL_TRY(dnnl_primitive_desc_create(&pd, &od, d->ctx.attr, d->ctx.engine, p->fwd_pd));
     dt_status s = step_create(d, p, st, pd, g, n, arg, buf);
     (void)dnnl_primitive_desc_destroy(pd);
     return s;
@@ -332,26 +343,18 @@ static dt_status build_backward(dnnl_layer *d, plan *p, const dt_dnnl_kind *k, c
     return build_backward_step(d, p, &p->bwd_data, k, g, DT_DNNL_BACKWARD_DATA, 3, darg, dbuf);
 }
 
-static dt_status impl_create(dnnl_layer *d) {
-    DNNL_TRY(dnnl_engine_create(&d->engine, dnnl_cpu, 0));
-    DNNL_TRY(dnnl_stream_create(&d->stream, d->engine, dnnl_stream_default_flags));
-    DNNL_TRY(dnnl_primitive_attr_create(&d->attr));
-    DNNL_TRY(dnnl_primitive_attr_set_scratchpad_mode(d->attr, dnnl_scratchpad_mode_user));
-    return DT_OK;
-}
-
 /* The dnnl_layer of l, created on first use; plans of another precision
  * or activation types than l's are dropped. */
 static dt_status impl_get(dt_layer *l, const dt_dnnl_kind *k, dnnl_layer **dp) {
     if (!l->impl) {
         DT_TRY(dt_alloc_bytes(&l->impl, sizeof(dnnl_layer), k->what));
         dnnl_layer *d = l->impl;
-        d->failed = impl_create(d);
+        (void)dt_dnnl_ctx_init(&d->ctx);
         d->precision = l->precision;
         d->in_bf16 = l->in_bf16, d->out_bf16 = l->out_bf16;
     }
     dnnl_layer *d = l->impl;
-    if (d->failed != DT_OK) return d->failed;
+    if (d->ctx.failed != DT_OK) return d->ctx.failed;
     if (d->precision != l->precision || d->in_bf16 != l->in_bf16 || d->out_bf16 != l->out_bf16) {
         for (int i = 0; i < NPLANS; i++) plan_clear(&d->plans[i]);
         d->last_forward_plan = NULL;
@@ -424,7 +427,7 @@ dt_status dt_dnnl_forward(dt_layer *l, const dt_dnnl_kind *k, float *out, const 
     const float *bufs[B_COUNT] = {[B_IN] = in, [B_W] = l->w, [B_BIAS] = l->b, [B_OUT] = out};
     DT_TRY(bind(p, bufs));
     DT_TRY(step_run(d, &p->fwd, d->clock));
-    DNNL_TRY(dnnl_stream_wait(d->stream));
+    DT_DNNL_TRY(dnnl_stream_wait(d->ctx.stream));
     d->last_forward = d->clock;
     d->last_forward_plan = p;
     return DT_OK;
@@ -448,7 +451,7 @@ dt_status dt_dnnl_backward(dt_layer *l, const dt_dnnl_kind *k, float *din, const
         d->last_forward_plan == p && d->last_forward == d->clock - 1 ? d->last_forward : d->clock;
     if (weights) DT_TRY(step_run(d, &p->bwd_weights, fresh_since));
     if (din) DT_TRY(step_run(d, &p->bwd_data, fresh_since));
-    DNNL_TRY(dnnl_stream_wait(d->stream));
+    DT_DNNL_TRY(dnnl_stream_wait(d->ctx.stream));
     return DT_OK;
 }
 
@@ -456,9 +459,7 @@ void dt_dnnl_destroy(dt_layer *l) {
     dnnl_layer *d = l->impl;
     if (!d) return;
     for (int i = 0; i < NPLANS; i++) plan_clear(&d->plans[i]);
-    if (d->attr) (void)dnnl_primitive_attr_destroy(d->attr);
-    if (d->stream) (void)dnnl_stream_destroy(d->stream);
-    if (d->engine) (void)dnnl_engine_destroy(d->engine);
+    dt_dnnl_ctx_free(&d->ctx);
     dt_free(d);
     l->impl = NULL;
 }

@@ -26,9 +26,36 @@
 #define DT_LAYERS_DNNL_LAYER_H
 
 #include <oneapi/dnnl/dnnl.h>
+#include <stdint.h>
 
 #include "dtrain/layer.h"
 #include "dtrain/status.h"
+
+/* Returns the dt_status of a failed oneDNN call (DT_ERR_NOMEM when it ran
+ * out of memory, else DT_ERR_INTERNAL) with a message naming the call. */
+dt_status dt_dnnl_failed(dnnl_status_t s, const char *call);
+
+/* Returns a failed oneDNN call's dt_status from the caller. */
+#define DT_DNNL_TRY(call)                                                       \
+    do {                                                                        \
+        dnnl_status_t dt_dnnl_s_ = (call);                                      \
+        if (dt_dnnl_s_ != dnnl_success) return dt_dnnl_failed(dt_dnnl_s_, #call); \
+    } while (0)
+
+/* The handles every oneDNN layer holds: a CPU engine, its stream and the
+ * attribute every primitive is created with (a user-mode scratchpad,
+ * because oneDNN's library mode allocates one on every execution). */
+typedef struct {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    dnnl_primitive_attr_t attr;
+    dt_status failed; /* creation failed: every later call of the layer fails so */
+} dt_dnnl_ctx;
+
+/* Creates c's handles (c zeroed before); returns and records the status. */
+dt_status dt_dnnl_ctx_init(dt_dnnl_ctx *c);
+/* Frees the handles c holds (any may be NULL). */
+void dt_dnnl_ctx_free(dt_dnnl_ctx *c);
 
 /* The three passes a kind describes. */
 typedef enum { DT_DNNL_FORWARD, DT_DNNL_BACKWARD_WEIGHTS, DT_DNNL_BACKWARD_DATA } dt_dnnl_pass;
@@ -85,14 +112,67 @@ void dt_dnnl_forget_forward(dt_layer *l);
 /* Frees l->impl and sets it to NULL; no-op when it is NULL. */
 void dt_dnnl_destroy(dt_layer *l);
 
+/* Layers whose oneDNN primitives take no weights to reorder (batch norm,
+ * max pooling): per batch size a "fixed plan" of up to DT_DNNL_PASSES
+ * primitives (training forward, evaluation forward, backward), each with
+ * its scratchpad, and up to DT_DNNL_MEMS memory objects, which the kind's
+ * build function creates (handles set on each call, or allocated: a
+ * workspace). Planned per batch size like dnnl_layer.c's plans: NPLANS
+ * kept, the least recently used one rebuilt. l->impl is a dt_dnnl_fixed. */
+#define DT_DNNL_PASSES 3
+#define DT_DNNL_MEMS 12
+
+typedef struct {
+    int batch; /* 0: unused */
+    uint64_t used;
+    dnnl_primitive_t prim[DT_DNNL_PASSES];
+    dnnl_memory_t scratch[DT_DNNL_PASSES];
+    dnnl_memory_t mem[DT_DNNL_MEMS];
+} dt_dnnl_fixed_plan;
+
+/* Creates p's primitives and memory objects for l at `batch`; on an error
+ * the caller frees what it created. */
+typedef dt_status (*dt_dnnl_fixed_build)(const dt_dnnl_ctx *c, dt_dnnl_fixed_plan *p, const dt_layer *l,
+                                         int batch);
+
+/* The plan of l at `batch` (built by `build` if there is none), l->impl
+ * created on first use; `what` names the kind in allocation errors. */
+dt_status dt_dnnl_fixed_get(dt_layer *l, int batch, dt_dnnl_fixed_build build, const char *what,
+                            dt_dnnl_fixed_plan **pp);
+/* For build functions: p->prim[pass] and its scratchpad from pd. */
+dt_status dt_dnnl_fixed_prim(const dt_dnnl_ctx *c, dt_dnnl_fixed_plan *p, int pass, const_dnnl_primitive_desc_t pd);
+/* Points p->mem[m] at x (oneDNN takes void *; inputs are only read). */
+dt_status dt_dnnl_fixed_bind(dt_dnnl_fixed_plan *p, int m, const void *x);
+/* Runs p->prim[pass] of l with n arguments: args[2i] a DNNL_ARG_*,
+ * args[2i+1] the index of its memory object in p->mem; waits for it. */
+dt_status dt_dnnl_fixed_run(dt_layer *l, dt_dnnl_fixed_plan *p, int pass, int n, const int *args);
+/* 1 when `build` can build l's plan on this CPU (at batch 1): the kind's
+ * bf16_acts asks, so the net keeps the activations fp32 where oneDNN has
+ * no primitive for the shape instead of failing in a step. */
+int dt_dnnl_fixed_supported(const dt_layer *l, dt_dnnl_fixed_build build);
+/* Frees l->impl and sets it to NULL; no-op when it is NULL. */
+void dt_dnnl_fixed_destroy(dt_layer *l);
+/* Layers do not fail at run time: a bf16 pass whose objects could not be
+ * created at a new batch size (out of memory; bf16 data has no other path)
+ * stops the run with the error on stderr. */
+void dt_dnnl_fixed_check(dt_status s, const char *what);
+
 /* [batchnorm] on bf16 activations (l->in_bf16), by oneDNN's batch
  * normalisation (batchnorm_dnnl.c), with batchnorm.c's contract: out <- in
  * (train: batch statistics into l->saved, running ones updated; else the
  * running ones); din, dw, db <- dout after a training forward of the same
- * batch. Errors only where oneDNN cannot create its objects (out of
- * memory): bf16 data has no other path. */
+ * batch. dt_bn_dnnl_supported: oneDNN can (the kind's bf16_acts). */
 dt_status dt_bn_dnnl_forward(dt_layer *l, float *out, const float *in, int batch, int train);
 dt_status dt_bn_dnnl_backward(dt_layer *l, float *din, const float *dout, const float *in, int batch);
-void dt_bn_dnnl_destroy(dt_layer *l);
+int dt_bn_dnnl_supported(const dt_layer *l);
+
+/* [maxpool] on bf16 activations (l->in_bf16), by oneDNN's max pooling
+ * (pool_dnnl.c), with pool.c's contract: out (B, C, OH, OW) <- in (B, C,
+ * H, W), both bf16 in l's blocked layout; din <- dout routed to each
+ * window's maximum, after a training forward of the same batch (the
+ * positions in the plan's workspace, not l->saved). */
+dt_status dt_pool_dnnl_forward(dt_layer *l, float *out, const float *in, int batch, int train);
+dt_status dt_pool_dnnl_backward(dt_layer *l, float *din, const float *dout, int batch);
+int dt_pool_dnnl_supported(const dt_layer *l);
 
 #endif

@@ -5,6 +5,9 @@
  * with total padding T = 2P + E, P = T/2 before.
  * Max: padded cells never win (as if -inf); the first maximum of a window
  * wins ties, NaN propagates (as in PyTorch); saved holds the winner's index in its plane.
+ * Max reads and writes NCHW or the net's blocked layout (channel c of
+ * (B, C/k, H, W, k) at lane c%k: a plane is every k-th float), fp32 here
+ * and bf16 by oneDNN (pool_dnnl.c).
  * Avg: count_include_pad=True, i.e. the window sum over K*K always (in floor
  * mode a window never leaves the padded area). An [avgpool] without size
  * (size 0, Darknet's only kind) is global: in (C, H, W) -> out (C, 1, 1),
@@ -14,6 +17,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "layers/dnnl_layer.h"
 #include "layers/layer_impl.h"
 #include "layers/layer_keys.h"
 
@@ -83,6 +87,17 @@ static uint64_t pool_flops(const dt_layer *l) {
     return dt_shape_size(l->out) * (uint64_t)l->spec.size * (uint64_t)l->spec.size;
 }
 
+/* A window holding a NaN (rare): PyTorch's max is the last NaN, and its
+ * index the argmax. x: one plane, every k-th float. */
+static void window_nan(const pool_dims *d, const float *x, int k, int h0, int h1, int w0, int w1, float *m,
+                       int32_t *best) {
+    for (int h = h0; h < h1; h++)
+        for (int w = w0; w < w1; w++) {
+            float v = x[(size_t)(h * d->W + w) * k];
+            if (v != v) *m = v, *best = h * d->W + w;
+        }
+}
+
 /* Output row oh of one plane, any window: y (OW) and a (OW) <- x (H, W).
  * The first maximum of a window wins ties; a NaN is PyTorch's max and the
  * last NaN's index its argmax. */
@@ -101,12 +116,41 @@ static void maxpool_row(const pool_dims *d, const float *x, float *y, int32_t *a
                 m = v > m ? v : m;
                 nan |= v != v;
             }
-        if (nan) /* rare */
-            for (int h = h0; h < h1; h++)
-                for (int w = w0; w < w1; w++)
-                    if (x[h * d->W + w] != x[h * d->W + w]) m = x[h * d->W + w], best = h * d->W + w;
+        if (nan) window_nan(d, x, 1, h0, h1, w0, w1, &m, &best);
         y[ow] = m;
         a[ow] = best;
+    }
+}
+
+/* Output row oh of a block of K planes in the blocked layout, the same
+ * choices as maxpool_row per lane, the K lanes of a cell side by side so
+ * the compares vectorise: y (OW, K) <- x (H, W, K); lane j's argmaxes at
+ * a + j * a_plane (its plane's (OH, OW) in saved), row oh. */
+DT_BLOCK_PASS maxpool_row_lanes(const pool_dims *d, const float *x, int K, float *y, int32_t *a, size_t a_plane,
+                                int oh) {
+    for (int ow = 0; ow < d->OW; ow++) {
+        int h0, h1, w0, w1;
+        window(d, oh, ow, &h0, &h1, &w0, &w1);
+        float m[DT_LAYOUT_MAX_BLOCK];
+        int32_t best[DT_LAYOUT_MAX_BLOCK], nan[DT_LAYOUT_MAX_BLOCK];
+        const float *first = x + (size_t)(h0 * d->W + w0) * K;
+        for (int j = 0; j < K; j++) m[j] = first[j], best[j] = h0 * d->W + w0, nan[j] = 0;
+        for (int h = h0; h < h1; h++)
+            for (int w = w0; w < w1; w++) {
+                int32_t i = h * d->W + w;
+                const float *v = x + (size_t)i * K;
+                for (int j = 0; j < K; j++) {
+                    int gt = v[j] > m[j];
+                    best[j] = gt ? i : best[j];
+                    m[j] = gt ? v[j] : m[j];
+                    nan[j] |= v[j] != v[j];
+                }
+            }
+        for (int j = 0; j < K; j++) {
+            if (nan[j]) window_nan(d, x + j, K, h0, h1, w0, w1, &m[j], &best[j]);
+            y[(size_t)ow * K + j] = m[j];
+            a[(size_t)j * a_plane + (size_t)oh * d->OW + ow] = best[j];
+        }
     }
 }
 
@@ -158,17 +202,30 @@ static int maxpool_row_2x2(const pool_dims *d, const float *x, float *y, int32_t
     return nan;
 }
 
-/* out (B, C, OH, OW) <- in (B, C, H, W); saved (B, C, OH, OW) holds the
- * argmax as int32 (h*W + w within its plane; a plane index fits in an int,
- * see dt_layer_check_shape). */
+/* out (B, C, OH, OW) <- in (B, C, H, W), in l's layout; saved (B, C, OH,
+ * OW) holds the argmax as int32 (h*W + w within its plane; a plane index
+ * fits in an int, see dt_layer_check_shape). bf16 activations: oneDNN. */
 static void maxpool_forward(dt_layer *l, float *out, const float *in, int batch, int train,
                             float *ws) {
-    (void)train, (void)ws;
+    (void)ws;
+    if (l->in_bf16) {
+        dt_dnnl_fixed_check(dt_pool_dnnl_forward(l, out, in, batch, train), "max pooling");
+        return;
+    }
     pool_dims d = dims_of(l, batch);
     int32_t *arg = (int32_t *)l->saved;
+    size_t k = (size_t)dt_layout_block(l->in_layout), in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
+    if (k > 1) { /* blocks of k planes (b, c/k): (H, W, k) -> (OH, OW, k) */
+#pragma omp parallel for schedule(static) if (in_plane * d.planes >= DT_LAYER_PAR_FLOATS)
+        for (size_t blk = 0; blk < d.planes / k; blk++)
+            for (int oh = 0; oh < d.OH; oh++)
+                DT_BLOCK_DISPATCH(k, maxpool_row_lanes(&d, in + blk * in_plane * K, K,
+                                                       out + (blk * out_plane + (size_t)oh * d.OW) * K,
+                                                       arg + blk * K * out_plane, out_plane, oh));
+        return;
+    }
     /* The 2x2 path reads whole windows: none may reach the end padding. */
     int fast = d.K == 2 && d.S == 2 && d.P == 0 && 2 * d.OH <= d.H && 2 * d.OW <= d.W;
-    size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
 #pragma omp parallel for schedule(static) if (in_plane * d.planes >= DT_LAYER_PAR_FLOATS)
     for (size_t p = 0; p < d.planes; p++) {
         const float *x = in + p * in_plane;
@@ -180,21 +237,30 @@ static void maxpool_forward(dt_layer *l, float *out, const float *in, int batch,
     }
 }
 
-/* din (B, C, H, W) <- dout (B, C, OH, OW) routed to each window's argmax. */
+/* din (B, C, H, W) <- dout (B, C, OH, OW) routed to each window's argmax,
+ * in l's layout. */
 static void maxpool_backward(dt_layer *l, float *din, const float *dout, const float *in,
                              const float *out, int batch, float *ws) {
     (void)in, (void)out, (void)ws;
     if (!din) return;
+    if (l->in_bf16) {
+        dt_dnnl_fixed_check(dt_pool_dnnl_backward(l, din, dout, batch), "max pooling");
+        return;
+    }
     pool_dims d = dims_of(l, batch);
     const int32_t *arg = (const int32_t *)l->saved;
-    size_t in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
+    size_t k = (size_t)dt_layout_block(l->in_layout), in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
+    /* Blocks of k planes, (H, W, k) and (OH, OW, k) (NCHW: k = 1, a plane);
+     * each lane's sums in the order of its outputs. */
 #pragma omp parallel for schedule(static) if (in_plane * d.planes >= DT_LAYER_PAR_FLOATS)
-    for (size_t p = 0; p < d.planes; p++) {
-        float *dx = din + p * in_plane;
-        const float *dy = dout + p * out_plane;
-        const int32_t *a = arg + p * out_plane;
-        memset(dx, 0, sizeof(float) * in_plane);
-        for (size_t i = 0; i < out_plane; i++) dx[a[i]] += dy[i];
+    for (size_t blk = 0; blk < d.planes / k; blk++) {
+        float *dx = din + blk * in_plane * k;
+        const float *dy = dout + blk * out_plane * k;
+        memset(dx, 0, sizeof(float) * in_plane * k);
+        for (size_t j = 0; j < k; j++) {
+            const int32_t *a = arg + (blk * k + j) * out_plane;
+            for (size_t i = 0; i < out_plane; i++) dx[(size_t)a[i] * k + j] += dy[i * k + j];
+        }
     }
 }
 
@@ -249,6 +315,12 @@ static void global_backward(const dt_layer *l, float *din, const float *dout, in
 
 /* The global pool reads bf16 activations in a blocked layout (its output
  * is fp32). */
+/* In a bf16 net, oneDNN's max pooling (pool_dnnl.c) reads and writes bf16
+ * activations in a blocked layout, where oneDNN has the primitives. */
+static int maxpool_bf16_acts(const dt_layer *l) {
+    return l->precision == DT_PRECISION_BF16 && l->in_layout != DT_LAYOUT_NCHW && dt_pool_dnnl_supported(l);
+}
+
 static int avgpool_bf16_acts(const dt_layer *l) { return is_global(l) && l->in_layout != DT_LAYOUT_NCHW; }
 
 /* out (B, C, OH, OW) <- window sums of in (B, C, H, W) / (K*K). */
@@ -364,7 +436,10 @@ const dt_layer_ops dt_maxpool_ops = {
     .init = dt_layer_init_none,
     .forward = maxpool_forward,
     .backward = maxpool_backward,
+    .layouts = dt_layout_follow, /* per channel, in either layout */
+    .bf16_acts = maxpool_bf16_acts,
     .flops = pool_flops,
+    .destroy = dt_dnnl_fixed_destroy,
 };
 
 const dt_layer_ops dt_avgpool_ops = {

@@ -1,6 +1,9 @@
 /* [route]: Darknet's concatenation. in[k] (C_k, H, W) for k < ninputs ->
  * out (sum C_k, H, W), the inputs' channels in the order listed (one input:
- * passes it on). Spatial sizes must agree. */
+ * passes it on). Spatial sizes must agree. In the net's blocked layout
+ * (every C_k a multiple of k) a sample is its channel blocks in order, so
+ * concatenation copies the same spans; bf16 activations (in_bf16) are 2
+ * bytes a value instead of 4. */
 #include <string.h>
 
 #include "dtrain/model.h"
@@ -26,14 +29,17 @@ static dt_status route_setup(dt_layer *l) {
     return DT_OK;
 }
 
+/* Bytes of one activation value. */
+static size_t value_bytes(const dt_layer *l) { return l->in_bf16 ? sizeof(uint16_t) : sizeof(float); }
+
 /* out (B, sum C_k, H, W) <- in[k] (B, C_k, H, W), sample by sample. */
 static void route_forward(dt_layer *l, float *out, const float *const *in, int batch) {
-    size_t osz = dt_shape_size(l->out);
+    size_t v = value_bytes(l), osz = dt_shape_size(l->out) * v;
     for (int b = 0; b < batch; b++) {
-        float *y = out + (size_t)b * osz;
+        char *y = (char *)out + (size_t)b * osz;
         for (int k = 0; k < l->ninputs; k++) {
-            size_t n = dt_shape_size(l->ins[k]);
-            memcpy(y, in[k] + (size_t)b * n, sizeof(float) * n);
+            size_t n = dt_shape_size(l->ins[k]) * v;
+            memcpy(y, (const char *)in[k] + (size_t)b * n, n);
             y += n;
         }
     }
@@ -42,16 +48,20 @@ static void route_forward(dt_layer *l, float *out, const float *const *in, int b
 /* din[k] <- input k's channels of dout. */
 static void route_backward(dt_layer *l, float *const *din, const float *dout, const float *out, int batch) {
     (void)out;
-    size_t osz = dt_shape_size(l->out);
+    size_t v = value_bytes(l), osz = dt_shape_size(l->out) * v;
     for (int b = 0; b < batch; b++) {
-        const float *dy = dout + (size_t)b * osz;
+        const char *dy = (const char *)dout + (size_t)b * osz;
         for (int k = 0; k < l->ninputs; k++) {
-            size_t n = dt_shape_size(l->ins[k]);
-            if (din[k]) memcpy(din[k] + (size_t)b * n, dy, sizeof(float) * n);
+            size_t n = dt_shape_size(l->ins[k]) * v;
+            if (din[k]) memcpy((char *)din[k] + (size_t)b * n, dy, n);
             dy += n;
         }
     }
 }
+
+/* Copies bf16 values as they are, in the blocked layout (the net's plan
+ * ties the inputs' and the output's layouts and types). */
+static int route_bf16_acts(const dt_layer *l) { return l->in_layout != DT_LAYOUT_NCHW; }
 
 /* ---- model-file keys ---------------------------------------------------- */
 
@@ -82,5 +92,7 @@ const dt_layer_ops dt_route_ops = {
     .init = dt_layer_init_none,
     .forward_n = route_forward,
     .backward_n = route_backward,
+    .layouts = dt_layout_follow, /* channel blocks concatenate as spans */
+    .bf16_acts = route_bf16_acts,
     .flops = dt_layer_flops_elems,
 };
