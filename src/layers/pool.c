@@ -124,10 +124,10 @@ static void maxpool_row(const pool_dims *d, const float *x, float *y, int32_t *a
 
 /* Output row oh of a block of K planes in the blocked layout, the same
  * choices as maxpool_row per lane, the K lanes of a cell side by side so
- * the compares vectorise: y (OW, K) <- x (H, W, K); lane j's argmaxes at
- * a + j * a_plane (its plane's (OH, OW) in saved), row oh. */
-DT_BLOCK_PASS maxpool_row_lanes(const pool_dims *d, const float *x, int K, float *y, int32_t *a, size_t a_plane,
-                                int oh) {
+ * the compares vectorise: y (OW, K) <- x (H, W, K), and the argmaxes a
+ * (OW, K) beside them (saved is blocked like the output, so these stores
+ * and backward's reads are contiguous). */
+DT_BLOCK_PASS maxpool_row_lanes(const pool_dims *d, const float *x, int K, float *y, int32_t *a, int oh) {
     for (int ow = 0; ow < d->OW; ow++) {
         int h0, h1, w0, w1;
         window(d, oh, ow, &h0, &h1, &w0, &w1);
@@ -149,7 +149,7 @@ DT_BLOCK_PASS maxpool_row_lanes(const pool_dims *d, const float *x, int K, float
         for (int j = 0; j < K; j++) {
             if (nan[j]) window_nan(d, x + j, K, h0, h1, w0, w1, &m[j], &best[j]);
             y[(size_t)ow * K + j] = m[j];
-            a[(size_t)j * a_plane + (size_t)oh * d->OW + ow] = best[j];
+            a[(size_t)ow * K + j] = best[j];
         }
     }
 }
@@ -203,8 +203,9 @@ static int maxpool_row_2x2(const pool_dims *d, const float *x, float *y, int32_t
 }
 
 /* out (B, C, OH, OW) <- in (B, C, H, W), in l's layout; saved (B, C, OH,
- * OW) holds the argmax as int32 (h*W + w within its plane; a plane index
- * fits in an int, see dt_layer_check_shape). bf16 activations: oneDNN. */
+ * OW), in the same layout, holds the argmax as int32 (h*W + w within its
+ * plane; a plane index fits in an int, see dt_layer_check_shape). bf16
+ * activations: oneDNN. */
 static void maxpool_forward(dt_layer *l, float *out, const float *in, int batch, int train,
                             float *ws) {
     (void)ws;
@@ -221,7 +222,7 @@ static void maxpool_forward(dt_layer *l, float *out, const float *in, int batch,
             for (int oh = 0; oh < d.OH; oh++)
                 DT_BLOCK_DISPATCH(k, maxpool_row_lanes(&d, in + blk * in_plane * K, K,
                                                        out + (blk * out_plane + (size_t)oh * d.OW) * K,
-                                                       arg + blk * K * out_plane, out_plane, oh));
+                                                       arg + (blk * out_plane + (size_t)oh * d.OW) * K, oh));
         return;
     }
     /* The 2x2 path reads whole windows: none may reach the end padding. */
@@ -250,17 +251,16 @@ static void maxpool_backward(dt_layer *l, float *din, const float *dout, const f
     pool_dims d = dims_of(l, batch);
     const int32_t *arg = (const int32_t *)l->saved;
     size_t k = (size_t)dt_layout_block(l->in_layout), in_plane = (size_t)d.H * d.W, out_plane = (size_t)d.OH * d.OW;
-    /* Blocks of k planes, (H, W, k) and (OH, OW, k) (NCHW: k = 1, a plane);
-     * each lane's sums in the order of its outputs. */
+    /* Blocks of k planes, (H, W, k), and dout and the argmaxes (OH, OW, k)
+     * (NCHW: k = 1, a plane); each lane's sums in the order of its outputs. */
 #pragma omp parallel for schedule(static) if (in_plane * d.planes >= DT_LAYER_PAR_FLOATS)
     for (size_t blk = 0; blk < d.planes / k; blk++) {
         float *dx = din + blk * in_plane * k;
         const float *dy = dout + blk * out_plane * k;
+        const int32_t *a = arg + blk * out_plane * k;
         memset(dx, 0, sizeof(float) * in_plane * k);
-        for (size_t j = 0; j < k; j++) {
-            const int32_t *a = arg + (blk * k + j) * out_plane;
-            for (size_t i = 0; i < out_plane; i++) dx[(size_t)a[i] * k + j] += dy[i * k + j];
-        }
+        for (size_t i = 0; i < out_plane * k; i += k)
+            for (size_t j = 0; j < k; j++) dx[(size_t)a[i + j] * k + j] += dy[i + j];
     }
 }
 
