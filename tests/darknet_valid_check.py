@@ -18,7 +18,7 @@ Darknet divides by sqrt(var) + 1e-6, dtrain (as PyTorch) by sqrt(var + 1e-5),
 so an activation normalised with running variance v differs by a relative
 (1e-5 - 2e-6 sqrt(v)) / 2v: 2e-3 for v = 0.0025, a variance seen in the
 first layer after one epoch of Darknet's training here; probabilities then
-differ by up to ~2e-2. eps rewrites a weights file's variances (the float32
+differ by a few 1e-2 (up to 0.052 seen). eps rewrites a weights file's variances (the float32
 arrays of N values at float offset OFFSET after the 20-byte header) so that
 the other program's formula gives this one's divisor: to-dtrain v' =
 (sqrt(v) + 1e-6)^2 - 1e-5 (a Darknet file for dtrain), to-darknet v' =

@@ -103,14 +103,17 @@ agree() {
 }
 
 # (a) Darknet's training, evaluated by both: after its first epoch (8 steps)
-# and at its end. The accuracy as it is (probabilities within 5e-2: batch
-# norm's epsilon), and exact once the variances give dtrain Darknet's divisor.
+# and at its end. The accuracy as it is (probabilities within 1e-1: batch
+# norm's epsilon; Darknet seeds its training from the clock, srand(time(0))
+# in train_classifier, so every run trains another net, and one after its
+# first epoch differed by 0.052 here), and exact once the variances give
+# dtrain Darknet's divisor.
 timeout 600 darknet classifier train tiny.data tiny.cfg -nogpu > darknet.train 2>&1
 check "darknet classifier train writes backup/tiny.weights" test -s backup/tiny.weights || tail -3 darknet.train
 for w in tiny_1 tiny; do
     valid "backup/$w.weights" "$w.valid"
     agree "$w.weights: dtrain eval's accuracy is darknet valid's" "$w.valid" "$w.logits" \
-        "$(dteval "backup/$w.weights" "$w.logits")" 5e-2
+        "$(dteval "backup/$w.weights" "$w.logits")" 1e-1
     /usr/bin/python3 "$CHECK" eps to-dtrain "backup/$w.weights" "$w.eps.weights" $BN_VARS
     agree "$w.weights with Darknet's divisor: dtrain's probabilities are darknet's (1e-4)" "$w.valid" \
         "$w.eps.logits" "$(dteval "$w.eps.weights" "$w.eps.logits")" 1e-4
