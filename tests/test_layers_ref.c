@@ -270,19 +270,58 @@ static void test_layouts(void) {
         layout_case(tl_conv(32, 3, 2, 1), (dt_shape){16, 9, 8}, 3, 1e-5, DT_PRECISION_BF16, "conv bf16");
 }
 
+/* The Winograd kernels in `layout` on 1 and 3 threads, called directly
+ * (so nChw16c's are tested on every AVX2 CPU, though its layers run them
+ * on Zen 4 only) against the layer's own path on 1 thread: bit for bit
+ * where that path is theirs (out and din: each tile is one thread's), else
+ * (oneDNN) within 5e-5; dw within rounding (the threads' sums are added in
+ * order). */
+static void winograd_threads_case(dt_layout layout) {
+    test_layer t;
+    if (!CHECK_OK(tl_create(&t, tl_conv(32, 3, 1, 1), (dt_shape){16, 14, 14}, 16, 9))) return;
+    t.l.in_layout = t.l.out_layout = layout;
+    dt_rng rng = dt_rng_seed(4);
+    tl_fill(t.dout, t.nout, -1.0f, 1.0f, &rng);
+    size_t n = t.nout + t.nin + t.l.nw + t.l.nb, at = t.nout + t.nin;
+    float *layer = NULL, *one = NULL, *three = NULL;
+    if (CHECK_OK(dt_alloc_floats(&layer, n, "layer")) && CHECK_OK(dt_alloc_floats(&one, n, "one")) &&
+        CHECK_OK(dt_alloc_floats(&three, n, "three"))) {
+        run_on_threads(&t, 1, layer);
+        float *res[2] = {one, three};
+        for (int k = 0; k < 2; k++) {
+            omp_set_num_threads(k ? 3 : 1);
+            CHECK_OK(dt_winograd_forward(&t.l, t.out, t.in, t.batch));
+            CHECK_OK(dt_winograd_backward(&t.l, t.din, t.dout, t.in, t.batch));
+            omp_set_num_threads(1);
+            memcpy(res[k], t.out, sizeof(float) * t.nout);
+            memcpy(res[k] + t.nout, t.din, sizeof(float) * t.nin);
+            memcpy(res[k] + at, t.l.dw, sizeof(float) * (t.l.nw + t.l.nb));
+        }
+        if (dt_layer_winograd(&t.l))
+            CHECK(memcmp(layer, one, sizeof(float) * at) == 0); /* the layer ran them */
+        else
+            check_close_scaled_tol(one, layer, at, 5e-5, "Winograd against oneDNN's path");
+        check_close_scaled_tol(one + at, layer + at, t.l.nw + t.l.nb, 5e-5, "Winograd dw against the layer's");
+        CHECK(memcmp(one, three, sizeof(float) * at) == 0);
+        check_close_scaled_tol(three + at, one + at, t.l.nw + t.l.nb, 1e-5, "Winograd dw, 1 and 3 threads");
+    }
+    dt_free(layer), dt_free(one), dt_free(three);
+    tl_free(&t);
+}
+
 /* The Winograd path (winograd.h): where it applies, and, where it runs (an
  * AVX2 CPU), its forward, gradients and evaluation forward against the
  * layer's NCHW path (oneDNN, which conv_case holds to the reference loops)
  * through layout_case_in, on tile grids with odd edges, one tile, several
  * blocks, tiles wholly inside the image (10x11), 8-filter remainders, rows
- * padded to 6, blocks of 6 tiles (256 channels), with and without bias;
- * then that the layer ran it (its output is dt_winograd_forward's, bit for
- * bit), and 1 against 3 threads: out and din bit for bit (each tile is one
- * thread's), dw within rounding (the threads' sums are added in order).
- * Tolerance 5e-5 of the buffer's scale: F(4x4, 3x3)'s transforms add and
- * subtract terms up to 5 and 8 times a value and scale by 1/24, so an
- * output's rounding is some ten times a direct sum's (measured: a few
- * 1e-6, 1.0e-5 over the 2304 terms of 256 channels). */
+ * padded to 6, blocks of 6 tiles (the widest, 128 channels), with and
+ * without bias, in nChw8c, and in nChw16c those whose channels are whole
+ * blocks of 16 (with two 8-channel groups a cell); then
+ * winograd_threads_case in both layouts. Tolerance 5e-5 of the buffer's
+ * scale: F(4x4, 3x3)'s transforms add and subtract terms up to 5 and 8
+ * times a value and scale by 1/24, so an output's rounding is some ten
+ * times a direct sum's (measured: a few 1e-6, 1.0e-5 over the 2304 terms
+ * of 256 channels). */
 static void test_winograd(void) {
     test_layer t;
     if (!CHECK_OK(tl_create(&t, tl_conv(16, 3, 1, 1), (dt_shape){16, 7, 6}, 2, 5))) return;
@@ -303,6 +342,12 @@ static void test_winograd(void) {
     CHECK(!dt_layer_winograd(&t.l));
     t.l.spec.conv.dilation = 1, t.l.spec.conv.groups = 2;
     CHECK(!dt_layer_winograd(&t.l));
+    t.l.spec.conv.groups = 1, t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW16C; /* Zen 4's (winograd.c) */
+    CHECK(dt_layer_winograd(&t.l) == (avx2 && __builtin_cpu_is("amdfam19h")));
+    tl_free(&t);
+    if (!CHECK_OK(tl_create(&t, tl_conv(16, 3, 1, 1), (dt_shape){256, 3, 3}, 1, 5))) return;
+    t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW8C;
+    CHECK(!dt_layer_winograd(&t.l)); /* wider than MAX_CHANNELS */
     tl_free(&t);
     if (!avx2) return;
     static const struct {
@@ -314,33 +359,22 @@ static void test_winograd(void) {
         {24, 8, 1, 1, 2, 0, "1x1 images: one tile, all padding"},
         {40, 16, 4, 3, 1, 1, "rows padded 40 -> 42, batch 1, no bias"},
         {16, 40, 10, 11, 4, 1, "16 + 16 + 8 filters, no bias"},
-        {256, 16, 3, 4, 2, 1, "blocks of 6 tiles"},
+        {128, 16, 3, 4, 2, 1, "blocks of 6 tiles"},
+        {48, 32, 5, 9, 13, 0, "48 -> 32, blocks"},
+        {16, 48, 10, 11, 4, 1, "16 + 16 + 16 filters, no bias"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char name[96];
         snprintf(name, sizeof name, "conv 3x3 Winograd %s", cases[i].what);
         dt_layer_spec s = tl_conv(cases[i].F, 3, 1, 1);
         s.no_bias = cases[i].no_bias;
-        layout_case_in(s, (dt_shape){cases[i].C, cases[i].H, cases[i].W}, cases[i].B, 5e-5, DT_PRECISION_FP32,
-                       DT_LAYOUT_NCHW8C, name);
+        dt_shape in = {cases[i].C, cases[i].H, cases[i].W};
+        layout_case_in(s, in, cases[i].B, 5e-5, DT_PRECISION_FP32, DT_LAYOUT_NCHW8C, name);
+        if (cases[i].C % 16 == 0 && cases[i].F % 16 == 0)
+            layout_case_in(s, in, cases[i].B, 5e-5, DT_PRECISION_FP32, DT_LAYOUT_NCHW16C, name);
     }
-    if (!CHECK_OK(tl_create(&t, tl_conv(32, 3, 1, 1), (dt_shape){16, 14, 14}, 16, 9))) return;
-    t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW8C;
-    dt_rng rng = dt_rng_seed(4);
-    tl_fill(t.dout, t.nout, -1.0f, 1.0f, &rng);
-    size_t n = t.nout + t.nin + t.l.nw + t.l.nb;
-    float *one = NULL, *three = NULL;
-    if (CHECK_OK(dt_alloc_floats(&one, n, "one")) && CHECK_OK(dt_alloc_floats(&three, n, "three"))) {
-        run_on_threads(&t, 1, one);
-        run_on_threads(&t, 3, three);
-        CHECK_OK(dt_winograd_forward(&t.l, t.out, t.in, t.batch));
-        CHECK(memcmp(t.out, one, sizeof(float) * t.nout) == 0); /* the layer ran it */
-        CHECK(memcmp(one, three, sizeof(float) * (t.nout + t.nin)) == 0);
-        size_t at = t.nout + t.nin;
-        check_close_scaled_tol(three + at, one + at, t.l.nw + t.l.nb, 1e-5, "Winograd dw, 1 and 3 threads");
-    }
-    dt_free(one), dt_free(three);
-    tl_free(&t);
+    winograd_threads_case(DT_LAYOUT_NCHW8C);
+    winograd_threads_case(DT_LAYOUT_NCHW16C);
 }
 
 static void gemm_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {

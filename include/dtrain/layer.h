@@ -361,15 +361,18 @@ dt_precision dt_layer_precision(const dt_layer *l, dt_precision p);
 
 /* 1 when convolution l runs Winograd's algorithm (src/layers/winograd.h):
  * l->winograd is set ([net] winograd=1, the default), it is 3x3 with
- * stride 1, padding 1, no dilation or groups, in fp32, its input and output
- * are nChw8c (the net's layout on AVX2 CPUs without AVX-512; channels and
- * filters are then multiples of 8), and the CPU has AVX2 and FMA. */
+ * stride 1, padding 1, no dilation or groups, in fp32, with at most 128
+ * channels and filters, its input and output are nChw8c (the net's layout
+ * on AVX2 CPUs without AVX-512; channels and filters are then multiples of
+ * 8), or nChw16c on AMD's Zen 4 (AVX-512 at AVX2's FMA width), and the CPU
+ * has AVX2 and FMA. */
 int dt_layer_winograd(const dt_layer *l);
 /* Whether convolution l tries oneDNN's Winograd (its F(4x4, 3x3) kernels
  * for all three passes, the direct ones where oneDNN refuses the shape):
  * l->winograd is set, it is 3x3 with stride 1, no dilation or groups, in
  * fp32, between nChw16c activations (AVX-512), where dt_layer_winograd's
- * kernels do not run. */
+ * kernels do not run (Intel's AVX-512; on Zen 4 the layers wider than
+ * theirs). */
 int dt_layer_dnnl_winograd(const dt_layer *l);
 
 /* dst (n) += src (n): activation gradients, bf16 values when bf16 (the

@@ -64,7 +64,7 @@ typedef struct {
                                channel, as torchvision's Normalize (n 0: mean 0, std 1) */
     dt_precision precision; /* of convolutions and connected layers (dt_net_create checks it) */
     int winograd;           /* 1: 3x3 stride-1 convolutions run Winograd's algorithm where it applies
-                               (dt_layer_winograd: fp32, nChw8c, AVX2); 0: never */
+                               (dt_layer_winograd, else oneDNN's on AVX-512); 0: never */
     int plain_engine;       /* not from model files: NCHW activations and no fused ReLUs (tests
                                compare the engine's fast paths with this) */
     int logistic_head_line; /* line of a [connected] right before [softmax] without activation=,

@@ -4,7 +4,7 @@
  *   (taps D cells apart); G groups: filters [g F/G, (g+1) F/G) read input channels
  *   [g C/G, (g+1) C/G) (PyTorch's groups and dilation).
  * Fast paths, in order: Winograd's F(4x4, 3x3) for 3x3 stride-1 convolutions
- * on AVX2 CPUs (winograd.h, dt_layer_winograd); oneDNN's convolutions
+ * on AVX2 CPUs and Zen 4 (winograd.h, dt_layer_winograd); oneDNN's convolutions
  * (dnnl_layer.c), about twice as fast as sgemm on im2col columns, in the
  * layer's precision (fp32 or bf16).
  * Fallback, when oneDNN cannot run a shape (always in fp32): each
@@ -309,7 +309,7 @@ static void conv_describe(const dt_layer *l, int batch, dt_dnnl_dims *g) {
 int dt_layer_dnnl_winograd(const dt_layer *l) {
     if (l->spec.kind != DT_LAYER_CONV) return 0;
     conv_dims d = dims_of(l);
-    return l->winograd && d.K == 3 && d.S == 1 && d.D == 1 && d.G == 1 &&
+    return l->winograd && !dt_layer_winograd(l) && d.K == 3 && d.S == 1 && d.D == 1 && d.G == 1 &&
            l->precision == DT_PRECISION_FP32 && l->in_layout == DT_LAYOUT_NCHW16C &&
            l->out_layout == DT_LAYOUT_NCHW16C;
 }

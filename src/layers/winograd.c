@@ -1,4 +1,5 @@
-/* Winograd F(4x4, 3x3) convolutions on nChw8c activations (winograd.h).
+/* Winograd F(4x4, 3x3) convolutions on nChw8c or nChw16c activations
+ * (winograd.h).
  *
  * Buffer shapes, for a block of TB tiles (TB a multiple of ROWS, the
  * matrix kernels' rows; a block's rows past the last tile are zero and
@@ -41,11 +42,19 @@ enum {
     ROWS = 6,               /* rows of the product kernel: 12 accumulators of 16 */
     BLOCK_FLOATS = 768,     /* TB x channels of a block's V or M: 108 KiB for all 36 positions */
     WEIGHTS_PAR = 1024,     /* channel pairs from which the weights' transforms use the threads */
-    AHEAD = 4               /* tiles between a tile's prefetch and its transform */
+    AHEAD = 4,              /* tiles between a tile's prefetch and its transform */
+    /* The widest side these kernels take. With more channels a block holds
+     * the minimum of 6 tiles, while the weights' U and each thread's dU
+     * (36 C F floats) outgrow the caches: on Zen 4 at 2 threads, resnet18's
+     * 256x14x14 backward took 51 ms here against oneDNN's 16, its
+     * 512x7x7 forward 71 against 9; at 128x28x28 the two were level, at
+     * 64x56x56 these were 4-15 % faster. */
+    MAX_CHANNELS = 128
 };
 
 typedef struct {
     int H, W, TH, TW; /* image and tile grid */
+    int lb;           /* the activations' channel block: 8 (nChw8c) or 16 (nChw16c) */
     long T;           /* tiles in the batch: B TH TW */
     int widest;       /* max(Cin, Cout): a tile row of V large enough for either side */
     int TB;           /* tiles per block */
@@ -57,15 +66,26 @@ typedef struct {
  * kernel walks down are not 4 KiB apart (they would share one L1 set). */
 static size_t tile_stride(int c) { return (size_t)XI * (size_t)c + 16; }
 
-/* The tiles of a convolution of Cin into Cout channels over (batch, H, W). */
-static wino_grid grid_of(int batch, int H, int W, int Cin, int Cout) {
-    wino_grid g = {H, W, (H + TILE_OUT - 1) / TILE_OUT, (W + TILE_OUT - 1) / TILE_OUT, 0, Cin > Cout ? Cin : Cout,
+/* The tiles of a convolution of Cin into Cout channels over (batch, H, W),
+ * activations blocked by lb channels. */
+static wino_grid grid_of(int batch, int H, int W, int lb, int Cin, int Cout) {
+    wino_grid g = {H, W, (H + TILE_OUT - 1) / TILE_OUT, (W + TILE_OUT - 1) / TILE_OUT, lb, 0, Cin > Cout ? Cin : Cout,
                    0, 0};
     g.T = (long)batch * g.TH * g.TW;
     int rows = BLOCK_FLOATS / g.widest / ROWS * ROWS;
     g.TB = rows > ROWS ? rows : ROWS;
     g.blocks = (g.T + g.TB - 1) / g.TB;
     return g;
+}
+
+/* The first float of channels 8q..8q+7 of image b in an activation (B,
+ * C, H, W) of g's layout: the transforms work on 8 channels at a time,
+ * and in nChw16c two such groups share a block (a cell's 16 floats hold
+ * both, group q at float 8 (q % 2)). A cell is lb floats after the last. */
+static size_t group_at(const wino_grid *g, int C, int b, int q) {
+    int per = g->lb / 8;
+    return ((size_t)b * (size_t)(C / g->lb) + (size_t)(q / per)) * (size_t)g->H * (size_t)g->W * (size_t)g->lb +
+           (size_t)(q % per) * 8;
 }
 
 /* A tile's image and place in the grid. */
@@ -95,11 +115,22 @@ static int block_tiles(const wino_grid *g, long blk) {
 
 static int cpu_has_avx2_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
+/* Whether these kernels take nChw16c too, which AVX-512 CPUs use: where
+ * the CPU runs a 512-bit FMA as two 256-bit halves (AMD family 19h, Zen
+ * 4), AVX2's FMAs reach the same peak, and these kernels trained resnet20
+ * 1.25x (1 thread) and 1.3x (2 threads) faster than oneDNN's AVX-512
+ * Winograd there. Elsewhere (Intel's AVX-512, with twice AVX2's FMA
+ * width) oneDNN's own Winograd takes nChw16c (conv.c). */
+static int takes_nchw16c(void) { return __builtin_cpu_is("amdfam19h"); }
+
 int dt_layer_winograd(const dt_layer *l) {
     return l->winograd && l->spec.kind == DT_LAYER_CONV && l->spec.size == 3 && l->spec.stride == 1 &&
            l->spec.pad == 1 && dt_layer_dilation(&l->spec) == 1 && dt_layer_groups(&l->spec) == 1 &&
-           l->precision == DT_PRECISION_FP32 && l->in_layout == DT_LAYOUT_NCHW8C &&
-           l->out_layout == DT_LAYOUT_NCHW8C && l->in.c % 8 == 0 && l->out.c % 8 == 0 && cpu_has_avx2_fma();
+           l->precision == DT_PRECISION_FP32 && l->out_layout == l->in_layout &&
+           (l->in_layout == DT_LAYOUT_NCHW8C || (l->in_layout == DT_LAYOUT_NCHW16C && takes_nchw16c())) &&
+           l->in.c % dt_layout_block(l->in_layout) == 0 && l->out.c % dt_layout_block(l->in_layout) == 0 &&
+           l->in.c <= MAX_CHANNELS && l->out.c <= MAX_CHANNELS &&
+           cpu_has_avx2_fma();
 }
 
 /* Zeroes the rows n.. of a block's TB rows of tile_stride(c) floats: the
@@ -124,17 +155,17 @@ static tile_span tile_span_of(const wino_grid *g, int th, int tw) {
 
 static int span_is_whole(tile_span sp) { return sp.i0 == 0 && sp.i1 == TILE_IN && sp.j0 == 0 && sp.j1 == TILE_IN; }
 
-/* Asks for the cells of tile (th, tw) of one channel block's plane x (H,
- * W, 8) that lie inside the image, some time ahead of their use (the
- * transforms' reads miss the caches otherwise): a cache line holds 2
- * cells, a row of a tile 6. */
+/* Asks for the cells of tile (th, tw) of one channel group's plane x (H,
+ * W, from group_at) that lie inside the image, some time ahead of their
+ * use (the transforms' reads miss the caches otherwise): a cache line
+ * holds 2 cells of nChw8c, 1 of nChw16c. */
 static void prefetch_tile(const float *x, const wino_grid *g, int th, int tw) {
     int ih0 = TILE_OUT * th - 1, iw0 = TILE_OUT * tw - 1;
     tile_span sp = tile_span_of(g, th, tw);
     for (int i = sp.i0; i < sp.i1; i++) {
-        long row = ((long)(ih0 + i) * g->W + iw0) * 8; /* cell (i, 0)'s offset, before x when iw0 < 0 */
-        for (int j = sp.j0; j < sp.j1; j += 2) __builtin_prefetch(x + (row + 8 * j));
-        __builtin_prefetch(x + (row + 8 * (sp.j1 - 1)));
+        long row = ((long)(ih0 + i) * g->W + iw0) * g->lb; /* cell (i, 0)'s offset, before x when iw0 < 0 */
+        for (int j = sp.j0; j < sp.j1; j += 16 / g->lb) __builtin_prefetch(x + (row + g->lb * j));
+        __builtin_prefetch(x + (row + g->lb * (sp.j1 - 1)));
     }
 }
 
@@ -153,8 +184,8 @@ AVX2 static inline void input_1d(__m256 r[TILE_IN], const __m256 d[TILE_IN]) {
     r[5] = _mm256_fmadd_ps(four, d[1], _mm256_fnmadd_ps(five, d[3], d[5]));
 }
 
-/* v[xi ld] <- B^T d B for tile (th, tw) of one channel block's plane x
- * (H, W, 8), cells outside its span sp zero (the padding): each row
+/* v[xi ld] <- B^T d B for tile (th, tw) of one channel group's plane x
+ * (from group_at), cells outside its span sp zero (the padding): each row
  * through B, then each column of that through B^T. Inlined twice: `edge`
  * 0 for tiles whose span is whole, whose loads need no tests. */
 AVX2 static inline __attribute__((always_inline)) void input_tile(const float *x, const wino_grid *g, int th, int tw,
@@ -162,9 +193,9 @@ AVX2 static inline __attribute__((always_inline)) void input_tile(const float *x
     int ih0 = TILE_OUT * th - 1, iw0 = TILE_OUT * tw - 1;
     __m256 t[TILE_IN][TILE_IN], d[TILE_IN], r[TILE_IN];
     for (int i = 0; i < TILE_IN; i++) {
-        long row = ((long)(ih0 + i) * g->W + iw0) * 8; /* cell (i, 0)'s offset, outside x at the edges */
+        long row = ((long)(ih0 + i) * g->W + iw0) * g->lb; /* cell (i, 0)'s offset, outside x at the edges */
         for (int j = 0; j < TILE_IN; j++)
-            d[j] = !edge || (i >= sp.i0 && i < sp.i1 && j >= sp.j0 && j < sp.j1) ? _mm256_loadu_ps(x + (row + 8 * j))
+            d[j] = !edge || (i >= sp.i0 && i < sp.i1 && j >= sp.j0 && j < sp.j1) ? _mm256_loadu_ps(x + (row + g->lb * j))
                                                                                   : _mm256_setzero_ps();
         input_1d(t[i], d);
     }
@@ -189,13 +220,13 @@ static void walk_next(const wino_grid *g, long blk, int n, walk_pos *w) {
     w->r = 0, w->cb++, w->p = block_start(g, blk);
 }
 
-/* V rows of block blk's tiles <- B^T d B of x (B, Cin, H, W) nChw8c, a
- * channel block at a time: consecutive tiles read consecutive cells of one
+/* V rows of block blk's tiles <- B^T d B of x (B, Cin, H, W) nChw8c or
+ * nChw16c, 8 channels at a time: consecutive tiles read consecutive cells of one
  * plane. A block's run in each plane is too short for the hardware
  * prefetchers, so the tile AHEAD places further along the walk is asked
  * for before each transform. */
 AVX2 static void transform_inputs(const float *x, int Cin, const wino_grid *g, long blk, float *V) {
-    size_t plane = (size_t)g->H * (size_t)g->W * 8, ld = (size_t)Cin, pad = tile_stride(Cin) - (size_t)XI * ld;
+    size_t ld = (size_t)Cin, pad = tile_stride(Cin) - (size_t)XI * ld;
     int n = block_tiles(g, blk), nb = Cin / 8;
     zero_rows_past(V, n, g->TB, Cin);
     for (int r = 0; r < n; r++) /* each row's padding, which backward-weights' last rows read */
@@ -204,10 +235,10 @@ AVX2 static void transform_inputs(const float *x, int Cin, const wino_grid *g, l
     for (int k = 0; k < AHEAD; k++) walk_next(g, blk, n, &ahead);
     for (; w.cb < nb; walk_next(g, blk, n, &w)) {
         if (ahead.cb < nb) {
-            prefetch_tile(x + ((size_t)ahead.p.b * (size_t)nb + (size_t)ahead.cb) * plane, g, ahead.p.th, ahead.p.tw);
+            prefetch_tile(x + group_at(g, Cin, ahead.p.b, ahead.cb), g, ahead.p.th, ahead.p.tw);
             walk_next(g, blk, n, &ahead);
         }
-        const float *x0 = x + ((size_t)w.p.b * (size_t)nb + (size_t)w.cb) * plane;
+        const float *x0 = x + group_at(g, Cin, w.p.b, w.cb);
         float *v = V + (size_t)w.r * tile_stride(Cin) + (size_t)w.cb * 8;
         tile_span sp = tile_span_of(g, w.p.th, w.p.tw);
         if (span_is_whole(sp))
@@ -229,11 +260,11 @@ AVX2 static inline void output_1d(__m256 o[TILE_OUT], const __m256 m[TILE_IN]) {
     o[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, d, b), m[5]);
 }
 
-/* Tiles of block blk in y (B, Cout, H, W) nChw8c <- A^T M A (+ bias);
+/* Tiles of block blk in y (B, Cout, H, W) nChw8c or nChw16c <- A^T M A (+ bias);
  * cells outside the image are dropped. */
 AVX2 static void transform_outputs(const float *M, int Cout, const wino_grid *g, long blk, const float *bias,
                                    float *y) {
-    size_t plane = (size_t)g->H * (size_t)g->W * 8, ld = (size_t)Cout;
+    size_t ld = (size_t)Cout;
     int n = block_tiles(g, blk);
     for (int fb = 0; fb < Cout / 8; fb++) {
         __m256 bv = bias ? _mm256_loadu_ps(bias + (size_t)fb * 8) : _mm256_setzero_ps();
@@ -248,11 +279,11 @@ AVX2 static void transform_outputs(const float *M, int Cout, const wino_grid *g,
                 output_1d(o, col);
                 for (int i = 0; i < TILE_OUT; i++) s[i][j] = o[i];
             }
-            float *out = y + ((size_t)p.b * (size_t)(Cout / 8) + (size_t)fb) * plane;
+            float *out = y + group_at(g, Cout, p.b, fb);
             for (int i = 0; i < rows; i++) {
                 output_1d(o, s[i]);
                 for (int j = 0; j < cols; j++)
-                    _mm256_storeu_ps(out + ((size_t)(oh + i) * (size_t)g->W + (size_t)(ow + j)) * 8,
+                    _mm256_storeu_ps(out + ((size_t)(oh + i) * (size_t)g->W + (size_t)(ow + j)) * (size_t)g->lb,
                                      _mm256_add_ps(o[j], bv));
             }
         }
@@ -274,9 +305,9 @@ AVX2 static inline void grad_1d(__m256 q[TILE_IN], const __m256 e[TILE_OUT]) {
 }
 
 /* dM rows of block blk <- A dy A^T for the 4x4 output gradients of each
- * tile of dy (B, F, H, W) nChw8c (zero outside the image). */
+ * tile of dy (B, F, H, W) nChw8c or nChw16c (zero outside the image). */
 AVX2 static void transform_grads(const float *dy, int F, const wino_grid *g, long blk, float *dM) {
-    size_t plane = (size_t)g->H * (size_t)g->W * 8, ld = (size_t)F;
+    size_t ld = (size_t)F;
     int n = block_tiles(g, blk);
     zero_rows_past(dM, n, g->TB, F);
     for (int fb = 0; fb < F / 8; fb++) {
@@ -284,12 +315,12 @@ AVX2 static void transform_grads(const float *dy, int F, const wino_grid *g, lon
         for (int r = 0; r < n; r++, next_tile(g, &p)) {
             int oh = TILE_OUT * p.th, ow = TILE_OUT * p.tw;
             float *dm = dM + (size_t)r * tile_stride(F) + (size_t)fb * 8;
-            const float *src = dy + ((size_t)p.b * (size_t)(F / 8) + (size_t)fb) * plane;
+            const float *src = dy + group_at(g, F, p.b, fb);
             __m256 q[TILE_IN][TILE_OUT], e[TILE_OUT], row[TILE_IN]; /* q = A e */
             for (int j = 0; j < TILE_OUT; j++) {
                 for (int i = 0; i < TILE_OUT; i++)
                     e[i] = oh + i < g->H && ow + j < g->W
-                               ? _mm256_loadu_ps(src + ((size_t)(oh + i) * (size_t)g->W + (size_t)(ow + j)) * 8)
+                               ? _mm256_loadu_ps(src + ((size_t)(oh + i) * (size_t)g->W + (size_t)(ow + j)) * (size_t)g->lb)
                                : _mm256_setzero_ps();
                 grad_1d(row, e);
                 for (int i = 0; i < TILE_IN; i++) q[i][j] = row[i];
@@ -462,10 +493,10 @@ AVX2 static void weight_gradients8(float *dw, size_t kstride, const float *du, s
 /* ---- the passes --------------------------------------------------------- */
 
 /* y (B, Cout, H, W) <- x (B, Cin, H, W) convolved by the transformed
- * weights U (36, Cin, Cout), plus bias unless NULL; nChw8c. */
+ * weights U (36, Cin, Cout), plus bias unless NULL; blocked by lb channels. */
 static dt_status convolve(const float *x, int Cin, float *y, int Cout, const float *U, const float *bias, int batch,
-                          int H, int W) {
-    wino_grid g = grid_of(batch, H, W, Cin, Cout);
+                          int H, int W, int lb) {
+    wino_grid g = grid_of(batch, H, W, lb, Cin, Cout);
     int nt = omp_get_max_threads();
     size_t per = (size_t)g.TB * (tile_stride(Cin) + tile_stride(Cout));
     float *scratch;
@@ -506,18 +537,20 @@ static dt_status transformed_weights(const dt_layer *l, int flip, float **U) {
 dt_status dt_winograd_forward(const dt_layer *l, float *out, const float *in, int batch) {
     float *U;
     DT_TRY(transformed_weights(l, 0, &U));
-    dt_status st = convolve(in, l->in.c, out, l->out.c, U, l->nb ? l->b : NULL, batch, l->in.h, l->in.w);
+    dt_status st = convolve(in, l->in.c, out, l->out.c, U, l->nb ? l->b : NULL, batch, l->in.h, l->in.w,
+                            dt_layout_block(l->in_layout));
     dt_free(U);
     return st;
 }
 
-/* db (F) <- the sums of dy (B, F, H, W) nChw8c over images and cells. */
-static void bias_gradient(float *db, const float *dy, int F, int batch, size_t plane) {
+/* db (F) <- the sums of dy (B, F, H, W), blocked by lb channels, over
+ * images and cells. */
+static void bias_gradient(float *db, const float *dy, int F, int batch, size_t plane, int lb) {
     for (int f = 0; f < F; f++) {
         double s = 0;
         for (int b = 0; b < batch; b++) {
-            const float *p = dy + ((size_t)b * (size_t)(F / 8) + (size_t)(f / 8)) * plane * 8 + f % 8;
-            for (size_t i = 0; i < plane; i++) s += p[i * 8];
+            const float *p = dy + ((size_t)b * (size_t)(F / lb) + (size_t)(f / lb)) * plane * (size_t)lb + f % lb;
+            for (size_t i = 0; i < plane; i++) s += p[i * (size_t)lb];
         }
         db[f] = (float)s;
     }
@@ -555,7 +588,8 @@ static void backward_blocks(const backward_pass *bp, float *scratch, long first,
 
 dt_status dt_winograd_backward(dt_layer *l, float *din, const float *dout, const float *in, int batch) {
     int C = l->in.c, F = l->out.c, nt = omp_get_max_threads();
-    backward_pass bp = {in, dout, NULL, din, C, F, grid_of(batch, l->in.h, l->in.w, C, F), 0, 0};
+    int lb = dt_layout_block(l->in_layout);
+    backward_pass bp = {in, dout, NULL, din, C, F, grid_of(batch, l->in.h, l->in.w, lb, C, F), 0, 0};
     bp.ndu = (size_t)XI * (size_t)padded_rows(C) * (size_t)F;
     bp.per = (size_t)bp.g.TB * (tile_stride(bp.g.widest) + tile_stride(F) + tile_stride(C)) + bp.ndu;
     float *scratch, *Uf = NULL;
@@ -585,7 +619,7 @@ dt_status dt_winograd_backward(dt_layer *l, float *din, const float *dout, const
             weight_gradients8(l->dw + ((size_t)f * C + c) * 9, (size_t)C * 9, dU + (size_t)c * F + f,
                               (size_t)padded_rows(C) * F);
     dt_free(scratch), dt_free(Uf);
-    if (l->nb) bias_gradient(l->db, dout, F, batch, (size_t)l->in.h * (size_t)l->in.w);
+    if (l->nb) bias_gradient(l->db, dout, F, batch, (size_t)l->in.h * (size_t)l->in.w, lb);
     return DT_OK;
 }
 
