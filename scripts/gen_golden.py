@@ -4,7 +4,8 @@
 Run with Debian's PyTorch 1.13 from the repository root:
     /usr/bin/python3 scripts/gen_golden.py [case ...]
 (cases: layers, cnn_sgd, cnn_sgd_bf16, cnn_adam, cnn_adamw, cnn_lars,
-cnn_lamb, resnet20_fm_sgd, resnet18_sgd, resnet50_sgd; none named: all).
+cnn_lamb, resnet20_fm_sgd, resnet18_sgd, resnet50_sgd, resnet20_fm_sgd_bf16,
+resnet18_sgd_bf16; none named: all).
 It rewrites tests/golden/*.bin (committed, ~50 KB in all); the output is
 the same on every run (fixed seeds, one thread).
 
@@ -33,8 +34,10 @@ weight decay, batch: the test checks them against examples/cnn.cfg), loss
 (STEPS) and sum, sumsq (one per parameter tensor, float64 sums stored as
 float32) of the final parameters.
 
-bf16 case (cnn_sgd_bf16.bin): cnn_sgd under torch.autocast('cpu',
-bfloat16); holds hyper, loss and loss64 (here: the fp32 losses).
+bf16 cases (cnn_sgd_bf16.bin, resnet20_fm_sgd_bf16.bin,
+resnet18_sgd_bf16.bin): cnn_sgd, resnet20_fm_sgd and resnet18_sgd (below)
+under torch.autocast('cpu', bfloat16); each holds hyper, loss and loss64
+(here: the same run's fp32 losses).
 
 ResNet case (resnet20_fm_sgd.bin): `resnet20_fm` of
 ../shared/reference/torch_ref_models.py (examples/resnet20_fm.cfg), its conv
@@ -381,14 +384,16 @@ def hashed_ref_model(name, dtype):
     return model, params
 
 
-def resnet_losses(dtype):
+def resnet_losses(dtype, amp=contextlib.nullcontext):
     model, params = hashed_ref_model('resnet20_fm', dtype)
     opt = torch.optim.SGD(params, lr=RESNET_LR, momentum=MOMENTUM, weight_decay=DECAY)
     x, y = load_fmnist(STEPS * BATCH)
     losses = []
     for s in range(STEPS):
         opt.zero_grad()
-        loss = F.cross_entropy(model(x[s * BATCH:(s + 1) * BATCH].to(dtype)), y[s * BATCH:(s + 1) * BATCH])
+        with amp():
+            logits = model(x[s * BATCH:(s + 1) * BATCH].to(dtype))
+        loss = F.cross_entropy(logits.to(dtype), y[s * BATCH:(s + 1) * BATCH])
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -401,6 +406,22 @@ def resnet_golden():
         print('step %d loss %.7f (float64 %.7f)' % (s, a, b))
     write_golden('resnet20_fm_sgd', [('hyper', [RESNET_LR, MOMENTUM, DECAY, BATCH]), ('loss', l32),
                                      ('loss64', l64)])
+
+
+def bf16_amp():
+    return torch.autocast('cpu', dtype=torch.bfloat16)
+
+
+def resnet_bf16_golden():
+    """resnet20_fm_sgd_bf16.bin: resnet20_fm_sgd's run under torch.autocast
+    (bf16 convolutions and connected layer, fp32 batch norm, weights and
+    SGD); loss64 holds the fp32 run's losses, whose spread from the bf16
+    ones sets the test's tolerance, as for cnn_sgd_bf16."""
+    lbf, l32 = resnet_losses(torch.float32, bf16_amp), resnet_losses(torch.float32)
+    for s, (a, b) in enumerate(zip(lbf, l32)):
+        print('step %d loss %.7f (fp32 %.7f)' % (s, a, b))
+    write_golden('resnet20_fm_sgd_bf16', [('hyper', [RESNET_LR, MOMENTUM, DECAY, BATCH]), ('loss', lbf),
+                                          ('loss64', l32)])
 
 
 # examples/resnet18.cfg's SGD settings (the test checks them against the file).
@@ -423,9 +444,10 @@ def imagenet_batch():
             torch.from_numpy((lab % np.uint64(IMAGENET_CLASSES)).astype(np.int64)))
 
 
-def imagenet_losses(name, dtype):
+def imagenet_losses(name, dtype, amp=contextlib.nullcontext):
     """IMAGENET_STEPS[name] steps of torch.optim.SGD on imagenet_batch(), decay
-    on the conv and linear weights only (exclude_bias_bn=1)."""
+    on the conv and linear weights only (exclude_bias_bn=1), the forward
+    under amp."""
     model, params = hashed_ref_model(name, dtype)
     plain = [p for p in params if p.dim() == 1]  # biases, batch-norm scale and shift
     decayed = [p for p in params if p.dim() > 1]
@@ -437,7 +459,9 @@ def imagenet_losses(name, dtype):
     losses = []
     for _ in range(IMAGENET_STEPS[name]):
         opt.zero_grad()
-        loss = F.cross_entropy(model(x.to(dtype)), y)
+        with amp():
+            logits = model(x.to(dtype))
+        loss = F.cross_entropy(logits.to(dtype), y)
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -450,6 +474,16 @@ def imagenet_golden(name):
         print('step %d loss %.7f (float64 %.7f)' % (s, a, b))
     hyper = [IMAGENET_LR, IMAGENET_MOMENTUM, IMAGENET_DECAY, IMAGENET_BATCH, IMAGENET_EXCLUDE]
     write_golden(name + '_sgd', [('hyper', hyper), ('loss', l32), ('loss64', l64)])
+
+
+def imagenet_bf16_golden(name):
+    """<name>_sgd_bf16.bin: <name>_sgd's steps under torch.autocast, loss64
+    the fp32 run's losses (as resnet20_fm_sgd_bf16)."""
+    lbf, l32 = imagenet_losses(name, torch.float32, bf16_amp), imagenet_losses(name, torch.float32)
+    for s, (a, b) in enumerate(zip(lbf, l32)):
+        print('step %d loss %.7f (fp32 %.7f)' % (s, a, b))
+    hyper = [IMAGENET_LR, IMAGENET_MOMENTUM, IMAGENET_DECAY, IMAGENET_BATCH, IMAGENET_EXCLUDE]
+    write_golden(name + '_sgd_bf16', [('hyper', hyper), ('loss', lbf), ('loss64', l32)])
 
 
 def cnn_optimizer_goldens(names):
@@ -466,7 +500,8 @@ def cnn_optimizer_goldens(names):
 
 CASES = {'layers': layer_goldens, 'cnn_sgd': cnn_golden, 'cnn_sgd_bf16': cnn_bf16_golden,
          'resnet20_fm_sgd': resnet_golden, 'resnet18_sgd': lambda: imagenet_golden('resnet18'),
-         'resnet50_sgd': lambda: imagenet_golden('resnet50')}
+         'resnet50_sgd': lambda: imagenet_golden('resnet50'), 'resnet20_fm_sgd_bf16': resnet_bf16_golden,
+         'resnet18_sgd_bf16': lambda: imagenet_bf16_golden('resnet18')}
 CASES.update({'cnn_' + name: (lambda n=name: cnn_optimizer_goldens((n,))) for name in OPTIMIZERS})
 
 
