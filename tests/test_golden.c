@@ -463,8 +463,8 @@ static void train_and_compare(dt_net *net, const dt_model_spec *spec, batch_fn n
      * convolution stay fp32), which is noise of that size, not a bias
      * (resnet20_fm_sgd_bf16: torch's bf16 and fp32 losses part by 1.7e-3 at
      * step 0, dtrain's bf16 losses stay within 1.4e-3 relative of torch's;
-     * resnet18_sgd_bf16: 9.5e-3 at step 0 on a loss of 7.41, dtrain within
-     * 1.7e-3 of torch's, 0.0415 against 0.0432 at step 2). The
+     * resnet18_sgd_bf16: 9.5e-3 at step 0 on a loss of 7.41, dtrain's 7.4068
+     * against torch's 7.4190 there, 0.0415 against 0.0432 at step 2). The
      * ResNet: float32 rounding amplified through 19 batch norms is chaotic
      * (torch's float32 and float64 losses part by 1e-6 by step 2, 7e-5 at
      * step 5, 1.3e-3 at step 6), so two float32 orders of summation cannot
