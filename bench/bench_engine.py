@@ -171,8 +171,8 @@ def bench_bf16(a):
                   f'{fmt_ips(m["pb"], 8)} {fmt_ips(m["pf"], 8)} '
                   f'{row["speedup"]:>12.2f} {row["vs_torch_bf16"]:>10.2f} {row["tflops"]:>8.2f} '
                   f'{row["peak_fraction"]:>8.1%}', flush=True)
-    print_roofline('roofline of dtrain bf16 (step counted from the model, bench/roofline.py; activations '
-                   'fp32 between layers, so bytes as fp32):', roofs)
+    print_roofline('roofline of dtrain bf16 (step counted from the model, bench/roofline.py; bytes counted '
+                   'as fp32, an upper bound where activations are bf16):', roofs)
     print(json.dumps({'event': 'bench_engine_bf16', 'rounds': a.rounds, 'cpu': roofline.cpu_name(),
                       'ceilings': ceil, 'rows': rows}))
 
