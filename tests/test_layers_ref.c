@@ -271,15 +271,20 @@ static void test_layouts(void) {
 }
 
 /* The Winograd kernels in `layout` on 1 and 3 threads, called directly
- * (so nChw16c's are tested on every AVX2 CPU, though its layers run them
- * on Zen 4 only) against the layer's own path on 1 thread: bit for bit
- * where that path is theirs (out and din: each tile is one thread's), else
- * (oneDNN) within 5e-5; dw within rounding (the threads' sums are added in
- * order). */
-static void winograd_threads_case(dt_layout layout) {
+ * (so nChw16c's are tested on every AVX2 CPU, though layers run them on
+ * Zen 4 only), for a convolution of C into s's filters over (B, C, H, W),
+ * against the layer's own path on 1 thread: bit for bit where that path is
+ * theirs (out and din: each tile is one thread's), else (oneDNN) within
+ * 5e-5; dw within rounding (the threads' sums are added in order). */
+static void winograd_direct_case(dt_layer_spec s, dt_shape in, int B, dt_layout layout, const char *name) {
     test_layer t;
-    if (!CHECK_OK(tl_create(&t, tl_conv(32, 3, 1, 1), (dt_shape){16, 14, 14}, 16, 9))) return;
+    if (!CHECK_OK(tl_create(&t, s, in, B, 9))) return;
     t.l.in_layout = t.l.out_layout = layout;
+    dt_free(t.ws); /* the blocked layout's fallback workspace */
+    if (!CHECK_OK(dt_alloc_floats(&t.ws, t.l.ops->workspace_floats(&t.l, B) + 1, "ws"))) {
+        tl_free(&t);
+        return;
+    }
     dt_rng rng = dt_rng_seed(4);
     tl_fill(t.dout, t.nout, -1.0f, 1.0f, &rng);
     size_t n = t.nout + t.nin + t.l.nw + t.l.nb, at = t.nout + t.nin;
@@ -297,13 +302,17 @@ static void winograd_threads_case(dt_layout layout) {
             memcpy(res[k] + t.nout, t.din, sizeof(float) * t.nin);
             memcpy(res[k] + at, t.l.dw, sizeof(float) * (t.l.nw + t.l.nb));
         }
+        char what[3][160];
+        snprintf(what[0], sizeof what[0], "%s: Winograd's out, din against oneDNN's path", name);
+        snprintf(what[1], sizeof what[1], "%s: Winograd's dw against the layer's", name);
+        snprintf(what[2], sizeof what[2], "%s: Winograd's dw, 1 and 3 threads", name);
         if (dt_layer_winograd(&t.l))
             CHECK(memcmp(layer, one, sizeof(float) * at) == 0); /* the layer ran them */
         else
-            check_close_scaled_tol(one, layer, at, 5e-5, "Winograd against oneDNN's path");
-        check_close_scaled_tol(one + at, layer + at, t.l.nw + t.l.nb, 5e-5, "Winograd dw against the layer's");
-        CHECK(memcmp(one, three, sizeof(float) * at) == 0);
-        check_close_scaled_tol(three + at, one + at, t.l.nw + t.l.nb, 1e-5, "Winograd dw, 1 and 3 threads");
+            check_close_scaled_tol(one, layer, at, 5e-5, what[0]);
+        check_close_scaled_tol(one + at, layer + at, t.l.nw + t.l.nb, 5e-5, what[1]);
+        CHECK(memcmp(one, three, sizeof(float) * at) == 0); /* each tile is one thread's */
+        check_close_scaled_tol(three + at, one + at, t.l.nw + t.l.nb, 1e-5, what[2]);
     }
     dt_free(layer), dt_free(one), dt_free(three);
     tl_free(&t);
@@ -316,20 +325,20 @@ static void winograd_threads_case(dt_layout layout) {
  * blocks, tiles wholly inside the image (10x11), 8-filter remainders, rows
  * padded to 6, blocks of 6 tiles (the widest, 128 channels), with and
  * without bias, in nChw8c, and in nChw16c those whose channels are whole
- * blocks of 16 (with two 8-channel groups a cell); then
- * winograd_threads_case in both layouts. Tolerance 5e-5 of the buffer's
- * scale: F(4x4, 3x3)'s transforms add and subtract terms up to 5 and 8
- * times a value and scale by 1/24, so an output's rounding is some ten
- * times a direct sum's (measured: a few 1e-6, 1.0e-5 over the 2304 terms
- * of 256 channels). */
+ * blocks of 16 (with two 8-channel groups a cell), these also through
+ * winograd_direct_case; then that case's 1-against-3-threads check in
+ * nChw8c. Tolerance 5e-5 of the buffer's scale: F(4x4, 3x3)'s transforms
+ * add and subtract terms up to 5 and 8 times a value and scale by 1/24, so
+ * an output's rounding is some ten times a direct sum's (measured: a few
+ * 1e-6, at most 1.0e-5 with 256 channels). */
 static void test_winograd(void) {
     test_layer t;
     if (!CHECK_OK(tl_create(&t, tl_conv(16, 3, 1, 1), (dt_shape){16, 7, 6}, 2, 5))) return;
     t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW8C;
 #if defined(__x86_64__) || defined(__i386__)
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), zen = __builtin_cpu_is("amdfam19h");
 #else
-    int avx2 = 0;
+    int avx2 = 0, zen = 0;
 #endif
     CHECK(dt_layer_winograd(&t.l) == avx2);
     t.l.winograd = 0; /* [net] winograd=0 */
@@ -343,7 +352,7 @@ static void test_winograd(void) {
     t.l.spec.conv.dilation = 1, t.l.spec.conv.groups = 2;
     CHECK(!dt_layer_winograd(&t.l));
     t.l.spec.conv.groups = 1, t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW16C; /* Zen 4's (winograd.c) */
-    CHECK(dt_layer_winograd(&t.l) == (avx2 && __builtin_cpu_is("amdfam19h")));
+    CHECK(dt_layer_winograd(&t.l) == (avx2 && zen));
     tl_free(&t);
     if (!CHECK_OK(tl_create(&t, tl_conv(16, 3, 1, 1), (dt_shape){256, 3, 3}, 1, 5))) return;
     t.l.in_layout = t.l.out_layout = DT_LAYOUT_NCHW8C;
@@ -370,11 +379,13 @@ static void test_winograd(void) {
         s.no_bias = cases[i].no_bias;
         dt_shape in = {cases[i].C, cases[i].H, cases[i].W};
         layout_case_in(s, in, cases[i].B, 5e-5, DT_PRECISION_FP32, DT_LAYOUT_NCHW8C, name);
-        if (cases[i].C % 16 == 0 && cases[i].F % 16 == 0)
+        if (cases[i].C % 16 == 0 && cases[i].F % 16 == 0) {
             layout_case_in(s, in, cases[i].B, 5e-5, DT_PRECISION_FP32, DT_LAYOUT_NCHW16C, name);
+            winograd_direct_case(s, in, cases[i].B, DT_LAYOUT_NCHW16C, name);
+        }
     }
-    winograd_threads_case(DT_LAYOUT_NCHW8C);
-    winograd_threads_case(DT_LAYOUT_NCHW16C);
+    winograd_direct_case(tl_conv(32, 3, 1, 1), (dt_shape){16, 14, 14}, 16, DT_LAYOUT_NCHW8C, "threads, nChw8c");
+    winograd_direct_case(tl_conv(32, 3, 1, 1), (dt_shape){16, 14, 14}, 16, DT_LAYOUT_NCHW16C, "threads, nChw16c");
 }
 
 static void gemm_forward(dt_layer *l, float *out, const float *in, int batch, int train, float *ws) {

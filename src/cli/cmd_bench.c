@@ -144,7 +144,7 @@ static const char bench_usage[] =
     "  --threads N         threads (default: all cores)\n"
     "  --precision P       fp32 | bf16 (default: the model file's precision=, else fp32)\n"
     "  --winograd 0|1      1: 3x3 stride-1 convolutions by Winograd's algorithm where it\n"
-    "                      applies (fp32 on AVX2 CPUs without AVX-512); 0: oneDNN's\n"
+    "                      applies (fp32; `dtrain info` marks them); 0: oneDNN's\n"
     "                      direct kernels (default: the model file's winograd=, else 1)\n"
     "  --profile-out F     write the per-layer profile as JSON (input of dtrain simulate)\n"
     "  --measure-workers K --profile-out: measured with K workers computing at once (each\n"

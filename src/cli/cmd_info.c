@@ -34,8 +34,8 @@ static void inputs_text(char *buf, size_t cap, const dt_layer *l, int i) {
 }
 
 /* ", Winograd" when layer l of info's net (built in fp32 to infer shapes)
- * runs Winograd's algorithm in the file's precision: dtrain's (nChw8c) or
- * oneDNN's (nChw16c). */
+ * runs Winograd's algorithm in the file's precision: dtrain's (nChw8c, or
+ * nChw16c on Zen 4) or oneDNN's (nChw16c). */
 static const char *winograd_text(const dt_layer *l, const dt_model_spec *spec) {
     if (dt_layer_precision(l, spec->precision) != DT_PRECISION_FP32) return "";
     return dt_layer_winograd(l) ? ", Winograd" : dt_layer_dnnl_winograd(l) ? ", Winograd (oneDNN)" : "";
