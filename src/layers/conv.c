@@ -361,8 +361,8 @@ static void conv_backward(dt_layer *l, float *din, const float *dout, const floa
 }
 
 /* oneDNN's convolutions read and write bf16 activations on either side: a
- * bf16 one as they are, an fp32 one (a first layer of fewer than 4
- * channels, dt_layer_precision) through a reorder at that edge. Winograd's
+ * bf16 one as they are, an fp32 one (a first layer of 1 or 2 channels,
+ * dt_layer_precision) through a reorder at that edge. Winograd's
  * path is fp32 only. */
 static int conv_bf16_acts(const dt_layer *l) { return !dt_layer_winograd(l); }
 

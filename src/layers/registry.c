@@ -31,7 +31,7 @@ int dt_precision_from_name(const char *name) {
 }
 
 dt_precision dt_layer_precision(const dt_layer *l, dt_precision p) {
-    return l->spec.kind == DT_LAYER_CONV && l->in.c < 4 ? DT_PRECISION_FP32 : p;
+    return l->spec.kind == DT_LAYER_CONV && l->in.c < 3 ? DT_PRECISION_FP32 : p;
 }
 
 /* Indexed by dt_activation. */
